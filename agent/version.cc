@@ -1,0 +1,8 @@
+#include "agent/version.h"
+
+namespace kvwatch {
+
+const char* Version() { return KVWATCH_VERSION; }
+const char* Revision() { return KVWATCH_REVISION; }
+
+}  // namespace kvwatch

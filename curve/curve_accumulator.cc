@@ -1,0 +1,149 @@
+#include "curve/curve_accumulator.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvwatch::curve {
+namespace {
+
+// ceil(x), guarded against x landing a hair above an integer through rounding
+// (0.95 * 100 is 95.00000000000001 in binary floating point).
+std::uint64_t CeilCount(double x) {
+  if (x <= 0) return 0;
+  return static_cast<std::uint64_t>(std::ceil(x - 1e-9 * std::max(1.0, x)));
+}
+
+}  // namespace
+
+CurveAccumulator::CurveAccumulator(double coverage_share) : coverage_share_(coverage_share) {}
+
+void CurveAccumulator::AddAt(std::vector<std::uint64_t>* hist, std::uint64_t index,
+                             std::uint64_t amount) {
+  if (index >= hist->size()) hist->resize(std::max<std::size_t>(index + 1, hist->size() * 3 / 2));
+  (*hist)[index] += amount;
+}
+
+void CurveAccumulator::Add(const RequestOutcome& outcome) {
+  prefix_valid_ = false;
+  ++requests_;
+  const std::size_t n = outcome.size();
+  page_refs_ += n;
+  unlimited_page_hits_ += outcome.unlimited_hits;
+  cold_misses_ += outcome.cold_misses;
+  beyond_tracked_ += outcome.beyond_tracked;
+  // m is non-decreasing, so the pages that hit at some tracked capacity are a prefix.
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t c = outcome.hit_capacity(i);
+    if (c == 0) break;
+    if (c >= hits_.size()) {
+      const std::size_t size = std::max<std::size_t>(c + 1, hits_.size() * 3 / 2);
+      hits_.resize(size);
+      depth_.resize(size);
+    }
+    ++hits_[c];
+    depth_[c] += i;
+  }
+  const std::uint32_t r = outcome.Requirement(coverage_share_);
+  if (r == kBeyondTracked) {
+    ++requests_beyond_;
+  } else {
+    AddAt(&required_, r, 1);
+  }
+}
+
+void CurveAccumulator::Merge(const CurveAccumulator& other) {
+  prefix_valid_ = false;
+  requests_ += other.requests_;
+  page_refs_ += other.page_refs_;
+  unlimited_page_hits_ += other.unlimited_page_hits_;
+  cold_misses_ += other.cold_misses_;
+  beyond_tracked_ += other.beyond_tracked_;
+  requests_beyond_ += other.requests_beyond_;
+  auto merge = [](std::vector<std::uint64_t>* into, const std::vector<std::uint64_t>& from) {
+    if (from.size() > into->size()) into->resize(from.size());
+    for (std::size_t i = 0; i < from.size(); ++i) (*into)[i] += from[i];
+  };
+  merge(&hits_, other.hits_);
+  merge(&depth_, other.depth_);
+  merge(&required_, other.required_);
+}
+
+void CurveAccumulator::Clear() { *this = CurveAccumulator(coverage_share_); }
+
+double CurveAccumulator::UnlimitedPageHitRatio() const {
+  return page_refs_ == 0 ? 0.0
+                         : static_cast<double>(unlimited_page_hits_) / static_cast<double>(page_refs_);
+}
+
+void CurveAccumulator::BuildPrefixSums() const {
+  if (prefix_valid_) return;
+  auto prefix = [](const std::vector<std::uint64_t>& hist, std::vector<std::uint64_t>* out) {
+    // Trim trailing zeros so MaxCapacity() is the last capacity that changes anything.
+    std::size_t n = hist.size();
+    while (n > 0 && hist[n - 1] == 0) --n;
+    out->resize(n);
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < n; ++i) (*out)[i] = sum += hist[i];
+  };
+  prefix(hits_, &hits_prefix_);
+  prefix(required_, &required_prefix_);
+  depth_prefix_.resize(hits_prefix_.size());
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < depth_prefix_.size(); ++i) depth_prefix_[i] = sum += depth_[i];
+  prefix_valid_ = true;
+}
+
+std::uint64_t CurveAccumulator::PrefixAt(const std::vector<std::uint64_t>& prefix,
+                                         std::uint64_t capacity) {
+  if (prefix.empty()) return 0;
+  return prefix[std::min<std::uint64_t>(capacity, prefix.size() - 1)];
+}
+
+std::uint64_t CurveAccumulator::MaxCapacity() const {
+  BuildPrefixSums();
+  const std::size_t n = std::max(hits_prefix_.size(), required_prefix_.size());
+  return n == 0 ? 0 : n - 1;
+}
+
+std::uint64_t CurveAccumulator::PageHits(std::uint64_t capacity) const {
+  BuildPrefixSums();
+  return PrefixAt(hits_prefix_, capacity);
+}
+
+double CurveAccumulator::PageHitRatio(std::uint64_t capacity) const {
+  return page_refs_ == 0 ? 0.0
+                         : static_cast<double>(PageHits(capacity)) / static_cast<double>(page_refs_);
+}
+
+double CurveAccumulator::RequestCoverage(std::uint64_t capacity) const {
+  BuildPrefixSums();
+  if (requests_ == 0) return 1.0;
+  return static_cast<double>(PrefixAt(required_prefix_, capacity)) /
+         static_cast<double>(requests_);
+}
+
+std::uint64_t CurveAccumulator::HitDepthSum(std::uint64_t capacity) const {
+  BuildPrefixSums();
+  return PrefixAt(depth_prefix_, capacity);
+}
+
+std::optional<std::uint64_t> CurveAccumulator::WorkingSetForPageHits(double fraction) const {
+  BuildPrefixSums();
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(unlimited_page_hits_));
+  if (need == 0) return 0;
+  auto it = std::lower_bound(hits_prefix_.begin(), hits_prefix_.end(), need);
+  if (it == hits_prefix_.end()) return std::nullopt;
+  return static_cast<std::uint64_t>(it - hits_prefix_.begin());
+}
+
+std::optional<std::uint64_t> CurveAccumulator::WorkingSetForCoverage(double fraction) const {
+  BuildPrefixSums();
+  // Nearest rank: the smallest C covering ceil(q * requests) requests.
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(requests_));
+  if (need == 0) return 0;
+  auto it = std::lower_bound(required_prefix_.begin(), required_prefix_.end(), need);
+  if (it == required_prefix_.end()) return std::nullopt;
+  return static_cast<std::uint64_t>(it - required_prefix_.begin());
+}
+
+}  // namespace kvwatch::curve

@@ -1,0 +1,90 @@
+// CurveAccumulator: the numbers of ../shared/docs/curve-semantics.md section 3 for
+// a set of requests (a window, a tenant, a whole trace), exact at every integer
+// capacity up to the engine's tracked range.
+//
+// It keeps three histograms indexed by capacity in pages:
+//   hits[c]     page references whose smallest hitting capacity m(i) + 1 is c;
+//   depth[c]    the sum of those references' page positions i (for the
+//               depth-weighted prefill cost, which is linear in i);
+//   required[c] requests whose requirement R at the coverage share is c;
+// so page_hits(C) and request_coverage(C) are prefix sums. The histograms grow to
+// the largest capacity seen, not to the tracked range.
+//
+// Thread safety: none; const methods may be called concurrently only while no
+// non-const method runs (they fill a lazily built cache).
+#ifndef KVWATCH_CURVE_CURVE_ACCUMULATOR_H_
+#define KVWATCH_CURVE_CURVE_ACCUMULATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "curve/stack_distance.h"
+
+namespace kvwatch::curve {
+
+class CurveAccumulator {
+ public:
+  // coverage_share: s in (0, 1], the share of a request's unlimited hits it must
+  // keep to count as covered.
+  explicit CurveAccumulator(double coverage_share = 1.0);
+
+  void Add(const RequestOutcome& outcome);
+  // Adds another accumulator's requests. REQUIRES: the same coverage share.
+  void Merge(const CurveAccumulator& other);
+  void Clear();
+
+  double coverage_share() const { return coverage_share_; }
+  std::uint64_t requests() const { return requests_; }
+  std::uint64_t page_refs() const { return page_refs_; }
+  std::uint64_t unlimited_page_hits() const { return unlimited_page_hits_; }
+  std::uint64_t cold_misses() const { return cold_misses_; }
+  std::uint64_t beyond_tracked() const { return beyond_tracked_; }
+  // Requests whose requirement lies beyond the tracked range.
+  std::uint64_t requests_beyond_tracked() const { return requests_beyond_; }
+  // Unlimited hits / page refs (0 with no references).
+  double UnlimitedPageHitRatio() const;
+
+  // The largest capacity at which any page starts to hit or any request becomes
+  // covered: every curve is flat beyond it.
+  std::uint64_t MaxCapacity() const;
+
+  std::uint64_t PageHits(std::uint64_t capacity) const;
+  double PageHitRatio(std::uint64_t capacity) const;
+  // Fraction of all requests with R <= capacity (1 with no requests).
+  double RequestCoverage(std::uint64_t capacity) const;
+  // Sum of the page positions i of the references that hit at capacity.
+  std::uint64_t HitDepthSum(std::uint64_t capacity) const;
+
+  // Smallest C with page_hits(C) >= fraction * unlimited_page_hits; nullopt when
+  // not reached within the tracked range (not converged).
+  std::optional<std::uint64_t> WorkingSetForPageHits(double fraction) const;
+  // Smallest C with request_coverage(C) >= fraction; nullopt when not converged.
+  std::optional<std::uint64_t> WorkingSetForCoverage(double fraction) const;
+
+ private:
+  static void AddAt(std::vector<std::uint64_t>* hist, std::uint64_t index, std::uint64_t amount);
+  void BuildPrefixSums() const;
+  static std::uint64_t PrefixAt(const std::vector<std::uint64_t>& prefix, std::uint64_t capacity);
+
+  double coverage_share_;
+  std::uint64_t requests_ = 0;
+  std::uint64_t page_refs_ = 0;
+  std::uint64_t unlimited_page_hits_ = 0;
+  std::uint64_t cold_misses_ = 0;
+  std::uint64_t beyond_tracked_ = 0;
+  std::uint64_t requests_beyond_ = 0;
+  std::vector<std::uint64_t> hits_;
+  std::vector<std::uint64_t> depth_;
+  std::vector<std::uint64_t> required_;
+
+  // Prefix sums, rebuilt on the first query after a change.
+  mutable bool prefix_valid_ = false;
+  mutable std::vector<std::uint64_t> hits_prefix_;
+  mutable std::vector<std::uint64_t> depth_prefix_;
+  mutable std::vector<std::uint64_t> required_prefix_;
+};
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_CURVE_ACCUMULATOR_H_

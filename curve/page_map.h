@@ -1,0 +1,153 @@
+// PageMap: a flat open-addressing hash map from a 64-bit page id to a 32-bit value,
+// built for the stack-distance engine's hot path.
+//
+// Why not std::unordered_map: it allocates a node per entry (about 40 bytes more per
+// tracked page) and costs a pointer chase per lookup; the engine's memory target is
+// stated per tracked page, and every page reference does one or two lookups. Entries
+// here are 12 bytes, packed, in one array, with linear probing and backward-shift
+// deletion (no tombstones), and a load factor kept between 3/8 and 3/4.
+//
+// The value kEmpty (0xFFFFFFFF) is reserved to mark free entries; any page id,
+// including 0 and ~0, is a valid key.
+//
+// Thread safety: none; callers serialize.
+#ifndef KVWATCH_CURVE_PAGE_MAP_H_
+#define KVWATCH_CURVE_PAGE_MAP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace kvwatch::curve {
+
+class PageMap {
+ public:
+  static constexpr std::uint32_t kEmpty = std::numeric_limits<std::uint32_t>::max();
+
+  PageMap() { Reset(kMinCapacity); }
+
+  std::size_t size() const { return size_; }
+  std::size_t capacity() const { return entries_.size(); }
+  std::size_t MemoryBytes() const { return entries_.capacity() * sizeof(Entry); }
+
+  // Returns a pointer to the value stored for key, or nullptr. The pointer is valid
+  // until the next insertion or erasure.
+  std::uint32_t* Find(std::uint64_t key) {
+    for (std::size_t i = Home(key);; i = (i + 1) & mask_) {
+      Entry& e = entries_[i];
+      if (e.value == kEmpty) return nullptr;
+      if (e.key == key) return &e.value;
+    }
+  }
+  const std::uint32_t* Find(std::uint64_t key) const {
+    return const_cast<PageMap*>(this)->Find(key);
+  }
+
+  // Hints the CPU to fetch the entry key would start probing at.
+  void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Home(key)]); }
+
+  // REQUIRES: key is not present; value != kEmpty.
+  void Insert(std::uint64_t key, std::uint32_t value) {
+    if ((size_ + 1) * 4 > entries_.size() * 3) Rehash(entries_.size() * 2);
+    std::size_t i = Home(key);
+    while (entries_[i].value != kEmpty) i = (i + 1) & mask_;
+    entries_[i] = Entry{key, value};
+    ++size_;
+  }
+
+  // Removes key if present; returns whether it was.
+  bool Erase(std::uint64_t key) {
+    std::size_t i = Home(key);
+    for (;; i = (i + 1) & mask_) {
+      if (entries_[i].value == kEmpty) return false;
+      if (entries_[i].key == key) break;
+    }
+    // Backward-shift deletion: move later entries of the probe run into the hole
+    // when their home position allows it, so lookups never need tombstones.
+    std::size_t hole = i;
+    for (std::size_t j = (i + 1) & mask_; entries_[j].value != kEmpty; j = (j + 1) & mask_) {
+      std::size_t home = Home(entries_[j].key);
+      // Entry j may move to hole if hole lies cyclically in [home, j).
+      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
+        entries_[hole] = entries_[j];
+        hole = j;
+      }
+    }
+    entries_[hole].value = kEmpty;
+    --size_;
+    if (entries_.size() > kMinCapacity && size_ * 16 < entries_.size() * 3) {  // load < 3/16
+      Rehash(entries_.size() / 2);
+    }
+    return true;
+  }
+
+  // Calls fn(key, value&) for every entry; fn may change the value (not to kEmpty)
+  // but must not insert or erase.
+  template <class Fn>
+  void ForEach(Fn&& fn) {
+    for (Entry& e : entries_) {
+      if (e.value != kEmpty) fn(static_cast<std::uint64_t>(e.key), e.value);
+    }
+  }
+
+  void Clear() { Reset(kMinCapacity); }
+
+  // Sizes the table for n entries at once (no-op when it is already large enough).
+  void Reserve(std::size_t n) {
+    std::size_t cap = entries_.size();
+    while (n * 4 > cap * 3) cap *= 2;
+    if (cap != entries_.size()) Rehash(cap);
+  }
+
+ private:
+  static constexpr std::size_t kMinCapacity = 64;
+
+#pragma pack(push, 4)
+  struct Entry {
+    std::uint64_t key = 0;
+    std::uint32_t value = kEmpty;
+  };
+#pragma pack(pop)
+  static_assert(sizeof(Entry) == 12);
+
+  // Murmur3's 64-bit finalizer: page ids are often small sequential integers
+  // (Mooncake), which a plain modulo would cluster.
+  static std::uint64_t Mix(std::uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+  }
+  std::size_t Home(std::uint64_t key) const { return Mix(key) & mask_; }
+
+  void Reset(std::size_t capacity) {
+    entries_.assign(capacity, Entry{});
+    entries_.shrink_to_fit();
+    mask_ = capacity - 1;
+    size_ = 0;
+  }
+
+  void Rehash(std::size_t capacity) {
+    std::vector<Entry> old;
+    old.swap(entries_);
+    Reset(capacity);
+    for (const Entry& e : old) {
+      if (e.value == kEmpty) continue;
+      std::size_t i = Home(e.key);
+      while (entries_[i].value != kEmpty) i = (i + 1) & mask_;
+      entries_[i] = e;
+      ++size_;
+    }
+  }
+
+  std::vector<Entry> entries_;
+  std::size_t mask_ = 0;
+  std::size_t size_ = 0;
+};
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_PAGE_MAP_H_

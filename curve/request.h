@@ -1,0 +1,34 @@
+// A request as the curve engine sees it: an ordered list of prefix-page ids plus
+// the optional facts a trace or engine gives about it. See
+// ../shared/docs/curve-semantics.md section 1.
+#ifndef KVWATCH_CURVE_REQUEST_H_
+#define KVWATCH_CURVE_REQUEST_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvwatch::curve {
+
+// A 64-bit page identity that already includes its scope (model, block size,
+// LoRA, cache salt, ...). Equal ids mean equal prefixes.
+using PageId = std::uint64_t;
+
+struct Request {
+  // Arrival time in seconds since an arbitrary epoch; NaN when the source has none.
+  double timestamp_s = std::nan("");
+  // Tenant or class label; empty when the source has none.
+  std::string tenant;
+  // Token counts; -1 when the source has none.
+  std::int64_t input_tokens = -1;
+  std::int64_t output_tokens = -1;
+  // The full KV pages of the prompt, in prefix order.
+  std::vector<PageId> pages;
+
+  bool has_timestamp() const { return !std::isnan(timestamp_s); }
+};
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_REQUEST_H_

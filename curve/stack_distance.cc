@@ -1,0 +1,322 @@
+#include "curve/stack_distance.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace kvwatch::curve {
+namespace {
+
+constexpr std::uint32_t kMinSlots = 4096;  // a multiple of 64
+constexpr std::uint32_t kBlockBits = 64;
+
+std::uint32_t RoundUpToBlock(std::uint64_t n) {
+  return static_cast<std::uint32_t>((n + kBlockBits - 1) / kBlockBits * kBlockBits);
+}
+
+}  // namespace
+
+std::uint32_t RequestOutcome::Requirement(double share) const {
+  // ceil(s * T), guarded against s * T landing a hair above an integer.
+  const double exact = share * static_cast<double>(unlimited_hits);
+  auto k = static_cast<std::uint64_t>(std::ceil(exact - 1e-9 * std::max(1.0, exact)));
+  if (k == 0) return 0;
+  k = std::min<std::uint64_t>(k, unlimited_hits);
+  const std::uint32_t m = prefix_max[k - 1];
+  return m >= kBeyondTracked ? kBeyondTracked : m + 1;
+}
+
+StackDistanceEngine::StackDistanceEngine(const EngineOptions& options) : options_(options) {
+  Resize(kMinSlots);
+}
+
+void StackDistanceEngine::Clear() {
+  map_.Clear();
+  evicted_young_.Clear();
+  evicted_old_.Clear();
+  live_ = 0;
+  next_slot_ = 0;
+  oldest_hint_ = 0;
+  evicted_pages_ = 0;
+  Resize(kMinSlots);
+}
+
+std::size_t StackDistanceEngine::MemoryBytes() const {
+  return map_.MemoryBytes() + evicted_young_.MemoryBytes() + evicted_old_.MemoryBytes() +
+         slot_page_.capacity() * sizeof(PageId) + live_bits_.capacity() * sizeof(std::uint64_t) +
+         fenwick_.capacity() * sizeof(std::int32_t);
+}
+
+// --- Fenwick tree over 64-slot blocks, and the live-slot bitmap -------------------
+
+void StackDistanceEngine::SetLive(std::uint32_t slot) {
+  live_bits_[slot / kBlockBits] |= 1ULL << (slot % kBlockBits);
+  const std::size_t n = fenwick_.size();
+  for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) ++fenwick_[i];
+}
+
+void StackDistanceEngine::ClearLive(std::uint32_t slot) {
+  live_bits_[slot / kBlockBits] &= ~(1ULL << (slot % kBlockBits));
+  const std::size_t n = fenwick_.size();
+  for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) --fenwick_[i];
+}
+
+// Number of live slots newer than slot (slot itself is live).
+std::uint32_t StackDistanceEngine::Distance(std::uint32_t slot) const {
+  const std::uint32_t block = slot / kBlockBits;
+  const std::uint32_t bit = slot % kBlockBits;
+  std::int64_t at_or_before = 0;  // live slots in [0, slot]
+  for (std::uint32_t i = block; i > 0; i &= i - 1) at_or_before += fenwick_[i];
+  const std::uint64_t mask = bit == 63 ? ~0ULL : (2ULL << bit) - 1;
+  at_or_before += std::popcount(live_bits_[block] & mask);
+  return live_ - static_cast<std::uint32_t>(at_or_before);
+}
+
+// Reallocates the slot arrays for `slots` slots. REQUIRES: no live slot at or
+// beyond `slots` (callers compact first).
+void StackDistanceEngine::Resize(std::uint32_t slots) {
+  slots_ = slots;
+  slot_page_.resize(slots);
+  slot_page_.shrink_to_fit();
+  live_bits_.resize(slots / kBlockBits, 0);
+  live_bits_.shrink_to_fit();
+  // Rebuild the Fenwick tree in O(blocks) from the block popcounts.
+  fenwick_.assign(slots / kBlockBits + 1, 0);
+  fenwick_.shrink_to_fit();
+  for (std::size_t i = 1; i < fenwick_.size(); ++i) {
+    fenwick_[i] += std::popcount(live_bits_[i - 1]);
+    const std::size_t parent = i + (i & (~i + 1));
+    if (parent < fenwick_.size()) fenwick_[parent] += fenwick_[i];
+  }
+}
+
+// Renumbers the live slots 0..live-1 in recency order and resizes to twice the
+// live count, so the arrays stay proportional to the tracked pages. Amortized O(1)
+// per reference: at least `live` new references happen between compactions.
+void StackDistanceEngine::Compact() {
+  // New index of a live slot = live slots before it: a running count per word.
+  std::vector<std::uint32_t> word_base(live_bits_.size());
+  std::uint32_t running = 0;
+  for (std::size_t w = 0; w < live_bits_.size(); ++w) {
+    word_base[w] = running;
+    running += std::popcount(live_bits_[w]);
+  }
+  auto renumber = [&](std::uint32_t slot) {
+    const std::uint64_t below = (1ULL << (slot % kBlockBits)) - 1;
+    return word_base[slot / kBlockBits] +
+           static_cast<std::uint32_t>(std::popcount(live_bits_[slot / kBlockBits] & below));
+  };
+  std::vector<PageId> new_slot_page(slot_page_.size());
+  map_.ForEach([&](std::uint64_t page, std::uint32_t& slot) {
+    slot = renumber(slot);
+    new_slot_page[slot] = page;
+  });
+  const std::uint32_t new_slots =
+      std::max(kMinSlots, RoundUpToBlock(2 * static_cast<std::uint64_t>(live_) + kBlockBits));
+  slot_page_.swap(new_slot_page);
+  std::fill(live_bits_.begin(), live_bits_.end(), 0);
+  live_bits_.resize(std::max<std::size_t>(live_bits_.size(), new_slots / kBlockBits), 0);
+  for (std::uint32_t s = 0; s < live_; ++s) live_bits_[s / kBlockBits] |= 1ULL << (s % kBlockBits);
+  next_slot_ = live_;
+  oldest_hint_ = 0;
+  Resize(new_slots);
+}
+
+// --- Eviction memory (beyond tracked versus cold) ----------------------------------
+
+bool StackDistanceEngine::WasEvicted(PageId page) const {
+  return evicted_young_.Find(page) != nullptr || evicted_old_.Find(page) != nullptr;
+}
+
+void StackDistanceEngine::ForgetEviction(PageId page) {
+  if (evicted_young_.size() != 0) evicted_young_.Erase(page);
+  if (evicted_old_.size() != 0) evicted_old_.Erase(page);
+}
+
+void StackDistanceEngine::RememberEviction(PageId page) {
+  const std::uint64_t limit = options_.remembered_evictions;
+  if (limit != 0 && evicted_young_.size() >= limit) {
+    std::swap(evicted_old_, evicted_young_);
+    evicted_young_.Clear();
+  }
+  evicted_young_.Insert(page, 0);
+}
+
+void StackDistanceEngine::EvictOldest() {
+  std::uint32_t w = oldest_hint_ / kBlockBits;
+  while (live_bits_[w] == 0) ++w;
+  const std::uint32_t slot = w * kBlockBits + std::countr_zero(live_bits_[w]);
+  oldest_hint_ = slot + 1;
+  const PageId page = slot_page_[slot];
+  ClearLive(slot);
+  map_.Erase(page);
+  --live_;
+  ++evicted_pages_;
+  RememberEviction(page);
+}
+
+// --- References ---------------------------------------------------------------------
+
+// References page once: it becomes the most recently used.
+void StackDistanceEngine::Touch(PageId page) {
+  if (next_slot_ == slots_) Compact();
+  const std::uint32_t slot = next_slot_++;
+  if (std::uint32_t* current = map_.Find(page)) {
+    ClearLive(*current);
+    *current = slot;
+  } else {
+    if (live_ >= options_.max_pages) EvictOldest();
+    ForgetEviction(page);
+    map_.Insert(page, slot);
+    ++live_;
+  }
+  slot_page_[slot] = page;
+  SetLive(slot);
+}
+
+void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome* out) {
+  const std::size_t n = pages.size();
+  out->distance.resize(n);
+  out->prefix_max.resize(n);
+  out->cold_misses = 0;
+  out->beyond_tracked = 0;
+  out->unlimited_hits = 0;
+  if (n == 0) return;
+
+  for (std::size_t i = 0; i < n; ++i) map_.Prefetch(pages[i]);
+
+  // Arrival state: every distance is read before any page of r is referenced.
+  const bool remembers = evicted_young_.size() != 0 || evicted_old_.size() != 0;
+  std::uint32_t running_max = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t d;
+    if (const std::uint32_t* slot = map_.Find(pages[i])) {
+      d = Distance(*slot);
+    } else if (remembers && WasEvicted(pages[i])) {
+      d = kBeyondTracked;
+      ++out->beyond_tracked;
+    } else {
+      d = kCold;
+      ++out->cold_misses;
+    }
+    out->distance[i] = d;
+    running_max = std::max(running_max, d);
+    out->prefix_max[i] = running_max;
+    if (running_max != kCold) ++out->unlimited_hits;
+  }
+
+  if (options_.touch_order == TouchOrder::kTailFirst) {
+    for (std::size_t i = n; i-- > 0;) Touch(pages[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) Touch(pages[i]);
+  }
+}
+
+// --- Checkpoints ----------------------------------------------------------------------
+//
+// Format (little-endian): magic "KVWSDE01", max_pages u32, touch order u8,
+// remembered_evictions u64, evicted_pages u64, live count u32, then the live pages
+// from least to most recently used (u64 each), then the remembered evicted pages:
+// count u64 and ids (young generation first, then old).
+
+namespace {
+
+constexpr char kMagic[8] = {'K', 'V', 'W', 'S', 'D', 'E', '0', '1'};
+
+template <class T>
+void Put(std::vector<std::uint8_t>* out, T v) {
+  std::uint8_t b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out->insert(out->end(), b, b + sizeof(T));
+}
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
+  template <class T>
+  bool Get(T* v) {
+    if (bytes_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool done() const { return pos_ == bytes_.size(); }
+
+ private:
+  std::span<const std::uint8_t> bytes_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
+  std::vector<std::uint8_t> out(kMagic, kMagic + sizeof(kMagic));
+  Put<std::uint32_t>(&out, options_.max_pages);
+  Put<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
+  Put<std::uint64_t>(&out, options_.remembered_evictions);
+  Put<std::uint64_t>(&out, evicted_pages_);
+  Put<std::uint32_t>(&out, live_);
+  for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
+    for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
+      Put<std::uint64_t>(&out, slot_page_[w * kBlockBits + std::countr_zero(bits)]);
+    }
+  }
+  Put<std::uint64_t>(&out, evicted_young_.size() + evicted_old_.size());
+  auto put_keys = [&](const PageMap& m) {
+    const_cast<PageMap&>(m).ForEach([&](std::uint64_t k, std::uint32_t&) { Put(&out, k); });
+  };
+  put_keys(evicted_young_);
+  put_keys(evicted_old_);
+  return out;
+}
+
+bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
+  Clear();
+  Reader r(bytes);
+  char magic[sizeof(kMagic)];
+  for (char& c : magic) {
+    if (!r.Get(&c)) return false;
+  }
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return false;
+  EngineOptions opts;
+  std::uint8_t order = 0;
+  std::uint64_t evicted_pages = 0;
+  std::uint32_t live = 0;
+  if (!r.Get(&opts.max_pages) || !r.Get(&order) || !r.Get(&opts.remembered_evictions) ||
+      !r.Get(&evicted_pages) || !r.Get(&live) || order > 1 || opts.max_pages == 0 ||
+      opts.max_pages >= kBeyondTracked || live > opts.max_pages) {
+    return false;
+  }
+  opts.touch_order = order == 0 ? TouchOrder::kTailFirst : TouchOrder::kHeadFirst;
+  options_ = opts;
+  for (std::uint32_t i = 0; i < live; ++i) {
+    PageId page;
+    if (!r.Get(&page) || map_.Find(page) != nullptr) {
+      Clear();
+      return false;
+    }
+    Touch(page);
+  }
+  std::uint64_t remembered = 0;
+  if (!r.Get(&remembered)) {
+    Clear();
+    return false;
+  }
+  for (std::uint64_t i = 0; i < remembered; ++i) {
+    PageId page;
+    if (!r.Get(&page)) {
+      Clear();
+      return false;
+    }
+    if (!WasEvicted(page)) RememberEviction(page);
+  }
+  if (!r.done()) {
+    Clear();
+    return false;
+  }
+  evicted_pages_ = evicted_pages;
+  return true;
+}
+
+}  // namespace kvwatch::curve

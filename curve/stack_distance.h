@@ -1,0 +1,145 @@
+// StackDistanceEngine: Mattson's LRU stack-distance algorithm, incremental, with
+// the prefix rule of ../shared/docs/curve-semantics.md section 2.
+//
+// For each request the engine reads every page's stack distance d(p) against the
+// cache state left by earlier requests (the arrival state), computes the prefix
+// maximum m(i) = max(d(p(0)), ..., d(p(i))), and only then references every page
+// once in the configured touch order. Page i of the request is a hit in an LRU
+// cache of C pages exactly when m(i) < C, for every C at once.
+//
+// Data structure: every reference gets a new "time slot". A bitmap marks the slots
+// that hold the latest reference of a tracked page; a Fenwick tree over 64-slot
+// blocks of that bitmap counts live slots, so d(p) = number of live slots newer
+// than p's slot, in O(log(slots / 64)) plus one popcount. A flat hash map maps a
+// page id to its slot and an array maps a slot back to its page. When the slots run
+// out they are compacted (live slots renumbered in order), so memory stays
+// proportional to the number of tracked pages however long the stream runs.
+//
+// Bounded tracking: at most max_pages distinct pages are tracked. Inserting one
+// more evicts the least recently used; a later reference to it has an unknown
+// distance >= max_pages and is counted as "beyond tracked", apart from cold misses.
+// Every number is exact for capacities C <= max_pages.
+//
+// Thread safety: none. One engine per stream; callers serialize.
+#ifndef KVWATCH_CURVE_STACK_DISTANCE_H_
+#define KVWATCH_CURVE_STACK_DISTANCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "curve/page_map.h"
+#include "curve/request.h"
+
+namespace kvwatch::curve {
+
+// Distances are page counts below kBeyondTracked. Two sentinels stand for the
+// distances the engine cannot give: a page referenced before but pushed beyond
+// the tracked range (its distance is >= max_pages: a miss at every tracked
+// capacity, a hit at unlimited capacity), and a page never referenced before (a
+// miss at every capacity). kBeyondTracked < kCold, so a prefix maximum orders them
+// as the prefix rule needs.
+inline constexpr std::uint32_t kCold = std::numeric_limits<std::uint32_t>::max();
+inline constexpr std::uint32_t kBeyondTracked = kCold - 1;
+
+enum class TouchOrder {
+  kTailFirst,  // p(n-1) first, p(0) last: the chain's head is most recent (default).
+  kHeadFirst,  // p(0) first, as in the KVSET reference implementation.
+};
+
+struct EngineOptions {
+  // M: the largest number of distinct pages tracked (the largest capacity of
+  // interest). Must be at least 1 and below kBeyondTracked.
+  std::uint32_t max_pages = 1u << 24;
+  TouchOrder touch_order = TouchOrder::kTailFirst;
+  // How many pages evicted from tracking are remembered, so that a later
+  // reference is told apart as "beyond tracked" rather than "cold". 0 means
+  // unlimited (exact, memory grows with the distinct pages of the stream: what
+  // offline replay uses); otherwise the most recent evictions, between this
+  // number and twice it, are remembered and older ones look cold again.
+  std::uint64_t remembered_evictions = 0;
+};
+
+// What the engine says about one request. Vectors are indexed by page position.
+struct RequestOutcome {
+  // d(p(i)) read in the arrival state; kBeyondTracked or kCold when unknown.
+  std::vector<std::uint32_t> distance;
+  // m(i), the prefix maximum of distance; page i hits at capacity C iff m(i) < C.
+  std::vector<std::uint32_t> prefix_max;
+  std::uint32_t cold_misses = 0;     // pages never referenced before
+  std::uint32_t beyond_tracked = 0;  // pages referenced before but evicted from tracking
+  // T = h(infinity): pages before the first cold page. Includes pages whose
+  // prefix is only beyond tracked, which hit at unlimited but no tracked capacity.
+  std::uint32_t unlimited_hits = 0;
+
+  std::size_t size() const { return distance.size(); }
+  // Smallest capacity at which page i hits, m(i) + 1; 0 when it hits at no
+  // tracked capacity.
+  std::uint32_t hit_capacity(std::size_t i) const {
+    return prefix_max[i] >= kBeyondTracked ? 0 : prefix_max[i] + 1;
+  }
+  // R at share s in (0, 1]: 0 when k = ceil(s * T) is 0, else m(k - 1) + 1 pages;
+  // kBeyondTracked when m(k - 1) is beyond the tracked range.
+  std::uint32_t Requirement(double share) const;
+};
+
+class StackDistanceEngine {
+ public:
+  explicit StackDistanceEngine(const EngineOptions& options = {});
+  StackDistanceEngine(const StackDistanceEngine&) = delete;
+  StackDistanceEngine& operator=(const StackDistanceEngine&) = delete;
+
+  // Processes one request: fills *out (reusing its storage), then references its
+  // pages. pages may be empty.
+  void Process(std::span<const PageId> pages, RequestOutcome* out);
+
+  // Forgets every page (for example when an engine clears its cache).
+  void Clear();
+
+  const EngineOptions& options() const { return options_; }
+  std::uint32_t tracked_pages() const { return live_; }
+  // Pages evicted from tracking so far (each later reference is "beyond tracked").
+  std::uint64_t evicted_pages() const { return evicted_pages_; }
+  // Bytes held by the engine's data structures (capacity, not size).
+  std::size_t MemoryBytes() const;
+
+  // Serialization of the full state, for agent checkpoints.
+  std::vector<std::uint8_t> Serialize() const;
+  // Returns false (and leaves the engine cleared) when the bytes are not a valid state.
+  bool Deserialize(std::span<const std::uint8_t> bytes);
+
+ private:
+  static constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
+
+  std::uint32_t Distance(std::uint32_t slot) const;
+  bool WasEvicted(PageId page) const;
+  void ForgetEviction(PageId page);
+  void RememberEviction(PageId page);
+  void Touch(PageId page);
+  void SetLive(std::uint32_t slot);
+  void ClearLive(std::uint32_t slot);
+  void EvictOldest();
+  void Compact();
+  void Resize(std::uint32_t slots);
+
+  EngineOptions options_;
+  PageMap map_;                       // page -> slot of its latest reference
+  std::vector<PageId> slot_page_;     // slot -> page (valid where live)
+  std::vector<std::uint64_t> live_bits_;  // 1 bit per slot
+  std::vector<std::int32_t> fenwick_;     // 1-based Fenwick tree over 64-slot blocks
+  std::uint32_t slots_ = 0;           // number of slots
+  std::uint32_t next_slot_ = 0;       // the next unused slot (newest reference + 1)
+  std::uint32_t oldest_hint_ = 0;     // no live slot below this
+  std::uint32_t live_ = 0;            // tracked pages
+  std::uint64_t evicted_pages_ = 0;
+  // Pages evicted from tracking, in two generations when remembered_evictions
+  // bounds them (a full young generation becomes the old one).
+  PageMap evicted_young_;
+  PageMap evicted_old_;
+};
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_STACK_DISTANCE_H_
