@@ -1,10 +1,99 @@
-// kvwatch: the command line. Subcommands are defined in their own files under
-// agent/; this file only dispatches.
-#include <cstdio>
+// kvwatch: the command line. Each subcommand's options are declared here (CLI11 is
+// heavy to compile, so it lives in this one file) and run by agent/<name>_command.cc.
+#include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <string>
+
+#include "agent/replay_command.h"
 #include "agent/version.h"
+#include "curve/sizing.h"
+
+namespace {
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "replay",
+      "Run the LRU stack-distance engine over request traces (JSON Lines with hash_ids; plain, gzip or - for "
+      "stdin) and print the capacity worksheet: page hit ratio and request coverage at every capacity, the "
+      "working set for targets, the knee, bytes and tiers.");
+  cmd->add_option("TRACE", o.traces, "Trace files (Mooncake or Qwen-Bailian JSON Lines, plain or .gz), - for stdin")
+      ->required();
+  cmd->add_option("--format", o.format, "Output: table (for people), json or csv (for scripts)")
+      ->capture_default_str();
+  cmd->add_option("--capacities", o.capacities,
+                  "Capacities in pages to report, comma-separated (default: 1, 2, 5, 10, ... up to the curve's end)")
+      ->delimiter(',');
+  cmd->add_option("--coverage-share", o.coverage_share,
+                  "Share s in (0,1] of a request's unlimited hits it must keep to count as covered")
+      ->capture_default_str();
+  cmd->add_option("--touch-order", o.touch_order,
+                  "Order a request's pages are referenced after the hit test: tail-first (engines' eviction "
+                  "order) or head-first (KVSET)")
+      ->capture_default_str();
+  cmd->add_option("--max-pages", o.max_pages,
+                  "M: the most distinct pages tracked; every number is exact for capacities <= M")
+      ->capture_default_str();
+  cmd->add_option("--page-tokens", o.page_tokens,
+                  "Tokens per page (16 for vLLM's default block, 512 for the Mooncake traces)")
+      ->capture_default_str();
+  cmd->add_option("--page-hit-targets", o.page_hit_targets,
+                  "Fractions of the unlimited page hits to size for, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--coverage-targets", o.coverage_targets,
+                  "Fractions of requests to cover, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--model", o.model,
+                  "Model preset for bytes per token and prefill cost: " + Join(kvwatch::curve::ModelPresetNames()));
+  cmd->add_option("--model-config", o.model_config, "A Hugging Face config.json to read the KV geometry from");
+  cmd->add_option("--bytes-per-token", o.bytes_per_token, "KV bytes per token per GPU rank, given directly");
+  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type overriding the model's: fp16, bf16, fp8, fp32");
+  cmd->add_option("--tensor-parallel", o.tensor_parallel,
+                  "Ranks the KV heads are split over (must divide the KV heads, or be a multiple of them)")
+      ->capture_default_str();
+  cmd->add_option("--metadata-bytes-per-page", o.metadata_bytes_per_page,
+                  "Metadata per page (block tables, buffers) in the capacity plan")
+      ->capture_default_str();
+  cmd->add_option("--reserve", o.reserve, "Reserve as a fraction of the payload in the capacity plan")
+      ->capture_default_str();
+  cmd->add_option("--prefill-flops-per-second", o.prefill_flops_per_s,
+                  "Prefill throughput, to give avoided prefill in seconds and tier hits in time");
+  cmd->add_option("--tier", o.tiers,
+                  "A tier NAME:PAGES[:GBPS[:LATENCY_US]], fastest first; repeat for each (e.g. --tier hbm:100000 "
+                  "--tier dram:400000:50:10)");
+  cmd->add_option("--sample-rate", o.sample_rate,
+                  "Spatial sampling rate R in (0,1] for traces too large to track exactly (page counts are "
+                  "scaled by 1/R)");
+  cmd->add_option("--svg", o.svg, "Write a plot of page hit ratio and request coverage against capacity here");
+  cmd->add_option("--knee-sensitivity", o.knee_sensitivity, "Kneedle sensitivity S")->capture_default_str();
+  cmd->add_flag("--strict", o.strict, "Stop at the first bad line instead of skipping and counting it");
+  cmd->add_option("--timestamp-unit", o.timestamp_unit,
+                  "Unit of the timestamp field: auto (Mooncake ms, Qwen-Bailian s), ms or s")
+      ->capture_default_str();
+  cmd->add_option("--tenant-field", o.tenant_fields,
+                  "Field(s) naming a record's tenant or class, first present wins (default: tenant, class, type)");
+  cmd->add_flag("!--no-tenants", o.tenants, "Do not break the curve down per tenant");
+  cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
+      ->capture_default_str();
+  cmd->callback([&o]() { std::exit(kvwatch::agent::RunReplay(o)); });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::printf("kvwatch %s (%s)\n", kvwatch::Version(), kvwatch::Revision());
+  CLI::App app{"kvwatch: the KV-cache working set of an LLM serving replica, as capacity-to-hit-rate curves"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kvwatch ") + kvwatch::Version() + " (" + kvwatch::Revision() + ")");
+  kvwatch::agent::ReplayOptions replay;
+  AddReplay(app, replay);
+  CLI11_PARSE(app, argc, argv);
   return 0;
 }

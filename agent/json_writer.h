@@ -1,0 +1,133 @@
+// JsonWriter: a small streaming JSON builder for the replay output and the agent's
+// API. simdjson parses but does not write, and the outputs are small and flat, so a
+// writer that escapes strings per RFC 8259 and prints numbers in their shortest
+// round-trip form is all that is needed.
+//
+//   JsonWriter w;
+//   w.BeginObject(); w.Key("requests"); w.Uint(3); w.EndObject();
+//   std::string text = w.Take();
+//
+// Thread safety: none.
+#ifndef KVWATCH_AGENT_JSON_WRITER_H_
+#define KVWATCH_AGENT_JSON_WRITER_H_
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvwatch::agent {
+
+class JsonWriter {
+ public:
+  void BeginObject() { Open('{'); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
+
+  void Key(std::string_view key) {
+    Separate();
+    Quote(key);
+    out_ += ':';
+    after_key_ = true;
+  }
+  void String(std::string_view s) {
+    Separate();
+    Quote(s);
+  }
+  void Uint(std::uint64_t v) {
+    Separate();
+    out_ += std::to_string(v);
+  }
+  // Finite numbers in shortest round-trip form (integers without a fraction);
+  // NaN and infinities, which JSON lacks, as null.
+  void Number(double v) {
+    Separate();
+    if (!std::isfinite(v)) {
+      out_ += "null";
+      return;
+    }
+    if (v == std::floor(v) && std::fabs(v) < 9.007199254740992e15) {
+      out_ += std::to_string(static_cast<std::int64_t>(v));
+      return;
+    }
+    char buf[64];
+    auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    out_.append(buf, ptr);
+  }
+  void Bool(bool v) {
+    Separate();
+    out_ += v ? "true" : "false";
+  }
+  void Null() {
+    Separate();
+    out_ += "null";
+  }
+  template <class T>
+  void Optional(const std::optional<T>& v) {
+    if (!v) {
+      Null();
+    } else if constexpr (std::is_integral_v<T>) {
+      Uint(static_cast<std::uint64_t>(*v));
+    } else {
+      Number(static_cast<double>(*v));
+    }
+  }
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  // Writes s as a JSON string literal (RFC 8259 escapes).
+  void Quote(std::string_view s) {
+    out_ += '"';
+    for (char c : s) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            static const char* kHex = "0123456789abcdef";
+            out_ += "\\u00";
+            out_ += kHex[(c >> 4) & 0xf];
+            out_ += kHex[c & 0xf];
+          } else {
+            out_ += c;
+          }
+      }
+    }
+    out_ += '"';
+  }
+  void Separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!first_.empty()) {
+      if (!first_.back()) out_ += ',';
+      first_.back() = false;
+    }
+  }
+  void Open(char c) {
+    Separate();
+    out_ += c;
+    first_.push_back(true);
+  }
+  void Close(char c) {
+    out_ += c;
+    first_.pop_back();
+  }
+
+  std::string out_;
+  std::vector<bool> first_;
+  bool after_key_ = false;
+};
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_JSON_WRITER_H_

@@ -1,0 +1,294 @@
+#include "agent/replay_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "agent/progress.h"
+#include "collectors/trace_reader.h"
+#include "config/model_config.h"
+
+namespace kvwatch::agent {
+
+using curve::Result;
+
+namespace {
+
+Result<ResolvedReplay> OptionError(const std::string& option, const std::string& message) {
+  return Result<ResolvedReplay>::Error(option + ": " + message);
+}
+
+bool ValidFraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
+
+}  // namespace
+
+Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
+  ResolvedReplay r;
+  if (o.format != "table" && o.format != "json" && o.format != "csv") {
+    return OptionError("--format", "expected table, json or csv, got '" + o.format + "'");
+  }
+  if (!ValidFraction(o.coverage_share)) {
+    return OptionError("--coverage-share", "must be in (0, 1], got " + std::to_string(o.coverage_share));
+  }
+  if (o.touch_order == "tail-first") {
+    r.engine.touch_order = curve::TouchOrder::kTailFirst;
+  } else if (o.touch_order == "head-first") {
+    r.engine.touch_order = curve::TouchOrder::kHeadFirst;
+  } else {
+    return OptionError("--touch-order", "expected tail-first or head-first, got '" + o.touch_order + "'");
+  }
+  if (o.max_pages < 1 || o.max_pages >= curve::kBeyondTracked) {
+    return OptionError("--max-pages", "must be between 1 and " + std::to_string(curve::kBeyondTracked - 1));
+  }
+  r.engine.max_pages = static_cast<std::uint32_t>(o.max_pages);
+  r.engine.remembered_evictions = 0;  // offline: tell beyond-tracked from cold exactly
+  if (o.page_tokens < 1) return OptionError("--page-tokens", "must be at least 1");
+  for (double f : o.page_hit_targets) {
+    if (!ValidFraction(f)) return OptionError("--page-hit-targets", "each target must be in (0, 1]");
+  }
+  for (double f : o.coverage_targets) {
+    if (!ValidFraction(f)) return OptionError("--coverage-targets", "each target must be in (0, 1]");
+  }
+  if (o.sample_rate && !ValidFraction(*o.sample_rate)) {
+    return OptionError("--sample-rate", "must be in (0, 1]");
+  }
+  if (!(o.knee_sensitivity > 0) || !std::isfinite(o.knee_sensitivity)) {
+    return OptionError("--knee-sensitivity", "must be a number > 0");
+  }
+  if (o.reserve < 0 || o.reserve > 1 || !std::isfinite(o.reserve)) {
+    return OptionError("--reserve", "must be a fraction in [0, 1]");
+  }
+  if (o.prefill_flops_per_s && !(*o.prefill_flops_per_s > 0)) {
+    return OptionError("--prefill-flops-per-second", "must be > 0");
+  }
+  if (o.tensor_parallel < 1) return OptionError("--tensor-parallel", "must be at least 1");
+  if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
+    return OptionError("--progress", "expected auto, always or never");
+  }
+
+  // Model geometry: a preset, a config.json, or bytes per token given directly.
+  const int sources = !o.model.empty() + !o.model_config.empty() + o.bytes_per_token.has_value();
+  if (sources > 1) {
+    return OptionError("--model", "give only one of --model, --model-config and --bytes-per-token");
+  }
+  std::optional<curve::ModelSpec> spec;
+  if (!o.model.empty()) {
+    auto preset = curve::LookupModelPreset(o.model);
+    if (!preset.ok()) return OptionError("--model", preset.error());
+    spec = preset.value();
+  } else if (!o.model_config.empty()) {
+    auto parsed = config::ReadModelConfigFile(o.model_config);
+    if (!parsed.ok()) return OptionError("--model-config", parsed.error());
+    spec = parsed.value();
+  }
+  if (!o.kv_dtype.empty()) {
+    if (!spec) return OptionError("--kv-dtype", "needs --model or --model-config");
+    auto bytes = curve::DtypeBytes(o.kv_dtype);
+    if (!bytes.ok()) return OptionError("--kv-dtype", bytes.error());
+    spec->bytes_per_element = bytes.value();
+  }
+  r.settings.tensor_parallel = static_cast<std::uint32_t>(o.tensor_parallel);
+  if (spec) {
+    auto bpt = curve::BytesPerTokenPerRank(*spec, o.tensor_parallel);
+    if (!bpt.ok()) return OptionError("--tensor-parallel", bpt.error());
+    r.report.bytes_per_token = static_cast<double>(bpt.value());
+    r.settings.model = spec->name.empty() ? o.model_config : spec->name;
+    auto cost = curve::PrefillCostForModel(*spec);
+    if (cost.ok()) r.report.prefill_cost = cost.value();
+  } else if (o.bytes_per_token) {
+    if (!(*o.bytes_per_token > 0)) return OptionError("--bytes-per-token", "must be > 0");
+    if (o.tensor_parallel != 1) {
+      return OptionError("--tensor-parallel", "applies to --model or --model-config; --bytes-per-token is per rank");
+    }
+    r.report.bytes_per_token = *o.bytes_per_token;
+  }
+  if (o.prefill_flops_per_s && !r.report.prefill_cost) {
+    return OptionError("--prefill-flops-per-second",
+                       "needs a model with a parameter count (--model; a config.json has none)");
+  }
+
+  for (const std::string& text : o.tiers) {
+    auto tier = curve::ParseTierSpec(text);
+    if (!tier.ok()) return OptionError("--tier", tier.error());
+    r.tiers.push_back(tier.value());
+  }
+  r.plan.metadata_bytes_per_page = o.metadata_bytes_per_page;
+  r.plan.reserve_fraction = o.reserve;
+
+  r.report.capacities = o.capacities;
+  std::sort(r.report.capacities.begin(), r.report.capacities.end());
+  r.report.capacities.erase(std::unique(r.report.capacities.begin(), r.report.capacities.end()),
+                            r.report.capacities.end());
+  r.report.page_hit_targets = o.page_hit_targets;
+  r.report.coverage_targets = o.coverage_targets;
+  r.report.page_tokens = o.page_tokens;
+  r.report.prefill_flops_per_s = o.prefill_flops_per_s;
+  r.report.knee_sensitivity = o.knee_sensitivity;
+  if (o.sample_rate && *o.sample_rate < 1) {
+    r.report.count_scale = 1.0 / *o.sample_rate;
+    r.report.sampled = true;
+  }
+
+  r.settings.touch_order = o.touch_order;
+  r.settings.coverage_share = o.coverage_share;
+  r.settings.max_pages = o.max_pages;
+  r.settings.page_tokens = o.page_tokens;
+  r.settings.sample_rate = o.sample_rate;
+  r.settings.bytes_per_token = r.report.bytes_per_token;
+  r.settings.knee_sensitivity = o.knee_sensitivity;
+  return r;
+}
+
+Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_(resolved.settings.coverage_share) {
+  if (resolved_.report.sampled) {
+    sampled_ = std::make_unique<curve::SampledEngine>(resolved_.engine, *resolved_.settings.sample_rate);
+  } else {
+    exact_ = std::make_unique<curve::StackDistanceEngine>(resolved_.engine);
+  }
+  if (!resolved_.tiers.empty()) {
+    const double page_bytes = resolved_.report.bytes_per_token.value_or(0) *
+                              static_cast<double>(resolved_.report.page_tokens);
+    tiers_ = std::make_unique<curve::TierAccumulator>(resolved_.tiers, page_bytes, resolved_.report.page_tokens,
+                                                      resolved_.report.prefill_cost,
+                                                      resolved_.report.prefill_flops_per_s);
+  }
+}
+
+Replayer::~Replayer() = default;
+
+void Replayer::Add(const curve::Request& request) {
+  ++requests_;
+  if (sampled_) {
+    sampled_->Process(request.pages, &outcome_);
+    // A request with no sampled page says nothing about its requirement.
+    if (outcome_.size() == 0) return;
+  } else {
+    exact_->Process(request.pages, &outcome_);
+  }
+  total_.Add(outcome_);
+  if (!request.tenant.empty()) {
+    auto it = tenants_.find(request.tenant);
+    if (it == tenants_.end()) {
+      it = tenants_.emplace(request.tenant, curve::CurveAccumulator(resolved_.settings.coverage_share)).first;
+    }
+    it->second.Add(outcome_);
+  }
+  if (tiers_) tiers_->Add(outcome_);
+}
+
+ReplayResult Replayer::Result() const {
+  ReplayResult r;
+  r.settings = resolved_.settings;
+  r.total = curve::BuildCurveReport(total_, resolved_.report);
+  r.total.requests = requests_;
+  // Every distinct page has exactly one cold miss: offline replay remembers every
+  // eviction, so a page seen before is never cold again.
+  r.distinct_pages = static_cast<std::uint64_t>(std::llround(r.total.cold_misses));
+  const curve::StackDistanceEngine& engine = exact_ ? *exact_ : sampled_->engine();
+  r.engine_bytes = engine.MemoryBytes();
+  r.tracked_pages = engine.tracked_pages();
+  for (const auto& [name, acc] : tenants_) {
+    r.tenants.emplace_back(name, curve::BuildCurveReport(acc, resolved_.report));
+  }
+  if (tiers_) {
+    r.tiers = tiers_->totals();
+    r.tier_total_capacity = tiers_->total_capacity();
+    r.tier_prefix_hits = tiers_->prefix_hits();
+    r.tier_in_time_known = tiers_->in_time_known();
+    r.tier_hits_in_time = tiers_->hits_in_time();
+  }
+  if (resolved_.report.bytes_per_token) {
+    for (const auto& e : r.total.working_set) {
+      if (e.target != "page_hit" || std::fabs(e.fraction - r.plan_fraction) > 1e-12 || !e.capacity_pages) continue;
+      auto plan = curve::PlanCapacity(*e.capacity_pages, resolved_.report.page_tokens,
+                                      static_cast<std::uint64_t>(*resolved_.report.bytes_per_token), resolved_.plan);
+      if (!plan.ok()) break;
+      for (const auto& row : plan.value().rows) r.plan.push_back(PlanRow{row.name, static_cast<double>(row.bytes)});
+    }
+  }
+  return r;
+}
+
+int RunReplay(const ReplayOptions& options) {
+  auto resolved = ResolveReplayOptions(options);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "kvwatch replay: %s\n", resolved.error().c_str());
+    return 2;
+  }
+  auto unit = collectors::ParseTimestampUnit(options.timestamp_unit);
+  if (!unit) {
+    std::fprintf(stderr, "kvwatch replay: --timestamp-unit: expected auto, ms or s, got '%s'\n",
+                 options.timestamp_unit.c_str());
+    return 2;
+  }
+  if (options.traces.empty()) {
+    std::fprintf(stderr, "kvwatch replay: no TRACE given (a path, or - for standard input)\n");
+    return 2;
+  }
+
+  Replayer replayer(resolved.value());
+  ReplayInput input;
+  const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
+  ProgressBar bar(stderr, progress_on);
+  for (const std::string& path : options.traces) {
+    collectors::TraceReaderOptions ro;
+    ro.strict = options.strict;
+    ro.record.timestamp_unit = *unit;
+    if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
+    if (!options.tenants) ro.record.tenant_fields.clear();
+    std::uint64_t reported = 0;
+    collectors::TraceCallbacks callbacks;
+    callbacks.on_request = [&](curve::Request& request) { replayer.Add(request); };
+    callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
+      bar.Clear();
+      if (reported++ < 20) {
+        std::fprintf(stderr, "kvwatch replay: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
+                     static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
+      } else if (reported == 21) {
+        std::fprintf(stderr, "kvwatch replay: %.*s: more bad lines; only the count is kept\n",
+                     static_cast<int>(source.size()), source.data());
+      }
+    };
+    callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.Update(path, done, total); };
+    auto summary = collectors::ReadTrace(path, ro, callbacks);
+    bar.Clear();
+    if (!summary.ok()) {
+      std::fprintf(stderr, "kvwatch replay: %s\n", summary.error().c_str());
+      return 1;
+    }
+    input.sources.push_back(path);
+    input.lines += summary.value().lines;
+    input.bad_lines += summary.value().bad_lines;
+    input.blank_lines += summary.value().blank_lines;
+    input.bytes += summary.value().bytes;
+  }
+
+  ReplayResult result = replayer.Result();
+  result.input = input;
+  if (options.format == "json") {
+    std::fputs(FormatJson(result).c_str(), stdout);
+  } else if (options.format == "csv") {
+    std::fputs(FormatCsv(result).c_str(), stdout);
+  } else {
+    std::fputs(FormatTable(result).c_str(), stdout);
+  }
+  if (input.bad_lines > 0) {
+    std::fprintf(stderr, "kvwatch replay: skipped %llu bad lines of %llu\n",
+                 static_cast<unsigned long long>(input.bad_lines), static_cast<unsigned long long>(input.lines));
+  }
+  if (!options.svg.empty()) {
+    std::ofstream svg(options.svg, std::ios::binary | std::ios::trunc);
+    svg << RenderSvg(result, {0.9, 0.95, 0.99});
+    if (!svg.good()) {
+      std::fprintf(stderr, "kvwatch replay: --svg: cannot write '%s'\n", options.svg.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace kvwatch::agent

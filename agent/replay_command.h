@@ -1,0 +1,96 @@
+// `kvwatch replay`: runs the curve engine offline over request traces and prints
+// the capacity worksheet (../shared/docs/curve-semantics.md section 7).
+//
+// Replayer is the computation, fed one request at a time, so tests and benchmarks
+// can drive it without files; RunReplay adds reading, progress and output.
+#ifndef KVWATCH_AGENT_REPLAY_COMMAND_H_
+#define KVWATCH_AGENT_REPLAY_COMMAND_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/replay_result.h"
+#include "curve/curve_accumulator.h"
+#include "curve/report.h"
+#include "curve/request.h"
+#include "curve/sampled_engine.h"
+#include "curve/sizing.h"
+#include "curve/stack_distance.h"
+#include "curve/status.h"
+#include "curve/tiers.h"
+
+namespace kvwatch::agent {
+
+struct ReplayOptions {
+  std::vector<std::string> traces;       // paths, or "-" for standard input
+  std::string format = "table";          // table | json | csv
+  std::vector<std::uint64_t> capacities;  // empty: a 1-2-5 series
+  double coverage_share = 1.0;
+  std::string touch_order = "tail-first";
+  std::uint64_t max_pages = 1u << 26;
+  std::uint64_t page_tokens = 16;
+  std::vector<double> page_hit_targets = curve::kStandardTargets;
+  std::vector<double> coverage_targets = curve::kStandardTargets;
+  // Bytes per token: from a preset, a Hugging Face config.json, or given directly.
+  std::string model;
+  std::string model_config;
+  std::optional<double> bytes_per_token;
+  std::string kv_dtype;  // overrides the model's KV element size
+  int tensor_parallel = 1;
+  std::uint64_t metadata_bytes_per_page = 0;
+  double reserve = 0;
+  std::optional<double> prefill_flops_per_s;
+  std::vector<std::string> tiers;  // NAME:PAGES[:GBPS[:US]]
+  std::optional<double> sample_rate;
+  std::string svg;
+  double knee_sensitivity = 1.0;
+  bool strict = false;
+  std::string timestamp_unit = "auto";
+  std::vector<std::string> tenant_fields;  // empty: the reader's defaults
+  bool tenants = true;
+  std::string progress = "auto";  // auto | always | never
+};
+
+// Checks the options and resolves the model; the error names the option.
+struct ResolvedReplay {
+  curve::EngineOptions engine;
+  curve::ReportOptions report;
+  ReplaySettings settings;
+  std::vector<curve::TierSpec> tiers;
+  curve::CapacityPlanOptions plan;
+};
+curve::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
+
+class Replayer {
+ public:
+  explicit Replayer(const ResolvedReplay& resolved);
+  ~Replayer();
+
+  void Add(const curve::Request& request);
+  // The result so far (input statistics are the caller's).
+  ReplayResult Result() const;
+
+  const curve::CurveAccumulator& total() const { return total_; }
+
+ private:
+  ResolvedReplay resolved_;
+  std::unique_ptr<curve::StackDistanceEngine> exact_;
+  std::unique_ptr<curve::SampledEngine> sampled_;
+  curve::RequestOutcome outcome_;
+  curve::CurveAccumulator total_;
+  std::uint64_t requests_ = 0;
+  std::map<std::string, curve::CurveAccumulator> tenants_;
+  std::unique_ptr<curve::TierAccumulator> tiers_;
+};
+
+// Runs the whole command; returns the process exit code (0 ok, 1 bad input in
+// strict mode or unreadable trace, 2 bad options).
+int RunReplay(const ReplayOptions& options);
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_REPLAY_COMMAND_H_

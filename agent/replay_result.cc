@@ -1,0 +1,501 @@
+#include "agent/replay_result.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "agent/json_writer.h"
+
+namespace kvwatch::agent {
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+// 1234567 -> "1,234,567"; non-integers keep one decimal.
+std::string Grouped(double v) {
+  if (!std::isfinite(v)) return "-";
+  const bool integral = v == std::floor(v);
+  std::string digits = Fixed(std::floor(std::fabs(v)), 0);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  if (!integral) out += Fixed(std::fabs(v) - std::floor(std::fabs(v)), 1).substr(1);
+  return v < 0 ? "-" + out : out;
+}
+
+std::string Pad(const std::string& s, std::size_t width, bool left = false) {
+  if (s.size() >= width) return s;
+  return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
+}
+
+std::string HumanFlops(double f) {
+  static const char* kUnits[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP", "ZFLOP"};
+  int u = 0;
+  while (std::fabs(f) >= 1000 && u < 7) {
+    f /= 1000;
+    ++u;
+  }
+  return Fixed(f, f < 10 ? 2 : (f < 100 ? 1 : 0)) + " " + kUnits[u];
+}
+
+std::string FractionLabel(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", f);
+  return buf;
+}
+
+void WritePoint(JsonWriter& w, const curve::CurvePoint& p) {
+  w.BeginObject();
+  w.Key("capacity_pages");
+  w.Uint(p.capacity_pages);
+  w.Key("page_hits");
+  w.Number(p.page_hits);
+  w.Key("page_hit_ratio");
+  w.Number(p.page_hit_ratio);
+  w.Key("request_coverage");
+  w.Number(p.request_coverage);
+  w.Key("reused_tokens");
+  w.Number(p.reused_tokens);
+  if (p.capacity_bytes) {
+    w.Key("capacity_bytes");
+    w.Number(*p.capacity_bytes);
+  }
+  if (p.avoided_prefill_flops) {
+    w.Key("avoided_prefill_flops");
+    w.Number(*p.avoided_prefill_flops);
+  }
+  if (p.avoided_prefill_seconds) {
+    w.Key("avoided_prefill_seconds");
+    w.Number(*p.avoided_prefill_seconds);
+  }
+  w.EndObject();
+}
+
+// The fields every curve report has, at the top level and per tenant.
+void WriteReportFields(JsonWriter& w, const curve::CurveReport& r) {
+  w.Key("requests");
+  w.Uint(r.requests);
+  w.Key("page_refs");
+  w.Number(r.page_refs);
+  w.Key("unlimited_page_hits");
+  w.Number(r.unlimited_page_hits);
+  w.Key("unlimited_page_hit_ratio");
+  w.Number(r.unlimited_page_hit_ratio);
+  w.Key("cold_misses");
+  w.Number(r.cold_misses);
+  w.Key("beyond_tracked");
+  w.Number(r.beyond_tracked);
+  w.Key("max_capacity_pages");
+  w.Uint(r.max_capacity);
+  w.Key("points");
+  w.BeginArray();
+  for (const auto& p : r.points) WritePoint(w, p);
+  w.EndArray();
+  w.Key("working_set");
+  w.BeginArray();
+  for (const auto& e : r.working_set) {
+    w.BeginObject();
+    w.Key("target");
+    w.String(e.target);
+    w.Key("fraction");
+    w.Number(e.fraction);
+    w.Key("capacity_pages");
+    w.Optional(e.capacity_pages);
+    w.Key("bytes");
+    w.Optional(e.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("knee");
+  w.BeginObject();
+  w.Key("capacity_pages");
+  if (r.knee) {
+    w.Uint(r.knee->capacity_pages);
+    w.Key("page_hit_ratio");
+    w.Number(r.knee->page_hit_ratio);
+    w.Key("at_saturation");
+    w.Bool(r.knee->at_saturation);
+  } else {
+    w.Null();
+  }
+  w.Key("bytes");
+  w.Optional(r.knee_bytes);
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string HumanBytes(double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024 && u < 6) {
+    bytes /= 1024;
+    ++u;
+  }
+  if (u == 0) return Fixed(bytes, 0) + " B";
+  return Fixed(bytes, bytes < 10 ? 2 : (bytes < 100 ? 1 : 0)) + " " + kUnits[u];
+}
+
+std::string FormatJson(const ReplayResult& r) {
+  JsonWriter w;
+  w.BeginObject();
+  WriteReportFields(w, r.total);
+  w.Key("distinct_pages");
+  w.Uint(r.distinct_pages);
+  w.Key("settings");
+  w.BeginObject();
+  w.Key("touch_order");
+  w.String(r.settings.touch_order);
+  w.Key("coverage_share");
+  w.Number(r.settings.coverage_share);
+  w.Key("max_pages");
+  w.Uint(r.settings.max_pages);
+  w.Key("page_tokens");
+  w.Uint(r.settings.page_tokens);
+  w.Key("sample_rate");
+  w.Optional(r.settings.sample_rate);
+  w.Key("model");
+  if (r.settings.model) {
+    w.String(*r.settings.model);
+  } else {
+    w.Null();
+  }
+  w.Key("bytes_per_token");
+  w.Optional(r.settings.bytes_per_token);
+  w.Key("tensor_parallel");
+  w.Uint(r.settings.tensor_parallel);
+  w.Key("knee_sensitivity");
+  w.Number(r.settings.knee_sensitivity);
+  w.EndObject();
+  w.Key("input");
+  w.BeginObject();
+  w.Key("sources");
+  w.BeginArray();
+  for (const auto& s : r.input.sources) w.String(s);
+  w.EndArray();
+  w.Key("lines");
+  w.Uint(r.input.lines);
+  w.Key("bad_lines");
+  w.Uint(r.input.bad_lines);
+  w.Key("blank_lines");
+  w.Uint(r.input.blank_lines);
+  w.Key("bytes");
+  w.Uint(r.input.bytes);
+  w.EndObject();
+  w.Key("engine");
+  w.BeginObject();
+  w.Key("tracked_pages");
+  w.Uint(r.tracked_pages);
+  w.Key("memory_bytes");
+  w.Uint(r.engine_bytes);
+  w.EndObject();
+  if (!r.tiers.empty()) {
+    w.Key("tiers");
+    w.BeginArray();
+    for (const auto& t : r.tiers) {
+      w.BeginObject();
+      w.Key("name");
+      w.String(t.name);
+      w.Key("pages_served");
+      w.Uint(t.pages_served);
+      w.Key("bytes_moved");
+      w.Number(t.bytes_moved);
+      w.Key("hits_in_time");
+      if (r.tier_in_time_known) {
+        w.Uint(t.hits_in_time);
+      } else {
+        w.Null();
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  if (!r.plan.empty()) {
+    w.Key("capacity_plan");
+    w.BeginObject();
+    w.Key("page_hit_fraction");
+    w.Number(r.plan_fraction);
+    w.Key("rows");
+    w.BeginArray();
+    for (const auto& row : r.plan) {
+      w.BeginObject();
+      w.Key("name");
+      w.String(row.name);
+      w.Key("bytes");
+      w.Number(row.bytes);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  if (!r.tenants.empty()) {
+    w.Key("tenants");
+    w.BeginObject();
+    for (const auto& [name, report] : r.tenants) {
+      w.Key(name);
+      w.BeginObject();
+      WriteReportFields(w, report);
+      w.EndObject();
+    }
+    w.EndObject();
+  }
+  w.EndObject();
+  std::string out = w.Take();
+  out += '\n';
+  return out;
+}
+
+std::string FormatCsv(const ReplayResult& r) {
+  // One row per (tenant, capacity); tenant "" is the whole trace.
+  std::ostringstream out;
+  out << "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,"
+         "reused_tokens,avoided_prefill_flops,avoided_prefill_seconds\n";
+  auto opt = [](const std::optional<double>& v) {
+    if (!v) return std::string();
+    std::ostringstream s;
+    s.precision(17);
+    s << *v;
+    return s.str();
+  };
+  auto rows = [&](const std::string& tenant, const curve::CurveReport& rep) {
+    for (const auto& p : rep.points) {
+      std::ostringstream line;
+      line.precision(17);
+      std::string quoted = tenant;
+      if (quoted.find_first_of(",\"\n") != std::string::npos) {
+        std::string q = "\"";
+        for (char c : tenant) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+        quoted = q + "\"";
+      }
+      line << quoted << ',' << p.capacity_pages << ',' << opt(p.capacity_bytes) << ',' << p.page_hits
+           << ',' << p.page_hit_ratio << ',' << p.request_coverage << ',' << p.reused_tokens << ','
+           << opt(p.avoided_prefill_flops) << ',' << opt(p.avoided_prefill_seconds) << '\n';
+      out << line.str();
+    }
+  };
+  rows("", r.total);
+  for (const auto& [name, rep] : r.tenants) rows(name, rep);
+  return out.str();
+}
+
+std::string FormatTable(const ReplayResult& r) {
+  std::ostringstream out;
+  const curve::CurveReport& t = r.total;
+  const bool bytes = r.settings.bytes_per_token.has_value();
+  const bool sampled = r.settings.sample_rate.has_value();
+  out << "kvwatch replay: " << Grouped(static_cast<double>(t.requests)) << " requests, "
+      << Grouped(t.page_refs) << " page references, " << Grouped(static_cast<double>(r.distinct_pages))
+      << " distinct pages" << (sampled ? " (estimated from a " + FractionLabel(*r.settings.sample_rate) + " sample)" : "")
+      << "\n";
+  out << "settings: " << r.settings.touch_order << ", coverage share " << FractionLabel(r.settings.coverage_share)
+      << ", " << r.settings.page_tokens << " tokens per page, tracking up to "
+      << Grouped(static_cast<double>(r.settings.max_pages)) << " pages";
+  if (bytes) {
+    out << ", " << HumanBytes(*r.settings.bytes_per_token) << " per token per rank";
+    if (r.settings.model) out << " (" << *r.settings.model << ", TP " << r.settings.tensor_parallel << ")";
+  }
+  out << "\n";
+  if (r.input.bad_lines > 0) {
+    out << "input: " << Grouped(static_cast<double>(r.input.bad_lines)) << " bad lines skipped of "
+        << Grouped(static_cast<double>(r.input.lines)) << "\n";
+  }
+  out << "unlimited page hit ratio: " << Fixed(t.unlimited_page_hit_ratio, 4) << " ("
+      << Grouped(t.unlimited_page_hits) << " reusable pages); cold misses " << Grouped(t.cold_misses)
+      << ", beyond tracked " << Grouped(t.beyond_tracked) << "\n";
+  if (t.knee) {
+    out << "knee: " << Grouped(static_cast<double>(t.knee->capacity_pages)) << " pages";
+    if (r.total.knee_bytes) out << " (" << HumanBytes(*r.total.knee_bytes) << ")";
+    out << ", page hit ratio " << Fixed(t.knee->page_hit_ratio, 4)
+        << (t.knee->at_saturation ? " (no interior knee: where the curve saturates)" : "") << "\n";
+  } else {
+    out << "knee: none (no reuse, or a curve without a knee within the tracked range)\n";
+  }
+
+  out << "\ncapacity curve\n";
+  out << Pad("pages", 14) << (bytes ? Pad("bytes", 12) : "") << Pad("page hit", 10) << Pad("coverage", 10)
+      << Pad("reused tokens", 16);
+  const bool flops = !t.points.empty() && t.points.front().avoided_prefill_flops.has_value();
+  const bool seconds = !t.points.empty() && t.points.front().avoided_prefill_seconds.has_value();
+  if (flops) out << Pad("avoided prefill", 17);
+  if (seconds) out << Pad("seconds", 12);
+  out << "\n";
+  for (const auto& p : t.points) {
+    out << Pad(Grouped(static_cast<double>(p.capacity_pages)), 14)
+        << (bytes ? Pad(HumanBytes(p.capacity_bytes.value_or(0)), 12) : "") << Pad(Fixed(p.page_hit_ratio, 4), 10)
+        << Pad(Fixed(p.request_coverage, 4), 10) << Pad(Grouped(std::round(p.reused_tokens)), 16);
+    if (flops) out << Pad(HumanFlops(p.avoided_prefill_flops.value_or(0)), 17);
+    if (seconds) out << Pad(Fixed(p.avoided_prefill_seconds.value_or(0), 1), 12);
+    out << "\n";
+  }
+
+  out << "\nworking set (smallest capacity reaching the target)\n";
+  out << Pad("target", 8) << Pad("page hits: pages", 18) << (bytes ? Pad("bytes", 12) : "")
+      << Pad("coverage: pages", 18) << (bytes ? Pad("bytes", 12) : "") << "\n";
+  std::vector<double> fractions;
+  for (const auto& e : t.working_set) {
+    if (std::find(fractions.begin(), fractions.end(), e.fraction) == fractions.end()) fractions.push_back(e.fraction);
+  }
+  auto cell = [&](const std::string& target, double f, bool with_bytes) {
+    for (const auto& e : t.working_set) {
+      if (e.target != target || e.fraction != f) continue;
+      std::string s = Pad(e.capacity_pages ? Grouped(static_cast<double>(*e.capacity_pages)) : "not converged", 18);
+      if (with_bytes) s += Pad(e.bytes ? HumanBytes(*e.bytes) : "-", 12);
+      return s;
+    }
+    return Pad("-", 18) + (with_bytes ? Pad("-", 12) : "");
+  };
+  for (double f : fractions) {
+    out << Pad(FractionLabel(f), 8) << cell("page_hit", f, bytes) << cell("request_coverage", f, bytes) << "\n";
+  }
+
+  if (!r.plan.empty()) {
+    out << "\ncapacity plan for the " << FractionLabel(r.plan_fraction) << " page-hit working set (per GPU rank)\n";
+    for (const auto& row : r.plan) out << Pad(row.name, 12, true) << Pad(HumanBytes(row.bytes), 14) << "\n";
+  }
+
+  if (!r.tiers.empty()) {
+    out << "\ntiers (one exclusive LRU hierarchy of " << Grouped(static_cast<double>(r.tier_total_capacity))
+        << " pages; " << Grouped(static_cast<double>(r.tier_prefix_hits)) << " prefix hits)\n";
+    out << Pad("tier", 10, true) << Pad("pages served", 16) << Pad("bytes moved", 14) << Pad("hits in time", 16)
+        << "\n";
+    for (const auto& tier : r.tiers) {
+      out << Pad(tier.name, 10, true) << Pad(Grouped(static_cast<double>(tier.pages_served)), 16)
+          << Pad(HumanBytes(tier.bytes_moved), 14)
+          << Pad(r.tier_in_time_known ? Grouped(static_cast<double>(tier.hits_in_time)) : "unknown", 16) << "\n";
+    }
+    if (!r.tier_in_time_known) {
+      out << "(hits in time need --model or --bytes-per-token, --prefill-flops-per-second and each slower tier's "
+             "bandwidth)\n";
+    }
+  }
+
+  if (!r.tenants.empty()) {
+    out << "\nper tenant\n";
+    out << Pad("tenant", 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
+        << Pad("ws 0.95 hits", 14) << Pad("ws 0.95 cov", 13) << Pad("knee", 10) << "\n";
+    for (const auto& [name, rep] : r.tenants) {
+      auto ws = [&](const char* target) {
+        for (const auto& e : rep.working_set) {
+          if (e.target == target && std::fabs(e.fraction - 0.95) < 1e-12) {
+            return e.capacity_pages ? Grouped(static_cast<double>(*e.capacity_pages)) : std::string("n/c");
+          }
+        }
+        return std::string("-");
+      };
+      out << Pad(name.empty() ? "(none)" : name, 16, true) << Pad(Grouped(static_cast<double>(rep.requests)), 10)
+          << Pad(Grouped(rep.page_refs), 12) << Pad(Fixed(rep.unlimited_page_hit_ratio, 4), 10)
+          << Pad(ws("page_hit"), 14) << Pad(ws("request_coverage"), 13)
+          << Pad(rep.knee ? Grouped(static_cast<double>(rep.knee->capacity_pages)) : "-", 10) << "\n";
+    }
+  }
+  return out.str();
+}
+
+std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets) {
+  const curve::CurveReport& t = r.total;
+  const double width = 960, height = 540, left = 80, right = 40, top = 70, bottom = 70;
+  const double pw = width - left - right, ph = height - top - bottom;
+  const double max_c = std::max<double>(2, static_cast<double>(t.max_capacity));
+  const double log_max = std::log10(max_c);
+  auto x_of = [&](double c) { return left + pw * (c <= 1 ? 0 : std::log10(c) / log_max); };
+  auto y_of = [&](double v) { return top + ph * (1 - v); };
+  std::ostringstream s;
+  s.precision(6);
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+    << "\" viewBox=\"0 0 " << width << ' ' << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\">Capacity to hit rate (LRU, "
+    << r.settings.touch_order << ")</text>\n";
+  s << "<text x=\"" << left << "\" y=\"42\" fill=\"#555\">" << t.requests << " requests, "
+    << Grouped(t.page_refs) << " page references; unlimited page hit ratio " << Fixed(t.unlimited_page_hit_ratio, 3)
+    << "</text>\n";
+  // Grid and axes.
+  for (int k = 0; k <= 10; k += 2) {
+    const double v = k / 10.0;
+    s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y_of(v) << "\" y2=\"" << y_of(v)
+      << "\" stroke=\"#e5e5e5\"/>\n";
+    s << "<text x=\"" << left - 8 << "\" y=\"" << y_of(v) + 4 << "\" text-anchor=\"end\">" << Fixed(v, 1)
+      << "</text>\n";
+  }
+  for (double c = 1; c <= max_c * 1.0001; c *= 10) {
+    s << "<line x1=\"" << x_of(c) << "\" x2=\"" << x_of(c) << "\" y1=\"" << top << "\" y2=\"" << top + ph
+      << "\" stroke=\"#e5e5e5\"/>\n";
+    s << "<text x=\"" << x_of(c) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
+      << Grouped(c) << "</text>\n";
+    if (r.settings.bytes_per_token) {
+      const double b = c * static_cast<double>(r.settings.page_tokens) * *r.settings.bytes_per_token;
+      s << "<text x=\"" << x_of(c) << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\" fill=\"#555\">"
+        << HumanBytes(b) << "</text>\n";
+    }
+  }
+  s << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\" fill=\"none\" stroke=\"#333\"/>\n";
+  s << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 24
+    << "\" text-anchor=\"middle\">capacity (pages, log scale)</text>\n";
+  if (r.settings.bytes_per_token) {
+    s << "<text x=\"" << left + pw << "\" y=\"" << top - 22
+      << "\" text-anchor=\"end\" fill=\"#555\">capacity per GPU rank (bytes)</text>\n";
+  }
+  // Curves as steps between the log-spaced samples.
+  auto path = [&](auto value, const char* color, const char* cls) {
+    s << "<path class=\"" << cls << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" d=\"";
+    bool first = true;
+    double last_y = y_of(0);
+    for (const auto& p : t.plot) {
+      const double x = x_of(static_cast<double>(p.capacity_pages));
+      const double y = y_of(value(p));
+      if (first) {
+        s << 'M' << x << ',' << y;
+        first = false;
+      } else {
+        s << " L" << x << ',' << last_y << " L" << x << ',' << y;
+      }
+      last_y = y;
+    }
+    s << "\"/>\n";
+  };
+  path([](const curve::CurvePoint& p) { return p.page_hit_ratio; }, "#1f77b4", "page-hit-ratio");
+  path([](const curve::CurvePoint& p) { return p.request_coverage; }, "#ff7f0e", "request-coverage");
+  // Unlimited ratio, knee and targets.
+  s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y_of(t.unlimited_page_hit_ratio)
+    << "\" y2=\"" << y_of(t.unlimited_page_hit_ratio) << "\" stroke=\"#1f77b4\" stroke-dasharray=\"4 4\"/>\n";
+  if (t.knee) {
+    const double x = x_of(static_cast<double>(t.knee->capacity_pages));
+    s << "<line class=\"knee\" x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << top << "\" y2=\"" << top + ph
+      << "\" stroke=\"#d62728\" stroke-dasharray=\"6 3\"/>\n";
+    s << "<text x=\"" << x + 4 << "\" y=\"" << top + 14 << "\" fill=\"#d62728\">knee "
+      << Grouped(static_cast<double>(t.knee->capacity_pages)) << " pages</text>\n";
+  }
+  int row = 0;
+  for (double f : targets) {
+    for (const auto& e : t.working_set) {
+      if (e.target != "page_hit" || std::fabs(e.fraction - f) > 1e-12 || !e.capacity_pages) continue;
+      const double c = static_cast<double>(*e.capacity_pages);
+      const double y = y_of(f * t.unlimited_page_hit_ratio);
+      s << "<circle class=\"target\" cx=\"" << x_of(c) << "\" cy=\"" << y << "\" r=\"4\" fill=\"#2ca02c\"/>\n";
+      s << "<text x=\"" << x_of(c) + 6 << "\" y=\"" << y + 14 + 12 * (row++ % 2) << "\" fill=\"#2ca02c\">"
+        << FractionLabel(f) << ": " << Grouped(c) << "</text>\n";
+    }
+  }
+  // Legend.
+  const double lx = left + 12, ly = top + ph - 50;
+  s << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 14 << "\" width=\"250\" height=\"44\" fill=\"white\" "
+       "stroke=\"#ccc\"/>\n";
+  s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
+    << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << ly
+    << "\">page hit ratio</text>\n";
+  s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly + 14 << "\" y2=\"" << ly + 14
+    << "\" stroke=\"#ff7f0e\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << ly + 18
+    << "\">request coverage (share " << FractionLabel(r.settings.coverage_share) << ")</text>\n";
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace kvwatch::agent

@@ -1,0 +1,77 @@
+// ReplayResult: everything `kvwatch replay` computed over a trace, and its renderings
+// (a table for people; JSON and CSV for scripts; an SVG plot). The JSON field names
+// follow the contract of ../shared/docs/curve-semantics.md section 7: fields may be
+// added, none renamed.
+#ifndef KVWATCH_AGENT_REPLAY_RESULT_H_
+#define KVWATCH_AGENT_REPLAY_RESULT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "curve/report.h"
+#include "curve/tiers.h"
+
+namespace kvwatch::agent {
+
+struct ReplaySettings {
+  std::string touch_order;  // "tail-first" or "head-first"
+  double coverage_share = 1.0;
+  std::uint64_t max_pages = 0;
+  std::uint64_t page_tokens = 16;
+  std::optional<double> sample_rate;     // set in sampled mode
+  std::optional<std::string> model;      // preset or config.json the bytes came from
+  std::optional<double> bytes_per_token;  // per GPU rank
+  std::uint32_t tensor_parallel = 1;
+  double knee_sensitivity = 1.0;
+};
+
+struct ReplayInput {
+  std::vector<std::string> sources;
+  std::uint64_t lines = 0;
+  std::uint64_t bad_lines = 0;
+  std::uint64_t blank_lines = 0;
+  std::uint64_t bytes = 0;
+};
+
+// One named row of the capacity plan (payload, metadata, reserve, total).
+struct PlanRow {
+  std::string name;
+  double bytes = 0;
+};
+
+struct ReplayResult {
+  ReplaySettings settings;
+  ReplayInput input;
+  std::uint64_t distinct_pages = 0;  // estimated (scaled) in sampled mode
+  // Engine memory at the end, and bytes per tracked page.
+  std::uint64_t engine_bytes = 0;
+  std::uint64_t tracked_pages = 0;
+  curve::CurveReport total;
+  std::vector<std::pair<std::string, curve::CurveReport>> tenants;  // sorted by name
+  std::vector<curve::TierTotals> tiers;
+  std::uint64_t tier_total_capacity = 0;
+  std::uint64_t tier_prefix_hits = 0;
+  bool tier_in_time_known = false;
+  std::uint64_t tier_hits_in_time = 0;
+  // The capacity plan for the page-hit working set at plan_fraction, when bytes are known.
+  double plan_fraction = 0.95;
+  std::vector<PlanRow> plan;
+};
+
+std::string FormatJson(const ReplayResult& r);
+std::string FormatCsv(const ReplayResult& r);
+std::string FormatTable(const ReplayResult& r);
+// An SVG plot of page hit ratio and request coverage against capacity (log axis),
+// bytes on a second axis when known, the knee and the working sets at `targets`
+// (page-hit fractions) marked.
+std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets);
+
+// "1.50 GiB", "512 B": binary units, three significant digits.
+std::string HumanBytes(double bytes);
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_REPLAY_RESULT_H_

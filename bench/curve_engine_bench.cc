@@ -1,0 +1,231 @@
+// Throughput and memory of the curve engine against the baselines users have today,
+// each measured in the same run:
+//   - Exact:        the stack-distance engine + the exact curve accumulator (what
+//                   `kvwatch replay` runs per request);
+//   - Sampled:      the same at spatial sampling rate R, with its curve's largest
+//                   absolute error against the exact one over every capacity;
+//   - Lru10:        a straightforward per-capacity LRU simulation (std::list +
+//                   std::unordered_map, prefix rule) at 10 capacities;
+//   - Lru1:         one such simulation (what single-capacity simulators do);
+//   - BareHashMap:  one unordered_map update per reference (a floor for any
+//                   per-reference work).
+// Inputs: the ~12 M-reference coding-agent trace in ../shared/data/weka (skipped
+// when absent) and a synthetic Zipf stream.
+//
+//   build/bench/curve_engine_bench --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <list>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "collectors/trace_reader.h"
+#include "curve/curve_accumulator.h"
+#include "curve/sampled_engine.h"
+#include "curve/stack_distance.h"
+
+namespace {
+
+using kvwatch::curve::PageId;
+using Trace = std::vector<std::vector<PageId>>;
+
+struct Workload {
+  Trace requests;
+  std::uint64_t refs = 0;
+  std::uint64_t distinct = 0;
+};
+
+std::uint64_t CountDistinct(const Trace& t) {
+  std::unordered_map<PageId, char> seen;
+  for (const auto& r : t) {
+    for (PageId p : r) seen.emplace(p, 0);
+  }
+  return seen.size();
+}
+
+const Workload& Weka() {
+  static Workload w = [] {
+    Workload w;
+    const std::string path = std::string(KVWATCH_SHARED_DATA) + "/weka/claude_code_sessions_merged.jsonl.gz";
+    if (!std::filesystem::exists(path)) return w;
+    kvwatch::collectors::TraceCallbacks cb;
+    cb.on_request = [&](kvwatch::curve::Request& r) {
+      w.refs += r.pages.size();
+      w.requests.push_back(std::move(r.pages));
+    };
+    auto s = kvwatch::collectors::ReadTrace(path, {}, cb);
+    if (!s.ok()) std::fprintf(stderr, "%s\n", s.error().c_str());
+    w.distinct = CountDistinct(w.requests);
+    return w;
+  }();
+  return w;
+}
+
+// Zipf(alpha) over n pages by inverting the CDF; single-page requests.
+const Workload& Zipf() {
+  static Workload w = [] {
+    constexpr std::size_t kPages = 1 << 20;
+    constexpr std::size_t kRefs = 8'000'000;
+    constexpr double kAlpha = 0.9;
+    std::vector<double> cdf(kPages);
+    double sum = 0;
+    for (std::size_t i = 0; i < kPages; ++i) cdf[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), kAlpha);
+    std::mt19937_64 rng(42);
+    Workload w;
+    w.requests.reserve(kRefs);
+    for (std::size_t i = 0; i < kRefs; ++i) {
+      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * sum;
+      const auto rank = static_cast<std::size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+      // Scatter ranks over the id space as hashes would.
+      w.requests.push_back({static_cast<PageId>(rank) * 0x9E3779B97F4A7C15ULL});
+    }
+    w.refs = kRefs;
+    w.distinct = CountDistinct(w.requests);
+    return w;
+  }();
+  return w;
+}
+
+const Workload& Get(int which) { return which == 0 ? Weka() : Zipf(); }
+
+bool Skip(benchmark::State& state, const Workload& w) {
+  if (!w.requests.empty()) return false;
+  state.SkipWithError("trace not found (../shared/data is absent)");
+  return true;
+}
+
+void Exact(benchmark::State& state) {
+  const Workload& w = Get(static_cast<int>(state.range(0)));
+  if (Skip(state, w)) return;
+  std::size_t bytes = 0, tracked = 0;
+  for (auto _ : state) {
+    kvwatch::curve::StackDistanceEngine engine;
+    kvwatch::curve::CurveAccumulator acc;
+    kvwatch::curve::RequestOutcome out;
+    for (const auto& r : w.requests) {
+      engine.Process(r, &out);
+      acc.Add(out);
+    }
+    benchmark::DoNotOptimize(acc.PageHits(1000));
+    bytes = engine.MemoryBytes();
+    tracked = engine.tracked_pages();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
+  state.counters["tracked_pages"] = static_cast<double>(tracked);
+  state.counters["engine_bytes_per_page"] = static_cast<double>(bytes) / static_cast<double>(tracked);
+}
+
+void Sampled(benchmark::State& state) {
+  const Workload& w = Get(static_cast<int>(state.range(0)));
+  if (Skip(state, w)) return;
+  const double rate = static_cast<double>(state.range(1)) / 1000.0;
+  kvwatch::curve::CurveAccumulator sampled_acc;
+  for (auto _ : state) {
+    kvwatch::curve::SampledEngine engine({}, rate);
+    kvwatch::curve::CurveAccumulator acc;
+    kvwatch::curve::RequestOutcome out;
+    for (const auto& r : w.requests) {
+      engine.Process(r, &out);
+      if (out.size() != 0) acc.Add(out);
+    }
+    benchmark::DoNotOptimize(acc.PageHits(1000));
+    sampled_acc = acc;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
+  // Accuracy, outside the timed loop: the largest absolute difference of the page
+  // hit ratio from the exact curve, over every capacity up to the curve's end.
+  kvwatch::curve::StackDistanceEngine exact;
+  kvwatch::curve::CurveAccumulator exact_acc;
+  kvwatch::curve::RequestOutcome out;
+  for (const auto& r : w.requests) {
+    exact.Process(r, &out);
+    exact_acc.Add(out);
+  }
+  double max_err = 0;
+  const std::uint64_t end = std::max(exact_acc.MaxCapacity(), sampled_acc.MaxCapacity());
+  for (std::uint64_t c = 0; c <= end; ++c) {
+    max_err = std::max(max_err, std::fabs(exact_acc.PageHitRatio(c) - sampled_acc.PageHitRatio(c)));
+  }
+  state.counters["max_abs_error"] = max_err;
+}
+
+// The straightforward simulation: one LRU list per capacity, prefix rule read in
+// the arrival state, tail-first touches.
+class SimpleLru {
+ public:
+  explicit SimpleLru(std::size_t capacity) : capacity_(capacity) { where_.reserve(capacity); }
+  std::size_t Request(const std::vector<PageId>& pages) {
+    std::size_t hits = 0;
+    while (hits < pages.size() && where_.count(pages[hits])) ++hits;
+    for (std::size_t i = pages.size(); i-- > 0;) {
+      auto it = where_.find(pages[i]);
+      if (it != where_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        continue;
+      }
+      if (where_.size() == capacity_) {
+        where_.erase(lru_.back());
+        lru_.pop_back();
+      }
+      lru_.push_front(pages[i]);
+      where_.emplace(pages[i], lru_.begin());
+    }
+    return hits;
+  }
+
+ private:
+  std::size_t capacity_;
+  std::list<PageId> lru_;
+  std::unordered_map<PageId, std::list<PageId>::iterator> where_;
+};
+
+void Lru(benchmark::State& state) {
+  const Workload& w = Get(static_cast<int>(state.range(0)));
+  if (Skip(state, w)) return;
+  const int n = static_cast<int>(state.range(1));
+  // Capacities from 0.1% to 100% of the distinct pages, log-spaced.
+  std::vector<std::size_t> caps;
+  for (int k = 0; k < n; ++k) {
+    const double f = n == 1 ? 0.1 : std::pow(10.0, -3.0 + 3.0 * k / (n - 1));
+    caps.push_back(std::max<std::size_t>(1, static_cast<std::size_t>(f * static_cast<double>(w.distinct))));
+  }
+  for (auto _ : state) {
+    std::uint64_t hits = 0;
+    for (std::size_t c : caps) {
+      SimpleLru lru(c);
+      for (const auto& r : w.requests) hits += lru.Request(r);
+    }
+    benchmark::DoNotOptimize(hits);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
+}
+
+void BareHashMap(benchmark::State& state) {
+  const Workload& w = Get(static_cast<int>(state.range(0)));
+  if (Skip(state, w)) return;
+  for (auto _ : state) {
+    std::unordered_map<PageId, std::uint64_t> last;
+    std::uint64_t t = 0;
+    for (const auto& r : w.requests) {
+      for (PageId p : r) last[p] = ++t;
+    }
+    benchmark::DoNotOptimize(last.size());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
+}
+
+// range(0): 0 = weka trace, 1 = Zipf stream.
+BENCHMARK(Exact)->ArgNames({"zipf"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(Sampled)->ArgNames({"zipf", "rate_permille"})->Args({0, 10})->Args({1, 10})->Args({0, 100})
+    ->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(Lru)->ArgNames({"zipf", "capacities"})->Args({0, 10})->Args({1, 10})->Args({0, 1})->Args({1, 1})
+    ->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BareHashMap)->ArgNames({"zipf"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+
+BENCHMARK_MAIN();

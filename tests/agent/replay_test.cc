@@ -1,0 +1,343 @@
+// `kvwatch replay`: the command-line contract (section 7 of the curve semantics),
+// its errors, and its numbers on the real Mooncake traces against an independent
+// computation.
+#include "agent/replay_command.h"
+
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "collectors/trace_reader.h"
+
+namespace kvwatch::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the real binary with a shell command line (arguments are test-controlled).
+CommandResult RunKvwatch(const std::string& args, const std::string& stdin_file = "") {
+  const fs::path dir = fs::temp_directory_path() / ("kvwatch_replay_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string out = (dir / "out").string(), err = (dir / "err").string();
+  std::string cmd = std::string(KVWATCH_BINARY) + " " + args + " >" + out + " 2>" + err;
+  if (!stdin_file.empty()) cmd += " <" + stdin_file;
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream o(out), e(err);
+  std::stringstream so, se;
+  so << o.rdbuf();
+  se << e.rdbuf();
+  r.out = so.str();
+  r.err = se.str();
+  return r;
+}
+
+class ReplayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kvwatch_replay_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  fs::path dir_;
+};
+
+// The worked example of the semantics: A B C A D B A.
+const char* kWorkedExample =
+    "{\"timestamp\": 0, \"hash_ids\": [1]}\n"
+    "{\"timestamp\": 1, \"hash_ids\": [2]}\n"
+    "{\"timestamp\": 2, \"hash_ids\": [3]}\n"
+    "{\"timestamp\": 3, \"hash_ids\": [1]}\n"
+    "{\"timestamp\": 4, \"hash_ids\": [4]}\n"
+    "{\"timestamp\": 5, \"hash_ids\": [2]}\n"
+    "{\"timestamp\": 6, \"hash_ids\": [1]}\n";
+
+TEST_F(ReplayTest, JsonFollowsTheContract) {
+  const std::string trace = Write("t.jsonl", kWorkedExample);
+  CommandResult r = RunKvwatch("replay --format json --capacities 3,4 --model llama-2-7b " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  EXPECT_EQ(uint64_t(doc["requests"]), 7u);
+  EXPECT_EQ(uint64_t(doc["page_refs"]), 7u);
+  EXPECT_EQ(uint64_t(doc["distinct_pages"]), 4u);
+  EXPECT_EQ(uint64_t(doc["unlimited_page_hits"]), 3u);
+  simdjson::dom::array points = doc["points"];
+  ASSERT_EQ(points.size(), 2u);
+  std::vector<std::uint64_t> hits;
+  for (simdjson::dom::element p : points) {
+    hits.push_back(uint64_t(p["page_hits"]));
+    EXPECT_TRUE(p["page_hit_ratio"].is_number());
+    EXPECT_TRUE(p["request_coverage"].is_number());
+    EXPECT_TRUE(p["reused_tokens"].is_number());
+    // Llama 2 7B: 524,288 bytes per token, 16 tokens per page.
+    EXPECT_DOUBLE_EQ(double(p["capacity_bytes"]), double(uint64_t(p["capacity_pages"])) * 16 * 524288);
+  }
+  EXPECT_EQ(hits, (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(uint64_t(doc["points"].at(0)["reused_tokens"]), 32u);
+  simdjson::dom::array ws = doc["working_set"];
+  std::set<std::string> targets;
+  for (simdjson::dom::element e : ws) {
+    targets.insert(std::string(std::string_view(e["target"])));
+    EXPECT_TRUE(e["fraction"].is_number());
+    EXPECT_TRUE(e["capacity_pages"].is_uint64() || e["capacity_pages"].is_null());
+    EXPECT_TRUE(e["bytes"].is_number() || e["bytes"].is_null());
+  }
+  EXPECT_EQ(targets, (std::set<std::string>{"page_hit", "request_coverage"}));
+  EXPECT_EQ(ws.size(), 12u);  // the six standard targets on both metrics
+  EXPECT_TRUE(doc["knee"]["capacity_pages"].is_uint64() || doc["knee"]["capacity_pages"].is_null());
+}
+
+TEST_F(ReplayTest, NotConvergedIsNullInJson) {
+  // Three distinct pages cycled with M = 2: every reuse is beyond tracked.
+  const std::string trace = Write("t.jsonl",
+                                  "{\"hash_ids\":[1]}\n{\"hash_ids\":[2]}\n{\"hash_ids\":[3]}\n"
+                                  "{\"hash_ids\":[1]}\n{\"hash_ids\":[2]}\n{\"hash_ids\":[3]}\n");
+  CommandResult r = RunKvwatch("replay --format json --max-pages 2 " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(uint64_t(doc["unlimited_page_hits"]), 3u);
+  EXPECT_EQ(uint64_t(doc["beyond_tracked"]), 3u);
+  for (simdjson::dom::element e : simdjson::dom::array(doc["working_set"])) {
+    if (std::string_view(e["target"]) == "page_hit") EXPECT_TRUE(e["capacity_pages"].is_null());
+  }
+  CommandResult table = RunKvwatch("replay --max-pages 2 " + trace);
+  EXPECT_NE(table.out.find("not converged"), std::string::npos) << table.out;
+}
+
+TEST_F(ReplayTest, ReadsGzipAndStdinAlike) {
+  const std::string plain = Write("t.jsonl", kWorkedExample);
+  const std::string gz = (dir_ / "t.jsonl.gz").string();
+  gzFile f = gzopen(gz.c_str(), "wb");
+  gzputs(f, kWorkedExample);
+  gzclose(f);
+  CommandResult a = RunKvwatch("replay --format csv " + plain);
+  CommandResult b = RunKvwatch("replay --format csv " + gz);
+  CommandResult c = RunKvwatch("replay --format csv -", plain);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out, c.out);
+  EXPECT_EQ(a.out.substr(0, a.out.find('\n')),
+            "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,reused_tokens,"
+            "avoided_prefill_flops,avoided_prefill_seconds");
+}
+
+TEST_F(ReplayTest, BadLinesAreReportedWithFileAndLineAndSkipped) {
+  const std::string trace = Write("bad.jsonl",
+                                  "{\"hash_ids\": [1, 2]}\n"
+                                  "not json\n"
+                                  "{\"timestamp\": 5}\n"
+                                  "{\"hash_ids\": [1, -2]}\n"
+                                  "{\"hash_ids\": [1, 2.5]}\n"
+                                  "{\"hash_ids\": [1, 2]}\n");
+  CommandResult r = RunKvwatch("replay --format json " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int line : {2, 3, 4, 5}) {
+    EXPECT_NE(r.err.find("bad.jsonl:" + std::to_string(line) + ":"), std::string::npos) << r.err;
+  }
+  EXPECT_NE(r.err.find("skipped 4 bad lines of 6"), std::string::npos) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(uint64_t(doc["requests"]), 2u);
+  EXPECT_EQ(uint64_t(doc["input"]["bad_lines"]), 4u);
+
+  CommandResult strict = RunKvwatch("replay --strict " + trace);
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find("bad.jsonl:2"), std::string::npos) << strict.err;
+}
+
+TEST_F(ReplayTest, ImpossibleSettingsNameTheOption) {
+  const std::string trace = Write("t.jsonl", kWorkedExample);
+  struct Case {
+    std::string args;
+    std::string option;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--coverage-share 1.5", "--coverage-share"},
+           {"--coverage-share 0", "--coverage-share"},
+           {"--max-pages 0", "--max-pages"},
+           {"--model llama-3-8b --tensor-parallel 3", "--tensor-parallel"},
+           {"--model no-such-model", "--model"},
+           {"--touch-order sideways", "--touch-order"},
+           {"--format xml", "--format"},
+           {"--sample-rate 2", "--sample-rate"},
+           {"--tier dram", "--tier"},
+           {"--page-hit-targets 0.5,1.2", "--page-hit-targets"},
+           {"--no-such-option", "--no-such-option"},
+       }) {
+    CommandResult r = RunKvwatch("replay " + c.args + " " + trace);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.err.find(c.option), std::string::npos) << c.args << ": " << r.err;
+  }
+  CommandResult missing = RunKvwatch("replay " + (dir_ / "absent.jsonl").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("absent.jsonl"), std::string::npos) << missing.err;
+}
+
+TEST_F(ReplayTest, HelpDocumentsEveryOption) {
+  CommandResult r = RunKvwatch("replay --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* option :
+       {"--format", "--capacities", "--coverage-share", "--touch-order", "--max-pages", "--page-tokens",
+        "--page-hit-targets", "--coverage-targets", "--model", "--model-config", "--bytes-per-token", "--kv-dtype",
+        "--tensor-parallel", "--metadata-bytes-per-page", "--reserve", "--prefill-flops-per-second", "--tier",
+        "--sample-rate", "--svg", "--knee-sensitivity", "--strict", "--timestamp-unit", "--tenant-field",
+        "--no-tenants", "--progress"}) {
+    EXPECT_NE(r.out.find(option), std::string::npos) << option;
+  }
+}
+
+TEST_F(ReplayTest, SvgPlotIsWritten) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "{\"hash_ids\": [" + std::to_string(i % 37) + "]}\n";
+  const std::string trace = Write("t.jsonl", text);
+  const std::string svg = (dir_ / "plot.svg").string();
+  CommandResult r = RunKvwatch("replay --bytes-per-token 131072 --svg " + svg + " " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream f(svg);
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string plot = s.str();
+  EXPECT_NE(plot.find("<svg"), std::string::npos);
+  EXPECT_NE(plot.find("class=\"page-hit-ratio\""), std::string::npos);
+  EXPECT_NE(plot.find("class=\"request-coverage\""), std::string::npos);
+  EXPECT_NE(plot.find("class=\"knee\""), std::string::npos);
+  EXPECT_NE(plot.find("MiB"), std::string::npos);  // the bytes axis
+}
+
+TEST_F(ReplayTest, TenantsAreBrokenDown) {
+  const std::string trace = Write("t.jsonl",
+                                  "{\"hash_ids\": [1, 2], \"tenant\": \"a\"}\n"
+                                  "{\"hash_ids\": [1, 3], \"tenant\": \"b\"}\n"
+                                  "{\"hash_ids\": [1, 2], \"tenant\": \"a\"}\n");
+  CommandResult r = RunKvwatch("replay --format json " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(uint64_t(doc["tenants"]["a"]["requests"]), 2u);
+  EXPECT_EQ(uint64_t(doc["tenants"]["a"]["unlimited_page_hits"]), 2u);
+  EXPECT_EQ(uint64_t(doc["tenants"]["b"]["unlimited_page_hits"]), 1u);
+}
+
+// --- Real traces against an independent computation ------------------------------------
+
+using OrderedTimes = __gnu_pbds::tree<std::uint64_t, __gnu_pbds::null_type, std::less<>,
+                                      __gnu_pbds::rb_tree_tag, __gnu_pbds::tree_order_statistics_node_update>;
+
+struct Independent {
+  double unlimited_ratio = 0;
+  std::vector<std::uint64_t> requirements;  // R per request, head-first, share 1
+};
+
+// Stack distances from an order-statistics tree of last-reference times (not the
+// engine's Fenwick tree), unlimited hits from a set of seen pages.
+Independent ComputeIndependently(const std::vector<std::vector<curve::PageId>>& trace) {
+  Independent res;
+  std::unordered_map<curve::PageId, std::uint64_t> last;
+  OrderedTimes times;
+  std::uint64_t now = 0, refs = 0, unlimited = 0;
+  for (const auto& r : trace) {
+    std::vector<std::uint64_t> d(r.size());
+    std::size_t t = 0;
+    bool prefix = true;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      auto it = last.find(r[i]);
+      if (it == last.end()) {
+        prefix = false;
+        d[i] = UINT64_MAX;
+      } else {
+        d[i] = times.size() - times.order_of_key(it->second) - 1;
+      }
+      if (prefix) ++t;
+    }
+    refs += r.size();
+    unlimited += t;
+    std::uint64_t m = 0;
+    for (std::size_t i = 0; i < t; ++i) m = std::max(m, d[i]);
+    res.requirements.push_back(t == 0 ? 0 : m + 1);
+    for (curve::PageId p : r) {  // head-first
+      auto it = last.find(p);
+      if (it != last.end()) times.erase(it->second);
+      last[p] = ++now;
+      times.insert(now);
+    }
+  }
+  res.unlimited_ratio = static_cast<double>(unlimited) / static_cast<double>(refs);
+  return res;
+}
+
+class MooncakeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MooncakeTest, MatchesIndependentComputation) {
+  const std::string path = std::string(KVWATCH_SHARED_DATA) + "/mooncake/" + GetParam();
+  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent";
+  std::vector<std::vector<curve::PageId>> trace;
+  collectors::TraceCallbacks cb;
+  cb.on_request = [&](curve::Request& r) { trace.push_back(r.pages); };
+  auto summary = collectors::ReadTrace(path, {}, cb);
+  ASSERT_TRUE(summary.ok()) << summary.error();
+  ASSERT_EQ(summary.value().bad_lines, 0u);
+
+  ReplayOptions o;
+  o.touch_order = "head-first";
+  o.page_tokens = 512;
+  auto resolved = ResolveReplayOptions(o);
+  ASSERT_TRUE(resolved.ok()) << resolved.error();
+  Replayer replayer(resolved.value());
+  for (const auto& pages : trace) {
+    curve::Request r;
+    r.pages = pages;
+    replayer.Add(r);
+  }
+  const Independent ind = ComputeIndependently(trace);
+  EXPECT_NEAR(replayer.total().UnlimitedPageHitRatio(), ind.unlimited_ratio, 1e-12);
+  std::vector<std::uint64_t> sorted = ind.requirements;
+  std::sort(sorted.begin(), sorted.end());
+  for (double q : {0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0}) {
+    // Nearest rank: the ceil(q N)-th smallest requirement.
+    const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size()) - 1e-9));
+    const std::uint64_t expected = rank == 0 ? 0 : sorted[rank - 1];
+    auto ws = replayer.total().WorkingSetForCoverage(q);
+    ASSERT_TRUE(ws.has_value()) << q;
+    EXPECT_EQ(*ws, expected) << "coverage target " << q;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Traces, MooncakeTest,
+                         ::testing::Values("conversation_trace.jsonl", "synthetic_trace.jsonl",
+                                           "toolagent_trace_hash_ids.jsonl"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string n = info.param;
+                           return n.substr(0, n.find('_'));
+                         });
+
+}  // namespace
+}  // namespace kvwatch::agent
