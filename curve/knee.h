@@ -28,7 +28,11 @@
 // No knee (std::nullopt) when: fewer than 3 points; x and y of different sizes;
 // a value that is not finite; x not strictly increasing; S negative or not finite;
 // a flat y (max == min); or no maximum of d followed by a drop below its threshold.
-// The last point can never be a knee (nothing follows it).
+// The last point of the difference curve is never a knee (nothing follows it). Its
+// first point can be: when d starts by falling (for a concave increasing curve, y
+// at the second point is on or below the chord from the first point to the last)
+// and drops S/(n-1) below d(0) before rising to another maximum, kneed reports
+// x[0], and so does FindKnee. (FindCapacityKnee skips such a knee; see there.)
 //
 // Thread safety: pure functions of their arguments.
 #ifndef KVWATCH_CURVE_KNEE_H_
@@ -93,17 +97,20 @@ struct CapacityKnee {
 };
 
 // The knee of page_hit_ratio against capacity_pages on linear axes (concave,
-// increasing, offline, no smoothing), over capacities from 0 to the smallest
+// increasing, no smoothing), over capacities from 0 to the smallest
 // sampled capacity C* whose ratio reaches saturation_fraction * unlimited_hit_ratio,
 // or over every sample when none does (the tracked range).
 //
 // REQUIRES (else nullopt): capacities strictly increasing, same size as the ratios,
-// ratios finite; unlimited_hit_ratio finite. A point (0, 0) is put in front when the
+// ratios finite; unlimited_hit_ratio finite; sensitivity finite and >= 0;
+// saturation_fraction in (0, 1]. A point (0, 0) is put in front when the
 // first capacity is not 0 (an empty cache hits nothing).
 //
 // Choices, written down here because the semantics leave them open:
 // - No reuse at all (unlimited_hit_ratio <= 0) has no knee.
-// - A knee at capacity 0 is not a knee (it would buy nothing); nullopt.
+// - The knee is the first Kneedle knee (offline) at a positive capacity. Kneedle
+//   declares one at capacity 0 when small caches hit (almost) nothing, as with a
+//   cyclic working set; that point buys nothing, so the scan's next knee is taken.
 // - When the curve reaches the saturation target but Kneedle finds no knee on
 //   [0, C*] (a curve that is linear or convex up to C*, like a cyclic working set
 //   whose hit ratio jumps from 0 to 1 at its size, sampled so that C* is the last

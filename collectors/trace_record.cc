@@ -1,0 +1,455 @@
+#include "collectors/trace_record.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+namespace kvwatch::collectors {
+
+namespace od = simdjson::ondemand;
+
+const std::size_t TraceRecordParser::kPaddingBytes = simdjson::SIMDJSON_PADDING;
+
+std::optional<TimestampUnit> ParseTimestampUnit(std::string_view text) {
+  if (text == "auto") return TimestampUnit::kAuto;
+  if (text == "ms" || text == "milliseconds") return TimestampUnit::kMilliseconds;
+  if (text == "s" || text == "seconds") return TimestampUnit::kSeconds;
+  return std::nullopt;
+}
+
+std::string_view TimestampUnitName(TimestampUnit unit) {
+  switch (unit) {
+    case TimestampUnit::kAuto:
+      return "auto";
+    case TimestampUnit::kMilliseconds:
+      return "ms";
+    case TimestampUnit::kSeconds:
+      return "s";
+  }
+  return "auto";
+}
+
+namespace {
+
+constexpr std::size_t kMaxTokenEcho = 40;  // longest offending token quoted in a message
+
+// "name" with its double quotes, for messages.
+std::string Quoted(std::string_view name) {
+  std::string text;
+  text.reserve(name.size() + 2);
+  text.push_back('"');
+  text.append(name);
+  text.push_back('"');
+  return text;
+}
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+bool IsBlank(std::string_view line) {
+  for (char c : line) {
+    if (!IsJsonSpace(c)) return false;
+  }
+  return true;
+}
+
+std::string_view TypeName(od::json_type type) {
+  switch (type) {
+    case od::json_type::array:
+      return "an array";
+    case od::json_type::object:
+      return "an object";
+    case od::json_type::number:
+      return "a number";
+    case od::json_type::string:
+      return "a string";
+    case od::json_type::boolean:
+      return "a boolean";
+    case od::json_type::null:
+      return "null";
+  }
+  return "an unknown value";
+}
+
+// Why a JSON number token is not an integer in [0, 2^64): judged from its text,
+// which is what the user sees.
+std::string_view DescribeBadInteger(std::string_view token) {
+  if (!token.empty() && token[0] == '-') return "is negative";
+  if (token.find_first_of(".eE") != std::string_view::npos) return "is not an integer";
+  const bool digits = !token.empty() && token.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits || (token.size() > 1 && token[0] == '0')) return "is not a valid number";
+  return "is larger than 2^64-1";
+}
+
+// Whether a non-object root of `type` really is that JSON value (arrays are taken
+// as arrays: they are not worth validating to say "expected an object").
+bool IsValidRootScalar(od::document& doc, od::json_type type) {
+  switch (type) {
+    case od::json_type::null: {
+      bool is_null = false;
+      return doc.is_null().get(is_null) == simdjson::SUCCESS && is_null;
+    }
+    case od::json_type::boolean: {
+      bool value;
+      return doc.get_bool().get(value) == simdjson::SUCCESS;
+    }
+    case od::json_type::number: {
+      od::number value;
+      return doc.get_number().get(value) == simdjson::SUCCESS;
+    }
+    case od::json_type::string: {
+      std::string_view value;
+      return doc.get_string().get(value) == simdjson::SUCCESS;
+    }
+    default:
+      return true;
+  }
+}
+
+// A number as written: integral (no fraction, exponent-free integer literal) or not.
+struct NumberValue {
+  bool integral = false;
+  bool negative = false;
+  std::int64_t int_value = 0;  // meaningful when integral and it fits
+  double double_value = 0;     // always meaningful
+};
+
+// The facts of one record that the parser needs after the fields are read.
+struct RecordFacts {
+  bool has_hash_ids = false;
+  bool bailian_shape = false;  // has chat_id or parent_chat_id
+  std::optional<NumberValue> timestamp;
+};
+
+// Reads the fields of one document. Every error message carries the 1-based byte
+// column when simdjson gives a position.
+class RecordReader {
+ public:
+  RecordReader(od::document& doc, const char* begin, std::size_t size,
+               const TraceRecordOptions& options, curve::Request* request)
+      : doc_(doc), begin_(begin), size_(size), options_(options), request_(request) {}
+
+  curve::Status Read(RecordFacts* facts);
+
+ private:
+  curve::Status ReadField(od::field& field, RecordFacts* facts);
+  curve::Status ReadHashIds(od::value value);
+  curve::Status BadId(od::value& value, std::size_t index);
+  curve::Status ReadTimestamp(od::value value, RecordFacts* facts);
+  curve::Status ReadCount(od::value value, std::string_view name, std::int64_t* out);
+  curve::Status ReadTenant(od::value value, std::size_t rank);
+  curve::Status ReadNumber(od::value& value, std::string_view name, NumberValue* out);
+
+  curve::Status ErrorAt(const char* where, std::string_view message) const;
+  curve::Status SyntaxError(simdjson::error_code error, std::string_view context = {}) const;
+  std::string_view Token(od::value& value);
+
+  od::document& doc_;
+  const char* begin_;
+  std::size_t size_;
+  const TraceRecordOptions& options_;
+  curve::Request* request_;
+  std::size_t tenant_rank_ = SIZE_MAX;  // rank in options_.tenant_fields of the label used
+};
+
+curve::Status RecordReader::ErrorAt(const char* where, std::string_view message) const {
+  std::string text;
+  if (where != nullptr && where >= begin_ && where <= begin_ + size_) {
+    text = "column " + std::to_string(where - begin_ + 1) + ": ";
+  }
+  text.append(message);
+  return curve::Status::Error(std::move(text));
+}
+
+curve::Status RecordReader::SyntaxError(simdjson::error_code error, std::string_view context) const {
+  const char* where = nullptr;
+  if (doc_.current_location().get(where) != simdjson::SUCCESS) where = nullptr;
+  return ErrorAt(where, std::string(context) + "not valid JSON (" + simdjson::error_message(error) + ")");
+}
+
+std::string_view RecordReader::Token(od::value& value) {
+  std::string_view token = value.raw_json_token();
+  while (!token.empty() && IsJsonSpace(token.back())) token.remove_suffix(1);
+  if (token.size() > kMaxTokenEcho) token = token.substr(0, kMaxTokenEcho);
+  return token;
+}
+
+curve::Status RecordReader::Read(RecordFacts* facts) {
+  od::document& doc = doc_;
+  od::json_type root_type;
+  if (auto error = doc.type().get(root_type)) return SyntaxError(error);
+  if (root_type != od::json_type::object) {
+    // type() only peeks at the first byte: "nonsense" would look like null.
+    if (!IsValidRootScalar(doc, root_type)) return ErrorAt(begin_, "not valid JSON");
+    return ErrorAt(begin_, std::string("expected a JSON object with \"hash_ids\", found ") +
+                               std::string(TypeName(root_type)));
+  }
+  od::object object;
+  if (auto error = doc.get_object().get(object)) return SyntaxError(error);
+  for (auto field_result : object) {
+    od::field field;
+    if (auto error = std::move(field_result).get(field)) return SyntaxError(error);
+    curve::Status status = ReadField(field, facts);
+    if (!status.ok()) return status;
+  }
+  // current_location() is OUT_OF_BOUNDS exactly when every token was consumed.
+  const char* rest = nullptr;
+  if (doc.current_location().get(rest) == simdjson::SUCCESS) {
+    return ErrorAt(rest, "trailing content after the JSON object");
+  }
+  if (!facts->has_hash_ids) {
+    return curve::Status::Error("missing \"hash_ids\" (expected an array of non-negative integers)");
+  }
+  return curve::Status::Ok();
+}
+
+curve::Status RecordReader::ReadField(od::field& field, RecordFacts* facts) {
+  od::raw_json_string key = field.key();
+  if (key == "hash_ids") {
+    facts->has_hash_ids = true;
+    return ReadHashIds(field.value());
+  }
+  if (key == "timestamp") return ReadTimestamp(field.value(), facts);
+  if (key == "input_length") return ReadCount(field.value(), "input_length", &request_->input_tokens);
+  if (key == "output_length") {
+    return ReadCount(field.value(), "output_length", &request_->output_tokens);
+  }
+  if (key == "chat_id" || key == "parent_chat_id") {
+    facts->bailian_shape = true;
+    return curve::Status::Ok();
+  }
+  const std::size_t candidates = std::min(tenant_rank_, options_.tenant_fields.size());
+  for (std::size_t rank = 0; rank < candidates; ++rank) {
+    if (key == options_.tenant_fields[rank]) return ReadTenant(field.value(), rank);
+  }
+  return curve::Status::Ok();  // unknown field: skipped by the iterator
+}
+
+curve::Status RecordReader::ReadHashIds(od::value value) {
+  std::vector<curve::PageId>& pages = request_->pages;
+  pages.clear();
+  od::array array;
+  if (value.get_array().get(array) != simdjson::SUCCESS) {
+    od::json_type type;
+    const char* where = Token(value).data();
+    if (value.type().get(type) != simdjson::SUCCESS) {
+      return ErrorAt(where, "\"hash_ids\" is not valid JSON; expected an array of non-negative integers");
+    }
+    return ErrorAt(where, std::string("\"hash_ids\" is ") + std::string(TypeName(type)) +
+                              "; expected an array of non-negative integers");
+  }
+  std::size_t index = 0;
+  for (auto element : array) {
+    od::value item;
+    if (auto error = std::move(element).get(item)) {
+      return SyntaxError(error, "hash_ids[" + std::to_string(index) + "]: ");
+    }
+    std::uint64_t id;
+    if (item.get_uint64().get(id) != simdjson::SUCCESS) return BadId(item, index);
+    pages.push_back(id);
+    ++index;
+  }
+  return curve::Status::Ok();
+}
+
+curve::Status RecordReader::BadId(od::value& value, std::size_t index) {
+  const std::string_view token = Token(value);
+  const std::string where = "hash_ids[" + std::to_string(index) + "]";
+  const std::string expected = "; expected a non-negative integer";
+  od::json_type type;
+  if (value.type().get(type) != simdjson::SUCCESS) {
+    return ErrorAt(token.data(), where + " is not valid JSON" + expected);
+  }
+  if (type != od::json_type::number) {
+    return ErrorAt(token.data(), where + " is " + std::string(TypeName(type)) + " (" +
+                                     std::string(token) + ")" + expected);
+  }
+  return ErrorAt(token.data(), where + " " + std::string(DescribeBadInteger(token)) + " (" +
+                                   std::string(token) + ")" + expected);
+}
+
+curve::Status RecordReader::ReadNumber(od::value& value, std::string_view name, NumberValue* out) {
+  const std::string_view token = Token(value);
+  od::number number;
+  if (value.get_number().get(number) != simdjson::SUCCESS) {
+    od::json_type type;
+    std::string found = "not a valid number";
+    if (value.type().get(type) == simdjson::SUCCESS && type != od::json_type::number) {
+      found = std::string(TypeName(type));
+    } else if (token.find_first_of(".eE") == std::string_view::npos) {
+      found = "an integer out of range";
+    }
+    return ErrorAt(token.data(), Quoted(name) + " is " + found + " (" +
+                                     std::string(token) + "); expected a number");
+  }
+  out->double_value = number.as_double();
+  switch (number.get_number_type()) {
+    case od::number_type::signed_integer:
+      out->integral = true;
+      out->int_value = number.get_int64();
+      out->negative = out->int_value < 0;
+      break;
+    case od::number_type::unsigned_integer:
+      out->integral = number.get_uint64() <= static_cast<std::uint64_t>(INT64_MAX);
+      out->int_value = static_cast<std::int64_t>(number.get_uint64());
+      break;
+    default:
+      out->integral = false;
+      out->negative = out->double_value < 0;
+      break;
+  }
+  return curve::Status::Ok();
+}
+
+curve::Status RecordReader::ReadTimestamp(od::value value, RecordFacts* facts) {
+  bool is_null = false;
+  if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) {
+    facts->timestamp.reset();
+    return curve::Status::Ok();
+  }
+  NumberValue number;
+  curve::Status status = ReadNumber(value, "timestamp", &number);
+  if (!status.ok()) return status;
+  if (!std::isfinite(number.double_value)) {
+    return curve::Status::Error("\"timestamp\" is not finite; expected a number");
+  }
+  facts->timestamp = number;
+  return curve::Status::Ok();
+}
+
+curve::Status RecordReader::ReadCount(od::value value, std::string_view name, std::int64_t* out) {
+  bool is_null = false;
+  if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) {
+    *out = -1;
+    return curve::Status::Ok();
+  }
+  const std::string_view token = Token(value);
+  NumberValue number;
+  curve::Status status = ReadNumber(value, name, &number);
+  if (!status.ok()) return status;
+  const double d = number.double_value;
+  if (number.integral && number.int_value >= 0) {
+    *out = number.int_value;
+  } else if (!number.integral && d >= 0 && d < 9.2e18 && d == std::trunc(d)) {
+    *out = static_cast<std::int64_t>(d);
+  } else {
+    return ErrorAt(token.data(), Quoted(name) + " is " + std::string(token) +
+                                     "; expected a non-negative integer");
+  }
+  return curve::Status::Ok();
+}
+
+curve::Status RecordReader::ReadTenant(od::value value, std::size_t rank) {
+  od::json_type type;
+  if (value.type().get(type) != simdjson::SUCCESS) return curve::Status::Ok();
+  if (type == od::json_type::string) {
+    std::string_view text;
+    if (auto error = value.get_string().get(text)) {
+      return ErrorAt(Token(value).data(), Quoted(options_.tenant_fields[rank]) +
+                                              " is not a valid JSON string (" +
+                                              simdjson::error_message(error) + ")");
+    }
+    request_->tenant.assign(text);
+  } else if (type == od::json_type::number) {
+    NumberValue number;
+    curve::Status status = ReadNumber(value, options_.tenant_fields[rank], &number);
+    if (!status.ok()) return status;
+    request_->tenant.assign(Token(value));
+  } else {
+    return curve::Status::Ok();  // not a label: try the next candidate name
+  }
+  tenant_rank_ = rank;
+  return curve::Status::Ok();
+}
+
+double ToSeconds(const NumberValue& number, TimestampUnit unit) {
+  const double value = number.integral ? static_cast<double>(number.int_value) : number.double_value;
+  return unit == TimestampUnit::kMilliseconds ? value / 1000.0 : value;
+}
+
+bool HasFraction(const NumberValue& number) {
+  return !number.integral && number.double_value != std::trunc(number.double_value);
+}
+
+void ResetRequest(curve::Request* request) {
+  request->timestamp_s = std::nan("");
+  request->tenant.clear();
+  request->input_tokens = -1;
+  request->output_tokens = -1;
+  request->pages.clear();
+}
+
+}  // namespace
+
+class TraceRecordParser::Impl {
+ public:
+  od::parser parser;
+  std::unique_ptr<char[]> scratch;
+  std::size_t scratch_capacity = 0;
+
+  // Copies `line` into the padded scratch buffer and returns its start.
+  const char* CopyPadded(std::string_view line) {
+    const std::size_t needed = line.size() + simdjson::SIMDJSON_PADDING;
+    if (needed > scratch_capacity) {
+      scratch_capacity = std::max(needed, 2 * scratch_capacity);
+      scratch = std::make_unique<char[]>(scratch_capacity);
+    }
+    std::memcpy(scratch.get(), line.data(), line.size());
+    std::memset(scratch.get() + line.size(), ' ', simdjson::SIMDJSON_PADDING);
+    return scratch.get();
+  }
+};
+
+TraceRecordParser::TraceRecordParser(TraceRecordOptions options)
+    : options_(std::move(options)),
+      resolved_unit_(options_.timestamp_unit),
+      impl_(std::make_unique<Impl>()) {}
+
+TraceRecordParser::~TraceRecordParser() = default;
+
+void TraceRecordParser::Reset() { resolved_unit_ = options_.timestamp_unit; }
+
+curve::Result<ParseOutcome> TraceRecordParser::Parse(std::string_view line, curve::Request* request) {
+  if (IsBlank(line)) return ParseOutcome::kBlank;
+  const char* copy = impl_->CopyPadded(line);
+  return ParseBuffer(copy, line.size(), line.size() + simdjson::SIMDJSON_PADDING, request);
+}
+
+curve::Result<ParseOutcome> TraceRecordParser::ParseInPlace(std::string_view line,
+                                                            std::size_t readable_after,
+                                                            curve::Request* request) {
+  if (readable_after < simdjson::SIMDJSON_PADDING) return Parse(line, request);
+  if (IsBlank(line)) return ParseOutcome::kBlank;
+  return ParseBuffer(line.data(), line.size(), line.size() + readable_after, request);
+}
+
+curve::Result<ParseOutcome> TraceRecordParser::ParseBuffer(const char* data, std::size_t size,
+                                                           std::size_t capacity,
+                                                           curve::Request* request) {
+  ResetRequest(request);
+  od::document doc;
+  if (auto error = impl_->parser.iterate(data, size, capacity).get(doc)) {
+    return curve::Result<ParseOutcome>::Error(std::string("not valid JSON (") +
+                                              simdjson::error_message(error) + ")");
+  }
+  RecordFacts facts;
+  RecordReader reader(doc, data, size, options_, request);
+  curve::Status status = reader.Read(&facts);
+  if (!status.ok()) return curve::Result<ParseOutcome>::Error(status.error());
+  if (facts.timestamp.has_value()) {
+    if (resolved_unit_ == TimestampUnit::kAuto &&
+        (facts.bailian_shape || facts.timestamp->double_value != 0)) {
+      resolved_unit_ = (facts.bailian_shape || HasFraction(*facts.timestamp))
+                           ? TimestampUnit::kSeconds
+                           : TimestampUnit::kMilliseconds;
+    }
+    request->timestamp_s = ToSeconds(*facts.timestamp, resolved_unit_);
+  } else if (resolved_unit_ == TimestampUnit::kAuto && facts.bailian_shape) {
+    resolved_unit_ = TimestampUnit::kSeconds;
+  }
+  return ParseOutcome::kRecord;
+}
+
+}  // namespace kvwatch::collectors

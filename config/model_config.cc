@@ -1,0 +1,400 @@
+#include "config/model_config.h"
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "simdjson.h"
+
+namespace kvwatch::config {
+namespace {
+
+namespace od = simdjson::ondemand;
+using curve::ModelSpec;
+using curve::Result;
+using curve::Status;
+
+// The keys this parser reads; everything else is skipped unread.
+constexpr std::array<std::string_view, 17> kKnownKeys = {
+    "num_hidden_layers", "n_layer",          "num_attention_heads", "n_head",
+    "num_key_value_heads", "num_kv_heads",   "n_head_kv",           "multi_query",
+    "head_dim",          "hidden_size",      "torch_dtype",         "dtype",
+    "kv_lora_rank",      "qk_rope_head_dim", "qk_nope_head_dim",    "v_head_dim",
+    "_name_or_path",
+};
+constexpr std::string_view kModelType = "model_type";
+constexpr std::string_view kTextConfig = "text_config";
+
+bool IsKnownKey(std::string_view key) {
+  if (key == kModelType) return true;
+  for (std::string_view k : kKnownKeys) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+// One JSON value of a known key, kept as what the checks below need.
+struct Scalar {
+  enum class Kind { kInt, kString, kBool, kOther } kind = Kind::kOther;
+  std::int64_t int_value = 0;
+  std::string string_value;
+  bool bool_value = false;
+  std::string type_name;  // for errors: "a string", "an array", ...
+};
+
+// The known keys of one object level (top level, or text_config); null values are
+// left out, so they count as absent.
+using Level = std::map<std::string, Scalar, std::less<>>;
+
+std::string TypeName(od::json_type type) {
+  switch (type) {
+    case od::json_type::array: return "an array";
+    case od::json_type::object: return "an object";
+    case od::json_type::number: return "a number";
+    case od::json_type::string: return "a string";
+    case od::json_type::boolean: return "a boolean";
+    case od::json_type::null: return "null";
+  }
+  return "an unknown JSON type";
+}
+
+std::string JsonError(simdjson::error_code error) { return simdjson::error_message(error); }
+
+// Where the document's iterator is, for messages: " at byte N", or "" at the end.
+class Position {
+ public:
+  Position(od::document* doc, const char* base) : doc_(doc), base_(base) {}
+  std::string Where() const {
+    const char* at = nullptr;
+    if (doc_->current_location().get(at) != simdjson::SUCCESS) return "";
+    return " at byte " + std::to_string(at - base_);
+  }
+
+ private:
+  od::document* doc_;
+  const char* base_;
+};
+
+// Reads one value into *out; false when it is null (absent).
+Result<bool> ReadScalar(od::value& value, const std::string& key, const Position& pos,
+                        Scalar* out) {
+  od::json_type type;
+  if (auto error = value.type().get(type)) {
+    return Result<bool>::Error(key + ": invalid JSON value" + pos.Where() + " (" +
+                               JsonError(error) + ")");
+  }
+  out->type_name = TypeName(type);
+  switch (type) {
+    case od::json_type::null:
+      return false;
+    case od::json_type::number: {
+      std::int64_t i = 0;
+      const simdjson::error_code error = value.get_int64().get(i);
+      if (error == simdjson::SUCCESS) {
+        out->kind = Scalar::Kind::kInt;
+        out->int_value = i;
+      } else if (error == simdjson::NUMBER_ERROR) {
+        return Result<bool>::Error(key + ": invalid JSON number" + pos.Where() + " (" +
+                                   JsonError(error) + ")");
+      } else {
+        out->type_name = "a number that is not a 64-bit integer";
+      }
+      return true;
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      if (auto error = value.get_string().get(s)) {
+        return Result<bool>::Error(key + ": invalid string" + pos.Where() + " (" +
+                                   JsonError(error) + ")");
+      }
+      out->kind = Scalar::Kind::kString;
+      out->string_value = std::string(s);
+      return true;
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      if (auto error = value.get_bool().get(b)) {
+        return Result<bool>::Error(key + ": invalid boolean" + pos.Where() + " (" +
+                                   JsonError(error) + ")");
+      }
+      out->kind = Scalar::Kind::kBool;
+      out->bool_value = b;
+      return true;
+    }
+    default:
+      return true;  // kOther: reported as a wrong type if the key is used
+  }
+}
+
+// Reads the known keys of one object. At the top level (text_config != nullptr)
+// the nested "text_config" object is read into *text_config.
+Status ReadLevel(od::object& object, const std::string& prefix, const Position& pos,
+                 Level* level, Level* text_config) {
+  for (auto field_result : object) {
+    od::field field;
+    if (auto error = std::move(field_result).get(field)) {
+      return Status::Error(prefix + "invalid JSON object" + pos.Where() + " (" +
+                           JsonError(error) + ")");
+    }
+    std::string_view key_view;
+    if (auto error = field.unescaped_key().get(key_view)) {
+      return Status::Error(prefix + "invalid key" + pos.Where() + " (" + JsonError(error) + ")");
+    }
+    const std::string key(key_view);
+    od::value& value = field.value();
+    if (text_config != nullptr && key == kTextConfig) {
+      od::json_type type;
+      if (auto error = value.type().get(type)) {
+        return Status::Error(key + ": invalid JSON value" + pos.Where() + " (" +
+                             JsonError(error) + ")");
+      }
+      if (type == od::json_type::null) continue;
+      od::object nested;
+      if (type != od::json_type::object || value.get_object().get(nested) != simdjson::SUCCESS) {
+        return Status::Error(key + ": expected an object, found " + TypeName(type));
+      }
+      if (Status s = ReadLevel(nested, key + ".", pos, text_config, nullptr); !s.ok()) return s;
+      continue;
+    }
+    if (!IsKnownKey(key)) continue;
+    Scalar scalar;
+    Result<bool> present = ReadScalar(value, prefix + key, pos, &scalar);
+    if (!present.ok()) return present.status();
+    if (present.value()) {
+      (*level)[key] = std::move(scalar);
+    } else {
+      level->erase(key);  // a later null overrides an earlier value
+    }
+  }
+  return Status::Ok();
+}
+
+// The parsed config: text_config's keys win over the top level's.
+struct Config {
+  Level top;
+  Level text;
+
+  struct Found {
+    const Scalar* scalar = nullptr;  // nullptr when absent
+    std::string key;                 // as written in errors
+  };
+
+  // The first of the names present, text_config first.
+  Found Find(std::initializer_list<std::string_view> names) const {
+    for (std::string_view name : names) {
+      if (auto it = text.find(name); it != text.end()) {
+        return {&it->second, std::string(kTextConfig) + "." + std::string(name)};
+      }
+    }
+    for (std::string_view name : names) {
+      if (auto it = top.find(name); it != top.end()) return {&it->second, std::string(name)};
+    }
+    return {nullptr, std::string(*names.begin())};
+  }
+
+  // A positive integer that fits in int; nullopt when absent.
+  Result<std::optional<int>> PositiveInt(std::initializer_list<std::string_view> names) const {
+    using R = Result<std::optional<int>>;
+    const Found f = Find(names);
+    if (f.scalar == nullptr) return std::optional<int>();
+    if (f.scalar->kind != Scalar::Kind::kInt) {
+      return R::Error(f.key + ": expected a positive integer, found " + f.scalar->type_name);
+    }
+    const std::int64_t v = f.scalar->int_value;
+    if (v <= 0 || v > std::numeric_limits<int>::max()) {
+      return R::Error(f.key + ": expected a positive integer, found " + std::to_string(v));
+    }
+    return std::optional<int>(static_cast<int>(v));
+  }
+
+  Result<int> RequiredPositiveInt(std::initializer_list<std::string_view> names) const {
+    Result<std::optional<int>> r = PositiveInt(names);
+    if (!r.ok()) return Result<int>::Error(r.error());
+    if (!r.value().has_value()) {
+      return Result<int>::Error(std::string(*names.begin()) +
+                                ": missing (expected a positive integer)");
+    }
+    return *r.value();
+  }
+};
+
+Result<Config> ReadConfig(std::string_view json_text) {
+  using R = Result<Config>;
+  // On Demand reads past the end of its input: it needs SIMDJSON_PADDING spare
+  // bytes, which padded_string provides (dependencies.md pitfall 3).
+  const simdjson::padded_string padded(json_text);
+  od::parser parser;
+  od::document doc;
+  if (auto error = parser.iterate(padded).get(doc)) {
+    return R::Error("not valid JSON: " + JsonError(error));
+  }
+  od::object object;
+  if (auto error = doc.get_object().get(object)) {
+    if (error == simdjson::INCORRECT_TYPE) {
+      return R::Error("expected a JSON object at the top level");
+    }
+    return R::Error("not valid JSON: " + JsonError(error));
+  }
+  const Position pos(&doc, padded.data());
+  Config config;
+  if (Status s = ReadLevel(object, "", pos, &config.top, &config.text); !s.ok()) {
+    return R::Error(s.error());
+  }
+  if (const std::string where = pos.Where(); !where.empty()) {
+    return R::Error("unexpected content after the top-level JSON object" + where);
+  }
+  return config;
+}
+
+// The KV element size: the override, else the dtype, else 2.
+Result<int> ElementBytes(const Config& config, const ModelConfigOptions& options) {
+  if (options.bytes_per_element.has_value()) {
+    if (*options.bytes_per_element <= 0) {
+      return Result<int>::Error("bytes per element must be positive, got " +
+                                std::to_string(*options.bytes_per_element));
+    }
+    return *options.bytes_per_element;
+  }
+  const Config::Found f = config.Find({"torch_dtype", "dtype"});
+  if (f.scalar == nullptr) return 2;
+  if (f.scalar->kind != Scalar::Kind::kString) {
+    return Result<int>::Error(f.key + ": expected a string such as \"bfloat16\", found " +
+                              f.scalar->type_name);
+  }
+  Result<int> bytes = curve::DtypeBytes(f.scalar->string_value);
+  if (!bytes.ok()) return Result<int>::Error(f.key + ": " + bytes.error());
+  return bytes;
+}
+
+// Sets kv_heads, and head_dim unless already set (by FillLatent). For an MLA
+// model head_dim only feeds the prefill cost, so it may stay 0 when the config
+// has no way to compute it.
+Status FillHeads(const Config& config, ModelSpec* spec) {
+  Result<std::optional<int>> kv = config.PositiveInt({"num_key_value_heads", "num_kv_heads",
+                                                      "n_head_kv"});
+  if (!kv.ok()) return kv.status();
+  if (kv.value().has_value()) {
+    spec->kv_heads = *kv.value();
+  } else {
+    const Config::Found mq = config.Find({"multi_query"});
+    if (mq.scalar != nullptr && mq.scalar->kind != Scalar::Kind::kBool) {
+      return Status::Error(mq.key + ": expected a boolean, found " + mq.scalar->type_name);
+    }
+    const bool multi_query = mq.scalar != nullptr && mq.scalar->bool_value;
+    spec->kv_heads = multi_query ? 1 : spec->query_heads;
+  }
+  if (spec->head_dim > 0) return Status::Ok();
+  Result<std::optional<int>> head_dim = config.PositiveInt({"head_dim"});
+  if (!head_dim.ok()) return head_dim.status();
+  if (head_dim.value().has_value()) {
+    spec->head_dim = *head_dim.value();
+    return Status::Ok();
+  }
+  Result<std::optional<int>> hidden = config.PositiveInt({"hidden_size"});
+  if (!hidden.ok()) return hidden.status();
+  const bool divisible =
+      hidden.value().has_value() && *hidden.value() % spec->query_heads == 0;
+  if (spec->mla && !divisible) return Status::Ok();
+  if (!hidden.value().has_value()) {
+    return Status::Error("head_dim: missing, and hidden_size is missing too (expected a "
+                         "positive integer in either)");
+  }
+  if (!divisible) {
+    return Status::Error("head_dim: missing, and hidden_size " + std::to_string(*hidden.value()) +
+                         " is not a multiple of num_attention_heads " +
+                         std::to_string(spec->query_heads));
+  }
+  spec->head_dim = *hidden.value() / spec->query_heads;
+  return Status::Ok();
+}
+
+// Sets the MLA fields when kv_lora_rank is present.
+Status FillLatent(const Config& config, ModelSpec* spec) {
+  Result<std::optional<int>> rank = config.PositiveInt({"kv_lora_rank"});
+  if (!rank.ok()) return rank.status();
+  if (!rank.value().has_value()) return Status::Ok();
+  spec->mla = true;
+  spec->kv_lora_rank = *rank.value();
+  Result<int> rope = config.RequiredPositiveInt({"qk_rope_head_dim"});
+  if (!rope.ok()) return Status::Error(rope.error() + " (required with kv_lora_rank)");
+  spec->qk_rope_head_dim = rope.value();
+  Result<std::optional<int>> nope = config.PositiveInt({"qk_nope_head_dim"});
+  if (!nope.ok()) return nope.status();
+  Result<std::optional<int>> v = config.PositiveInt({"v_head_dim"});
+  if (!v.ok()) return v.status();
+  if (nope.value().has_value() && v.value().has_value()) {
+    spec->head_dim = (*nope.value() + spec->qk_rope_head_dim + *v.value()) / 2;
+  }
+  return Status::Ok();
+}
+
+// The model's own name: the top level's keys first (text_config's model_type
+// names only the language part, e.g. "llama4_text").
+Result<std::string> ModelName(const Config& config, const ModelConfigOptions& options) {
+  if (!options.name.empty()) return options.name;
+  for (const Level* level : {&config.top, &config.text}) {
+    for (std::string_view key : {std::string_view("_name_or_path"), kModelType}) {
+      auto it = level->find(key);
+      if (it == level->end()) continue;
+      if (it->second.kind != Scalar::Kind::kString) {
+        const std::string where = level == &config.text ? std::string(kTextConfig) + "." : "";
+        return Result<std::string>::Error(where + std::string(key) +
+                                          ": expected a string, found " + it->second.type_name);
+      }
+      if (!it->second.string_value.empty()) return it->second.string_value;
+    }
+  }
+  return std::string();
+}
+
+}  // namespace
+
+curve::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
+                                          const ModelConfigOptions& options) {
+  using R = Result<ModelSpec>;
+  Result<Config> parsed = ReadConfig(json_text);
+  if (!parsed.ok()) return R::Error(parsed.error());
+  const Config& config = parsed.value();
+
+  ModelSpec spec;
+  Result<int> layers = config.RequiredPositiveInt({"num_hidden_layers", "n_layer"});
+  if (!layers.ok()) return R::Error(layers.error());
+  spec.layers = layers.value();
+  Result<int> heads = config.RequiredPositiveInt({"num_attention_heads", "n_head"});
+  if (!heads.ok()) return R::Error(heads.error());
+  spec.query_heads = heads.value();
+  if (Status s = FillLatent(config, &spec); !s.ok()) return R::Error(s.error());
+  if (Status s = FillHeads(config, &spec); !s.ok()) return R::Error(s.error());
+  Result<int> element = ElementBytes(config, options);
+  if (!element.ok()) return R::Error(element.error());
+  spec.bytes_per_element = element.value();
+  Result<std::string> name = ModelName(config, options);
+  if (!name.ok()) return R::Error(name.error());
+  spec.name = name.value();
+  spec.parameters = options.parameters;
+  if (Status s = curve::ValidateModelSpec(spec); !s.ok()) return R::Error(s.error());
+  return spec;
+}
+
+curve::Result<ModelSpec> ReadModelConfigFile(const std::string& path,
+                                             const ModelConfigOptions& options) {
+  using R = Result<ModelSpec>;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return R::Error(path + ": cannot open the file (" + std::strerror(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return R::Error(path + ": cannot read the file (" + std::strerror(errno) + ")");
+  R spec = ParseModelConfig(text.str(), options);
+  if (!spec.ok()) return R::Error(path + ": " + spec.error());
+  if (spec.value().name.empty()) spec.value().name = path;
+  return spec;
+}
+
+}  // namespace kvwatch::config

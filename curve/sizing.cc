@@ -1,0 +1,304 @@
+#include "curve/sizing.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+namespace kvwatch::curve {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string Quoted(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out.push_back('\'');
+  out.append(s);
+  out.push_back('\'');
+  return out;
+}
+
+std::string ModelLabel(const ModelSpec& spec) {
+  return spec.name.empty() ? std::string("the model") : Quoted(spec.name);
+}
+
+// a * b, or an error naming what overflowed.
+Result<std::uint64_t> CheckedMul(std::uint64_t a, std::uint64_t b, const char* what) {
+  std::uint64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) {
+    return Result<std::uint64_t>::Error(std::string(what) + " overflows 64 bits (" +
+                                        std::to_string(a) + " * " + std::to_string(b) + ")");
+  }
+  return out;
+}
+
+Status RequirePositive(int value, const char* field, const ModelSpec& spec) {
+  if (value > 0) return Status::Ok();
+  return Status::Error(ModelLabel(spec) + ": " + field + " must be a positive integer, got " +
+                       std::to_string(value));
+}
+
+// Formats a fraction as a percentage without trailing zeros: 0.2 -> "20%".
+std::string Percent(double fraction) {
+  std::string s = std::to_string(fraction * 100.0);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s + "%";
+}
+
+struct Preset {
+  const char* name;
+  std::vector<const char*> aliases;
+  int layers;
+  int kv_heads;
+  int head_dim;
+  int query_heads;
+  double parameters;
+  // MLA only (0 otherwise).
+  int kv_lora_rank;
+  int qk_rope_head_dim;
+};
+
+// From each model's config.json: num_hidden_layers, num_key_value_heads,
+// head_dim (or hidden_size / num_attention_heads), num_attention_heads; the
+// parameter counts are the model cards' (active parameters for mixtures of experts).
+const std::vector<Preset>& Presets() {
+  static const std::vector<Preset> kPresets = {
+      // name, aliases, layers, kv_heads, head_dim, query_heads, parameters, MLA
+      {"llama-2-7b", {"llama2-7b"}, 32, 32, 128, 32, 6.74e9, 0, 0},
+      {"llama-2-13b", {"llama2-13b"}, 40, 40, 128, 40, 13.0e9, 0, 0},
+      {"llama-2-70b", {"llama2-70b"}, 80, 8, 128, 64, 69.0e9, 0, 0},
+      {"llama-3-8b", {"llama3-8b", "llama-3.1-8b", "llama3.1-8b"}, 32, 8, 128, 32, 8.03e9, 0, 0},
+      {"llama-3-70b",
+       {"llama3-70b", "llama-3.1-70b", "llama3.1-70b", "llama-3.3-70b"},
+       80, 8, 128, 64, 70.6e9, 0, 0},
+      {"llama-3.1-405b", {"llama3.1-405b"}, 126, 8, 128, 128, 405.9e9, 0, 0},
+      {"llama-65b", {"llama-1-65b"}, 80, 64, 128, 64, 65.2e9, 0, 0},
+      {"mistral-7b", {}, 32, 8, 128, 32, 7.24e9, 0, 0},
+      // Mixtral: 46.7B parameters in all, 12.9B active per token (2 of 8 experts).
+      {"mixtral-8x7b", {}, 32, 8, 128, 32, 12.9e9, 0, 0},
+      {"qwen2.5-7b", {}, 28, 4, 128, 28, 7.61e9, 0, 0},
+      {"qwen2.5-14b", {}, 48, 8, 128, 40, 14.7e9, 0, 0},
+      {"qwen2.5-32b", {}, 64, 8, 128, 40, 32.5e9, 0, 0},
+      {"qwen2.5-72b", {}, 80, 8, 128, 64, 72.7e9, 0, 0},
+      // Falcon-40B: n_head 128, n_head_kv 8, hidden_size 8192 (head_dim 64).
+      {"falcon-40b", {}, 60, 8, 64, 128, 41.8e9, 0, 0},
+      // DeepSeek-V3: MLA (kv_lora_rank 512, qk_rope_head_dim 64), 128 query heads,
+      // qk_nope_head_dim 128 and v_head_dim 128 (cost head_dim (128+64+128)/2 = 160),
+      // 671B parameters in all, 37B active.
+      {"deepseek-v3", {"deepseek-r1"}, 61, 128, 160, 128, 37e9, 512, 64},
+  };
+  return kPresets;
+}
+
+ModelSpec SpecOf(const Preset& p) {
+  ModelSpec spec;
+  spec.name = p.name;
+  spec.layers = p.layers;
+  spec.kv_heads = p.kv_heads;
+  spec.head_dim = p.head_dim;
+  spec.bytes_per_element = 2;
+  spec.mla = p.kv_lora_rank > 0;
+  spec.kv_lora_rank = p.kv_lora_rank;
+  spec.qk_rope_head_dim = p.qk_rope_head_dim;
+  spec.parameters = p.parameters;
+  spec.query_heads = p.query_heads;
+  return spec;
+}
+
+}  // namespace
+
+Status ValidateModelSpec(const ModelSpec& spec) {
+  for (const Status& s : {RequirePositive(spec.layers, "layers", spec),
+                          RequirePositive(spec.bytes_per_element, "bytes_per_element", spec)}) {
+    if (!s.ok()) return s;
+  }
+  if (spec.mla) {
+    for (const Status& s : {RequirePositive(spec.kv_lora_rank, "kv_lora_rank", spec),
+                            RequirePositive(spec.qk_rope_head_dim, "qk_rope_head_dim", spec)}) {
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+  for (const Status& s : {RequirePositive(spec.kv_heads, "kv_heads", spec),
+                          RequirePositive(spec.head_dim, "head_dim", spec)}) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Result<std::uint64_t> BytesPerToken(const ModelSpec& spec) {
+  if (Status s = ValidateModelSpec(spec); !s.ok()) return Result<std::uint64_t>::Error(s.error());
+  // Factors of the product, each positive.
+  std::vector<std::uint64_t> factors = {static_cast<std::uint64_t>(spec.layers),
+                                        static_cast<std::uint64_t>(spec.bytes_per_element)};
+  if (spec.mla) {
+    factors.push_back(static_cast<std::uint64_t>(spec.kv_lora_rank) +
+                      static_cast<std::uint64_t>(spec.qk_rope_head_dim));
+  } else {
+    factors.insert(factors.end(), {2, static_cast<std::uint64_t>(spec.kv_heads),
+                                   static_cast<std::uint64_t>(spec.head_dim)});
+  }
+  std::uint64_t bytes = 1;
+  for (std::uint64_t f : factors) {
+    Result<std::uint64_t> product = CheckedMul(bytes, f, "bytes per token");
+    if (!product.ok()) return product;
+    bytes = product.value();
+  }
+  return bytes;
+}
+
+Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_parallel) {
+  Result<std::uint64_t> whole = BytesPerToken(spec);
+  if (!whole.ok()) return whole;
+  if (tensor_parallel < 1) {
+    return Result<std::uint64_t>::Error("tensor-parallel size must be at least 1, got " +
+                                        std::to_string(tensor_parallel));
+  }
+  if (spec.mla) return whole;  // the latent is replicated on every rank
+  const int tp = tensor_parallel;
+  const int heads = spec.kv_heads;
+  if (heads % tp != 0 && tp % heads != 0) {
+    return Result<std::uint64_t>::Error(
+        "tensor-parallel size " + std::to_string(tp) + " neither divides nor is a multiple of the " +
+        std::to_string(heads) + " KV heads of " + ModelLabel(spec) +
+        " (a rank cannot hold part of a head)");
+  }
+  const auto ranks_split = static_cast<std::uint64_t>(std::min(tp, heads));
+  return whole.value() / ranks_split;  // exact: ranks_split divides kv_heads
+}
+
+Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token) {
+  return CheckedMul(page_tokens, bytes_per_token, "page bytes");
+}
+
+Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
+                                   std::uint64_t bytes_per_token) {
+  Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
+  if (!page.ok()) return page;
+  return CheckedMul(pages, page.value(), "payload bytes");
+}
+
+Result<int> DtypeBytes(std::string_view dtype) {
+  const std::string d = Lower(dtype);
+  if (d == "float16" || d == "fp16" || d == "half" || d == "bfloat16" || d == "bf16") return 2;
+  if (d == "float32" || d == "fp32" || d == "float") return 4;
+  if (d.starts_with("float8") || d.starts_with("fp8")) return 1;
+  return Result<int>::Error("unsupported dtype " + Quoted(dtype) +
+                            "; expected float16, bfloat16, float32 or float8 (fp16, bf16, "
+                            "fp32, fp8 and half are accepted too)");
+}
+
+Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
+                                  std::uint64_t bytes_per_token,
+                                  const CapacityPlanOptions& options) {
+  using R = Result<CapacityPlan>;
+  if (page_tokens == 0) return R::Error("tokens per page must be positive");
+  if (bytes_per_token == 0) return R::Error("bytes per token must be positive");
+  const double f = options.reserve_fraction;
+  if (!std::isfinite(f) || f < 0 || f > 1) {
+    return R::Error("reserve fraction must be between 0 and 1 (0.2 = 20%), got " +
+                    std::to_string(f));
+  }
+  CapacityPlan plan;
+  plan.pages = pages;
+  plan.page_tokens = page_tokens;
+  plan.bytes_per_token = bytes_per_token;
+  plan.reserve_fraction = f;
+  Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
+  if (!page.ok()) return R::Error(page.error());
+  plan.page_bytes = page.value();
+  Result<std::uint64_t> payload = PayloadBytes(pages, page_tokens, bytes_per_token);
+  if (!payload.ok()) return R::Error(payload.error());
+  plan.payload_bytes = payload.value();
+  Result<std::uint64_t> metadata =
+      CheckedMul(pages, options.metadata_bytes_per_page, "metadata bytes");
+  if (!metadata.ok()) return R::Error(metadata.error());
+  plan.metadata_bytes = metadata.value();
+  // f <= 1, so the reserve is at most the payload and fits in 64 bits.
+  plan.reserve_bytes = static_cast<std::uint64_t>(
+      std::llround(static_cast<long double>(plan.payload_bytes) * f));
+  std::uint64_t total = 0;
+  if (__builtin_add_overflow(plan.payload_bytes, plan.metadata_bytes, &total) ||
+      __builtin_add_overflow(total, plan.reserve_bytes, &total)) {
+    return R::Error("total bytes overflow 64 bits");
+  }
+  plan.total_bytes = total;
+
+  const std::string c = std::to_string(pages);
+  plan.rows = {
+      {"payload", plan.payload_bytes,
+       c + " pages * " + std::to_string(page_tokens) + " tokens * " +
+           std::to_string(bytes_per_token) + " bytes per token"},
+      {"metadata", plan.metadata_bytes,
+       c + " pages * " + std::to_string(options.metadata_bytes_per_page) + " bytes per page"},
+      {"reserve", plan.reserve_bytes, Percent(f) + " of payload"},
+      {"total", plan.total_bytes, "payload + metadata + reserve"},
+  };
+  return plan;
+}
+
+double PrefillCost::PageFlops(std::uint64_t page_index, std::uint64_t page_tokens) const {
+  return PagesFlops(1, page_index, page_tokens);
+}
+
+double PrefillCost::PagesFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
+                               std::uint64_t page_tokens) const {
+  const double n = static_cast<double>(page_count);
+  const double p = static_cast<double>(page_tokens);
+  const double per_page = p * a + b * p * (p - 1) / 2;  // the cost of page 0
+  return n * per_page + b * p * p * static_cast<double>(page_index_sum);
+}
+
+Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec) {
+  using R = Result<PrefillCost>;
+  if (!(spec.parameters > 0) || !std::isfinite(spec.parameters)) {
+    return R::Error(ModelLabel(spec) +
+                    ": the parameter count is unknown; depth-weighted prefill cost needs it");
+  }
+  for (const Status& s : {RequirePositive(spec.layers, "layers", spec),
+                          RequirePositive(spec.query_heads, "query_heads", spec),
+                          RequirePositive(spec.head_dim, "head_dim", spec)}) {
+    if (!s.ok()) return R::Error(s.error());
+  }
+  return PrefillCost{2.0 * spec.parameters, 4.0 * spec.layers * spec.query_heads * spec.head_dim};
+}
+
+double PageCostFlops(std::uint64_t page_index, std::uint64_t page_tokens, const ModelSpec& spec) {
+  return PagesCostFlops(1, page_index, page_tokens, spec);
+}
+
+double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
+                      std::uint64_t page_tokens, const ModelSpec& spec) {
+  const PrefillCost cost{2.0 * spec.parameters,
+                         4.0 * spec.layers * spec.query_heads * spec.head_dim};
+  return cost.PagesFlops(page_count, page_index_sum, page_tokens);
+}
+
+Result<ModelSpec> LookupModelPreset(std::string_view name) {
+  const std::string wanted = Lower(name);
+  for (const Preset& p : Presets()) {
+    bool match = wanted == p.name;
+    for (const char* alias : p.aliases) match = match || wanted == alias;
+    if (match) return SpecOf(p);
+  }
+  std::string known;
+  for (const std::string& n : ModelPresetNames()) known += (known.empty() ? "" : ", ") + n;
+  return Result<ModelSpec>::Error("unknown model " + Quoted(name) + "; known models: " + known);
+}
+
+std::vector<std::string> ModelPresetNames(bool include_aliases) {
+  std::vector<std::string> names;
+  for (const Preset& p : Presets()) {
+    names.emplace_back(p.name);
+    if (include_aliases) names.insert(names.end(), p.aliases.begin(), p.aliases.end());
+  }
+  return names;
+}
+
+}  // namespace kvwatch::curve

@@ -1,0 +1,170 @@
+// Sizing: a model's KV-cache geometry, pages to bytes, a stated capacity plan, and
+// the depth-weighted prefill cost of a page. Normative text:
+// ../shared/docs/curve-semantics.md sections 3 ("Depth weighting") and 4.
+//
+// Bytes per token per rank (section 4):
+//   standard attention: B = 2 (K and V) * layers * kv_heads * head_dim * bytes_per_element
+//                           / min(tensor_parallel, kv_heads).
+//     The KV heads are split over the tensor-parallel ranks. When tp <= kv_heads,
+//     tp must divide kv_heads and each rank holds kv_heads / tp heads. When
+//     tp > kv_heads, kv_heads must divide tp: each head is replicated on
+//     tp / kv_heads ranks and each rank holds exactly one head. Any other tp is an
+//     error (a rank cannot hold a fraction of a head).
+//   latent attention (MLA): B = (kv_lora_rank + qk_rope_head_dim) * layers *
+//     bytes_per_element, the same on every rank (the latent is replicated, not
+//     split), for any tp >= 1.
+// Page bytes = P * B; payload of C pages = C * P * B (P = tokens per page).
+//
+// Capacity plan rows, each named and stated:
+//   payload  = C * P * B
+//   metadata = C * metadata_bytes_per_page (Default 0: block tables, transfer
+//              buffers and allocator overhead are not counted unless configured)
+//   reserve  = reserve_fraction * payload, rounded to the nearest byte (Default
+//              fraction 0). The reserve is headroom on top of the KV payload
+//              (metadata is not scaled): with a 20% reserve the total is 1.2 times
+//              the payload, e.g. 100,000 pages * 16 tokens * 60 KiB = 91.6 GiB of
+//              payload and 109.9 GiB in all.
+//   total    = payload + metadata + reserve.
+//
+// Depth-weighted prefill cost (section 3): recomputing the token at position t
+// (0-based, in the request) costs a + b * t FLOPs, with a = 2 * parameters (the
+// dense matmuls over the active parameters) and b = 4 * layers * query_heads *
+// head_dim (QK^T and AV against each earlier token). Page i of P tokens covers
+// positions [i*P, (i+1)*P), so
+//   cost(i) = P*a + b*P*(P-1)/2 + b*P*P*i,
+// and N pages whose indices sum to I cost N*(P*a + b*P*(P-1)/2) + b*P*P*I.
+//
+// Thread safety: pure functions and plain values; the preset table is immutable.
+#ifndef KVWATCH_CURVE_SIZING_H_
+#define KVWATCH_CURVE_SIZING_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "curve/status.h"
+
+namespace kvwatch::curve {
+
+struct ModelSpec {
+  std::string name;
+  // Attention layers that hold a KV cache (num_hidden_layers for dense models).
+  int layers = 0;
+  // KV heads (num_key_value_heads): grouped-query and multi-query attention have
+  // fewer than query_heads. Not used for the bytes of an MLA model.
+  int kv_heads = 0;
+  // Dimension of one head. For MLA models it is used only by the prefill cost and
+  // is the mean of the query-key and value head dimensions,
+  // (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) / 2, so that 4 * head_dim =
+  // 2 * d_qk + 2 * d_v FLOPs per head per earlier token.
+  int head_dim = 0;
+  // Bytes of one cached element: 2 for fp16/bf16 (Default), 1 for fp8, 4 for fp32.
+  int bytes_per_element = 2;
+
+  // Multi-head latent attention (DeepSeek-V2/V3): the cache holds a compressed
+  // latent of kv_lora_rank plus a decoupled RoPE key of qk_rope_head_dim per layer.
+  bool mla = false;
+  int kv_lora_rank = 0;
+  int qk_rope_head_dim = 0;
+
+  // For the depth-weighted prefill cost only. parameters: active parameters per
+  // token (all of them for a dense model, the routed subset for a mixture of
+  // experts); 0 when unknown. query_heads: num_attention_heads.
+  double parameters = 0;
+  int query_heads = 0;
+};
+
+// Ok when the fields that the bytes need are set: layers, and kv_heads and
+// head_dim (standard) or kv_lora_rank and qk_rope_head_dim (MLA), all positive,
+// and bytes_per_element positive.
+Status ValidateModelSpec(const ModelSpec& spec);
+
+// B of the whole model (every KV head, one copy), before any tensor-parallel split.
+Result<std::uint64_t> BytesPerToken(const ModelSpec& spec);
+
+// B on one GPU rank at tensor_parallel ranks (see the file comment). Errors: an
+// invalid spec, tensor_parallel < 1, or a tensor_parallel that neither divides nor
+// is a multiple of kv_heads (the message names both numbers).
+Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_parallel = 1);
+
+// P * B, and C * P * B. Errors on 64-bit overflow.
+Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token);
+Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
+                                   std::uint64_t bytes_per_token);
+
+// Bytes of one element of a dtype name: float16/fp16/half/bfloat16/bf16 -> 2,
+// float32/fp32/float -> 4, float8*/fp8* -> 1 (case-insensitive). Error otherwise.
+Result<int> DtypeBytes(std::string_view dtype);
+
+struct CapacityPlanOptions {
+  // Metadata per page (block tables, transfer buffers, ...). Default 0.
+  std::uint64_t metadata_bytes_per_page = 0;
+  // Reserve as a fraction of the payload, in [0, 1] (0.2 = 20%). Default 0.
+  double reserve_fraction = 0.0;
+};
+
+struct CapacityPlanRow {
+  std::string name;         // "payload", "metadata", "reserve", "total"
+  std::uint64_t bytes = 0;
+  std::string formula;      // how it was computed, with the numbers
+};
+
+struct CapacityPlan {
+  std::uint64_t pages = 0;
+  std::uint64_t page_tokens = 0;
+  std::uint64_t bytes_per_token = 0;
+  std::uint64_t page_bytes = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t metadata_bytes = 0;
+  std::uint64_t reserve_bytes = 0;
+  std::uint64_t total_bytes = 0;
+  double reserve_fraction = 0;
+  // payload, metadata, reserve, total: in that order, always all four.
+  std::vector<CapacityPlanRow> rows;
+};
+
+// The plan for `pages` pages of `page_tokens` tokens at `bytes_per_token`.
+// Errors: page_tokens or bytes_per_token 0, a reserve fraction outside [0, 1] or
+// not finite, or a total beyond 64 bits.
+Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
+                                  std::uint64_t bytes_per_token,
+                                  const CapacityPlanOptions& options = {});
+
+// The coefficients of the per-token prefill cost a + b * t (FLOPs).
+struct PrefillCost {
+  double a = 0;  // 2 * parameters
+  double b = 0;  // 4 * layers * query_heads * head_dim
+
+  // Cost of page i (0-based) of page_tokens tokens: sum over t in [i*P, (i+1)*P).
+  double PageFlops(std::uint64_t page_index, std::uint64_t page_tokens) const;
+  // Cost of page_count pages whose indices sum to page_index_sum (closed form).
+  double PagesFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
+                    std::uint64_t page_tokens) const;
+};
+
+// a and b of the spec. Errors when parameters, layers, query_heads or head_dim is
+// not positive (the message names the missing figure).
+Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec);
+
+// Conveniences over PrefillCost{2 * parameters, 4 * layers * query_heads * head_dim};
+// they do not validate (unknown figures count as 0).
+double PageCostFlops(std::uint64_t page_index, std::uint64_t page_tokens,
+                     const ModelSpec& spec);
+double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
+                      std::uint64_t page_tokens, const ModelSpec& spec);
+
+// Built-in presets from the models' published config.json (layers, heads, head
+// dimension) and model cards (parameter counts), FP16/BF16 (2 bytes; change
+// bytes_per_element for another KV dtype). Lookup is case-insensitive and accepts
+// the aliases listed by ModelPresetNames(true); the returned spec's name is the
+// canonical one. Error: unknown name (the message lists the known names).
+Result<ModelSpec> LookupModelPreset(std::string_view name);
+
+// Canonical preset names in table order; with include_aliases, each canonical name
+// is followed by its aliases.
+std::vector<std::string> ModelPresetNames(bool include_aliases = false);
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_SIZING_H_

@@ -1,0 +1,440 @@
+// Tests of config/model_config.h with config.json texts shaped like the real ones.
+#include "config/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace kvwatch::config {
+namespace {
+
+using curve::ModelSpec;
+using curve::Result;
+
+ModelSpec MustParse(const std::string& json, const ModelConfigOptions& options = {}) {
+  Result<ModelSpec> spec = ParseModelConfig(json, options);
+  EXPECT_TRUE(spec.ok()) << (spec.ok() ? "" : spec.error());
+  return spec.ok() ? spec.value() : ModelSpec{};
+}
+
+std::string MustFail(const std::string& json, const ModelConfigOptions& options = {}) {
+  Result<ModelSpec> spec = ParseModelConfig(json, options);
+  EXPECT_FALSE(spec.ok()) << "parsed: " << json;
+  return spec.ok() ? std::string() : spec.error();
+}
+
+std::uint64_t Bytes(const ModelSpec& spec, int tp = 1) {
+  Result<std::uint64_t> b = curve::BytesPerTokenPerRank(spec, tp);
+  EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error());
+  return b.ok() ? b.value() : 0;
+}
+
+// meta-llama/Meta-Llama-3-8B config.json.
+const char* kLlama3_8B = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 8192,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+})";
+
+// Qwen/Qwen2.5-7B-Instruct config.json.
+const char* kQwen25_7B = R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "hidden_act": "silu",
+  "hidden_size": 3584,
+  "initializer_range": 0.02,
+  "intermediate_size": 18944,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 28,
+  "model_type": "qwen2",
+  "num_attention_heads": 28,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 152064
+})";
+
+// deepseek-ai/DeepSeek-V3 config.json (auto_map and a few MoE keys trimmed).
+const char* kDeepSeekV3 = R"({
+  "architectures": ["DeepseekV3ForCausalLM"],
+  "attention_bias": false,
+  "first_k_dense_replace": 3,
+  "hidden_act": "silu",
+  "hidden_size": 7168,
+  "intermediate_size": 18432,
+  "kv_lora_rank": 512,
+  "max_position_embeddings": 163840,
+  "model_type": "deepseek_v3",
+  "moe_intermediate_size": 2048,
+  "n_routed_experts": 256,
+  "n_shared_experts": 1,
+  "num_attention_heads": 128,
+  "num_experts_per_tok": 8,
+  "num_hidden_layers": 61,
+  "num_key_value_heads": 128,
+  "num_nextn_predict_layers": 1,
+  "q_lora_rank": 1536,
+  "qk_nope_head_dim": 128,
+  "qk_rope_head_dim": 64,
+  "quantization_config": {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128]
+  },
+  "rope_scaling": {
+    "beta_fast": 32, "beta_slow": 1, "factor": 40,
+    "mscale": 1.0, "mscale_all_dim": 1.0,
+    "original_max_position_embeddings": 4096, "type": "yarn"
+  },
+  "rope_theta": 10000,
+  "tie_word_embeddings": false,
+  "topk_method": "noaux_tc",
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.33.1",
+  "use_cache": true,
+  "v_head_dim": 128,
+  "vocab_size": 129280
+})";
+
+// Llama-4-Scout-shaped multimodal config: the language model under text_config,
+// a vision tower with its own num_hidden_layers beside it.
+const char* kLlama4Scout = R"({
+  "architectures": ["Llama4ForConditionalGeneration"],
+  "boi_token_index": 200080,
+  "model_type": "llama4",
+  "text_config": {
+    "attention_chunk_size": 8192,
+    "head_dim": 128,
+    "hidden_size": 5120,
+    "intermediate_size": 8192,
+    "model_type": "llama4_text",
+    "num_attention_heads": 40,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 8,
+    "num_local_experts": 16,
+    "rope_scaling": {"factor": 16.0, "rope_type": "llama3"},
+    "torch_dtype": "bfloat16",
+    "vocab_size": 202048
+  },
+  "torch_dtype": "bfloat16",
+  "vision_config": {
+    "hidden_size": 1408,
+    "model_type": "llama4_vision_model",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 34,
+    "patch_size": 14
+  }
+})";
+
+// --- Real shapes ------------------------------------------------------------------
+
+TEST(ModelConfigTest, Llama3_8B) {
+  const ModelSpec spec = MustParse(kLlama3_8B);
+  EXPECT_EQ(spec.layers, 32);
+  EXPECT_EQ(spec.query_heads, 32);
+  EXPECT_EQ(spec.kv_heads, 8);
+  EXPECT_EQ(spec.head_dim, 128);  // hidden_size / num_attention_heads
+  EXPECT_EQ(spec.bytes_per_element, 2);
+  EXPECT_FALSE(spec.mla);
+  EXPECT_EQ(spec.name, "llama");  // model_type when there is no _name_or_path
+  EXPECT_EQ(spec.parameters, 0.0);  // not in config.json, not estimated
+  EXPECT_EQ(Bytes(spec), 128u * 1024);
+  // Same geometry as the built-in preset.
+  Result<ModelSpec> preset = curve::LookupModelPreset("llama-3-8b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(Bytes(spec, 4), Bytes(preset.value(), 4));
+}
+
+TEST(ModelConfigTest, Qwen25_7B) {
+  const ModelSpec spec = MustParse(kQwen25_7B);
+  EXPECT_EQ(spec.layers, 28);
+  EXPECT_EQ(spec.query_heads, 28);
+  EXPECT_EQ(spec.kv_heads, 4);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(Bytes(spec), 2u * 28 * 4 * 128 * 2);
+  EXPECT_EQ(Bytes(spec, 8), 2u * 28 * 1 * 128 * 2);
+}
+
+TEST(ModelConfigTest, DeepSeekV3IsLatentAttention) {
+  const ModelSpec spec = MustParse(kDeepSeekV3);
+  EXPECT_TRUE(spec.mla);
+  EXPECT_EQ(spec.layers, 61);
+  EXPECT_EQ(spec.kv_lora_rank, 512);
+  EXPECT_EQ(spec.qk_rope_head_dim, 64);
+  EXPECT_EQ(spec.query_heads, 128);
+  EXPECT_EQ(spec.head_dim, (128 + 64 + 128) / 2);
+  EXPECT_EQ(spec.bytes_per_element, 2);
+  EXPECT_EQ(Bytes(spec), (512u + 64) * 61 * 2);
+  EXPECT_EQ(Bytes(spec, 8), (512u + 64) * 61 * 2);
+}
+
+TEST(ModelConfigTest, MultimodalConfigReadsTextConfig) {
+  const ModelSpec spec = MustParse(kLlama4Scout);
+  EXPECT_EQ(spec.layers, 48);  // not the vision tower's 34
+  EXPECT_EQ(spec.query_heads, 40);
+  EXPECT_EQ(spec.kv_heads, 8);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.name, "llama4");
+  EXPECT_EQ(Bytes(spec), 2u * 48 * 8 * 128 * 2);
+}
+
+TEST(ModelConfigTest, TextConfigWinsAndTheTopLevelFillsIn) {
+  // Qwen2-VL style: flat keys at the top, and a text_config that differs from them
+  // in num_key_value_heads; the dtype is only at the top.
+  const ModelSpec spec = MustParse(R"({
+    "model_type": "qwen2_vl",
+    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 28,
+    "hidden_size": 3584, "torch_dtype": "float32",
+    "text_config": {"num_key_value_heads": 4},
+    "vision_config": {"depth": 32, "num_heads": 16}
+  })");
+  EXPECT_EQ(spec.layers, 28);
+  EXPECT_EQ(spec.kv_heads, 4);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.bytes_per_element, 4);
+}
+
+// --- Defaults and variants -----------------------------------------------------------
+
+TEST(ModelConfigTest, KvHeadsDefaultToAttentionHeadsAndHeadDimToHiddenOverHeads) {
+  ModelSpec spec = MustParse(R"({"num_hidden_layers": 32, "num_attention_heads": 32,
+                                 "hidden_size": 4096})");
+  EXPECT_EQ(spec.kv_heads, 32);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.bytes_per_element, 2);  // no dtype: 2
+  EXPECT_EQ(Bytes(spec), 524'288u);      // Llama 2 7B
+  // null counts as absent.
+  spec = MustParse(R"({"num_hidden_layers": 32, "num_attention_heads": 32,
+                       "num_key_value_heads": null, "head_dim": null, "hidden_size": 4096,
+                       "torch_dtype": null})");
+  EXPECT_EQ(spec.kv_heads, 32);
+  EXPECT_EQ(spec.head_dim, 128);
+  // An explicit head_dim wins over hidden_size / heads (Gemma-like: 256 != 3072/16).
+  spec = MustParse(R"({"num_hidden_layers": 28, "num_attention_heads": 16,
+                       "num_key_value_heads": 16, "head_dim": 256, "hidden_size": 3072})");
+  EXPECT_EQ(spec.head_dim, 256);
+}
+
+TEST(ModelConfigTest, NullTextConfigAndLatentWithoutCostDimensions) {
+  ModelSpec spec = MustParse(R"({"num_hidden_layers": 4, "num_attention_heads": 8,
+                                 "hidden_size": 512, "text_config": null})");
+  EXPECT_EQ(spec.head_dim, 64);
+  // MLA: the bytes need only kv_lora_rank and qk_rope_head_dim; without
+  // qk_nope_head_dim / v_head_dim and with an indivisible hidden_size, head_dim
+  // (a prefill-cost figure) stays unknown.
+  spec = MustParse(R"({"num_hidden_layers": 27, "num_attention_heads": 3,
+                       "hidden_size": 2048, "kv_lora_rank": 512, "qk_rope_head_dim": 64})");
+  EXPECT_TRUE(spec.mla);
+  EXPECT_EQ(spec.head_dim, 0);
+  EXPECT_EQ(Bytes(spec), (512u + 64) * 27 * 2);
+  EXPECT_FALSE(curve::PrefillCostForModel(spec).ok());
+}
+
+TEST(ModelConfigTest, DtypeAndOverride) {
+  const std::string base = R"({"num_hidden_layers": 2, "num_attention_heads": 4,
+                               "hidden_size": 256, "torch_dtype": ")";
+  EXPECT_EQ(MustParse(base + R"(float16"})").bytes_per_element, 2);
+  EXPECT_EQ(MustParse(base + R"(bfloat16"})").bytes_per_element, 2);
+  EXPECT_EQ(MustParse(base + R"(float32"})").bytes_per_element, 4);
+  EXPECT_EQ(MustParse(base + R"(float8_e4m3fn"})").bytes_per_element, 1);
+  // Newer transformers write "dtype".
+  EXPECT_EQ(MustParse(R"({"num_hidden_layers": 2, "num_attention_heads": 4,
+                          "hidden_size": 256, "dtype": "float32"})")
+                .bytes_per_element,
+            4);
+  ModelConfigOptions fp8;
+  fp8.bytes_per_element = 1;
+  EXPECT_EQ(MustParse(base + R"(bfloat16"})", fp8).bytes_per_element, 1);
+  // An unknown dtype is an error that names the key, unless overridden.
+  const std::string error = MustFail(base + R"(int4"})");
+  EXPECT_NE(error.find("torch_dtype"), std::string::npos) << error;
+  EXPECT_NE(error.find("int4"), std::string::npos) << error;
+  EXPECT_EQ(MustParse(base + R"(int4"})", fp8).bytes_per_element, 1);
+  ModelConfigOptions zero;
+  zero.bytes_per_element = 0;
+  MustFail(base + R"(bfloat16"})", zero);
+}
+
+TEST(ModelConfigTest, FalconStyleKeys) {
+  // tiiuae/falcon-40b (RefinedWeb naming).
+  ModelSpec spec = MustParse(R"({"model_type": "RefinedWeb", "n_layer": 60, "n_head": 128,
+                                 "n_head_kv": 8, "hidden_size": 8192,
+                                 "torch_dtype": "bfloat16"})");
+  EXPECT_EQ(spec.layers, 60);
+  EXPECT_EQ(spec.kv_heads, 8);
+  EXPECT_EQ(spec.head_dim, 64);
+  EXPECT_EQ(Bytes(spec), 120u * 1024);
+  // tiiuae/falcon-7b: multi-query attention, one KV head.
+  spec = MustParse(R"({"n_layer": 32, "n_head": 71, "multi_query": true,
+                       "hidden_size": 4544})");
+  EXPECT_EQ(spec.kv_heads, 1);
+  EXPECT_EQ(spec.head_dim, 64);
+}
+
+TEST(ModelConfigTest, NameAndParametersComeFromOptionsFirst) {
+  const std::string json = R"({"_name_or_path": "meta-llama/Llama-2-7b-hf",
+    "model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32,
+    "hidden_size": 4096})";
+  EXPECT_EQ(MustParse(json).name, "meta-llama/Llama-2-7b-hf");
+  ModelConfigOptions options;
+  options.name = "mine";
+  options.parameters = 6.74e9;
+  const ModelSpec spec = MustParse(json, options);
+  EXPECT_EQ(spec.name, "mine");
+  EXPECT_EQ(spec.parameters, 6.74e9);
+  EXPECT_TRUE(curve::PrefillCostForModel(spec).ok());
+}
+
+// --- Bad input ------------------------------------------------------------------------
+
+TEST(ModelConfigTest, NotJsonOrNotAnObject) {
+  for (const char* text : {"", "hello", "{", R"({"num_hidden_layers": 32)", "[1, 2, 3]", "42",
+                           R"("text")"}) {
+    SCOPED_TRACE(text);
+    const std::string error = MustFail(text);
+    EXPECT_TRUE(error.find("not valid JSON") != std::string::npos ||
+                error.find("expected a JSON object") != std::string::npos ||
+                error.find("invalid JSON") != std::string::npos)
+        << error;
+  }
+  std::string error = MustFail(R"({"num_hidden_layers": 3x2, "num_attention_heads": 2})");
+  EXPECT_NE(error.find("num_hidden_layers: invalid JSON number at byte 22"), std::string::npos)
+      << error;
+  error = MustFail("[1, 2]");
+  EXPECT_EQ(error, "expected a JSON object at the top level");
+  error = MustFail(std::string(kLlama3_8B) + " {}");
+  EXPECT_NE(error.find("after the top-level JSON object"), std::string::npos) << error;
+}
+
+TEST(ModelConfigTest, MissingKeysAreNamed) {
+  std::string error = MustFail(R"({"num_attention_heads": 32, "hidden_size": 4096})");
+  EXPECT_NE(error.find("num_hidden_layers: missing"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 32, "hidden_size": 4096})");
+  EXPECT_NE(error.find("num_attention_heads: missing"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 32, "num_attention_heads": 32})");
+  EXPECT_NE(error.find("head_dim: missing"), std::string::npos) << error;
+  EXPECT_NE(error.find("hidden_size"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 32, "num_attention_heads": 3,
+                       "hidden_size": 4096})");
+  EXPECT_NE(error.find("not a multiple of num_attention_heads 3"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 61, "num_attention_heads": 128,
+                       "kv_lora_rank": 512})");
+  EXPECT_NE(error.find("qk_rope_head_dim: missing"), std::string::npos) << error;
+  EXPECT_NE(error.find("kv_lora_rank"), std::string::npos) << error;
+}
+
+TEST(ModelConfigTest, WrongTypesAreNamed) {
+  struct Case {
+    const char* json;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {R"({"num_hidden_layers": "32", "num_attention_heads": 32, "hidden_size": 4096})",
+       "num_hidden_layers: expected a positive integer, found a string"},
+      {R"({"num_hidden_layers": 32.5, "num_attention_heads": 32, "hidden_size": 4096})",
+       "num_hidden_layers: expected a positive integer, found a number that is not"},
+      {R"({"num_hidden_layers": 0, "num_attention_heads": 32, "hidden_size": 4096})",
+       "num_hidden_layers: expected a positive integer, found 0"},
+      {R"({"num_hidden_layers": -4, "num_attention_heads": 32, "hidden_size": 4096})",
+       "num_hidden_layers: expected a positive integer, found -4"},
+      {R"({"num_hidden_layers": 99999999999, "num_attention_heads": 32, "hidden_size": 4096})",
+       "num_hidden_layers: expected a positive integer, found 99999999999"},
+      {R"({"num_hidden_layers": [32], "num_attention_heads": 32, "hidden_size": 4096})",
+       "num_hidden_layers: expected a positive integer, found an array"},
+      {R"({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+           "num_key_value_heads": true})",
+       "num_key_value_heads: expected a positive integer, found a boolean"},
+      {R"({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+           "torch_dtype": 16})",
+       "torch_dtype: expected a string"},
+      {R"({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+           "text_config": 5})",
+       "text_config: expected an object, found a number"},
+      {R"({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096,
+           "text_config": {"num_key_value_heads": "8"}})",
+       "text_config.num_key_value_heads: expected a positive integer, found a string"},
+      {R"({"n_layer": 32, "n_head": 71, "multi_query": "yes", "hidden_size": 4544})",
+       "multi_query: expected a boolean"},
+      {R"({"_name_or_path": 7, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "hidden_size": 4096})",
+       "_name_or_path: expected a string"},
+  };
+  for (const Case& c : cases) {
+    const std::string error = MustFail(c.json);
+    EXPECT_NE(error.find(c.expected), std::string::npos)
+        << "error: " << error << "\nexpected: " << c.expected;
+  }
+}
+
+// --- Files -------------------------------------------------------------------------------
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = testing::TempDir() + "model_config_test_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ModelConfigTest, ReadsAFileAndNamesThePathInErrors) {
+  const std::string good = WriteTemp("qwen.json", kQwen25_7B);
+  Result<ModelSpec> spec = ReadModelConfigFile(good);
+  ASSERT_TRUE(spec.ok()) << spec.error();
+  EXPECT_EQ(Bytes(spec.value()), 2u * 28 * 4 * 128 * 2);
+  EXPECT_EQ(spec.value().name, "qwen2");
+
+  const std::string unnamed =
+      WriteTemp("unnamed.json", R"({"num_hidden_layers": 2, "num_attention_heads": 2,
+                                     "hidden_size": 64})");
+  spec = ReadModelConfigFile(unnamed);
+  ASSERT_TRUE(spec.ok()) << spec.error();
+  EXPECT_EQ(spec.value().name, unnamed);
+
+  const std::string bad = WriteTemp("bad.json", R"({"num_attention_heads": 2})");
+  spec = ReadModelConfigFile(bad);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.error().rfind(bad + ": ", 0), 0u) << spec.error();
+  EXPECT_NE(spec.error().find("num_hidden_layers"), std::string::npos) << spec.error();
+
+  const std::string missing = testing::TempDir() + "model_config_test_does_not_exist.json";
+  spec = ReadModelConfigFile(missing);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.error().rfind(missing + ": ", 0), 0u) << spec.error();
+  EXPECT_NE(spec.error().find("cannot open the file (No such file"), std::string::npos)
+      << spec.error();
+
+  for (const std::string& path : {good, unnamed, bad}) std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace kvwatch::config
