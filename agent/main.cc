@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agent/replay_command.h"
+#include "agent/synth_command.h"
 #include "agent/version.h"
 #include "curve/sizing.h"
 
@@ -86,6 +87,41 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunReplay(o)); });
 }
 
+void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
+  kvwatch::collectors::SynthOptions& s = o.synth;
+  CLI::App* cmd = app.add_subcommand(
+      "synth",
+      "Write a synthetic multi-tenant workload as JSON Lines (tenants with shared system prompts, multi-turn "
+      "sessions whose chains grow, one-shot requests, Poisson arrivals, an optional shift part-way), readable "
+      "by replay and the agent.");
+  cmd->add_option("-o,--output", o.output, "Where to write, - for standard output")->capture_default_str();
+  cmd->add_option("--seed", s.seed, "Seed of the random stream")->capture_default_str();
+  cmd->add_option("--rate", s.rate_per_s, "Poisson arrival rate, requests per second")->capture_default_str();
+  cmd->add_option("--duration", s.duration_s, "Seconds of traffic; 0 = no time limit")->capture_default_str();
+  cmd->add_option("--requests", s.max_requests, "Stop after this many requests; 0 = no count limit")
+      ->capture_default_str();
+  cmd->add_option("--tenants", s.tenants, "Tenants, each with its own system prompt")->capture_default_str();
+  cmd->add_option("--system-prompt-min-pages", s.system_prompt_min_pages, "Shortest system prompt, pages")
+      ->capture_default_str();
+  cmd->add_option("--system-prompt-max-pages", s.system_prompt_max_pages, "Longest system prompt, pages")
+      ->capture_default_str();
+  cmd->add_option("--sessions", s.active_sessions, "Multi-turn sessions open at once")->capture_default_str();
+  cmd->add_option("--one-shot-fraction", s.one_shot_fraction, "Fraction of arrivals that are one-shot requests")
+      ->capture_default_str();
+  cmd->add_option("--mean-turns", s.mean_session_turns, "Mean turns per session")->capture_default_str();
+  cmd->add_option("--page-tokens", s.page_tokens, "Tokens per page (for the token counts)")->capture_default_str();
+  cmd->add_option("--shift-start", s.shift.start_s, "Start of the workload shift, seconds (off unless end > start)")
+      ->capture_default_str();
+  cmd->add_option("--shift-end", s.shift.end_s, "End of the workload shift, seconds")->capture_default_str();
+  cmd->add_option("--shift-share", s.shift.share, "Fraction of arrivals going to the shift tenant")
+      ->capture_default_str();
+  cmd->add_option("--shift-system-prompt-pages", s.shift.system_prompt_pages, "The shift tenant's system prompt")
+      ->capture_default_str();
+  cmd->add_option("--shift-mean-turns", s.shift.mean_session_turns, "Mean turns of the shift tenant's sessions")
+      ->capture_default_str();
+  cmd->callback([&o]() { std::exit(kvwatch::agent::RunSynth(o)); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,6 +130,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kvwatch ") + kvwatch::Version() + " (" + kvwatch::Revision() + ")");
   kvwatch::agent::ReplayOptions replay;
   AddReplay(app, replay);
+  kvwatch::agent::SynthCommandOptions synth;
+  AddSynth(app, synth);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -9,8 +9,8 @@
 //   - Lru1:         one such simulation (what single-capacity simulators do);
 //   - BareHashMap:  one unordered_map update per reference (a floor for any
 //                   per-reference work).
-// Inputs: the ~12 M-reference coding-agent trace in ../shared/data/weka (skipped
-// when absent) and a synthetic Zipf stream.
+// Inputs: the ~12 M-reference coding-agent trace in ../shared/data/weka and the
+// Mooncake traces (skipped when absent), and a synthetic Zipf stream.
 //
 //   build/bench/curve_engine_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -47,10 +47,9 @@ std::uint64_t CountDistinct(const Trace& t) {
   return seen.size();
 }
 
-const Workload& Weka() {
-  static Workload w = [] {
+Workload Load(const std::string& relative) {
     Workload w;
-    const std::string path = std::string(KVWATCH_SHARED_DATA) + "/weka/claude_code_sessions_merged.jsonl.gz";
+    const std::string path = std::string(KVWATCH_SHARED_DATA) + "/" + relative;
     if (!std::filesystem::exists(path)) return w;
     kvwatch::collectors::TraceCallbacks cb;
     cb.on_request = [&](kvwatch::curve::Request& r) {
@@ -61,7 +60,10 @@ const Workload& Weka() {
     if (!s.ok()) std::fprintf(stderr, "%s\n", s.error().c_str());
     w.distinct = CountDistinct(w.requests);
     return w;
-  }();
+}
+
+const Workload& Weka() {
+  static Workload w = Load("weka/claude_code_sessions_merged.jsonl.gz");
   return w;
 }
 
@@ -90,7 +92,15 @@ const Workload& Zipf() {
   return w;
 }
 
-const Workload& Get(int which) { return which == 0 ? Weka() : Zipf(); }
+const Workload& Mooncake(int which) {
+  static Workload w[3] = {Load("mooncake/conversation_trace.jsonl"), Load("mooncake/synthetic_trace.jsonl"),
+                          Load("mooncake/toolagent_trace_hash_ids.jsonl")};
+  return w[which];
+}
+
+// 0: the weka trace, 1: the Zipf stream, 2-4: the Mooncake conversation,
+// synthetic and tool-agent traces.
+const Workload& Get(int which) { return which == 0 ? Weka() : which == 1 ? Zipf() : Mooncake(which - 2); }
 
 bool Skip(benchmark::State& state, const Workload& w) {
   if (!w.requests.empty()) return false;
@@ -218,13 +228,14 @@ void BareHashMap(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
 }
 
-// range(0): 0 = weka trace, 1 = Zipf stream.
-BENCHMARK(Exact)->ArgNames({"zipf"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(Sampled)->ArgNames({"zipf", "rate_permille"})->Args({0, 10})->Args({1, 10})->Args({0, 100})
+// range(0): the workload (see Get).
+BENCHMARK(Exact)->ArgNames({"workload"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(Sampled)->ArgNames({"workload", "rate_permille"})->Args({0, 10})->Args({1, 10})->Args({0, 100})
+    ->Args({2, 10})->Args({3, 10})->Args({4, 10})->Args({2, 100})->Args({3, 100})->Args({4, 100})
     ->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(Lru)->ArgNames({"zipf", "capacities"})->Args({0, 10})->Args({1, 10})->Args({0, 1})->Args({1, 1})
+BENCHMARK(Lru)->ArgNames({"workload", "capacities"})->Args({0, 10})->Args({1, 10})->Args({0, 1})->Args({1, 1})
     ->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK(BareHashMap)->ArgNames({"zipf"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BareHashMap)->ArgNames({"workload"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace
 
