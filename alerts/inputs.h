@@ -1,0 +1,75 @@
+// AlertInputs: the plain observations the agent hands to the alert library at each
+// evaluation. Everything the detectors need is in here; the library reads no clock,
+// no file and no socket.
+//
+// Time: every evaluation carries its own time as a TimePoint (system_clock, so it can
+// be written as RFC 3339 in Alertmanager payloads). Tests use a fake time such as
+// TimePoint{} + std::chrono::seconds(n). The agent should derive it from a
+// monotonic clock (wall time at start + steady elapsed) so that it never goes
+// backwards; an evaluation whose time is earlier than the previous one is rejected.
+//
+// Optional fields: std::nullopt means "not known at this evaluation" and makes the
+// detectors that need the value report "no data" (they never guess).
+//
+// Counters are cumulative (as exported by the serving engine): the library turns
+// them into rates over the short and baseline windows itself, and treats a value
+// lower than the previous one as a counter reset (engine restart), like Prometheus'
+// rate(): the increase across the reset is the new value.
+//
+// Thread safety: plain values.
+#ifndef KVWATCH_ALERTS_INPUTS_H_
+#define KVWATCH_ALERTS_INPUTS_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace kvwatch::alerts {
+
+// The one time type of the library: wall-clock instants.
+using TimePoint = std::chrono::system_clock::time_point;
+
+// Cumulative counters read from the serving engine's collectors. Absent when the
+// engine does not expose the counter (or it could not be read this time).
+struct CounterSample {
+  std::optional<double> evicted_blocks;     // KV blocks evicted from the cache
+  std::optional<double> rejected_requests;  // requests refused (queue full, too long, ...)
+  std::optional<double> preemptions;        // running requests preempted (KV pressure)
+  // Requests received, rejected ones included: the rate detectors' traffic volume.
+  std::optional<double> requests;
+};
+
+struct AlertInputs {
+  // The evaluation time. REQUIRES: not earlier than the previous evaluation's.
+  TimePoint time{};
+
+  // Kneedle knee (curve-semantics.md section 3) of the short window's and of the
+  // baseline window's curve, in pages.
+  std::optional<double> short_knee_pages;
+  std::optional<double> baseline_knee_pages;
+  // Bytes per page (page tokens * bytes per token, curve-semantics.md section 4), to
+  // show pages as bytes in annotations. Absent: annotations give pages only.
+  std::optional<double> bytes_per_page;
+
+  // Working set at the configured target over the short window, in pages. Absent
+  // when the target is not reached within the tracked range ("not converged").
+  std::optional<double> working_set_pages;
+  // The tracked range M of the engine (max pages). When the working set did not
+  // converge, it is known to exceed M; if M >= capacity the shortfall is certain.
+  std::optional<double> tracked_pages;
+  // The replica's configured KV-cache capacity, in pages.
+  std::optional<double> capacity_pages;
+  // How the working-set target reads in words, e.g. "page_hit 0.95" (annotation only).
+  std::string working_set_target;
+
+  // Requests that arrived within the short and the baseline window (the volume the
+  // knee and working-set numbers rest on). Absent: unknown, treated as too little.
+  std::optional<double> short_window_requests;
+  std::optional<double> baseline_window_requests;
+
+  CounterSample counters;
+};
+
+}  // namespace kvwatch::alerts
+
+#endif  // KVWATCH_ALERTS_INPUTS_H_
