@@ -162,6 +162,17 @@ Replayer::~Replayer() = default;
 
 void Replayer::Add(const curve::Request& request) {
   ++requests_;
+  page_refs_ += request.pages.size();
+  Tenant* tenant = nullptr;
+  if (!request.tenant.empty()) {
+    auto it = tenants_.find(request.tenant);
+    if (it == tenants_.end()) {
+      it = tenants_.emplace(request.tenant, Tenant{curve::CurveAccumulator(resolved_.settings.coverage_share), 0})
+               .first;
+    }
+    tenant = &it->second;
+    tenant->page_refs += request.pages.size();
+  }
   if (sampled_) {
     sampled_->Process(request.pages, &outcome_);
     // A request with no sampled page says nothing about its requirement.
@@ -170,20 +181,23 @@ void Replayer::Add(const curve::Request& request) {
     exact_->Process(request.pages, &outcome_);
   }
   total_.Add(outcome_);
-  if (!request.tenant.empty()) {
-    auto it = tenants_.find(request.tenant);
-    if (it == tenants_.end()) {
-      it = tenants_.emplace(request.tenant, curve::CurveAccumulator(resolved_.settings.coverage_share)).first;
-    }
-    it->second.Add(outcome_);
-  }
+  if (tenant != nullptr) tenant->acc.Add(outcome_);
   if (tiers_) tiers_->Add(outcome_);
+}
+
+curve::CurveAccumulator Replayer::Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
+  curve::CurveAccumulator adjusted = acc;
+  if (sampled_) {
+    adjusted.AdjustReferences(
+        static_cast<std::uint64_t>(std::llround(static_cast<double>(page_refs) * sampled_->rate())));
+  }
+  return adjusted;
 }
 
 ReplayResult Replayer::Result() const {
   ReplayResult r;
   r.settings = resolved_.settings;
-  r.total = curve::BuildCurveReport(total_, resolved_.report);
+  r.total = curve::BuildCurveReport(Adjusted(total_, page_refs_), resolved_.report);
   r.total.requests = requests_;
   // Every distinct page has exactly one cold miss: offline replay remembers every
   // eviction, so a page seen before is never cold again.
@@ -191,8 +205,8 @@ ReplayResult Replayer::Result() const {
   const curve::StackDistanceEngine& engine = exact_ ? *exact_ : sampled_->engine();
   r.engine_bytes = engine.MemoryBytes();
   r.tracked_pages = engine.tracked_pages();
-  for (const auto& [name, acc] : tenants_) {
-    r.tenants.emplace_back(name, curve::BuildCurveReport(acc, resolved_.report));
+  for (const auto& [name, tenant] : tenants_) {
+    r.tenants.emplace_back(name, curve::BuildCurveReport(Adjusted(tenant.acc, tenant.page_refs), resolved_.report));
   }
   if (tiers_) {
     r.tiers = tiers_->totals();

@@ -75,6 +75,8 @@ class Replayer {
   ReplayResult Result() const;
 
   const curve::CurveAccumulator& total() const { return total_; }
+  // In sampled mode, acc corrected for the sample's size (SHARDS-adj); else acc.
+  curve::CurveAccumulator Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
 
  private:
   ResolvedReplay resolved_;
@@ -83,7 +85,12 @@ class Replayer {
   curve::RequestOutcome outcome_;
   curve::CurveAccumulator total_;
   std::uint64_t requests_ = 0;
-  std::map<std::string, curve::CurveAccumulator> tenants_;
+  std::uint64_t page_refs_ = 0;  // all references, sampled or not
+  struct Tenant {
+    curve::CurveAccumulator acc;
+    std::uint64_t page_refs = 0;
+  };
+  std::map<std::string, Tenant> tenants_;
   std::unique_ptr<curve::TierAccumulator> tiers_;
 };
 

@@ -142,6 +142,7 @@ void Sampled(benchmark::State& state) {
       engine.Process(r, &out);
       if (out.size() != 0) acc.Add(out);
     }
+    acc.AdjustReferences(static_cast<std::uint64_t>(std::llround(static_cast<double>(w.refs) * rate)));
     benchmark::DoNotOptimize(acc.PageHits(1000));
     sampled_acc = acc;
   }
@@ -155,12 +156,21 @@ void Sampled(benchmark::State& state) {
     exact.Process(r, &out);
     exact_acc.Add(out);
   }
-  double max_err = 0;
+  // Also the mean absolute error over every integer capacity from 1 to the end of
+  // the curve (SHARDS' figure of merit), and the largest error at capacities of
+  // at least 1/R pages, below which a sample cannot resolve distances.
+  double max_err = 0, max_err_resolved = 0, sum_err = 0;
   const std::uint64_t end = std::max(exact_acc.MaxCapacity(), sampled_acc.MaxCapacity());
-  for (std::uint64_t c = 0; c <= end; ++c) {
-    max_err = std::max(max_err, std::fabs(exact_acc.PageHitRatio(c) - sampled_acc.PageHitRatio(c)));
+  const auto resolved = static_cast<std::uint64_t>(std::ceil(1.0 / rate));
+  for (std::uint64_t c = 1; c <= end; ++c) {
+    const double err = std::fabs(exact_acc.PageHitRatio(c) - sampled_acc.PageHitRatio(c));
+    max_err = std::max(max_err, err);
+    if (c >= resolved) max_err_resolved = std::max(max_err_resolved, err);
+    sum_err += err;
   }
   state.counters["max_abs_error"] = max_err;
+  state.counters["max_abs_error_c_ge_1_over_r"] = max_err_resolved;
+  state.counters["mean_abs_error"] = end == 0 ? 0 : sum_err / static_cast<double>(end);
 }
 
 // The straightforward simulation: one LRU list per capacity, prefix rule read in

@@ -68,6 +68,31 @@ void CurveAccumulator::Merge(const CurveAccumulator& other) {
   merge(&required_, other.required_);
 }
 
+void CurveAccumulator::AdjustReferences(std::uint64_t page_refs) {
+  prefix_valid_ = false;
+  if (page_refs >= page_refs_) {
+    const std::uint64_t extra = page_refs - page_refs_;
+    if (extra > 0) {
+      AddAt(&hits_, 1, extra);
+      if (depth_.size() < hits_.size()) depth_.resize(hits_.size());
+      unlimited_page_hits_ += extra;
+    }
+  } else {
+    std::uint64_t excess = page_refs_ - page_refs;
+    for (std::size_t c = 1; c < hits_.size() && excess > 0; ++c) {
+      const std::uint64_t take = std::min(excess, hits_[c]);
+      if (take == 0) continue;
+      // Keep the mean depth of what stays.
+      depth_[c] = static_cast<std::uint64_t>(static_cast<double>(depth_[c]) *
+                                             static_cast<double>(hits_[c] - take) / static_cast<double>(hits_[c]));
+      hits_[c] -= take;
+      unlimited_page_hits_ -= take;
+      excess -= take;
+    }
+  }
+  page_refs_ = page_refs;
+}
+
 void CurveAccumulator::Clear() { *this = CurveAccumulator(coverage_share_); }
 
 double CurveAccumulator::UnlimitedPageHitRatio() const {

@@ -34,6 +34,14 @@ class CurveAccumulator {
   void Merge(const CurveAccumulator& other);
   void Clear();
 
+  // For spatial sampling (SHARDS-adj, Waldspurger et al. 2015, section 4.3): sets
+  // the reference count to `page_refs`, the expected number of sampled references
+  // (all references times the rate), and moves the difference into the hits at
+  // the smallest capacities, or out of them when there are more sampled references
+  // than expected. The deviation comes mostly from a few very hot pages falling in
+  // or out of the sample, and hot pages are the ones with the shortest distances.
+  void AdjustReferences(std::uint64_t page_refs);
+
   double coverage_share() const { return coverage_share_; }
   std::uint64_t requests() const { return requests_; }
   std::uint64_t page_refs() const { return page_refs_; }

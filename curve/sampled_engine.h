@@ -13,6 +13,11 @@
 // Request coverage is estimated over the requests that have at least one sampled
 // page (a request with none says nothing about its requirement).
 //
+// Hot pages make fixed-rate sampling noisy: one page referenced by every request
+// weighs as much as the rest of the sample when it falls in it. Callers correct
+// that with CurveAccumulator::AdjustReferences (SHARDS-adj) once all references
+// are counted: pass rate * (all page references).
+//
 // Thread safety: none.
 #ifndef KVWATCH_CURVE_SAMPLED_ENGINE_H_
 #define KVWATCH_CURVE_SAMPLED_ENGINE_H_
@@ -41,7 +46,10 @@ class SampledEngine {
   const StackDistanceEngine& engine() const { return engine_; }
 
  private:
+  // A seeded mix: without the seed, id 0 (the shared first page of every request
+  // in traces with sequential ids) would always be sampled.
   static std::uint64_t Mix(std::uint64_t k) {
+    k ^= 0x9E3779B97F4A7C15ULL;
     k ^= k >> 31;
     k *= 0x7fb5d329728ea185ULL;
     k ^= k >> 27;
