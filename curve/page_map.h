@@ -28,11 +28,14 @@ class PageMap {
   PageMap() { Reset(kMinCapacity); }
 
   std::size_t size() const { return size_; }
+  // Changes whenever entries may have moved.
+  std::uint64_t generation() const { return generation_; }
   std::size_t capacity() const { return entries_.size(); }
   std::size_t MemoryBytes() const { return entries_.capacity() * sizeof(Entry); }
 
-  // Returns a pointer to the value stored for key, or nullptr. The pointer is valid
-  // until the next insertion or erasure.
+  // Returns a pointer to the value stored for key, or nullptr. The pointer stays
+  // valid while generation() is unchanged: insertions that do not grow the table
+  // move no entry; growth, shrinking and erasure may.
   std::uint32_t* Find(std::uint64_t key) {
     for (std::size_t i = Home(key);; i = (i + 1) & mask_) {
       Entry& e = entries_[i];
@@ -65,6 +68,7 @@ class PageMap {
     }
     // Backward-shift deletion: move later entries of the probe run into the hole
     // when their home position allows it, so lookups never need tombstones.
+    ++generation_;
     std::size_t hole = i;
     for (std::size_t j = (i + 1) & mask_; entries_[j].value != kEmpty; j = (j + 1) & mask_) {
       std::size_t home = Home(entries_[j].key);
@@ -124,6 +128,7 @@ class PageMap {
   std::size_t Home(std::uint64_t key) const { return Mix(key) & mask_; }
 
   void Reset(std::size_t capacity) {
+    ++generation_;
     entries_.assign(capacity, Entry{});
     entries_.shrink_to_fit();
     mask_ = capacity - 1;
@@ -146,6 +151,7 @@ class PageMap {
   std::vector<Entry> entries_;
   std::size_t mask_ = 0;
   std::size_t size_ = 0;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace kvwatch::curve

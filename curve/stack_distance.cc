@@ -45,7 +45,7 @@ void StackDistanceEngine::Clear() {
 std::size_t StackDistanceEngine::MemoryBytes() const {
   return map_.MemoryBytes() + evicted_young_.MemoryBytes() + evicted_old_.MemoryBytes() +
          slot_page_.capacity() * sizeof(PageId) + live_bits_.capacity() * sizeof(std::uint64_t) +
-         fenwick_.capacity() * sizeof(std::int32_t);
+         fenwick_.capacity() * sizeof(std::int32_t) + entries_.capacity() * sizeof(std::uint32_t*);
 }
 
 // --- Fenwick tree over 64-slot blocks, and the live-slot bitmap -------------------
@@ -73,17 +73,20 @@ std::uint32_t StackDistanceEngine::Distance(std::uint32_t slot) const {
   return live_ - static_cast<std::uint32_t>(at_or_before);
 }
 
-// Reallocates the slot arrays for `slots` slots. REQUIRES: no live slot at or
-// beyond `slots` (callers compact first).
+// Sizes the slot arrays for `slots` slots. REQUIRES: no live slot at or beyond
+// `slots` (callers compact first). Arrays shrink only when they would use less
+// than half their allocation, so steady streams do not reallocate.
 void StackDistanceEngine::Resize(std::uint32_t slots) {
+  auto fit = [](auto& v, std::size_t n) {
+    v.resize(n);
+    if (v.capacity() > 2 * n) v.shrink_to_fit();
+  };
   slots_ = slots;
-  slot_page_.resize(slots);
-  slot_page_.shrink_to_fit();
-  live_bits_.resize(slots / kBlockBits, 0);
-  live_bits_.shrink_to_fit();
+  fit(slot_page_, slots);
+  fit(live_bits_, slots / kBlockBits);
   // Rebuild the Fenwick tree in O(blocks) from the block popcounts.
-  fenwick_.assign(slots / kBlockBits + 1, 0);
-  fenwick_.shrink_to_fit();
+  fit(fenwick_, slots / kBlockBits + 1);
+  std::fill(fenwick_.begin(), fenwick_.end(), 0);
   for (std::size_t i = 1; i < fenwick_.size(); ++i) {
     fenwick_[i] += std::popcount(live_bits_[i - 1]);
     const std::size_t parent = i + (i & (~i + 1));
@@ -91,9 +94,10 @@ void StackDistanceEngine::Resize(std::uint32_t slots) {
   }
 }
 
-// Renumbers the live slots 0..live-1 in recency order and resizes to twice the
+// Renumbers the live slots 0..live-1 in recency order and resizes to three times the
 // live count, so the arrays stay proportional to the tracked pages. Amortized O(1)
-// per reference: at least `live` new references happen between compactions.
+// per reference: at least 2 * `live` new references happen between compactions. Works
+// in place: a live slot's new number is never above its old one.
 void StackDistanceEngine::Compact() {
   // New index of a live slot = live slots before it: a running count per word.
   std::vector<std::uint32_t> word_base(live_bits_.size());
@@ -107,17 +111,19 @@ void StackDistanceEngine::Compact() {
     return word_base[slot / kBlockBits] +
            static_cast<std::uint32_t>(std::popcount(live_bits_[slot / kBlockBits] & below));
   };
-  std::vector<PageId> new_slot_page(slot_page_.size());
-  map_.ForEach([&](std::uint64_t page, std::uint32_t& slot) {
-    slot = renumber(slot);
-    new_slot_page[slot] = page;
-  });
+  map_.ForEach([&](std::uint64_t, std::uint32_t& slot) { slot = renumber(slot); });
+  std::uint32_t next = 0;
+  for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
+    for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
+      slot_page_[next++] = slot_page_[w * kBlockBits + std::countr_zero(bits)];
+    }
+  }
   const std::uint32_t new_slots =
-      std::max(kMinSlots, RoundUpToBlock(2 * static_cast<std::uint64_t>(live_) + kBlockBits));
-  slot_page_.swap(new_slot_page);
+      std::max(kMinSlots, RoundUpToBlock(3 * static_cast<std::uint64_t>(live_) + kBlockBits));
   std::fill(live_bits_.begin(), live_bits_.end(), 0);
   live_bits_.resize(std::max<std::size_t>(live_bits_.size(), new_slots / kBlockBits), 0);
-  for (std::uint32_t s = 0; s < live_; ++s) live_bits_[s / kBlockBits] |= 1ULL << (s % kBlockBits);
+  for (std::uint32_t w = 0; w < live_ / kBlockBits; ++w) live_bits_[w] = ~0ULL;
+  if (live_ % kBlockBits != 0) live_bits_[live_ / kBlockBits] = (1ULL << (live_ % kBlockBits)) - 1;
   next_slot_ = live_;
   oldest_hint_ = 0;
   Resize(new_slots);
@@ -159,10 +165,11 @@ void StackDistanceEngine::EvictOldest() {
 // --- References ---------------------------------------------------------------------
 
 // References page once: it becomes the most recently used.
-void StackDistanceEngine::Touch(PageId page) {
-  if (next_slot_ == slots_) Compact();
+void StackDistanceEngine::Touch(PageId page, std::uint32_t* current) {
+  if (next_slot_ == slots_) Compact();  // changes values, moves no map entry
   const std::uint32_t slot = next_slot_++;
-  if (std::uint32_t* current = map_.Find(page)) {
+  if (current == nullptr) current = map_.Find(page);
+  if (current != nullptr) {
     ClearLive(*current);
     *current = slot;
   } else {
@@ -185,13 +192,16 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
   if (n == 0) return;
 
   for (std::size_t i = 0; i < n; ++i) map_.Prefetch(pages[i]);
+  entries_.resize(n);
 
   // Arrival state: every distance is read before any page of r is referenced.
   const bool remembers = evicted_young_.size() != 0 || evicted_old_.size() != 0;
   std::uint32_t running_max = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t d;
-    if (const std::uint32_t* slot = map_.Find(pages[i])) {
+    std::uint32_t* slot = map_.Find(pages[i]);
+    entries_[i] = slot;
+    if (slot != nullptr) {
       d = Distance(*slot);
     } else if (remembers && WasEvicted(pages[i])) {
       d = kBeyondTracked;
@@ -206,10 +216,16 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
     if (running_max != kCold) ++out->unlimited_hits;
   }
 
+  // The entries found above stay valid until the map moves entries (growth or
+  // eviction); a page not found above may have been inserted by a duplicate.
+  const std::uint64_t generation = map_.generation();
+  auto touch = [&](std::size_t i) {
+    Touch(pages[i], map_.generation() == generation ? entries_[i] : nullptr);
+  };
   if (options_.touch_order == TouchOrder::kTailFirst) {
-    for (std::size_t i = n; i-- > 0;) Touch(pages[i]);
+    for (std::size_t i = n; i-- > 0;) touch(i);
   } else {
-    for (std::size_t i = 0; i < n; ++i) Touch(pages[i]);
+    for (std::size_t i = 0; i < n; ++i) touch(i);
   }
 }
 
@@ -296,7 +312,7 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
       Clear();
       return false;
     }
-    Touch(page);
+    Touch(page, nullptr);
   }
   std::uint64_t remembered = 0;
   if (!r.Get(&remembered)) {

@@ -117,7 +117,9 @@ class StackDistanceEngine {
   bool WasEvicted(PageId page) const;
   void ForgetEviction(PageId page);
   void RememberEviction(PageId page);
-  void Touch(PageId page);
+  // References page once; current is its map entry's value when the caller has
+  // it (nullptr: look it up).
+  void Touch(PageId page, std::uint32_t* current);
   void SetLive(std::uint32_t slot);
   void ClearLive(std::uint32_t slot);
   void EvictOldest();
@@ -129,6 +131,7 @@ class StackDistanceEngine {
   std::vector<PageId> slot_page_;     // slot -> page (valid where live)
   std::vector<std::uint64_t> live_bits_;  // 1 bit per slot
   std::vector<std::int32_t> fenwick_;     // 1-based Fenwick tree over 64-slot blocks
+  std::vector<std::uint32_t*> entries_;   // per request: map values found in the arrival pass
   std::uint32_t slots_ = 0;           // number of slots
   std::uint32_t next_slot_ = 0;       // the next unused slot (newest reference + 1)
   std::uint32_t oldest_hint_ = 0;     // no live slot below this

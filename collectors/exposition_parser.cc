@@ -1,0 +1,496 @@
+#include "collectors/exposition_parser.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <unordered_map>
+
+namespace kvwatch::collectors {
+
+std::string_view MetricTypeName(MetricType type) {
+  switch (type) {
+    case MetricType::kUntyped: return "untyped";
+    case MetricType::kCounter: return "counter";
+    case MetricType::kGauge: return "gauge";
+    case MetricType::kHistogram: return "histogram";
+    case MetricType::kSummary: return "summary";
+  }
+  return "untyped";
+}
+
+std::optional<std::string_view> Sample::Label(std::string_view label_name) const {
+  for (const auto& [k, v] : labels) {
+    if (k == label_name) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+const MetricFamilyInfo* Exposition::FindFamily(std::string_view name) const {
+  for (const MetricFamilyInfo& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const MetricFamilyInfo* Exposition::FamilyOf(std::string_view sample_name) const {
+  if (const MetricFamilyInfo* f = FindFamily(sample_name)) return f;
+  for (std::string_view suffix : {"_total", "_created", "_bucket", "_count", "_sum", "_info"}) {
+    if (sample_name.size() > suffix.size() && sample_name.ends_with(suffix)) {
+      if (const MetricFamilyInfo* f = FindFamily(sample_name.substr(0, sample_name.size() - suffix.size()))) {
+        return f;
+      }
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsMetricNameStart(char c) { return IsAlpha(c) || c == '_' || c == ':'; }
+bool IsMetricNameChar(char c) { return IsMetricNameStart(c) || IsDigit(c); }
+bool IsLabelNameStart(char c) { return IsAlpha(c) || c == '_'; }
+bool IsLabelNameChar(char c) { return IsLabelNameStart(c) || IsDigit(c); }
+
+// Go's strconv.ParseFloat, as the format requires: decimal or hex floats,
+// "Inf"/"Infinity"/"NaN" in any case, with an optional sign.
+std::optional<double> ParseFloat(std::string_view t) {
+  bool negative = false;
+  if (!t.empty() && (t[0] == '+' || t[0] == '-')) {
+    negative = t[0] == '-';
+    t.remove_prefix(1);
+  }
+  if (t.empty() || t[0] == '+' || t[0] == '-') return std::nullopt;
+  std::chars_format format = std::chars_format::general;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+    t.remove_prefix(2);
+    format = std::chars_format::hex;
+    if (t.empty() || t[0] == '+' || t[0] == '-') return std::nullopt;
+  }
+  double v = 0;
+  const char* end = t.data() + t.size();
+  auto [ptr, ec] = std::from_chars(t.data(), end, v, format);
+  if (ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) {
+    // Go returns ±Inf for overflow and 0 for underflow; from_chars leaves v
+    // unchanged, so recompute from the exponent's sign.
+    const std::size_t e = t.find_first_of(format == std::chars_format::hex ? "pP" : "eE");
+    const bool tiny = e != std::string_view::npos && e + 1 < t.size() && t[e + 1] == '-';
+    v = tiny ? 0.0 : HUGE_VAL;
+  }
+  return negative ? -v : v;
+}
+
+std::optional<MetricType> ParseType(std::string_view t) {
+  if (t == "counter") return MetricType::kCounter;
+  if (t == "gauge") return MetricType::kGauge;
+  if (t == "histogram") return MetricType::kHistogram;
+  if (t == "summary") return MetricType::kSummary;
+  if (t == "untyped") return MetricType::kUntyped;
+  return std::nullopt;
+}
+
+// Parses one line into an Exposition; reports the first problem and stops.
+class LineParser {
+ public:
+  LineParser(std::string_view line, std::size_t line_no, Exposition* out,
+             std::unordered_map<std::string, std::size_t>* family_index)
+      : s_(line), line_no_(line_no), out_(out), family_index_(family_index) {}
+
+  void Parse() {
+    SkipBlanks();
+    if (AtEnd()) return;
+    if (s_[pos_] == '#') {
+      ParseComment();
+    } else {
+      ParseSample();
+    }
+  }
+
+ private:
+  bool AtEnd() const { return pos_ >= s_.size(); }
+  void SkipBlanks() {
+    while (!AtEnd() && IsBlank(s_[pos_])) ++pos_;
+  }
+  std::string_view Token() {
+    const std::size_t start = pos_;
+    while (!AtEnd() && !IsBlank(s_[pos_])) ++pos_;
+    return s_.substr(start, pos_ - start);
+  }
+  std::string_view MetricName() {
+    const std::size_t start = pos_;
+    if (AtEnd() || !IsMetricNameStart(s_[pos_])) return {};
+    while (!AtEnd() && IsMetricNameChar(s_[pos_])) ++pos_;
+    return s_.substr(start, pos_ - start);
+  }
+  void Fail(std::string reason) { Fail(pos_, std::move(reason)); }
+  void Fail(std::size_t at, std::string reason) {
+    out_->errors.push_back(ExpositionLineError{line_no_, at + 1, std::move(reason)});
+  }
+
+  MetricFamilyInfo& Family(std::string_view name) {
+    auto [it, inserted] = family_index_->try_emplace(std::string(name), out_->families.size());
+    if (inserted) {
+      MetricFamilyInfo family;
+      family.name = std::string(name);
+      out_->families.push_back(std::move(family));
+    }
+    return out_->families[it->second];
+  }
+
+  void ParseComment() {
+    ++pos_;  // '#'
+    SkipBlanks();
+    const std::string_view keyword = Token();
+    if (keyword != "HELP" && keyword != "TYPE") return;  // a plain comment
+    SkipBlanks();
+    const std::size_t name_at = pos_;
+    const std::string_view name = MetricName();
+    if (name.empty() || (!AtEnd() && !IsBlank(s_[pos_]))) {
+      return Fail(name_at, "expected a metric name after # " + std::string(keyword));
+    }
+    SkipBlanks();
+    if (keyword == "TYPE") return ParseTypeLine(name);
+    ParseHelpLine(name);
+  }
+
+  void ParseTypeLine(std::string_view name) {
+    const std::size_t type_at = pos_;
+    const std::string_view word = Token();
+    const std::optional<MetricType> type = ParseType(word);
+    if (!type) {
+      return Fail(type_at, "expected counter, gauge, histogram, summary or untyped, got '" +
+                               std::string(word) + "'");
+    }
+    SkipBlanks();
+    if (!AtEnd()) return Fail("unexpected text after the metric type");
+    MetricFamilyInfo& f = Family(name);
+    if (f.has_type) return Fail(type_at, "second TYPE line for '" + std::string(name) + "'");
+    f.type = *type;
+    f.has_type = true;
+  }
+
+  void ParseHelpLine(std::string_view name) {
+    std::string help;
+    for (std::size_t i = pos_; i < s_.size(); ++i) {
+      if (s_[i] == '\\' && i + 1 < s_.size() && (s_[i + 1] == '\\' || s_[i + 1] == 'n')) {
+        help.push_back(s_[i + 1] == 'n' ? '\n' : '\\');
+        ++i;
+      } else {
+        help.push_back(s_[i]);
+      }
+    }
+    MetricFamilyInfo& f = Family(name);
+    if (f.help) return Fail("second HELP line for '" + std::string(name) + "'");
+    f.help = std::move(help);
+  }
+
+  // Reads a quoted label value (pos_ at the opening quote).
+  bool LabelValue(std::string* value) {
+    ++pos_;
+    while (!AtEnd()) {
+      const char c = s_[pos_];
+      if (c == '"') {
+        ++pos_;
+        return true;
+      }
+      if (c == '\\') {
+        if (pos_ + 1 >= s_.size()) break;
+        const char e = s_[pos_ + 1];
+        if (e != '\\' && e != '"' && e != 'n') {
+          Fail("invalid escape '\\" + std::string(1, e) + "' in a label value (expected \\\\, \\\" or \\n)");
+          return false;
+        }
+        value->push_back(e == 'n' ? '\n' : e);
+        pos_ += 2;
+        continue;
+      }
+      value->push_back(c);
+      ++pos_;
+    }
+    Fail("unterminated label value");
+    return false;
+  }
+
+  bool LabelSet(Labels* labels) {
+    ++pos_;  // '{'
+    while (true) {
+      SkipBlanks();
+      if (AtEnd()) {
+        Fail("unterminated label set (expected '}')");
+        return false;
+      }
+      if (s_[pos_] == '}') {
+        ++pos_;
+        return true;
+      }
+      const std::size_t start = pos_;
+      if (!IsLabelNameStart(s_[pos_])) {
+        Fail("expected a label name or '}'");
+        return false;
+      }
+      while (!AtEnd() && IsLabelNameChar(s_[pos_])) ++pos_;
+      std::string name(s_.substr(start, pos_ - start));
+      SkipBlanks();
+      if (AtEnd() || s_[pos_] != '=') {
+        Fail("expected '=' after label name '" + name + "'");
+        return false;
+      }
+      ++pos_;
+      SkipBlanks();
+      if (AtEnd() || s_[pos_] != '"') {
+        Fail("expected '\"' to open the value of label '" + name + "'");
+        return false;
+      }
+      std::string value;
+      if (!LabelValue(&value)) return false;
+      labels->emplace_back(std::move(name), std::move(value));
+      SkipBlanks();
+      if (!AtEnd() && s_[pos_] == ',') {
+        ++pos_;
+      } else if (AtEnd() || s_[pos_] != '}') {
+        Fail("expected ',' or '}' after a label value");
+        return false;
+      }
+    }
+  }
+
+  void ParseSample() {
+    Sample sample;
+    sample.line = line_no_;
+    sample.name = std::string(MetricName());
+    if (sample.name.empty()) return Fail("expected a metric name or '#'");
+    const std::size_t after_name = pos_;
+    SkipBlanks();
+    if (!AtEnd() && s_[pos_] == '{') {
+      if (!LabelSet(&sample.labels)) return;
+      SkipBlanks();
+    } else if (pos_ == after_name && !AtEnd()) {
+      return Fail("invalid character in metric name");
+    }
+    const std::size_t value_at = pos_;
+    const std::string_view value = Token();
+    if (value.empty()) return Fail("expected a sample value");
+    const std::optional<double> v = ParseFloat(value);
+    if (!v) return Fail(value_at, "invalid sample value '" + std::string(value) + "'");
+    sample.value = *v;
+    SkipBlanks();
+    if (!AtEnd()) {
+      const std::size_t ts_at = pos_;
+      const std::string_view ts = Token();
+      std::int64_t ms = 0;
+      auto [ptr, ec] = std::from_chars(ts.data(), ts.data() + ts.size(), ms);
+      if (ec != std::errc() || ptr != ts.data() + ts.size()) {
+        return Fail(ts_at, "invalid timestamp '" + std::string(ts) + "' (expected integer milliseconds)");
+      }
+      sample.timestamp_ms = ms;
+      SkipBlanks();
+      if (!AtEnd()) return Fail("unexpected text after the timestamp");
+    }
+    std::sort(sample.labels.begin(), sample.labels.end());
+    for (std::size_t i = 1; i < sample.labels.size(); ++i) {
+      if (sample.labels[i].first == sample.labels[i - 1].first) {
+        return Fail(0, "duplicate label name '" + sample.labels[i].first + "'");
+      }
+    }
+    out_->samples.push_back(std::move(sample));
+  }
+
+  std::string_view s_;
+  std::size_t pos_ = 0;
+  std::size_t line_no_;
+  Exposition* out_;
+  std::unordered_map<std::string, std::size_t>* family_index_;
+};
+
+}  // namespace
+
+Exposition ParseExposition(std::string_view text) {
+  Exposition out;
+  std::unordered_map<std::string, std::size_t> family_index;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    while (!line.empty() && (line.back() == '\r' || IsBlank(line.back()))) line.remove_suffix(1);
+    LineParser(line, line_no, &out, &family_index).Parse();
+  }
+  return out;
+}
+
+// ---- Engine metric mapping ------------------------------------------------------------
+
+namespace {
+
+enum Slot {
+  kPreemptions,
+  kRetracted,
+  kQueries,
+  kHits,
+  kPromptTokens,
+  kCachedTokens,
+  kFinished,
+  kAborted,
+  kRejections,
+  kEvicted,
+  kUsage,
+  kRunning,
+  kWaiting,
+  kMaxTokens,
+  kSlotCount,
+};
+
+// Priority of a name within its slot: the first level with samples wins, so a
+// bare or deprecated name is only a fallback.
+constexpr int kLevels = 3;
+
+struct NameRule {
+  std::string_view name;
+  Slot slot;
+  int level;
+};
+
+constexpr NameRule kRules[] = {
+    {"vllm:num_preemptions_total", kPreemptions, 0},
+    {"vllm:num_preemptions", kPreemptions, 1},
+    {"sglang:num_retracted_requests_total", kRetracted, 0},
+    {"sglang:num_retracted_requests", kRetracted, 1},
+    {"vllm:prefix_cache_queries_total", kQueries, 0},
+    {"vllm:prefix_cache_queries", kQueries, 1},
+    {"vllm:gpu_prefix_cache_queries_total", kQueries, 2},
+    {"vllm:gpu_prefix_cache_queries", kQueries, 2},
+    {"vllm:prefix_cache_hits_total", kHits, 0},
+    {"vllm:prefix_cache_hits", kHits, 1},
+    {"vllm:gpu_prefix_cache_hits_total", kHits, 2},
+    {"vllm:gpu_prefix_cache_hits", kHits, 2},
+    {"vllm:prompt_tokens_total", kPromptTokens, 0},
+    {"vllm:prompt_tokens", kPromptTokens, 1},
+    {"sglang:prompt_tokens_total", kPromptTokens, 0},
+    {"sglang:prompt_tokens", kPromptTokens, 1},
+    {"sglang:cached_tokens_total", kCachedTokens, 0},
+    {"sglang:cached_tokens", kCachedTokens, 1},
+    {"vllm:request_success_total", kFinished, 0},
+    {"vllm:request_success", kFinished, 1},
+    {"sglang:num_requests_total", kFinished, 0},
+    {"sglang:num_requests", kFinished, 1},
+    {"sglang:num_aborted_requests_total", kAborted, 0},
+    {"sglang:num_aborted_requests", kAborted, 1},
+    {"vllm:admission_rejections_total", kRejections, 0},
+    {"vllm:admission_rejections", kRejections, 1},
+    {"sglang:evicted_tokens_total", kEvicted, 0},
+    {"sglang:evicted_tokens", kEvicted, 1},
+    {"vllm:kv_cache_usage_perc", kUsage, 0},
+    {"vllm:gpu_cache_usage_perc", kUsage, 1},
+    {"sglang:token_usage", kUsage, 0},
+    {"vllm:num_requests_running", kRunning, 0},
+    {"sglang:num_running_reqs", kRunning, 0},
+    {"vllm:num_requests_waiting", kWaiting, 0},
+    {"sglang:num_queue_reqs", kWaiting, 0},
+    {"sglang:max_total_num_tokens", kMaxTokens, 0},
+};
+
+struct Accumulator {
+  double value = 0.0;
+  bool any = false;
+  void Add(double v, bool take_max) {
+    value = !any ? v : (take_max ? std::max(value, v) : value + v);
+    any = true;
+  }
+};
+
+class SnapshotBuilder {
+ public:
+  explicit SnapshotBuilder(const EngineSnapshotOptions& options) : options_(options) {}
+
+  void Add(const Sample& s) {
+    const bool vllm = s.name.starts_with("vllm:");
+    if (!vllm && !s.name.starts_with("sglang:")) return;
+    const std::optional<std::string_view> model = s.Label("model_name");
+    if (options_.model_name && model && *model != *options_.model_name) return;
+    (vllm ? saw_vllm_ : saw_sglang_) = true;
+    if (model && (models_.empty() || models_.back() != *model)) models_.emplace_back(*model);
+    if (std::isnan(s.value)) return;
+    if (s.name == "vllm:cache_config_info") return AddCacheConfig(s);
+    for (const NameRule& rule : kRules) {
+      if (rule.name != s.name) continue;
+      acc_[rule.slot][rule.level].Add(s.value, rule.slot == kUsage);
+      if (rule.slot == kFinished && s.Label("finished_reason") == std::optional<std::string_view>("abort")) {
+        acc_[kAborted][rule.level].Add(s.value, false);
+      }
+      ++matched_;
+      return;
+    }
+  }
+
+  EngineSnapshot Build() {
+    EngineSnapshot snap;
+    snap.engine = saw_vllm_ ? EngineKind::kVllm : saw_sglang_ ? EngineKind::kSglang : EngineKind::kUnknown;
+    std::sort(models_.begin(), models_.end());
+    models_.erase(std::unique(models_.begin(), models_.end()), models_.end());
+    snap.model_names = std::move(models_);
+    snap.preemptions_total = Value(kPreemptions);
+    snap.retracted_requests_total = Value(kRetracted);
+    snap.prefix_cache_queries_tokens_total = Value(kQueries);
+    snap.prefix_cache_hits_tokens_total = Value(kHits);
+    snap.prompt_tokens_total = Value(kPromptTokens);
+    snap.cached_tokens_total = Value(kCachedTokens);
+    snap.requests_finished_total = Value(kFinished);
+    snap.aborted_requests_total = Value(kAborted);
+    snap.admission_rejections_total = Value(kRejections);
+    snap.evicted_tokens_total = Value(kEvicted);
+    snap.kv_cache_usage = Value(kUsage);
+    snap.requests_running = Value(kRunning);
+    snap.requests_waiting = Value(kWaiting);
+    snap.max_total_num_tokens = Value(kMaxTokens);
+    if (blocks_.any) snap.num_gpu_blocks = blocks_.value;
+    snap.block_size = block_size_;
+    snap.matched_samples = matched_;
+    return snap;
+  }
+
+ private:
+  std::optional<double> Value(Slot slot) const {
+    for (const Accumulator& a : acc_[slot]) {
+      if (a.any) return a.value;
+    }
+    return std::nullopt;
+  }
+
+  static std::optional<double> NumberLabel(const Sample& s, std::string_view name) {
+    const std::optional<std::string_view> text = s.Label(name);
+    if (!text) return std::nullopt;
+    return ParseFloat(*text);
+  }
+
+  void AddCacheConfig(const Sample& s) {
+    const std::optional<double> blocks = NumberLabel(s, "num_gpu_blocks");
+    const std::optional<double> size = NumberLabel(s, "block_size");
+    if (blocks) blocks_.Add(*blocks, false);
+    if (size && !block_size_) block_size_ = size;
+    if (blocks || size) ++matched_;
+  }
+
+  const EngineSnapshotOptions& options_;
+  std::array<std::array<Accumulator, kLevels>, kSlotCount> acc_{};
+  Accumulator blocks_;
+  std::optional<double> block_size_;
+  std::vector<std::string> models_;
+  bool saw_vllm_ = false;
+  bool saw_sglang_ = false;
+  std::size_t matched_ = 0;
+};
+
+}  // namespace
+
+EngineSnapshot MapEngineSnapshot(const Exposition& exposition, const EngineSnapshotOptions& options) {
+  SnapshotBuilder builder(options);
+  for (const Sample& s : exposition.samples) builder.Add(s);
+  return builder.Build();
+}
+
+}  // namespace kvwatch::collectors

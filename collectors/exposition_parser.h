@@ -1,0 +1,139 @@
+// Prometheus text exposition (format 0.0.4) parsing, and the mapping of vLLM's
+// and SGLang's metrics to one EngineSnapshot. Pure functions over a scraped
+// body: no HTTP here. Metric names follow ../shared/docs/engine-formats.md
+// sections 3, 5.2 and 9.4.
+//
+// ParseExposition reads every line: "# HELP name text" and "# TYPE name type"
+// lines become MetricFamilyInfo, other "#" lines are comments, blank lines are
+// skipped, and sample lines `name{label="value",...} value [timestamp_ms]` become
+// Samples. Label values may use the escapes \\, \" and \n (HELP text: \\ and \n);
+// values may be NaN, +Inf, -Inf or any float; leading and trailing blanks and a
+// trailing "\r" are ignored. A malformed line is reported in `errors` with its
+// 1-based line number, column and reason, and parsing goes on with the next.
+//
+// Counters appear with their `_total` suffix on the wire (prometheus_client adds
+// it: vllm:num_preemptions -> vllm:num_preemptions_total); the mapper accepts the
+// suffixed name and, when that is absent, the bare one.
+//
+// Thread safety: stateless functions over immutable inputs; safe concurrently.
+#ifndef KVWATCH_COLLECTORS_EXPOSITION_PARSER_H_
+#define KVWATCH_COLLECTORS_EXPOSITION_PARSER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kvwatch::collectors {
+
+enum class MetricType { kUntyped, kCounter, kGauge, kHistogram, kSummary };
+
+// "untyped", "counter", "gauge", "histogram", "summary".
+std::string_view MetricTypeName(MetricType type);
+
+// Label pairs sorted by name (names are unique within a sample).
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+struct Sample {
+  std::string name;
+  Labels labels;
+  double value = 0.0;
+  std::optional<std::int64_t> timestamp_ms;
+  std::size_t line = 0;  // 1-based line of the body it came from
+
+  // The value of label `name`, or nullopt when the sample has no such label.
+  std::optional<std::string_view> Label(std::string_view name) const;
+};
+
+// What the # TYPE and # HELP lines say about one metric family.
+struct MetricFamilyInfo {
+  std::string name;
+  MetricType type = MetricType::kUntyped;  // kUntyped also when there is no TYPE line
+  bool has_type = false;
+  std::optional<std::string> help;  // unescaped
+};
+
+struct ExpositionLineError {
+  std::size_t line = 0;    // 1-based
+  std::size_t column = 0;  // 1-based column where the problem was found
+  std::string reason;      // what was expected
+};
+
+struct Exposition {
+  std::vector<Sample> samples;           // in body order
+  std::vector<MetricFamilyInfo> families;  // in order of first HELP/TYPE line
+  std::vector<ExpositionLineError> errors;
+
+  const MetricFamilyInfo* FindFamily(std::string_view name) const;
+  // The family of a sample name: the name itself, or the name without one of
+  // the suffixes _total, _created, _bucket, _count, _sum, _info. nullptr when
+  // no HELP/TYPE line names it.
+  const MetricFamilyInfo* FamilyOf(std::string_view sample_name) const;
+};
+
+Exposition ParseExposition(std::string_view text);
+
+// ---- Engine metric mapping ---------------------------------------------------------
+
+enum class EngineKind { kUnknown, kVllm, kSglang };
+
+struct EngineSnapshotOptions {
+  // When set, only samples whose model_name label equals this (or that have no
+  // model_name label) are used.
+  std::optional<std::string> model_name;
+};
+
+// The engine numbers kvwatch uses, each nullopt when the scrape had no sample
+// for it. Counters are summed over label sets (engines, DP ranks, reasons);
+// gauges of counts are summed; kv_cache_usage is the maximum over engines.
+// NaN samples are skipped.
+struct EngineSnapshot {
+  EngineKind engine = EngineKind::kUnknown;  // from the name prefixes seen
+  std::vector<std::string> model_names;      // distinct model_name labels, sorted
+
+  // vllm:num_preemptions_total.
+  std::optional<double> preemptions_total;
+  // sglang:num_retracted_requests_total (SGLang's preemption analogue).
+  std::optional<double> retracted_requests_total;
+  // vllm:prefix_cache_queries_total / hits_total, in tokens (falling back to the
+  // pre-0.9 vllm:gpu_prefix_cache_queries_total / hits_total).
+  std::optional<double> prefix_cache_queries_tokens_total;
+  std::optional<double> prefix_cache_hits_tokens_total;
+  // vllm:prompt_tokens_total or sglang:prompt_tokens_total.
+  std::optional<double> prompt_tokens_total;
+  // sglang:cached_tokens_total (hit ratio = cached / prompt).
+  std::optional<double> cached_tokens_total;
+  // vllm:request_success_total over every finished_reason, or sglang:num_requests_total.
+  std::optional<double> requests_finished_total;
+  // vllm:request_success_total{finished_reason="abort"} or sglang:num_aborted_requests_total.
+  std::optional<double> aborted_requests_total;
+  // vllm:admission_rejections_total (newer vLLM; rejected requests get HTTP 503).
+  std::optional<double> admission_rejections_total;
+  // sglang:evicted_tokens_total (HiCache GPU -> CPU).
+  std::optional<double> evicted_tokens_total;
+
+  // vllm:kv_cache_usage_perc (or the older vllm:gpu_cache_usage_perc), or
+  // sglang:token_usage: a fraction, maximum over engines. Not a working-set size.
+  std::optional<double> kv_cache_usage;
+  // vllm:num_requests_running / waiting, or sglang:num_running_reqs / num_queue_reqs.
+  std::optional<double> requests_running;
+  std::optional<double> requests_waiting;
+  // sglang:max_total_num_tokens, summed over DP ranks.
+  std::optional<double> max_total_num_tokens;
+  // vllm:cache_config_info labels num_gpu_blocks (summed over engines) and
+  // block_size (the first seen), when that info metric carries them.
+  std::optional<double> num_gpu_blocks;
+  std::optional<double> block_size;
+
+  std::size_t matched_samples = 0;  // samples that fed any field above
+};
+
+EngineSnapshot MapEngineSnapshot(const Exposition& exposition,
+                                 const EngineSnapshotOptions& options = {});
+
+}  // namespace kvwatch::collectors
+
+#endif  // KVWATCH_COLLECTORS_EXPOSITION_PARSER_H_

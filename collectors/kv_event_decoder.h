@@ -1,0 +1,238 @@
+// KV-event wire decoding and encoding: the msgpack payload of one ZMQ message
+// (an EventBatch) to a KvEventBatch, the 3-frame PUB framing, and replay replies.
+// Pure functions over bytes: no sockets, no clocks. Formats follow
+// ../shared/docs/engine-formats.md sections 1.2-1.5, 5.1, 6.2 and 9.
+//
+// Accepted payloads:
+//   envelope  positional [ts, events, dp_rank?] (every engine), or defensively a
+//             map {ts, events, data_parallel_rank | attn_dp_rank | dp_rank};
+//   events    positional ["BlockStored", f1, f2, ...] with any number of trailing
+//             fields trimmed (msgspec omit_defaults; vLLM <= v0.23, older SGLang),
+//             or maps {"type": "BlockStored", ...} (vLLM >= v0.26, SGLang after
+//             #37482, TensorRT-LLM's ZMQ publisher), unknown keys ignored; also
+//             TensorRT-LLM's native {"type": "stored"|"removed"|"created"|
+//             "updated", ...} shapes, optionally wrapped as {"event_id", "data",
+//             "window_size", ...}. An unknown tag gives an UnknownKvEvent.
+//   hashes    msgpack unsigned int; negative int (reinterpreted as uint64); bin or
+//             str bytes (the last 8 bytes, big-endian; shorter ones left-padded).
+//   tokens    ints, decimal strings, or TensorRT-LLM {"token_id": n} maps.
+// Malformed input gives a KvDecodeError with a code and a message naming the
+// byte offset or the event and field; nothing throws out of this API. A payload
+// is validated before it is materialised, so hostile length prefixes cannot make
+// the decoder allocate more than a small multiple of the payload size.
+//
+// Thread safety: the free functions are thread-safe. A KvEventDecoder instance
+// must not be used from two threads at once (use one per thread or stream).
+#ifndef KVWATCH_COLLECTORS_KV_EVENT_DECODER_H_
+#define KVWATCH_COLLECTORS_KV_EVENT_DECODER_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "collectors/kv_event.h"
+#include "curve/status.h"
+
+namespace kvwatch::collectors {
+
+enum class KvDecodeErrorCode {
+  kNotMsgpack,     // empty payload or a byte that starts no msgpack object
+  kTruncated,      // the data ends inside an object (or a length exceeds it)
+  kTrailingBytes,  // bytes left after the first complete object
+  kTooDeep,        // nesting deeper than kMaxMsgpackDepth
+  kBadEnvelope,    // not [ts, events, dp_rank?] nor the map form
+  kBadEvent,       // an event or one of its fields has the wrong shape
+  kBadHash,        // a block hash is not an int or bytes
+  kBadFrames,      // wrong frame count, or a seq frame that is not 8 bytes
+  kInternal,       // allocation failure or an unexpected library exception
+};
+
+// "not_msgpack", "truncated", "trailing_bytes", "too_deep", "bad_envelope",
+// "bad_event", "bad_hash", "bad_frames", "internal".
+std::string_view KvDecodeErrorCodeName(KvDecodeErrorCode code);
+
+struct KvDecodeError {
+  KvDecodeErrorCode code = KvDecodeErrorCode::kInternal;
+  std::string message;  // what was expected and where (offset, event index, field)
+
+  // "<code name>: <message>", for logs and for curve::Status.
+  std::string ToString() const;
+};
+
+// Success, or a KvDecodeError. Like curve::Status, but the error keeps its
+// reason code so callers can count errors by kind; ToStatus() converts.
+class [[nodiscard]] KvDecodeStatus {
+ public:
+  KvDecodeStatus() = default;  // success
+  explicit KvDecodeStatus(KvDecodeError error) : error_(std::move(error)) {}
+
+  bool ok() const { return !error_.has_value(); }
+  // REQUIRES: !ok() (aborts otherwise, never throws).
+  const KvDecodeError& error() const;
+  KvDecodeErrorCode code() const { return error().code; }
+  const std::string& message() const { return error().message; }
+  curve::Status ToStatus() const;
+
+ private:
+  std::optional<KvDecodeError> error_;
+};
+
+// Aborts with the error's text: value() was called on an error KvResult.
+[[noreturn]] void KvResultValueOnError(const KvDecodeError& error);
+// Aborts: error() was called on an ok KvResult or KvDecodeStatus.
+[[noreturn]] void KvResultErrorOnValue();
+
+// A value of type T, or a KvDecodeError (curve::Result<T> plus a reason code).
+template <typename T>
+class [[nodiscard]] KvResult {
+ public:
+  KvResult(T value) : value_(std::move(value)) {}             // NOLINT: implicit
+  KvResult(KvDecodeError error) : error_(std::move(error)) {}  // NOLINT: implicit
+
+  bool ok() const { return value_.has_value(); }
+  // REQUIRES: ok() (aborts otherwise, never throws).
+  const T& value() const& { return Checked(); }
+  T& value() & { return const_cast<T&>(Checked()); }
+  T&& value() && { return std::move(const_cast<T&>(Checked())); }
+  // REQUIRES: !ok().
+  const KvDecodeError& error() const {
+    if (ok()) KvResultErrorOnValue();
+    return error_;
+  }
+  KvDecodeStatus status() const { return ok() ? KvDecodeStatus() : KvDecodeStatus(error_); }
+  curve::Result<T> ToResult() const& {
+    if (ok()) return *value_;
+    return curve::Result<T>::Error(error_.ToString());
+  }
+
+ private:
+  const T& Checked() const {
+    if (!ok()) KvResultValueOnError(error_);
+    return *value_;
+  }
+
+  std::optional<T> value_;
+  KvDecodeError error_;  // meaningful only when !ok()
+};
+
+// Deepest msgpack nesting accepted (vLLM's deepest real payload is about 5).
+inline constexpr int kMaxMsgpackDepth = 64;
+
+// Reusable decoder: keeps its msgpack arena and reuses the storage of the
+// batch it writes into, so a steady stream decodes without allocating.
+class KvEventDecoder {
+ public:
+  KvEventDecoder();
+  ~KvEventDecoder();
+  KvEventDecoder(const KvEventDecoder&) = delete;
+  KvEventDecoder& operator=(const KvEventDecoder&) = delete;
+
+  // Decodes one payload into *batch, overwriting it (its vectors keep their
+  // capacity). On error *batch is left in an unspecified but valid state.
+  KvDecodeStatus Decode(std::span<const std::uint8_t> payload, KvEventBatch* batch);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One-shot convenience over KvEventDecoder.
+KvResult<KvEventBatch> DecodeKvEventBatch(std::span<const std::uint8_t> payload);
+
+// Normalises one hash given as bytes: the last 8 bytes big-endian, shorter
+// inputs left-padded with zeros (so an empty input is 0).
+std::uint64_t HashFromBytes(std::span<const std::uint8_t> bytes);
+
+// Digest of one extra_keys entry given as a single msgpack object: 0 when the
+// entry is nil, else a non-zero stable 64-bit value computed from its structure
+// (ints by value whatever their width, floats as float64, str and bin by
+// content, arrays and maps element-wise), so equal scopes give equal digests.
+KvResult<std::uint64_t> DigestOfExtraKey(std::span<const std::uint8_t> msgpack_object);
+
+// ---- Framing ----------------------------------------------------------------
+
+// kReplayEndSeq is the replay end marker's seq: (-1).to_bytes(8, signed=True).
+inline constexpr std::uint64_t kReplayEndSeq = ~std::uint64_t{0};
+
+using Frame = std::span<const std::uint8_t>;
+
+// One PUB message: [topic, seq (8 bytes big-endian), payload]. The views point
+// into the frames given.
+struct KvMessage {
+  std::string_view topic;
+  std::uint64_t seq = 0;
+  Frame payload;
+};
+
+// Parses an 8-byte big-endian sequence number.
+KvResult<std::uint64_t> ParseSeqFrame(Frame frame);
+// Inverse of ParseSeqFrame.
+std::array<std::uint8_t, 8> EncodeSeqFrame(std::uint64_t seq);
+
+// The three frames of a PUB message.
+KvResult<KvMessage> ParseFrames(Frame topic, Frame seq, Frame payload);
+// Same, from a received multipart message; exactly 3 frames are required.
+KvResult<KvMessage> ParseFrames(std::span<const Frame> frames);
+
+// One reply on the replay socket.
+struct KvReplayReply {
+  std::string_view topic;    // empty when the reply had no topic frame
+  bool has_topic = false;    // the 3-frame (vLLM >= v0.26, TensorRT-LLM) form
+  std::uint64_t seq = 0;
+  Frame payload;
+  bool end_of_replay = false;  // empty payload or seq == kReplayEndSeq
+};
+
+// Parses a replay reply as received by the client socket, in either framing:
+//   2 frames [seq, payload]               vLLM <= v0.25, SGLang (REQ client)
+//   3 frames [topic, seq, payload]        vLLM >= v0.26, TensorRT-LLM (REQ), or
+//            ["", seq, payload]           the 2-frame form on a DEALER client
+//   4 frames ["", topic, seq, payload]    the 3-frame form on a DEALER client
+// A leading empty frame on a 3-frame reply is indistinguishable from an empty
+// topic; both read as topic "".
+KvResult<KvReplayReply> ParseReplayReply(std::span<const Frame> frames);
+
+// ---- Encoding -----------------------------------------------------------------
+
+enum class KvEncoding {
+  kArray,  // events as ["BlockStored", ...] (vLLM <= v0.23, msgspec array_like)
+  kMap,    // events as {"type": "BlockStored", ...} (vLLM >= v0.26)
+};
+
+enum class KvHashEncoding {
+  kUnsigned,  // msgpack uint (vLLM default)
+  kSigned,    // msgpack int64, negative above 2^63 (SGLang)
+  kBytes,     // 8-byte bin, big-endian (normalises back to the same value)
+};
+
+struct KvEncodeOptions {
+  KvEncoding encoding = KvEncoding::kMap;
+  KvHashEncoding hashes = KvHashEncoding::kUnsigned;
+  bool envelope_as_map = false;  // {ts, events, data_parallel_rank}: not seen live
+};
+
+// Encodes a batch as vLLM's msgspec encoder does: the envelope positional
+// [ts, events, dp_rank] (dp_rank left out when nullopt); BlockStored and
+// BlockRemoved with their required fields always written (None as nil) and
+// defaulted fields (BlockStored from extra_keys on, BlockRemoved from group_idx
+// on) left out when None, trailing ones only in the array form as omit_defaults
+// does. extra_keys is written from extra_keys_msgpack verbatim (it must hold one
+// msgpack object). cache_salt is written only in the map form (vLLM's array form
+// has no such field); cache_level/priority/window_size are not written.
+// CacheCreated and BlockUpdated use TensorRT-LLM's map shapes in both forms and
+// UnknownKvEvent is written as a bare tag ([tag] or {"type": tag}).
+std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch, KvEncoding encoding);
+std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch,
+                                             const KvEncodeOptions& options);
+
+}  // namespace kvwatch::collectors
+
+#endif  // KVWATCH_COLLECTORS_KV_EVENT_DECODER_H_

@@ -1,0 +1,323 @@
+#include "collectors/exposition_parser.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include <gtest/gtest.h>
+
+namespace kvwatch::collectors {
+namespace {
+
+// A vLLM V1 /metrics body as prometheus_client prints it (text 0.0.4): HELP and
+// TYPE lines carry the _total suffix of counters, labels in declaration order
+// (model_name, engine), floats in Python repr, _created gauges after each
+// counter, two DP engines.
+constexpr std::string_view kVllmMetrics = R"(# HELP python_gc_objects_collected_total Objects collected during gc
+# TYPE python_gc_objects_collected_total counter
+python_gc_objects_collected_total{generation="0"} 12345.0
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="Qwen/Qwen3-8B",engine="0"} 3.0
+vllm:num_requests_running{model_name="Qwen/Qwen3-8B",engine="1"} 2.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="Qwen/Qwen3-8B",engine="0"} 1.0
+vllm:num_requests_waiting{model_name="Qwen/Qwen3-8B",engine="1"} 0.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="Qwen/Qwen3-8B",engine="0"} 0.4563
+vllm:kv_cache_usage_perc{model_name="Qwen/Qwen3-8B",engine="1"} 0.7125
+# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{model_name="Qwen/Qwen3-8B",engine="0"} 7.0
+vllm:num_preemptions_total{model_name="Qwen/Qwen3-8B",engine="1"} 2.0
+# HELP vllm:num_preemptions_created Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_created gauge
+vllm:num_preemptions_created{model_name="Qwen/Qwen3-8B",engine="0"} 1.7890958088378847e+09
+vllm:num_preemptions_created{model_name="Qwen/Qwen3-8B",engine="1"} 1.7890958088378847e+09
+# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{model_name="Qwen/Qwen3-8B",engine="0"} 1.048576e+06
+vllm:prefix_cache_queries_total{model_name="Qwen/Qwen3-8B",engine="1"} 524288.0
+# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{model_name="Qwen/Qwen3-8B",engine="0"} 262144.0
+vllm:prefix_cache_hits_total{model_name="Qwen/Qwen3-8B",engine="1"} 131072.0
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{model_name="Qwen/Qwen3-8B",engine="0"} 786432.0
+vllm:prompt_tokens_total{model_name="Qwen/Qwen3-8B",engine="1"} 393216.0
+# HELP vllm:request_success_total Count of successfully processed requests.
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{model_name="Qwen/Qwen3-8B",engine="0",finished_reason="stop"} 120.0
+vllm:request_success_total{model_name="Qwen/Qwen3-8B",engine="0",finished_reason="length"} 30.0
+vllm:request_success_total{model_name="Qwen/Qwen3-8B",engine="0",finished_reason="abort"} 4.0
+vllm:request_success_total{model_name="Qwen/Qwen3-8B",engine="0",finished_reason="error"} 0.0
+vllm:request_success_total{model_name="Qwen/Qwen3-8B",engine="1",finished_reason="stop"} 60.0
+vllm:request_success_total{model_name="Qwen/Qwen3-8B",engine="1",finished_reason="abort"} 1.0
+# HELP vllm:admission_rejections_total Number of admission attempts rejected
+# TYPE vllm:admission_rejections_total counter
+vllm:admission_rejections_total{model_name="Qwen/Qwen3-8B",reason="max_num_queued_reqs"} 2.0
+vllm:admission_rejections_total{model_name="Qwen/Qwen3-8B",reason="max_num_queued_tokens"} 3.0
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="27730",prefix_caching_hash_algo="sha256"} 1.0
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="1",gpu_memory_utilization="0.9",num_gpu_blocks="27730",prefix_caching_hash_algo="sha256"} 1.0
+# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",engine="0",le="0.001"} 0.0
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",engine="0",le="0.5"} 140.0
+vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",engine="0",le="+Inf"} 154.0
+vllm:time_to_first_token_seconds_count{model_name="Qwen/Qwen3-8B",engine="0"} 154.0
+vllm:time_to_first_token_seconds_sum{model_name="Qwen/Qwen3-8B",engine="0"} 21.377
+)";
+
+// An SGLang /metrics body (--enable-metrics), two DP ranks.
+constexpr std::string_view kSglangMetrics = R"(# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 4.0
+sglang:num_running_reqs{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 5.0
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 2.0
+sglang:num_queue_reqs{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 0.0
+# HELP sglang:token_usage The token usage.
+# TYPE sglang:token_usage gauge
+sglang:token_usage{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 0.27
+sglang:token_usage{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 0.31
+# HELP sglang:max_total_num_tokens Maximum total number of tokens in the KV cache pool.
+# TYPE sglang:max_total_num_tokens gauge
+sglang:max_total_num_tokens{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 439182.0
+sglang:max_total_num_tokens{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 439182.0
+# HELP sglang:cache_hit_rate The prefix cache hit rate.
+# TYPE sglang:cache_hit_rate gauge
+sglang:cache_hit_rate{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 0.0
+# HELP sglang:prompt_tokens_total Number of prefill tokens processed.
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 1.2e+06
+sglang:prompt_tokens_total{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 800000.0
+# HELP sglang:cached_tokens_total Number of cached prompt tokens.
+# TYPE sglang:cached_tokens_total counter
+sglang:cached_tokens_total{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 600000.0
+sglang:cached_tokens_total{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 200000.0
+# HELP sglang:num_requests_total Number of requests processed.
+# TYPE sglang:num_requests_total counter
+sglang:num_requests_total{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 900.0
+# HELP sglang:num_aborted_requests_total Number of requests aborted.
+# TYPE sglang:num_aborted_requests_total counter
+sglang:num_aborted_requests_total{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 6.0
+# HELP sglang:num_retracted_requests_total Number of retracted requests.
+# TYPE sglang:num_retracted_requests_total counter
+sglang:num_retracted_requests_total{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 11.0
+sglang:num_retracted_requests_total{dp_rank="1",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 1.0
+# HELP sglang:evicted_tokens_total The number of tokens evicted from GPU to CPU.
+# TYPE sglang:evicted_tokens_total counter
+sglang:evicted_tokens_total{dp_rank="0",engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 4096.0
+)";
+
+TEST(ExpositionParserTest, ParsesVllmBodyWithFamiliesAndSortedLabels) {
+  const Exposition e = ParseExposition(kVllmMetrics);
+  EXPECT_TRUE(e.errors.empty()) << e.errors.front().reason;
+  ASSERT_EQ(e.samples.size(), 32u);
+  const Sample& first = e.samples[0];
+  EXPECT_EQ(first.name, "python_gc_objects_collected_total");
+  EXPECT_EQ(first.line, 3u);
+  const Sample& running = e.samples[1];
+  EXPECT_EQ(running.name, "vllm:num_requests_running");
+  EXPECT_EQ(running.labels, (Labels{{"engine", "0"}, {"model_name", "Qwen/Qwen3-8B"}}));
+  EXPECT_EQ(running.Label("model_name"), "Qwen/Qwen3-8B");
+  EXPECT_FALSE(running.Label("le").has_value());
+  EXPECT_DOUBLE_EQ(running.value, 3.0);
+  EXPECT_FALSE(running.timestamp_ms.has_value());
+
+  const MetricFamilyInfo* preempt = e.FindFamily("vllm:num_preemptions_total");
+  ASSERT_NE(preempt, nullptr);
+  EXPECT_EQ(preempt->type, MetricType::kCounter);
+  EXPECT_EQ(preempt->help, "Cumulative number of preemption from the engine.");
+  const MetricFamilyInfo* ttft = e.FamilyOf("vllm:time_to_first_token_seconds_bucket");
+  ASSERT_NE(ttft, nullptr);
+  EXPECT_EQ(ttft->type, MetricType::kHistogram);
+  EXPECT_EQ(e.FamilyOf("vllm:num_preemptions_total"), preempt);
+  EXPECT_EQ(e.FamilyOf("nope_total"), nullptr);
+  const Sample& inf_bucket = e.samples[29];
+  EXPECT_EQ(inf_bucket.Label("le"), "+Inf");
+  EXPECT_EQ(e.samples[9].name, "vllm:num_preemptions_created");
+  EXPECT_DOUBLE_EQ(e.samples[9].value, 1.7890958088378847e+09);
+}
+
+TEST(ExpositionParserTest, MapsVllmSnapshot) {
+  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(kVllmMetrics));
+  EXPECT_EQ(s.engine, EngineKind::kVllm);
+  EXPECT_EQ(s.model_names, std::vector<std::string>{"Qwen/Qwen3-8B"});
+  EXPECT_EQ(s.preemptions_total, 9.0);
+  EXPECT_EQ(s.prefix_cache_queries_tokens_total, 1048576.0 + 524288.0);
+  EXPECT_EQ(s.prefix_cache_hits_tokens_total, 262144.0 + 131072.0);
+  EXPECT_EQ(s.prompt_tokens_total, 786432.0 + 393216.0);
+  EXPECT_EQ(s.requests_finished_total, 215.0);
+  EXPECT_EQ(s.aborted_requests_total, 5.0);
+  EXPECT_EQ(s.admission_rejections_total, 5.0);
+  EXPECT_EQ(s.kv_cache_usage, 0.7125);
+  EXPECT_EQ(s.requests_running, 5.0);
+  EXPECT_EQ(s.requests_waiting, 1.0);
+  EXPECT_EQ(s.num_gpu_blocks, 2 * 27730.0);
+  EXPECT_EQ(s.block_size, 16.0);
+  EXPECT_FALSE(s.retracted_requests_total.has_value());
+  EXPECT_FALSE(s.cached_tokens_total.has_value());
+  EXPECT_FALSE(s.evicted_tokens_total.has_value());
+  EXPECT_FALSE(s.max_total_num_tokens.has_value());
+  EXPECT_EQ(s.matched_samples, 24u);
+}
+
+TEST(ExpositionParserTest, MapsSglangSnapshot) {
+  const Exposition e = ParseExposition(kSglangMetrics);
+  EXPECT_TRUE(e.errors.empty());
+  const EngineSnapshot s = MapEngineSnapshot(e);
+  EXPECT_EQ(s.engine, EngineKind::kSglang);
+  EXPECT_EQ(s.model_names, std::vector<std::string>{"meta-llama/Llama-3.1-8B-Instruct"});
+  EXPECT_EQ(s.requests_running, 9.0);
+  EXPECT_EQ(s.requests_waiting, 2.0);
+  EXPECT_EQ(s.kv_cache_usage, 0.31);
+  EXPECT_EQ(s.max_total_num_tokens, 878364.0);
+  EXPECT_EQ(s.prompt_tokens_total, 2.0e6);
+  EXPECT_EQ(s.cached_tokens_total, 800000.0);
+  EXPECT_EQ(s.requests_finished_total, 900.0);
+  EXPECT_EQ(s.aborted_requests_total, 6.0);
+  EXPECT_EQ(s.retracted_requests_total, 12.0);
+  EXPECT_EQ(s.evicted_tokens_total, 4096.0);
+  EXPECT_FALSE(s.preemptions_total.has_value());
+  EXPECT_FALSE(s.prefix_cache_hits_tokens_total.has_value());
+}
+
+TEST(ExpositionParserTest, OlderVllmNamesAreFallbacksOnly) {
+  // v0.8-era body: deprecated gpu_* names, and a bare counter name as an
+  // exporter without the _total suffix would print it.
+  const Exposition old = ParseExposition(
+      "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
+      "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 100\n"
+      "vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 40\n"
+      "vllm:num_preemptions{model_name=\"m\"} 3\n");
+  const EngineSnapshot s = MapEngineSnapshot(old);
+  EXPECT_EQ(s.kv_cache_usage, 0.25);
+  EXPECT_EQ(s.prefix_cache_queries_tokens_total, 100.0);
+  EXPECT_EQ(s.prefix_cache_hits_tokens_total, 40.0);
+  EXPECT_EQ(s.preemptions_total, 3.0);
+  // Both spellings present: the current names win and nothing is summed twice.
+  const Exposition both = ParseExposition(
+      "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n"
+      "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
+      "vllm:prefix_cache_queries_total{model_name=\"m\"} 7\n"
+      "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 100\n");
+  const EngineSnapshot b = MapEngineSnapshot(both);
+  EXPECT_EQ(b.kv_cache_usage, 0.5);
+  EXPECT_EQ(b.prefix_cache_queries_tokens_total, 7.0);
+}
+
+TEST(ExpositionParserTest, ModelFilterAndNaNSamples) {
+  const Exposition e = ParseExposition(
+      "vllm:num_requests_running{model_name=\"a\",engine=\"0\"} 2\n"
+      "vllm:num_requests_running{model_name=\"b\",engine=\"0\"} 5\n"
+      "vllm:num_requests_waiting{model_name=\"a\",engine=\"0\"} NaN\n"
+      "vllm:num_preemptions_total{engine=\"0\"} 1\n");
+  EngineSnapshotOptions only_a;
+  only_a.model_name = "a";
+  const EngineSnapshot a = MapEngineSnapshot(e, only_a);
+  EXPECT_EQ(a.requests_running, 2.0);
+  EXPECT_FALSE(a.requests_waiting.has_value());
+  EXPECT_EQ(a.preemptions_total, 1.0);  // no model_name label: kept
+  EXPECT_EQ(a.model_names, std::vector<std::string>{"a"});
+  const EngineSnapshot all = MapEngineSnapshot(e);
+  EXPECT_EQ(all.requests_running, 7.0);
+  EXPECT_EQ(all.model_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(MapEngineSnapshot(ParseExposition("up 1\n")).engine, EngineKind::kUnknown);
+}
+
+TEST(ExpositionParserTest, SpecialValuesTimestampsEscapesAndWhitespace) {
+  const Exposition e = ParseExposition(
+      "\n"
+      "  # a plain comment\n"
+      "#   TYPE   x_total   counter   \r\n"
+      "# HELP x_total Line one\\nwith \\\\ backslash\n"
+      "x_total{path=\"C:\\\\dir\",quote=\"say \\\"hi\\\"\",nl=\"a\\nb\",} 1.5e3 1700000000000\n"
+      "\t  y NaN  \n"
+      "y{k=\"+\"} +Inf\n"
+      "y{k=\"-\"} -Inf -5\n"
+      "z {a=\"}\",b=\",\"} 0x1p4\n"
+      "z{} Infinity\n"
+      "z_ 1e999\n");
+  ASSERT_TRUE(e.errors.empty()) << e.errors.front().line << ": " << e.errors.front().reason;
+  ASSERT_EQ(e.samples.size(), 7u);
+  const Sample& x = e.samples[0];
+  EXPECT_EQ(x.labels, (Labels{{"nl", "a\nb"}, {"path", "C:\\dir"}, {"quote", "say \"hi\""}}));
+  EXPECT_DOUBLE_EQ(x.value, 1500.0);
+  EXPECT_EQ(x.timestamp_ms, 1700000000000);
+  EXPECT_EQ(x.line, 5u);
+  const MetricFamilyInfo* f = e.FindFamily("x_total");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->type, MetricType::kCounter);
+  EXPECT_EQ(f->help, "Line one\nwith \\ backslash");
+  EXPECT_TRUE(std::isnan(e.samples[1].value));
+  EXPECT_EQ(e.samples[2].value, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(e.samples[3].value, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(e.samples[3].timestamp_ms, -5);
+  EXPECT_EQ(e.samples[4].labels, (Labels{{"a", "}"}, {"b", ","}}));
+  EXPECT_EQ(e.samples[4].value, 16.0);
+  EXPECT_EQ(e.samples[5].value, std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(e.samples[5].labels.empty());
+  EXPECT_EQ(e.samples[6].value, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(MetricTypeName(MetricType::kSummary), "summary");
+}
+
+TEST(ExpositionParserTest, MalformedLinesAreReportedAndSkipped) {
+  const Exposition e = ParseExposition(
+      "good 1\n"                                   // 1
+      "bad-name 1\n"                               // 2
+      "m{a=\"unterminated} 1\n"                    // 3
+      "m{a=\"x\\t\"} 1\n"                          // 4 invalid escape
+      "m{a=\"x\" b=\"y\"} 1\n"                     // 5 missing comma
+      "m{1a=\"x\"} 1\n"                            // 6 bad label name
+      "m{a=\"x\",a=\"y\"} 1\n"                     // 7 duplicate label
+      "m\n"                                        // 8 no value
+      "m one\n"                                    // 9 bad value
+      "m 1 12.5\n"                                 // 10 bad timestamp
+      "m 1 12 extra\n"                             // 11 trailing text
+      "# TYPE m bogus\n"                           // 12 bad type
+      "# TYPE m gauge\n"                           // 13 ok
+      "# TYPE m counter\n"                         // 14 second TYPE
+      "# HELP\n"                                   // 15 no name
+      "m{a=\"x\"\n"                                // 16 unterminated set
+      "m{a\"x\"} 1\n"                              // 17 missing '='
+      "m{a=x} 1\n"                                 // 18 unquoted value
+      "m 1 2\n");                                  // 19 good
+  ASSERT_EQ(e.samples.size(), 2u);
+  EXPECT_EQ(e.samples[0].line, 1u);
+  EXPECT_EQ(e.samples[1].line, 19u);
+  EXPECT_EQ(e.samples[1].timestamp_ms, 2);
+  std::vector<std::size_t> lines;
+  for (const ExpositionLineError& err : e.errors) {
+    lines.push_back(err.line);
+    EXPECT_FALSE(err.reason.empty());
+    EXPECT_GE(err.column, 1u);
+  }
+  EXPECT_EQ(lines, (std::vector<std::size_t>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18}));
+  EXPECT_EQ(e.FindFamily("m")->type, MetricType::kGauge);
+  EXPECT_NE(e.errors[2].reason.find("escape"), std::string::npos) << e.errors[2].reason;
+  EXPECT_NE(e.errors[5].reason.find("duplicate"), std::string::npos) << e.errors[5].reason;
+  EXPECT_EQ(e.errors[7].column, 3u);  // "m one": the value starts at column 3
+}
+
+TEST(ExpositionParserTest, EmptyAndCommentOnlyBodies) {
+  EXPECT_TRUE(ParseExposition("").samples.empty());
+  const Exposition e = ParseExposition("# just a comment\n\n   \n");
+  EXPECT_TRUE(e.samples.empty());
+  EXPECT_TRUE(e.errors.empty());
+  EXPECT_TRUE(e.families.empty());
+  const EngineSnapshot s = MapEngineSnapshot(e);
+  EXPECT_EQ(s.engine, EngineKind::kUnknown);
+  EXPECT_EQ(s.matched_samples, 0u);
+  EXPECT_FALSE(s.kv_cache_usage.has_value());
+}
+
+}  // namespace
+}  // namespace kvwatch::collectors
