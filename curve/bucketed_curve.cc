@@ -1,0 +1,290 @@
+#include "curve/bucketed_curve.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace kvwatch::curve {
+namespace {
+
+std::uint64_t CeilCount(double x) {
+  if (x <= 0) return 0;
+  return static_cast<std::uint64_t>(std::ceil(x - 1e-9 * std::max(1.0, x)));
+}
+
+template <class T>
+void Put(std::vector<std::uint8_t>* out, T v) {
+  std::uint8_t b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out->insert(out->end(), b, b + sizeof(T));
+}
+
+template <class T>
+bool Get(std::span<const std::uint8_t>* in, T* v) {
+  if (in->size() < sizeof(T)) return false;
+  std::memcpy(v, in->data(), sizeof(T));
+  *in = in->subspan(sizeof(T));
+  return true;
+}
+
+void PutVector(std::vector<std::uint8_t>* out, const std::vector<std::uint64_t>& v) {
+  Put<std::uint64_t>(out, v.size());
+  for (std::uint64_t x : v) Put(out, x);
+}
+
+bool GetVector(std::span<const std::uint8_t>* in, std::size_t expected, std::vector<std::uint64_t>* v) {
+  std::uint64_t n = 0;
+  if (!Get(in, &n) || n != expected) return false;
+  v->assign(n, 0);
+  for (auto& x : *v) {
+    if (!Get(in, &x)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> LogBucketBounds(std::uint64_t max_pages, std::uint32_t per_octave) {
+  std::vector<std::uint64_t> bounds;
+  if (max_pages == 0 || per_octave == 0) return bounds;
+  for (std::uint32_t j = 0;; ++j) {
+    const double v = std::round(std::exp2(static_cast<double>(j) / per_octave));
+    const auto b = static_cast<std::uint64_t>(v);
+    if (b >= max_pages) break;
+    if (bounds.empty() || b > bounds.back()) bounds.push_back(b);
+  }
+  bounds.push_back(max_pages);
+  return bounds;
+}
+
+// --- BucketedCurve ------------------------------------------------------------------
+
+BucketedCurve::BucketedCurve(const std::vector<std::uint64_t>* bounds, double coverage_share)
+    : bounds_(bounds),
+      coverage_share_(coverage_share),
+      hits_(bounds->size()),
+      depth_(bounds->size()),
+      required_(bounds->size()) {}
+
+std::size_t BucketedCurve::BucketOf(std::uint64_t capacity) const {
+  return static_cast<std::size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), capacity) - bounds_->begin());
+}
+
+void BucketedCurve::Add(const RequestOutcome& outcome) {
+  ++requests_;
+  page_refs_ += outcome.size();
+  unlimited_page_hits_ += outcome.unlimited_hits;
+  cold_misses_ += outcome.cold_misses;
+  beyond_tracked_ += outcome.beyond_tracked;
+  // m is non-decreasing: the hits are a prefix, and their buckets non-decreasing,
+  // so the bucket search restarts from the previous one.
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < outcome.size(); ++i) {
+    const std::uint32_t c = outcome.hit_capacity(i);
+    if (c == 0) break;
+    while (j < bounds_->size() && (*bounds_)[j] < c) ++j;
+    if (j == bounds_->size()) break;  // beyond the last bound: not a tracked hit
+    ++hits_[j];
+    depth_[j] += i;
+  }
+  const std::uint32_t r = outcome.Requirement(coverage_share_);
+  const std::size_t rb = r == 0 ? 0 : BucketOf(r);
+  if (r == kBeyondTracked || rb == bounds_->size()) {
+    ++required_beyond_;
+  } else {
+    ++required_[rb];
+  }
+}
+
+void BucketedCurve::Merge(const BucketedCurve& other) {
+  requests_ += other.requests_;
+  page_refs_ += other.page_refs_;
+  unlimited_page_hits_ += other.unlimited_page_hits_;
+  cold_misses_ += other.cold_misses_;
+  beyond_tracked_ += other.beyond_tracked_;
+  required_beyond_ += other.required_beyond_;
+  for (std::size_t j = 0; j < hits_.size(); ++j) {
+    hits_[j] += other.hits_[j];
+    depth_[j] += other.depth_[j];
+    required_[j] += other.required_[j];
+  }
+}
+
+void BucketedCurve::Clear() {
+  requests_ = page_refs_ = unlimited_page_hits_ = cold_misses_ = beyond_tracked_ = required_beyond_ = 0;
+  std::fill(hits_.begin(), hits_.end(), 0);
+  std::fill(depth_.begin(), depth_.end(), 0);
+  std::fill(required_.begin(), required_.end(), 0);
+}
+
+std::uint64_t BucketedCurve::PageHitsAt(std::size_t j) const {
+  std::uint64_t sum = 0;
+  for (std::size_t k = 0; k <= j && k < hits_.size(); ++k) sum += hits_[k];
+  return sum;
+}
+
+std::uint64_t BucketedCurve::CoveredAt(std::size_t j) const {
+  std::uint64_t sum = 0;
+  for (std::size_t k = 0; k <= j && k < required_.size(); ++k) sum += required_[k];
+  return sum;
+}
+
+std::uint64_t BucketedCurve::HitDepthSumAt(std::size_t j) const {
+  std::uint64_t sum = 0;
+  for (std::size_t k = 0; k <= j && k < depth_.size(); ++k) sum += depth_[k];
+  return sum;
+}
+
+std::uint64_t BucketedCurve::PageHits(std::uint64_t capacity) const {
+  // The largest bound <= capacity.
+  auto it = std::upper_bound(bounds_->begin(), bounds_->end(), capacity);
+  if (it == bounds_->begin()) return 0;
+  return PageHitsAt(static_cast<std::size_t>(it - bounds_->begin()) - 1);
+}
+
+double BucketedCurve::PageHitRatio(std::uint64_t capacity) const {
+  return page_refs_ == 0 ? 0.0 : static_cast<double>(PageHits(capacity)) / static_cast<double>(page_refs_);
+}
+
+double BucketedCurve::RequestCoverage(std::uint64_t capacity) const {
+  if (requests_ == 0) return 1.0;
+  std::uint64_t covered = 0;
+  // Requests with R = 0 sit in bucket 0 together with R = 1: bucket 0's bound is 1.
+  auto it = std::upper_bound(bounds_->begin(), bounds_->end(), capacity);
+  if (it != bounds_->begin()) covered = CoveredAt(static_cast<std::size_t>(it - bounds_->begin()) - 1);
+  return static_cast<double>(covered) / static_cast<double>(requests_);
+}
+
+std::optional<std::uint64_t> BucketedCurve::WorkingSetForPageHits(double fraction) const {
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(unlimited_page_hits_));
+  if (need == 0) return 0;
+  std::uint64_t sum = 0;
+  for (std::size_t j = 0; j < hits_.size(); ++j) {
+    sum += hits_[j];
+    if (sum >= need) return (*bounds_)[j];
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> BucketedCurve::WorkingSetForCoverage(double fraction) const {
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(requests_));
+  if (need == 0) return 0;
+  std::uint64_t sum = 0;
+  for (std::size_t j = 0; j < required_.size(); ++j) {
+    sum += required_[j];
+    if (sum >= need) return (*bounds_)[j];
+  }
+  return std::nullopt;
+}
+
+void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
+  for (std::uint64_t v : {requests_, page_refs_, unlimited_page_hits_, cold_misses_, beyond_tracked_,
+                          required_beyond_}) {
+    Put(out, v);
+  }
+  PutVector(out, hits_);
+  PutVector(out, depth_);
+  PutVector(out, required_);
+}
+
+bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
+  for (std::uint64_t* v : {&requests_, &page_refs_, &unlimited_page_hits_, &cold_misses_, &beyond_tracked_,
+                           &required_beyond_}) {
+    if (!Get(in, v)) return false;
+  }
+  const std::size_t n = bounds_->size();
+  return GetVector(in, n, &hits_) && GetVector(in, n, &depth_) && GetVector(in, n, &required_);
+}
+
+// --- WindowedCurves ---------------------------------------------------------------------
+
+WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds,
+                               double coverage_share)
+    : bounds_(bounds), coverage_share_(coverage_share) {
+  for (double d : windows_s) {
+    Ring w;
+    w.duration_s = d;
+    w.ring.assign(kSlicesPerWindow, BucketedCurve(bounds, coverage_share));
+    windows_.push_back(std::move(w));
+  }
+}
+
+std::int64_t WindowedCurves::SliceOf(const Ring& w, double t) {
+  return static_cast<std::int64_t>(std::floor(t / (w.duration_s / kSlicesPerWindow)));
+}
+
+void WindowedCurves::AdvanceRing(Ring* w, std::int64_t slice) {
+  if (slice <= w->newest_slice) return;
+  // Clear the slices that fall out; at most a full ring.
+  const std::int64_t steps = std::min<std::int64_t>(slice - w->newest_slice, kSlicesPerWindow);
+  for (std::int64_t k = 1; k <= steps; ++k) {
+    const std::int64_t s = w->newest_slice + k;
+    w->ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Clear();
+  }
+  w->newest_slice = slice;
+}
+
+void WindowedCurves::Advance(double t) {
+  if (!std::isfinite(t)) return;
+  if (!started_) {
+    started_ = true;
+    now_ = t;
+    for (Ring& w : windows_) w.newest_slice = SliceOf(w, t);
+    return;
+  }
+  if (t <= now_) return;
+  now_ = t;
+  for (Ring& w : windows_) AdvanceRing(&w, SliceOf(w, t));
+}
+
+void WindowedCurves::Add(const RequestOutcome& outcome, double t) {
+  Advance(t);
+  if (!std::isfinite(t)) t = now_;
+  bool counted_everywhere = true;
+  for (Ring& w : windows_) {
+    const std::int64_t s = std::min(SliceOf(w, t), w.newest_slice);
+    if (s <= w.newest_slice - static_cast<std::int64_t>(kSlicesPerWindow)) {
+      counted_everywhere = false;
+      continue;
+    }
+    w.ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Add(outcome);
+  }
+  if (!counted_everywhere) ++late_requests_;
+}
+
+BucketedCurve WindowedCurves::Window(std::size_t i) const {
+  BucketedCurve sum(bounds_, coverage_share_);
+  for (const BucketedCurve& slice : windows_[i].ring) sum.Merge(slice);
+  return sum;
+}
+
+void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
+  Put<std::uint8_t>(out, started_ ? 1 : 0);
+  Put(out, now_);
+  Put(out, late_requests_);
+  Put<std::uint64_t>(out, windows_.size());
+  for (const Ring& w : windows_) {
+    Put(out, w.duration_s);
+    Put(out, w.newest_slice);
+    for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
+  }
+}
+
+bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
+  std::uint8_t started = 0;
+  std::uint64_t n = 0;
+  if (!Get(in, &started) || !Get(in, &now_) || !Get(in, &late_requests_) || !Get(in, &n) || n != windows_.size()) {
+    return false;
+  }
+  started_ = started != 0;
+  for (Ring& w : windows_) {
+    double d = 0;
+    if (!Get(in, &d) || d != w.duration_s || !Get(in, &w.newest_slice)) return false;
+    for (BucketedCurve& slice : w.ring) {
+      if (!slice.Deserialize(in)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace kvwatch::curve

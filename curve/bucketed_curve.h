@@ -1,0 +1,141 @@
+// BucketedCurve and WindowedCurves: the live agent's curves, over log-spaced
+// capacity buckets and recent time windows (../shared/docs/curve-semantics.md
+// section 5).
+//
+// Capacity buckets. The bounds are integer page counts, log-spaced with
+// `per_octave` bounds per doubling (every integer below that spacing), up to the
+// tracked range. A reference that hits from capacity h on is counted in the first
+// bucket whose bound is >= h, so the cumulative count at bound X is exactly the
+// page hits at capacity X, as a Prometheus `le="X"` bucket. Between two bounds a
+// capacity read off the curve (a working set, the knee) is rounded up to the next
+// bound: its relative error is below 2^(1/per_octave) - 1 (9.1% at the default 8).
+//
+// Windows. One continuous cache state feeds every window; a window counts the
+// requests that arrived within its duration D. Each window keeps a ring of
+// kSlicesPerWindow slices of D / kSlicesPerWindow; the window's curve is the sum of
+// the slices that start after now - D, so it covers between D - D/60 and D of
+// arrivals.
+//
+// Thread safety: none; the agent serializes access.
+#ifndef KVWATCH_CURVE_BUCKETED_CURVE_H_
+#define KVWATCH_CURVE_BUCKETED_CURVE_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "curve/stack_distance.h"
+#include "curve/status.h"
+
+namespace kvwatch::curve {
+
+// Log-spaced integer bounds 1, 2, ... up to and including max_pages.
+std::vector<std::uint64_t> LogBucketBounds(std::uint64_t max_pages, std::uint32_t per_octave);
+
+class BucketedCurve {
+ public:
+  BucketedCurve() = default;
+  // bounds: strictly increasing capacities (from LogBucketBounds). Shared by
+  // reference semantics is not needed: curves copy the bounds' size only.
+  BucketedCurve(const std::vector<std::uint64_t>* bounds, double coverage_share);
+
+  void Add(const RequestOutcome& outcome);
+  void Merge(const BucketedCurve& other);
+  void Clear();
+
+  const std::vector<std::uint64_t>& bounds() const { return *bounds_; }
+  double coverage_share() const { return coverage_share_; }
+  std::uint64_t requests() const { return requests_; }
+  std::uint64_t page_refs() const { return page_refs_; }
+  std::uint64_t unlimited_page_hits() const { return unlimited_page_hits_; }
+  std::uint64_t cold_misses() const { return cold_misses_; }
+  std::uint64_t beyond_tracked() const { return beyond_tracked_; }
+  std::uint64_t reused_tokens_unlimited(std::uint64_t page_tokens) const {
+    return unlimited_page_hits_ * page_tokens;
+  }
+  // Per-bucket counts (not cumulative), one per bound.
+  const std::vector<std::uint64_t>& hits() const { return hits_; }
+  const std::vector<std::uint64_t>& depth() const { return depth_; }
+  const std::vector<std::uint64_t>& required() const { return required_; }
+  // Requests whose requirement is beyond every bound (beyond tracked).
+  std::uint64_t required_beyond() const { return required_beyond_; }
+
+  // Cumulative values at bound index j.
+  std::uint64_t PageHitsAt(std::size_t j) const;
+  std::uint64_t CoveredAt(std::size_t j) const;
+  std::uint64_t HitDepthSumAt(std::size_t j) const;
+  // At any capacity: the value at the largest bound <= capacity (exact at bounds).
+  std::uint64_t PageHits(std::uint64_t capacity) const;
+  double PageHitRatio(std::uint64_t capacity) const;
+  double RequestCoverage(std::uint64_t capacity) const;
+
+  // The smallest bound reaching the target; nullopt when not converged.
+  std::optional<std::uint64_t> WorkingSetForPageHits(double fraction) const;
+  std::optional<std::uint64_t> WorkingSetForCoverage(double fraction) const;
+
+  // Checkpoint encoding (appends / consumes); false when malformed.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
+
+ private:
+  std::size_t BucketOf(std::uint64_t capacity) const;  // first bound >= capacity
+
+  const std::vector<std::uint64_t>* bounds_ = nullptr;
+  double coverage_share_ = 1.0;
+  std::uint64_t requests_ = 0;
+  std::uint64_t page_refs_ = 0;
+  std::uint64_t unlimited_page_hits_ = 0;
+  std::uint64_t cold_misses_ = 0;
+  std::uint64_t beyond_tracked_ = 0;
+  std::uint64_t required_beyond_ = 0;
+  std::vector<std::uint64_t> hits_;
+  std::vector<std::uint64_t> depth_;
+  std::vector<std::uint64_t> required_;
+};
+
+class WindowedCurves {
+ public:
+  static constexpr std::uint32_t kSlicesPerWindow = 60;
+
+  // windows_s: window durations in seconds (each > 0).
+  WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share);
+
+  // Counts outcome in every window at time t (seconds). Times may go backwards a
+  // little: a request older than a window's oldest slice is not counted there
+  // (late_requests() counts those), and the clock never runs backwards.
+  void Add(const RequestOutcome& outcome, double t);
+  // Moves the clock to t (no-op when t is not later), expiring old slices.
+  void Advance(double t);
+
+  // The curve of window i at the current clock.
+  BucketedCurve Window(std::size_t i) const;
+  std::size_t size() const { return windows_.size(); }
+  double window_seconds(std::size_t i) const { return windows_[i].duration_s; }
+  double now() const { return now_; }
+  std::uint64_t late_requests() const { return late_requests_; }
+
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
+
+ private:
+  struct Ring {
+    double duration_s = 0;
+    std::int64_t newest_slice = 0;   // slice index of now
+    std::vector<BucketedCurve> ring;  // ring[index % kSlicesPerWindow]
+  };
+  static std::int64_t SliceOf(const Ring& w, double t);
+  static void AdvanceRing(Ring* w, std::int64_t slice);
+
+  const std::vector<std::uint64_t>* bounds_;
+  double coverage_share_;
+  std::vector<Ring> windows_;
+  double now_ = 0;
+  bool started_ = false;
+  std::uint64_t late_requests_ = 0;
+};
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_BUCKETED_CURVE_H_
