@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <string>
 
+#include "agent/agent_command.h"
 #include "agent/replay_command.h"
 #include "agent/synth_command.h"
 #include "agent/version.h"
+#include "config/agent_config.h"
 #include "curve/sizing.h"
 
 namespace {
@@ -122,6 +124,25 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunSynth(o)); });
 }
 
+void AddAgent(CLI::App& app, std::string& config_path) {
+  CLI::App* cmd = app.add_subcommand(
+      "agent",
+      "Run beside a serving replica: ingest its requests (trace files; with no config, a built-in synthetic "
+      "replica), keep windowed curves, serve /metrics, /api/v1/curve and a live page.");
+  cmd->add_option("-c,--config", config_path, "YAML config file (see the README's config reference)");
+  cmd->callback([&config_path]() { std::exit(kvwatch::agent::RunAgent(config_path)); });
+
+  CLI::App* check = app.add_subcommand("check-config", "Validate an agent config file as start-up would, and exit");
+  check->add_option("FILE", config_path, "YAML config file")->required();
+  check->callback([&config_path]() { std::exit(kvwatch::agent::RunCheckConfig(config_path)); });
+
+  CLI::App* reference = app.add_subcommand("config-reference", "Print the agent config reference (markdown)");
+  reference->callback([]() {
+    std::fputs(kvwatch::config::ConfigReferenceMarkdown().c_str(), stdout);
+    std::exit(0);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,6 +153,8 @@ int main(int argc, char** argv) {
   AddReplay(app, replay);
   kvwatch::agent::SynthCommandOptions synth;
   AddSynth(app, synth);
+  std::string agent_config;
+  AddAgent(app, agent_config);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -51,7 +51,9 @@ std::string FractionLabel(double f) {
   return buf;
 }
 
-void WritePoint(JsonWriter& w, const curve::CurvePoint& p) {
+}  // namespace
+
+void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p) {
   w.BeginObject();
   w.Key("capacity_pages");
   w.Uint(p.capacity_pages);
@@ -78,8 +80,7 @@ void WritePoint(JsonWriter& w, const curve::CurvePoint& p) {
   w.EndObject();
 }
 
-// The fields every curve report has, at the top level and per tenant.
-void WriteReportFields(JsonWriter& w, const curve::CurveReport& r) {
+void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r) {
   w.Key("requests");
   w.Uint(r.requests);
   w.Key("page_refs");
@@ -96,7 +97,7 @@ void WriteReportFields(JsonWriter& w, const curve::CurveReport& r) {
   w.Uint(r.max_capacity);
   w.Key("points");
   w.BeginArray();
-  for (const auto& p : r.points) WritePoint(w, p);
+  for (const auto& p : r.points) WriteCurvePoint(w, p);
   w.EndArray();
   w.Key("working_set");
   w.BeginArray();
@@ -130,8 +131,6 @@ void WriteReportFields(JsonWriter& w, const curve::CurveReport& r) {
   w.EndObject();
 }
 
-}  // namespace
-
 std::string HumanBytes(double bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
@@ -146,7 +145,7 @@ std::string HumanBytes(double bytes) {
 std::string FormatJson(const ReplayResult& r) {
   JsonWriter w;
   w.BeginObject();
-  WriteReportFields(w, r.total);
+  WriteCurveReportFields(w, r.total);
   w.Key("distinct_pages");
   w.Uint(r.distinct_pages);
   w.Key("settings");
@@ -241,7 +240,7 @@ std::string FormatJson(const ReplayResult& r) {
     for (const auto& [name, report] : r.tenants) {
       w.Key(name);
       w.BeginObject();
-      WriteReportFields(w, report);
+      WriteCurveReportFields(w, report);
       w.EndObject();
     }
     w.EndObject();

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/json_writer.h"
 #include "curve/report.h"
 #include "curve/tiers.h"
 
@@ -62,6 +63,11 @@ struct ReplayResult {
 };
 
 std::string FormatJson(const ReplayResult& r);
+// The fields every curve report has (requests ... knee), into the object being
+// written; shared by the replay output and the agent's /api/v1/curve.
+void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r);
+// One curve point as a JSON object.
+void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p);
 std::string FormatCsv(const ReplayResult& r);
 std::string FormatTable(const ReplayResult& r);
 // An SVG plot of page hit ratio and request coverage against capacity (log axis),

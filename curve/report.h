@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "curve/bucketed_curve.h"
 #include "curve/curve_accumulator.h"
 #include "curve/knee.h"
 #include "curve/tiers.h"
@@ -77,6 +78,14 @@ struct CurveReport {
 };
 
 CurveReport BuildCurveReport(const CurveAccumulator& acc, const ReportOptions& options);
+
+// The same from a live window's bucketed curve. Values are exact at the bucket
+// bounds; at other capacities they are those of the largest bound below. The plot
+// has one point per bound up to the curve's end. The knee is computed on the
+// uniform grid with page hits interpolated linearly between bounds, and only when
+// the curve has at least knee_min_requests requests.
+CurveReport BuildBucketedReport(const BucketedCurve& curve, const ReportOptions& options,
+                                std::uint64_t knee_min_requests);
 
 // The point of the curve at one capacity.
 CurvePoint PointAt(const CurveAccumulator& acc, std::uint64_t capacity, const ReportOptions& options);

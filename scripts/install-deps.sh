@@ -5,13 +5,15 @@
 #   scripts/install-deps.sh --test   also what the test suite uses
 set -euo pipefail
 
-packages=(g++ cmake ninja-build pkg-config
+packages=(g++ cmake ninja-build pkg-config libssl-dev
   prometheus-cpp-dev libcpp-httplib-dev libsimdjson-dev libboost-dev
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  # clang: libFuzzer targets; python3: none of the suite needs it yet.
-  packages+=(clang)
+  # clang: libFuzzer targets; prometheus (with promtool) and prometheus-alertmanager:
+  # the end-to-end tests run the real ones on 127.0.0.1; chromium: the page test;
+  # openssl: test certificates.
+  packages+=(clang prometheus prometheus-alertmanager chromium openssl)
 fi
 
 missing=()

@@ -1,0 +1,532 @@
+#include "agent/agent.h"
+
+// Boost 1.74 Asio with g++ 12 in C++20 needs <utility> first (dependencies.md).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agent/json_writer.h"
+#include "agent/metrics.h"
+#include "agent/replay_result.h"
+#include "agent/version.h"
+#include "agent/web_page.h"
+
+namespace kvwatch::agent {
+namespace {
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string FractionLabel(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", f);
+  return buf;
+}
+
+void Log(const std::string& message) { std::fprintf(stderr, "kvwatch agent: %s\n", message.c_str()); }
+
+// Writes bytes to path atomically: a temp file in the same folder, fsync, rename
+// over path, fsync the folder. A crash leaves the old file or the new one.
+curve::Status WriteFileAtomically(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return curve::Status::Error(tmp + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string err = std::strerror(errno);
+      ::close(fd);
+      return curve::Status::Error(tmp + ": " + err);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return curve::Status::Error(tmp + ": " + std::strerror(errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return curve::Status::Error(path + ": " + std::strerror(errno));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return curve::Status::Ok();
+}
+
+// State file: magic, version, the configuration fingerprint, then sections.
+constexpr char kStateMagic[8] = {'K', 'V', 'W', 'S', 'T', 'A', 'T', 'E'};
+constexpr std::uint32_t kStateVersion = 1;
+
+template <class T>
+void Put(std::vector<std::uint8_t>* out, T v) {
+  std::uint8_t b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out->insert(out->end(), b, b + sizeof(T));
+}
+
+template <class T>
+bool Get(std::span<const std::uint8_t>* in, T* v) {
+  if (in->size() < sizeof(T)) return false;
+  std::memcpy(v, in->data(), sizeof(T));
+  *in = in->subspan(sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+curve::Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
+  std::unique_ptr<Agent> agent(new Agent(std::move(options)));
+  if (curve::Status s = agent->Init(); !s.ok()) return curve::Result<std::unique_ptr<Agent>>::Error(s.error());
+  return agent;
+}
+
+Agent::Agent(AgentOptions options) : options_(std::move(options)), engine_(options_.engine) {}
+
+Agent::~Agent() {
+  if (http_) http_->Stop();
+}
+
+curve::Status Agent::Init() {
+  // Bucket bounds: log-spaced to the tracked range, plus the replica's real cache
+  // sizes so the hit ratio there is exact.
+  bounds_ = curve::LogBucketBounds(options_.engine.max_pages, options_.buckets_per_octave);
+  for (std::uint64_t c : options_.capacities) {
+    if (c <= options_.engine.max_pages) bounds_.push_back(c);
+  }
+  std::sort(bounds_.begin(), bounds_.end());
+  bounds_.erase(std::unique(bounds_.begin(), bounds_.end()), bounds_.end());
+  lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
+  std::vector<double> seconds;
+  for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
+  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share);
+  start_wall_s_ = WallNow();
+  LoadState();
+
+  auto server = HttpServer::Create(options_.http);
+  if (!server.ok()) return curve::Status::Error(server.error());
+  http_ = std::move(server).value();
+  RegisterRoutes();
+  return curve::Status::Ok();
+}
+
+// --- Ingestion ------------------------------------------------------------------------
+
+void Agent::OnRequest(const curve::Request& request) {
+  // Called from a collector's Poll, with mu_ held by the loop.
+  engine_.Process(request.pages, &outcome_);
+  lifetime_.Add(outcome_);
+  for (std::size_t i = 0; i < outcome_.size(); ++i) {
+    const std::uint32_t c = outcome_.hit_capacity(i);
+    if (c == 0 || c > options_.engine.max_pages) break;
+    hit_capacity_sum_ += c;
+  }
+  const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
+  if (r != curve::kBeyondTracked) required_capacity_sum_ += r;
+  const double wall = WallNow();
+  const double t = request.has_timestamp() ? request.timestamp_s : ClockNow(wall);
+  windows_->Add(outcome_, t);
+  last_record_time_ = windows_->now();
+  last_record_wall_ = wall;
+}
+
+double Agent::ClockNow(double wall_now_s) const {
+  if (last_record_time_ < 0) return wall_now_s;
+  return last_record_time_ + std::max(0.0, wall_now_s - last_record_wall_);
+}
+
+// --- Event loop -----------------------------------------------------------------------
+
+int Agent::Run() {
+  if (curve::Status s = http_->Start(); !s.ok()) {
+    Log(s.error());
+    return 1;
+  }
+  Log("listening on " + http_->url());
+  ready_ = true;
+
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (!ec) Log(std::string("stopping on ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT"));
+    stop_ = true;
+  });
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> next_poll(options_.collectors.size(), Clock::now());
+  Clock::time_point next_save = Clock::now() + options_.state_interval;
+  boost::asio::steady_timer tick(io);
+  constexpr auto kTick = std::chrono::milliseconds(50);
+  std::function<void()> loop = [&]() {
+    if (stop_) {
+      io.stop();
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    const double wall = WallNow();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
+        if (now < next_poll[i]) continue;
+        options_.collectors[i]->Poll(*this, wall);
+        next_poll[i] = now + options_.collectors[i]->poll_interval();
+      }
+      windows_->Advance(ClockNow(wall));
+    }
+    if (!options_.state_path.empty() && now >= next_save) {
+      if (curve::Status s = SaveState(); !s.ok()) Log(s.error());
+      next_save = now + options_.state_interval;
+    }
+    tick.expires_after(kTick);
+    tick.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) loop();
+    });
+  };
+  loop();
+  io.run();
+
+  ready_ = false;
+  if (curve::Status s = SaveState(); !s.ok()) Log(s.error());
+  http_->Stop();
+  return 0;
+}
+
+void Agent::Stop() { stop_ = true; }
+
+int Agent::port() const { return http_ ? http_->port() : 0; }
+
+// --- State ----------------------------------------------------------------------------
+
+std::string Agent::ConfigFingerprint() const {
+  // What must match for a saved state to mean the same thing.
+  std::ostringstream f;
+  f << "max_pages=" << options_.engine.max_pages
+    << " touch=" << (options_.engine.touch_order == curve::TouchOrder::kTailFirst ? "tail" : "head")
+    << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back()
+    << " windows=";
+  for (const WindowSpec& w : options_.windows) f << w.seconds << ",";
+  return f.str();
+}
+
+curve::Status Agent::SaveState() {
+  if (options_.state_path.empty()) return curve::Status::Ok();
+  std::vector<std::uint8_t> bytes(kStateMagic, kStateMagic + sizeof(kStateMagic));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Put(&bytes, kStateVersion);
+    const std::string fp = ConfigFingerprint();
+    Put<std::uint64_t>(&bytes, fp.size());
+    bytes.insert(bytes.end(), fp.begin(), fp.end());
+    const std::vector<std::uint8_t> engine = engine_.Serialize();
+    Put<std::uint64_t>(&bytes, engine.size());
+    bytes.insert(bytes.end(), engine.begin(), engine.end());
+    lifetime_.Serialize(&bytes);
+    Put(&bytes, hit_capacity_sum_);
+    Put(&bytes, required_capacity_sum_);
+    windows_->Serialize(&bytes);
+    Put(&bytes, last_record_time_);
+    Put(&bytes, last_record_wall_);
+  }
+  curve::Status s = WriteFileAtomically(options_.state_path, bytes);
+  if (!s.ok()) {
+    ++state_errors_;
+    return curve::Status::Error("state: " + s.error());
+  }
+  ++state_saves_;
+  // The collectors' positions right after the state they led to.
+  for (auto& c : options_.collectors) {
+    if (curve::Status cs = c->Checkpoint(); !cs.ok()) Log(c->name() + ": checkpoint: " + cs.error());
+  }
+  return curve::Status::Ok();
+}
+
+void Agent::LoadState() {
+  if (options_.state_path.empty()) return;
+  std::ifstream f(options_.state_path, std::ios::binary);
+  if (!f) {
+    state_restore_result_ = "none";
+    return;
+  }
+  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto reject = [&](const std::string& why) {
+    const std::string aside = options_.state_path + ".rejected-" + std::to_string(static_cast<long long>(WallNow()));
+    std::error_code ec;
+    std::filesystem::rename(options_.state_path, aside, ec);
+    Log("state " + options_.state_path + " not restored (" + why + "); set aside as " + aside);
+    state_restore_result_ = "rejected";
+    engine_.Clear();
+    lifetime_.Clear();
+    std::vector<double> seconds;
+    for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
+    windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share);
+    hit_capacity_sum_ = required_capacity_sum_ = 0;
+    last_record_time_ = -1;
+  };
+  std::span<const std::uint8_t> in(bytes);
+  std::uint32_t version = 0;
+  std::uint64_t n = 0;
+  if (in.size() < sizeof(kStateMagic) || std::memcmp(in.data(), kStateMagic, sizeof(kStateMagic)) != 0) {
+    return reject("not a kvwatch state file");
+  }
+  in = in.subspan(sizeof(kStateMagic));
+  if (!Get(&in, &version) || version != kStateVersion) return reject("version " + std::to_string(version));
+  if (!Get(&in, &n) || n > in.size()) return reject("truncated");
+  const std::string fp(reinterpret_cast<const char*>(in.data()), n);
+  in = in.subspan(n);
+  if (fp != ConfigFingerprint()) return reject("saved with other settings: " + fp);
+  if (!Get(&in, &n) || n > in.size() || !engine_.Deserialize(in.subspan(0, n))) return reject("engine state");
+  in = in.subspan(n);
+  if (!lifetime_.Deserialize(&in) || !Get(&in, &hit_capacity_sum_) || !Get(&in, &required_capacity_sum_) ||
+      !windows_->Deserialize(&in) || !Get(&in, &last_record_time_) || !Get(&in, &last_record_wall_) ||
+      !in.empty()) {
+    return reject("curves");
+  }
+  state_restore_result_ = "restored";
+  Log("state restored from " + options_.state_path + ": " + std::to_string(lifetime_.requests()) + " requests, " +
+      std::to_string(engine_.tracked_pages()) + " tracked pages");
+}
+
+// --- Exposition -----------------------------------------------------------------------
+
+curve::CurveReport Agent::WindowReport(std::size_t i) const {
+  curve::ReportOptions ro;
+  ro.capacities = options_.capacities;
+  ro.page_hit_targets = options_.page_hit_targets;
+  ro.coverage_targets = options_.coverage_targets;
+  ro.page_tokens = options_.page_tokens;
+  ro.bytes_per_token = options_.bytes_per_token;
+  ro.knee_sensitivity = options_.knee_sensitivity;
+  return curve::BuildBucketedReport(windows_->Window(i), ro, options_.knee_min_requests);
+}
+
+std::string Agent::RenderMetrics() {
+  MetricsBuilder m;
+  std::lock_guard<std::mutex> lock(mu_);
+  m.Gauge("kvwatch_build_info", "kvwatch build: version and git revision. Always 1.", 1,
+          {{"version", Version()}, {"revision", Revision()}});
+
+  // Lifetime histograms: cumulative over the agent's life (and restored across
+  // restarts), so Prometheus computes any window with increase().
+  std::vector<std::pair<double, std::uint64_t>> hit_buckets, req_buckets;
+  std::uint64_t hits = 0, covered = 0;
+  for (std::size_t j = 0; j < bounds_.size(); ++j) {
+    hits += lifetime_.hits()[j];
+    covered += lifetime_.required()[j];
+    hit_buckets.emplace_back(static_cast<double>(bounds_[j]), hits);
+    req_buckets.emplace_back(static_cast<double>(bounds_[j]), covered);
+  }
+  m.Histogram("kvwatch_page_hit_capacity_pages",
+              "Page references that hit at some tracked capacity, observed at the smallest capacity in pages "
+              "where they hit (prefix rule, LRU): bucket le=X counts the page hits of a cache of X pages.",
+              hit_buckets, hits, static_cast<double>(hit_capacity_sum_));
+  m.Histogram("kvwatch_request_required_capacity_pages",
+              "Each request's required capacity in pages to keep its share of unlimited page hits; requests "
+              "beyond the tracked range count only in +Inf. bucket le=X over _count is request coverage at X.",
+              req_buckets, lifetime_.requests(), static_cast<double>(required_capacity_sum_));
+  m.Counter("kvwatch_requests_total", "Requests processed by the curve engine.",
+            static_cast<double>(lifetime_.requests()));
+  m.Counter("kvwatch_page_references_total", "Page references processed by the curve engine.",
+            static_cast<double>(lifetime_.page_refs()));
+  m.Counter("kvwatch_page_cold_misses_total", "Page references to pages never referenced before.",
+            static_cast<double>(lifetime_.cold_misses()));
+  m.Counter("kvwatch_page_beyond_tracked_total",
+            "Page references to pages evicted from tracking (distance beyond the tracked range).",
+            static_cast<double>(lifetime_.beyond_tracked()));
+  m.Counter("kvwatch_reused_tokens_unlimited_total",
+            "Tokens of page references that would hit in an unlimited cache (page hits times tokens per page).",
+            static_cast<double>(lifetime_.unlimited_page_hits() * options_.page_tokens));
+  m.Gauge("kvwatch_tracked_pages", "Distinct pages the curve engine tracks now.",
+          static_cast<double>(engine_.tracked_pages()));
+  m.Gauge("kvwatch_tracked_pages_limit", "The most distinct pages the curve engine tracks (engine.max_pages).",
+          static_cast<double>(options_.engine.max_pages));
+  m.Gauge("kvwatch_engine_memory_bytes", "Bytes held by the curve engine's data structures.",
+          static_cast<double>(engine_.MemoryBytes()));
+  m.Counter("kvwatch_window_late_requests_total",
+            "Requests whose timestamp was older than a window's oldest slice (not counted in that window).",
+            static_cast<double>(windows_->late_requests()));
+
+  // Windows.
+  const char* kWs = "Working set in pages: the smallest bucket capacity reaching the target (page_hit: that fraction "
+                    "of the unlimited page hits; request_coverage: that fraction of requests). Absent when not "
+                    "converged within the tracked range.";
+  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
+    const std::string& w = options_.windows[i].name;
+    const curve::CurveReport r = WindowReport(i);
+    m.Gauge("kvwatch_window_requests", "Requests that arrived within the window.", static_cast<double>(r.requests),
+            {{"window", w}});
+    m.Gauge("kvwatch_unlimited_page_hit_ratio",
+            "Page hit ratio of an unlimited cache over the window's requests (the theoretical ceiling).",
+            r.unlimited_page_hit_ratio, {{"window", w}});
+    for (const curve::WorkingSetEntry& e : r.working_set) {
+      if (!e.capacity_pages) continue;
+      const Labels labels = {{"window", w}, {"target", e.target}, {"fraction", FractionLabel(e.fraction)}};
+      m.Gauge("kvwatch_working_set_pages", kWs, static_cast<double>(*e.capacity_pages), labels);
+      if (e.bytes) {
+        m.Gauge("kvwatch_working_set_bytes", "The working set in bytes per GPU rank (pages x tokens x bytes/token).",
+                *e.bytes, labels);
+      }
+    }
+    if (r.knee) {
+      m.Gauge("kvwatch_knee_pages",
+              "Knee (Kneedle) of the window's page hit ratio against capacity in pages: where more capacity "
+              "starts buying much less hit rate.",
+              static_cast<double>(r.knee->capacity_pages), {{"window", w}});
+      if (r.knee_bytes) {
+        m.Gauge("kvwatch_knee_bytes", "The knee in bytes per GPU rank.", *r.knee_bytes, {{"window", w}});
+      }
+    }
+    for (const curve::CurvePoint& p : r.points) {
+      if (options_.capacities.empty()) break;
+      const Labels labels = {{"window", w}, {"capacity_pages", std::to_string(p.capacity_pages)}};
+      m.Gauge("kvwatch_page_hit_ratio", "Page hit ratio of an LRU cache of capacity_pages over the window.",
+              p.page_hit_ratio, labels);
+      m.Gauge("kvwatch_request_coverage_ratio",
+              "Fraction of the window's requests covered by an LRU cache of capacity_pages.", p.request_coverage,
+              labels);
+    }
+  }
+  if (options_.bytes_per_token) {
+    m.Gauge("kvwatch_bytes_per_page", "KV bytes of one page per GPU rank.",
+            *options_.bytes_per_token * static_cast<double>(options_.page_tokens));
+  }
+
+  // Collectors.
+  for (const auto& c : options_.collectors) {
+    const collectors::CollectorStats s = c->stats();
+    const Labels labels = {{"collector", c->name()}};
+    m.Gauge("kvwatch_collector_up", "Whether the collector reads its source (1) or not (0).", s.up ? 1 : 0, labels);
+    m.Counter("kvwatch_collector_records_total", "Records the collector handed to the curve engine.",
+              static_cast<double>(s.records), labels);
+    m.Counter("kvwatch_collector_dropped_total", "Records the collector knows it lost.",
+              static_cast<double>(s.dropped), labels);
+    m.Gauge("kvwatch_collector_last_success_timestamp_seconds",
+            "Wall time of the collector's last successful read (0: never).", s.last_success_s, labels);
+    for (const auto& [reason, count] : s.errors) {
+      m.Counter("kvwatch_collector_errors_total", "Bad input and read errors by reason; never fatal.",
+                static_cast<double>(count), {{"collector", c->name()}, {"reason", reason}});
+    }
+  }
+  std::vector<collectors::MetricSample> samples;
+  for (const auto& c : options_.collectors) c->AppendSamples(&samples);
+  for (const collectors::MetricSample& s : samples) {
+    if (s.counter) {
+      m.Counter(s.name, s.help, s.value, s.labels);
+    } else {
+      m.Gauge(s.name, s.help, s.value, s.labels);
+    }
+  }
+  m.Counter("kvwatch_state_saves_total", "State checkpoints written.", static_cast<double>(state_saves_));
+  m.Counter("kvwatch_state_save_errors_total", "State checkpoints that failed.", static_cast<double>(state_errors_));
+  m.ProcessMetrics();
+  return m.Serialize();
+}
+
+std::string Agent::RenderCurveJson(const std::string& window) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
+    if (options_.windows[i].name != window) continue;
+    const curve::CurveReport r = WindowReport(i);
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("window");
+    w.String(window);
+    w.Key("window_seconds");
+    w.Number(options_.windows[i].seconds);
+    w.Key("replica");
+    w.String(options_.replica);
+    WriteCurveReportFields(w, r);
+    w.Key("plot");
+    w.BeginArray();
+    for (const auto& p : r.plot) WriteCurvePoint(w, p);
+    w.EndArray();
+    w.Key("capacity_pages_configured");
+    w.BeginArray();
+    for (std::uint64_t c : options_.capacities) w.Uint(c);
+    w.EndArray();
+    w.Key("tracked_pages");
+    w.Uint(engine_.tracked_pages());
+    w.Key("bucket_relative_error");
+    w.Number(std::exp2(1.0 / options_.buckets_per_octave) - 1);
+    w.EndObject();
+    return w.Take();
+  }
+  return {};
+}
+
+void Agent::RegisterRoutes() {
+  http_->Handle("/metrics", [this](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = RenderMetrics();
+    return r;
+  });
+  http_->Handle("/healthz", [](const HttpRequest&) {
+    HttpResponse r;
+    r.body = "ok\n";
+    return r;
+  });
+  http_->Handle("/readyz", [this](const HttpRequest&) {
+    HttpResponse r;
+    r.status = ready_ ? 200 : 503;
+    r.body = ready_ ? "ready\n" : "starting\n";
+    return r;
+  });
+  http_->Handle("/api/v1/windows", [this](const HttpRequest&) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("windows");
+    w.BeginArray();
+    for (const WindowSpec& spec : options_.windows) w.String(spec.name);
+    w.EndArray();
+    w.EndObject();
+    HttpResponse r;
+    r.content_type = "application/json";
+    r.body = w.Take();
+    return r;
+  });
+  http_->Handle("/api/v1/curve", [this](const HttpRequest& req) {
+    HttpResponse r;
+    r.content_type = "application/json";
+    const std::string window = req.Query("window").value_or(options_.windows.front().name);
+    r.body = RenderCurveJson(window);
+    if (r.body.empty()) {
+      r.status = 404;
+      JsonWriter w;
+      w.BeginObject();
+      w.Key("error");
+      w.String("unknown window '" + window + "'");
+      w.EndObject();
+      r.body = w.Take();
+    }
+    return r;
+  });
+  http_->Handle("/", [this](const HttpRequest& req) {
+    HttpResponse r;
+    if (req.path != "/") {
+      r.status = 404;
+      r.body = "not found\n";
+      return r;
+    }
+    PageOptions page;
+    page.title = "kvwatch";
+    page.replica = options_.replica;
+    page.refresh_seconds = options_.refresh_seconds;
+    for (const WindowSpec& w : options_.windows) page.windows.push_back(w.name);
+    r.content_type = "text/html; charset=utf-8";
+    r.body = RenderIndexPage(page);
+    return r;
+  });
+}
+
+}  // namespace kvwatch::agent

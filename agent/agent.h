@@ -1,0 +1,119 @@
+// Agent: `kvwatch agent`, the process that runs beside a serving replica.
+//
+// Data path: collectors (polled on the event loop) hand requests to the agent; the
+// agent runs them through one StackDistanceEngine (one continuous cache state),
+// adds each outcome to the lifetime curve (exported as cumulative Prometheus
+// histograms) and to the windowed curves (exported as gauges per window), and
+// serves /metrics, /api/v1/curve, /api/v1/windows, /healthz, /readyz and a page at
+// /. State (engine, curves, clock) is checkpointed on an interval and at shutdown
+// and restored at start-up.
+//
+// Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
+// answers on its own threads. mu_ guards everything both touch.
+#ifndef KVWATCH_AGENT_AGENT_H_
+#define KVWATCH_AGENT_AGENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/http_server.h"
+#include "collectors/collector.h"
+#include "curve/bucketed_curve.h"
+#include "curve/report.h"
+#include "curve/stack_distance.h"
+#include "curve/status.h"
+
+namespace kvwatch::agent {
+
+struct WindowSpec {
+  std::string name;  // as configured: "5m"
+  double seconds = 0;
+};
+
+// Everything the agent needs, resolved from the config (see agent_options.h).
+struct AgentOptions {
+  std::string replica;
+  curve::EngineOptions engine;
+  double coverage_share = 1.0;
+  std::uint64_t page_tokens = 16;
+  std::optional<double> bytes_per_token;   // per GPU rank
+  std::optional<std::string> model_name;
+  std::vector<WindowSpec> windows;         // ascending
+  std::uint32_t buckets_per_octave = 8;
+  std::vector<double> page_hit_targets;
+  std::vector<double> coverage_targets;
+  std::vector<std::uint64_t> capacities;   // the replica's real cache sizes
+  double knee_sensitivity = 1.0;
+  std::uint64_t knee_min_requests = 100;
+  HttpServerOptions http;
+  int refresh_seconds = 5;
+  std::string state_path;                  // empty: no persistence
+  std::chrono::milliseconds state_interval{60000};
+  std::vector<std::unique_ptr<collectors::Collector>> collectors;
+};
+
+class Agent : public collectors::RequestSink {
+ public:
+  static curve::Result<std::unique_ptr<Agent>> Create(AgentOptions options);
+  ~Agent() override;
+
+  // Starts HTTP and runs the event loop until Stop() or SIGINT/SIGTERM; then
+  // checkpoints. Returns the process exit code.
+  int Run();
+  // Asks Run() to return (any thread).
+  void Stop();
+
+  // RequestSink: one request from a collector (loop thread).
+  void OnRequest(const curve::Request& request) override;
+
+  // For tests and the HTTP handlers.
+  std::string RenderMetrics();
+  std::string RenderCurveJson(const std::string& window);  // empty: unknown window
+  int port() const;
+  bool ready() const { return ready_.load(); }
+
+  // Writes the state file now (loop thread, or before Run).
+  curve::Status SaveState();
+
+ private:
+  explicit Agent(AgentOptions options);
+  curve::Status Init();
+  void LoadState();
+  // The windows' clock: record time when records carry it, advanced at wall speed
+  // while idle (see Run).
+  double ClockNow(double wall_now_s) const;
+  curve::CurveReport WindowReport(std::size_t i) const;  // REQUIRES: mu_ held
+  std::string ConfigFingerprint() const;
+  void RegisterRoutes();
+
+  AgentOptions options_;
+  std::vector<std::uint64_t> bounds_;
+
+  mutable std::mutex mu_;
+  curve::StackDistanceEngine engine_;
+  curve::RequestOutcome outcome_;
+  curve::BucketedCurve lifetime_;
+  std::unique_ptr<curve::WindowedCurves> windows_;
+  std::uint64_t hit_capacity_sum_ = 0;      // for the histograms' _sum
+  std::uint64_t required_capacity_sum_ = 0;
+  double last_record_time_ = -1;            // window clock at the last request
+  double last_record_wall_ = 0;             // wall time of the last request
+  std::uint64_t state_saves_ = 0;
+  std::uint64_t state_errors_ = 0;
+  std::string state_restore_result_ = "none";
+  double start_wall_s_ = 0;
+
+  std::unique_ptr<HttpServer> http_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_AGENT_H_

@@ -1,0 +1,60 @@
+// The live agent's web page: one self-contained HTML document (inline CSS and
+// JavaScript, no external resources) that the agent serves at `/`. In the browser
+// it fetches `{api}/api/v1/windows` and `{api}/api/v1/curve?window=NAME` (the JSON
+// of ../shared/docs/curve-semantics.md section 7 plus `window`, `plot` and
+// `capacity_pages_configured`), draws the capacity-to-hit-rate curves as an SVG
+// (log capacity axis in pages, bytes on a second axis when known; page hit ratio
+// and request coverage as step lines; the unlimited ratio dashed; the knee, the
+// page-hit working sets at 0.9/0.95/0.99 and the configured cache sizes marked) and
+// a table of the working sets, and redraws them in place every refresh interval.
+// A target or knee that is null is "not converged" and said in words. When the API
+// cannot be reached or answers with an error, the status line says so and the last
+// good curve stays, dimmed.
+//
+// Stable hooks for tests and scripts: svg#curve, path.page-hit-ratio,
+// path.request-coverage, line.unlimited, line.knee (data-capacity-pages),
+// circle.target (data-fraction, data-capacity-pages), line.configured,
+// table#working-set, #status (data-state = loading | ok | error), #updated,
+// #empty, nav#windows button.window (data-window, aria-pressed).
+//
+// Thread safety: RenderIndexPage is a pure function of its argument.
+#ifndef KVWATCH_AGENT_WEB_PAGE_H_
+#define KVWATCH_AGENT_WEB_PAGE_H_
+
+#include <string>
+#include <vector>
+
+namespace kvwatch::agent {
+
+struct PageOptions {
+  // Page title and heading. Default: "kvwatch".
+  std::string title = "kvwatch";
+  // The replica this agent watches, shown in the header; empty shows nothing.
+  std::string replica;
+  // Seconds between refreshes; values below 1 are treated as 1. Default: 10.
+  int refresh_seconds = 10;
+  // Window names to offer before /api/v1/windows answers (that answer replaces
+  // them). The first is selected unless the URL fragment says `#window=NAME`.
+  std::vector<std::string> windows;
+  // Prefix of the API paths. Empty (the default): relative to the page's URL, so
+  // the page works behind a reverse proxy's path prefix when served at a path
+  // ending in "/". "/" or "/prefix": absolute paths; a full origin also works.
+  std::string api_base;
+};
+
+// The HTML document. Title, replica and window names are escaped (HTML in the
+// markup; JSON with <, > and & as \u escapes in the embedded configuration).
+std::string RenderIndexPage(const PageOptions& options);
+
+// Content-Type to serve the page with.
+inline constexpr char kIndexPageContentType[] = "text/html; charset=utf-8";
+
+// A Content-Security-Policy header the page works under: inline script and style
+// only, fetches to the page's own origin only, nothing else loaded.
+inline constexpr char kIndexPageContentSecurityPolicy[] =
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_WEB_PAGE_H_

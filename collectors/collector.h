@@ -1,0 +1,86 @@
+// Collector: a source of requests for the live agent (a tailed trace file, the
+// built-in synthetic replica, an engine's KV events), polled by the agent's event
+// loop, reporting on itself.
+//
+// A collector turns bytes into curve::Request values and hands them to a
+// RequestSink; it never touches the engine, metrics or HTTP. Bad input is counted
+// by reason (a short, fixed, low-cardinality word such as "bad_record" or
+// "line_too_long") and logged with where it was found; it never stops a collector.
+//
+// Thread safety: a collector is used by one thread (the agent's loop); stats() is
+// read there too and copied out for scrapes.
+#ifndef KVWATCH_COLLECTORS_COLLECTOR_H_
+#define KVWATCH_COLLECTORS_COLLECTOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "curve/request.h"
+#include "curve/status.h"
+
+namespace kvwatch::collectors {
+
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  // request.timestamp_s is the record's own time when the source gives one.
+  virtual void OnRequest(const curve::Request& request) = 0;
+};
+
+// What a collector says about itself: the agent exports these as
+// kvwatch_collector_* metrics.
+struct CollectorStats {
+  bool up = false;                              // the source is reachable and read
+  std::uint64_t records = 0;                    // requests handed to the sink
+  std::map<std::string, std::uint64_t> errors;  // by reason
+  std::uint64_t dropped = 0;                    // records lost where the loss is known
+  double last_success_s = 0;                    // wall time of the last good read; 0: never
+};
+
+// A metric a collector contributes to /metrics beyond its CollectorStats (for
+// example the engine's eviction counters read from its KV events). Names follow
+// the Prometheus conventions (kvwatch_ prefix, base units, _total for counters);
+// labels stay low-cardinality.
+struct MetricSample {
+  std::string name;
+  std::string help;
+  bool counter = false;  // false: gauge
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;
+};
+
+// Log lines about bad input go through this (the agent prints them to stderr).
+using CollectorLog = std::function<void(std::string_view collector, std::string_view message)>;
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+
+  // The collector's configured name: a low-cardinality label.
+  virtual const std::string& name() const = 0;
+  // The kind, as in the config: "synth", "trace_file", ...
+  virtual std::string_view kind() const = 0;
+  // How often the agent polls it.
+  virtual std::chrono::milliseconds poll_interval() const = 0;
+  // Reads what is available now; wall_now_s is the current wall time.
+  virtual void Poll(RequestSink& sink, double wall_now_s) = 0;
+  // Persists positions (files) so a restart neither loses nor repeats records.
+  virtual curve::Status Checkpoint() { return curve::Status::Ok(); }
+  // A file descriptor that becomes readable when there is something to poll, or
+  // -1 (the agent then polls on the interval only).
+  virtual int NotifyFd() const { return -1; }
+
+  virtual CollectorStats stats() const = 0;
+  // Appends this collector's own metrics (none by default).
+  virtual void AppendSamples(std::vector<MetricSample>* out) const {}
+};
+
+}  // namespace kvwatch::collectors
+
+#endif  // KVWATCH_COLLECTORS_COLLECTOR_H_

@@ -1,0 +1,293 @@
+// FileTailer: follows the log files named by a list of paths or glob(3) patterns
+// and hands every complete line to a callback. It survives rename rotation,
+// copytruncate, truncation and deletion, and it can keep a crash-safe checkpoint
+// so that a restart neither loses nor repeats a line. The agent's live log
+// collector owns one FileTailer and drives it from its event loop: this class
+// owns no threads and no timers, and every call returns without blocking on the
+// files' writers (it only does regular-file I/O).
+//
+// Conventions follow fluent-bit in_tail, Vector and Filebeat
+// (../shared/docs/operations-conventions.md section 1):
+//
+// Identity. A file is (st_dev, st_ino) plus two content checks: a 64-bit hash of
+// its first bytes (up to fingerprint_bytes, growing with the file until it has
+// that many; Alloy's progressive signature) and a hash of the <= 32 bytes just
+// before the committed offset (fluent-bit's offset marker). While a file is open
+// its inode cannot be reused, so at run time (dev, ino) decides which file is
+// which and the hashes detect content replaced in place; on restart all three
+// must match before a checkpointed offset is trusted.
+//
+// Poll() makes one pass: re-expand the patterns, notice renames, deletions and
+// truncations, open new files, then read every open file to its end (at most
+// max_read_bytes_per_poll per file; the summary says when more is pending).
+//   - Rename rotation: a file that no pattern finds any more but still has a
+//     name is "rotated". It stays open and is read to its end on every pass for
+//     rotate_wait (the writer may still append before it reopens), then closed.
+//     The new file at the old path is a new identity, read from its beginning.
+//     A renamed file whose new name still matches a pattern simply keeps being
+//     tailed (same identity, nothing is read twice).
+//   - Deletion while open (st_nlink == 0): the rest is read through the still
+//     open descriptor in that pass, then the file is closed.
+//   - Truncation: the size is below our read offset, or the head/offset hashes
+//     changed. Reading restarts at offset 0 with line numbers from 1. For
+//     copytruncate the tailer first looks, in the same directory, for a copy of
+//     the old content (a regular file changed since our last check whose head and
+//     offset-marker hashes equal ours and that is at least as long as our
+//     offset): if found, the unread tail of the old content is read from the copy,
+//     which is then followed like a rotated file. Otherwise the bytes the tailer
+//     knew of but had not delivered (a buffered partial line, or data beyond a
+//     read budget) are reported as kLostBytes; bytes appended after the last
+//     pass and destroyed by the truncation cannot be measured, and the
+//     kTruncated event says so.
+//   - Lines end with '\n'; the line handed out excludes it, and one trailing
+//     '\r' is stripped as well (so CRLF files give the same lines as LF files).
+//     NUL bytes at the start of a line are skipped (the hole a non-O_APPEND
+//     writer leaves after copytruncate). A partial last line is buffered until
+//     its '\n' arrives; when a rotated or deleted file is closed, its final
+//     partial line is delivered as a line (nothing more can complete it).
+//   - A line longer than max_line_bytes (without its terminator) is never
+//     buffered whole: it is skipped, reported as kLineTooLong with its length,
+//     and reading resumes intact at the next line. It still takes a line number.
+//   - Start position: files found by the very first Poll() start at
+//     start_position when no usable checkpoint was loaded (kEnd: after the last
+//     complete line, so a line being written is read whole). Every file found
+//     later, and every file unknown to a loaded checkpoint, is read from its
+//     beginning (it appeared after the last run looked). Line numbers count
+//     from where reading began, so a file started at its end numbers its first
+//     new line 1.
+//
+// Checkpoint (optional, checkpoint_path): Checkpoint() records, for every open
+// file, its identity, path and the offset just after the last line already
+// handed to on_line (the offset advances only after the callback returns, so a
+// buffered partial line is re-read after a restart, never lost or repeated).
+// The file is written atomically: "<path>.tmp", fsync, rename over <path>,
+// fsync of the directory. At construction the checkpoint (or a complete
+// leftover "<path>.tmp", which is newer) is loaded; the first Poll() resumes
+// each entry at its offset if its identity is found by a pattern or, renamed
+// while we were down, in its old directory. An entry whose file was truncated
+// while we were down continues from a copy as above, and the file itself is
+// read from 0. An unreadable or corrupt checkpoint is reported (kCheckpointError
+// at the first Poll) and ignored: the tailer starts as if it had none.
+// Format: a text file, "kvwatch-file-tailer-checkpoint 1", one "file ..." line
+// per entry, and "end <count> <hash>" guarding against truncated or edited files.
+//
+// Change notification (Linux, optional): NotifyFd() is an inotify descriptor
+// that becomes readable when a watched directory or open file changes. Wait on it
+// (e.g. boost::asio::posix::stream_descriptor over a dup() of it: the descriptor
+// stays owned by the tailer) and call Poll(); Poll() drains it. Polling on an
+// interval works without it and is still needed for files outside the watched
+// directories (and as a safety net for dropped notifications).
+//
+// Labels: the source name passed to on_line and TailEvent::source is the
+// configured pattern string (low-cardinality, fit for a metric label), never
+// the name of a rotated file; TailEvent::path carries the real path for logs.
+//
+// Limitations: files must be append-only (a rewrite in place is a truncation).
+// A file created and rotated away between two passes was never seen and is only
+// read if a pattern matches its rotated name (e.g. "app.log*"); likewise a
+// second copytruncate before the tailer saw the first copy's content. Lines are
+// in order within a file; across files (old and new after rotation) the old
+// file's lines of a pass come first.
+//
+// Thread safety: none. All methods must be called from one thread (the event
+// loop); callbacks run on that thread inside Poll() and must not call back into
+// the tailer.
+#ifndef KVWATCH_COLLECTORS_FILE_TAILER_H_
+#define KVWATCH_COLLECTORS_FILE_TAILER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "curve/status.h"
+
+namespace kvwatch::collectors {
+
+enum class TailStartPosition {
+  kEnd,        // skip what the file holds when first seen (fluent-bit's default)
+  kBeginning,  // read it all
+};
+
+struct FileTailerOptions {
+  // Paths or glob(3) patterns (*, ?, [...]; no "**", no "~"). Each string is
+  // also the source name of the files it finds. A file matched by several
+  // patterns belongs to the first. Required: at least one.
+  std::vector<std::string> patterns;
+  // Where files found by the first Poll() start when no checkpoint was loaded.
+  // Default: kEnd.
+  TailStartPosition start_position = TailStartPosition::kEnd;
+  // Longest line delivered, in bytes, without its "\n". Default: 1 MiB.
+  std::size_t max_line_bytes = std::size_t{1} << 20;
+  // Size of each read(2). Default: 64 KiB.
+  std::size_t read_chunk_bytes = std::size_t{64} << 10;
+  // At most this many bytes are read from one file per Poll() (fairness and
+  // event-loop latency); 0 means no limit. Default: 8 MiB.
+  std::size_t max_read_bytes_per_poll = std::size_t{8} << 20;
+  // Bytes at the head of a file hashed into its identity. Default: 256.
+  // 0 disables the head check (identity is then dev+inode+offset marker).
+  std::size_t fingerprint_bytes = 256;
+  // How long a renamed-away file keeps being read after the rename was seen.
+  // Default: 5 s (fluent-bit's rotate_wait).
+  std::chrono::milliseconds rotate_wait{5000};
+  // Checkpoint file; empty disables checkpoints. Its directory must exist.
+  std::string checkpoint_path;
+  // Create an inotify descriptor (NotifyFd()). Default: true.
+  bool use_inotify = true;
+  // Monotonic clock for rotate_wait; tests inject a fake one. Default (empty):
+  // std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
+enum class TailEventKind {
+  kOpened,           // started tailing a file; count = offset reading starts at
+  kRotated,          // renamed (or followed to a copytruncate copy); count = 1
+  kTruncated,        // shrank or changed in place; count = its new size in bytes
+  kDeleted,          // unlinked while open, or a checkpointed file is gone; count = 1
+  kClosed,           // stopped tailing after draining; count = final offset
+  kLineTooLong,      // a line over max_line_bytes was skipped; count = its length
+  kReadError,        // stat/open/read failed (reported once until it recovers); count = errno
+  kLostBytes,        // known bytes that will never be delivered; count = bytes
+  kCheckpointError,  // checkpoint unreadable or corrupt, ignored; count = 0
+};
+
+// "opened", "rotated", "truncated", "deleted", "closed", "line_too_long",
+// "read_error", "lost_bytes", "checkpoint_error": stable, for metric labels.
+std::string_view TailEventKindName(TailEventKind kind);
+
+struct TailEvent {
+  TailEventKind kind = TailEventKind::kOpened;
+  std::string_view source;  // the configured pattern; empty for checkpoint errors
+  std::string path;         // the file's real path (the checkpoint's, for kCheckpointError)
+  std::uint64_t count = 0;  // meaning per kind, see TailEventKind
+  std::string message;      // human-readable detail for logs
+};
+
+struct TailCallbacks {
+  // One complete line, without "\n" (and without one trailing "\r").
+  // line_number is 1-based within the file (see "Start position" above).
+  // The views are valid only during the call.
+  std::function<void(std::string_view source, std::uint64_t line_number, std::string_view line)>
+      on_line;
+  // Anomalies and lifecycle events; may be empty.
+  std::function<void(const TailEvent& event)> on_event;
+};
+
+// What one Poll() did.
+struct TailPollSummary {
+  std::uint64_t lines = 0;     // lines handed to on_line
+  std::uint64_t bytes = 0;     // bytes read from files
+  std::uint64_t events = 0;    // events handed to on_event
+  std::size_t files_open = 0;  // files open after the pass
+  bool more_pending = false;   // a file hit max_read_bytes_per_poll: poll again soon
+};
+
+class FileTailer {
+ public:
+  // Validates the options, loads the checkpoint if any (a bad checkpoint is not
+  // an error: it is reported by the first Poll) and creates the inotify
+  // descriptor if asked. Touches no log file until Poll().
+  static curve::Result<std::unique_ptr<FileTailer>> Create(FileTailerOptions options);
+
+  FileTailer(const FileTailer&) = delete;
+  FileTailer& operator=(const FileTailer&) = delete;
+  // Closes every file and the inotify descriptor. Does not write a checkpoint.
+  ~FileTailer();
+
+  // One non-blocking pass over all patterns and open files (see above).
+  TailPollSummary Poll(const TailCallbacks& callbacks);
+
+  // Atomically writes the checkpoint (no-op if checkpoint_path is empty). It
+  // covers only lines already delivered. An error names the file and the
+  // failing step; the previous checkpoint is then still intact.
+  curve::Status Checkpoint();
+
+  // The inotify descriptor, or -1 when disabled or unavailable. Owned by the
+  // tailer; readable when Poll() has something to look at.
+  int NotifyFd() const { return notify_fd_; }
+
+  std::size_t FilesOpen() const { return files_.size(); }
+  const FileTailerOptions& options() const { return options_; }
+
+ private:
+  struct Position;
+  struct TailedFile;
+  struct Candidate;
+  struct Pass;
+  using TailedFilePtr = std::unique_ptr<TailedFile>;
+
+  explicit FileTailer(FileTailerOptions options);
+
+  // Pass steps, in order.
+  void DrainNotifications();
+  std::vector<Candidate> ExpandPatterns() const;
+  void HandleRotation(const std::vector<Candidate>& found, Pass& pass);
+  void ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass& pass);
+  void CheckTruncation(TailedFile& file, const std::vector<Candidate>& found, Pass& pass);
+  void HandleTruncation(TailedFile& file, std::uint64_t new_size, const std::string& reason,
+                        const std::vector<Candidate>& found, Pass& pass);
+  void OpenNewFiles(const std::vector<Candidate>& found, Pass& pass);
+  void ReadAvailable(TailedFile& file, Pass& pass);
+  void CloseFinished(Pass& pass);
+  void UpdateWatches();
+
+  // Files.
+  TailedFilePtr OpenFile(const std::string& path, std::size_t source, Pass& pass);
+  TailedFile* FindFile(std::uint64_t dev, std::uint64_t ino) const;
+  void InsertBefore(const TailedFile& anchor, TailedFilePtr file);
+  TailedFilePtr FindCopy(const Position& old, std::size_t source,
+                         const std::vector<Candidate>& found, Pass& pass);
+  static bool Holds(const TailedFile& file, const Position& position);
+  std::optional<std::string> ContentChange(const TailedFile& file) const;
+  void StartAtEnd(TailedFile& file);
+  void ResetToStart(TailedFile& file, std::uint64_t size, Pass& pass);
+  void CloseFile(TailedFile& file);
+  std::size_t SourceForPath(const std::string& path) const;
+
+  // Line assembly.
+  void ConsumeChunk(TailedFile& file, std::uint64_t chunk_offset, std::string_view data,
+                    Pass& pass);
+  void AppendToLine(TailedFile& file, std::string_view piece);
+  void DeliverLine(TailedFile& file, std::string_view line, Pass& pass);
+  void SkipLongLine(TailedFile& file, std::uint64_t length, Pass& pass);
+  void FlushPartialLine(TailedFile& file, Pass& pass);
+  void RefreshHashes(TailedFile& file);
+
+  // Events.
+  void Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path,
+            std::uint64_t count, std::string message);
+  void EmitFor(Pass& pass, TailEventKind kind, const TailedFile& file, std::uint64_t count,
+               std::string message);
+  void ReportReadError(Pass& pass, TailedFile& file, const std::string& what, int error);
+
+  // Checkpoint.
+  void LoadCheckpoint();
+  std::vector<Position> CollectPositions() const;
+  static std::string FormatEntry(const Position& position);
+  static std::optional<std::string> ParseEntry(std::string_view line, Position& position);
+  static curve::Result<std::vector<Position>> ParseCheckpoint(std::string_view text,
+                                                              const std::string& name);
+
+  // Constant after construction.
+  const FileTailerOptions options_;
+  int notify_fd_ = -1;
+
+  std::vector<TailedFilePtr> files_;                // in the order they were opened
+  std::vector<Position> restored_;                  // checkpoint entries, until the first Poll()
+  bool checkpoint_loaded_ = false;                  // a valid checkpoint was read
+  std::string checkpoint_error_;                    // reported by the first Poll()
+  bool polled_ = false;                             // the first Poll() has run
+  std::map<std::string, std::string> open_errors_;  // path -> last reported error
+  std::map<std::string, int> dir_watches_;          // directory -> inotify watch
+  std::vector<char> buffer_;                        // read_chunk_bytes
+};
+
+}  // namespace kvwatch::collectors
+
+#endif  // KVWATCH_COLLECTORS_FILE_TAILER_H_

@@ -1,0 +1,288 @@
+// Agent config: the YAML file of `kvwatch agent --config FILE`, parsed and
+// validated at start-up into an AgentConfig with every default filled in.
+//
+// Single source of truth. One static table of key descriptors (ConfigKeys():
+// dotted path, type, default, meaning) drives three things: the parser rejects
+// any key that is not in it, the parser reads each value as the type the table
+// gives, and ConfigReferenceMarkdown() renders it as the README's reference
+// table. A test checks that every literal default in the table is what
+// DefaultAgentConfig() holds, and another that README.md carries the current
+// rendering, so the code, the defaults and the documentation cannot drift apart.
+//
+// Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
+// stands for every item of a list of maps ("collectors.trace_files[].paths").
+// Error messages give the concrete path with indices
+// ("collectors.trace_files[0].paths[1]").
+//
+// Value syntax. Durations are strings of <number><unit> terms with units ms, s,
+// m, h, d ("250ms", "30s", "1h30m", "1.5h"); bare numbers are errors (no unit).
+// Sizes are a plain byte count or <integer><unit> with unit B, KiB, MiB, GiB,
+// TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000): 1048576, "1MiB".
+// Integers, numbers and booleans must be plain YAML scalars: "8477" in quotes is
+// a string and an error where an integer is expected. A key written with no
+// value (`state:` or `replica: ~`) means an empty string, list or map; for any
+// other type it is an error. Duplicate keys are errors. Lists whose order does
+// not matter (curve.windows, curve.*_targets, curve.capacities) are sorted
+// ascending, and duplicates in them are errors.
+//
+// Errors read "SOURCE:LINE: KEY: message", LINE 1-based, e.g.
+//   "agent.yaml:7: collectors.trace_files[0].poll_interval: expected a duration
+//    such as 250ms, 30s or 1h30m, got \"fast\"".
+// A YAML syntax error reads "SOURCE:LINE: invalid YAML: <yaml-cpp's message>".
+// Only the first error is reported.
+//
+// Files named in the config (model_config, web.config_file, trace paths, state)
+// are not opened here: the agent does that. Parsing is pure.
+//
+// Thread safety: pure functions over immutable tables; LoadAgentConfigFile reads
+// the file system.
+#ifndef KVWATCH_CONFIG_AGENT_CONFIG_H_
+#define KVWATCH_CONFIG_AGENT_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectors/trace_record.h"
+#include "curve/stack_distance.h"
+#include "curve/status.h"
+
+namespace kvwatch::config {
+
+// ------------------------------------------------------------------ Schema table
+
+enum class ConfigType {
+  kString,
+  kBool,
+  kInt,
+  kNumber,
+  kDuration,
+  kSize,
+  kStringList,
+  kIntList,
+  kNumberList,
+  kDurationList,
+  kMap,
+  kMapList,
+};
+
+// One key of the config file.
+struct ConfigKey {
+  std::string_view path;  // e.g. "engine.max_pages", "collectors.trace_files[].name"
+  ConfigType type;
+  // The default: YAML text of the value when default_is_literal ("1048576",
+  // "\"127.0.0.1\"", "[\"5m\", \"1h\", \"24h\"]"), else markdown words ("required",
+  // "unset", "off", "`engine.max_pages`").
+  std::string_view default_text;
+  bool default_is_literal;
+  std::string_view description;  // one or two sentences, markdown
+};
+
+// Every key, parents before children, in the order of the reference.
+std::span<const ConfigKey> ConfigKeys();
+// The descriptor of a table path, or nullptr.
+const ConfigKey* FindConfigKey(std::string_view path);
+// "string", "integer", "list of durations", ...
+std::string_view ConfigTypeName(ConfigType type);
+
+// The reference table rendered from ConfigKeys() plus a short legend of the value
+// syntax; ends with a newline. This is the text README.md holds between the lines
+// "<!-- config-reference:begin -->" and "<!-- config-reference:end -->".
+std::string ConfigReferenceMarkdown();
+
+// ------------------------------------------------------------------ The config
+// Each field documents its YAML key; defaults are the member initializers and
+// match the table (tested).
+
+struct EngineSettings {
+  // engine.max_pages: distinct pages tracked (the largest capacity of interest), 1..2^31.
+  std::uint32_t max_pages = 1u << 20;
+  // engine.touch_order: "tail-first" | "head-first".
+  curve::TouchOrder touch_order = curve::TouchOrder::kTailFirst;
+  // engine.coverage_share: share s in (0, 1] of a request's reusable pages that
+  // counts as "covered".
+  double coverage_share = 1.0;
+  // engine.remembered_evictions: 0 = unlimited. Default: max_pages (resolved by the parser).
+  std::uint64_t remembered_evictions = 1u << 20;
+
+  bool operator==(const EngineSettings&) const = default;
+};
+
+// The curve::EngineOptions of these settings.
+curve::EngineOptions ToEngineOptions(const EngineSettings& engine);
+
+// One curve window: its label as written and its length.
+struct CurveWindow {
+  std::string name;  // e.g. "5m"
+  double seconds = 0;
+
+  bool operator==(const CurveWindow&) const = default;
+};
+
+struct CurveSettings {
+  // curve.windows, sorted by length, distinct, each > 0.
+  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
+  // curve.buckets_per_octave, 4..64.
+  std::uint32_t buckets_per_octave = 8;
+  // curve.page_hit_targets and curve.coverage_targets: fractions in (0, 1], sorted, distinct.
+  std::vector<double> page_hit_targets = {0.5, 0.9, 0.95, 0.99};
+  std::vector<double> coverage_targets = {0.5, 0.9, 0.95, 0.99};
+  // curve.capacities: cache sizes in pages, each 1..engine.max_pages, sorted, distinct.
+  std::vector<std::uint64_t> capacities;
+  // curve.knee_sensitivity: Kneedle's S, > 0.
+  double knee_sensitivity = 1.0;
+  // curve.knee_window_min_requests: below this many requests in a window, no knee.
+  std::uint64_t knee_window_min_requests = 100;
+
+  bool operator==(const CurveSettings&) const = default;
+};
+
+struct WebSettings {
+  std::string listen_address = "127.0.0.1";  // web.listen_address, non-empty
+  int port = 8477;                           // web.port, 0..65535 (0: any free port)
+  std::string config_file;                   // web.config_file: exporter-toolkit web config
+  int refresh_seconds = 5;                   // web.refresh_seconds, >= 1
+
+  bool operator==(const WebSettings&) const = default;
+};
+
+struct StateSettings {
+  std::string path;              // state.path: empty = no persistence
+  double interval_seconds = 60;  // state.interval, > 0
+
+  bool operator==(const StateSettings&) const = default;
+};
+
+// collectors.synth: the built-in synthetic replica.
+struct SynthSettings {
+  double rate_per_s = 5;           // rate, > 0
+  std::uint64_t seed = 1;          // seed
+  int tenants = 4;                 // tenants, 1..60000
+  int sessions = 50;               // sessions (open sessions), 1..1000000
+  double one_shot_fraction = 0.3;  // one_shot_fraction, [0, 1]
+  // shift_start / shift_end, seconds after the agent starts: both or neither,
+  // end > start. Unset: no workload shift.
+  std::optional<double> shift_start_seconds;
+  std::optional<double> shift_end_seconds;
+
+  bool operator==(const SynthSettings&) const = default;
+};
+
+enum class StartAt { kEnd, kBeginning };
+
+// collectors.trace_files[]: JSON Lines request traces tailed from files.
+struct TraceFileSettings {
+  std::string name;                  // required: [A-Za-z0-9_.-], 1..64 chars, unique
+  std::vector<std::string> paths;    // required, non-empty: paths or globs
+  StartAt start_at = StartAt::kEnd;  // "end" | "beginning"
+  std::string checkpoint;            // as written; empty: see the table
+  collectors::TimestampUnit timestamp_unit = collectors::TimestampUnit::kAuto;
+  std::vector<std::string> tenant_fields = {"tenant", "class", "type"};
+  std::uint64_t max_line_bytes = 1u << 20;  // 1..1GiB
+  double poll_interval_seconds = 0.25;      // > 0
+
+  bool operator==(const TraceFileSettings&) const = default;
+};
+
+// collectors.kv_events[]: engine KV-cache event streams over ZeroMQ.
+struct KvEventsSettings {
+  std::string name;
+  std::vector<std::string> endpoints;  // required, non-empty: tcp:// ipc:// inproc://
+  std::string topic;
+  std::string replay_endpoint;  // empty or a ZeroMQ endpoint
+  bool bind = false;
+
+  bool operator==(const KvEventsSettings&) const = default;
+};
+
+enum class LogEngine { kAuto, kVllm, kSglang };
+
+// collectors.engine_log[]: engine log files.
+struct EngineLogSettings {
+  std::string name;
+  std::vector<std::string> paths;  // required, non-empty
+  LogEngine engine = LogEngine::kAuto;
+
+  bool operator==(const EngineLogSettings&) const = default;
+};
+
+// collectors.engine_metrics[]: an engine's Prometheus endpoint.
+struct EngineMetricsSettings {
+  std::string name;
+  std::string url;               // required: http:// or https://
+  double interval_seconds = 15;  // > 0
+  double timeout_seconds = 5;    // > 0, <= interval
+
+  bool operator==(const EngineMetricsSettings&) const = default;
+};
+
+struct CollectorSettings {
+  // Set when collectors.synth is present (even empty). When no collector at all
+  // is configured, the agent runs synth with SynthSettings{} (not filled in here:
+  // see HasAnyCollector()).
+  std::optional<SynthSettings> synth;
+  std::vector<TraceFileSettings> trace_files;
+  std::vector<KvEventsSettings> kv_events;
+  std::vector<EngineLogSettings> engine_log;
+  std::vector<EngineMetricsSettings> engine_metrics;
+
+  bool HasAnyCollector() const {
+    return synth.has_value() || !trace_files.empty() || !kv_events.empty() || !engine_log.empty() ||
+           !engine_metrics.empty();
+  }
+  bool operator==(const CollectorSettings&) const = default;
+};
+
+struct AlertSettings {
+  bool enabled = true;
+  std::vector<std::string> alertmanagers;  // base URLs, http:// or https://
+  std::vector<std::string> webhooks;       // URLs, http:// or https://
+  double resend_interval_seconds = 60;     // > 0
+
+  bool operator==(const AlertSettings&) const = default;
+};
+
+struct AgentConfig {
+  std::string replica;      // replica: label for metrics and alerts
+  std::string model_label;  // model_label: label for alerts
+  // At most one of model, model_config, bytes_per_token.
+  std::string model;         // model: a curve::LookupModelPreset name, as written
+  std::string model_config;  // model_config: path of a Hugging Face config.json (not read here)
+  std::optional<std::uint64_t> bytes_per_token;  // bytes_per_token: KV bytes per token per rank
+  std::string kv_dtype;     // kv_dtype: a curve::DtypeBytes name; with model/model_config only
+  int tensor_parallel = 1;  // tensor_parallel, >= 1; != 1 with model/model_config only
+  int page_tokens = 16;     // page_tokens, >= 1
+
+  EngineSettings engine;
+  CurveSettings curve;
+  WebSettings web;
+  StateSettings state;
+  CollectorSettings collectors;
+  AlertSettings alerts;
+
+  bool operator==(const AgentConfig&) const = default;
+};
+
+// ------------------------------------------------------------------ Parsing
+
+// Every default; the same as ParseAgentConfig("", ...).
+AgentConfig DefaultAgentConfig();
+
+// Parses and validates the text of a config file. source_name prefixes every
+// error (normally the file's path). An empty document is a valid config.
+curve::Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text,
+                                            std::string_view source_name);
+
+// Reads the file at path and parses it with the path as source name.
+curve::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
+
+// Spellings used in the file.
+std::string_view StartAtName(StartAt start_at);
+std::string_view LogEngineName(LogEngine engine);
+
+}  // namespace kvwatch::config
+
+#endif  // KVWATCH_CONFIG_AGENT_CONFIG_H_

@@ -1,0 +1,707 @@
+// Tests of config/agent_config.h: defaults (and that the key table documents them
+// truthfully), value syntax, every kind of error naming its key and line, a full
+// realistic config, and the README reference generated from the key table.
+#include "config/agent_config.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kvwatch::config {
+namespace {
+
+using curve::Result;
+
+constexpr char kSource[] = "agent.yaml";
+
+AgentConfig MustParse(const std::string& yaml) {
+  Result<AgentConfig> config = ParseAgentConfig(yaml, kSource);
+  EXPECT_TRUE(config.ok()) << (config.ok() ? "" : config.error()) << "\n--- in:\n" << yaml;
+  return config.ok() ? config.value() : AgentConfig{};
+}
+
+std::string MustFail(const std::string& yaml) {
+  Result<AgentConfig> config = ParseAgentConfig(yaml, kSource);
+  EXPECT_FALSE(config.ok()) << "parsed:\n" << yaml;
+  return config.ok() ? std::string() : config.error();
+}
+
+// Expects an error "agent.yaml:LINE: KEY: ..." whose message contains `what`.
+void ExpectError(const std::string& yaml, int line, const std::string& key,
+                 const std::string& what) {
+  std::string error = MustFail(yaml);
+  std::string prefix = std::string(kSource) + ":" + std::to_string(line) + ": " + key + ": ";
+  EXPECT_EQ(error.substr(0, prefix.size()), prefix) << error;
+  EXPECT_NE(error.find(what), std::string::npos) << "missing \"" << what << "\" in: " << error;
+}
+
+// ------------------------------------------------------------------ Defaults
+
+TEST(AgentConfigTest, EmptyDocumentsGiveTheDefaults) {
+  for (const char* text : {"", "\n", "# only a comment\n", "---\n", "{}\n"}) {
+    EXPECT_EQ(MustParse(text), DefaultAgentConfig()) << "text: " << text;
+  }
+}
+
+TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
+  AgentConfig c = DefaultAgentConfig();
+  EXPECT_EQ(c.replica, "");
+  EXPECT_EQ(c.model, "");
+  EXPECT_FALSE(c.bytes_per_token.has_value());
+  EXPECT_EQ(c.tensor_parallel, 1);
+  EXPECT_EQ(c.page_tokens, 16);
+  EXPECT_EQ(c.engine.max_pages, 1048576u);
+  EXPECT_EQ(c.engine.touch_order, curve::TouchOrder::kTailFirst);
+  EXPECT_EQ(c.engine.coverage_share, 1.0);
+  EXPECT_EQ(c.engine.remembered_evictions, c.engine.max_pages);
+  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
+  EXPECT_EQ(c.curve.windows, windows);
+  EXPECT_EQ(c.curve.buckets_per_octave, 8u);
+  EXPECT_EQ(c.curve.page_hit_targets, (std::vector<double>{0.5, 0.9, 0.95, 0.99}));
+  EXPECT_EQ(c.curve.coverage_targets, (std::vector<double>{0.5, 0.9, 0.95, 0.99}));
+  EXPECT_TRUE(c.curve.capacities.empty());
+  EXPECT_EQ(c.curve.knee_window_min_requests, 100u);
+  EXPECT_EQ(c.web.listen_address, "127.0.0.1");
+  EXPECT_EQ(c.web.port, 8477);
+  EXPECT_EQ(c.web.refresh_seconds, 5);
+  EXPECT_EQ(c.state.path, "");
+  EXPECT_EQ(c.state.interval_seconds, 60);
+  EXPECT_FALSE(c.collectors.HasAnyCollector());
+  EXPECT_TRUE(c.alerts.enabled);
+  EXPECT_EQ(c.alerts.resend_interval_seconds, 60);
+
+  curve::EngineOptions options = ToEngineOptions(c.engine);
+  EXPECT_EQ(options.max_pages, 1048576u);
+  EXPECT_EQ(options.remembered_evictions, 1048576u);
+  EXPECT_EQ(options.touch_order, curve::TouchOrder::kTailFirst);
+}
+
+// The required keys of one item of each list of maps, with valid values.
+YAML::Node RequiredItem(const std::string& list_path) {
+  YAML::Node item(YAML::NodeType::Map);
+  item["name"] = "item";
+  if (list_path == "collectors.trace_files" || list_path == "collectors.engine_log") {
+    item["paths"].push_back("/tmp/a.log");
+  } else if (list_path == "collectors.kv_events") {
+    item["endpoints"].push_back("tcp://127.0.0.1:5557");
+  } else if (list_path == "collectors.engine_metrics") {
+    item["url"] = "http://127.0.0.1:8000/metrics";
+  } else {
+    ADD_FAILURE() << "no required keys known for " << list_path;
+  }
+  return item;
+}
+
+// A document holding the parents of a table path (maps, and lists with one item
+// holding the item's required keys), plus the key itself when value is given.
+std::string DocumentFor(const std::string& table_path, std::optional<YAML::Node> value) {
+  YAML::Node root(YAML::NodeType::Map);
+  YAML::Node current = root;
+  std::string walked;
+  std::stringstream segments(table_path);
+  std::vector<std::string> parts;
+  for (std::string part; std::getline(segments, part, '.');) parts.push_back(part);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    std::string part = parts[i];
+    bool list = part.size() > 2 && part.substr(part.size() - 2) == "[]";
+    if (list) part.resize(part.size() - 2);
+    walked += (walked.empty() ? "" : ".") + part;
+    if (i + 1 == parts.size()) {
+      if (value) current[part] = *value;
+      break;
+    }
+    if (!current[part].IsDefined()) {
+      if (list) {
+        current[part].push_back(RequiredItem(walked));
+      } else {
+        current[part] = YAML::Node(YAML::NodeType::Map);
+      }
+    }
+    YAML::Node next = list ? current[part][0] : current[part];
+    current.reset(next);
+  }
+  return YAML::Dump(root) + "\n";
+}
+
+// The key table is the documentation: every literal default it states must be
+// what the parser fills in when the key is absent.
+TEST(AgentConfigTest, EveryLiteralDefaultInTheTableIsTheRealDefault) {
+  int checked = 0;
+  for (const ConfigKey& key : ConfigKeys()) {
+    if (!key.default_is_literal) continue;
+    SCOPED_TRACE(std::string(key.path));
+    std::string without = DocumentFor(std::string(key.path), std::nullopt);
+    std::string with =
+        DocumentFor(std::string(key.path), YAML::Load(std::string(key.default_text)));
+    EXPECT_EQ(MustParse(with), MustParse(without)) << "with:\n" << with << "without:\n" << without;
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(AgentConfigTest, KeyTableIsWellFormed) {
+  std::set<std::string> paths;
+  for (const ConfigKey& key : ConfigKeys()) {
+    std::string path(key.path);
+    EXPECT_TRUE(paths.insert(path).second) << "duplicate " << path;
+    EXPECT_FALSE(key.description.empty()) << path;
+    EXPECT_FALSE(key.default_text.empty()) << path;
+    EXPECT_EQ(FindConfigKey(path), &key);
+    std::size_t dot = path.rfind('.');
+    if (dot == std::string::npos) continue;
+    std::string parent = path.substr(0, dot);
+    bool item = parent.size() > 2 && parent.substr(parent.size() - 2) == "[]";
+    if (item) parent.resize(parent.size() - 2);
+    ASSERT_TRUE(paths.count(parent)) << path << ": parent " << parent << " missing or later";
+    EXPECT_EQ(FindConfigKey(parent)->type, item ? ConfigType::kMapList : ConfigType::kMap) << path;
+  }
+  EXPECT_EQ(FindConfigKey("nope"), nullptr);
+}
+
+// ------------------------------------------------------------------ Value syntax
+
+TEST(AgentConfigTest, DurationsAcceptUnitsAndCompounds) {
+  struct Case {
+    const char* text;
+    double seconds;
+  };
+  for (Case c : {Case{"30s", 30}, Case{"5m", 300}, Case{"1h", 3600}, Case{"24h", 86400},
+                 Case{"1h30m", 5400}, Case{"250ms", 0.25}, Case{"1.5h", 5400}, Case{"2d", 172800},
+                 Case{"1m30s500ms", 90.5}, Case{"'90s'", 90}}) {
+    AgentConfig config = MustParse(std::string("state:\n  interval: ") + c.text + "\n");
+    EXPECT_DOUBLE_EQ(config.state.interval_seconds, c.seconds) << c.text;
+  }
+}
+
+TEST(AgentConfigTest, BadDurationsNameTheKey) {
+  for (const char* text : {"5", "5x", "m5", "''", "-5m", "5 m", "1h30", "h", "1..5s", "[5m]"}) {
+    SCOPED_TRACE(text);
+    ExpectError(std::string("state:\n  interval: ") + text + "\n", 2, "state.interval",
+                "expected a duration such as 250ms, 30s or 1h30m");
+  }
+  ExpectError("state:\n  interval: 0s\n", 2, "state.interval", "expected a duration > 0");
+  ExpectError(
+      "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n"
+      "      poll_interval: fast\n",
+      5, "collectors.trace_files[0].poll_interval", "got \"fast\"");
+}
+
+TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
+  struct Case {
+    const char* text;
+    std::uint64_t bytes;
+  };
+  for (Case c :
+       {Case{"1048576", 1048576}, Case{"64KiB", 65536}, Case{"1MiB", 1048576},
+        Case{"1 MiB", 1048576}, Case{"2KB", 2000}, Case{"1GiB", 1u << 30}, Case{"100B", 100}}) {
+    AgentConfig config = MustParse(std::string("collectors:\n  trace_files:\n    - name: a\n"
+                                               "      paths: [x]\n      max_line_bytes: ") +
+                                   c.text + "\n");
+    ASSERT_EQ(config.collectors.trace_files.size(), 1u);
+    EXPECT_EQ(config.collectors.trace_files[0].max_line_bytes, c.bytes) << c.text;
+  }
+  AgentConfig big = MustParse("bytes_per_token: 320KiB\n");
+  EXPECT_EQ(big.bytes_per_token, std::optional<std::uint64_t>(327680));
+}
+
+TEST(AgentConfigTest, BadSizesNameTheKey) {
+  const std::string head = "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n";
+  for (const char* text : {"1.5MiB", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
+    SCOPED_TRACE(text);
+    ExpectError(head + "      max_line_bytes: " + text + "\n", 5,
+                "collectors.trace_files[0].max_line_bytes", "expected a size");
+  }
+  ExpectError(head + "      max_line_bytes: 2GiB\n", 5, "collectors.trace_files[0].max_line_bytes",
+              "from 1 to 1073741824 bytes");
+  ExpectError(head + "      max_line_bytes: 0\n", 5, "collectors.trace_files[0].max_line_bytes",
+              "from 1 to");
+  ExpectError("bytes_per_token: 0\n", 1, "bytes_per_token", "expected a size from 1");
+}
+
+TEST(AgentConfigTest, WindowsAreSortedAndKeepTheirNames) {
+  AgentConfig config = MustParse("curve:\n  windows: [24h, 5m, 1h30m, 90s]\n");
+  std::vector<CurveWindow> expected = {{"90s", 90}, {"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
+  EXPECT_EQ(config.curve.windows, expected);
+}
+
+TEST(AgentConfigTest, TargetsAndCapacitiesAreSorted) {
+  AgentConfig config = MustParse(
+      "curve:\n  page_hit_targets: [0.99, 0.5, 1]\n  coverage_targets: []\n"
+      "  capacities: [5000, 100, 2000]\n");
+  EXPECT_EQ(config.curve.page_hit_targets, (std::vector<double>{0.5, 0.99, 1}));
+  EXPECT_TRUE(config.curve.coverage_targets.empty());
+  EXPECT_EQ(config.curve.capacities, (std::vector<std::uint64_t>{100, 2000, 5000}));
+}
+
+TEST(AgentConfigTest, RememberedEvictionsFollowsMaxPagesUnlessSet) {
+  AgentConfig follows = MustParse("engine:\n  max_pages: 5000\n");
+  EXPECT_EQ(follows.engine.remembered_evictions, 5000u);
+  AgentConfig unlimited = MustParse("engine:\n  max_pages: 5000\n  remembered_evictions: 0\n");
+  EXPECT_EQ(unlimited.engine.remembered_evictions, 0u);
+  EXPECT_EQ(ToEngineOptions(unlimited.engine).remembered_evictions, 0u);
+  AgentConfig before = MustParse("engine:\n  remembered_evictions: 7\n  max_pages: 5000\n");
+  EXPECT_EQ(before.engine.remembered_evictions, 7u);
+}
+
+TEST(AgentConfigTest, EmptyValuesMeanEmptyStringsListsAndMaps) {
+  AgentConfig config =
+      MustParse("replica:\nstate:\ncurve:\n  capacities: ~\nalerts:\n  webhooks:\n");
+  EXPECT_EQ(config, DefaultAgentConfig());
+  AgentConfig synth = MustParse("collectors:\n  synth:\n");
+  ASSERT_TRUE(synth.collectors.synth.has_value());
+  EXPECT_EQ(*synth.collectors.synth, SynthSettings{});
+  EXPECT_TRUE(synth.collectors.HasAnyCollector());
+  ExpectError("web:\n  port:\n", 2, "web.port", "got no value");
+}
+
+// ------------------------------------------------------------------ Errors
+
+TEST(AgentConfigTest, UnknownTopLevelKeyNamesKeyAndLine) {
+  ExpectError("replica: r1\n\nwebb:\n  port: 1\n", 3, "webb",
+              "unknown key; expected one of: replica, model_label, model");
+}
+
+TEST(AgentConfigTest, UnknownKeyInsideAListItemGivesItsFullPath) {
+  ExpectError(
+      "collectors:\n"
+      "  trace_files:\n"
+      "    - name: a\n"
+      "      paths: [x]\n"
+      "    - name: b\n"
+      "      paths: [y]\n"
+      "      path: z\n",
+      7, "collectors.trace_files[1].path", "unknown key; expected one of: name, paths, start_at");
+  ExpectError("engine:\n  max_page: 10\n", 2, "engine.max_page", "unknown key");
+}
+
+TEST(AgentConfigTest, WrongTypesNameKeyAndLine) {
+  ExpectError("web:\n  port: \"8477\"\n", 2, "web.port",
+              "expected an integer 0 to 65535, got the quoted string \"8477\"");
+  ExpectError("web:\n  port: http\n", 2, "web.port", "got \"http\"");
+  ExpectError("page_tokens: 1.5\n", 1, "page_tokens", "expected an integer 1 to 2147483647");
+  ExpectError("curve:\n  windows: 5m\n", 2, "curve.windows", "expected a list of durations");
+  ExpectError("engine: 5\n", 1, "engine", "expected a map, got \"5\"");
+  ExpectError("replica: [a, b]\n", 1, "replica", "expected a string, got a list");
+  ExpectError("alerts:\n  enabled: maybe\n", 2, "alerts.enabled", "expected true or false");
+  ExpectError(
+      "collectors:\n  kv_events:\n    - name: k\n      endpoints: [tcp://h:1]\n"
+      "      bind: 'true'\n",
+      5, "collectors.kv_events[0].bind", "expected true or false");
+  ExpectError("collectors:\n  trace_files:\n    - just-a-string\n", 3, "collectors.trace_files[0]",
+              "expected a map");
+  ExpectError("collectors:\n  trace_files:\n    name: a\n", 3, "collectors.trace_files",
+              "expected a list of maps");
+  ExpectError("- a\n- b\n", 1, "(top level)", "expected a map of keys");
+}
+
+TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
+  ExpectError("web:\n  port: 70000\n", 2, "web.port", "0 to 65535");
+  ExpectError("web:\n  port: -1\n", 2, "web.port", "0 to 65535");
+  ExpectError("web:\n  refresh_seconds: 0\n", 2, "web.refresh_seconds", "1 to 2147483647");
+  ExpectError("web:\n  listen_address: ''\n", 2, "web.listen_address", "expected an address");
+  ExpectError("page_tokens: 0\n", 1, "page_tokens", "1 to 2147483647");
+  ExpectError("tensor_parallel: 0\n", 1, "tensor_parallel", "1 to 2147483647");
+  ExpectError("engine:\n  max_pages: 0\n", 2, "engine.max_pages", "1 to 2147483648");
+  ExpectError("engine:\n  max_pages: 2147483649\n", 2, "engine.max_pages", "1 to 2147483648");
+  ExpectError("engine:\n  coverage_share: 0\n", 2, "engine.coverage_share", "in (0, 1]");
+  ExpectError("engine:\n  coverage_share: 1.01\n", 2, "engine.coverage_share", "in (0, 1]");
+  ExpectError("engine:\n  touch_order: tail_first\n", 2, "engine.touch_order",
+              "one of tail-first, head-first");
+  ExpectError("engine:\n  remembered_evictions: -1\n", 2, "engine.remembered_evictions", ">= 0");
+  ExpectError("curve:\n  buckets_per_octave: 3\n", 2, "curve.buckets_per_octave", "4 to 64");
+  ExpectError("curve:\n  buckets_per_octave: 65\n", 2, "curve.buckets_per_octave", "4 to 64");
+  ExpectError("curve:\n  knee_sensitivity: 0\n", 2, "curve.knee_sensitivity", "> 0");
+  ExpectError("curve:\n  knee_sensitivity: .nan\n", 2, "curve.knee_sensitivity", "> 0");
+  ExpectError("curve:\n  page_hit_targets:\n    - 0.5\n    - 1.5\n", 4, "curve.page_hit_targets[1]",
+              "in (0, 1]");
+  ExpectError("curve:\n  coverage_targets: [0.9, 0.9]\n", 2, "curve.coverage_targets[1]",
+              "duplicate of curve.coverage_targets[0]");
+  ExpectError("curve:\n  windows: []\n", 2, "curve.windows",
+              "at least one window, got an empty list");
+  ExpectError("curve:\n  windows: [5m, 1h, 60m]\n", 2, "curve.windows[2]",
+              "the same duration as curve.windows[1]");
+  ExpectError("curve:\n  capacities: [0]\n", 2, "curve.capacities[0]", ">= 1");
+  ExpectError("curve:\n  capacities: [10, 10]\n", 2, "curve.capacities[1]", "duplicate");
+  ExpectError("curve:\n  capacities:\n    - 100\n    - 2000\nengine:\n  max_pages: 1000\n", 4,
+              "curve.capacities[1]", "beyond engine.max_pages (1000)");
+  ExpectError("collectors:\n  synth:\n    rate: 0\n", 3, "collectors.synth.rate", "> 0");
+  ExpectError("collectors:\n  synth:\n    one_shot_fraction: 2\n", 3,
+              "collectors.synth.one_shot_fraction", "in [0, 1]");
+  ExpectError("collectors:\n  synth:\n    tenants: 60001\n", 3, "collectors.synth.tenants",
+              "1 to 60000");
+  ExpectError("collectors:\n  synth:\n    shift_start: 5m\n", 3, "collectors.synth.shift_start",
+              "set together with collectors.synth.shift_end");
+  ExpectError("collectors:\n  synth:\n    shift_start: 5m\n    shift_end: 5m\n", 4,
+              "collectors.synth.shift_end", "must be after shift_start");
+}
+
+TEST(AgentConfigTest, CollectorValuesAreChecked) {
+  const std::string kv = "collectors:\n  kv_events:\n    - name: k\n";
+  ExpectError(kv + "      endpoints: [tcp://127.0.0.1:1, 'http://x']\n", 4,
+              "collectors.kv_events[0].endpoints[1]", "tcp://, ipc:// or inproc://");
+  ExpectError(kv + "      endpoints: []\n", 4, "collectors.kv_events[0].endpoints",
+              "at least one item");
+  ExpectError(kv + "      endpoints: [ipc:///tmp/kv]\n      replay_endpoint: 'localhost:1'\n", 5,
+              "collectors.kv_events[0].replay_endpoint", "ZeroMQ endpoint");
+  const std::string metrics = "collectors:\n  engine_metrics:\n    - name: m\n";
+  ExpectError(metrics + "      url: 127.0.0.1:8000/metrics\n", 4,
+              "collectors.engine_metrics[0].url", "http:// or https://");
+  ExpectError(metrics + "      url: http://h/metrics\n      timeout: 20s\n", 5,
+              "collectors.engine_metrics[0].timeout", "20s is longer than interval (15s)");
+  ExpectError("collectors:\n  engine_log:\n    - name: l\n      paths: [a]\n      engine: tgi\n", 5,
+              "collectors.engine_log[0].engine", "one of auto, vllm, sglang");
+  ExpectError("collectors:\n  trace_files:\n    - name: a\n      paths: ['']\n", 4,
+              "collectors.trace_files[0].paths[0]", "empty string");
+  ExpectError("collectors:\n  trace_files:\n    - name: 'a b'\n      paths: [x]\n", 3,
+              "collectors.trace_files[0].name", "A-Z a-z 0-9 _ . -");
+  ExpectError("collectors:\n  trace_files:\n    - name: synth\n      paths: [x]\n", 3,
+              "collectors.trace_files[0].name", "reserved");
+  ExpectError(
+      "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n"
+      "      timestamp_unit: us\n",
+      5, "collectors.trace_files[0].timestamp_unit", "one of auto, ms, s");
+  ExpectError(
+      "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n"
+      "      tenant_fields: ['a\"b']\n",
+      5, "collectors.trace_files[0].tenant_fields[0]", "without '\"'");
+  ExpectError("alerts:\n  alertmanagers: [alertmanager:9093]\n", 2, "alerts.alertmanagers[0]",
+              "http:// or https://");
+  ExpectError("alerts:\n  webhooks: ['https://a b']\n", 2, "alerts.webhooks[0]", "URL");
+}
+
+TEST(AgentConfigTest, MissingRequiredKeysNameTheItem) {
+  ExpectError("collectors:\n  trace_files:\n    - name: a\n", 3, "collectors.trace_files[0].paths",
+              "required key missing");
+  ExpectError("collectors:\n  engine_metrics:\n    - url: http://h/m\n", 3,
+              "collectors.engine_metrics[0].name", "required key missing");
+  ExpectError("collectors:\n  kv_events:\n    - name: k\n", 3, "collectors.kv_events[0].endpoints",
+              "required key missing");
+}
+
+TEST(AgentConfigTest, DuplicateCollectorNamesAreErrors) {
+  ExpectError(
+      "collectors:\n"
+      "  trace_files:\n"
+      "    - name: a\n"
+      "      paths: [x]\n"
+      "  engine_log:\n"
+      "    - name: a\n"
+      "      paths: [y]\n",
+      6, "collectors.engine_log[0].name", "already used by collectors.trace_files[0].name");
+  ExpectError(
+      "collectors:\n"
+      "  trace_files:\n"
+      "    - {name: a, paths: [x], checkpoint: /s/c}\n"
+      "    - {name: b, paths: [y], checkpoint: /s/c}\n",
+      4, "collectors.trace_files[1].checkpoint", "already used by collectors.trace_files[0]");
+}
+
+TEST(AgentConfigTest, DuplicateKeysAreErrors) {
+  ExpectError("web:\n  port: 1\n  port: 2\n", 3, "web.port", "duplicate key");
+}
+
+TEST(AgentConfigTest, AtMostOneModelSourceAndTheSecondIsNamed) {
+  ExpectError("model: llama-3-70b\npage_tokens: 16\nbytes_per_token: 1000\n", 3, "bytes_per_token",
+              "at most one of model, model_config and bytes_per_token may be set; model is "
+              "already set");
+  ExpectError("model_config: /m/config.json\nmodel: llama-3-8b\n", 2, "model",
+              "model_config is already set");
+  // The empty default is not a source.
+  AgentConfig config = MustParse("model: ''\nmodel_config: /m/config.json\n");
+  EXPECT_EQ(config.model_config, "/m/config.json");
+}
+
+TEST(AgentConfigTest, ModelKeysAreValidated) {
+  ExpectError("model: llama-9\n", 1, "model", "llama-3-70b");  // the error lists the presets
+  ExpectError("model: llama-3-70b\nkv_dtype: int3\n", 2, "kv_dtype", "int3");
+  ExpectError("model: llama-3-70b\ntensor_parallel: 3\n", 2, "tensor_parallel", "3");
+  ExpectError("kv_dtype: fp8\n", 1, "kv_dtype", "applies to model or model_config");
+  ExpectError("bytes_per_token: 1000\ntensor_parallel: 2\n", 2, "tensor_parallel",
+              "does not apply to bytes_per_token");
+  AgentConfig config = MustParse("model: Llama-3-70B\nkv_dtype: fp8\ntensor_parallel: 16\n");
+  EXPECT_EQ(config.model, "Llama-3-70B");
+  EXPECT_EQ(config.kv_dtype, "fp8");
+  EXPECT_EQ(config.tensor_parallel, 16);
+  EXPECT_EQ(MustParse("model_config: c.json\ntensor_parallel: 3\n").tensor_parallel, 3);
+}
+
+TEST(AgentConfigTest, YamlSyntaxErrorsAndExtraDocumentsGiveTheLine) {
+  std::string error = MustFail("replica: r\ncurve:\n  windows: [5m, 1h\n");
+  EXPECT_EQ(error.rfind("agent.yaml:", 0), 0u) << error;
+  EXPECT_NE(error.find("invalid YAML"), std::string::npos) << error;
+  ExpectError("replica: a\n---\nreplica: b\n", 3, "(top level)", "one YAML document");
+}
+
+// ------------------------------------------------------------------ A full config
+
+constexpr char kFullConfig[] = R"(# kvwatch beside replica 3 of the chat deployment
+replica: chat-3
+model_label: llama-3-70b-instruct
+model: llama-3-70b
+kv_dtype: fp8
+tensor_parallel: 4
+page_tokens: 16
+
+engine:
+  max_pages: 2000000
+  touch_order: head-first
+  coverage_share: 0.9
+  remembered_evictions: 0
+
+curve:
+  windows: [24h, 5m, 1h30m]
+  buckets_per_octave: 16
+  page_hit_targets: [0.99, 0.5, 0.8]
+  coverage_targets: [0.9]
+  capacities: [400000, 120000]
+  knee_sensitivity: 1.5
+  knee_window_min_requests: 500
+
+web:
+  listen_address: 0.0.0.0
+  port: 18477
+  config_file: /etc/kvwatch/web.yml
+  refresh_seconds: 10
+
+state:
+  path: /var/lib/kvwatch
+  interval: 5m
+
+collectors:
+  trace_files:
+    - name: mooncake
+      paths: ["/var/log/vllm/requests-*.jsonl"]
+      start_at: beginning
+      checkpoint: /var/lib/kvwatch/mooncake.ckpt
+      timestamp_unit: ms
+      tenant_fields: [tenant]
+      max_line_bytes: 4MiB
+      poll_interval: 1s
+    - name: bailian
+      paths:
+        - /data/a.jsonl
+        - /data/b.jsonl
+  kv_events:
+    - name: vllm-events
+      endpoints: [tcp://127.0.0.1:5557]
+      topic: kv
+      replay_endpoint: tcp://127.0.0.1:5558
+      bind: true
+  engine_log:
+    - name: vllm-log
+      paths: [/var/log/vllm/engine.log]
+      engine: vllm
+  engine_metrics:
+    - name: vllm-metrics
+      url: http://127.0.0.1:8000/metrics
+      interval: 30s
+      timeout: 10s
+  synth:
+    rate: 20
+    seed: 7
+    tenants: 8
+    sessions: 100
+    one_shot_fraction: 0.5
+    shift_start: 10m
+    shift_end: 20m
+
+alerts:
+  enabled: false
+  alertmanagers: [http://alertmanager:9093]
+  webhooks: ["https://hooks.example.com/kvwatch"]
+  resend_interval: 2m
+)";
+
+TEST(AgentConfigTest, FullRealisticConfig) {
+  AgentConfig c = MustParse(kFullConfig);
+  EXPECT_EQ(c.replica, "chat-3");
+  EXPECT_EQ(c.model_label, "llama-3-70b-instruct");
+  EXPECT_EQ(c.model, "llama-3-70b");
+  EXPECT_EQ(c.model_config, "");
+  EXPECT_FALSE(c.bytes_per_token.has_value());
+  EXPECT_EQ(c.kv_dtype, "fp8");
+  EXPECT_EQ(c.tensor_parallel, 4);
+  EXPECT_EQ(c.page_tokens, 16);
+
+  EXPECT_EQ(c.engine.max_pages, 2000000u);
+  EXPECT_EQ(c.engine.touch_order, curve::TouchOrder::kHeadFirst);
+  EXPECT_EQ(c.engine.coverage_share, 0.9);
+  EXPECT_EQ(c.engine.remembered_evictions, 0u);
+
+  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
+  EXPECT_EQ(c.curve.windows, windows);
+  EXPECT_EQ(c.curve.buckets_per_octave, 16u);
+  EXPECT_EQ(c.curve.page_hit_targets, (std::vector<double>{0.5, 0.8, 0.99}));
+  EXPECT_EQ(c.curve.coverage_targets, (std::vector<double>{0.9}));
+  EXPECT_EQ(c.curve.capacities, (std::vector<std::uint64_t>{120000, 400000}));
+  EXPECT_EQ(c.curve.knee_sensitivity, 1.5);
+  EXPECT_EQ(c.curve.knee_window_min_requests, 500u);
+
+  EXPECT_EQ(c.web.listen_address, "0.0.0.0");
+  EXPECT_EQ(c.web.port, 18477);
+  EXPECT_EQ(c.web.config_file, "/etc/kvwatch/web.yml");
+  EXPECT_EQ(c.web.refresh_seconds, 10);
+  EXPECT_EQ(c.state.path, "/var/lib/kvwatch");
+  EXPECT_EQ(c.state.interval_seconds, 300);
+
+  const CollectorSettings& col = c.collectors;
+  ASSERT_EQ(col.trace_files.size(), 2u);
+  const TraceFileSettings& mooncake = col.trace_files[0];
+  EXPECT_EQ(mooncake.name, "mooncake");
+  EXPECT_EQ(mooncake.paths, (std::vector<std::string>{"/var/log/vllm/requests-*.jsonl"}));
+  EXPECT_EQ(mooncake.start_at, StartAt::kBeginning);
+  EXPECT_EQ(mooncake.checkpoint, "/var/lib/kvwatch/mooncake.ckpt");
+  EXPECT_EQ(mooncake.timestamp_unit, collectors::TimestampUnit::kMilliseconds);
+  EXPECT_EQ(mooncake.tenant_fields, (std::vector<std::string>{"tenant"}));
+  EXPECT_EQ(mooncake.max_line_bytes, 4u << 20);
+  EXPECT_EQ(mooncake.poll_interval_seconds, 1);
+  TraceFileSettings bailian;
+  bailian.name = "bailian";
+  bailian.paths = {"/data/a.jsonl", "/data/b.jsonl"};
+  EXPECT_EQ(col.trace_files[1], bailian);  // everything else defaulted
+
+  ASSERT_EQ(col.kv_events.size(), 1u);
+  EXPECT_EQ(col.kv_events[0],
+            (KvEventsSettings{
+                "vllm-events", {"tcp://127.0.0.1:5557"}, "kv", "tcp://127.0.0.1:5558", true}));
+  ASSERT_EQ(col.engine_log.size(), 1u);
+  EXPECT_EQ(col.engine_log[0],
+            (EngineLogSettings{"vllm-log", {"/var/log/vllm/engine.log"}, LogEngine::kVllm}));
+  ASSERT_EQ(col.engine_metrics.size(), 1u);
+  EXPECT_EQ(col.engine_metrics[0],
+            (EngineMetricsSettings{"vllm-metrics", "http://127.0.0.1:8000/metrics", 30, 10}));
+  ASSERT_TRUE(col.synth.has_value());
+  EXPECT_EQ(*col.synth, (SynthSettings{20, 7, 8, 100, 0.5, 600.0, 1200.0}));
+
+  EXPECT_FALSE(c.alerts.enabled);
+  EXPECT_EQ(c.alerts.alertmanagers, (std::vector<std::string>{"http://alertmanager:9093"}));
+  EXPECT_EQ(c.alerts.webhooks, (std::vector<std::string>{"https://hooks.example.com/kvwatch"}));
+  EXPECT_EQ(c.alerts.resend_interval_seconds, 120);
+}
+
+// The full example exercises every key of the table, so no described key is left
+// without a parser (that would be an "internal error" above).
+void CollectPaths(const YAML::Node& node, const std::string& pattern, std::set<std::string>* out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      std::string child = pattern.empty() ? kv.first.Scalar() : pattern + "." + kv.first.Scalar();
+      out->insert(child);
+      CollectPaths(kv.second, child, out);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) {
+      if (item.IsMap()) CollectPaths(item, pattern + "[]", out);
+    }
+  }
+}
+
+TEST(AgentConfigTest, FullConfigCoversEveryKeyOfTheTable) {
+  std::set<std::string> written;
+  CollectPaths(YAML::Load(kFullConfig), "", &written);
+  for (const ConfigKey& key : ConfigKeys()) {
+    std::string path(key.path);
+    if (path == "model_config" || path == "bytes_per_token") continue;  // exclusive with model
+    EXPECT_TRUE(written.count(path)) << path << " is not in the full example";
+  }
+  AgentConfig other = MustParse("model_config: /m/config.json\n");
+  EXPECT_EQ(other.model_config, "/m/config.json");
+  EXPECT_EQ(MustParse("bytes_per_token: 4096\n").bytes_per_token,
+            std::optional<std::uint64_t>(4096));
+}
+
+// ------------------------------------------------------------------ Files
+
+TEST(AgentConfigTest, LoadAgentConfigFileUsesThePathAsSource) {
+  std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "agent_config_test";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "agent.yaml").string();
+  {
+    std::ofstream out(path);
+    out << "replica: r7\nweb:\n  port: 99999\n";
+  }
+  Result<AgentConfig> bad = LoadAgentConfigFile(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().rfind(path + ":3: web.port: ", 0), 0u) << bad.error();
+  {
+    std::ofstream out(path);
+    out << "replica: r7\n";
+  }
+  Result<AgentConfig> good = LoadAgentConfigFile(path);
+  ASSERT_TRUE(good.ok()) << good.error();
+  EXPECT_EQ(good.value().replica, "r7");
+  Result<AgentConfig> missing = LoadAgentConfigFile((dir / "absent.yaml").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().find("absent.yaml: cannot open"), std::string::npos) << missing.error();
+  std::filesystem::remove_all(dir);
+}
+
+// ------------------------------------------------------------------ The reference
+
+TEST(AgentConfigTest, ReferenceRendersEveryKeyOnce) {
+  std::string markdown = ConfigReferenceMarkdown();
+  ASSERT_FALSE(markdown.empty());
+  EXPECT_EQ(markdown.back(), '\n');
+  EXPECT_EQ(markdown.rfind("| key | type | default | meaning |\n", 0), 0u);
+  for (const ConfigKey& key : ConfigKeys()) {
+    std::string row =
+        "| `" + std::string(key.path) + "` | " + std::string(ConfigTypeName(key.type)) + " | ";
+    std::size_t at = markdown.find(row);
+    EXPECT_NE(at, std::string::npos) << row;
+    EXPECT_EQ(markdown.find(row, at + 1), std::string::npos) << row;
+  }
+  EXPECT_NE(markdown.find("| `web.port` | integer | `8477` |"), std::string::npos);
+  EXPECT_NE(markdown.find("| `curve.windows` | list of durations | `[\"5m\", \"1h\", \"24h\"]` |"),
+            std::string::npos);
+}
+
+constexpr char kBegin[] = "<!-- config-reference:begin -->";
+constexpr char kEnd[] = "<!-- config-reference:end -->";
+
+// README.md holds ConfigReferenceMarkdown() between the marker lines. Run with
+// KVWATCH_UPDATE_CONFIG_REFERENCE=1 to rewrite that section in place.
+TEST(AgentConfigTest, ReadmeHoldsTheGeneratedReference) {
+  const std::string readme_path = std::string(KVWATCH_SOURCE_DIR) + "/README.md";
+  std::ifstream in(readme_path, std::ios::binary);
+  ASSERT_TRUE(in) << "cannot open " << readme_path;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string readme = buffer.str();
+  const std::string how =
+      "Regenerate it: run this test with KVWATCH_UPDATE_CONFIG_REFERENCE=1 (it rewrites the "
+      "text between the marker lines of README.md), or paste the output of "
+      "`kvwatch config-reference` (config::ConfigReferenceMarkdown()) between the lines\n  " +
+      std::string(kBegin) + "\n  " + kEnd + "\n";
+
+  const std::size_t begin = readme.find(std::string(kBegin) + "\n");
+  ASSERT_NE(begin, std::string::npos)
+      << readme_path << " has no line " << kBegin << " (nor " << kEnd
+      << "): add both lines where the agent's config reference belongs. " << how;
+  const std::size_t start = begin + std::string(kBegin).size() + 1;
+  const std::size_t end = readme.find(kEnd, start);
+  ASSERT_NE(end, std::string::npos)
+      << readme_path << " has " << kBegin << " but no " << kEnd << " after it. " << how;
+  ASSERT_TRUE(end == start || readme[end - 1] == '\n')
+      << kEnd << " must start a line in " << readme_path;
+
+  const std::string expected = ConfigReferenceMarkdown();
+  const std::string actual = readme.substr(start, end - start);
+  if (actual != expected && std::getenv("KVWATCH_UPDATE_CONFIG_REFERENCE") != nullptr) {
+    std::ofstream out(readme_path, std::ios::binary | std::ios::trunc);
+    out << readme.substr(0, start) << expected << readme.substr(end);
+    ASSERT_TRUE(out.good()) << "cannot write " << readme_path;
+    GTEST_SKIP() << "rewrote the config reference in " << readme_path;
+  }
+  EXPECT_EQ(actual, expected) << "The config reference in " << readme_path
+                              << " is not what the code generates. " << how;
+}
+
+}  // namespace
+}  // namespace kvwatch::config
