@@ -22,6 +22,7 @@
 #include "agent/replay_result.h"
 #include "agent/version.h"
 #include "agent/web_page.h"
+#include "curve/byte_io.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -69,21 +70,6 @@ curve::Status WriteFileAtomically(const std::string& path, const std::vector<std
 // State file: magic, version, the configuration fingerprint, then sections.
 constexpr char kStateMagic[8] = {'K', 'V', 'W', 'S', 'T', 'A', 'T', 'E'};
 constexpr std::uint32_t kStateVersion = 1;
-
-template <class T>
-void Put(std::vector<std::uint8_t>* out, T v) {
-  std::uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out->insert(out->end(), b, b + sizeof(T));
-}
-
-template <class T>
-bool Get(std::span<const std::uint8_t>* in, T* v) {
-  if (in->size() < sizeof(T)) return false;
-  std::memcpy(v, in->data(), sizeof(T));
-  *in = in->subspan(sizeof(T));
-  return true;
-}
 
 }  // namespace
 
@@ -224,19 +210,19 @@ curve::Status Agent::SaveState() {
   std::vector<std::uint8_t> bytes(kStateMagic, kStateMagic + sizeof(kStateMagic));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Put(&bytes, kStateVersion);
+    curve::AppendPod(&bytes, kStateVersion);
     const std::string fp = ConfigFingerprint();
-    Put<std::uint64_t>(&bytes, fp.size());
+    curve::AppendPod<std::uint64_t>(&bytes, fp.size());
     bytes.insert(bytes.end(), fp.begin(), fp.end());
     const std::vector<std::uint8_t> engine = engine_.Serialize();
-    Put<std::uint64_t>(&bytes, engine.size());
+    curve::AppendPod<std::uint64_t>(&bytes, engine.size());
     bytes.insert(bytes.end(), engine.begin(), engine.end());
     lifetime_.Serialize(&bytes);
-    Put(&bytes, hit_capacity_sum_);
-    Put(&bytes, required_capacity_sum_);
+    curve::AppendPod(&bytes, hit_capacity_sum_);
+    curve::AppendPod(&bytes, required_capacity_sum_);
     windows_->Serialize(&bytes);
-    Put(&bytes, last_record_time_);
-    Put(&bytes, last_record_wall_);
+    curve::AppendPod(&bytes, last_record_time_);
+    curve::AppendPod(&bytes, last_record_wall_);
   }
   curve::Status s = WriteFileAtomically(options_.state_path, bytes);
   if (!s.ok()) {
@@ -280,15 +266,15 @@ void Agent::LoadState() {
     return reject("not a kvwatch state file");
   }
   in = in.subspan(sizeof(kStateMagic));
-  if (!Get(&in, &version) || version != kStateVersion) return reject("version " + std::to_string(version));
-  if (!Get(&in, &n) || n > in.size()) return reject("truncated");
+  if (!curve::ReadPod(&in, &version) || version != kStateVersion) return reject("version " + std::to_string(version));
+  if (!curve::ReadPod(&in, &n) || n > in.size()) return reject("truncated");
   const std::string fp(reinterpret_cast<const char*>(in.data()), n);
   in = in.subspan(n);
   if (fp != ConfigFingerprint()) return reject("saved with other settings: " + fp);
-  if (!Get(&in, &n) || n > in.size() || !engine_.Deserialize(in.subspan(0, n))) return reject("engine state");
+  if (!curve::ReadPod(&in, &n) || n > in.size() || !engine_.Deserialize(in.subspan(0, n))) return reject("engine state");
   in = in.subspan(n);
-  if (!lifetime_.Deserialize(&in) || !Get(&in, &hit_capacity_sum_) || !Get(&in, &required_capacity_sum_) ||
-      !windows_->Deserialize(&in) || !Get(&in, &last_record_time_) || !Get(&in, &last_record_wall_) ||
+  if (!lifetime_.Deserialize(&in) || !curve::ReadPod(&in, &hit_capacity_sum_) || !curve::ReadPod(&in, &required_capacity_sum_) ||
+      !windows_->Deserialize(&in) || !curve::ReadPod(&in, &last_record_time_) || !curve::ReadPod(&in, &last_record_wall_) ||
       !in.empty()) {
     return reject("curves");
   }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "curve/byte_io.h"
+
 namespace kvwatch::curve {
 namespace {
 
@@ -12,32 +14,17 @@ std::uint64_t CeilCount(double x) {
   return static_cast<std::uint64_t>(std::ceil(x - 1e-9 * std::max(1.0, x)));
 }
 
-template <class T>
-void Put(std::vector<std::uint8_t>* out, T v) {
-  std::uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out->insert(out->end(), b, b + sizeof(T));
-}
-
-template <class T>
-bool Get(std::span<const std::uint8_t>* in, T* v) {
-  if (in->size() < sizeof(T)) return false;
-  std::memcpy(v, in->data(), sizeof(T));
-  *in = in->subspan(sizeof(T));
-  return true;
-}
-
 void PutVector(std::vector<std::uint8_t>* out, const std::vector<std::uint64_t>& v) {
-  Put<std::uint64_t>(out, v.size());
-  for (std::uint64_t x : v) Put(out, x);
+  AppendPod<std::uint64_t>(out, v.size());
+  for (std::uint64_t x : v) AppendPod(out, x);
 }
 
 bool GetVector(std::span<const std::uint8_t>* in, std::size_t expected, std::vector<std::uint64_t>* v) {
   std::uint64_t n = 0;
-  if (!Get(in, &n) || n != expected) return false;
+  if (!ReadPod(in, &n) || n != expected) return false;
   v->assign(n, 0);
   for (auto& x : *v) {
-    if (!Get(in, &x)) return false;
+    if (!ReadPod(in, &x)) return false;
   }
   return true;
 }
@@ -180,7 +167,7 @@ std::optional<std::uint64_t> BucketedCurve::WorkingSetForCoverage(double fractio
 void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
   for (std::uint64_t v : {requests_, page_refs_, unlimited_page_hits_, cold_misses_, beyond_tracked_,
                           required_beyond_}) {
-    Put(out, v);
+    AppendPod(out, v);
   }
   PutVector(out, hits_);
   PutVector(out, depth_);
@@ -190,7 +177,7 @@ void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
 bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
   for (std::uint64_t* v : {&requests_, &page_refs_, &unlimited_page_hits_, &cold_misses_, &beyond_tracked_,
                            &required_beyond_}) {
-    if (!Get(in, v)) return false;
+    if (!ReadPod(in, v)) return false;
   }
   const std::size_t n = bounds_->size();
   return GetVector(in, n, &hits_) && GetVector(in, n, &depth_) && GetVector(in, n, &required_);
@@ -259,13 +246,13 @@ BucketedCurve WindowedCurves::Window(std::size_t i) const {
 }
 
 void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
-  Put<std::uint8_t>(out, started_ ? 1 : 0);
-  Put(out, now_);
-  Put(out, late_requests_);
-  Put<std::uint64_t>(out, windows_.size());
+  AppendPod<std::uint8_t>(out, started_ ? 1 : 0);
+  AppendPod(out, now_);
+  AppendPod(out, late_requests_);
+  AppendPod<std::uint64_t>(out, windows_.size());
   for (const Ring& w : windows_) {
-    Put(out, w.duration_s);
-    Put(out, w.newest_slice);
+    AppendPod(out, w.duration_s);
+    AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
   }
 }
@@ -273,13 +260,13 @@ void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
 bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
   std::uint8_t started = 0;
   std::uint64_t n = 0;
-  if (!Get(in, &started) || !Get(in, &now_) || !Get(in, &late_requests_) || !Get(in, &n) || n != windows_.size()) {
+  if (!ReadPod(in, &started) || !ReadPod(in, &now_) || !ReadPod(in, &late_requests_) || !ReadPod(in, &n) || n != windows_.size()) {
     return false;
   }
   started_ = started != 0;
   for (Ring& w : windows_) {
     double d = 0;
-    if (!Get(in, &d) || d != w.duration_s || !Get(in, &w.newest_slice)) return false;
+    if (!ReadPod(in, &d) || d != w.duration_s || !ReadPod(in, &w.newest_slice)) return false;
     for (BucketedCurve& slice : w.ring) {
       if (!slice.Deserialize(in)) return false;
     }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "curve/byte_io.h"
+
 namespace kvwatch::curve {
 namespace {
 
@@ -240,47 +242,23 @@ namespace {
 
 constexpr char kMagic[8] = {'K', 'V', 'W', 'S', 'D', 'E', '0', '1'};
 
-template <class T>
-void Put(std::vector<std::uint8_t>* out, T v) {
-  std::uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out->insert(out->end(), b, b + sizeof(T));
-}
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
-  template <class T>
-  bool Get(T* v) {
-    if (bytes_.size() - pos_ < sizeof(T)) return false;
-    std::memcpy(v, bytes_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-  bool done() const { return pos_ == bytes_.size(); }
-
- private:
-  std::span<const std::uint8_t> bytes_;
-  std::size_t pos_ = 0;
-};
-
 }  // namespace
 
 std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
   std::vector<std::uint8_t> out(kMagic, kMagic + sizeof(kMagic));
-  Put<std::uint32_t>(&out, options_.max_pages);
-  Put<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
-  Put<std::uint64_t>(&out, options_.remembered_evictions);
-  Put<std::uint64_t>(&out, evicted_pages_);
-  Put<std::uint32_t>(&out, live_);
+  AppendPod<std::uint32_t>(&out, options_.max_pages);
+  AppendPod<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
+  AppendPod<std::uint64_t>(&out, options_.remembered_evictions);
+  AppendPod<std::uint64_t>(&out, evicted_pages_);
+  AppendPod<std::uint32_t>(&out, live_);
   for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
     for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
-      Put<std::uint64_t>(&out, slot_page_[w * kBlockBits + std::countr_zero(bits)]);
+      AppendPod<std::uint64_t>(&out, slot_page_[w * kBlockBits + std::countr_zero(bits)]);
     }
   }
-  Put<std::uint64_t>(&out, evicted_young_.size() + evicted_old_.size());
+  AppendPod<std::uint64_t>(&out, evicted_young_.size() + evicted_old_.size());
   auto put_keys = [&](const PageMap& m) {
-    const_cast<PageMap&>(m).ForEach([&](std::uint64_t k, std::uint32_t&) { Put(&out, k); });
+    const_cast<PageMap&>(m).ForEach([&](std::uint64_t k, std::uint32_t&) { AppendPod(&out, k); });
   };
   put_keys(evicted_young_);
   put_keys(evicted_old_);
@@ -289,18 +267,18 @@ std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
 
 bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
   Clear();
-  Reader r(bytes);
+  std::span<const std::uint8_t> in = bytes;
   char magic[sizeof(kMagic)];
   for (char& c : magic) {
-    if (!r.Get(&c)) return false;
+    if (!ReadPod(&in, &c)) return false;
   }
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return false;
   EngineOptions opts;
   std::uint8_t order = 0;
   std::uint64_t evicted_pages = 0;
   std::uint32_t live = 0;
-  if (!r.Get(&opts.max_pages) || !r.Get(&order) || !r.Get(&opts.remembered_evictions) ||
-      !r.Get(&evicted_pages) || !r.Get(&live) || order > 1 || opts.max_pages == 0 ||
+  if (!ReadPod(&in, &opts.max_pages) || !ReadPod(&in, &order) || !ReadPod(&in, &opts.remembered_evictions) ||
+      !ReadPod(&in, &evicted_pages) || !ReadPod(&in, &live) || order > 1 || opts.max_pages == 0 ||
       opts.max_pages >= kBeyondTracked || live > opts.max_pages) {
     return false;
   }
@@ -308,26 +286,26 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
   options_ = opts;
   for (std::uint32_t i = 0; i < live; ++i) {
     PageId page;
-    if (!r.Get(&page) || map_.Find(page) != nullptr) {
+    if (!ReadPod(&in, &page) || map_.Find(page) != nullptr) {
       Clear();
       return false;
     }
     Touch(page, nullptr);
   }
   std::uint64_t remembered = 0;
-  if (!r.Get(&remembered)) {
+  if (!ReadPod(&in, &remembered)) {
     Clear();
     return false;
   }
   for (std::uint64_t i = 0; i < remembered; ++i) {
     PageId page;
-    if (!r.Get(&page)) {
+    if (!ReadPod(&in, &page)) {
       Clear();
       return false;
     }
     if (!WasEvicted(page)) RememberEviction(page);
   }
-  if (!r.done()) {
+  if (!in.empty()) {
     Clear();
     return false;
   }
