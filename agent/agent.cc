@@ -509,7 +509,8 @@ void Agent::RegisterRoutes() {
     page.replica = options_.replica;
     page.refresh_seconds = options_.refresh_seconds;
     for (const WindowSpec& w : options_.windows) page.windows.push_back(w.name);
-    r.content_type = "text/html; charset=utf-8";
+    r.content_type = kIndexPageContentType;
+    r.headers.emplace_back("Content-Security-Policy", kIndexPageContentSecurityPolicy);
     r.body = RenderIndexPage(page);
     return r;
   });

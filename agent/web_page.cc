@@ -178,7 +178,7 @@ table#working-set td.message { text-align: left; color: var(--muted); }
       });
       if (!response.ok) {
         const text = 'HTTP ' + response.status + (response.statusText ? ' ' + response.statusText : '');
-        throw agentError('unavailable', url, text);
+        throw agentError('unavailable', url, text + await errorDetail(response));
       }
       return await parseBody(response, url);
     } catch (err) {
@@ -187,6 +187,16 @@ table#working-set td.message { text-align: left; color: var(--muted); }
       throw agentError('unreachable', url, reason);
     } finally {
       clearTimeout(timeout);
+    }
+  }
+
+  // The agent's errors are JSON {"error": "..."}: ": ..." when the body is one.
+  async function errorDetail(response) {
+    try {
+      const body = await response.json();
+      return body && typeof body.error === 'string' ? ': ' + body.error : '';
+    } catch (err) {
+      return '';
     }
   }
 
@@ -273,7 +283,14 @@ table#working-set td.message { text-align: left; color: var(--muted); }
     const since = state.updatedAt ? '; showing data from ' + formatTime(state.updatedAt) : '; no data yet';
     setStatus('error', headline + ': ' + err.message + where + since +
               '; retrying every ' + config.refreshSeconds + ' s');
-    if (state.data) document.getElementById('curve').classList.add('stale');
+    const svg = document.getElementById('curve');
+    if (state.data) {
+      svg.classList.add('stale');
+    } else {
+      document.getElementById('summary').textContent = 'no data yet: ' + headline;
+      svg.replaceChildren();
+      drawEmpty(svg, 'no data yet: ' + headline);
+    }
   }
 
   function renderWindowButtons() {
@@ -465,8 +482,7 @@ table#working-set td.message { text-align: left; color: var(--muted); }
     const y = s.y(ratio);
     const line = svgElement(svg, 'line', {class: 'unlimited', x1: s.left, x2: s.right, y1: y, y2: y});
     addTooltip(line, 'unlimited page hit ratio ' + formatRatio(ratio));
-    svgElement(svg, 'text', {class: 'unlimited-label', x: s.right - 6, y: y - 6, 'text-anchor': 'end'},
-               'unlimited ' + formatRatio(ratio));
+    svgElement(svg, 'text', {class: 'unlimited-label', x: s.left + 6, y: y - 6}, 'unlimited ' + formatRatio(ratio));
   }
 
   function drawKnee(svg, s, knee) {
@@ -483,13 +499,15 @@ table#working-set td.message { text-align: left; color: var(--muted); }
                              'text-anchor': onRight ? 'end' : 'start'}, 'knee ' + kneeText(knee));
   }
 
-  // Page-hit working sets: a dot at (capacity, fraction x unlimited ratio); the
-  // labels stack under the lowest dot, each at its own dot's x.
+  // Page-hit working sets: a dot at (capacity, fraction x unlimited ratio) on the
+  // page-hit curve, labelled with its fraction above-left and below-right in turn,
+  // so that neighbours do not overlap; the capacities are in the dot's tooltip and
+  // the table.
   function drawTargets(svg, s, data) {
     const unlimited = Number(data.unlimited_page_hit_ratio) || 0;
-    const labelTop = Math.min(s.y(TARGET_FRACTIONS[0] * unlimited) + 20, s.bottom - 10 - 14 * TARGET_FRACTIONS.length);
     const missing = [];
-    TARGET_FRACTIONS.forEach((f, i) => {
+    let drawn = 0;
+    TARGET_FRACTIONS.forEach((f) => {
       const entry = findTarget(data.working_set, 'page_hit', f);
       if (!entry) return;
       if (entry.capacity_pages == null) {
@@ -497,11 +515,13 @@ table#working-set td.message { text-align: left; color: var(--muted); }
         return;
       }
       const cx = s.x(entry.capacity_pages);
-      const dot = svgElement(svg, 'circle', {class: 'target', cx: cx, cy: s.y(f * unlimited), r: 4.5,
+      const cy = s.y(f * unlimited);
+      const dot = svgElement(svg, 'circle', {class: 'target', cx: cx, cy: cy, r: 4.5,
                                              'data-fraction': f, 'data-capacity-pages': entry.capacity_pages});
       addTooltip(dot, 'page-hit working set ' + formatFraction(f) + ': ' + workingSetText(entry));
-      svgElement(svg, 'text', {class: 'target-label', x: cx + 6, y: labelTop + 14 * i},
-                 formatFraction(f) + ': ' + formatCount(entry.capacity_pages));
+      const aboveLeft = drawn++ % 2 === 0;
+      svgElement(svg, 'text', {class: 'target-label', x: aboveLeft ? cx - 5 : cx + 5, y: aboveLeft ? cy - 7 : cy + 15,
+                               'text-anchor': aboveLeft ? 'end' : 'start'}, formatFraction(f));
     });
     if (missing.length > 0) {
       svgElement(svg, 'text', {class: 'target-missing', x: s.right - 8, y: s.bottom - 10, 'text-anchor': 'end'},
@@ -633,6 +653,7 @@ table#working-set td.message { text-align: left; color: var(--muted); }
     state.selected = windowFromFragment() || state.windows[0] || '';
     if (config.replica === '') document.getElementById('replica-field').hidden = true;
     renderWindowButtons();
+    drawEmpty(document.getElementById('curve'), 'waiting for the first answer from the agent\u2026');
     refresh().then(scheduleRefresh);
   }
 
