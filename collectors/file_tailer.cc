@@ -564,20 +564,25 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
   }
 }
 
-// First Poll() only: put each checkpoint entry back where it was. Phase 1
-// resumes the entries whose file is still there (found by a pattern or, renamed
-// while we were down, in its old directory) with the same content; phase 2
-// looks for a copytruncate copy of the others, after phase 1 has claimed the
-// files that are checkpointed themselves.
+// First Poll() only: put each checkpoint entry back where it was, in three
+// phases. (1) Entries whose file is still there (found by a pattern or, renamed
+// while we were down, by inode in its old directory) with the same content
+// resume at their offset. (2) Entries whose file is gone or changed look for a
+// copytruncate copy of their content. (3) The rest. Entries of files that were
+// empty carry no content to check, so they wait for phase 3: their inode
+// number may have been reused by a file that phase 2 recognizes as a copy.
 void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass& pass) {
   std::vector<Position> entries = std::move(restored_);
   restored_.clear();
-  struct Unresolved {
+  struct Deferred {
     const Position* entry;
     std::size_t source;
-    TailedFilePtr file;  // same inode under a pattern, other content; or null
+    bool matched;        // a pattern finds the entry's inode
+    TailedFilePtr file;  // the file with the entry's inode, if worth keeping
+    bool holds;          // ... and it holds the entry's position (no content to check)
+    std::string copy;    // path of the copy its data continues in
   };
-  std::vector<Unresolved> unresolved;
+  std::vector<Deferred> deferred;
   for (const Position& entry : entries) {
     if (FindFile(entry.dev, entry.ino)) continue;
     const Candidate* c = FindCandidate(found, entry.dev, entry.ino);
@@ -585,65 +590,82 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
     if (source == options_.patterns.size()) continue;  // no longer configured
     const std::string path = c ? c->path : FindInode(Dirname(entry.path), entry.dev, entry.ino);
     TailedFilePtr file = path.empty() ? nullptr : OpenFile(path, source, pass);
-    if (file && (file->pos.dev != entry.dev || file->pos.ino != entry.ino)) file = nullptr;
-    if (!file || !Holds(*file, entry)) {
-      unresolved.push_back(Unresolved{&entry, source, c ? std::move(file) : nullptr});
+    if (file && (file->pos.dev != entry.dev || file->pos.ino != entry.ino)) {
+      DropFile(std::move(file));
+    }
+    const bool holds = file && Holds(*file, entry);
+    const bool evidence = entry.head.len > 0 || entry.marker.len > 0;
+    if (holds && evidence) {
+      ResumeAt(std::move(file), entry, c != nullptr, pass);
       continue;
     }
-    const ContentHash head = file->pos.head;
-    file->pos = entry;
-    file->pos.path = path;
-    if (head.len > file->pos.head.len) file->pos.head = head;
-    file->pos.validated_ns = pass.now_ns;
-    file->read_offset = entry.offset;
-    if (c) {
-      EmitFor(pass, TailEventKind::kOpened, *file, entry.offset,
-              "resumed from the checkpoint at offset " + std::to_string(entry.offset));
-    } else {
-      file->state = FileState::kRotated;
-      file->rotated_at = pass.now;
-      EmitFor(pass, TailEventKind::kRotated, *file, 1,
-              "renamed from " + entry.path + " while the tailer was down; resuming at offset " +
-                  std::to_string(entry.offset) + " and draining it");
-    }
-    files_.push_back(std::move(file));
+    if (!holds && !c) DropFile(std::move(file));  // an unrelated file reusing the inode
+    deferred.push_back(Deferred{&entry, source, c != nullptr, std::move(file), holds, ""});
   }
-  // Copies first: a file found under an entry's inode with other content may
-  // be another entry's copytruncate copy that reused a freed inode number.
-  std::vector<std::string> continued(unresolved.size());
-  for (std::size_t i = 0; i < unresolved.size(); ++i) {
-    TailedFilePtr copy = FindCopy(*unresolved[i].entry, unresolved[i].source, found, pass);
+  for (Deferred& d : deferred) {
+    TailedFilePtr copy = FindCopy(*d.entry, d.source, found, pass);
     if (!copy) continue;
-    continued[i] = copy->pos.path;
+    d.copy = copy->pos.path;
     files_.push_back(std::move(copy));
   }
-  for (std::size_t i = 0; i < unresolved.size(); ++i) {
-    Unresolved& u = unresolved[i];
-    const Position& entry = *u.entry;
-    const std::string rest =
-        continued[i].empty()
-            ? "data after offset " + std::to_string(entry.offset) + ", if any, was not read"
-            : "unread data after offset " + std::to_string(entry.offset) + " continues from copy " +
-                  continued[i];
-    if (u.file && FindFile(u.file->pos.dev, u.file->pos.ino)) {
-      u.file.reset();  // its inode was reused by a copy claimed above (same watch: keep it)
-    }
-    if (u.file) {
-      // Same inode, other content: truncated (maybe copytruncate) or the inode
-      // was reused by a new file. Either way its content is new: read it from 0.
-      ResetToStart(*u.file, u.file->last_size, pass);
-      EmitFor(pass, TailEventKind::kTruncated, *u.file, u.file->last_size,
-              "content changed while the tailer was down (truncated, or the inode reused); "
-              "reading it from the beginning; " +
-                  rest);
-      files_.push_back(std::move(u.file));
-    } else {
-      Emit(pass, continued[i].empty() ? TailEventKind::kDeleted : TailEventKind::kRotated, u.source,
-           entry.path, 1,
-           "checkpointed file is gone or unreadable (deleted, moved or replaced while the "
-           "tailer was down); " +
-               rest);
-    }
+  for (Deferred& d : deferred) {
+    ResolveDeferred(*d.entry, d.source, d.matched, std::move(d.file), d.holds, d.copy, pass);
+  }
+}
+
+// Adds `file` (which holds `entry`) at the entry's position. A file no
+// pattern finds was renamed while we were down: it is drained like a rotated one.
+void FileTailer::ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass) {
+  const ContentHash head = file->pos.head;
+  const std::string path = file->pos.path;
+  file->pos = entry;
+  file->pos.path = path;
+  if (head.len > file->pos.head.len) file->pos.head = head;
+  file->pos.validated_ns = pass.now_ns;
+  file->read_offset = entry.offset;
+  if (matched) {
+    EmitFor(pass, TailEventKind::kOpened, *file, entry.offset,
+            "resumed from the checkpoint at offset " + std::to_string(entry.offset));
+  } else {
+    file->state = FileState::kRotated;
+    file->rotated_at = pass.now;
+    EmitFor(pass, TailEventKind::kRotated, *file, 1,
+            "renamed from " + entry.path + " while the tailer was down; resuming at offset " +
+                std::to_string(entry.offset) + " and draining it");
+  }
+  files_.push_back(std::move(file));
+}
+
+// Phase 3 of ResumeFromCheckpoint for one entry; `copy` is the path of the copy
+// its data continues in, or empty.
+void FileTailer::ResolveDeferred(const Position& entry, std::size_t source, bool matched,
+                                 TailedFilePtr file, bool holds, const std::string& copy,
+                                 Pass& pass) {
+  if (file && FindFile(file->pos.dev, file->pos.ino)) {
+    DropFile(std::move(file));  // its inode number was reused by a copy claimed in phase 2
+    holds = false;
+  }
+  const std::string rest =
+      copy.empty() ? "data after offset " + std::to_string(entry.offset) + ", if any, was not read"
+                   : "unread data after offset " + std::to_string(entry.offset) +
+                         " continues from copy " + copy;
+  if (file && holds) {
+    ResumeAt(std::move(file), entry, matched, pass);
+  } else if (file) {
+    // Same inode, other content: truncated (maybe copytruncate) or the inode
+    // was reused by a new file. Either way its content is new: read it from 0.
+    ResetToStart(*file, file->last_size, pass);
+    EmitFor(pass, TailEventKind::kTruncated, *file, file->last_size,
+            "content changed while the tailer was down (truncated, or the inode reused); "
+            "reading it from the beginning; " +
+                rest);
+    files_.push_back(std::move(file));
+  } else {
+    Emit(pass, copy.empty() ? TailEventKind::kDeleted : TailEventKind::kRotated, source, entry.path,
+         1,
+         "checkpointed file is gone or unreadable (deleted, moved or replaced while the tailer "
+         "was down); " +
+             rest);
   }
 }
 
@@ -765,7 +787,8 @@ FileTailer::TailedFilePtr FileTailer::FindCopy(const Position& old, std::size_t 
   ::closedir(dir);
   if (best_path.empty()) return nullptr;
   TailedFilePtr copy = OpenFile(best_path, source, pass);
-  if (!copy || Matches(copy->fd, 0, old.head) != true) return nullptr;
+  if (copy && Matches(copy->fd, 0, old.head) != true) DropFile(std::move(copy));
+  if (!copy) return nullptr;
   const Position identity = copy->pos;
   copy->pos = old;
   copy->pos.dev = identity.dev;
@@ -786,7 +809,11 @@ void FileTailer::OpenNewFiles(const std::vector<Candidate>& found, Pass& pass) {
   for (const Candidate& c : found) {
     if (FindFile(c.dev, c.ino)) continue;
     TailedFilePtr file = OpenFile(c.path, c.source, pass);
-    if (!file || FindFile(file->pos.dev, file->pos.ino)) continue;  // raced with a rename
+    if (!file) continue;
+    if (FindFile(file->pos.dev, file->pos.ino)) {  // raced with a rename
+      DropFile(std::move(file));
+      continue;
+    }
     if (at_end) StartAtEnd(*file);
     EmitFor(pass, TailEventKind::kOpened, *file, file->pos.offset,
             file->pos.offset == 0
@@ -1072,6 +1099,12 @@ void FileTailer::CloseFinished(Pass& pass) {
 void FileTailer::CloseFile(TailedFile& file) {
   if (file.watch >= 0 && notify_fd_ >= 0) ::inotify_rm_watch(notify_fd_, file.watch);
   file.watch = -1;
+}
+
+// Closes a file opened but not kept. Watches are per inode: if a tailed file
+// has the same inode, the watch is theirs too and stays.
+void FileTailer::DropFile(TailedFilePtr file) {
+  if (file && !FindFile(file->pos.dev, file->pos.ino)) CloseFile(*file);
 }
 
 void FileTailer::UpdateWatches() {

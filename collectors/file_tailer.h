@@ -14,8 +14,9 @@
 // that many; Alloy's progressive signature) and a hash of the <= 32 bytes just
 // before the committed offset (fluent-bit's offset marker). While a file is open
 // its inode cannot be reused, so at run time (dev, ino) decides which file is
-// which and the hashes detect content replaced in place; on restart all three
-// must match before a checkpointed offset is trusted.
+// which and the hashes (plus the tail of a buffered unfinished line) detect
+// content replaced in place; on restart all three must match before a
+// checkpointed offset is trusted.
 //
 // Poll() makes one pass: re-expand the patterns, notice renames, deletions and
 // truncations, open new files, then read every open file to its end (at most
@@ -60,14 +61,21 @@
 // file, its identity, path and the offset just after the last line already
 // handed to on_line (the offset advances only after the callback returns, so a
 // buffered partial line is re-read after a restart, never lost or repeated).
-// The file is written atomically: "<path>.tmp", fsync, rename over <path>,
-// fsync of the directory. At construction the checkpoint (or a complete
+// Call it periodically and at shutdown: after a crash, the lines delivered since
+// the last Checkpoint() are delivered again (at-least-once); with a Checkpoint()
+// after the last Poll(), a restart is exactly-once. The file is written atomically: "<path>.tmp",
+// fsync, rename over <path>, fsync of the directory. At construction the checkpoint (or a complete
 // leftover "<path>.tmp", which is newer) is loaded; the first Poll() resumes
 // each entry at its offset if its identity is found by a pattern or, renamed
-// while we were down, in its old directory. An entry whose file was truncated
-// while we were down continues from a copy as above, and the file itself is
-// read from 0. An unreadable or corrupt checkpoint is reported (kCheckpointError
-// at the first Poll) and ignored: the tailer starts as if it had none.
+// while we were down, by inode in its old directory, and its hashes still
+// match. The data of an entry whose file was truncated, replaced or deleted
+// while we were down continues from its copytruncate copy if one is found (as
+// above); a file under a pattern whose content changed is new content and is
+// read from 0. Inode numbers freed while we were down may be reused (ext4 does
+// so readily): a reused one fails the hashes, and one of an entry that had no
+// content yet is resolved only after the copies were claimed. An unreadable or
+// corrupt checkpoint is reported (kCheckpointError at the first Poll) and
+// ignored: the tailer starts as if it had none.
 // Format: a text file, "kvwatch-file-tailer-checkpoint 1", one "file ..." line
 // per entry, and "end <count> <hash>" guarding against truncated or edited files.
 //
@@ -85,7 +93,9 @@
 // Limitations: files must be append-only (a rewrite in place is a truncation).
 // A file created and rotated away between two passes was never seen and is only
 // read if a pattern matches its rotated name (e.g. "app.log*"); likewise a
-// second copytruncate before the tailer saw the first copy's content. Lines are
+// second copytruncate before the tailer saw the first copy's content. A
+// pattern should not match copytruncate copies that may be moved or compressed
+// before the tailer identifies them (it would read them from 0). Lines are
 // in order within a file; across files (old and new after rotation) the old
 // file's lines of a pass come first.
 //
@@ -229,6 +239,9 @@ class FileTailer {
   std::vector<Candidate> ExpandPatterns() const;
   void HandleRotation(const std::vector<Candidate>& found, Pass& pass);
   void ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass& pass);
+  void ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass);
+  void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
+                       bool holds, const std::string& copy, Pass& pass);
   void CheckTruncation(TailedFile& file, const std::vector<Candidate>& found, Pass& pass);
   void HandleTruncation(TailedFile& file, std::uint64_t new_size, const std::string& reason,
                         const std::vector<Candidate>& found, Pass& pass);
@@ -248,6 +261,7 @@ class FileTailer {
   void StartAtEnd(TailedFile& file);
   void ResetToStart(TailedFile& file, std::uint64_t size, Pass& pass);
   void CloseFile(TailedFile& file);
+  void DropFile(TailedFilePtr file);
   std::size_t SourceForPath(const std::string& path) const;
 
   // Line assembly.
