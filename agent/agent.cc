@@ -101,6 +101,11 @@ curve::Status Agent::Init() {
   start_wall_s_ = WallNow();
   LoadState();
 
+  if (options_.alerts) {
+    auto runner = AlertRunner::Create(*options_.alerts);
+    if (!runner.ok()) return curve::Status::Error(runner.error());
+    alert_runner_ = std::move(runner).value();
+  }
   auto server = HttpServer::Create(options_.http);
   if (!server.ok()) return curve::Status::Error(server.error());
   http_ = std::move(server).value();
@@ -152,6 +157,8 @@ int Agent::Run() {
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> next_poll(options_.collectors.size(), Clock::now());
   Clock::time_point next_save = Clock::now() + options_.state_interval;
+  Clock::time_point next_alerts = Clock::now();
+  if (alert_runner_) next_alerts += alert_runner_->options().evaluation_interval;
   boost::asio::steady_timer tick(io);
   constexpr auto kTick = std::chrono::milliseconds(50);
   std::function<void()> loop = [&]() {
@@ -168,7 +175,15 @@ int Agent::Run() {
         options_.collectors[i]->Poll(*this, wall);
         next_poll[i] = now + options_.collectors[i]->poll_interval();
       }
-      windows_->Advance(ClockNow(wall));
+      // The window clock starts with the first record: records may carry their
+      // own time base (Mooncake's milliseconds since the trace began), which the
+      // wall clock must not overtake before any arrives.
+      if (last_record_time_ >= 0) windows_->Advance(ClockNow(wall));
+    }
+    if (alert_runner_ && now >= next_alerts) {
+      // Errors are logged by the runner; evaluation never blocks on notifiers.
+      (void)alert_runner_->Evaluate(AlertInputsAt(alert_runner_->Now()));
+      next_alerts = now + alert_runner_->options().evaluation_interval;
     }
     if (!options_.state_path.empty() && now >= next_save) {
       if (curve::Status s = SaveState(); !s.ok()) Log(s.error());
@@ -183,6 +198,7 @@ int Agent::Run() {
   io.run();
 
   ready_ = false;
+  if (alert_runner_) alert_runner_->Stop();
   if (curve::Status s = SaveState(); !s.ok()) Log(s.error());
   http_->Stop();
   return 0;
@@ -412,10 +428,35 @@ std::string Agent::RenderMetrics() {
       m.Gauge(s.name, s.help, s.value, s.labels);
     }
   }
+  if (!options_.capacities.empty()) {
+    m.Gauge("kvwatch_cache_capacity_pages",
+            "The replica's KV-cache capacity in pages: the largest of curve.capacities (the working-set-over-"
+            "capacity alerts compare with it).",
+            static_cast<double>(options_.capacities.back()));
+  }
+  if (alert_runner_) alert_runner_->AppendMetrics(&m);
   m.Counter("kvwatch_state_saves_total", "State checkpoints written.", static_cast<double>(state_saves_));
   m.Counter("kvwatch_state_save_errors_total", "State checkpoints that failed.", static_cast<double>(state_errors_));
   m.ProcessMetrics();
   return m.Serialize();
+}
+
+alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
+  const AlertInputSpec& spec = options_.alerts->inputs;
+  AgentObservation o;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto observe = [&](std::optional<std::size_t> i) -> std::optional<WindowObservation> {
+      if (!i || *i >= windows_->size()) return std::nullopt;
+      return ObserveWindow(windows_->Window(*i), WindowReport(*i), spec);
+    };
+    o.short_window = observe(spec.short_window);
+    o.baseline_window = observe(spec.baseline_window);
+    for (const auto& c : options_.collectors) c->AppendSamples(&o.samples);
+  }
+  o.tracked_pages_limit = static_cast<double>(options_.engine.max_pages);
+  if (options_.bytes_per_token) o.bytes_per_page = *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
+  return MakeAlertInputs(spec, o, time);
 }
 
 std::string Agent::RenderCurveJson(const std::string& window) {
@@ -479,6 +520,16 @@ void Agent::RegisterRoutes() {
     HttpResponse r;
     r.content_type = "application/json";
     r.body = w.Take();
+    return r;
+  });
+  http_->Handle("/api/v1/alerts", [this](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = "application/json";
+    if (alert_runner_) {
+      r.body = alert_runner_->AlertsJson();
+    } else {
+      r.body = "{\"status\":\"success\",\"data\":{\"alerts\":[]}}";
+    }
     return r;
   });
   http_->Handle("/api/v1/curve", [this](const HttpRequest& req) {

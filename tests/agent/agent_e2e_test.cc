@@ -151,8 +151,8 @@ TEST(AgentEndToEndTest, PrometheusSeriesEqualReplayOfTheSameRecords) {
   // The agent's own view, and what replay computes at every one of its bounds.
   auto exposition = agent->Metrics(&error);
   ASSERT_TRUE(exposition.has_value()) << error;
-  EXPECT_TRUE(exposition->errors.empty()) << "exposition line " << exposition->errors.front().line << ": "
-                                          << exposition->errors.front().reason;
+  EXPECT_TRUE(exposition->errors.empty())
+      << "exposition line " << exposition->errors.front().line << ": " << exposition->errors.front().reason;
   const std::vector<std::uint64_t> hit_bounds = BucketBounds(*exposition, "kvwatch_page_hit_capacity_pages_bucket");
   const std::vector<std::uint64_t> req_bounds =
       BucketBounds(*exposition, "kvwatch_request_required_capacity_pages_bucket");
@@ -218,8 +218,8 @@ TEST(AgentEndToEndTest, PrometheusSeriesEqualReplayOfTheSameRecords) {
   // Window gauges at the configured capacities: every record is in both windows.
   for (std::uint64_t c : {100u, 1000u, 3000u}) {
     for (const char* w : {"5m", "1h"}) {
-      const auto ratio = SampleValue(*exposition, "kvwatch_page_hit_ratio",
-                                     {{"window", w}, {"capacity_pages", std::to_string(c)}});
+      const auto ratio =
+          SampleValue(*exposition, "kvwatch_page_hit_ratio", {{"window", w}, {"capacity_pages", std::to_string(c)}});
       ASSERT_TRUE(ratio.has_value()) << "kvwatch_page_hit_ratio{window=" << w << ",capacity_pages=" << c << "}";
       EXPECT_NEAR(*ratio, want.page_hit_ratio.at(c), 1e-12) << "window " << w << " capacity " << c;
     }

@@ -95,8 +95,7 @@ inline std::optional<std::vector<Record>> ParseRecords(const std::string& text) 
 }
 
 inline std::int64_t WallNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -118,13 +117,11 @@ inline std::string Stamped(const std::string& json, std::int64_t ms) {
   const std::size_t brace = json.find('{');
   if (brace == std::string::npos) return json;
   const bool empty_object = json.find_first_not_of(" \t", brace + 1) == json.find('}', brace);
-  return json.substr(0, brace + 1) + "\"timestamp\": " + value + (empty_object ? "" : ", ") +
-         json.substr(brace + 1);
+  return json.substr(0, brace + 1) + "\"timestamp\": " + value + (empty_object ? "" : ", ") + json.substr(brace + 1);
 }
 
 // Records [begin, end) as JSON Lines stamped with ms, each ending in '\n'.
-inline std::string JsonLines(const std::vector<Record>& records, std::size_t begin, std::size_t end,
-                             std::int64_t ms) {
+inline std::string JsonLines(const std::vector<Record>& records, std::size_t begin, std::size_t end, std::int64_t ms) {
   std::string out;
   for (std::size_t i = begin; i < end && i < records.size(); ++i) out += Stamped(records[i].json, ms) + "\n";
   return out;
@@ -199,8 +196,8 @@ class AgentProcess {
       return nullptr;
     }
     std::unique_ptr<AgentProcess> agent(new AgentProcess());
-    agent->process_ = ChildProcess::Start({KVWATCH_BINARY, "agent", "--config", config}, base + ".stdout",
-                                          base + ".stderr", error);
+    agent->process_ =
+        ChildProcess::Start({KVWATCH_BINARY, "agent", "--config", config}, base + ".stdout", base + ".stderr", error);
     if (!agent->process_) return nullptr;
     static const std::regex kListening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
     const bool up = PollUntil(
@@ -283,12 +280,14 @@ inline curve::Result<ReplayCurve> RunReplay(const std::string& trace, const std:
                                             std::uint64_t page_tokens, std::uint64_t max_pages,
                                             const std::string& touch_order = "tail-first") {
   std::string caps;
-  for (std::uint64_t c : capacities) caps += (caps.empty() ? "" : ",") + std::to_string(c);
-  CommandResult run = RunCommand({KVWATCH_BINARY, "replay", "--format", "json", "--capacities", caps,
-                                  "--page-tokens", std::to_string(page_tokens), "--max-pages",
-                                  std::to_string(max_pages), "--touch-order", touch_order, "--progress", "never",
-                                  trace},
-                                 Millis(120000));
+  for (std::uint64_t c : capacities) {
+    if (!caps.empty()) caps += ',';
+    caps += std::to_string(c);
+  }
+  CommandResult run = RunCommand(
+      {KVWATCH_BINARY, "replay", "--format", "json", "--capacities", caps, "--page-tokens", std::to_string(page_tokens),
+       "--max-pages", std::to_string(max_pages), "--touch-order", touch_order, "--progress", "never", trace},
+      Millis(120000));
   if (!run.Exited(0)) return curve::Result<ReplayCurve>::Error("kvwatch replay: " + run.Describe());
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -297,9 +296,8 @@ inline curve::Result<ReplayCurve> RunReplay(const std::string& trace, const std:
   }
   ReplayCurve c;
   simdjson::dom::array points;
-  if (doc["requests"].get(c.requests) || doc["page_refs"].get(c.page_refs) ||
-      doc["cold_misses"].get(c.cold_misses) || doc["beyond_tracked"].get(c.beyond_tracked) ||
-      doc["points"].get(points)) {
+  if (doc["requests"].get(c.requests) || doc["page_refs"].get(c.page_refs) || doc["cold_misses"].get(c.cold_misses) ||
+      doc["beyond_tracked"].get(c.beyond_tracked) || doc["points"].get(points)) {
     return curve::Result<ReplayCurve>::Error("kvwatch replay: missing fields in " + Tail(run.out, 400));
   }
   for (simdjson::dom::element p : points) {
@@ -339,7 +337,10 @@ class PrometheusProcess {
       return nullptr;
     }
     std::string targets;
-    for (int p : target_ports) targets += (targets.empty() ? "" : ", ") + ("'127.0.0.1:" + std::to_string(p) + "'");
+    for (int p : target_ports) {
+      if (!targets.empty()) targets += ", ";
+      targets += "'127.0.0.1:" + std::to_string(p) + "'";
+    }
     const std::string config = (std::filesystem::path(dir) / "prometheus.yml").string();
     const std::string yaml =
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
@@ -354,12 +355,13 @@ class PrometheusProcess {
     // Prometheus exits and the next attempt picks another.
     for (int attempt = 0; attempt < 3; ++attempt) {
       prom->port_ = PickFreePort();
-      const std::string log = (std::filesystem::path(dir) / ("prometheus-" + std::to_string(attempt) + ".log")).string();
-      prom->process_ = ChildProcess::Start(
-          {binary, "--config.file=" + config,
-           "--storage.tsdb.path=" + (std::filesystem::path(dir) / "prometheus-data").string(),
-           "--web.listen-address=127.0.0.1:" + std::to_string(prom->port_), "--log.level=warn"},
-          log + ".out", log, error);
+      const std::string log =
+          (std::filesystem::path(dir) / ("prometheus-" + std::to_string(attempt) + ".log")).string();
+      prom->process_ =
+          ChildProcess::Start({binary, "--config.file=" + config,
+                               "--storage.tsdb.path=" + (std::filesystem::path(dir) / "prometheus-data").string(),
+                               "--web.listen-address=127.0.0.1:" + std::to_string(prom->port_), "--log.level=warn"},
+                              log + ".out", log, error);
       if (!prom->process_) return nullptr;
       const bool ready = PollUntil(
           [&] {

@@ -102,7 +102,10 @@ inline bool AppendFile(const std::string& path, const std::string& bytes) { retu
 
 // The last max_bytes of text, for failure messages.
 inline std::string Tail(const std::string& text, std::size_t max_bytes = 4000) {
-  return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
+  if (text.size() <= max_bytes) return text;
+  std::string out = "...";
+  out.append(text, text.size() - max_bytes, max_bytes);
+  return out;
 }
 
 // The absolute path of an executable found on $PATH, or "" when there is none.

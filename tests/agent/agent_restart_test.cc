@@ -1,0 +1,249 @@
+// Acceptance tests of the agent's state across restarts (state.path).
+//
+// SigtermAndRestartEqualAnUninterruptedRun: agent A reads records R1, is
+// SIGTERMed (it saves its state and its tail position), R2 is appended while it
+// is down, and A restarts and reads R2 only. Agent B reads R1+R2 in one go from a
+// second directory. A's curve histograms, counters, window gauges and
+// /api/v1/curve windows must equal B's.
+//
+// A corrupt, truncated or incompatible (other engine.max_pages) state file is
+// reported on stderr, set aside as <state file>.rejected-<time>, and the agent
+// starts with empty curves; the state it saves afterwards restores normally.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/agent/testing_agent.h"
+#include "tests/agent/testing_process.h"
+
+namespace kvwatch::agent {
+namespace {
+
+using namespace testing_support;  // NOLINT(build/namespaces): test helpers
+
+// The agent keeps its state in <state.path>/state.bin.
+constexpr char kStateFile[] = "state.bin";
+
+std::string AgentConfig(const std::string& trace, const std::string& state_dir, std::uint64_t max_pages = 0) {
+  std::string yaml = "web: {port: 0}\ncurve:\n  windows: [\"5m\", \"1h\"]\n  capacities: [64, 500]\n";
+  if (max_pages) yaml += "engine: {max_pages: " + std::to_string(max_pages) + "}\n";
+  if (!state_dir.empty()) yaml += "state: {path: \"" + state_dir + "\"}\n";
+  return yaml + "collectors:\n  trace_files:\n" + TraceFileCollectorYaml("trace", trace);
+}
+
+// Files in dir whose names start with prefix.
+std::vector<std::string> FilesStartingWith(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(entry.path().string());
+  }
+  return out;
+}
+
+// The series that describe the curves (not the process, the collectors or the
+// state file): they must not depend on whether the agent was restarted.
+const std::vector<std::string> kCurveSeries = {
+    "kvwatch_page_hit_capacity_pages",  // _bucket, _count, _sum
+    "kvwatch_request_required_capacity_pages",
+    "kvwatch_requests_total",
+    "kvwatch_page_references_total",
+    "kvwatch_page_cold_misses_total",
+    "kvwatch_page_beyond_tracked_total",
+    "kvwatch_reused_tokens_unlimited_total",
+    "kvwatch_tracked_pages",
+    "kvwatch_window_requests",
+    "kvwatch_window_late_requests_total",
+    "kvwatch_unlimited_page_hit_ratio",
+    "kvwatch_working_set_pages",
+    "kvwatch_knee_pages",
+    "kvwatch_page_hit_ratio",
+    "kvwatch_request_coverage_ratio",
+};
+
+TEST(AgentRestartTest, SigtermAndRestartEqualAnUninterruptedRun) {
+  TempDir dir_a("kvwatch_restart_a"), dir_b("kvwatch_restart_b");
+  ASSERT_TRUE(dir_a.ok() && dir_b.ok());
+  // One continuous stream: R2's sessions continue R1's, so R2's distances depend
+  // on the cache state R1 left.
+  const std::vector<Record> records = SynthRecords(1500);
+  ASSERT_EQ(records.size(), 1500u);
+  const std::size_t split = 800;
+  const std::string r1 = JsonLines(records, 0, split, WallNowMs());
+
+  // A reads R1, then stops on SIGTERM.
+  const std::string trace_a = dir_a.Sub("trace.jsonl"), state_a = dir_a.Sub("state");
+  ASSERT_TRUE(WriteFile(trace_a, r1));
+  std::string error;
+  {
+    auto a = AgentProcess::Start(dir_a.path(), "a1", AgentConfig(trace_a, state_a), &error);
+    ASSERT_NE(a, nullptr) << error;
+    ASSERT_TRUE(a->WaitForRequests(split))
+        << "A did not read R1; kvwatch_requests_total=" << a->Value("kvwatch_requests_total") << "\n"
+        << Tail(a->Stderr());
+    const auto exit = a->Stop();
+    ASSERT_EQ(DescribeWaitStatus(exit), "exit 0") << Tail(a->Stderr());
+  }
+  ASSERT_TRUE(std::filesystem::exists(std::filesystem::path(state_a) / kStateFile))
+      << "SIGTERM should save the state in " << state_a;
+
+  // R2 arrives while A is down; A restarts and reads only R2.
+  const std::string r2 = JsonLines(records, split, records.size(), WallNowMs());
+  ASSERT_TRUE(AppendFile(trace_a, r2));
+  auto a = AgentProcess::Start(dir_a.path(), "a2", AgentConfig(trace_a, state_a), &error);
+  ASSERT_NE(a, nullptr) << error;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return a->Value("kvwatch_collector_records_total", {{"collector", "trace"}}) ==
+               static_cast<double>(records.size() - split);
+      },
+      kIngestTimeout))
+      << "restarted A should read exactly R2 (" << records.size() - split << " records); it read "
+      << a->Value("kvwatch_collector_records_total", {{"collector", "trace"}}) << "\n"
+      << Tail(a->Stderr());
+  EXPECT_EQ(a->Stderr().find("not restored"), std::string::npos) << Tail(a->Stderr());
+
+  // B reads the same bytes without interruption.
+  const std::string trace_b = dir_b.Sub("trace.jsonl");
+  ASSERT_TRUE(WriteFile(trace_b, r1 + r2));
+  auto b = AgentProcess::Start(dir_b.path(), "b", AgentConfig(trace_b, ""), &error);
+  ASSERT_NE(b, nullptr) << error;
+  ASSERT_TRUE(b->WaitForRequests(static_cast<double>(records.size()))) << Tail(b->Stderr());
+  // Restored lifetime + R2 must be all records, none twice.
+  ASSERT_EQ(a->Value("kvwatch_requests_total"), static_cast<double>(records.size()));
+
+  auto ea = a->Metrics(&error);
+  ASSERT_TRUE(ea.has_value()) << error;
+  auto eb = b->Metrics(&error);
+  ASSERT_TRUE(eb.has_value()) << error;
+  const std::map<std::string, double> sa = SeriesWithPrefixes(*ea, kCurveSeries);
+  const std::map<std::string, double> sb = SeriesWithPrefixes(*eb, kCurveSeries);
+  ASSERT_GT(sb.size(), 250u) << "both histograms, counters and window gauges";
+  EXPECT_EQ(sa.size(), sb.size());
+  int differences = 0;
+  for (const auto& [key, value] : sb) {
+    auto it = sa.find(key);
+    if (it == sa.end()) {
+      ADD_FAILURE() << "restarted agent lacks " << key;
+    } else if (it->second != value) {
+      ADD_FAILURE() << key << ": restarted " << it->second << ", uninterrupted " << value;
+    } else {
+      continue;
+    }
+    if (++differences >= 20) break;
+  }
+  for (const char* window : {"5m", "1h"}) {
+    EXPECT_EQ(sb.at(SeriesKey("kvwatch_window_requests", {{"window", window}})), static_cast<double>(records.size()));
+    const HttpResult ca = a->Get(std::string("/api/v1/curve?window=") + window);
+    const HttpResult cb = b->Get(std::string("/api/v1/curve?window=") + window);
+    ASSERT_EQ(ca.status, 200) << ca.error;
+    ASSERT_EQ(cb.status, 200) << cb.error;
+    EXPECT_EQ(ca.body, cb.body) << "window " << window;
+  }
+  EXPECT_EQ(DescribeWaitStatus(a->Stop()), "exit 0") << Tail(a->Stderr());
+  EXPECT_EQ(DescribeWaitStatus(b->Stop()), "exit 0") << Tail(b->Stderr());
+}
+
+class RejectedStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.ok());
+    records_ = SynthRecords(300);
+    ASSERT_EQ(records_.size(), 300u);
+    trace_ = dir_.Sub("trace.jsonl");
+    state_dir_ = dir_.Sub("state");
+    state_file_ = (std::filesystem::path(state_dir_) / kStateFile).string();
+  }
+
+  // Starts the agent on the state in state_dir_ (which it must reject), appends
+  // `fresh` records and checks: the rejection is logged and the file set aside
+  // with its bytes intact, and the engine holds only what this run read. Then a
+  // SIGTERM and a restart show the new state restores.
+  void ExpectRejectedAndFresh(std::uint64_t max_pages, std::size_t first, std::size_t fresh) {
+    const std::string bad = ReadFile(state_file_);
+    ASSERT_FALSE(bad.empty());
+    std::string error;
+    auto agent = AgentProcess::Start(dir_.path(), "rejecting", AgentConfig(trace_, state_dir_, max_pages), &error);
+    ASSERT_NE(agent, nullptr) << error;
+    ASSERT_TRUE(AppendFile(trace_, JsonLines(records_, first, first + fresh, WallNowMs())));
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          return agent->Value("kvwatch_collector_records_total", {{"collector", "trace"}}) ==
+                 static_cast<double>(fresh);
+        },
+        kIngestTimeout))
+        << "the agent should read the " << fresh << " new records; it read "
+        << agent->Value("kvwatch_collector_records_total", {{"collector", "trace"}}) << "\n"
+        << Tail(agent->Stderr());
+    // Nothing restored: everything the engine counted was read by this run.
+    EXPECT_EQ(agent->Value("kvwatch_requests_total"), static_cast<double>(fresh));
+    EXPECT_EQ(agent->Value("kvwatch_window_requests", {{"window", "1h"}}), static_cast<double>(fresh));
+    EXPECT_EQ(agent->Value("kvwatch_page_references_total"),
+              static_cast<double>(TotalPages(records_, first, first + fresh)));
+    if (max_pages) {
+      EXPECT_EQ(agent->Value("kvwatch_tracked_pages_limit"), static_cast<double>(max_pages));
+    }
+    EXPECT_EQ(agent->Get("/healthz").status, 200);
+
+    const std::vector<std::string> aside = FilesStartingWith(state_dir_, std::string(kStateFile) + ".rejected-");
+    ASSERT_EQ(aside.size(), 1u) << "the rejected state should be set aside as " << kStateFile << ".rejected-*";
+    EXPECT_EQ(ReadFile(aside[0]), bad) << "the rejected file must keep its bytes";
+    const std::string log = agent->Stderr();
+    EXPECT_NE(log.find(state_file_), std::string::npos) << "stderr should name the state file:\n" << Tail(log);
+    EXPECT_NE(log.find(aside[0]), std::string::npos) << "stderr should name where it was set aside:\n" << Tail(log);
+
+    // The fresh state saved at SIGTERM is accepted by the next start.
+    ASSERT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+    auto again = AgentProcess::Start(dir_.path(), "restored", AgentConfig(trace_, state_dir_, max_pages), &error);
+    ASSERT_NE(again, nullptr) << error;
+    EXPECT_EQ(again->Value("kvwatch_requests_total"), static_cast<double>(fresh)) << Tail(again->Stderr());
+    EXPECT_EQ(FilesStartingWith(state_dir_, std::string(kStateFile) + ".rejected-").size(), 1u);
+    EXPECT_EQ(DescribeWaitStatus(again->Stop()), "exit 0") << Tail(again->Stderr());
+  }
+
+  // Runs an agent over the first n records with this max_pages and SIGTERMs it,
+  // leaving a valid state file (and tail checkpoint) in state_dir_.
+  void SaveStateOf(std::size_t n, std::uint64_t max_pages) {
+    ASSERT_TRUE(WriteFile(trace_, JsonLines(records_, 0, n, WallNowMs())));
+    std::string error;
+    auto agent = AgentProcess::Start(dir_.path(), "saving", AgentConfig(trace_, state_dir_, max_pages), &error);
+    ASSERT_NE(agent, nullptr) << error;
+    ASSERT_TRUE(agent->WaitForRequests(static_cast<double>(n))) << Tail(agent->Stderr());
+    ASSERT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+    ASSERT_TRUE(std::filesystem::exists(state_file_));
+  }
+
+  TempDir dir_{"kvwatch_rejected_state"};
+  std::vector<Record> records_;
+  std::string trace_, state_dir_, state_file_;
+};
+
+TEST_F(RejectedStateTest, GarbageStateIsSetAsideAndTheAgentStartsFresh) {
+  ASSERT_TRUE(std::filesystem::create_directories(state_dir_));
+  std::string garbage = "this is not a kvwatch state file\n";
+  for (int i = 0; i < 4096; ++i) garbage.push_back(static_cast<char>((i * 131 + 7) & 0xff));
+  ASSERT_TRUE(WriteFile(state_file_, garbage));
+  ASSERT_TRUE(WriteFile(trace_, ""));
+  ExpectRejectedAndFresh(0, 0, 200);
+}
+
+TEST_F(RejectedStateTest, TruncatedStateIsSetAsideAndTheAgentStartsFresh) {
+  SaveStateOf(100, 0);
+  const std::string state = ReadFile(state_file_);
+  ASSERT_GT(state.size(), 64u);
+  ASSERT_TRUE(WriteFile(state_file_, state.substr(0, state.size() / 2)));
+  ExpectRejectedAndFresh(0, 100, 150);
+}
+
+TEST_F(RejectedStateTest, StateOfAnotherMaxPagesIsSetAsideAndTheAgentStartsFresh) {
+  SaveStateOf(100, 65536);
+  ExpectRejectedAndFresh(131072, 100, 150);
+}
+
+}  // namespace
+}  // namespace kvwatch::agent
