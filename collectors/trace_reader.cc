@@ -201,7 +201,7 @@ void LineReader::Reserve(std::size_t capacity) {
   if (capacity <= capacity_) return;
   // Value-initialized, so the padding simdjson may read is never uninitialized.
   auto bigger = std::make_unique<char[]>(capacity + TraceRecordParser::kPaddingBytes);
-  std::memcpy(bigger.get(), buffer_.get() + begin_, end_ - begin_);
+  if (end_ > begin_) std::memcpy(bigger.get(), buffer_.get() + begin_, end_ - begin_);  // buffer_ may be null
   end_ -= begin_;
   begin_ = 0;
   buffer_ = std::move(bigger);

@@ -1,0 +1,467 @@
+#include "collectors/kv_event_tracker.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace kvwatch::collectors {
+namespace {
+
+constexpr std::string_view kPrimaryMedium = "GPU";
+constexpr std::string_view kOtherMedium = "other";
+
+// splitmix64's finalizer: a bijection of 64-bit values with good avalanche.
+std::uint64_t Mix64(std::uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xbf58476d1ce4e5b9ULL;
+  z ^= z >> 27;
+  z *= 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return z;
+}
+
+std::uint64_t Fold(std::uint64_t acc, std::uint64_t value) {
+  return Mix64(acc ^ Mix64(value + 0x9e3779b97f4a7c15ULL));
+}
+
+// FNV-1a over the bytes, then mixed.
+std::uint64_t StringDigest(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return Mix64(h);
+}
+
+// Distinct tags keep, say, a LoRA id 7 apart from a salt whose digest is 7.
+constexpr std::uint64_t kTagModel = 1;
+constexpr std::uint64_t kTagLoraName = 2;
+constexpr std::uint64_t kTagLoraId = 3;
+constexpr std::uint64_t kTagSalt = 4;
+
+}  // namespace
+
+// ---- Page scope ---------------------------------------------------------------
+
+std::uint64_t KvBaseScope(std::string_view model) {
+  return model.empty() ? 0 : Fold(kTagModel, StringDigest(model));
+}
+
+std::uint64_t KvEventScope(std::uint64_t base_scope, const BlockStored& e) {
+  std::uint64_t scope = base_scope;
+  if (e.lora_name.has_value()) {
+    scope = Fold(scope, Fold(kTagLoraName, StringDigest(*e.lora_name)));
+  } else if (e.lora_id.has_value()) {
+    scope = Fold(scope, Fold(kTagLoraId, static_cast<std::uint64_t>(*e.lora_id)));
+  }
+  if (e.cache_salt.has_value()) scope = Fold(scope, Fold(kTagSalt, StringDigest(*e.cache_salt)));
+  return scope;
+}
+
+std::uint64_t KvScopedPageId(std::uint64_t event_scope, std::uint64_t extra_key_digest,
+                             std::uint64_t block_hash) {
+  return Mix64(block_hash ^ Fold(event_scope, extra_key_digest));
+}
+
+// ---- KvChainIndex -------------------------------------------------------------
+
+KvChainIndex::KvChainIndex(std::size_t max_entries) : max_entries_(std::max<std::size_t>(1, max_entries)) {
+  // Slots are 32-bit and kNone / PageMap::kEmpty are reserved.
+  max_entries_ = std::min<std::size_t>(max_entries_, kNone - 1);
+}
+
+void KvChainIndex::Unlink(std::uint32_t slot) {
+  Link& l = links_[slot];
+  if (l.prev != kNone) {
+    links_[l.prev].next = l.next;
+  } else {
+    oldest_ = l.next;
+  }
+  if (l.next != kNone) {
+    links_[l.next].prev = l.prev;
+  } else {
+    newest_ = l.prev;
+  }
+  l.prev = l.next = kNone;
+}
+
+void KvChainIndex::PushNewest(std::uint32_t slot) {
+  Link& l = links_[slot];
+  l.prev = newest_;
+  l.next = kNone;
+  if (newest_ != kNone) {
+    links_[newest_].next = slot;
+  } else {
+    oldest_ = slot;
+  }
+  newest_ = slot;
+}
+
+void KvChainIndex::Release(std::uint32_t slot) {
+  index_.Erase(links_[slot].hash);
+  Unlink(slot);
+  free_.push_back(slot);
+}
+
+bool KvChainIndex::Put(std::uint64_t hash, std::optional<std::uint64_t> parent, std::uint64_t page) {
+  if (const std::uint32_t* found = index_.Find(hash)) {
+    const std::uint32_t slot = *found;
+    Link& l = links_[slot];
+    l.parent = parent.value_or(0);
+    l.has_parent = parent.has_value();
+    l.page = page;
+    if (slot != newest_) {
+      Unlink(slot);
+      PushNewest(slot);
+    }
+    return false;
+  }
+  bool evicted = false;
+  if (index_.size() >= max_entries_) {
+    Release(oldest_);
+    evicted = true;
+  }
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(links_.size());
+    links_.emplace_back();
+  }
+  Link& l = links_[slot];
+  l.hash = hash;
+  l.parent = parent.value_or(0);
+  l.has_parent = parent.has_value();
+  l.page = page;
+  l.mark = 0;
+  index_.Insert(hash, slot);
+  PushNewest(slot);
+  return evicted;
+}
+
+void KvChainIndex::Erase(std::uint64_t hash) {
+  const std::uint32_t* found = index_.Find(hash);
+  if (found == nullptr) return;
+  Release(*found);
+}
+
+void KvChainIndex::Clear() {
+  index_.Clear();
+  links_.clear();
+  free_.clear();
+  oldest_ = newest_ = kNone;
+}
+
+KvChainIndex::WalkEnd KvChainIndex::AppendChain(std::uint64_t start, std::size_t max_pages,
+                                                std::vector<curve::PageId>* pages) {
+  if (++walk_stamp_ == 0) {  // wrapped: old marks could alias the new stamp
+    for (Link& l : links_) l.mark = 0;
+    walk_stamp_ = 1;
+  }
+  walk_reverse_.clear();
+  WalkEnd end = WalkEnd::kRoot;
+  std::uint64_t hash = start;
+  for (;;) {
+    if (walk_reverse_.size() >= max_pages) {
+      end = WalkEnd::kTooLong;
+      break;
+    }
+    const std::uint32_t* found = index_.Find(hash);
+    if (found == nullptr) {
+      end = WalkEnd::kUnknown;
+      break;
+    }
+    Link& l = links_[*found];
+    if (l.mark == walk_stamp_) {
+      end = WalkEnd::kCycle;
+      break;
+    }
+    l.mark = walk_stamp_;
+    walk_reverse_.push_back(*found);
+    if (!l.has_parent) break;
+    hash = l.parent;
+  }
+  for (auto it = walk_reverse_.rbegin(); it != walk_reverse_.rend(); ++it) pages->push_back(links_[*it].page);
+  return end;
+}
+
+std::size_t KvChainIndex::MemoryBytes() const {
+  return index_.MemoryBytes() + links_.capacity() * sizeof(Link) + free_.capacity() * sizeof(std::uint32_t) +
+         walk_reverse_.capacity() * sizeof(std::uint32_t);
+}
+
+// ---- KvEventTracker -----------------------------------------------------------
+
+KvEventTracker::KvEventTracker(KvEventTrackerOptions options)
+    : options_(std::move(options)),
+      base_scope_(KvBaseScope(options_.scope)),
+      media_{std::string(kPrimaryMedium)},
+      totals_(1),
+      chains_(options_.parent_map_max_entries) {
+  options_.max_request_pages = std::max<std::size_t>(1, options_.max_request_pages);
+}
+
+std::size_t KvEventTracker::AddPublisher() {
+  publishers_.emplace_back();
+  return publishers_.size() - 1;
+}
+
+std::optional<std::uint32_t> KvEventTracker::FindMedium(std::string_view medium) const {
+  for (std::uint32_t i = 0; i < media_.size(); ++i) {
+    if (media_[i] == medium) return i;
+  }
+  return std::nullopt;
+}
+
+std::uint32_t KvEventTracker::MediumIndex(const std::optional<std::string>& medium) {
+  if (!medium.has_value() || *medium == kPrimaryMedium) return 0;
+  if (std::optional<std::uint32_t> i = FindMedium(*medium)) return *i;
+  // Keep the last name for "other", so labels stay bounded.
+  const std::string name = media_.size() + 1 < kMaxMedia ? *medium : std::string(kOtherMedium);
+  if (std::optional<std::uint32_t> i = FindMedium(name)) return *i;
+  media_.push_back(name);
+  totals_.emplace_back();
+  return static_cast<std::uint32_t>(media_.size() - 1);
+}
+
+KvEventTracker::GroupState& KvEventTracker::State(std::size_t publisher, std::uint32_t medium,
+                                                  std::int64_t group) {
+  std::vector<GroupState>& groups = publishers_[publisher].groups;
+  for (GroupState& s : groups) {
+    if (s.medium == medium && s.group == group) return s;
+  }
+  groups.emplace_back();
+  groups.back().medium = medium;
+  groups.back().group = group;
+  return groups.back();
+}
+
+const KvEventTracker::GroupState* KvEventTracker::FindState(std::size_t publisher, std::uint32_t medium,
+                                                            std::int64_t group) const {
+  if (publisher >= publishers_.size()) return nullptr;
+  for (const GroupState& s : publishers_[publisher].groups) {
+    if (s.medium == medium && s.group == group) return &s;
+  }
+  return nullptr;
+}
+
+void KvEventTracker::AddCopy(GroupState& s, std::uint64_t hash) {
+  if (std::uint32_t* n = s.refs.Find(hash)) {
+    if (*n + 1 < curve::PageMap::kEmpty) ++*n;
+    return;
+  }
+  s.refs.Insert(hash, 1);
+}
+
+void KvEventTracker::MaybeForgetLink(std::size_t publisher, std::uint64_t hash) {
+  for (std::size_t q = 0; q < publishers_.size(); ++q) {
+    if (q == publisher) continue;
+    const GroupState* other = FindState(q, 0, options_.request_group);
+    if (other != nullptr && other->refs.Find(hash) != nullptr) return;
+  }
+  chains_.Erase(hash);
+}
+
+void KvEventTracker::DropCopy(std::size_t publisher, GroupState& s, std::uint64_t hash) {
+  std::uint32_t* n = s.refs.Find(hash);
+  if (n == nullptr) {
+    ++counters_.unknown_removals;
+    return;
+  }
+  if (--*n > 0) return;
+  s.refs.Erase(hash);
+  if (IsRequestState(s)) MaybeForgetLink(publisher, hash);
+}
+
+void KvEventTracker::ClearPublisher(std::size_t publisher) {
+  std::vector<std::uint64_t> forgotten;
+  for (GroupState& s : publishers_[publisher].groups) {
+    if (IsRequestState(s)) {
+      s.refs.ForEach([&](std::uint64_t hash, std::uint32_t&) { forgotten.push_back(hash); });
+    }
+    s.refs.Clear();
+  }
+  for (std::uint64_t hash : forgotten) MaybeForgetLink(publisher, hash);
+}
+
+void KvEventTracker::ResetPublisher(std::size_t publisher) {
+  if (publisher >= publishers_.size()) return;
+  ++counters_.publisher_resets;
+  ClearPublisher(publisher);
+}
+
+void KvEventTracker::Apply(std::size_t publisher, const KvEventBatch& batch, RequestSink& sink) {
+  if (publisher >= publishers_.size()) return;
+  ++counters_.batches;
+  counters_.events += batch.events.size();
+  for (const KvEvent& event : batch.events) {
+    std::visit(
+        [&](const auto& e) {
+          using T = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<T, BlockStored>) {
+            OnStored(publisher, e, batch.ts, sink);
+          } else if constexpr (std::is_same_v<T, BlockRemoved>) {
+            OnRemoved(publisher, e);
+          } else if constexpr (std::is_same_v<T, AllBlocksCleared>) {
+            ++counters_.cache_clears;
+            ClearPublisher(publisher);
+          } else if constexpr (std::is_same_v<T, BlockUpdated>) {
+            OnUpdated(publisher, e);
+          } else if constexpr (std::is_same_v<T, UnknownKvEvent>) {
+            ++counters_.unknown_events;
+          }
+          // CacheCreated: pool sizes only; nothing to track.
+        },
+        event);
+  }
+  Flush(sink);
+}
+
+void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, double ts, RequestSink& sink) {
+  const std::uint32_t medium = MediumIndex(e.medium);
+  GroupState& s = State(publisher, medium, e.group_idx.value_or(0));
+  const std::uint64_t n = e.block_hashes.size();
+  if (n == 0) return;
+  // A reuse report: a root chain on the primary medium whose blocks are all resident.
+  bool reuse = medium == 0 && !e.parent_block_hash.has_value();
+  for (std::size_t i = 0; reuse && i < n; ++i) reuse = s.refs.Find(e.block_hashes[i]) != nullptr;
+  MediumTotals& totals = totals_[medium];
+  if (reuse) {
+    totals.reused += n;
+    ++counters_.reuse_reports;
+  } else {
+    totals.stored += n;
+    if (medium != 0 && e.token_ids.empty()) totals.tier_moves += n;
+    for (std::uint64_t hash : e.block_hashes) AddCopy(s, hash);
+  }
+  if (!IsRequestState(s)) return;
+
+  if (reuse) {
+    Flush(sink);
+    StartRequest(ts);
+    AppendPages(e, &request_.pages);
+    RecordLinks(e, 0);
+    pending_.mergeable = true;
+    pending_.tail = e.block_hashes.back();
+    return;
+  }
+  if (pending_.active && pending_.mergeable && e.parent_block_hash == pending_.tail) {
+    // The newly cached blocks of the request whose hits were just reported.
+    const std::size_t first = request_.pages.size();
+    AppendPages(e, &request_.pages);
+    RecordLinks(e, first);
+    ++counters_.merged_chains;
+    Flush(sink);
+    return;
+  }
+  Flush(sink);
+  StartRequest(ts);
+  if (e.parent_block_hash.has_value()) {
+    switch (chains_.AppendChain(*e.parent_block_hash, options_.max_request_pages, &request_.pages)) {
+      case KvChainIndex::WalkEnd::kRoot: break;
+      case KvChainIndex::WalkEnd::kUnknown: ++counters_.chains_truncated; break;
+      case KvChainIndex::WalkEnd::kCycle: ++counters_.chain_cycles; break;
+      case KvChainIndex::WalkEnd::kTooLong: ++counters_.chains_too_long; break;
+    }
+  }
+  const std::size_t first = request_.pages.size();
+  AppendPages(e, &request_.pages);
+  RecordLinks(e, first);
+  Flush(sink);
+}
+
+void KvEventTracker::OnRemoved(std::size_t publisher, const BlockRemoved& e) {
+  const std::uint32_t medium = MediumIndex(e.medium);
+  GroupState& s = State(publisher, medium, e.group_idx.value_or(0));
+  totals_[medium].evicted += e.block_hashes.size();
+  for (std::uint64_t hash : e.block_hashes) DropCopy(publisher, s, hash);
+}
+
+void KvEventTracker::OnUpdated(std::size_t publisher, const BlockUpdated& e) {
+  if (!e.cache_level_old.has_value() || !e.cache_level_new.has_value()) return;
+  if (*e.cache_level_old == *e.cache_level_new) return;
+  auto medium_of = [](std::int64_t level) { return std::optional<std::string>(level == 0 ? "GPU" : "CPU"); };
+  const std::uint32_t from = MediumIndex(medium_of(*e.cache_level_old));
+  const std::uint32_t to = MediumIndex(medium_of(*e.cache_level_new));
+  // State() may grow the vector: take both before holding a reference.
+  State(publisher, to, 0);
+  GroupState& source = State(publisher, from, 0);
+  if (source.refs.Find(e.block_hash) != nullptr) DropCopy(publisher, source, e.block_hash);
+  AddCopy(State(publisher, to, 0), e.block_hash);
+  ++totals_[to].stored;
+  ++totals_[to].tier_moves;
+}
+
+void KvEventTracker::AppendPages(const BlockStored& e, std::vector<curve::PageId>* pages) {
+  const std::uint64_t scope = KvEventScope(base_scope_, e);
+  const std::size_t digests = e.has_extra_keys ? e.extra_key_digests.size() : 0;
+  for (std::size_t i = 0; i < e.block_hashes.size(); ++i) {
+    const std::uint64_t extra = i < digests ? e.extra_key_digests[i] : 0;
+    pages->push_back(KvScopedPageId(scope, extra, e.block_hashes[i]));
+  }
+}
+
+void KvEventTracker::RecordLinks(const BlockStored& e, std::size_t first_page) {
+  for (std::size_t i = 0; i < e.block_hashes.size(); ++i) {
+    std::optional<std::uint64_t> parent = i == 0 ? e.parent_block_hash : e.block_hashes[i - 1];
+    if (chains_.Put(e.block_hashes[i], parent, request_.pages[first_page + i])) ++counters_.parent_map_evictions;
+  }
+}
+
+void KvEventTracker::StartRequest(double ts) {
+  request_.pages.clear();
+  request_.timestamp_s = ts;
+  pending_.active = true;
+  pending_.mergeable = false;
+}
+
+void KvEventTracker::Flush(RequestSink& sink) {
+  if (!pending_.active) return;
+  pending_.active = false;
+  pending_.mergeable = false;
+  if (request_.pages.size() > options_.max_request_pages) {
+    request_.pages.resize(options_.max_request_pages);
+    ++counters_.chains_too_long;
+  }
+  ++counters_.requests;
+  counters_.request_pages += request_.pages.size();
+  sink.OnRequest(request_);
+}
+
+std::vector<KvMediumCounters> KvEventTracker::MediumCounters() const {
+  std::vector<KvMediumCounters> out(media_.size());
+  for (std::size_t m = 0; m < media_.size(); ++m) {
+    out[m].medium = media_[m];
+    out[m].stored_blocks = totals_[m].stored;
+    out[m].evicted_blocks = totals_[m].evicted;
+    out[m].reused_blocks = totals_[m].reused;
+    out[m].tier_moves = totals_[m].tier_moves;
+  }
+  for (const Publisher& p : publishers_) {
+    for (const GroupState& s : p.groups) out[s.medium].resident_blocks += s.refs.size();
+  }
+  return out;
+}
+
+std::uint64_t KvEventTracker::ResidentBlocks(std::size_t publisher, std::string_view medium,
+                                             std::int64_t group) const {
+  const std::optional<std::uint32_t> m = FindMedium(medium);
+  if (!m.has_value()) return 0;
+  const GroupState* s = FindState(publisher, *m, group);
+  return s == nullptr ? 0 : s->refs.size();
+}
+
+std::uint32_t KvEventTracker::References(std::size_t publisher, std::string_view medium, std::int64_t group,
+                                         std::uint64_t hash) const {
+  const std::optional<std::uint32_t> m = FindMedium(medium);
+  if (!m.has_value()) return 0;
+  const GroupState* s = FindState(publisher, *m, group);
+  if (s == nullptr) return 0;
+  const std::uint32_t* n = s->refs.Find(hash);
+  return n == nullptr ? 0 : *n;
+}
+
+}  // namespace kvwatch::collectors

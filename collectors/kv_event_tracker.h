@@ -1,0 +1,292 @@
+// KvEventTracker: the engine's KV-cache state and page-reference stream rebuilt
+// from decoded KV events (vLLM, SGLang, TensorRT-LLM; see
+// ../shared/docs/engine-formats.md sections 1.5, 1.6, 2.1 and 9.3). Pure: no
+// sockets, no clocks. KvEventsCollector (kv_events_collector.h) feeds it from
+// ZeroMQ; tests and the benchmark feed it directly.
+//
+// Publishers. Every event source with its own sequence numbers (one engine
+// process, one data-parallel rank) is a publisher with its own state. The caller
+// registers publishers and says which one each batch came from.
+//
+// Block state. Per (publisher, medium, group_idx) the tracker keeps a reference
+// count per block hash: vLLM may hold several physical copies of one hash and
+// emits BlockRemoved once per copy, so a hash is resident while its count is
+// above zero. Medium unset means "GPU" (the primary tier); group_idx unset means
+// 0. Counters by medium: blocks stored, evicted (every hash of every
+// BlockRemoved), reported as reused, and tier moves (BlockStored on a non-primary
+// medium with empty token_ids: an offload of a block already counted on the GPU).
+// AllBlocksCleared and ResetPublisher (a publisher restart) drop a publisher's
+// state without counting evictions. A BlockRemoved of a hash that is not resident
+// is counted as an unknown removal and otherwise ignored. TensorRT-LLM's
+// "updated" events with a cache-level change move one copy between media.
+// At most kMaxMedia distinct medium names are kept; further names count as
+// "other" (a bound on label cardinality).
+//
+// Reuse reports. With vLLM's kv_cache_report_mode "full" (set per request), a
+// request's prefix-cache hits are reported as a BlockStored chain from the root
+// (parent None) made of blocks that are all resident. A primary-medium
+// BlockStored with no parent whose every hash is already resident in its
+// (publisher, medium, group) is therefore read as a reuse report: a reference,
+// not a new copy (reference counts do not change). Any other BlockStored adds
+// one copy per hash. The rule needs no configuration and also works when only
+// some requests carry the full mode. It misreads one rare case: a real duplicate
+// copy of a whole root chain (all hashes resident, parent None) is taken for a
+// reuse report, so that copy is not counted and its later second BlockRemoved
+// counts as an unknown removal.
+//
+// Requests. Only BlockStored events on the primary medium in the request group
+// (options.request_group, default 0: one group so hybrid models are not counted
+// once per group) make requests; one curve::Request per chain, timestamp = the
+// batch's ts, pages in prefix order:
+//   - a reuse report R = [h1..hj] starts a request with those pages; when the
+//     next BlockStored of the same batch has parent hj (the same request's newly
+//     cached blocks, which vLLM emits in the same scheduler step), its blocks are
+//     appended: that request's chain is then exact (full mode);
+//   - any other BlockStored with parent P and hashes h1..hk gives the request
+//     (P's ancestors as last known, from the root) + h1..hk: a stored block
+//     implies its whole parent chain was referenced.
+// Page ids are scoped: each block hash is mixed (a 64-bit bijective mix, see
+// KvScopedPageId) with the collector's scope string (the model), the event's
+// LoRA (lora_name, else lora_id), its cache_salt and the block's extra_keys
+// digest, so pages of different scopes never match (curve-semantics.md section 1).
+//
+// What the reconstruction misses (without full report mode):
+//   - a request that hits on blocks already cached produces no event at all when
+//     it needs no new full block: fully hitting requests are invisible. The
+//     reconstructed stream holds the requests that stored something, each with
+//     its whole prefix, so reuse of a prefix IS seen when a new block extends it,
+//     but every hit of a request that extends nothing is lost;
+//   - one request whose blocks are stored over several scheduler steps (chunked
+//     prefill, and blocks filled during decode) gives one reconstructed request
+//     per step, each re-referencing the prefix: extra references, counted as hits
+//     at short distances. Full mode only merges events within one batch;
+//   - pages emitted are the engine's full blocks only (partial blocks never
+//     appear);
+//   - the ancestor chain is "as last known": a block stored before the tracker
+//     started (or whose store was lost and not replayed) truncates the chain at
+//     that point (counted as truncated chains);
+//   - per-request token counts and tenants are not known (left unset).
+//
+// Parent map. Ancestors are found in a map block hash -> (parent hash, page id)
+// filled from primary-medium BlockStored events of the request group. An entry
+// lives while its block is resident in that state of at least one publisher
+// (a new block can only extend a chain the engine holds, so the map follows the
+// engines' caches and needs no tuning), bounded by options.parent_map_max_entries
+// as a guard against lost removals: beyond it the oldest-stored entry is evicted
+// (counted). Memory: 56 to 72 bytes per entry (a 40-byte record plus a 12-byte
+// hash-table slot at 3/4 to 3/8 load). Walks stop at a missing entry, at the root,
+// on a cycle (hash collisions or hostile input; counted) and at
+// options.max_request_pages (counted).
+//
+// Thread safety: none; one thread applies batches and reads the counters.
+#ifndef KVWATCH_COLLECTORS_KV_EVENT_TRACKER_H_
+#define KVWATCH_COLLECTORS_KV_EVENT_TRACKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectors/collector.h"
+#include "collectors/kv_event.h"
+#include "curve/page_map.h"
+#include "curve/request.h"
+
+namespace kvwatch::collectors {
+
+// ---- Page scope ---------------------------------------------------------------
+
+// The 64-bit digest of a scope string (the model); 0 for "".
+std::uint64_t KvBaseScope(std::string_view model);
+// The scope of one BlockStored event: base folded with its LoRA (lora_name,
+// else lora_id) and cache_salt, when present.
+std::uint64_t KvEventScope(std::uint64_t base_scope, const BlockStored& event);
+// The page id of a block: a bijection of block_hash for a fixed (scope,
+// extra_key_digest), so distinct hashes never collide within one scope.
+std::uint64_t KvScopedPageId(std::uint64_t event_scope, std::uint64_t extra_key_digest,
+                             std::uint64_t block_hash);
+
+// ---- Parent map ---------------------------------------------------------------
+
+// Block hash -> (parent hash, scoped page id), with insertion order for the
+// bounded eviction described above. Public for tests.
+class KvChainIndex {
+ public:
+  enum class WalkEnd {
+    kRoot,       // reached a block with no parent
+    kUnknown,    // reached a hash that is not in the map (chain truncated)
+    kCycle,      // a hash came back (hash collision or hostile input)
+    kTooLong,    // max_pages reached
+  };
+
+  explicit KvChainIndex(std::size_t max_entries);
+
+  // Inserts or updates hash's entry; an update makes it the newest. Returns
+  // true when an older entry had to be evicted to stay within the bound.
+  bool Put(std::uint64_t hash, std::optional<std::uint64_t> parent, std::uint64_t page);
+  void Erase(std::uint64_t hash);
+  void Clear();
+  bool Contains(std::uint64_t hash) const { return index_.Find(hash) != nullptr; }
+  std::size_t size() const { return index_.size(); }
+  std::size_t max_entries() const { return max_entries_; }
+
+  // Appends the page ids of start and its ancestors, root first, to *pages
+  // (at most max_pages of them) and says why the walk stopped.
+  WalkEnd AppendChain(std::uint64_t start, std::size_t max_pages, std::vector<curve::PageId>* pages);
+
+  std::size_t MemoryBytes() const;
+
+ private:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  struct Link {
+    std::uint64_t hash = 0;
+    std::uint64_t parent = 0;
+    std::uint64_t page = 0;
+    std::uint32_t prev = kNone;  // older
+    std::uint32_t next = kNone;  // newer
+    std::uint32_t mark = 0;      // walk stamp, for cycle detection
+    bool has_parent = false;
+  };
+
+  void Unlink(std::uint32_t slot);
+  void PushNewest(std::uint32_t slot);
+  void Release(std::uint32_t slot);
+
+  std::size_t max_entries_;
+  curve::PageMap index_;  // hash -> slot in links_
+  std::vector<Link> links_;
+  std::vector<std::uint32_t> free_;
+  std::uint32_t oldest_ = kNone;
+  std::uint32_t newest_ = kNone;
+  std::uint32_t walk_stamp_ = 0;
+  std::vector<std::uint32_t> walk_reverse_;  // scratch: slots of one walk, newest first
+};
+
+// ---- Tracker ------------------------------------------------------------------
+
+struct KvEventTrackerOptions {
+  // Folded into every page id (curve-semantics.md section 1): the model or
+  // revision these events come from. Empty: no model scope.
+  std::string scope;
+  // The KV-cache group whose primary-medium stores become requests.
+  std::int64_t request_group = 0;
+  // Bound of the parent map (see above).
+  std::size_t parent_map_max_entries = std::size_t{1} << 22;
+  // Longest request emitted (ancestors included), in pages.
+  std::size_t max_request_pages = std::size_t{1} << 16;
+};
+
+// Per-medium counters, summed over publishers and groups.
+struct KvMediumCounters {
+  std::string medium;
+  std::uint64_t stored_blocks = 0;   // hashes of BlockStored events, not reuse reports
+  std::uint64_t evicted_blocks = 0;  // hashes of BlockRemoved events
+  std::uint64_t reused_blocks = 0;   // hashes of reuse reports
+  std::uint64_t tier_moves = 0;      // stored blocks that were tier moves (also in stored_blocks)
+  std::uint64_t resident_blocks = 0; // distinct resident hashes, summed over (publisher, group)
+};
+
+struct KvTrackerCounters {
+  std::uint64_t batches = 0;
+  std::uint64_t events = 0;
+  std::uint64_t requests = 0;          // requests handed to the sink
+  std::uint64_t request_pages = 0;     // their pages
+  std::uint64_t reuse_reports = 0;
+  std::uint64_t merged_chains = 0;     // stores appended to a reuse report's request
+  std::uint64_t unknown_removals = 0;  // removed hashes that were not resident
+  std::uint64_t unknown_events = 0;    // events of an unknown tag
+  std::uint64_t cache_clears = 0;      // AllBlocksCleared events
+  std::uint64_t publisher_resets = 0;  // ResetPublisher calls
+  std::uint64_t chains_truncated = 0;  // ancestor walks that hit an unknown block
+  std::uint64_t chain_cycles = 0;
+  std::uint64_t chains_too_long = 0;
+  std::uint64_t parent_map_evictions = 0;
+};
+
+class KvEventTracker {
+ public:
+  explicit KvEventTracker(KvEventTrackerOptions options = {});
+  KvEventTracker(const KvEventTracker&) = delete;
+  KvEventTracker& operator=(const KvEventTracker&) = delete;
+
+  // Registers a publisher; returns its id (0, 1, ...).
+  std::size_t AddPublisher();
+  std::size_t publishers() const { return publishers_.size(); }
+
+  // Applies one batch from publisher (an id from AddPublisher) and hands the
+  // requests it implies to sink, in event order.
+  void Apply(std::size_t publisher, const KvEventBatch& batch, RequestSink& sink);
+
+  // Drops a publisher's block state (a restart: its cache is empty again).
+  void ResetPublisher(std::size_t publisher);
+
+  const KvTrackerCounters& counters() const { return counters_; }
+  // One entry per medium seen ("GPU" always first).
+  std::vector<KvMediumCounters> MediumCounters() const;
+  // Distinct resident hashes of one (publisher, medium, group); 0 when unknown.
+  std::uint64_t ResidentBlocks(std::size_t publisher, std::string_view medium, std::int64_t group) const;
+  // Reference count of one hash there (0: not resident).
+  std::uint32_t References(std::size_t publisher, std::string_view medium, std::int64_t group,
+                           std::uint64_t hash) const;
+  std::size_t parent_map_size() const { return chains_.size(); }
+  const KvChainIndex& chains() const { return chains_; }
+  const KvEventTrackerOptions& options() const { return options_; }
+
+  static constexpr std::size_t kMaxMedia = 16;
+
+ private:
+  struct GroupState {
+    std::uint32_t medium = 0;
+    std::int64_t group = 0;
+    curve::PageMap refs;  // hash -> copies (> 0)
+  };
+  struct Publisher {
+    std::vector<GroupState> groups;
+  };
+  struct MediumTotals {
+    std::uint64_t stored = 0, evicted = 0, reused = 0, tier_moves = 0;
+  };
+  // The request being built from a reuse report, waiting for its new blocks.
+  struct Pending {
+    bool active = false;
+    bool mergeable = false;
+    std::uint64_t tail = 0;
+    double ts = 0;
+  };
+
+  std::uint32_t MediumIndex(const std::optional<std::string>& medium);
+  std::optional<std::uint32_t> FindMedium(std::string_view medium) const;
+  GroupState& State(std::size_t publisher, std::uint32_t medium, std::int64_t group);
+  const GroupState* FindState(std::size_t publisher, std::uint32_t medium, std::int64_t group) const;
+  bool IsRequestState(const GroupState& s) const { return s.medium == 0 && s.group == options_.request_group; }
+
+  void OnStored(std::size_t publisher, const BlockStored& e, double ts, RequestSink& sink);
+  void OnRemoved(std::size_t publisher, const BlockRemoved& e);
+  void OnUpdated(std::size_t publisher, const BlockUpdated& e);
+  void AddCopy(GroupState& s, std::uint64_t hash);
+  void DropCopy(std::size_t publisher, GroupState& s, std::uint64_t hash);
+  void ClearPublisher(std::size_t publisher);
+  // A hash left a request state: forget its parent link unless another
+  // publisher still holds it.
+  void MaybeForgetLink(std::size_t publisher, std::uint64_t hash);
+  void AppendPages(const BlockStored& e, std::vector<curve::PageId>* pages);
+  void RecordLinks(const BlockStored& e, std::size_t first_page);
+  void StartRequest(double ts);
+  void Flush(RequestSink& sink);
+
+  KvEventTrackerOptions options_;
+  std::uint64_t base_scope_;
+  std::vector<std::string> media_;  // media_[0] == "GPU"
+  std::vector<MediumTotals> totals_;
+  std::vector<Publisher> publishers_;
+  KvChainIndex chains_;
+  KvTrackerCounters counters_;
+  Pending pending_;
+  curve::Request request_;  // the request being built (reused storage)
+};
+
+}  // namespace kvwatch::collectors
+
+#endif  // KVWATCH_COLLECTORS_KV_EVENT_TRACKER_H_

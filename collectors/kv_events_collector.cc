@@ -1,0 +1,422 @@
+#include "collectors/kv_events_collector.h"
+
+#include <zmq.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <optional>
+#include <cstring>
+#include <span>
+#include <utility>
+#include <zmq.hpp>
+
+#include "collectors/kv_event_decoder.h"
+
+namespace kvwatch::collectors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Result = curve::Result<std::unique_ptr<KvEventsCollector>>;
+
+// Past this many logged problems, only every 1000th is logged: the counters
+// keep the totals, and a flood of garbage must not flood the log.
+constexpr std::uint64_t kLogFirst = 100;
+constexpr std::uint64_t kLogEvery = 1000;
+// Frames kept of one message: a replay reply on a DEALER has at most 4; one
+// more tells "too many" apart.
+constexpr std::size_t kMaxFrames = 5;
+
+// Receives one whole multipart message without blocking. Returns its number of
+// frames (0: nothing queued); frames beyond frames->size() are read and dropped.
+std::size_t ReceiveMessage(zmq::socket_t& socket, std::vector<zmq::message_t>* frames) {
+  std::size_t count = 0;
+  zmq::message_t scratch;
+  for (;;) {
+    zmq::message_t& target = count < frames->size() ? (*frames)[count] : scratch;
+    // The parts of a multipart message arrive together: only the first can be missing.
+    const auto received = socket.recv(target, count == 0 ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    if (!received.has_value()) return count;
+    ++count;
+    if (!target.more()) return count;
+  }
+}
+
+Frame AsFrame(const zmq::message_t& m) { return Frame(m.data<std::uint8_t>(), m.size()); }
+
+std::atomic<std::uint64_t> monitor_counter{0};
+
+}  // namespace
+
+curve::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::size_t rank) {
+  if (rank == 0) return endpoint;
+  if (endpoint.rfind("tcp://", 0) == 0) {
+    const std::size_t colon = endpoint.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+    const bool numeric = !port.empty() && port.size() <= 5 &&
+                         std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!numeric || std::stoul(port) + rank > 65535) {
+      return curve::Result<std::string>::Error("cannot offset '" + endpoint + "' for rank " + std::to_string(rank) +
+                                               ": expected tcp://host:PORT with a numeric port");
+    }
+    return endpoint.substr(0, colon + 1) + std::to_string(std::stoul(port) + rank);
+  }
+  if (endpoint.rfind("inproc://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0) {
+    return endpoint + "_dp" + std::to_string(rank);
+  }
+  return curve::Result<std::string>::Error("cannot offset '" + endpoint +
+                                           "': expected a tcp://, ipc:// or inproc:// endpoint");
+}
+
+// ---- Sockets ------------------------------------------------------------------
+
+struct KvEventsCollector::Io {
+  struct Endpoint {
+    std::string address;  // as connected, or as bound (with the chosen port)
+    std::string replay;   // this rank's replay endpoint; empty: none
+    bool bound = false;
+    int peers = 0;  // live connections, from the monitor
+    zmq::socket_t sub;
+    zmq::socket_t monitor;  // PAIR reading the SUB socket's monitor events
+  };
+  struct Publisher {
+    std::size_t endpoint = 0;
+    std::string topic;
+    std::size_t tracker_id = 0;
+    bool has_seq = false;
+    std::uint64_t last_seq = 0;
+    std::string label;  // for logs
+  };
+
+  zmq::context_t context{1};
+  std::vector<Endpoint> endpoints;
+  std::vector<Publisher> publishers;
+  std::vector<zmq::message_t> frames = std::vector<zmq::message_t>(kMaxFrames);
+  std::vector<zmq::message_t> replay_frames = std::vector<zmq::message_t>(kMaxFrames);
+  std::vector<zmq::message_t> monitor_frames = std::vector<zmq::message_t>(2);
+  KvEventDecoder decoder;
+  KvEventBatch batch;
+
+  // The publisher of (endpoint, topic), added on first sight; nullopt beyond max.
+  std::optional<std::size_t> FindPublisher(std::size_t endpoint, std::string_view topic, std::size_t max,
+                                           KvEventTracker* tracker) {
+    for (std::size_t i = 0; i < publishers.size(); ++i) {
+      if (publishers[i].endpoint == endpoint && publishers[i].topic == topic) return i;
+    }
+    if (publishers.size() >= max) return std::nullopt;
+    Publisher p;
+    p.endpoint = endpoint;
+    p.topic = std::string(topic);
+    p.tracker_id = tracker->AddPublisher();
+    p.label = endpoints[endpoint].address + (topic.empty() ? "" : " topic '" + p.topic + "'");
+    publishers.push_back(std::move(p));
+    return publishers.size() - 1;
+  }
+};
+
+KvEventsCollector::KvEventsCollector(KvEventsCollectorOptions options, CollectorLog log)
+    : options_(std::move(options)), log_(std::move(log)), io_(new Io), tracker_(options_.tracker) {}
+
+KvEventsCollector::~KvEventsCollector() = default;
+
+Result KvEventsCollector::Create(KvEventsCollectorOptions options, CollectorLog log) {
+  if (options.endpoints.empty()) return Result::Error("endpoints: expected at least one ZeroMQ endpoint");
+  if (options.max_messages_per_poll == 0) options.max_messages_per_poll = 1;
+  std::unique_ptr<KvEventsCollector> c(new KvEventsCollector(std::move(options), std::move(log)));
+  const KvEventsCollectorOptions& o = c->options_;
+  Io& io = *c->io_;
+  io.endpoints.reserve(o.endpoints.size());
+  for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
+    const std::string& endpoint = o.endpoints[i];
+    const std::string where = "endpoints[" + std::to_string(i) + "]: ";
+    io.endpoints.emplace_back();
+    Io::Endpoint& e = io.endpoints.back();
+    e.address = endpoint;
+    if (!o.replay_endpoint.empty()) {
+      curve::Result<std::string> replay = OffsetKvEndpoint(o.replay_endpoint, i);
+      if (!replay.ok()) return Result::Error("replay_endpoint: " + replay.error());
+      e.replay = replay.value();
+    }
+    try {
+      e.sub = zmq::socket_t(io.context, zmq::socket_type::sub);
+      e.sub.set(zmq::sockopt::linger, 0);
+      e.sub.set(zmq::sockopt::rcvhwm, o.receive_hwm);
+      e.sub.set(zmq::sockopt::subscribe, o.topic);
+      // The monitor must be attached before connecting, to see the first connection.
+      const std::string monitor = "inproc://kvwatch-kv-events-monitor-" + std::to_string(monitor_counter++);
+      if (zmq_socket_monitor(e.sub.handle(), monitor.c_str(),
+                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+        return Result::Error(where + "cannot monitor the socket: " + zmq_strerror(zmq_errno()));
+      }
+      e.monitor = zmq::socket_t(io.context, zmq::socket_type::pair);
+      e.monitor.set(zmq::sockopt::linger, 0);
+      e.monitor.connect(monitor);
+      if (o.bind) {
+        e.sub.bind(endpoint);
+        e.address = e.sub.get(zmq::sockopt::last_endpoint);
+        e.bound = true;
+      } else {
+        e.sub.connect(endpoint);
+      }
+    } catch (const zmq::error_t& err) {
+      std::string hint;
+      if (!o.bind && endpoint.find('*') != std::string::npos) {
+        hint = " (an engine binding tcp://*:PORT is reached at tcp://<engine-host>:PORT)";
+      }
+      return Result::Error(where + "cannot " + (o.bind ? "bind" : "connect") + " '" + endpoint + "': " +
+                           err.what() + hint);
+    }
+  }
+  return c;
+}
+
+std::vector<std::string> KvEventsCollector::endpoints() const {
+  std::vector<std::string> out;
+  for (const Io::Endpoint& e : io_->endpoints) out.push_back(e.address);
+  return out;
+}
+
+// ---- Poll ---------------------------------------------------------------------
+
+void KvEventsCollector::Log(const std::string& message) {
+  const std::uint64_t n = logged_++;
+  if (log_ && (n < kLogFirst || n % kLogEvery == 0)) log_(options_.name, message);
+}
+
+void KvEventsCollector::CountError(std::string_view reason, const std::string& message) {
+  ++stats_.errors[std::string(reason)];
+  Log(message);
+}
+
+void KvEventsCollector::Poll(RequestSink& sink, double wall_now_s) {
+  replay_budget_ = options_.replay_timeout;
+  for (std::size_t i = 0; i < io_->endpoints.size(); ++i) {
+    try {
+      for (std::size_t n = 0; n < options_.max_messages_per_poll; ++n) {
+        const std::size_t frames = ReceiveMessage(io_->endpoints[i].sub, &io_->frames);
+        if (frames == 0) break;
+        if (frames != 3) {
+          CountError(KvDecodeErrorCodeName(KvDecodeErrorCode::kBadFrames),
+                     io_->endpoints[i].address + ": expected 3 frames [topic, seq, payload], got " +
+                         std::to_string(frames));
+          continue;
+        }
+        HandleMessage(i, sink, wall_now_s);
+      }
+    } catch (const zmq::error_t& err) {
+      CountError("zmq_error", io_->endpoints[i].address + ": " + err.what());
+    }
+  }
+  ReadMonitors();
+}
+
+void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, double wall_now_s) {
+  const std::vector<zmq::message_t>& f = io_->frames;
+  KvResult<KvMessage> message = ParseFrames(AsFrame(f[0]), AsFrame(f[1]), AsFrame(f[2]));
+  if (!message.ok()) {
+    CountError(KvDecodeErrorCodeName(message.error().code),
+               io_->endpoints[endpoint].address + ": " + message.error().message);
+    return;
+  }
+  const KvMessage& m = message.value();
+  std::optional<std::size_t> found = io_->FindPublisher(endpoint, m.topic, options_.max_publishers, &tracker_);
+  if (!found.has_value()) {
+    CountError("too_many_publishers", io_->endpoints[endpoint].address + ": more than " +
+                                          std::to_string(options_.max_publishers) +
+                                          " topics; dropping messages of new ones");
+    return;
+  }
+  const std::size_t p = *found;
+  {
+    Io::Publisher& pub = io_->publishers[p];
+    if (pub.has_seq && m.seq != pub.last_seq + 1) {
+      if (m.seq > pub.last_seq + 1) {
+        Recover(p, pub.last_seq + 1, m.seq, sink, wall_now_s);
+      } else {
+        ++transport_.restarts;
+        tracker_.ResetPublisher(pub.tracker_id);
+        Log(pub.label + ": seq " + std::to_string(m.seq) + " after " + std::to_string(pub.last_seq) +
+            ": publisher restarted, its block state was reset");
+      }
+    }
+  }
+  Io::Publisher& pub = io_->publishers[p];
+  pub.has_seq = true;
+  pub.last_seq = m.seq;
+  ApplyPayload(p, m.seq, m.payload.data(), m.payload.size(), sink, wall_now_s, false);
+}
+
+void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data,
+                                     std::size_t size, RequestSink& sink, double wall_now_s, bool replayed) {
+  const Io::Publisher& pub = io_->publishers[publisher];
+  KvDecodeStatus status = io_->decoder.Decode(std::span<const std::uint8_t>(data, size), &io_->batch);
+  if (!status.ok()) {
+    CountError(KvDecodeErrorCodeName(status.code()), pub.label + (replayed ? " replayed" : "") + " seq " +
+                                                         std::to_string(seq) + ": " + status.message());
+    return;
+  }
+  tracker_.Apply(pub.tracker_id, io_->batch, sink);
+  ++transport_.batches;
+  stats_.last_success_s = wall_now_s;
+}
+
+void KvEventsCollector::Recover(std::size_t publisher, std::uint64_t from, std::uint64_t to, RequestSink& sink,
+                                double wall_now_s) {
+  const std::uint64_t gap = to - from;
+  const Io::Endpoint& endpoint = io_->endpoints[io_->publishers[publisher].endpoint];
+  std::uint64_t received = 0;
+  if (!endpoint.replay.empty() && replay_budget_ > Clock::duration::zero()) {
+    received = Replay(publisher, from, to, sink, wall_now_s);
+  }
+  const std::uint64_t lost = gap - received;
+  if (lost == 0) return;
+  transport_.lost += lost;
+  stats_.dropped += lost;
+  Log(io_->publishers[publisher].label + ": lost " + std::to_string(lost) + " of " + std::to_string(gap) +
+      " batches between seq " + std::to_string(from) + " and " + std::to_string(to - 1) +
+      (endpoint.replay.empty() ? " (no replay endpoint)" : " (not in the replay buffer or not in time)"));
+}
+
+std::uint64_t KvEventsCollector::Replay(std::size_t publisher, std::uint64_t from, std::uint64_t to,
+                                        RequestSink& sink, double wall_now_s) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + replay_budget_;
+  const std::string replay_address = io_->endpoints[io_->publishers[publisher].endpoint].replay;
+  std::uint64_t received = 0;
+  try {
+    // A fresh DEALER per recovery: replies left over from a timed-out one can
+    // never be mistaken for this one's.
+    zmq::socket_t dealer(io_->context, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvhwm, 0);
+    dealer.connect(replay_address);
+    const std::array<std::uint8_t, 8> seq = EncodeSeqFrame(from);
+    dealer.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    dealer.send(zmq::buffer(seq), zmq::send_flags::dontwait);
+    ++transport_.replay_requests;
+    std::uint64_t expected = from;
+    while (expected < to) {
+      const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (remaining <= std::chrono::milliseconds::zero()) break;
+      zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, remaining) == 0) continue;
+      const std::size_t n = ReceiveMessage(dealer, &io_->replay_frames);
+      if (n == 0) continue;
+      std::array<Frame, kMaxFrames> frames;
+      for (std::size_t i = 0; i < std::min(n, kMaxFrames); ++i) frames[i] = AsFrame(io_->replay_frames[i]);
+      KvResult<KvReplayReply> reply = ParseReplayReply(std::span<const Frame>(frames.data(), std::min(n, kMaxFrames)));
+      if (!reply.ok() || n > kMaxFrames - 1) {
+        const std::string why = reply.ok() ? "too many frames" : reply.error().message;
+        CountError(KvDecodeErrorCodeName(reply.ok() ? KvDecodeErrorCode::kBadFrames : reply.error().code),
+                   replay_address + ": replay reply: " + why);
+        continue;
+      }
+      const KvReplayReply& r = reply.value();
+      if (r.end_of_replay || r.seq >= to) break;  // past the gap: the live stream has the rest
+      if (r.seq < expected) continue;
+      // Batches between expected and r.seq had left the engine's buffer: lost.
+      ++received;
+      ++transport_.replayed;
+      expected = r.seq + 1;
+      ApplyPayload(publisher, r.seq, r.payload.data(), r.payload.size(), sink, wall_now_s, true);
+    }
+  } catch (const zmq::error_t& err) {
+    CountError("zmq_error", replay_address + ": replay: " + err.what());
+  }
+  replay_budget_ -= Clock::now() - start;
+  return received;
+}
+
+void KvEventsCollector::ReadMonitors() {
+  std::vector<zmq::message_t>& frames = io_->monitor_frames;
+  for (Io::Endpoint& e : io_->endpoints) {
+    try {
+      for (;;) {
+        const std::size_t n = ReceiveMessage(e.monitor, &frames);
+        if (n == 0) break;
+        // libzmq 4.x: frame 1 is a 16-bit event id and a 32-bit value.
+        if (frames[0].size() < sizeof(std::uint16_t)) continue;
+        std::uint16_t event = 0;
+        std::memcpy(&event, frames[0].data(), sizeof(event));
+        if (event == ZMQ_EVENT_CONNECTED || event == ZMQ_EVENT_ACCEPTED) ++e.peers;
+        if (event == ZMQ_EVENT_DISCONNECTED) e.peers = std::max(0, e.peers - 1);
+      }
+    } catch (const zmq::error_t& err) {
+      CountError("zmq_error", e.address + ": monitor: " + err.what());
+    }
+  }
+}
+
+// ---- Reporting ----------------------------------------------------------------
+
+CollectorStats KvEventsCollector::stats() const {
+  CollectorStats s = stats_;
+  s.records = tracker_.counters().requests;
+  s.up = std::all_of(io_->endpoints.begin(), io_->endpoints.end(),
+                     [](const Io::Endpoint& e) { return e.bound || e.peers > 0; });
+  return s;
+}
+
+void KvEventsCollector::AppendSamples(std::vector<MetricSample>* out) const {
+  const std::pair<std::string, std::string> collector{"collector", options_.name};
+  auto add = [&](std::string name, std::string help, bool counter, double value,
+                 std::vector<std::pair<std::string, std::string>> extra = {}) {
+    MetricSample s;
+    s.name = std::move(name);
+    s.help = std::move(help);
+    s.counter = counter;
+    s.labels.push_back(collector);
+    for (auto& l : extra) s.labels.push_back(std::move(l));
+    s.value = value;
+    out->push_back(std::move(s));
+  };
+  for (const KvMediumCounters& m : tracker_.MediumCounters()) {
+    const std::vector<std::pair<std::string, std::string>> medium = {{"medium", m.medium}};
+    add("kvwatch_engine_stored_blocks_total",
+        "Blocks the engine reported stored (KV events BlockStored, tier moves included, reuse reports not).",
+        true, static_cast<double>(m.stored_blocks), medium);
+    add("kvwatch_engine_evicted_blocks_total", "Blocks the engine reported evicted (KV events BlockRemoved).",
+        true, static_cast<double>(m.evicted_blocks), medium);
+    add("kvwatch_engine_resident_blocks",
+        "Distinct block hashes resident per the engine's KV events, summed over publishers and groups.", false,
+        static_cast<double>(m.resident_blocks), medium);
+    add("kvwatch_engine_reused_blocks_total",
+        "Blocks the engine reported reused from its prefix cache (kv_cache_report_mode full).", true,
+        static_cast<double>(m.reused_blocks), medium);
+    add("kvwatch_engine_tier_moved_blocks_total",
+        "Stored blocks that were moves from another tier (offload placeholders, cache-level updates).", true,
+        static_cast<double>(m.tier_moves), medium);
+  }
+  const KvTrackerCounters& t = tracker_.counters();
+  add("kvwatch_kv_events_batches_total", "KV event batches decoded and applied (live and replayed).", true,
+      static_cast<double>(transport_.batches));
+  add("kvwatch_kv_events_lost_total", "KV event batches known missing (sequence gaps) and not recovered.", true,
+      static_cast<double>(transport_.lost));
+  add("kvwatch_kv_events_replayed_total", "KV event batches recovered from the engine's replay socket.", true,
+      static_cast<double>(transport_.replayed));
+  add("kvwatch_kv_events_publisher_restarts_total",
+      "Publisher restarts seen (a sequence number going back); the publisher's block state was reset.", true,
+      static_cast<double>(transport_.restarts));
+  add("kvwatch_kv_events_cache_clears_total", "AllBlocksCleared events (prefix cache resets; not evictions).",
+      true, static_cast<double>(t.cache_clears));
+  add("kvwatch_kv_events_unknown_events_total", "KV events of a type this build does not know.", true,
+      static_cast<double>(t.unknown_events));
+  add("kvwatch_kv_events_unknown_removals_total", "Removed block hashes that were not resident.", true,
+      static_cast<double>(t.unknown_removals));
+  add("kvwatch_kv_events_chain_anomalies_total",
+      "Reconstructed requests whose ancestor chain stopped early, by kind.", true,
+      static_cast<double>(t.chains_truncated), {{"kind", "truncated"}});
+  add("kvwatch_kv_events_chain_anomalies_total",
+      "Reconstructed requests whose ancestor chain stopped early, by kind.", true,
+      static_cast<double>(t.chain_cycles), {{"kind", "cycle"}});
+  add("kvwatch_kv_events_chain_anomalies_total",
+      "Reconstructed requests whose ancestor chain stopped early, by kind.", true,
+      static_cast<double>(t.chains_too_long), {{"kind", "too_long"}});
+  add("kvwatch_kv_events_parent_map_entries", "Block parent links kept to rebuild request chains.", false,
+      static_cast<double>(tracker_.parent_map_size()));
+  add("kvwatch_kv_events_parent_map_evictions_total",
+      "Parent links evicted because the parent map reached its bound.", true,
+      static_cast<double>(t.parent_map_evictions));
+}
+
+}  // namespace kvwatch::collectors

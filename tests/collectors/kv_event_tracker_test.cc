@@ -1,0 +1,383 @@
+// KvEventTracker without sockets: block state, counters, reuse reports and the
+// request reconstruction from parent links.
+#include "collectors/kv_event_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kvwatch::collectors {
+namespace {
+
+struct CaptureSink : RequestSink {
+  std::vector<curve::Request> requests;
+  void OnRequest(const curve::Request& r) override { requests.push_back(r); }
+};
+
+BlockStored Stored(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent,
+                   std::optional<std::string> medium = std::nullopt, bool tokens = true) {
+  BlockStored e;
+  e.block_hashes = std::move(hashes);
+  e.parent_block_hash = parent;
+  if (tokens) e.token_ids.assign(e.block_hashes.size() * 4, 7);
+  e.block_size = tokens ? 4 : 0;
+  e.medium = std::move(medium);
+  return e;
+}
+
+BlockRemoved Removed(std::vector<std::uint64_t> hashes, std::optional<std::string> medium = std::nullopt) {
+  BlockRemoved e;
+  e.block_hashes = std::move(hashes);
+  e.medium = std::move(medium);
+  return e;
+}
+
+KvEventBatch Batch(std::vector<KvEvent> events, double ts = 100.0) {
+  KvEventBatch b;
+  b.ts = ts;
+  b.events = std::move(events);
+  return b;
+}
+
+// The page ids the tracker gives unscoped events of hashes.
+std::vector<curve::PageId> Ids(const std::vector<std::uint64_t>& hashes, const std::string& scope = "") {
+  const std::uint64_t s = KvEventScope(KvBaseScope(scope), BlockStored{});
+  std::vector<curve::PageId> out;
+  for (std::uint64_t h : hashes) out.push_back(KvScopedPageId(s, 0, h));
+  return out;
+}
+
+TEST(KvEventTrackerTest, StoredChainsBecomeRequestsWithTheirKnownAncestors) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2, 3}, std::nullopt)}, 10.0), sink);
+  t.Apply(p, Batch({Stored({4, 5}, 3)}, 11.0), sink);   // extends 1-2-3
+  t.Apply(p, Batch({Stored({6}, 2)}, 12.0), sink);      // branches after 1-2
+  ASSERT_EQ(sink.requests.size(), 3u);
+  EXPECT_EQ(sink.requests[0].pages, Ids({1, 2, 3}));
+  EXPECT_EQ(sink.requests[1].pages, Ids({1, 2, 3, 4, 5}));
+  EXPECT_EQ(sink.requests[2].pages, Ids({1, 2, 6}));
+  EXPECT_DOUBLE_EQ(sink.requests[1].timestamp_s, 11.0);
+  EXPECT_EQ(t.counters().chains_truncated, 0u);
+  EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 6u);
+}
+
+TEST(KvEventTrackerTest, UnknownParentTruncatesTheChainAndIsCounted) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({8, 9}, 77)}), sink);
+  ASSERT_EQ(sink.requests.size(), 1u);
+  EXPECT_EQ(sink.requests[0].pages, Ids({8, 9}));
+  EXPECT_EQ(t.counters().chains_truncated, 1u);
+}
+
+TEST(KvEventTrackerTest, DuplicateCopiesAreReferenceCounted) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt), Stored({2}, 1)}), sink);  // a second copy of 2
+  EXPECT_EQ(t.References(p, "GPU", 0, 2), 2u);
+  t.Apply(p, Batch({Removed({2})}), sink);
+  EXPECT_EQ(t.References(p, "GPU", 0, 2), 1u);
+  EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 2u);
+  t.Apply(p, Batch({Removed({2, 2})}), sink);  // the last copy, then one too many
+  EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 1u);
+  EXPECT_EQ(t.counters().unknown_removals, 1u);
+  const auto media = t.MediumCounters();
+  ASSERT_EQ(media.size(), 1u);
+  EXPECT_EQ(media[0].medium, "GPU");
+  EXPECT_EQ(media[0].stored_blocks, 3u);
+  EXPECT_EQ(media[0].evicted_blocks, 3u);  // every removed hash counts
+  EXPECT_EQ(media[0].resident_blocks, 1u);
+}
+
+TEST(KvEventTrackerTest, ReuseReportMergesWithTheNewBlocksOfTheSameStep) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2, 3}, std::nullopt)}), sink);
+  // Full report mode: hits 1-2 reported from the root, an eviction, then the new blocks.
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt), Removed({3}), Stored({4, 5}, 2)}), sink);
+  // A full hit: only the report.
+  t.Apply(p, Batch({Stored({1, 2, 4}, std::nullopt)}), sink);
+  ASSERT_EQ(sink.requests.size(), 3u);
+  EXPECT_EQ(sink.requests[1].pages, Ids({1, 2, 4, 5}));
+  EXPECT_EQ(sink.requests[2].pages, Ids({1, 2, 4}));
+  EXPECT_EQ(t.counters().reuse_reports, 2u);
+  EXPECT_EQ(t.counters().merged_chains, 1u);
+  // Reports add no copies: one removal each makes them non-resident.
+  EXPECT_EQ(t.References(p, "GPU", 0, 1), 1u);
+  const auto media = t.MediumCounters();
+  EXPECT_EQ(media[0].stored_blocks, 5u);
+  EXPECT_EQ(media[0].reused_blocks, 5u);
+}
+
+TEST(KvEventTrackerTest, ReportOfANonResidentBlockIsAStore) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1}, std::nullopt)}), sink);
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);  // 2 is new: not a report
+  EXPECT_EQ(t.counters().reuse_reports, 0u);
+  EXPECT_EQ(t.References(p, "GPU", 0, 1), 2u);
+}
+
+TEST(KvEventTrackerTest, MergeOnlyWithinOneBatchAndOnlyOnTheReportedTail) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);  // report
+  t.Apply(p, Batch({Stored({3}, 2)}), sink);                // next step: reconstructed
+  t.Apply(p, Batch({Stored({1}, std::nullopt), Stored({9}, 2)}), sink);  // parent is not the tail
+  ASSERT_EQ(sink.requests.size(), 5u);
+  EXPECT_EQ(sink.requests[1].pages, Ids({1, 2}));
+  EXPECT_EQ(sink.requests[2].pages, Ids({1, 2, 3}));
+  EXPECT_EQ(sink.requests[3].pages, Ids({1}));
+  EXPECT_EQ(sink.requests[4].pages, Ids({1, 2, 9}));
+  EXPECT_EQ(t.counters().merged_chains, 0u);
+}
+
+TEST(KvEventTrackerTest, ScopeSeparatesModelsLorasSaltsAndExtraKeys) {
+  KvEventTracker plain;
+  KvEventTracker scoped(KvEventTrackerOptions{.scope = "llama-3-8b"});
+  CaptureSink a, b;
+  plain.Apply(plain.AddPublisher(), Batch({Stored({1}, std::nullopt)}), a);
+  scoped.Apply(scoped.AddPublisher(), Batch({Stored({1}, std::nullopt)}), b);
+  EXPECT_NE(a.requests[0].pages, b.requests[0].pages);
+  EXPECT_EQ(b.requests[0].pages, Ids({1}, "llama-3-8b"));
+
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  BlockStored lora = Stored({1}, std::nullopt);
+  lora.lora_name = "adapter";
+  BlockStored lora_id = Stored({1}, std::nullopt);
+  lora_id.lora_id = 3;
+  BlockStored salted = Stored({1}, std::nullopt);
+  salted.cache_salt = "tenant-a";
+  BlockStored extra = Stored({1, 2}, std::nullopt);
+  extra.has_extra_keys = true;
+  extra.extra_key_digests = {0, 42};
+  t.Apply(p, Batch({Stored({1}, std::nullopt)}), sink);
+  t.Apply(p, Batch({lora}), sink);
+  t.Apply(p, Batch({lora_id}), sink);
+  t.Apply(p, Batch({salted}), sink);
+  t.Apply(p, Batch({extra}), sink);
+  ASSERT_EQ(sink.requests.size(), 5u);
+  std::set<curve::PageId> first_pages;
+  for (std::size_t i = 0; i < 4; ++i) first_pages.insert(sink.requests[i].pages[0]);
+  EXPECT_EQ(first_pages.size(), 4u);
+  // extra_keys scope only the block they belong to.
+  EXPECT_EQ(sink.requests[4].pages[0], sink.requests[0].pages[0]);
+  EXPECT_NE(sink.requests[4].pages[1], Ids({2})[0]);
+}
+
+TEST(KvEventTrackerTest, AncestorsKeepTheirOwnScope) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  BlockStored head = Stored({1}, std::nullopt);
+  head.has_extra_keys = true;
+  head.extra_key_digests = {99};  // e.g. vLLM's cache_salt on the first block
+  t.Apply(p, Batch({head}), sink);
+  t.Apply(p, Batch({Stored({2}, 1)}), sink);
+  ASSERT_EQ(sink.requests.size(), 2u);
+  EXPECT_EQ(sink.requests[1].pages[0], sink.requests[0].pages[0]);
+}
+
+TEST(KvEventTrackerTest, TierMovesAndMediaAreCountedApart) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt, "GPU"), Stored({1, 2}, std::nullopt, "CPU", false),
+                    Removed({1}, "GPU")}),
+          sink);
+  EXPECT_EQ(sink.requests.size(), 1u);  // the CPU store is not a request
+  const auto media = t.MediumCounters();
+  ASSERT_EQ(media.size(), 2u);
+  EXPECT_EQ(media[1].medium, "CPU");
+  EXPECT_EQ(media[1].stored_blocks, 2u);
+  EXPECT_EQ(media[1].tier_moves, 2u);
+  EXPECT_EQ(media[1].resident_blocks, 2u);
+  EXPECT_EQ(media[0].tier_moves, 0u);
+  EXPECT_EQ(media[0].resident_blocks, 1u);
+  EXPECT_EQ(media[0].evicted_blocks, 1u);
+}
+
+TEST(KvEventTrackerTest, MediaNamesAreBounded) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  for (int i = 0; i < 100; ++i) {
+    char medium[16];
+    std::snprintf(medium, sizeof(medium), "M%d", i);
+    t.Apply(p, Batch({Stored({1}, std::nullopt, medium)}), sink);
+  }
+  const auto media = t.MediumCounters();
+  EXPECT_EQ(media.size(), KvEventTracker::kMaxMedia);
+  EXPECT_EQ(media.back().medium, "other");
+}
+
+TEST(KvEventTrackerTest, ClearAndResetDropStateWithoutEvictions) {
+  KvEventTracker t;
+  const std::size_t a = t.AddPublisher();
+  const std::size_t b = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(a, Batch({Stored({1, 2}, std::nullopt)}), sink);
+  t.Apply(b, Batch({Stored({1, 2}, std::nullopt)}), sink);
+  t.Apply(a, Batch({AllBlocksCleared{}}), sink);
+  EXPECT_EQ(t.ResidentBlocks(a, "GPU", 0), 0u);
+  EXPECT_EQ(t.ResidentBlocks(b, "GPU", 0), 2u);
+  EXPECT_EQ(t.MediumCounters()[0].evicted_blocks, 0u);
+  EXPECT_EQ(t.counters().cache_clears, 1u);
+  // b still holds 1-2, so their links survive a's clear.
+  t.Apply(a, Batch({Stored({3}, 2)}), sink);
+  EXPECT_EQ(sink.requests.back().pages, Ids({1, 2, 3}));
+  t.ResetPublisher(b);
+  EXPECT_EQ(t.ResidentBlocks(b, "GPU", 0), 0u);
+  EXPECT_EQ(t.counters().publisher_resets, 1u);
+}
+
+TEST(KvEventTrackerTest, LinksLiveWhileTheBlockIsResident) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);
+  EXPECT_EQ(t.parent_map_size(), 2u);
+  t.Apply(p, Batch({Removed({1})}), sink);
+  EXPECT_EQ(t.parent_map_size(), 1u);
+  t.Apply(p, Batch({Stored({3}, 2)}), sink);  // 2's ancestor 1 is gone: truncated
+  EXPECT_EQ(sink.requests.back().pages, Ids({2, 3}));
+  EXPECT_EQ(t.counters().chains_truncated, 1u);
+}
+
+TEST(KvEventTrackerTest, GroupsAreTrackedApartAndOnlyTheRequestGroupMakesRequests) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  BlockStored g1 = Stored({1, 2}, std::nullopt);
+  g1.group_idx = 1;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt), g1}), sink);
+  EXPECT_EQ(sink.requests.size(), 1u);
+  EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 2u);
+  EXPECT_EQ(t.ResidentBlocks(p, "GPU", 1), 2u);
+  EXPECT_EQ(t.MediumCounters()[0].resident_blocks, 4u);
+}
+
+TEST(KvEventTrackerTest, CyclesAndLongChainsAreBounded) {
+  KvEventTrackerOptions o;
+  o.max_request_pages = 8;
+  KvEventTracker t(o);
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  // Hostile links: 1 -> 2 -> 1.
+  t.Apply(p, Batch({Stored({1}, 2), Stored({2}, 1), Stored({5}, 1)}), sink);
+  EXPECT_GE(t.counters().chain_cycles, 1u);
+  std::vector<std::uint64_t> chain(20);
+  for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = 100 + i;
+  t.Apply(p, Batch({Stored(chain, std::nullopt)}), sink);
+  t.Apply(p, Batch({Stored({500}, 119)}), sink);
+  EXPECT_EQ(sink.requests.back().pages.size(), 8u);
+  EXPECT_GE(t.counters().chains_too_long, 2u);
+}
+
+TEST(KvEventTrackerTest, TensorRtCacheLevelUpdatesMoveCopies) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  BlockUpdated u;
+  u.block_hash = 1;
+  u.cache_level_old = 0;
+  u.cache_level_new = 1;
+  t.Apply(p, Batch({Stored({1}, std::nullopt), u}), sink);
+  EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 0u);
+  EXPECT_EQ(t.ResidentBlocks(p, "CPU", 0), 1u);
+  EXPECT_EQ(t.MediumCounters()[1].tier_moves, 1u);
+}
+
+// Random events against a plain reference of the same rules: reference counts
+// per (publisher, medium), reuse reports, clears; the parent map never holds a
+// block no publisher has resident.
+TEST(KvEventTrackerTest, RandomEventsMatchAReferenceModel) {
+  std::mt19937_64 rng(17);
+  KvEventTracker t;
+  const std::size_t publishers = 3;
+  for (std::size_t i = 0; i < publishers; ++i) t.AddPublisher();
+  const std::vector<std::optional<std::string>> media = {std::nullopt, "CPU"};
+  std::map<std::pair<std::size_t, std::size_t>, std::map<std::uint64_t, std::uint32_t>> ref;
+  CaptureSink sink;
+  std::uint64_t removals_unknown = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const std::size_t p = rng() % publishers;
+    const std::size_t m = rng() % 100 < 80 ? 0 : 1;
+    auto& counts = ref[{p, m}];
+    const std::uint64_t roll = rng() % 100;
+    std::vector<std::uint64_t> hashes(1 + rng() % 4);
+    for (auto& h : hashes) h = rng() % 64;
+    if (roll < 1) {
+      t.Apply(p, Batch({AllBlocksCleared{}}), sink);
+      ref[{p, 0}].clear();
+      ref[{p, 1}].clear();
+    } else if (roll < 55) {
+      std::optional<std::uint64_t> parent;
+      if (rng() % 2) parent = rng() % 64;
+      bool reuse = m == 0 && !parent.has_value();
+      for (std::uint64_t h : hashes) reuse = reuse && counts.count(h) > 0;
+      if (!reuse) {
+        for (std::uint64_t h : hashes) ++counts[h];
+      }
+      t.Apply(p, Batch({Stored(hashes, parent, media[m])}), sink);
+    } else {
+      for (std::uint64_t h : hashes) {
+        auto it = counts.find(h);
+        if (it == counts.end()) {
+          ++removals_unknown;
+        } else if (--it->second == 0) {
+          counts.erase(it);
+        }
+      }
+      t.Apply(p, Batch({Removed(hashes, media[m])}), sink);
+    }
+  }
+  std::set<std::uint64_t> gpu_resident;
+  for (const auto& [key, counts] : ref) {
+    const std::string medium = key.second == 0 ? "GPU" : "CPU";
+    EXPECT_EQ(t.ResidentBlocks(key.first, medium, 0), counts.size());
+    for (const auto& [hash, n] : counts) {
+      EXPECT_EQ(t.References(key.first, medium, 0, hash), n);
+      if (key.second == 0) gpu_resident.insert(hash);
+    }
+  }
+  EXPECT_EQ(t.counters().unknown_removals, removals_unknown);
+  EXPECT_LE(t.parent_map_size(), gpu_resident.size());
+  EXPECT_GT(sink.requests.size(), 0u);
+}
+
+TEST(KvChainIndexTest, BoundEvictsTheOldestStored) {
+  KvChainIndex index(3);
+  EXPECT_FALSE(index.Put(1, std::nullopt, 11));
+  EXPECT_FALSE(index.Put(2, 1, 12));
+  EXPECT_FALSE(index.Put(3, 2, 13));
+  EXPECT_FALSE(index.Put(1, std::nullopt, 11));  // refreshed: now the newest
+  EXPECT_TRUE(index.Put(4, 3, 14));              // evicts 2
+  EXPECT_FALSE(index.Contains(2));
+  std::vector<curve::PageId> pages;
+  EXPECT_EQ(index.AppendChain(4, 100, &pages), KvChainIndex::WalkEnd::kUnknown);
+  EXPECT_EQ(pages, (std::vector<curve::PageId>{13, 14}));
+  index.Erase(3);
+  pages.clear();
+  EXPECT_EQ(index.AppendChain(1, 100, &pages), KvChainIndex::WalkEnd::kRoot);
+  EXPECT_EQ(pages, (std::vector<curve::PageId>{11}));
+  EXPECT_EQ(index.size(), 2u);
+}
+
+}  // namespace
+}  // namespace kvwatch::collectors

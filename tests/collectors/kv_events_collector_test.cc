@@ -1,0 +1,600 @@
+// KvEventsCollector over real ZeroMQ sockets on 127.0.0.1, fed by
+// KvEventsTestPublisher with the events EngineCacheModel derives from traces.
+#include "collectors/kv_events_collector.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectors/kv_event_decoder.h"
+#include "collectors/trace_reader.h"
+#include "curve/curve_accumulator.h"
+#include "curve/stack_distance.h"
+#include "tests/collectors/kv_events_test_publisher.h"
+
+namespace kvwatch::collectors {
+namespace {
+
+using testing::EngineCacheModel;
+using testing::EngineModelOptions;
+using testing::KvEventsTestPublisher;
+using testing::TestPublisherOptions;
+using Trace = std::vector<std::vector<std::uint64_t>>;
+
+constexpr char kScope[] = "test-model";
+
+struct CaptureSink : RequestSink {
+  std::vector<curve::Request> requests;
+  void OnRequest(const curve::Request& r) override { requests.push_back(r); }
+};
+
+// ---- Traces -------------------------------------------------------------------
+
+// Chat-like sessions over a few shared system prompts: each turn extends its
+// session's history; some requests repeat a prefix of a session (regenerate,
+// retries: they store nothing new), some are one-shot. Every id has one parent.
+Trace PrefixSharingTrace(std::uint64_t seed, std::size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uint64_t next_id = 1;
+  std::vector<std::vector<std::uint64_t>> prompts(6);
+  for (auto& p : prompts) {
+    const std::size_t len = 2 + rng() % 11;
+    for (std::size_t i = 0; i < len; ++i) p.push_back(next_id++);
+  }
+  std::vector<std::vector<std::uint64_t>> sessions;
+  Trace trace;
+  while (trace.size() < n) {
+    const std::uint64_t roll = rng() % 100;
+    if (roll < 15) {  // one-shot
+      std::vector<std::uint64_t> r = prompts[rng() % 2];  // two popular prompts
+      for (std::uint64_t i = 0, k = 1 + rng() % 8; i < k; ++i) r.push_back(next_id++);
+      trace.push_back(std::move(r));
+      continue;
+    }
+    if (sessions.empty() || (roll < 30 && sessions.size() < 40)) {
+      sessions.push_back(prompts[std::min<std::size_t>(rng() % 8, prompts.size() - 1)]);
+    }
+    const std::size_t s = rng() % sessions.size();
+    std::vector<std::uint64_t>& history = sessions[s];
+    if (roll >= 80) {  // a repeat of a prefix of the session
+      const std::size_t len = 1 + rng() % history.size();
+      trace.emplace_back(history.begin(), history.begin() + static_cast<std::ptrdiff_t>(len));
+      continue;
+    }
+    for (std::uint64_t i = 0, k = 1 + rng() % 6; i < k; ++i) history.push_back(next_id++);
+    trace.push_back(history);
+    if (history.size() > 120 || rng() % 100 < 6) sessions.erase(sessions.begin() + static_cast<std::ptrdiff_t>(s));
+  }
+  return trace;
+}
+
+std::optional<Trace> MooncakeConversation(std::size_t max_requests) {
+  const std::string path = std::string(KVWATCH_SHARED_DATA) + "/mooncake/conversation_trace.jsonl";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  Trace trace;
+  TraceCallbacks callbacks;
+  callbacks.on_request = [&](curve::Request& r) {
+    if (trace.size() < max_requests) trace.push_back(r.pages);
+  };
+  curve::Result<TraceReadSummary> read = ReadTrace(path, TraceReaderOptions{}, callbacks);
+  if (!read.ok()) return std::nullopt;
+  return trace;
+}
+
+// ---- Curves -------------------------------------------------------------------
+
+curve::CurveAccumulator CurveOf(const std::vector<std::vector<curve::PageId>>& requests) {
+  curve::EngineOptions o;
+  o.max_pages = 1u << 20;
+  curve::StackDistanceEngine engine(o);
+  curve::CurveAccumulator acc;
+  curve::RequestOutcome outcome;
+  for (const auto& pages : requests) {
+    engine.Process(pages, &outcome);
+    acc.Add(outcome);
+  }
+  return acc;
+}
+
+std::vector<std::vector<curve::PageId>> PagesOf(const std::vector<curve::Request>& requests) {
+  std::vector<std::vector<curve::PageId>> out;
+  for (const auto& r : requests) out.push_back(r.pages);
+  return out;
+}
+
+// The page ids the collector gives a trace request's blocks (no LoRA, salt or extra keys).
+std::vector<curve::PageId> Scoped(const std::vector<std::uint64_t>& hashes) {
+  const std::uint64_t scope = KvEventScope(KvBaseScope(kScope), BlockStored{});
+  std::vector<curve::PageId> out;
+  for (std::uint64_t h : hashes) out.push_back(KvScopedPageId(scope, 0, h));
+  return out;
+}
+
+double MaxHitRatioError(const curve::CurveAccumulator& a, const curve::CurveAccumulator& b) {
+  const std::uint64_t top = std::max(a.MaxCapacity(), b.MaxCapacity()) + 1;
+  double worst = 0;
+  for (std::uint64_t c = 1; c <= top; ++c) worst = std::max(worst, std::fabs(a.PageHitRatio(c) - b.PageHitRatio(c)));
+  return worst;
+}
+
+// ---- Harness ------------------------------------------------------------------
+
+KvEventsCollectorOptions CollectorOptions(std::vector<std::string> endpoints, std::string replay = "") {
+  KvEventsCollectorOptions o;
+  o.name = "engine";
+  o.endpoints = std::move(endpoints);
+  o.topic = "kv";  // a prefix of the publisher's "kv-events"
+  o.replay_endpoint = std::move(replay);
+  o.tracker.scope = kScope;
+  o.replay_timeout = std::chrono::milliseconds(2000);  // generous for a loaded test machine
+  return o;
+}
+
+std::unique_ptr<KvEventsCollector> MakeCollector(KvEventsCollectorOptions o, std::vector<std::string>* log) {
+  auto created = KvEventsCollector::Create(std::move(o), [log](std::string_view, std::string_view m) {
+    if (log != nullptr) log->emplace_back(m);
+  });
+  EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.error());
+  return created.ok() ? std::move(created).value() : nullptr;
+}
+
+// Polls until done() or a generous bound (a failure, never a timing assertion).
+bool PollUntil(KvEventsCollector& c, RequestSink& sink, const std::function<bool()>& done) {
+  for (int i = 0; i < 30000; ++i) {
+    c.Poll(sink, 1.0);
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+struct SimRun {
+  std::vector<KvEventBatch> batches;
+  std::vector<bool> missed;  // per trace request: it stored something
+};
+
+SimRun Simulate(const Trace& trace, EngineCacheModel* model) {
+  SimRun run;
+  for (const auto& r : trace) run.missed.push_back(model->Run(r));
+  run.batches = model->TakeBatches();
+  return run;
+}
+
+// The collector's block state equals the model's, copy for copy.
+void ExpectSameState(const KvEventTracker& t, std::size_t publisher, const EngineCacheModel& model) {
+  const auto resident = model.Resident();
+  EXPECT_EQ(t.ResidentBlocks(publisher, "GPU", 0), resident.size());
+  std::size_t mismatches = 0;
+  for (const auto& [hash, copies] : resident) mismatches += t.References(publisher, "GPU", 0, hash) != copies;
+  EXPECT_EQ(mismatches, 0u);
+}
+
+// Publishes a trace's events and collects them; returns the collector.
+struct Delivered {
+  std::unique_ptr<KvEventsCollector> collector;
+  CaptureSink sink;
+};
+
+std::unique_ptr<Delivered> Deliver(const std::vector<KvEventBatch>& batches, KvEncoding encoding) {
+  auto d = std::make_unique<Delivered>();
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  d->collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+  if (d->collector == nullptr) return d;
+  EXPECT_TRUE(pub.WaitForSubscriber());
+  for (const KvEventBatch& b : batches) pub.PublishBatch(b, encoding);
+  EXPECT_TRUE(PollUntil(*d->collector, d->sink, [&] { return d->collector->transport().batches == batches.size(); }));
+  return d;
+}
+
+// ---- (a) full report mode: the agent's curve is the replay curve ---------------
+
+struct ModeParam {
+  KvEncoding encoding;
+  std::size_t requests_per_batch;
+};
+
+class KvEventsFullReportTest : public ::testing::TestWithParam<ModeParam> {};
+
+TEST_P(KvEventsFullReportTest, CurveEqualsTheTraceCurve) {
+  const Trace trace = PrefixSharingTrace(7, 3000);
+  EngineModelOptions o;
+  o.capacity_blocks = 600;
+  o.report_reuse = true;
+  o.requests_per_batch = GetParam().requests_per_batch;
+  EngineCacheModel model(o);
+  const SimRun run = Simulate(trace, &model);
+  auto d = Deliver(run.batches, GetParam().encoding);
+  ASSERT_NE(d->collector, nullptr);
+
+  // Every request, page for page.
+  ASSERT_EQ(d->sink.requests.size(), trace.size());
+  std::size_t different = 0;
+  for (std::size_t i = 0; i < trace.size(); ++i) different += d->sink.requests[i].pages != Scoped(trace[i]);
+  EXPECT_EQ(different, 0u);
+
+  const curve::CurveAccumulator expected = CurveOf(std::vector<std::vector<curve::PageId>>(trace.begin(), trace.end()));
+  const curve::CurveAccumulator got = CurveOf(PagesOf(d->sink.requests));
+  EXPECT_EQ(got.requests(), expected.requests());
+  EXPECT_EQ(got.page_refs(), expected.page_refs());
+  EXPECT_EQ(got.unlimited_page_hits(), expected.unlimited_page_hits());
+  ASSERT_GT(expected.unlimited_page_hits(), 0u);
+  for (std::uint64_t c = 1; c <= expected.MaxCapacity() + 2; ++c) {
+    ASSERT_EQ(got.PageHits(c), expected.PageHits(c)) << "capacity " << c;
+    ASSERT_EQ(got.RequestCoverage(c), expected.RequestCoverage(c)) << "capacity " << c;
+  }
+
+  // (c) the engine's counters and state.
+  const auto media = d->collector->tracker().MediumCounters();
+  EXPECT_EQ(media[0].evicted_blocks, model.evicted_blocks());
+  EXPECT_EQ(media[0].stored_blocks, model.stored_blocks());
+  EXPECT_EQ(media[0].reused_blocks, model.reused_blocks());
+  EXPECT_GT(model.evicted_blocks(), 0u);
+  ExpectSameState(d->collector->tracker(), 0, model);
+  EXPECT_EQ(d->collector->transport().lost, 0u);
+  EXPECT_TRUE(d->collector->stats().errors.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Encodings, KvEventsFullReportTest,
+                         ::testing::Values(ModeParam{KvEncoding::kArray, 1}, ModeParam{KvEncoding::kMap, 1},
+                                           ModeParam{KvEncoding::kMap, 4}),
+                         [](const ::testing::TestParamInfo<ModeParam>& p) {
+                           return std::string(p.param.encoding == KvEncoding::kArray ? "Array" : "Map") +
+                                  std::to_string(p.param.requests_per_batch) + "PerBatch";
+                         });
+
+// ---- (b) incremental mode: reconstruction from parent links ---------------------
+
+class KvEventsReconstructionTest : public ::testing::TestWithParam<KvEncoding> {};
+
+TEST_P(KvEventsReconstructionTest, RebuildsEveryRequestThatStoredSomething) {
+  const Trace trace = PrefixSharingTrace(11, 3000);
+  EngineModelOptions o;
+  o.capacity_blocks = 600;
+  EngineCacheModel model(o);
+  const SimRun run = Simulate(trace, &model);
+  auto d = Deliver(run.batches, GetParam());
+  ASSERT_NE(d->collector, nullptr);
+
+  // Exactly the requests that missed, each with its whole prefix.
+  std::vector<std::vector<curve::PageId>> expected;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    if (run.missed[i]) expected.push_back(Scoped(trace[i]));
+  }
+  ASSERT_LT(expected.size(), trace.size());  // the trace has invisible full hits
+  EXPECT_EQ(PagesOf(d->sink.requests), expected);
+  EXPECT_EQ(d->collector->tracker().counters().chains_truncated, 0u);
+
+  // (c) counters and state in this mode too.
+  const auto media = d->collector->tracker().MediumCounters();
+  EXPECT_EQ(media[0].evicted_blocks, model.evicted_blocks());
+  EXPECT_EQ(media[0].stored_blocks, model.stored_blocks());
+  ExpectSameState(d->collector->tracker(), 0, model);
+
+  const curve::CurveAccumulator truth = CurveOf(std::vector<std::vector<curve::PageId>>(trace.begin(), trace.end()));
+  const curve::CurveAccumulator rebuilt = CurveOf(PagesOf(d->sink.requests));
+  const double error = MaxHitRatioError(truth, rebuilt);
+  std::printf("[ reconstruction ] synthetic prefix-sharing trace, %zu requests, engine cache %zu blocks: "
+              "%zu requests rebuilt (%zu full hits invisible); page hit ratio at unlimited capacity %.4f (trace) "
+              "vs %.4f (rebuilt); max |error| over capacities %.4f\n",
+              trace.size(), o.capacity_blocks, d->sink.requests.size(), trace.size() - d->sink.requests.size(),
+              truth.UnlimitedPageHitRatio(), rebuilt.UnlimitedPageHitRatio(), error);
+  EXPECT_GT(error, 0.0);  // the invisible hits do show
+  EXPECT_LT(error, 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Encodings, KvEventsReconstructionTest,
+                         ::testing::Values(KvEncoding::kArray, KvEncoding::kMap),
+                         [](const ::testing::TestParamInfo<KvEncoding>& p) {
+                           return p.param == KvEncoding::kArray ? "Array" : "Map";
+                         });
+
+TEST(KvEventsReconstructionTest, MooncakeConversationError) {
+  const std::optional<Trace> trace = MooncakeConversation(2000);
+  if (!trace.has_value()) GTEST_SKIP() << "no mooncake/conversation_trace.jsonl under " << KVWATCH_SHARED_DATA;
+  const curve::CurveAccumulator truth = CurveOf(std::vector<std::vector<curve::PageId>>(trace->begin(), trace->end()));
+  for (std::size_t capacity : {1024u, 8192u}) {
+    EngineModelOptions o;
+    o.capacity_blocks = capacity;
+    o.tokens_per_block = 0;  // Mooncake blocks are 512 tokens; the payload size does not matter here
+    EngineCacheModel model(o);
+    const SimRun run = Simulate(*trace, &model);
+    auto d = Deliver(run.batches, KvEncoding::kMap);
+    ASSERT_NE(d->collector, nullptr);
+    const std::size_t missed = static_cast<std::size_t>(std::count(run.missed.begin(), run.missed.end(), true));
+    EXPECT_EQ(d->sink.requests.size(), missed);
+    std::size_t differing = 0;
+    for (std::size_t i = 0, j = 0; i < trace->size() && j < d->sink.requests.size(); ++i) {
+      if (!run.missed[i]) continue;
+      differing += d->sink.requests[j++].pages != Scoped((*trace)[i]);
+    }
+    const curve::CurveAccumulator rebuilt = CurveOf(PagesOf(d->sink.requests));
+    std::printf("[ reconstruction ] mooncake conversation, first %zu requests, engine cache %zu blocks: %zu "
+                "requests rebuilt (%zu full hits invisible, %zu rebuilt differently); page hit ratio at unlimited "
+                "capacity %.4f (trace) vs %.4f (rebuilt); max |error| over capacities %.4f\n",
+                trace->size(), capacity, d->sink.requests.size(), trace->size() - missed, differing,
+                truth.UnlimitedPageHitRatio(), rebuilt.UnlimitedPageHitRatio(), MaxHitRatioError(truth, rebuilt));
+    EXPECT_EQ(d->collector->tracker().MediumCounters()[0].evicted_blocks, model.evicted_blocks());
+  }
+}
+
+// ---- (d) gaps and replay --------------------------------------------------------
+
+struct ReplayFixture {
+  Trace trace = PrefixSharingTrace(3, 400);
+  EngineCacheModel model{EngineModelOptions{.capacity_blocks = 300}};
+  SimRun run = Simulate(trace, &model);
+  // What a collector that missed nothing hands out.
+  std::vector<curve::Request> Reference() {
+    KvEventTracker t(KvEventTrackerOptions{.scope = kScope});
+    const std::size_t p = t.AddPublisher();
+    CaptureSink sink;
+    for (const KvEventBatch& b : run.batches) t.Apply(p, b, sink);
+    return sink.requests;
+  }
+};
+
+void ExpectSameRequests(const std::vector<curve::Request>& got, const std::vector<curve::Request>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].pages, want[i].pages) << "request " << i;
+    ASSERT_EQ(got[i].timestamp_s, want[i].timestamp_s) << "request " << i;
+  }
+}
+
+class KvEventsReplayTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KvEventsReplayTest, GapIsFetchedFromTheReplaySocket) {
+  ReplayFixture f;
+  ASSERT_GT(f.run.batches.size(), 100u);
+  TestPublisherOptions po;
+  po.replay = true;
+  po.replay_topic_frame = GetParam();
+  KvEventsTestPublisher pub(po);
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}, pub.replay_endpoint()), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  for (std::size_t i = 0; i < f.run.batches.size(); ++i) {
+    pub.PublishBatch(f.run.batches[i], KvEncoding::kMap, /*deliver=*/i < 40 || i >= 60);
+  }
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == f.run.batches.size(); }));
+  EXPECT_EQ(collector->transport().replayed, 20u);
+  EXPECT_EQ(collector->transport().lost, 0u);
+  EXPECT_EQ(collector->stats().dropped, 0u);
+  EXPECT_GE(pub.replay_requests(), 1u);
+  ExpectSameRequests(sink.requests, f.Reference());
+  ExpectSameState(collector->tracker(), 0, f.model);
+  EXPECT_EQ(collector->tracker().MediumCounters()[0].evicted_blocks, f.model.evicted_blocks());
+}
+
+INSTANTIATE_TEST_SUITE_P(ReplyFraming, KvEventsReplayTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "TopicFrame" : "NoTopicFrame"; });
+
+TEST(KvEventsGapTest, WithoutReplayTheLossIsCounted) {
+  ReplayFixture f;
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  for (std::size_t i = 0; i < f.run.batches.size(); ++i) {
+    pub.PublishBatch(f.run.batches[i], KvEncoding::kArray, i < 40 || i >= 60);
+  }
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == f.run.batches.size() - 20; }));
+  EXPECT_EQ(collector->transport().lost, 20u);
+  EXPECT_EQ(collector->stats().dropped, 20u);
+  EXPECT_EQ(collector->transport().replayed, 0u);
+  std::vector<MetricSample> samples;
+  collector->AppendSamples(&samples);
+  auto value = [&](const std::string& name) {
+    for (const MetricSample& s : samples) {
+      if (s.name == name) return s.value;
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(value("kvwatch_kv_events_lost_total"), 20.0);
+  EXPECT_EQ(value("kvwatch_kv_events_replayed_total"), 0.0);
+  EXPECT_EQ(value("kvwatch_kv_events_batches_total"), static_cast<double>(f.run.batches.size() - 20));
+}
+
+TEST(KvEventsGapTest, BatchesThatLeftTheReplayBufferAreLost) {
+  ReplayFixture f;
+  TestPublisherOptions po;
+  po.replay = true;
+  po.replay_buffer = 15;
+  KvEventsTestPublisher pub(po);
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}, pub.replay_endpoint()), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  for (std::size_t i = 0; i < 60; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap, i < 40);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 40; }));
+  pub.PublishBatch(f.run.batches[60], KvEncoding::kMap);  // the buffer now holds seq 46..60
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 40 + 14 + 1; }));
+  EXPECT_EQ(collector->transport().replayed, 14u);
+  EXPECT_EQ(collector->transport().lost, 6u);
+}
+
+// ---- (e) publisher restart ------------------------------------------------------
+
+TEST(KvEventsRestartTest, SeqGoingBackResetsThePublishersState) {
+  const Trace before = PrefixSharingTrace(5, 200);
+  const Trace after = PrefixSharingTrace(6, 100);
+  EngineCacheModel first(EngineModelOptions{.capacity_blocks = 300});
+  EngineCacheModel second(EngineModelOptions{.capacity_blocks = 300});
+  const SimRun a = Simulate(before, &first);
+  const SimRun b = Simulate(after, &second);
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  for (const KvEventBatch& batch : a.batches) pub.PublishBatch(batch, KvEncoding::kMap);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == a.batches.size(); }));
+  ExpectSameState(collector->tracker(), 0, first);
+
+  pub.Restart();  // a new engine process: seq 0, empty cache
+  for (const KvEventBatch& batch : b.batches) pub.PublishBatch(batch, KvEncoding::kMap);
+  ASSERT_TRUE(PollUntil(*collector, sink,
+                        [&] { return collector->transport().batches == a.batches.size() + b.batches.size(); }));
+  EXPECT_EQ(collector->transport().restarts, 1u);
+  EXPECT_EQ(collector->transport().lost, 0u);
+  ExpectSameState(collector->tracker(), 0, second);
+  EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& m) { return m.find("restarted") != std::string::npos; }));
+}
+
+// ---- (f) malformed input --------------------------------------------------------
+
+std::string Bytes(const std::vector<std::uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+TEST(KvEventsMalformedTest, BadFramesAndPayloadsAreCountedNotFatal) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+
+  KvEventBatch good;
+  good.ts = 5.0;
+  BlockStored stored;
+  stored.block_hashes = {1, 2};
+  good.events.emplace_back(stored);
+  const std::vector<std::uint8_t> payload = EncodeKvEventBatch(good, KvEncoding::kMap);
+  const std::string seq0 = Bytes({0, 0, 0, 0, 0, 0, 0, 0});
+
+  pub.SendRaw({"kv-events", seq0});                            // 2 frames
+  pub.SendRaw({"kv-events", seq0, Bytes(payload), "extra"});   // 4 frames
+  pub.SendRaw({"kv-events", "a", "b", "c", "d", "e", "f"});    // 7 frames
+  pub.SendRaw({"kv-events", "1234567", Bytes(payload)});       // a 7-byte seq
+  pub.Publish({0xc1});                                         // seq 0: not msgpack
+  pub.Publish(std::vector<std::uint8_t>(payload.begin(), payload.end() - 3));  // seq 1: truncated
+  pub.Publish({0x93, 0x01, 0x02, 0x03});                       // seq 2: [1, 2, 3]: bad envelope
+  pub.Publish(payload);                                        // seq 3: good
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
+  const CollectorStats s = collector->stats();
+  EXPECT_EQ(s.errors.at("bad_frames"), 4u);
+  EXPECT_EQ(s.errors.at("not_msgpack"), 1u);
+  EXPECT_EQ(s.errors.at("truncated"), 1u);
+  EXPECT_EQ(s.errors.at("bad_envelope"), 1u);
+  EXPECT_EQ(collector->transport().lost, 0u);  // bad payloads still advance the seq
+  ASSERT_EQ(sink.requests.size(), 1u);
+  EXPECT_EQ(sink.requests[0].pages, Scoped({1, 2}));
+  EXPECT_EQ(log.size(), 7u);
+}
+
+// ---- Transport details ------------------------------------------------------------
+
+TEST(KvEventsTransportTest, BindModeAcceptsConnectingEngines) {
+  KvEventsCollectorOptions o = CollectorOptions({"tcp://127.0.0.1:*"});
+  o.bind = true;
+  auto collector = MakeCollector(o, nullptr);
+  ASSERT_NE(collector, nullptr);
+  const std::string bound = collector->endpoints()[0];
+  ASSERT_NE(bound.find("127.0.0.1:"), std::string::npos);
+  ASSERT_EQ(bound.find('*'), std::string::npos);
+  EXPECT_TRUE(collector->stats().up);  // bound
+
+  TestPublisherOptions po;
+  po.connect_to = bound;
+  KvEventsTestPublisher pub(po);
+  CaptureSink sink;
+  ASSERT_TRUE(pub.WaitForSubscriber([&] { collector->Poll(sink, 1.0); }));
+  const Trace trace = PrefixSharingTrace(9, 50);
+  EngineCacheModel model(EngineModelOptions{});
+  const SimRun run = Simulate(trace, &model);
+  for (const KvEventBatch& b : run.batches) pub.PublishBatch(b, KvEncoding::kArray);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == run.batches.size(); }));
+  ExpectSameState(collector->tracker(), 0, model);
+}
+
+TEST(KvEventsTransportTest, UpOnceConnected) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+  ASSERT_NE(collector, nullptr);
+  CaptureSink sink;
+  EXPECT_TRUE(PollUntil(*collector, sink, [&] { return collector->stats().up; }));
+}
+
+TEST(KvEventsTransportTest, TwoRanksKeepTheirOwnState) {
+  KvEventsTestPublisher rank0(TestPublisherOptions{});
+  KvEventsTestPublisher rank1(TestPublisherOptions{});
+  auto collector = MakeCollector(CollectorOptions({rank0.endpoint(), rank1.endpoint()}), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(rank0.WaitForSubscriber());
+  ASSERT_TRUE(rank1.WaitForSubscriber());
+  EngineCacheModel m0(EngineModelOptions{.capacity_blocks = 200});
+  EngineCacheModel m1(EngineModelOptions{.capacity_blocks = 200, .dp_rank = 1});
+  const SimRun r0 = Simulate(PrefixSharingTrace(1, 150), &m0);
+  const SimRun r1 = Simulate(PrefixSharingTrace(2, 150), &m1);
+  for (const auto& b : r0.batches) rank0.PublishBatch(b, KvEncoding::kMap);
+  for (const auto& b : r1.batches) rank1.PublishBatch(b, KvEncoding::kMap);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] {
+    return collector->transport().batches == r0.batches.size() + r1.batches.size();
+  }));
+  EXPECT_EQ(collector->transport().lost, 0u);  // each rank's seq is its own
+  EXPECT_EQ(collector->tracker().MediumCounters()[0].resident_blocks, m0.Resident().size() + m1.Resident().size());
+  EXPECT_EQ(collector->tracker().MediumCounters()[0].evicted_blocks, m0.evicted_blocks() + m1.evicted_blocks());
+}
+
+TEST(KvEventsTransportTest, CreateReportsBadEndpoints) {
+  auto star = KvEventsCollector::Create(CollectorOptions({"tcp://*:5557"}), nullptr);
+  ASSERT_FALSE(star.ok());
+  EXPECT_NE(star.error().find("endpoints[0]"), std::string::npos) << star.error();
+  EXPECT_NE(star.error().find("engine-host"), std::string::npos) << star.error();
+  EXPECT_FALSE(KvEventsCollector::Create(CollectorOptions({"bogus://x"}), nullptr).ok());
+  EXPECT_FALSE(KvEventsCollector::Create(CollectorOptions({}), nullptr).ok());
+  auto replay = KvEventsCollector::Create(
+      CollectorOptions({"tcp://127.0.0.1:5557", "tcp://127.0.0.1:5558"}, "tcp://127.0.0.1:*"), nullptr);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_NE(replay.error().find("replay_endpoint"), std::string::npos) << replay.error();
+}
+
+TEST(KvEventsTransportTest, ReplayEndpointsAreOffsetPerRank) {
+  EXPECT_EQ(OffsetKvEndpoint("tcp://10.0.0.1:5558", 0).value(), "tcp://10.0.0.1:5558");
+  EXPECT_EQ(OffsetKvEndpoint("tcp://10.0.0.1:5558", 3).value(), "tcp://10.0.0.1:5561");
+  EXPECT_EQ(OffsetKvEndpoint("inproc://replay", 2).value(), "inproc://replay_dp2");
+  EXPECT_EQ(OffsetKvEndpoint("ipc:///tmp/replay", 1).value(), "ipc:///tmp/replay_dp1");
+  EXPECT_FALSE(OffsetKvEndpoint("tcp://host:*", 1).ok());
+  EXPECT_FALSE(OffsetKvEndpoint("tcp://host:65535", 1).ok());
+}
+
+TEST(KvEventsTransportTest, SamplesCarryTheCollectorAndMediumLabels) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  EngineCacheModel model(EngineModelOptions{.capacity_blocks = 100});
+  const SimRun run = Simulate(PrefixSharingTrace(4, 200), &model);
+  for (const auto& b : run.batches) pub.PublishBatch(b, KvEncoding::kMap);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == run.batches.size(); }));
+  std::vector<MetricSample> samples;
+  collector->AppendSamples(&samples);
+  std::map<std::string, double> gpu;
+  for (const MetricSample& s : samples) {
+    ASSERT_FALSE(s.labels.empty());
+    EXPECT_EQ(s.labels[0], (std::pair<std::string, std::string>{"collector", "engine"}));
+    EXPECT_EQ(s.counter, s.name.size() > 6 && s.name.substr(s.name.size() - 6) == "_total") << s.name;
+    if (s.labels.size() == 2 && s.labels[1].first == "medium" && s.labels[1].second == "GPU") gpu[s.name] = s.value;
+  }
+  EXPECT_EQ(gpu.at("kvwatch_engine_evicted_blocks_total"), static_cast<double>(model.evicted_blocks()));
+  EXPECT_EQ(gpu.at("kvwatch_engine_stored_blocks_total"), static_cast<double>(model.stored_blocks()));
+  EXPECT_EQ(gpu.at("kvwatch_engine_resident_blocks"), static_cast<double>(model.Resident().size()));
+  EXPECT_EQ(collector->stats().records, sink.requests.size());
+}
+
+}  // namespace
+}  // namespace kvwatch::collectors
