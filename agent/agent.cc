@@ -428,6 +428,20 @@ std::string Agent::RenderMetrics() {
       m.Gauge(s.name, s.help, s.value, s.labels);
     }
   }
+  // The curve's prediction at the engine's actual capacity, beside the engine's
+  // observed kvwatch_engine_prefix_cache_hit_ratio.
+  for (const collectors::MetricSample& s : samples) {
+    if (s.name != "kvwatch_engine_capacity_pages" || !(s.value >= 0)) continue;
+    const auto capacity = static_cast<std::uint64_t>(s.value);
+    for (std::size_t i = 0; i < options_.windows.size(); ++i) {
+      Labels labels = s.labels;
+      labels.emplace_back("window", options_.windows[i].name);
+      m.Gauge("kvwatch_model_predicted_page_hit_ratio",
+              "The window curve's page hit ratio at the engine's capacity (kvwatch_engine_capacity_pages of the "
+              "collector), read at the largest bucket bound <= that capacity.",
+              windows_->Window(i).PageHitRatio(capacity), labels);
+    }
+  }
   if (!options_.capacities.empty()) {
     m.Gauge("kvwatch_cache_capacity_pages",
             "The replica's KV-cache capacity in pages: the largest of curve.capacities (the working-set-over-"
@@ -455,7 +469,9 @@ alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
     for (const auto& c : options_.collectors) c->AppendSamples(&o.samples);
   }
   o.tracked_pages_limit = static_cast<double>(options_.engine.max_pages);
-  if (options_.bytes_per_token) o.bytes_per_page = *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
+  if (options_.bytes_per_token) {
+    o.bytes_per_page = *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
+  }
   return MakeAlertInputs(spec, o, time);
 }
 

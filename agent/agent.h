@@ -4,9 +4,11 @@
 // agent runs them through one StackDistanceEngine (one continuous cache state),
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
-// serves /metrics, /api/v1/curve, /api/v1/windows, /healthz, /readyz and a page at
-// /. State (engine, curves, clock) is checkpointed on an interval and at shutdown
-// and restored at start-up.
+// serves /metrics, /api/v1/curve, /api/v1/windows, /api/v1/alerts, /healthz,
+// /readyz and a page at /. State (engine, curves, clock) is checkpointed on an
+// interval and at shutdown and restored at start-up. With alerts enabled the loop
+// evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
+// notifications are sent on the runner's own threads.
 //
 // Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
 // answers on its own threads. mu_ guards everything both touch.
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/alert_runner.h"
 #include "agent/http_server.h"
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
@@ -56,6 +59,8 @@ struct AgentOptions {
   std::string state_path;                  // empty: no persistence
   std::chrono::milliseconds state_interval{60000};
   std::vector<std::unique_ptr<collectors::Collector>> collectors;
+  // The detectors and notifiers; nullopt when alerts.enabled is false.
+  std::optional<AlertRunnerOptions> alerts;
 };
 
 class Agent : public collectors::RequestSink {
@@ -80,6 +85,13 @@ class Agent : public collectors::RequestSink {
 
   // Writes the state file now (loop thread, or before Run).
   curve::Status SaveState();
+
+  // What the alert detectors see at `time`: requests, knee and working set of the
+  // alert windows, the collectors' engine counters (any thread; takes mu_).
+  // REQUIRES: options.alerts set.
+  alerts::AlertInputs AlertInputsAt(alerts::TimePoint time);
+  // The alerting, or nullptr when alerts are disabled.
+  AlertRunner* alert_runner() const { return alert_runner_.get(); }
 
  private:
   explicit Agent(AgentOptions options);
@@ -109,6 +121,7 @@ class Agent : public collectors::RequestSink {
   std::string state_restore_result_ = "none";
   double start_wall_s_ = 0;
 
+  std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled
   std::unique_ptr<HttpServer> http_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stop_{false};

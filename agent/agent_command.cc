@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "collectors/engine_log_collector.h"
+#include "collectors/engine_metrics_collector.h"
+#include "collectors/kv_events_collector.h"
 #include "collectors/synth_collector.h"
 #include "collectors/trace_file_collector.h"
 #include "config/model_config.h"
@@ -121,15 +124,56 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     }
     o.collectors.push_back(std::move(collector).value());
   }
-  if (!c.collectors.kv_events.empty() || !c.collectors.engine_log.empty() || !c.collectors.engine_metrics.empty()) {
-    return Options::Error(
-        "collectors: kv_events, engine_log and engine_metrics are parsed but not yet run by this build; remove "
-        "them or use trace_files and synth");
+  for (std::size_t i = 0; i < c.collectors.kv_events.size(); ++i) {
+    const config::KvEventsSettings& k = c.collectors.kv_events[i];
+    collectors::KvEventsCollectorOptions ko;
+    ko.name = k.name;
+    ko.endpoints = k.endpoints;
+    ko.topic = k.topic;
+    ko.replay_endpoint = k.replay_endpoint;
+    ko.bind = k.bind;
+    // Page ids are scoped by the model (curve-semantics.md section 1); the parent
+    // map is bounded at 4x the tracked pages (see collectors/kv_event_tracker.h).
+    ko.tracker.scope = c.model.empty() ? c.model_label : c.model;
+    ko.tracker.parent_map_max_entries = std::size_t{4} * c.engine.max_pages;
+    auto collector = collectors::KvEventsCollector::Create(std::move(ko), log);
+    if (!collector.ok()) {
+      return Options::Error("collectors.kv_events[" + std::to_string(i) + "]: " + collector.error());
+    }
+    o.collectors.push_back(std::move(collector).value());
   }
-  if (!c.alerts.alertmanagers.empty() || !c.alerts.webhooks.empty()) {
-    return Options::Error(
-        "alerts: the detectors exist as a library (alerts/) but this build does not send notifications yet; "
-        "use the Prometheus alerting rules, and remove alerts.alertmanagers and alerts.webhooks");
+  for (std::size_t i = 0; i < c.collectors.engine_log.size(); ++i) {
+    const config::EngineLogSettings& e = c.collectors.engine_log[i];
+    collectors::EngineLogCollectorOptions eo;
+    eo.name = e.name;
+    eo.tailer.patterns = e.paths;
+    eo.engine = e.engine == config::LogEngine::kVllm     ? collectors::EngineLogKind::kVllm
+                : e.engine == config::LogEngine::kSglang ? collectors::EngineLogKind::kSglang
+                                                         : collectors::EngineLogKind::kAuto;
+    auto collector = collectors::EngineLogCollector::Create(std::move(eo), log);
+    if (!collector.ok()) {
+      return Options::Error("collectors.engine_log[" + std::to_string(i) + "]: " + collector.error());
+    }
+    o.collectors.push_back(std::move(collector).value());
+  }
+  for (std::size_t i = 0; i < c.collectors.engine_metrics.size(); ++i) {
+    const config::EngineMetricsSettings& e = c.collectors.engine_metrics[i];
+    collectors::EngineMetricsCollectorOptions mo;
+    mo.name = e.name;
+    mo.url = e.url;
+    mo.interval = std::chrono::milliseconds(static_cast<std::int64_t>(e.interval_seconds * 1000));
+    mo.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(e.timeout_seconds * 1000));
+    mo.page_tokens = static_cast<std::uint32_t>(c.page_tokens);
+    auto collector = collectors::EngineMetricsCollector::Create(std::move(mo), log);
+    if (!collector.ok()) {
+      return Options::Error("collectors.engine_metrics[" + std::to_string(i) + "]: " + collector.error());
+    }
+    o.collectors.push_back(std::move(collector).value());
+  }
+  if (c.alerts.enabled) {
+    auto alerts = AlertRunnerOptionsFromConfig(c, o.model_name.value_or(""));
+    if (!alerts.ok()) return Options::Error(alerts.error());
+    o.alerts = std::move(alerts).value();
   }
   if (c.collectors.synth || !c.collectors.HasAnyCollector()) {
     auto synth = collectors::SynthCollector::Create(

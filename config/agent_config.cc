@@ -181,7 +181,84 @@ constexpr ConfigKey kKeys[] = {
     {"alerts.webhooks", Type::kStringList, "[]", true,
      "URLs that receive Alertmanager-compatible webhook payloads."},
     {"alerts.resend_interval", Type::kDuration, R"("60s")", true,
-     "How often firing alerts are sent again, > 0."},
+     "How often firing alerts are sent again, > 0; a firing alert's `endsAt` is 4 intervals "
+     "ahead, and a resolved one is sent again on this interval for 15 minutes."},
+    {"alerts.evaluation_interval", Type::kDuration, R"("15s")", true,
+     "How often the detectors are evaluated, > 0."},
+    {"alerts.timeout", Type::kDuration, R"("10s")", true,
+     "Connection and read timeout of each notification request, > 0. Sending runs on its "
+     "own threads, with retries and exponential backoff; a notifier that is down never "
+     "slows ingestion."},
+    {"alerts.short_window", Type::kDuration, R"("1h")", true,
+     "The recent window the detectors compare with the baseline, in whole seconds. When "
+     "written, it must be one of `curve.windows` (the knee and the working set are read from "
+     "that curve)."},
+    {"alerts.baseline_window", Type::kDuration, R"("24h")", true,
+     "The baseline window, longer than `short_window`; when written, one of `curve.windows`. "
+     "Rates are computed over both windows from the engine's counters."},
+    {"alerts.knee_shift", Type::kMap, "{}", true,
+     "`KVWatchKneeShift`: the knee of the short window's curve moved away from the "
+     "baseline's. On a stationary workload it must not fire."},
+    {"alerts.knee_shift.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.knee_shift.fire_threshold", Type::kNumber, "0.25", true,
+     "Relative knee change, abs(short - baseline) / baseline, at which the alert goes "
+     "pending, > 0."},
+    {"alerts.knee_shift.clear_threshold", Type::kNumber, "0.15", true,
+     "Relative change below which a firing alert resolves, >= 0 and at most "
+     "`fire_threshold` (hysteresis)."},
+    {"alerts.knee_shift.min_shift_pages", Type::kNumber, "32", true,
+     "The knee must also have moved by this many pages, >= 0."},
+    {"alerts.knee_shift.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0; with fewer the detector stays quiet."},
+    {"alerts.knee_shift.min_baseline_requests", Type::kInt, "5000", true,
+     "Requests needed in the baseline window, >= 0."},
+    {"alerts.knee_shift.for", Type::kDuration, R"("15m")", true,
+     "How long the change must hold before the alert fires, whole seconds >= 0."},
+    {"alerts.over_capacity", Type::kMap, "{}", true,
+     "`KVWatchWorkingSetOverCapacity`: the short window's working set exceeds the cache, "
+     "the largest of `curve.capacities` (no capacity: no data)."},
+    {"alerts.over_capacity.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.over_capacity.target", Type::kString, R"("page_hit")", true,
+     "What the working set keeps: `page_hit` (a fraction of the unlimited page hits) or "
+     "`request_coverage` (a fraction of requests)."},
+    {"alerts.over_capacity.fraction", Type::kNumber, "0.95", true,
+     "The target's fraction, in (0, 1]."},
+    {"alerts.over_capacity.fire_threshold", Type::kNumber, "1.0", true,
+     "Working set / capacity at which the alert goes pending, > 0."},
+    {"alerts.over_capacity.clear_threshold", Type::kNumber, "0.9", true,
+     "Working set / capacity below which a firing alert resolves, >= 0 and at most "
+     "`fire_threshold`."},
+    {"alerts.over_capacity.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0."},
+    {"alerts.over_capacity.for", Type::kDuration, R"("15m")", true,
+     "How long the working set must stay over before the alert fires, whole seconds >= 0."},
+    {"alerts.rate_shift", Type::kMap, "{}", true,
+     "`KVWatchEvictionRateShift`, `KVWatchRejectionRateShift`, `KVWatchPreemptionRateShift`: "
+     "the engine counter's rate over the short window against the baseline's, floored at 1 "
+     "evicted block/s and 0.05 rejections or preemptions/s. Quiet without engine counters."},
+    {"alerts.rate_shift.enabled", Type::kBool, "true", true, "Run these detectors."},
+    {"alerts.rate_shift.fire_threshold", Type::kNumber, "2.0", true,
+     "Rate ratio at which an alert goes pending, > 0."},
+    {"alerts.rate_shift.clear_threshold", Type::kNumber, "1.5", true,
+     "Rate ratio below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
+    {"alerts.rate_shift.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0."},
+    {"alerts.rate_shift.for", Type::kDuration, R"("15m")", true,
+     "How long the ratio must hold, whole seconds >= 0."},
+    {"alerts.drift", Type::kMap, "{}", true,
+     "`KVWatchEvictionRateDrift`: a CUSUM test on the per-minute eviction rate, against a "
+     "baseline learned over its first 2 hours; catches small sustained rises."},
+    {"alerts.drift.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.drift.fire_threshold", Type::kNumber, "10", true,
+     "CUSUM statistic, in standard deviations, at which the alert goes pending, > 0."},
+    {"alerts.drift.clear_threshold", Type::kNumber, "5", true,
+     "Statistic below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
+    {"alerts.drift.relearn_after", Type::kDuration, R"("1h")", true,
+     "After an alarm this long the new rate becomes the baseline, whole seconds; 0s: never."},
+    {"alerts.drift.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window for a sample to count, >= 0."},
+    {"alerts.drift.for", Type::kDuration, R"("5m")", true,
+     "How long the statistic must hold, whole seconds >= 0."},
 };
 
 // ------------------------------------------------------------------ Value syntax
@@ -310,6 +387,7 @@ bool Positive(double v) { return v > 0; }
 bool InZeroOne(double v) { return v > 0 && v <= 1; }
 bool Fraction(double v) { return v >= 0 && v <= 1; }
 bool SynthRate(double v) { return v > 0 && v <= 1e6; }
+bool NonNegative(double v) { return v >= 0; }
 
 bool IsLabelName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.front() == '.') return false;
@@ -360,6 +438,10 @@ constexpr Choice<collectors::TimestampUnit> kTimestampUnits[] = {
     {"s", collectors::TimestampUnit::kSeconds},
     {"milliseconds", collectors::TimestampUnit::kMilliseconds},
     {"seconds", collectors::TimestampUnit::kSeconds},
+};
+constexpr Choice<WorkingSetTarget> kWorkingSetTargets[] = {
+    {"page_hit", WorkingSetTarget::kPageHit},
+    {"request_coverage", WorkingSetTarget::kRequestCoverage},
 };
 constexpr Choice<LogEngine> kLogEngines[] = {
     {"auto", LogEngine::kAuto},
@@ -597,6 +679,19 @@ class Parser {
     if (!seconds) return Expected(e, what);
     if (positive && *seconds <= 0) return Expected(e, "a duration > 0");
     *out = *seconds;
+    return Status::Ok();
+  }
+
+  // A duration that is a whole number of seconds >= min_seconds.
+  Status ReadWholeSeconds(const Entry& e, std::int64_t min_seconds, std::int64_t* out) const {
+    double seconds = 0;
+    if (Status s = ReadDuration(e, false, &seconds); !s.ok()) return s;
+    if (seconds != std::floor(seconds) || seconds < static_cast<double>(min_seconds) ||
+        seconds > 1e12) {
+      return Expected(e, "a whole number of seconds >= " + std::to_string(min_seconds) +
+                             ", such as 30s or 15m");
+    }
+    *out = static_cast<std::int64_t>(seconds);
     return Status::Ok();
   }
 
@@ -1068,8 +1163,114 @@ class Parser {
       if (k == "alerts.resend_interval") {
         return ReadDuration(e, true, &alerts->resend_interval_seconds);
       }
+      if (k == "alerts.evaluation_interval") {
+        return ReadDuration(e, true, &alerts->evaluation_interval_seconds);
+      }
+      if (k == "alerts.timeout") return ReadDuration(e, true, &alerts->timeout_seconds);
+      if (k == "alerts.short_window") return ReadWholeSeconds(e, 1, &alerts->short_window_seconds);
+      if (k == "alerts.baseline_window") {
+        return ReadWholeSeconds(e, 1, &alerts->baseline_window_seconds);
+      }
+      if (k == "alerts.knee_shift") return ParseKneeShiftAlert(e, &alerts->knee_shift);
+      if (k == "alerts.over_capacity") return ParseOverCapacityAlert(e, &alerts->over_capacity);
+      if (k == "alerts.rate_shift") return ParseRateShiftAlert(e, &alerts->rate_shift);
+      if (k == "alerts.drift") return ParseDriftAlert(e, &alerts->drift);
       return Unhandled(e);
     });
+  }
+
+  // A detector's firing and clearing thresholds: fire > 0, 0 <= clear <= fire.
+  Status ReadThreshold(const Entry& e, bool fire, double* out) const {
+    return fire ? ReadNumber(e, Positive, "> 0", out) : ReadNumber(e, NonNegative, ">= 0", out);
+  }
+  Status CheckHysteresis(const Entry& section, double fire, double clear) const {
+    if (clear <= fire) return Status::Ok();
+    const std::string path = section.path + ".clear_threshold";
+    return Fail(path, MarkOf(path, section.mark),
+                "expected at most fire_threshold (" + NumberText(fire) + ") for hysteresis, got " +
+                    NumberText(clear));
+  }
+  Status ReadMinRequests(const Entry& e, std::uint64_t* out) const {
+    return ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(), out);
+  }
+
+  Status ParseKneeShiftAlert(const Entry& section, KneeShiftAlertSettings* a) {
+    Status status = ForEachKey(section, [&](const Entry& e) -> Status {
+      const std::string& k = e.pattern;
+      if (k == "alerts.knee_shift.enabled") return ReadBool(e, &a->enabled);
+      if (k == "alerts.knee_shift.fire_threshold") {
+        return ReadThreshold(e, true, &a->fire_threshold);
+      }
+      if (k == "alerts.knee_shift.clear_threshold") {
+        return ReadThreshold(e, false, &a->clear_threshold);
+      }
+      if (k == "alerts.knee_shift.min_shift_pages") {
+        return ReadNumber(e, NonNegative, ">= 0", &a->min_shift_pages);
+      }
+      if (k == "alerts.knee_shift.min_requests") return ReadMinRequests(e, &a->min_requests);
+      if (k == "alerts.knee_shift.min_baseline_requests") {
+        return ReadMinRequests(e, &a->min_baseline_requests);
+      }
+      if (k == "alerts.knee_shift.for") return ReadWholeSeconds(e, 0, &a->for_seconds);
+      return Unhandled(e);
+    });
+    if (!status.ok()) return status;
+    return CheckHysteresis(section, a->fire_threshold, a->clear_threshold);
+  }
+
+  Status ParseOverCapacityAlert(const Entry& section, OverCapacityAlertSettings* a) {
+    Status status = ForEachKey(section, [&](const Entry& e) -> Status {
+      const std::string& k = e.pattern;
+      if (k == "alerts.over_capacity.enabled") return ReadBool(e, &a->enabled);
+      if (k == "alerts.over_capacity.target") return ReadChoice(e, kWorkingSetTargets, &a->target);
+      if (k == "alerts.over_capacity.fraction") return ReadFraction(e, &a->fraction);
+      if (k == "alerts.over_capacity.fire_threshold") {
+        return ReadThreshold(e, true, &a->fire_threshold);
+      }
+      if (k == "alerts.over_capacity.clear_threshold") {
+        return ReadThreshold(e, false, &a->clear_threshold);
+      }
+      if (k == "alerts.over_capacity.min_requests") return ReadMinRequests(e, &a->min_requests);
+      if (k == "alerts.over_capacity.for") return ReadWholeSeconds(e, 0, &a->for_seconds);
+      return Unhandled(e);
+    });
+    if (!status.ok()) return status;
+    return CheckHysteresis(section, a->fire_threshold, a->clear_threshold);
+  }
+
+  Status ParseRateShiftAlert(const Entry& section, RateShiftAlertSettings* a) {
+    Status status = ForEachKey(section, [&](const Entry& e) -> Status {
+      const std::string& k = e.pattern;
+      if (k == "alerts.rate_shift.enabled") return ReadBool(e, &a->enabled);
+      if (k == "alerts.rate_shift.fire_threshold") {
+        return ReadThreshold(e, true, &a->fire_threshold);
+      }
+      if (k == "alerts.rate_shift.clear_threshold") {
+        return ReadThreshold(e, false, &a->clear_threshold);
+      }
+      if (k == "alerts.rate_shift.min_requests") return ReadMinRequests(e, &a->min_requests);
+      if (k == "alerts.rate_shift.for") return ReadWholeSeconds(e, 0, &a->for_seconds);
+      return Unhandled(e);
+    });
+    if (!status.ok()) return status;
+    return CheckHysteresis(section, a->fire_threshold, a->clear_threshold);
+  }
+
+  Status ParseDriftAlert(const Entry& section, DriftAlertSettings* a) {
+    Status status = ForEachKey(section, [&](const Entry& e) -> Status {
+      const std::string& k = e.pattern;
+      if (k == "alerts.drift.enabled") return ReadBool(e, &a->enabled);
+      if (k == "alerts.drift.fire_threshold") return ReadThreshold(e, true, &a->fire_threshold);
+      if (k == "alerts.drift.clear_threshold") return ReadThreshold(e, false, &a->clear_threshold);
+      if (k == "alerts.drift.relearn_after") {
+        return ReadWholeSeconds(e, 0, &a->relearn_after_seconds);
+      }
+      if (k == "alerts.drift.min_requests") return ReadMinRequests(e, &a->min_requests);
+      if (k == "alerts.drift.for") return ReadWholeSeconds(e, 0, &a->for_seconds);
+      return Unhandled(e);
+    });
+    if (!status.ok()) return status;
+    return CheckHysteresis(section, a->fire_threshold, a->clear_threshold);
   }
 
   // ---------------------------------------------------------------- cross-key rules
@@ -1092,7 +1293,36 @@ class Parser {
                                     "), where curves are not exact; raise engine.max_pages");
       }
     }
+    if (Status s = ResolveAlertWindows(*c); !s.ok()) return s;
     return ResolveModel(*c);
+  }
+
+  // alerts.short_window < alerts.baseline_window; each, when written, one of curve.windows.
+  Status ResolveAlertWindows(const AgentConfig& c) {
+    const AlertSettings& a = c.alerts;
+    const std::string shorter = "alerts.short_window", longer = "alerts.baseline_window";
+    if (a.baseline_window_seconds <= a.short_window_seconds) {
+      const bool longer_written = key_marks_.count(longer) > 0;
+      return FailAtPath(longer_written ? longer : shorter,
+                        "alerts.baseline_window (" + std::to_string(a.baseline_window_seconds) +
+                            "s) must be longer than alerts.short_window (" +
+                            std::to_string(a.short_window_seconds) + "s)");
+    }
+    for (const auto& [path, seconds] : {std::pair{shorter, a.short_window_seconds},
+                                        std::pair{longer, a.baseline_window_seconds}}) {
+      if (key_marks_.count(path) == 0) continue;
+      std::string names;
+      bool found = false;
+      for (const CurveWindow& w : c.curve.windows) {
+        found = found || w.seconds == static_cast<double>(seconds);
+        names += (names.empty() ? "" : ", ") + w.name;
+      }
+      if (!found) {
+        return FailAtPath(path, "expected one of curve.windows (" + names +
+                                    "): the knee and the working set are read from that curve");
+      }
+    }
+    return Status::Ok();
   }
 
   Status ResolveModel(const AgentConfig& c) {
@@ -1227,6 +1457,13 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
 std::string_view StartAtName(StartAt start_at) {
   for (const auto& choice : kStartAts) {
     if (choice.value == start_at) return choice.name;
+  }
+  return "?";
+}
+
+std::string_view WorkingSetTargetName(WorkingSetTarget target) {
+  for (const auto& choice : kWorkingSetTargets) {
+    if (choice.value == target) return choice.name;
   }
   return "?";
 }

@@ -236,11 +236,75 @@ struct CollectorSettings {
   bool operator==(const CollectorSettings&) const = default;
 };
 
+// alerts.knee_shift: the knee of the short window against the baseline window.
+struct KneeShiftAlertSettings {
+  bool enabled = true;                 // enabled
+  double fire_threshold = 0.25;        // fire_threshold: relative change, > 0
+  double clear_threshold = 0.15;       // clear_threshold: >= 0, <= fire_threshold
+  double min_shift_pages = 32;         // min_shift_pages, >= 0
+  std::uint64_t min_requests = 500;    // min_requests: in the short window
+  std::uint64_t min_baseline_requests = 5000;  // min_baseline_requests
+  std::int64_t for_seconds = 900;      // for: whole seconds, >= 0
+
+  bool operator==(const KneeShiftAlertSettings&) const = default;
+};
+
+enum class WorkingSetTarget { kPageHit, kRequestCoverage };
+
+// alerts.over_capacity: the short window's working set against the capacity
+// (the largest of curve.capacities).
+struct OverCapacityAlertSettings {
+  bool enabled = true;                                   // enabled
+  WorkingSetTarget target = WorkingSetTarget::kPageHit;  // target: "page_hit" | "request_coverage"
+  double fraction = 0.95;                                // fraction, in (0, 1]
+  double fire_threshold = 1.0;                           // working set / capacity, > 0
+  double clear_threshold = 0.9;                          // >= 0, <= fire_threshold
+  std::uint64_t min_requests = 500;                      // min_requests: in the short window
+  std::int64_t for_seconds = 900;                        // for
+
+  bool operator==(const OverCapacityAlertSettings&) const = default;
+};
+
+// alerts.rate_shift: eviction, rejection and preemption rates, short against baseline.
+struct RateShiftAlertSettings {
+  bool enabled = true;               // enabled
+  double fire_threshold = 2.0;       // rate ratio, > 0
+  double clear_threshold = 1.5;      // >= 0, <= fire_threshold
+  std::uint64_t min_requests = 500;  // min_requests: in the short window
+  std::int64_t for_seconds = 900;    // for
+
+  bool operator==(const RateShiftAlertSettings&) const = default;
+};
+
+// alerts.drift: the CUSUM test on the per-minute eviction rate.
+struct DriftAlertSettings {
+  bool enabled = true;                   // enabled
+  double fire_threshold = 10;            // in sigma, > 0
+  double clear_threshold = 5;            // >= 0, <= fire_threshold
+  std::int64_t relearn_after_seconds = 3600;  // relearn_after: 0 = never
+  std::uint64_t min_requests = 500;      // min_requests: in the short window
+  std::int64_t for_seconds = 300;        // for
+
+  bool operator==(const DriftAlertSettings&) const = default;
+};
+
 struct AlertSettings {
   bool enabled = true;
   std::vector<std::string> alertmanagers;  // base URLs, http:// or https://
   std::vector<std::string> webhooks;       // URLs, http:// or https://
   double resend_interval_seconds = 60;     // > 0
+  double evaluation_interval_seconds = 15;  // evaluation_interval, > 0
+  double timeout_seconds = 10;             // timeout: per HTTP request, > 0
+  // short_window / baseline_window: whole seconds, short < baseline. When set in
+  // the file they must be among curve.windows (the knee and the working set are
+  // read from those curves); the defaults need not be (those detectors then have
+  // no data, and the agent says so at start-up).
+  std::int64_t short_window_seconds = 3600;
+  std::int64_t baseline_window_seconds = 86400;
+  KneeShiftAlertSettings knee_shift;
+  OverCapacityAlertSettings over_capacity;
+  RateShiftAlertSettings rate_shift;
+  DriftAlertSettings drift;
 
   bool operator==(const AlertSettings&) const = default;
 };
@@ -282,6 +346,7 @@ curve::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
 // Spellings used in the file.
 std::string_view StartAtName(StartAt start_at);
 std::string_view LogEngineName(LogEngine engine);
+std::string_view WorkingSetTargetName(WorkingSetTarget target);  // "page_hit", "request_coverage"
 
 }  // namespace kvwatch::config
 

@@ -377,6 +377,37 @@ TEST(AgentConfigTest, CollectorValuesAreChecked) {
   ExpectError("alerts:\n  webhooks: ['https://a b']\n", 2, "alerts.webhooks[0]", "URL");
 }
 
+TEST(AgentConfigTest, AlertSettingsAreCheckedWhereWritten) {
+  ExpectError("alerts:\n  knee_shift:\n    fire_threshold: 0.2\n    clear_threshold: 0.3\n", 4,
+              "alerts.knee_shift.clear_threshold", "at most fire_threshold (0.2)");
+  ExpectError("alerts:\n  over_capacity:\n    fire_threshold: 0\n", 3,
+              "alerts.over_capacity.fire_threshold", "expected a number > 0");
+  ExpectError("alerts:\n  drift:\n    clear_threshold: -1\n", 3, "alerts.drift.clear_threshold",
+              "expected a number >= 0");
+  ExpectError("alerts:\n  over_capacity:\n    target: hits\n", 3, "alerts.over_capacity.target",
+              "one of page_hit, request_coverage");
+  ExpectError("alerts:\n  rate_shift:\n    for: 1.5s\n", 3, "alerts.rate_shift.for",
+              "a whole number of seconds >= 0");
+  ExpectError("alerts:\n  short_window: 0s\n", 2, "alerts.short_window",
+              "a whole number of seconds >= 1");
+  ExpectError("alerts:\n  short_window: 2h\n", 2, "alerts.short_window",
+              "expected one of curve.windows (5m, 1h, 24h)");
+  ExpectError("alerts:\n  baseline_window: 1h\n", 2, "alerts.baseline_window",
+              "must be longer than alerts.short_window (3600s)");
+  ExpectError("curve:\n  windows: [1m, 10m]\nalerts:\n  short_window: 1m\n  baseline_window: 1h\n",
+              5, "alerts.baseline_window", "expected one of curve.windows (1m, 10m)");
+  // The default windows need not be curves: those detectors then have no data.
+  AgentConfig c = MustParse("curve:\n  windows: [1m, 10m]\n");
+  EXPECT_EQ(c.alerts.short_window_seconds, 3600);
+  AgentConfig short_ones = MustParse(
+      "curve:\n  windows: [20s, 2m]\nalerts:\n  short_window: 20s\n  baseline_window: 2m\n"
+      "  knee_shift: {for: 2s}\n");
+  EXPECT_EQ(short_ones.alerts.short_window_seconds, 20);
+  EXPECT_EQ(short_ones.alerts.baseline_window_seconds, 120);
+  EXPECT_EQ(short_ones.alerts.knee_shift.for_seconds, 2);
+  EXPECT_EQ(WorkingSetTargetName(WorkingSetTarget::kRequestCoverage), "request_coverage");
+}
+
 TEST(AgentConfigTest, MissingRequiredKeysNameTheItem) {
   ExpectError("collectors:\n  trace_files:\n    - name: a\n", 3, "collectors.trace_files[0].paths",
               "required key missing");
@@ -518,6 +549,39 @@ alerts:
   alertmanagers: [http://alertmanager:9093]
   webhooks: ["https://hooks.example.com/kvwatch"]
   resend_interval: 2m
+  evaluation_interval: 30s
+  timeout: 3s
+  short_window: 5m
+  baseline_window: 1h30m
+  knee_shift:
+    enabled: false
+    fire_threshold: 0.4
+    clear_threshold: 0.2
+    min_shift_pages: 64
+    min_requests: 1000
+    min_baseline_requests: 20000
+    for: 30m
+  over_capacity:
+    enabled: true
+    target: request_coverage
+    fraction: 0.9
+    fire_threshold: 1.1
+    clear_threshold: 0.8
+    min_requests: 200
+    for: 10m
+  rate_shift:
+    enabled: false
+    fire_threshold: 3
+    clear_threshold: 2
+    min_requests: 100
+    for: 20m
+  drift:
+    enabled: true
+    fire_threshold: 12
+    clear_threshold: 6
+    relearn_after: 2h
+    min_requests: 50
+    for: 10m
 )";
 
 TEST(AgentConfigTest, FullRealisticConfig) {
@@ -585,6 +649,15 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.alerts.alertmanagers, (std::vector<std::string>{"http://alertmanager:9093"}));
   EXPECT_EQ(c.alerts.webhooks, (std::vector<std::string>{"https://hooks.example.com/kvwatch"}));
   EXPECT_EQ(c.alerts.resend_interval_seconds, 120);
+  EXPECT_EQ(c.alerts.evaluation_interval_seconds, 30);
+  EXPECT_EQ(c.alerts.timeout_seconds, 3);
+  EXPECT_EQ(c.alerts.short_window_seconds, 300);
+  EXPECT_EQ(c.alerts.baseline_window_seconds, 5400);
+  EXPECT_EQ(c.alerts.knee_shift, (KneeShiftAlertSettings{false, 0.4, 0.2, 64, 1000, 20000, 1800}));
+  EXPECT_EQ(c.alerts.over_capacity,
+            (OverCapacityAlertSettings{true, WorkingSetTarget::kRequestCoverage, 0.9, 1.1, 0.8, 200, 600}));
+  EXPECT_EQ(c.alerts.rate_shift, (RateShiftAlertSettings{false, 3, 2, 100, 1200}));
+  EXPECT_EQ(c.alerts.drift, (DriftAlertSettings{true, 12, 6, 7200, 50, 600}));
 }
 
 // The full example exercises every key of the table, so no described key is left

@@ -1,0 +1,418 @@
+#include "agent/alert_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "agent/json_writer.h"
+#include "alerts/format.h"
+
+namespace kvwatch::agent {
+namespace {
+
+constexpr char kEvictedBlocks[] = "kvwatch_engine_evicted_blocks_total";
+constexpr char kRejectedRequests[] = "kvwatch_engine_rejected_requests_total";
+constexpr char kPreemptions[] = "kvwatch_engine_preemptions_total";
+
+void AddTo(std::optional<double>* sum, double value) { *sum = sum->value_or(0) + value; }
+
+bool HasLabel(const collectors::MetricSample& sample, std::string_view name, std::string_view value) {
+  for (const auto& [k, v] : sample.labels) {
+    if (k == name) return v == value;
+  }
+  return false;
+}
+
+// kvwatch_alert_state: 0 inactive (and resolved), 1 pending, 2 firing.
+double StateValue(alerts::AlertState state) {
+  switch (state) {
+    case alerts::AlertState::kPending:
+      return 1;
+    case alerts::AlertState::kFiring:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+Labels MetricLabels(const alerts::Labels& labels) { return Labels(labels.begin(), labels.end()); }
+
+// {name="value",...} as written in a log line.
+std::string LabelText(const alerts::Labels& labels) {
+  std::string out = "{";
+  for (const auto& [name, value] : labels) {
+    if (name == "alertname") continue;
+    out += (out.size() > 1 ? "," : "") + name + "=" + alerts::JsonQuote(value);
+  }
+  return out + "}";
+}
+
+void WriteMap(JsonWriter& w, const std::map<std::string, std::string>& map) {
+  w.BeginObject();
+  for (const auto& [k, v] : map) {
+    w.Key(k);
+    w.String(v);
+  }
+  w.EndObject();
+}
+
+void WriteTime(JsonWriter& w, const std::optional<alerts::TimePoint>& time) {
+  if (time) {
+    w.String(alerts::FormatRfc3339(*time));
+  } else {
+    w.Null();
+  }
+}
+
+}  // namespace
+
+std::string AlertInputSpec::TargetText() const {
+  return std::string(target_page_hit ? "page_hit " : "request_coverage ") + alerts::FormatNumber(fraction);
+}
+
+WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::CurveReport& report,
+                                const AlertInputSpec& spec) {
+  WindowObservation o;
+  o.requests = report.requests;
+  if (report.knee) o.knee_pages = static_cast<double>(report.knee->capacity_pages);
+  const std::optional<std::uint64_t> ws =
+      spec.target_page_hit ? curve.WorkingSetForPageHits(spec.fraction) : curve.WorkingSetForCoverage(spec.fraction);
+  if (ws) o.working_set_pages = static_cast<double>(*ws);
+  return o;
+}
+
+alerts::CounterSample SumEngineCounters(std::span<const collectors::MetricSample> samples) {
+  alerts::CounterSample c;
+  for (const collectors::MetricSample& s : samples) {
+    if (s.name == kEvictedBlocks && HasLabel(s, "medium", "GPU")) AddTo(&c.evicted_blocks, s.value);
+    if (s.name == kRejectedRequests) AddTo(&c.rejected_requests, s.value);
+    if (s.name == kPreemptions) AddTo(&c.preemptions, s.value);
+  }
+  return c;
+}
+
+alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObservation& observation,
+                                    alerts::TimePoint time) {
+  alerts::AlertInputs in;
+  in.time = time;
+  if (const auto& w = observation.short_window) {
+    in.short_knee_pages = w->knee_pages;
+    in.working_set_pages = w->working_set_pages;
+    in.short_window_requests = static_cast<double>(w->requests);
+    in.tracked_pages = observation.tracked_pages_limit;
+  }
+  if (const auto& w = observation.baseline_window) {
+    in.baseline_knee_pages = w->knee_pages;
+    in.baseline_window_requests = static_cast<double>(w->requests);
+  }
+  in.bytes_per_page = observation.bytes_per_page;
+  in.capacity_pages = spec.capacity_pages;
+  in.working_set_target = spec.TargetText();
+  in.counters = SumEngineCounters(observation.samples);
+  return in;
+}
+
+namespace {
+
+std::optional<std::size_t> WindowIndex(const std::vector<config::CurveWindow>& windows, std::int64_t seconds) {
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    if (windows[i].seconds == static_cast<double>(seconds)) return i;
+  }
+  return std::nullopt;
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000)));
+}
+
+alerts::RateShiftOptions RateShiftOf(alerts::CounterKind counter, const config::RateShiftAlertSettings& s) {
+  alerts::RateShiftOptions r = alerts::RateShiftDefaults(counter);
+  r.enabled = s.enabled;
+  r.fire_threshold = s.fire_threshold;
+  r.clear_threshold = s.clear_threshold;
+  r.min_short_window_requests = static_cast<double>(s.min_requests);
+  r.rule.for_duration = std::chrono::seconds(s.for_seconds);
+  return r;
+}
+
+}  // namespace
+
+curve::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& c,
+                                                               const std::string& model_name) {
+  const config::AlertSettings& s = c.alerts;
+  AlertRunnerOptions o;
+  alerts::AlerterOptions& a = o.alerter;
+  a.replica = c.replica;
+  a.model = c.model_label.empty() ? model_name : c.model_label;
+  a.short_window = std::chrono::seconds(s.short_window_seconds);
+  a.baseline_window = std::chrono::seconds(s.baseline_window_seconds);
+
+  a.knee_shift.enabled = s.knee_shift.enabled;
+  a.knee_shift.fire_threshold = s.knee_shift.fire_threshold;
+  a.knee_shift.clear_threshold = s.knee_shift.clear_threshold;
+  a.knee_shift.min_shift_pages = s.knee_shift.min_shift_pages;
+  a.knee_shift.min_short_window_requests = static_cast<double>(s.knee_shift.min_requests);
+  a.knee_shift.min_baseline_window_requests = static_cast<double>(s.knee_shift.min_baseline_requests);
+  a.knee_shift.rule.for_duration = std::chrono::seconds(s.knee_shift.for_seconds);
+
+  a.capacity_shortfall.enabled = s.over_capacity.enabled;
+  a.capacity_shortfall.fire_threshold = s.over_capacity.fire_threshold;
+  a.capacity_shortfall.clear_threshold = s.over_capacity.clear_threshold;
+  a.capacity_shortfall.min_short_window_requests = static_cast<double>(s.over_capacity.min_requests);
+  a.capacity_shortfall.rule.for_duration = std::chrono::seconds(s.over_capacity.for_seconds);
+
+  a.eviction_rate_shift = RateShiftOf(alerts::CounterKind::kEvictedBlocks, s.rate_shift);
+  a.rejection_rate_shift = RateShiftOf(alerts::CounterKind::kRejectedRequests, s.rate_shift);
+  a.preemption_rate_shift = RateShiftOf(alerts::CounterKind::kPreemptions, s.rate_shift);
+
+  alerts::ChangeTestOptions drift;
+  drift.enabled = s.drift.enabled;
+  drift.fire_threshold = s.drift.fire_threshold;
+  drift.clear_threshold = s.drift.clear_threshold;
+  drift.cusum.cap = std::max(drift.cusum.cap, s.drift.fire_threshold);
+  drift.relearn_after = std::chrono::seconds(s.drift.relearn_after_seconds);
+  drift.min_short_window_requests = static_cast<double>(s.drift.min_requests);
+  drift.rule.for_duration = std::chrono::seconds(s.drift.for_seconds);
+  a.change_tests = {drift};
+
+  a.notify.resend_interval =
+      std::chrono::seconds(std::max<std::int64_t>(1, std::llround(std::ceil(s.resend_interval_seconds))));
+
+  o.inputs.short_window = WindowIndex(c.curve.windows, s.short_window_seconds);
+  o.inputs.baseline_window = WindowIndex(c.curve.windows, s.baseline_window_seconds);
+  o.inputs.target_page_hit = s.over_capacity.target == config::WorkingSetTarget::kPageHit;
+  o.inputs.fraction = s.over_capacity.fraction;
+  if (!c.curve.capacities.empty()) o.inputs.capacity_pages = static_cast<double>(c.curve.capacities.back());
+  o.evaluation_interval = Millis(s.evaluation_interval_seconds);
+
+  for (const std::string& url : s.alertmanagers) o.notifier.targets.push_back({NotifierKind::kAlertmanager, url});
+  for (const std::string& url : s.webhooks) o.notifier.targets.push_back({NotifierKind::kWebhook, url});
+  o.notifier.timeout = Millis(s.timeout_seconds);
+
+  if (auto valid = a.Validate(); !valid.ok()) {
+    return curve::Result<AlertRunnerOptions>::Error("alerts: " + valid.error());
+  }
+  auto note = [](const std::string& text) { std::fprintf(stderr, "kvwatch agent: alerts: %s\n", text.c_str()); };
+  const std::string short_name = alerts::FormatDuration(a.short_window);
+  const std::string baseline_name = alerts::FormatDuration(a.baseline_window);
+  if (!o.inputs.short_window && (s.knee_shift.enabled || s.over_capacity.enabled)) {
+    note("curve.windows has no " + short_name + " window (alerts.short_window): the knee-shift and over-capacity "
+         "alerts have no data");
+  } else if (!o.inputs.baseline_window && s.knee_shift.enabled) {
+    note("curve.windows has no " + baseline_name + " window (alerts.baseline_window): the knee-shift alert has "
+         "no data");
+  }
+  if (!o.inputs.capacity_pages && s.over_capacity.enabled) {
+    note("curve.capacities is empty: the over-capacity alert has no capacity to compare with");
+  }
+  return o;
+}
+
+curve::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOptions options) {
+  using R = curve::Result<std::unique_ptr<AlertRunner>>;
+  if (options.evaluation_interval.count() <= 0) {
+    return R::Error("alerts.evaluation_interval: expected a duration > 0");
+  }
+  if (!(options.inputs.fraction > 0 && options.inputs.fraction <= 1)) {
+    return R::Error("alerts.over_capacity.fraction: expected a number in (0, 1]");
+  }
+  auto alerter = alerts::Alerter::Create(options.alerter);
+  if (!alerter.ok()) return R::Error(alerter.error());
+  const auto start_wall = std::chrono::system_clock::now();
+  const auto start_steady = std::chrono::steady_clock::now();
+  if (!options.notifier.clock) {
+    // The notifiers judge expiry on the alerts' own clock.
+    options.notifier.clock = [start_wall, start_steady] {
+      return start_wall + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              std::chrono::steady_clock::now() - start_steady);
+    };
+  }
+  std::unique_ptr<Notifier> notifier;
+  if (!options.notifier.targets.empty()) {
+    auto created = Notifier::Create(options.notifier);
+    if (!created.ok()) return R::Error(created.error());
+    notifier = std::move(created).value();
+  }
+  return std::unique_ptr<AlertRunner>(new AlertRunner(std::move(options), std::move(alerter).value(),
+                                                       std::move(notifier), start_wall, start_steady));
+}
+
+AlertRunner::AlertRunner(AlertRunnerOptions options, alerts::Alerter alerter, std::unique_ptr<Notifier> notifier,
+                         std::chrono::system_clock::time_point start_wall,
+                         std::chrono::steady_clock::time_point start_steady)
+    : options_(std::move(options)),
+      start_wall_(start_wall),
+      start_steady_(start_steady),
+      notifier_(std::move(notifier)),
+      alerter_(std::move(alerter)) {}
+
+AlertRunner::~AlertRunner() { Stop(); }
+
+void AlertRunner::Stop() {
+  if (notifier_) notifier_->Stop();
+}
+
+alerts::TimePoint AlertRunner::Now() const {
+  const auto elapsed = std::chrono::steady_clock::now() - start_steady_;
+  return start_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(elapsed);
+}
+
+curve::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {
+  std::vector<alerts::AlertEvent> events;
+  std::vector<alerts::PostableAlert> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++evaluations_;
+    auto evaluation = alerter_.Evaluate(inputs);
+    if (!evaluation.ok()) {
+      ++evaluation_errors_;
+      const std::string error = "alerts: evaluation failed: " + evaluation.error();
+      if (options_.log) {
+        options_.log(error);
+      } else {
+        std::fprintf(stderr, "kvwatch agent: %s\n", error.c_str());
+      }
+      return curve::Status::Error(error);
+    }
+    events = std::move(evaluation).value().events;
+    due = alerter_.TakeDue(inputs.time);
+    log_lines_ += events.size();
+  }
+  for (const alerts::AlertEvent& event : events) LogEvent(event);
+  if (notifier_) notifier_->Enqueue(due, inputs.time);
+  return curve::Status::Ok();
+}
+
+void AlertRunner::LogEvent(const alerts::AlertEvent& event) {
+  auto find = [&](const std::map<std::string, std::string>& map, const std::string& key) {
+    auto it = map.find(key);
+    return it == map.end() ? std::string() : it->second;
+  };
+  std::string line = "alert " + find(event.labels, "alertname") + LabelText(event.labels) + " " +
+                     std::string(alerts::EventName(event.kind));
+  const std::string summary = find(event.annotations, "summary");
+  if (!summary.empty()) line += ": " + summary;
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "kvwatch agent: %s\n", line.c_str());
+  }
+}
+
+std::vector<alerts::AlertStatus> AlertRunner::Statuses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return alerter_.Statuses();
+}
+
+void AlertRunner::AppendMetrics(MetricsBuilder* m) const {
+  std::uint64_t evaluations = 0, errors = 0, log_lines = 0;
+  std::vector<alerts::AlertStatus> statuses;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    statuses = alerter_.Statuses();
+    evaluations = evaluations_;
+    errors = evaluation_errors_;
+    log_lines = log_lines_;
+  }
+  for (const alerts::AlertStatus& s : statuses) {
+    m->Gauge("kvwatch_alert_state",
+             "State of the agent's alert: 0 inactive or resolved, 1 pending, 2 firing.", StateValue(s.state),
+             MetricLabels(s.labels));
+  }
+  for (const alerts::AlertStatus& s : statuses) {
+    if (std::isnan(s.value)) continue;
+    m->Gauge("kvwatch_alert_value",
+             "The alert's condition value at the last evaluation (relative knee change, working set / capacity, "
+             "rate ratio or CUSUM statistic); absent without data.",
+             s.value, MetricLabels(s.labels));
+  }
+  m->Counter("kvwatch_alert_evaluations_total", "Evaluations of the alert detectors.",
+             static_cast<double>(evaluations));
+  m->Counter("kvwatch_alert_evaluation_failures_total", "Evaluations rejected (bad inputs or a clock going back).",
+             static_cast<double>(errors));
+
+  // Per notifier kind: the log, then every Alertmanager and webhook summed by kind.
+  struct Totals {
+    double ok = 0, failed = 0, queue_full = 0, expired = 0, rejected = 0, queued = 0;
+  };
+  std::map<std::string, Totals> by_kind;
+  by_kind["log"].ok = static_cast<double>(log_lines);
+  if (notifier_) {
+    for (const NotifierStats& s : notifier_->Stats()) {
+      Totals& t = by_kind[std::string(NotifierKindName(s.kind))];
+      t.ok += static_cast<double>(s.requests_ok);
+      t.failed += static_cast<double>(s.requests_failed);
+      t.queue_full += static_cast<double>(s.dropped_queue_full);
+      t.expired += static_cast<double>(s.dropped_expired);
+      t.rejected += static_cast<double>(s.dropped_rejected);
+      t.queued += static_cast<double>(s.queued);
+    }
+  }
+  const char* kNotifications =
+      "Notifications by notifier (log: a line per transition; alertmanager, webhook: a POST) and result.";
+  for (const auto& [kind, t] : by_kind) {
+    m->Counter("kvwatch_alert_notifications_total", kNotifications, t.ok, {{"notifier", kind}, {"result", "success"}});
+    m->Counter("kvwatch_alert_notifications_total", kNotifications, t.failed,
+               {{"notifier", kind}, {"result", "failure"}});
+  }
+  for (const auto& [kind, t] : by_kind) {
+    if (kind == "log") continue;
+    const char* kDropped =
+        "Alert items a notifier dropped: queue_full (outbox over capacity), expired (a firing item whose endsAt "
+        "passed while waiting), rejected (the receiver refused the payload).";
+    m->Counter("kvwatch_alert_notifications_dropped_total", kDropped, t.queue_full,
+               {{"notifier", kind}, {"reason", "queue_full"}});
+    m->Counter("kvwatch_alert_notifications_dropped_total", kDropped, t.expired,
+               {{"notifier", kind}, {"reason", "expired"}});
+    m->Counter("kvwatch_alert_notifications_dropped_total", kDropped, t.rejected,
+               {{"notifier", kind}, {"reason", "rejected"}});
+  }
+  for (const auto& [kind, t] : by_kind) {
+    if (kind == "log") continue;
+    m->Gauge("kvwatch_alert_notification_queue_length", "Alert items waiting to be delivered.", t.queued,
+             {{"notifier", kind}});
+  }
+}
+
+std::string AlertRunner::AlertsJson() const {
+  const std::vector<alerts::AlertStatus> statuses = Statuses();
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("status");
+  w.String("success");
+  w.Key("data");
+  w.BeginObject();
+  w.Key("alerts");
+  w.BeginArray();
+  for (const alerts::AlertStatus& s : statuses) {
+    w.BeginObject();
+    w.Key("labels");
+    WriteMap(w, s.labels);
+    w.Key("annotations");
+    WriteMap(w, s.annotations);
+    w.Key("state");
+    w.String(alerts::StateName(s.state));
+    w.Key("activeAt");
+    WriteTime(w, s.active_since);
+    w.Key("firedAt");
+    WriteTime(w, s.fired_at);
+    w.Key("resolvedAt");
+    WriteTime(w, s.state == alerts::AlertState::kResolved ? s.resolved_at : std::nullopt);
+    w.Key("value");
+    w.Number(s.value);
+    w.Key("observation");
+    w.String(alerts::ObservationKindName(s.observation));
+    w.Key("reason");
+    w.String(s.quiet_reason);
+    w.Key("evaluatedAt");
+    WriteTime(w, s.evaluated_at == alerts::TimePoint{} ? std::nullopt : std::optional(s.evaluated_at));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+  return w.Take();
+}
+
+}  // namespace kvwatch::agent

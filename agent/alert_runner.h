@@ -1,0 +1,161 @@
+// AlertRunner: the live agent's alerting. It owns the pure alerts::Alerter (the
+// detectors, their life cycles and the Alertmanager re-send schedule), evaluates
+// it on what the agent observed, writes one stderr line per transition (the log
+// notifier), hands the items due to be (re)sent to the Notifier (Alertmanagers and
+// webhooks, on threads of their own), and renders the alerts as metrics and as the
+// JSON of /api/v1/alerts.
+//
+// Inputs. The agent turns its state into an AgentObservation (the requests, knee
+// and working set of the two alert windows, the collectors' own samples) under its
+// lock; MakeAlertInputs() turns that into alerts::AlertInputs. Engine counters are
+// the sums of the collectors' samples kvwatch_engine_evicted_blocks_total
+// {medium="GPU"}, kvwatch_engine_rejected_requests_total and
+// kvwatch_engine_preemptions_total; a counter no collector exports is absent, and
+// the detectors that need it stay quiet.
+//
+// Time. Evaluations carry the runner's clock (Now()): the wall time at creation
+// plus the steady time since, so it never goes backwards and startsAt/endsAt are
+// real times Alertmanager understands.
+//
+// Thread safety: Evaluate() is called by one thread (the agent's loop); Now(),
+// AppendMetrics(), AlertsJson() and Stop() may be called from any thread.
+#ifndef KVWATCH_AGENT_ALERT_RUNNER_H_
+#define KVWATCH_AGENT_ALERT_RUNNER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "agent/metrics.h"
+#include "agent/notifier.h"
+#include "alerts/alerter.h"
+#include "collectors/collector.h"
+#include "config/agent_config.h"
+#include "curve/bucketed_curve.h"
+#include "curve/report.h"
+#include "curve/status.h"
+
+namespace kvwatch::agent {
+
+// Which curves feed the detectors and what the working set means.
+struct AlertInputSpec {
+  // Indices into the agent's windows of the short and the baseline window;
+  // nullopt when the window is not a curve window (knee and working set: no data).
+  std::optional<std::size_t> short_window;
+  std::optional<std::size_t> baseline_window;
+  // The working set the over-capacity detector compares: a fraction of the
+  // unlimited page hits (page_hit) or of requests (request_coverage).
+  bool target_page_hit = true;
+  double fraction = 0.95;
+  // The replica's KV-cache capacity in pages; nullopt: unknown (no data).
+  std::optional<double> capacity_pages;
+
+  // "page_hit 0.95": the target in words, for annotations.
+  std::string TargetText() const;
+};
+
+struct AlertRunnerOptions {
+  alerts::AlerterOptions alerter;
+  AlertInputSpec inputs;
+  // How often the agent evaluates. Default: 15s.
+  std::chrono::milliseconds evaluation_interval{15000};
+  // Where notifications go (timeout and backoff are in here too). An unset
+  // notifier.clock is set to the runner's clock (Now()).
+  NotifierOptions notifier;
+  // The log notifier's sink, one line per transition; empty: stderr with the
+  // agent's "kvwatch agent: " prefix.
+  std::function<void(const std::string&)> log;
+};
+
+// One window as the detectors see it.
+struct WindowObservation {
+  std::uint64_t requests = 0;
+  std::optional<double> knee_pages;
+  // At the spec's target; nullopt when not reached within the tracked range.
+  std::optional<double> working_set_pages;
+};
+
+// What the agent observed for one evaluation.
+struct AgentObservation {
+  std::optional<WindowObservation> short_window;     // nullopt: no such curve window
+  std::optional<WindowObservation> baseline_window;
+  double tracked_pages_limit = 0;  // engine.max_pages: the range M of the working set
+  std::optional<double> bytes_per_page;
+  std::vector<collectors::MetricSample> samples;  // the collectors' own samples
+};
+
+// The window's requests, knee (of `report`) and working set at the spec's target
+// (read off `curve`, the curve `report` was built from).
+WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::CurveReport& report,
+                                const AlertInputSpec& spec);
+
+// The engine counters of the collectors' samples (sums; absent when no sample).
+alerts::CounterSample SumEngineCounters(std::span<const collectors::MetricSample> samples);
+
+// The detectors' inputs at `time`.
+alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObservation& observation,
+                                    alerts::TimePoint time);
+
+// The runner's options from the agent config (alerts.*, replica, model_label or
+// else `model_name`, curve.windows and curve.capacities). Writes a note to stderr
+// when a default alert window is not a curve window (those detectors then have no
+// data). Errors name the key.
+curve::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& config,
+                                                               const std::string& model_name);
+
+class AlertRunner {
+ public:
+  // Validates the options (errors name the field) and starts the notifiers.
+  static curve::Result<std::unique_ptr<AlertRunner>> Create(AlertRunnerOptions options);
+  ~AlertRunner();
+  AlertRunner(const AlertRunner&) = delete;
+  AlertRunner& operator=(const AlertRunner&) = delete;
+
+  // The alert clock (see the file comment).
+  alerts::TimePoint Now() const;
+
+  // Evaluates the detectors on `inputs`, logs the transitions and enqueues the
+  // items due at inputs.time. Errors (logged too): inputs.time earlier than the
+  // previous evaluation's, invalid numbers.
+  curve::Status Evaluate(const alerts::AlertInputs& inputs);
+
+  // kvwatch_alert_* metrics: state and value per alert, evaluations, and per
+  // notifier the notifications by result, the drops by reason and the queue.
+  void AppendMetrics(MetricsBuilder* metrics) const;
+  // {"status":"success","data":{"alerts":[{labels, annotations, state, activeAt, ...}]}}
+  // with every configured alert, in a fixed order.
+  std::string AlertsJson() const;
+  std::vector<alerts::AlertStatus> Statuses() const;
+
+  // Stops the notifiers (idempotent).
+  void Stop();
+
+  const AlertRunnerOptions& options() const { return options_; }
+
+ private:
+  AlertRunner(AlertRunnerOptions options, alerts::Alerter alerter, std::unique_ptr<Notifier> notifier,
+              std::chrono::system_clock::time_point start_wall, std::chrono::steady_clock::time_point start_steady);
+  void LogEvent(const alerts::AlertEvent& event);
+
+  const AlertRunnerOptions options_;
+  const std::chrono::system_clock::time_point start_wall_;
+  const std::chrono::steady_clock::time_point start_steady_;
+  std::unique_ptr<Notifier> notifier_;  // null without targets
+
+  mutable std::mutex mu_;
+  // State below is guarded by mu_.
+  alerts::Alerter alerter_;
+  std::uint64_t evaluations_ = 0;
+  std::uint64_t evaluation_errors_ = 0;
+  std::uint64_t log_lines_ = 0;
+};
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_ALERT_RUNNER_H_

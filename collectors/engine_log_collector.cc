@@ -1,0 +1,162 @@
+#include "collectors/engine_log_collector.h"
+
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "collectors/engine_samples.h"
+
+namespace kvwatch::collectors {
+namespace {
+
+constexpr std::uint64_t kLogFirst = 100;
+constexpr std::uint64_t kLogEvery = 1000;
+
+bool IsVllm(const EngineLogRecord& r) {
+  return std::holds_alternative<VllmStatsRecord>(r) || std::holds_alternative<VllmV0PreemptionRecord>(r);
+}
+
+bool IsSglang(const EngineLogRecord& r) {
+  return std::holds_alternative<SglangPrefillRecord>(r) || std::holds_alternative<SglangDecodeRecord>(r) ||
+         std::holds_alternative<SglangRetractRecord>(r);
+}
+
+void SetIf(std::optional<double>* gauge, std::optional<std::int64_t> value) {
+  if (value) *gauge = static_cast<double>(*value);
+}
+
+}  // namespace
+
+curve::Result<std::unique_ptr<EngineLogCollector>> EngineLogCollector::Create(EngineLogCollectorOptions options,
+                                                                              CollectorLog log) {
+  using R = curve::Result<std::unique_ptr<EngineLogCollector>>;
+  if (options.name.empty()) return R::Error("engine_log collector: a name is required");
+  auto tailer = FileTailer::Create(options.tailer);
+  if (!tailer.ok()) return R::Error("engine_log collector '" + options.name + "': " + tailer.error());
+  return std::unique_ptr<EngineLogCollector>(
+      new EngineLogCollector(std::move(options), std::move(tailer).value(), std::move(log)));
+}
+
+EngineLogCollector::EngineLogCollector(EngineLogCollectorOptions options, std::unique_ptr<FileTailer> tailer,
+                                       CollectorLog log)
+    : options_(std::move(options)), tailer_(std::move(tailer)), log_(std::move(log)) {}
+
+void EngineLogCollector::Log(const std::string& message) {
+  const std::uint64_t n = logged_++;
+  if (log_ && (n < kLogFirst || n % kLogEvery == 0)) log_(options_.name, message);
+}
+
+void EngineLogCollector::Poll(RequestSink& /*sink*/, double wall_now_s) {
+  TailCallbacks callbacks;
+  callbacks.on_line = [&](std::string_view, std::uint64_t, std::string_view line) {
+    const std::optional<EngineLogRecord> record = ParseEngineLogLine(line);
+    if (record && Apply(*record)) stats_.last_success_s = wall_now_s;
+  };
+  bool read_error = false;
+  callbacks.on_event = [&](const TailEvent& e) {
+    switch (e.kind) {
+      case TailEventKind::kLineTooLong:
+        ++stats_.errors["line_too_long"];
+        Log(e.path + ": " + e.message);
+        break;
+      case TailEventKind::kReadError:
+        ++stats_.errors["read_error"];
+        read_error = true;
+        Log(e.path + ": " + e.message);
+        break;
+      case TailEventKind::kLostBytes:
+        ++stats_.dropped;
+        Log(e.path + ": " + e.message);
+        break;
+      case TailEventKind::kCheckpointError:
+        ++stats_.errors["checkpoint_error"];
+        Log(e.path + ": " + e.message);
+        break;
+      default:
+        break;
+    }
+  };
+  tailer_->Poll(callbacks);
+  // Up while the files read without errors (no file yet is not an error).
+  stats_.up = !read_error;
+}
+
+bool EngineLogCollector::Apply(const EngineLogRecord& record) {
+  if (options_.engine == EngineLogKind::kVllm && IsSglang(record)) return false;
+  if (options_.engine == EngineLogKind::kSglang && IsVllm(record)) return false;
+  ++signals_.lines;
+  std::visit(
+      [&](const auto& r) {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, VllmStatsRecord>) {
+          ApplyVllmStats(r);
+        } else if constexpr (std::is_same_v<T, VllmV0PreemptionRecord>) {
+          ++signals_.preemptions;
+        } else if constexpr (std::is_same_v<T, SglangPrefillRecord>) {
+          ApplySglangUsage(r.usage);
+          SetIf(&signals_.requests_running, r.running_req);
+          SetIf(&signals_.requests_waiting, r.queue_req);
+          if (r.cache_hit_rate) {
+            signals_.prefix_cache_hit_ratio = *r.cache_hit_rate;
+          } else if (r.new_token && r.cached_token && *r.new_token + *r.cached_token > 0) {
+            signals_.prefix_cache_hit_ratio =
+                static_cast<double>(*r.cached_token) / static_cast<double>(*r.new_token + *r.cached_token);
+          }
+        } else if constexpr (std::is_same_v<T, SglangDecodeRecord>) {
+          ApplySglangUsage(r.usage);
+          SetIf(&signals_.requests_running, r.running_req);
+          SetIf(&signals_.requests_waiting, r.queue_req);
+        } else if constexpr (std::is_same_v<T, SglangRetractRecord>) {
+          if (r.retracted_reqs > 0) signals_.retracted_requests += static_cast<std::uint64_t>(r.retracted_reqs);
+        } else if constexpr (std::is_same_v<T, HttpAccessRecord>) {
+          if (r.status == 429) ++signals_.rejected_http_429;
+          if (r.status == 503) ++signals_.rejected_http_503;
+        }
+      },
+      record);
+  return true;
+}
+
+void EngineLogCollector::ApplyVllmStats(const VllmStatsRecord& r) {
+  if (r.preemptions && *r.preemptions > 0) signals_.preemptions += static_cast<std::uint64_t>(*r.preemptions);
+  if (r.gpu_kv_cache_usage) signals_.kv_cache_usage = *r.gpu_kv_cache_usage;
+  if (r.prefix_cache_hit_rate) signals_.prefix_cache_hit_ratio = *r.prefix_cache_hit_rate;
+  SetIf(&signals_.requests_running, r.running_reqs);
+  SetIf(&signals_.requests_waiting, r.waiting_reqs);
+}
+
+void EngineLogCollector::ApplySglangUsage(const SglangTokenUsage& usage) {
+  if (usage.token_usage) {
+    signals_.kv_cache_usage = *usage.token_usage;
+  } else if (usage.full_token_usage) {
+    signals_.kv_cache_usage = *usage.full_token_usage;
+  }
+}
+
+void EngineLogCollector::AppendSamples(std::vector<MetricSample>* out) const {
+  const std::string& c = options_.name;
+  const EngineLogSignals& g = signals_;
+  AppendEngineSample(out, c, kEnginePreemptionsName, kEnginePreemptionsHelp, true,
+                     static_cast<double>(g.preemptions));
+  AppendEngineSample(out, c, kEngineRetractedName, kEngineRetractedHelp, true,
+                     static_cast<double>(g.retracted_requests));
+  AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true,
+                     static_cast<double>(g.rejected_http_429), {{"reason", "http_429"}});
+  AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true,
+                     static_cast<double>(g.rejected_http_503), {{"reason", "http_503"}});
+  AppendEngineSample(out, c, "kvwatch_engine_log_lines_total",
+                     "Engine log lines recognised (stats, preemption, retraction and access lines).", true,
+                     static_cast<double>(g.lines));
+  if (g.kv_cache_usage) AppendEngineSample(out, c, kEngineKvUsageName, kEngineKvUsageHelp, false, *g.kv_cache_usage);
+  if (g.prefix_cache_hit_ratio) {
+    AppendEngineSample(out, c, kEngineHitRatioName, kEngineHitRatioHelp, false, *g.prefix_cache_hit_ratio);
+  }
+  if (g.requests_running) {
+    AppendEngineSample(out, c, kEngineRunningName, kEngineRunningHelp, false, *g.requests_running);
+  }
+  if (g.requests_waiting) {
+    AppendEngineSample(out, c, kEngineWaitingName, kEngineWaitingHelp, false, *g.requests_waiting);
+  }
+}
+
+}  // namespace kvwatch::collectors

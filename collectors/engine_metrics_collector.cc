@@ -1,0 +1,332 @@
+#include "collectors/engine_metrics_collector.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "collectors/engine_samples.h"
+
+namespace kvwatch::collectors {
+namespace {
+
+// Log lines kept between two Polls; more are dropped (the counters keep totals).
+constexpr std::size_t kMaxPendingLogs = 20;
+// Malformed exposition lines logged per scrape.
+constexpr std::size_t kBadLinesLogged = 3;
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// What one scrape found, before it is applied to the collector's state.
+struct ScrapeResult {
+  std::optional<EngineSnapshot> snapshot;  // set when the scrape succeeded
+  std::map<std::string, std::uint64_t> errors;
+  std::vector<std::string> messages;
+  double wall_s = 0;
+};
+
+std::string_view TransportReason(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+    case httplib::Error::ConnectionTimeout:
+    case httplib::Error::SSLConnection:
+      return "connect";
+    case httplib::Error::Read:
+    case httplib::Error::Write:
+      return "read";
+    default:
+      return "http";
+  }
+}
+
+ScrapeResult Scrape(httplib::Client& client, const std::string& url, const std::string& path,
+                    const EngineSnapshotOptions& snapshot_options) {
+  ScrapeResult r;
+  const httplib::Result res = client.Get(path.c_str());
+  r.wall_s = WallNow();
+  if (!res) {
+    ++r.errors[std::string(TransportReason(res.error()))];
+    r.messages.push_back(url + ": GET failed: " + httplib::to_string(res.error()));
+    return r;
+  }
+  if (res->status < 200 || res->status > 299) {
+    ++r.errors["http_status"];
+    r.messages.push_back(url + ": expected HTTP 2xx, got " + std::to_string(res->status));
+    return r;
+  }
+  const Exposition exposition = ParseExposition(res->body);
+  if (!exposition.errors.empty()) {
+    r.errors["bad_line"] += exposition.errors.size();
+    for (std::size_t i = 0; i < exposition.errors.size() && i < kBadLinesLogged; ++i) {
+      const ExpositionLineError& e = exposition.errors[i];
+      r.messages.push_back(url + ": line " + std::to_string(e.line) + ", column " + std::to_string(e.column) +
+                           ": " + e.reason);
+    }
+  }
+  EngineSnapshot snapshot = MapEngineSnapshot(exposition, snapshot_options);
+  if (snapshot.matched_samples == 0) {
+    ++r.errors["no_engine_metrics"];
+    r.messages.push_back(url + ": expected vLLM (vllm:) or SGLang (sglang:) metrics, found none in " +
+                         std::to_string(res->body.size()) + " bytes");
+    return r;
+  }
+  r.snapshot = std::move(snapshot);
+  return r;
+}
+
+// The increase of (numerator, denominator) since the previous scrape, as a ratio;
+// nullopt on the first observation or when the denominator did not move.
+std::optional<double> IntervalRatio(RunningTotal& num, RunningTotal& den, std::optional<double> num_value,
+                                    std::optional<double> den_value) {
+  if (!num_value || !den_value) return std::nullopt;
+  const bool had_both = num.seen() && den.seen();
+  const double dn = num.Observe(*num_value);
+  const double dd = den.Observe(*den_value);
+  if (!had_both || dd <= 0) return std::nullopt;
+  return std::clamp(dn / dd, 0.0, 1.0);
+}
+
+}  // namespace
+
+double RunningTotal::Observe(double value) {
+  double increase = value;  // first value, or a reset: all of it is new
+  if (last_ && value >= *last_) increase = value - *last_;
+  if (last_ && value < *last_) ++resets_;
+  last_ = value;
+  total_ += increase;
+  return increase;
+}
+
+curve::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url) {
+  using R = curve::Result<ScrapeTarget>;
+  const std::size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return R::Error("expected http://host[:port][/path], got \"" + url + "\"");
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") {
+    return R::Error("expected an http:// or https:// URL, got \"" + url + "\"");
+  }
+  const std::size_t host_start = scheme_end + 3;
+  const std::size_t path_start = url.find('/', host_start);
+  ScrapeTarget t;
+  t.origin = url.substr(0, path_start);
+  t.path = path_start == std::string::npos ? "/metrics" : url.substr(path_start);
+  if (t.origin.size() == host_start) return R::Error("expected a host after \"" + scheme + "://\" in \"" + url + "\"");
+  return t;
+}
+
+struct EngineMetricsCollector::State {
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+
+  CollectorStats stats;
+  std::uint64_t scrapes = 0;
+  int failures = 0;
+  std::chrono::milliseconds next_delay{0};
+  std::vector<std::string> pending_logs;
+  std::uint64_t logs_dropped = 0;
+
+  RunningTotal preemptions, retracted, admission, aborted;
+  RunningTotal hits, queries, cached, prompt;
+  std::uint64_t counter_resets = 0;
+  std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages;
+
+  // Called with mu held.
+  void Apply(ScrapeResult& r, const EngineMetricsCollectorOptions& o);
+  void ApplySnapshot(const EngineSnapshot& s, std::uint32_t page_tokens);
+};
+
+void EngineMetricsCollector::State::Apply(ScrapeResult& r, const EngineMetricsCollectorOptions& o) {
+  ++scrapes;
+  for (const auto& [reason, n] : r.errors) stats.errors[reason] += n;
+  for (std::string& m : r.messages) {
+    if (pending_logs.size() < kMaxPendingLogs) {
+      pending_logs.push_back(std::move(m));
+    } else {
+      ++logs_dropped;
+    }
+  }
+  stats.up = r.snapshot.has_value();
+  if (r.snapshot) {
+    stats.last_success_s = r.wall_s;
+    failures = 0;
+    ApplySnapshot(*r.snapshot, o.page_tokens);
+  } else if (failures < 30) {
+    ++failures;
+  }
+  const std::int64_t factor = std::min<std::int64_t>(std::int64_t{1} << std::min(failures, 30),
+                                                     std::max(o.max_backoff_factor, 1));
+  next_delay = o.interval * factor;
+}
+
+void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::uint32_t page_tokens) {
+  bool reset = false;
+  auto follow = [&](RunningTotal& total, std::optional<double> value) {
+    if (!value) return;
+    const std::uint64_t resets_before = total.resets();
+    total.Observe(*value);
+    reset = reset || total.resets() != resets_before;
+  };
+  follow(preemptions, s.preemptions_total);
+  follow(retracted, s.retracted_requests_total);
+  follow(admission, s.admission_rejections_total);
+  follow(aborted, s.aborted_requests_total);
+
+  // Hit ratio of the interval: vLLM counts queried and hit tokens; SGLang
+  // counts prompt and cached tokens.
+  const std::uint64_t resets_before = hits.resets() + queries.resets() + cached.resets() + prompt.resets();
+  std::optional<double> ratio;
+  if (s.prefix_cache_queries_tokens_total && s.prefix_cache_hits_tokens_total) {
+    ratio = IntervalRatio(hits, queries, s.prefix_cache_hits_tokens_total, s.prefix_cache_queries_tokens_total);
+  } else if (s.cached_tokens_total && s.prompt_tokens_total) {
+    ratio = IntervalRatio(cached, prompt, s.cached_tokens_total, s.prompt_tokens_total);
+  }
+  reset = reset || hits.resets() + queries.resets() + cached.resets() + prompt.resets() != resets_before;
+  if (ratio) hit_ratio = ratio;
+  if (reset) ++counter_resets;
+
+  if (s.kv_cache_usage) kv_cache_usage = s.kv_cache_usage;
+  if (s.requests_running) running = s.requests_running;
+  if (s.requests_waiting) waiting = s.requests_waiting;
+  const double tokens_per_page = static_cast<double>(std::max<std::uint32_t>(page_tokens, 1));
+  if (s.num_gpu_blocks && s.block_size && *s.block_size > 0) {
+    capacity_pages = std::floor(*s.num_gpu_blocks * *s.block_size / tokens_per_page);
+  } else if (s.num_gpu_blocks) {
+    capacity_pages = std::floor(*s.num_gpu_blocks);
+  } else if (s.max_total_num_tokens) {
+    capacity_pages = std::floor(*s.max_total_num_tokens / tokens_per_page);
+  }
+}
+
+// --- The worker ------------------------------------------------------------------------
+
+struct EngineMetricsCollector::Worker {
+  std::unique_ptr<httplib::Client> client;
+  std::thread thread;
+};
+
+curve::Result<std::unique_ptr<EngineMetricsCollector>> EngineMetricsCollector::Create(
+    EngineMetricsCollectorOptions options, CollectorLog log) {
+  using R = curve::Result<std::unique_ptr<EngineMetricsCollector>>;
+  const std::string where = "engine_metrics collector '" + options.name + "': ";
+  if (options.name.empty()) return R::Error("engine_metrics collector: a name is required");
+  if (options.interval.count() <= 0) return R::Error(where + "expected an interval > 0");
+  if (options.timeout.count() <= 0) return R::Error(where + "expected a timeout > 0");
+  if (options.max_backoff_factor < 1) return R::Error(where + "expected max_backoff_factor >= 1");
+  if (options.page_tokens == 0) return R::Error(where + "expected page_tokens > 0");
+  auto target = ParseScrapeUrl(options.url);
+  if (!target.ok()) return R::Error(where + "url: " + target.error());
+  return std::unique_ptr<EngineMetricsCollector>(
+      new EngineMetricsCollector(std::move(options), std::move(target).value(), std::move(log)));
+}
+
+EngineMetricsCollector::EngineMetricsCollector(EngineMetricsCollectorOptions options, ScrapeTarget target,
+                                               CollectorLog log)
+    : options_(std::move(options)),
+      log_(std::move(log)),
+      state_(std::make_unique<State>()),
+      worker_(std::make_unique<Worker>()) {
+  state_->next_delay = options_.interval;
+  worker_->client = std::make_unique<httplib::Client>(target.origin);
+  httplib::Client& client = *worker_->client;
+  const auto timeout_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.timeout);
+  client.set_connection_timeout(timeout_us);
+  client.set_read_timeout(timeout_us);
+  client.set_write_timeout(timeout_us);
+  client.set_keep_alive(false);
+  worker_->thread = std::thread([this, path = target.path] {
+    State& s = *state_;
+    std::unique_lock<std::mutex> lock(s.mu);
+    while (!s.stop) {
+      lock.unlock();
+      ScrapeResult r = Scrape(*worker_->client, options_.url, path, options_.snapshot);
+      lock.lock();
+      if (s.stop) break;
+      s.Apply(r, options_);
+      s.cv.wait_for(lock, s.next_delay, [&s] { return s.stop; });
+    }
+  });
+}
+
+EngineMetricsCollector::~EngineMetricsCollector() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->cv.notify_all();
+  // Aborts a request in flight; one about to start is bounded by the timeout.
+  worker_->client->stop();
+  if (worker_->thread.joinable()) worker_->thread.join();
+}
+
+void EngineMetricsCollector::Poll(RequestSink& /*sink*/, double /*wall_now_s*/) {
+  std::vector<std::string> logs;
+  std::uint64_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    logs.swap(state_->pending_logs);
+    std::swap(dropped, state_->logs_dropped);
+  }
+  if (!log_) return;
+  for (const std::string& m : logs) log_(options_.name, m);
+  if (dropped > 0) log_(options_.name, std::to_string(dropped) + " more scrape problems not logged");
+}
+
+CollectorStats EngineMetricsCollector::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->stats;
+}
+
+std::uint64_t EngineMetricsCollector::scrapes() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->scrapes;
+}
+
+std::chrono::milliseconds EngineMetricsCollector::next_delay() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->next_delay;
+}
+
+void EngineMetricsCollector::AppendSamples(std::vector<MetricSample>* out) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const State& s = *state_;
+  const std::string& c = options_.name;
+  if (s.preemptions.seen()) {
+    AppendEngineSample(out, c, kEnginePreemptionsName, kEnginePreemptionsHelp, true, s.preemptions.total());
+  }
+  if (s.retracted.seen()) {
+    AppendEngineSample(out, c, kEngineRetractedName, kEngineRetractedHelp, true, s.retracted.total());
+  }
+  if (s.admission.seen()) {
+    AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true, s.admission.total(),
+                       {{"reason", "admission"}});
+  }
+  if (s.aborted.seen()) {
+    AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true, s.aborted.total(),
+                       {{"reason", "abort"}});
+  }
+  if (s.kv_cache_usage) AppendEngineSample(out, c, kEngineKvUsageName, kEngineKvUsageHelp, false, *s.kv_cache_usage);
+  if (s.hit_ratio) AppendEngineSample(out, c, kEngineHitRatioName, kEngineHitRatioHelp, false, *s.hit_ratio);
+  if (s.running) AppendEngineSample(out, c, kEngineRunningName, kEngineRunningHelp, false, *s.running);
+  if (s.waiting) AppendEngineSample(out, c, kEngineWaitingName, kEngineWaitingHelp, false, *s.waiting);
+  if (s.capacity_pages) {
+    AppendEngineSample(out, c, kEngineCapacityName, kEngineCapacityHelp, false, *s.capacity_pages);
+  }
+  AppendEngineSample(out, c, "kvwatch_engine_counter_resets_total",
+                     "Scrapes in which some engine counter went back (engine restarts); exported engine counters "
+                     "keep a running total across them.",
+                     true, static_cast<double>(s.counter_resets));
+  AppendEngineSample(out, c, "kvwatch_engine_scrape_backoff_seconds",
+                     "Delay before the next scrape of the engine: the interval, doubled per consecutive failure up "
+                     "to the interval x max_backoff_factor.",
+                     false, std::chrono::duration<double>(s.next_delay).count());
+}
+
+}  // namespace kvwatch::collectors

@@ -1,0 +1,139 @@
+// EngineMetricsCollector: scrapes an inference engine's Prometheus endpoint
+// (vLLM or SGLang /metrics) on an interval, parses the body with
+// ParseExposition + MapEngineSnapshot (exposition_parser.h) and exports the
+// engine's signals beside kvwatch's curves. It produces no page references: the
+// RequestSink is never called and CollectorStats.records stays 0.
+//
+// Scraping. A worker thread owned by the collector does the HTTP GET
+// (httplib::Client, connection and read timeout = options.timeout) and the
+// parsing, then updates the collector's state under a mutex; Poll, stats() and
+// AppendSamples only read that state, so a slow or hung engine never blocks the
+// agent's loop. The first scrape starts at construction; the next one starts
+// `interval` after a good scrape, or after interval x 2^failures (at most
+// interval x max_backoff_factor) after consecutive failed ones. The destructor
+// stops the worker, aborts a request in flight (httplib's Client::stop) and
+// joins it.
+//
+// up: the last scrape returned HTTP 2xx with at least one vLLM or SGLang metric.
+// Errors by reason (each also a failed scrape, except bad_line): "connect"
+// (connection refused or timed out), "read" (the connection failed or timed out
+// while sending or reading), "http" (other transport errors), "http_status" (not 2xx), "bad_line" (one per
+// malformed exposition line; the rest of the body is still used),
+// "no_engine_metrics" (a body without any vLLM or SGLang metric). Problems are
+// logged through CollectorLog from Poll (on the agent's thread).
+//
+// Counters. The engine's counters restart at 0 when the engine restarts.
+// Exported counters must stay monotonic, so each is a running total: the first
+// scrape takes the engine's value as is, later scrapes add the increase since
+// the previous scrape, and a decrease is a reset (the new value is the increase
+// since the restart). Increases between the last scrape before a restart and
+// the restart are lost, as with Prometheus' own rate(). A counter the engine
+// does not export is not exported.
+//
+// Metrics (AppendSamples), all labelled collector=<name> (see engine_samples.h):
+//   kvwatch_engine_preemptions_total (vllm:num_preemptions_total),
+//   kvwatch_engine_retracted_requests_total (sglang:num_retracted_requests_total),
+//   kvwatch_engine_rejected_requests_total{reason="admission"|"abort"}
+//     (vllm:admission_rejections_total; vLLM finished_reason="abort" or
+//     sglang:num_aborted_requests_total),
+//   kvwatch_engine_kv_cache_usage_ratio, kvwatch_engine_requests_running,
+//   kvwatch_engine_requests_waiting (the last scrape's gauges),
+//   kvwatch_engine_prefix_cache_hit_ratio (the increases between the last two
+//     scrapes: vLLM prefix-cache hits / queries, SGLang cached / prompt tokens;
+//     kept when an interval had no queries),
+//   kvwatch_engine_capacity_pages (vLLM num_gpu_blocks x block_size, or SGLang
+//     max_total_num_tokens, over options.page_tokens, rounded down; vLLM without
+//     block_size: num_gpu_blocks as is),
+//   kvwatch_engine_counter_resets_total (scrapes in which some engine counter
+//     went back: engine restarts),
+//   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).
+//
+// Thread safety: the public methods may be called from any thread; the agent
+// calls them from its loop and its scrape handler.
+#ifndef KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_
+#define KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectors/collector.h"
+#include "collectors/exposition_parser.h"
+#include "curve/status.h"
+
+namespace kvwatch::collectors {
+
+struct EngineMetricsCollectorOptions {
+  std::string name;
+  // http:// or https:// URL; the path defaults to "/metrics".
+  std::string url;
+  std::chrono::milliseconds interval{15000};  // > 0
+  std::chrono::milliseconds timeout{5000};    // > 0: connection and read timeout
+  int max_backoff_factor = 8;                 // >= 1: longest delay = interval x this
+  std::uint32_t page_tokens = 16;             // tokens per kvwatch page (capacity)
+  EngineSnapshotOptions snapshot;             // model_name filter
+  std::chrono::milliseconds poll_interval{1000};
+};
+
+// A counter that stays monotonic across resets of the counter it follows.
+class RunningTotal {
+ public:
+  // The followed counter's current value. Returns the increase added.
+  double Observe(double value);
+  bool seen() const { return last_.has_value(); }
+  double total() const { return total_; }
+  // Observations below the previous one.
+  std::uint64_t resets() const { return resets_; }
+
+ private:
+  std::optional<double> last_;
+  double total_ = 0;
+  std::uint64_t resets_ = 0;
+};
+
+// The scheme://host:port and path of a scrape URL; an error when the URL is
+// not http(s)://host[:port][/path].
+struct ScrapeTarget {
+  std::string origin;  // "http://127.0.0.1:8000"
+  std::string path;    // "/metrics"
+};
+curve::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url);
+
+class EngineMetricsCollector : public Collector {
+ public:
+  static curve::Result<std::unique_ptr<EngineMetricsCollector>> Create(EngineMetricsCollectorOptions options,
+                                                                        CollectorLog log);
+  ~EngineMetricsCollector() override;
+  EngineMetricsCollector(const EngineMetricsCollector&) = delete;
+  EngineMetricsCollector& operator=(const EngineMetricsCollector&) = delete;
+
+  const std::string& name() const override { return options_.name; }
+  std::string_view kind() const override { return "engine_metrics"; }
+  std::chrono::milliseconds poll_interval() const override { return options_.poll_interval; }
+  // Never blocks on the engine: logs what the worker found since the last call.
+  void Poll(RequestSink& sink, double wall_now_s) override;
+  CollectorStats stats() const override;
+  void AppendSamples(std::vector<MetricSample>* out) const override;
+
+  // Scrapes finished (good or failed) so far.
+  std::uint64_t scrapes() const;
+  // The worker's delay before its next scrape (interval, or the backoff).
+  std::chrono::milliseconds next_delay() const;
+
+ private:
+  struct State;
+  struct Worker;
+  EngineMetricsCollector(EngineMetricsCollectorOptions options, ScrapeTarget target, CollectorLog log);
+
+  EngineMetricsCollectorOptions options_;
+  CollectorLog log_;
+  std::unique_ptr<State> state_;    // shared with the worker, behind its mutex
+  std::unique_ptr<Worker> worker_;  // the thread and its HTTP client
+};
+
+}  // namespace kvwatch::collectors
+
+#endif  // KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_

@@ -1,0 +1,597 @@
+// Tests of the agent's alerting pieces (agent/alert_runner.h, agent/notifier.h):
+//   - the inputs: engine counters summed from the collectors' samples (GPU
+//     evictions only), windows and capacity mapped into AlertInputs, and an
+//     in-process agent's AlertInputsAt() agreeing with its own /metrics;
+//   - the config mapping (alerts.* keys into AlerterOptions and the notifier);
+//   - AlertRunner: transitions logged, kvwatch_alert_* metrics, /api/v1/alerts
+//     JSON, and the Alertmanager items delivered to a receiver (firing with endsAt
+//     ahead, then the resolution with endsAt = the resolve time);
+//   - Notifier against an in-process HTTP receiver: Enqueue returns while a POST
+//     hangs, the outbox keeps the newest item per alert and drops the oldest
+//     beyond its capacity, a receiver that is down gets retries until it is up,
+//     a firing item whose endsAt passed is dropped, a 4xx drops the items, and the
+//     webhook payload is Alertmanager's (version 4, fingerprints as Alertmanager
+//     computes them).
+// Evaluations use fake times; waits are PollUntil with deadlines that only bound
+// a broken build.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <simdjson.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/alert_runner.h"
+#include "agent/notifier.h"
+#include "alerts/format.h"
+#include "collectors/exposition_parser.h"
+#include "collectors/synth.h"
+#include "tests/agent/testing_process.h"
+
+namespace kvwatch::agent {
+namespace {
+
+using namespace testing_support;  // NOLINT(build/namespaces): test helpers
+using std::chrono::seconds;
+
+constexpr Millis kWait{20000};
+
+alerts::TimePoint At(double s) {
+  return alerts::TimePoint{} + std::chrono::duration_cast<alerts::TimePoint::duration>(std::chrono::duration<double>(s));
+}
+
+// ------------------------------------------------------------------ a receiver
+
+// An HTTP receiver on 127.0.0.1: records the bodies POSTed to `path`, answers
+// `status`, and can hold requests until Release().
+class Receiver {
+ public:
+  explicit Receiver(int port = 0) {
+    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++in_flight_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !hold_ || stopping_; });
+      --in_flight_;
+      bodies_.push_back(req.body);
+      paths_.push_back(req.path);
+      res.status = status_;
+      res.set_content("", "text/plain");
+    });
+    port_ = port == 0 ? server_.bind_to_any_port("127.0.0.1") : (server_.bind_to_port("127.0.0.1", port) ? port : -1);
+    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~Receiver() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int port() const { return port_; }
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hold_ = false;
+    }
+    cv_.notify_all();
+  }
+  void SetStatus(int status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = status;
+  }
+  bool WaitInFlight() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return in_flight_ > 0; });
+  }
+  std::vector<std::string> Bodies() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bodies_;
+  }
+  std::vector<std::string> Paths() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return paths_;
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = -1;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
+  bool stopping_ = false;
+  int in_flight_ = 0;
+  int status_ = 200;
+  std::vector<std::string> bodies_;
+  std::vector<std::string> paths_;
+};
+
+alerts::PostableAlert Item(const std::string& name, double starts, double ends) {
+  alerts::PostableAlert a;
+  a.labels = {{"alertname", name}, {"severity", "warning"}};
+  a.annotations = {{"summary", name + " happened"}};
+  a.starts_at = At(starts);
+  a.ends_at = At(ends);
+  return a;
+}
+
+// The alertnames in a postableAlert array body, in order.
+std::vector<std::string> Names(const std::string& body) {
+  std::vector<std::string> out;
+  simdjson::dom::parser parser;
+  simdjson::dom::array items;
+  if (parser.parse(body).get(items)) return out;
+  for (simdjson::dom::element item : items) {
+    std::string_view name;
+    if (!item["labels"]["alertname"].get(name)) out.emplace_back(name);
+  }
+  return out;
+}
+
+NotifierOptions FastOptions(int port, NotifierKind kind = NotifierKind::kAlertmanager) {
+  NotifierOptions o;
+  o.targets = {{kind, "http://127.0.0.1:" + std::to_string(port)}};
+  o.timeout = Millis(10000);
+  o.initial_backoff = Millis(20);
+  o.max_backoff = Millis(100);
+  o.clock = [] { return At(100); };
+  return o;
+}
+
+// ------------------------------------------------------------------ inputs
+
+collectors::MetricSample Sample(const std::string& name, double value,
+                                std::vector<std::pair<std::string, std::string>> labels = {}) {
+  collectors::MetricSample s;
+  s.name = name;
+  s.counter = true;
+  s.value = value;
+  s.labels = std::move(labels);
+  return s;
+}
+
+TEST(AlertInputsTest, EngineCountersAreSummedAndGpuEvictionsOnly) {
+  const std::vector<collectors::MetricSample> samples = {
+      Sample("kvwatch_engine_evicted_blocks_total", 10, {{"collector", "a"}, {"medium", "GPU"}}),
+      Sample("kvwatch_engine_evicted_blocks_total", 5, {{"collector", "b"}, {"medium", "GPU"}}),
+      Sample("kvwatch_engine_evicted_blocks_total", 1000, {{"collector", "a"}, {"medium", "CPU"}}),
+      Sample("kvwatch_engine_preemptions_total", 3),
+      Sample("kvwatch_engine_preemptions_total", 4, {{"collector", "b"}}),
+      Sample("kvwatch_something_else_total", 99),
+  };
+  const alerts::CounterSample c = SumEngineCounters(samples);
+  EXPECT_EQ(c.evicted_blocks, 15);
+  EXPECT_EQ(c.preemptions, 7);
+  EXPECT_FALSE(c.rejected_requests.has_value());
+  EXPECT_FALSE(c.requests.has_value());
+  const alerts::CounterSample none = SumEngineCounters({});
+  EXPECT_FALSE(none.evicted_blocks || none.preemptions || none.rejected_requests);
+}
+
+TEST(AlertInputsTest, ObservationMapsIntoInputs) {
+  AlertInputSpec spec;
+  spec.target_page_hit = false;
+  spec.fraction = 0.9;
+  spec.capacity_pages = 5000;
+  AgentObservation o;
+  o.short_window = WindowObservation{800, 1200.0, 3000.0};
+  o.baseline_window = WindowObservation{9000, 1000.0, std::nullopt};
+  o.tracked_pages_limit = 1 << 20;
+  o.bytes_per_page = 2048;
+  o.samples = {Sample("kvwatch_engine_rejected_requests_total", 2)};
+  const alerts::AlertInputs in = MakeAlertInputs(spec, o, At(42));
+  EXPECT_EQ(in.time, At(42));
+  EXPECT_EQ(in.short_knee_pages, 1200);
+  EXPECT_EQ(in.baseline_knee_pages, 1000);
+  EXPECT_EQ(in.working_set_pages, 3000);
+  EXPECT_EQ(in.short_window_requests, 800);
+  EXPECT_EQ(in.baseline_window_requests, 9000);
+  EXPECT_EQ(in.tracked_pages, 1 << 20);
+  EXPECT_EQ(in.capacity_pages, 5000);
+  EXPECT_EQ(in.bytes_per_page, 2048);
+  EXPECT_EQ(in.working_set_target, "request_coverage 0.9");
+  EXPECT_EQ(in.counters.rejected_requests, 2);
+
+  // Windows that are not curves leave the knees and the working set unknown.
+  const alerts::AlertInputs bare = MakeAlertInputs(AlertInputSpec{}, AgentObservation{}, At(1));
+  EXPECT_FALSE(bare.short_knee_pages || bare.baseline_knee_pages || bare.working_set_pages ||
+               bare.short_window_requests || bare.capacity_pages);
+  EXPECT_EQ(bare.working_set_target, "page_hit 0.95");
+}
+
+// An agent in-process: its alert inputs are the numbers it exports.
+TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
+  AgentOptions o;
+  o.engine.max_pages = 1 << 16;
+  o.engine.remembered_evictions = 1 << 16;
+  o.windows = {{"1m", 60}, {"10m", 600}};
+  o.capacities = {4000};
+  o.page_hit_targets = {0.95};
+  o.coverage_targets = {0.9};
+  o.bytes_per_token = 100;
+  o.page_tokens = 16;
+  o.http.port = 0;
+  auto config = config::DefaultAgentConfig();
+  config.curve.windows = {{"1m", 60}, {"10m", 600}};
+  config.curve.capacities = {4000};
+  config.alerts.short_window_seconds = 60;
+  config.alerts.baseline_window_seconds = 600;
+  auto alerts = AlertRunnerOptionsFromConfig(config, "");
+  ASSERT_TRUE(alerts.ok()) << alerts.error();
+  o.alerts = std::move(alerts).value();
+  auto agent = Agent::Create(std::move(o));
+  ASSERT_TRUE(agent.ok()) << agent.error();
+
+  collectors::SynthOptions synth;
+  synth.duration_s = 300;
+  auto generator = collectors::SynthGenerator::Create(synth);
+  ASSERT_TRUE(generator.ok());
+  collectors::SynthRequest r;
+  while (generator.value().Next(&r)) agent.value()->OnRequest(r.request);
+
+  const alerts::AlertInputs in = agent.value()->AlertInputsAt(At(300));
+  const collectors::Exposition e = collectors::ParseExposition(agent.value()->RenderMetrics());
+  auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
+    for (const collectors::Sample& s : e.samples) {
+      if (s.name != name || s.labels.size() != labels.size()) continue;
+      bool match = true;
+      for (const auto& [k, v] : labels) match = match && s.Label(k) == v;
+      if (match) return std::optional<double>(s.value);
+    }
+    return std::optional<double>();
+  };
+  ASSERT_TRUE(in.short_knee_pages && in.baseline_knee_pages);
+  EXPECT_EQ(in.short_knee_pages, value("kvwatch_knee_pages", {{"window", "1m"}}));
+  EXPECT_EQ(in.baseline_knee_pages, value("kvwatch_knee_pages", {{"window", "10m"}}));
+  EXPECT_EQ(in.short_window_requests, value("kvwatch_window_requests", {{"window", "1m"}}));
+  EXPECT_EQ(in.baseline_window_requests, value("kvwatch_window_requests", {{"window", "10m"}}));
+  EXPECT_EQ(in.working_set_pages,
+            value("kvwatch_working_set_pages", {{"window", "1m"}, {"target", "page_hit"}, {"fraction", "0.95"}}));
+  EXPECT_EQ(in.capacity_pages, 4000);
+  EXPECT_EQ(value("kvwatch_cache_capacity_pages", {}), 4000);
+  EXPECT_EQ(in.bytes_per_page, 1600);
+  EXPECT_EQ(in.tracked_pages, 1 << 16);
+  EXPECT_GT(*in.short_window_requests, 500);
+  // The runner's series are exported with the agent's.
+  EXPECT_EQ(value("kvwatch_alert_state", {{"alertname", "KVWatchKneeShift"}, {"window", "1m/10m"},
+                                          {"severity", "warning"}}),
+            0);
+  EXPECT_EQ(value("kvwatch_alert_notifications_total", {{"notifier", "log"}, {"result", "success"}}), 0);
+}
+
+// ------------------------------------------------------------------ config
+
+TEST(AlertConfigTest, KeysMapIntoTheAlerter) {
+  config::AgentConfig c = config::DefaultAgentConfig();
+  c.replica = "chat-3";
+  c.curve.windows = {{"20s", 20}, {"2m", 120}};
+  c.curve.capacities = {100, 2048};
+  c.alerts.short_window_seconds = 20;
+  c.alerts.baseline_window_seconds = 120;
+  c.alerts.evaluation_interval_seconds = 2;
+  c.alerts.timeout_seconds = 3;
+  c.alerts.resend_interval_seconds = 1.5;
+  c.alerts.alertmanagers = {"http://am-1:9093", "http://am-2:9093"};
+  c.alerts.webhooks = {"https://hooks.example.com/x"};
+  c.alerts.knee_shift = {true, 0.4, 0.2, 16, 100, 1000, 2};
+  c.alerts.over_capacity = {true, config::WorkingSetTarget::kRequestCoverage, 0.9, 1.1, 0.8, 50, 3};
+  c.alerts.rate_shift = {false, 3, 2, 10, 4};
+  c.alerts.drift = {true, 20, 6, 0, 5, 5};
+  auto o = AlertRunnerOptionsFromConfig(c, "llama-3-70b");
+  ASSERT_TRUE(o.ok()) << o.error();
+  const alerts::AlerterOptions& a = o.value().alerter;
+  EXPECT_EQ(a.replica, "chat-3");
+  EXPECT_EQ(a.model, "llama-3-70b");  // model_label empty: the model's name
+  EXPECT_EQ(a.short_window, seconds(20));
+  EXPECT_EQ(a.baseline_window, seconds(120));
+  EXPECT_EQ(a.knee_shift.fire_threshold, 0.4);
+  EXPECT_EQ(a.knee_shift.clear_threshold, 0.2);
+  EXPECT_EQ(a.knee_shift.min_shift_pages, 16);
+  EXPECT_EQ(a.knee_shift.min_short_window_requests, 100);
+  EXPECT_EQ(a.knee_shift.min_baseline_window_requests, 1000);
+  EXPECT_EQ(a.knee_shift.rule.for_duration, seconds(2));
+  EXPECT_EQ(a.capacity_shortfall.fire_threshold, 1.1);
+  EXPECT_EQ(a.capacity_shortfall.clear_threshold, 0.8);
+  EXPECT_EQ(a.capacity_shortfall.min_short_window_requests, 50);
+  EXPECT_EQ(a.capacity_shortfall.rule.for_duration, seconds(3));
+  for (const auto* r : {&a.eviction_rate_shift, &a.rejection_rate_shift, &a.preemption_rate_shift}) {
+    EXPECT_FALSE(r->enabled);
+    EXPECT_EQ(r->fire_threshold, 3);
+    EXPECT_EQ(r->rule.for_duration, seconds(4));
+  }
+  EXPECT_EQ(a.eviction_rate_shift.rate_floor_per_second, 1.0);
+  EXPECT_EQ(a.rejection_rate_shift.rate_floor_per_second, 0.05);
+  ASSERT_EQ(a.change_tests.size(), 1u);
+  EXPECT_EQ(a.change_tests[0].fire_threshold, 20);
+  EXPECT_GE(a.change_tests[0].cusum.cap, 20);  // the cap follows a higher alarm threshold
+  EXPECT_EQ(a.change_tests[0].relearn_after, seconds(0));
+  EXPECT_EQ(a.notify.resend_interval, seconds(2));  // whole seconds, rounded up
+  EXPECT_EQ(o.value().inputs.short_window, 0u);
+  EXPECT_EQ(o.value().inputs.baseline_window, 1u);
+  EXPECT_FALSE(o.value().inputs.target_page_hit);
+  EXPECT_EQ(o.value().inputs.fraction, 0.9);
+  EXPECT_EQ(o.value().inputs.capacity_pages, 2048);
+  EXPECT_EQ(o.value().evaluation_interval, Millis(2000));
+  ASSERT_EQ(o.value().notifier.targets.size(), 3u);
+  EXPECT_EQ(o.value().notifier.targets[2].kind, NotifierKind::kWebhook);
+  EXPECT_EQ(o.value().notifier.timeout, Millis(3000));
+
+  c.model_label = "chat-model";
+  EXPECT_EQ(AlertRunnerOptionsFromConfig(c, "llama-3-70b").value().alerter.model, "chat-model");
+  // The default windows need not be curves: no index, no error.
+  c.alerts.short_window_seconds = 3600;
+  c.alerts.baseline_window_seconds = 86400;
+  auto defaults = AlertRunnerOptionsFromConfig(c, "");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults.value().inputs.short_window.has_value());
+}
+
+// ------------------------------------------------------------------ the runner
+
+alerts::AlertInputs KneeInputs(double t, double short_knee) {
+  alerts::AlertInputs in;
+  in.time = At(t);
+  in.short_knee_pages = short_knee;
+  in.baseline_knee_pages = 1000;
+  in.short_window_requests = 1000;
+  in.baseline_window_requests = 10000;
+  return in;
+}
+
+TEST(AlertRunnerTest, TransitionsAreLoggedExportedAndDelivered) {
+  Receiver am;
+  ASSERT_GT(am.port(), 0);
+  AlertRunnerOptions o;
+  o.alerter.replica = "r1";
+  o.alerter.knee_shift.rule.for_duration = seconds(30);
+  o.alerter.notify.resend_interval = seconds(60);
+  o.notifier = FastOptions(am.port());
+  o.notifier.clock = [] { return At(0); };  // nothing expires in this test
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& line) { lines.push_back(line); };
+  auto runner = AlertRunner::Create(std::move(o));
+  ASSERT_TRUE(runner.ok()) << runner.error();
+  AlertRunner& r = *runner.value();
+
+  ASSERT_TRUE(r.Evaluate(KneeInputs(1000, 1000)).ok());
+  ASSERT_TRUE(r.Evaluate(KneeInputs(1015, 1500)).ok());  // pending
+  ASSERT_TRUE(r.Evaluate(KneeInputs(1045, 1500)).ok());  // firing
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("alert KVWatchKneeShift{replica=\"r1\",severity=\"warning\",window=\"1h/24h\"} pending: ", 0),
+            0u)
+      << lines[0];
+  EXPECT_NE(lines[1].find("} firing: KV-cache knee grew by 50%"), std::string::npos) << lines[1];
+
+  MetricsBuilder m;
+  r.AppendMetrics(&m);
+  const collectors::Exposition e = collectors::ParseExposition(m.Serialize());
+  auto find = [&](const std::string& name, const std::string& key, const std::string& value) {
+    for (const collectors::Sample& s : e.samples) {
+      if (s.name == name && s.Label(key) == value) return s.value;
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(find("kvwatch_alert_state", "alertname", "KVWatchKneeShift"), 2);
+  EXPECT_EQ(find("kvwatch_alert_state", "alertname", "KVWatchWorkingSetOverCapacity"), 0);
+  EXPECT_DOUBLE_EQ(find("kvwatch_alert_value", "alertname", "KVWatchKneeShift"), 0.5);
+  EXPECT_TRUE(e.errors.empty());
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.AlertsJson()).get(doc), simdjson::SUCCESS) << r.AlertsJson();
+  bool found = false;
+  for (simdjson::dom::element a : doc["data"]["alerts"]) {
+    std::string_view name, state, active, old_knee;
+    ASSERT_FALSE(a["labels"]["alertname"].get(name));
+    if (name != "KVWatchKneeShift") continue;
+    found = true;
+    ASSERT_FALSE(a["state"].get(state));
+    ASSERT_FALSE(a["activeAt"].get(active));
+    ASSERT_FALSE(a["annotations"]["old_knee_pages"].get(old_knee));
+    EXPECT_EQ(state, "firing");
+    EXPECT_EQ(active, alerts::FormatRfc3339(At(1015)));
+    EXPECT_EQ(old_knee, "1000");
+  }
+  EXPECT_TRUE(found);
+
+  // The receiver gets the firing alert, endsAt 4 resend intervals ahead.
+  ASSERT_TRUE(PollUntil([&] { return am.Bodies().size() >= 1; }, kWait));
+  EXPECT_EQ(am.Paths()[0], "/api/v2/alerts");
+  simdjson::dom::element sent;
+  ASSERT_EQ(parser.parse(am.Bodies()[0]).get(sent), simdjson::SUCCESS);
+  std::string_view starts, ends;
+  ASSERT_FALSE(sent.at(0)["startsAt"].get(starts));
+  ASSERT_FALSE(sent.at(0)["endsAt"].get(ends));
+  EXPECT_EQ(starts, alerts::FormatRfc3339(At(1045)));
+  EXPECT_EQ(ends, alerts::FormatRfc3339(At(1045 + 240)));
+
+  // Back to normal: resolved at once, endsAt = the resolve time.
+  ASSERT_TRUE(r.Evaluate(KneeInputs(1060, 1050)).ok());
+  EXPECT_NE(lines.back().find("} resolved: "), std::string::npos) << lines.back();
+  ASSERT_TRUE(PollUntil([&] { return am.Bodies().size() >= 2; }, kWait));
+  ASSERT_EQ(parser.parse(am.Bodies()[1]).get(sent), simdjson::SUCCESS);
+  ASSERT_FALSE(sent.at(0)["endsAt"].get(ends));
+  EXPECT_EQ(ends, alerts::FormatRfc3339(At(1060)));
+
+  // A clock going back is refused and counted.
+  EXPECT_FALSE(r.Evaluate(KneeInputs(1059, 1000)).ok());
+  MetricsBuilder after;
+  r.AppendMetrics(&after);
+  const std::string text = after.Serialize();
+  EXPECT_NE(text.find("kvwatch_alert_evaluations_total 5"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvwatch_alert_evaluation_failures_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvwatch_alert_notifications_total{notifier=\"log\",result=\"success\"} 3"), std::string::npos)
+      << text;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        MetricsBuilder now;
+        r.AppendMetrics(&now);
+        return now.Serialize().find("kvwatch_alert_notifications_total{notifier=\"alertmanager\",result=\"success\"} 2") !=
+               std::string::npos;
+      },
+      kWait));
+}
+
+TEST(AlertRunnerTest, BadOptionsNameTheField) {
+  AlertRunnerOptions o;
+  o.alerter.knee_shift.clear_threshold = 0.5;
+  auto runner = AlertRunner::Create(o);
+  ASSERT_FALSE(runner.ok());
+  EXPECT_NE(runner.error().find("knee_shift.clear_threshold"), std::string::npos) << runner.error();
+  AlertRunnerOptions bad_url;
+  bad_url.notifier.targets = {{NotifierKind::kAlertmanager, "am:9093"}};
+  auto other = AlertRunner::Create(bad_url);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().find("alerts.alertmanagers: \"am:9093\""), std::string::npos) << other.error();
+}
+
+// ------------------------------------------------------------------ the notifier
+
+TEST(NotifierTest, EnqueueNeverWaitsForAHangingReceiverAndKeepsTheNewestPerAlert) {
+  Receiver am;
+  am.Hold();
+  NotifierOptions o = FastOptions(am.port());
+  o.queue_capacity = 2;
+  auto notifier = Notifier::Create(o);
+  ASSERT_TRUE(notifier.ok()) << notifier.error();
+  Notifier& n = *notifier.value();
+
+  n.Enqueue({Item("A", 10, 500)}, At(50));
+  ASSERT_TRUE(am.WaitInFlight());  // the POST of [A] hangs in the receiver
+  // These return although the worker is stuck: the receiver is still holding.
+  n.Enqueue({Item("B", 10, 500)}, At(51));
+  n.Enqueue({Item("C", 10, 500), Item("B", 10, 600)}, At(52));  // B replaced, A dropped (capacity 2)
+  EXPECT_TRUE(am.Bodies().empty());
+  std::vector<NotifierStats> stats = n.Stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].dropped_queue_full, 1u);
+  EXPECT_EQ(stats[0].queued, 2u);
+
+  am.Release();
+  ASSERT_TRUE(PollUntil([&] { return am.Bodies().size() >= 2; }, kWait));
+  EXPECT_EQ(Names(am.Bodies()[0]), (std::vector<std::string>{"A"}));
+  EXPECT_EQ(Names(am.Bodies()[1]), (std::vector<std::string>{"B", "C"}));
+  EXPECT_NE(am.Bodies()[1].find(alerts::FormatRfc3339(At(600))), std::string::npos) << "the newest B";
+  ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].queued == 0; }, kWait));
+  stats = n.Stats();
+  EXPECT_EQ(stats[0].requests_ok, 2u);
+  EXPECT_EQ(stats[0].alerts_sent, 3u);
+  EXPECT_EQ(stats[0].requests_failed, 0u);
+}
+
+TEST(NotifierTest, RetriesWithBackoffUntilTheReceiverIsUp) {
+  const int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  auto notifier = Notifier::Create(FastOptions(port));
+  ASSERT_TRUE(notifier.ok());
+  Notifier& n = *notifier.value();
+  n.Enqueue({Item("A", 10, 500)}, At(50));
+  ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].requests_failed >= 2; }, kWait));
+  EXPECT_NE(n.Stats()[0].last_error.find("127.0.0.1:" + std::to_string(port)), std::string::npos);
+  // Resolved while the receiver is down: the outbox holds the resolution only.
+  n.Enqueue({Item("A", 10, 60)}, At(60));
+  // Two more failures: the later one was an attempt made after the Enqueue.
+  const std::uint64_t failed = n.Stats()[0].requests_failed;
+  ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].requests_failed >= failed + 2; }, kWait));
+  Receiver am(port);
+  ASSERT_EQ(am.port(), port);
+  ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].requests_ok == 1; }, kWait));
+  ASSERT_EQ(am.Bodies().size(), 1u);
+  EXPECT_EQ(Names(am.Bodies()[0]), (std::vector<std::string>{"A"}));
+  EXPECT_NE(am.Bodies()[0].find("\"endsAt\":\"" + alerts::FormatRfc3339(At(60))), std::string::npos)
+      << am.Bodies()[0];
+  EXPECT_EQ(n.Stats()[0].last_error, "");
+  EXPECT_EQ(n.Stats()[0].queued, 0u);
+}
+
+TEST(NotifierTest, ExpiredFiringItemsAndRejectedPayloadsAreDropped) {
+  Receiver am;
+  NotifierOptions o = FastOptions(am.port());  // its clock says 100
+  auto notifier = Notifier::Create(o);
+  ASSERT_TRUE(notifier.ok());
+  Notifier& n = *notifier.value();
+  // Firing when taken (endsAt 90 > 80) but expired by the time it could be sent.
+  n.Enqueue({Item("Stale", 10, 90)}, At(80));
+  ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].dropped_expired == 1; }, kWait));
+  EXPECT_TRUE(am.Bodies().empty());
+  // A resolution (endsAt 70 <= 80) is never stale.
+  n.Enqueue({Item("Done", 10, 70)}, At(80));
+  ASSERT_TRUE(PollUntil([&] { return am.Bodies().size() == 1; }, kWait));
+
+  am.SetStatus(400);
+  n.Enqueue({Item("Bad", 10, 500)}, At(80));
+  ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].dropped_rejected == 1; }, kWait));
+  EXPECT_EQ(am.Bodies().size(), 2u);  // sent once, not retried
+  EXPECT_EQ(n.Stats()[0].requests_failed, 1u);
+  EXPECT_NE(n.Stats()[0].last_error.find("HTTP 400"), std::string::npos);
+}
+
+TEST(NotifierTest, WebhookGetsTheAlertmanagerWebhookPayload) {
+  Receiver hook;
+  NotifierOptions o = FastOptions(hook.port(), NotifierKind::kWebhook);
+  o.targets[0].url += "/hooks/kvwatch";
+  auto notifier = Notifier::Create(o);
+  ASSERT_TRUE(notifier.ok());
+  alerts::PostableAlert firing = Item("KVWatchTest", 10, 500);
+  firing.labels = {{"alertname", "KVWatchTest"}, {"replica", "r1"}};
+  alerts::PostableAlert resolved = Item("KVWatchOther", 10, 90);
+  resolved.labels = {{"alertname", "KVWatchOther"}, {"replica", "r1"}};
+  notifier.value()->Enqueue({firing, resolved}, At(95));
+  ASSERT_TRUE(PollUntil([&] { return hook.Bodies().size() == 1; }, kWait));
+  EXPECT_EQ(hook.Paths()[0], "/hooks/kvwatch");
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(hook.Bodies()[0]).get(doc), simdjson::SUCCESS) << hook.Bodies()[0];
+  std::string_view version, status, receiver, replica;
+  ASSERT_FALSE(doc["version"].get(version) || doc["status"].get(status) || doc["receiver"].get(receiver));
+  EXPECT_EQ(version, "4");
+  EXPECT_EQ(status, "firing");
+  EXPECT_EQ(receiver, "kvwatch");
+  ASSERT_FALSE(doc["commonLabels"]["replica"].get(replica));
+  EXPECT_EQ(replica, "r1");
+  simdjson::dom::object common;
+  ASSERT_FALSE(doc["commonLabels"].get(common));
+  EXPECT_EQ(common.size(), 1u);  // alertname differs
+  std::map<std::string, std::string> states, fingerprints;
+  for (simdjson::dom::element a : doc["alerts"]) {
+    std::string_view name, state, fingerprint;
+    ASSERT_FALSE(a["labels"]["alertname"].get(name) || a["status"].get(state) || a["fingerprint"].get(fingerprint));
+    states[std::string(name)] = std::string(state);
+    fingerprints[std::string(name)] = std::string(fingerprint);
+  }
+  EXPECT_EQ(states["KVWatchTest"], "firing");
+  EXPECT_EQ(states["KVWatchOther"], "resolved");
+  // Alertmanager 0.25 reports this fingerprint for {alertname="KVWatchTest", replica="r1"}.
+  EXPECT_EQ(fingerprints["KVWatchTest"], "70e83b09f9184b73");
+  EXPECT_EQ(LabelsFingerprint({}), "cbf29ce484222325");  // FNV-1a's offset basis
+}
+
+TEST(NotifierTest, StopReturnsWhileReceiversAreDown) {
+  auto notifier = Notifier::Create(FastOptions(PickFreePort()));
+  ASSERT_TRUE(notifier.ok());
+  notifier.value()->Enqueue({Item("A", 10, 500)}, At(50));
+  ASSERT_TRUE(PollUntil([&] { return notifier.value()->Stats()[0].requests_failed >= 1; }, kWait));
+  notifier.value()->Stop();
+  EXPECT_EQ(notifier.value()->Stats()[0].queued, 0u);
+  notifier.value()->Enqueue({Item("B", 10, 500)}, At(51));  // ignored after Stop
+  EXPECT_EQ(notifier.value()->Stats()[0].queued, 0u);
+}
+
+}  // namespace
+}  // namespace kvwatch::agent

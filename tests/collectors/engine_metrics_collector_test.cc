@@ -1,0 +1,384 @@
+#include "collectors/engine_metrics_collector.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace kvwatch::collectors {
+namespace {
+
+using std::chrono::milliseconds;
+
+// An engine's /metrics on 127.0.0.1 at a port picked at run time. Request i gets
+// response i of the script; once the script is used up, the last one again.
+// Block() makes every request wait in the handler until Release(); HoldFrom(n)
+// only requests n and later (0-based).
+class FakeEngine {
+ public:
+  explicit FakeEngine(std::vector<std::pair<int, std::string>> script) : script_(std::move(script)) {
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::unique_lock<std::mutex> lock(mu_);
+      const std::size_t i = std::min(requests_, script_.size() - 1);
+      ++requests_;
+      ++entered_;
+      cv_.notify_all();
+      cv_.wait(lock, [this, i] { return i < hold_from_; });
+      res.status = script_[i].first;
+      res.set_content(script_[i].second, "text/plain; version=0.0.4");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() is a no-op until the server runs: wait for it (bounded).
+    for (int i = 0; i < 6000 && !server_.is_running(); ++i) std::this_thread::sleep_for(milliseconds(5));
+  }
+  ~FakeEngine() {
+    Release();
+    server_.stop();
+    thread_.join();
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/metrics"; }
+  int port() const { return port_; }
+  void Block() { HoldFrom(0); }
+  void Release() { HoldFrom(kNone); }
+  void HoldFrom(std::size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hold_from_ = n;
+    }
+    cv_.notify_all();
+  }
+  bool blocked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hold_from_ != kNone;
+  }
+  // Waits until a request reached the handler (bounded, so a broken collector
+  // fails the test instead of hanging it).
+  bool WaitEntered(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return entered_ >= n; });
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<int, std::string>> script_;
+  std::size_t requests_ = 0;
+  std::size_t entered_ = 0;
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t hold_from_ = kNone;
+};
+
+class NullSink : public RequestSink {
+ public:
+  void OnRequest(const curve::Request&) override { ++calls; }
+  int calls = 0;
+};
+
+// Waits (bounded) for the collector's worker to finish n scrapes.
+bool WaitScrapes(const EngineMetricsCollector& c, std::uint64_t n) {
+  for (int i = 0; i < 6000 && c.scrapes() < n; ++i) std::this_thread::sleep_for(milliseconds(5));
+  return c.scrapes() >= n;
+}
+
+std::map<std::string, double> Samples(const Collector& c) {
+  std::vector<MetricSample> out;
+  c.AppendSamples(&out);
+  std::map<std::string, double> m;
+  for (const MetricSample& s : out) {
+    std::string key = s.name;
+    for (const auto& [k, v] : s.labels) {
+      if (k != "collector") key += "{" + k + "=" + v + "}";
+    }
+    m[key] = s.value;
+  }
+  return m;
+}
+
+std::unique_ptr<EngineMetricsCollector> Make(const std::string& url, milliseconds interval = milliseconds(5),
+                                             std::uint32_t page_tokens = 16,
+                                             milliseconds timeout = milliseconds(10000)) {
+  EngineMetricsCollectorOptions o;
+  o.name = "engine-0";
+  o.url = url;
+  o.interval = interval;
+  o.timeout = timeout;
+  o.page_tokens = page_tokens;
+  auto c = EngineMetricsCollector::Create(std::move(o), nullptr);
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error());
+  return std::move(c).value();
+}
+
+struct VllmValues {
+  double preemptions, queries, hits, usage, running, waiting, aborted, admission;
+};
+
+std::string VllmBody(const VllmValues& v) {
+  const std::string l = "{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"}";
+  auto num = [](double x) { return std::to_string(x); };
+  return "# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.\n"
+         "# TYPE vllm:num_preemptions_total counter\n"
+         "vllm:num_preemptions_total" + l + " " + num(v.preemptions) + "\n" +
+         "# TYPE vllm:prefix_cache_queries_total counter\n"
+         "vllm:prefix_cache_queries_total" + l + " " + num(v.queries) + "\n" +
+         "# TYPE vllm:prefix_cache_hits_total counter\n"
+         "vllm:prefix_cache_hits_total" + l + " " + num(v.hits) + "\n" +
+         "# TYPE vllm:kv_cache_usage_perc gauge\n"
+         "vllm:kv_cache_usage_perc" + l + " " + num(v.usage) + "\n" +
+         "vllm:num_requests_running" + l + " " + num(v.running) + "\n" +
+         "vllm:num_requests_waiting" + l + " " + num(v.waiting) + "\n" +
+         "# TYPE vllm:request_success_total counter\n"
+         "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"meta-llama/"
+         "Llama-3.1-8B-Instruct\"} " + num(v.aborted) + "\n" +
+         "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"meta-llama/"
+         "Llama-3.1-8B-Instruct\"} 100.0\n"
+         "# TYPE vllm:admission_rejections_total counter\n"
+         "vllm:admission_rejections_total{model_name=\"meta-llama/Llama-3.1-8B-Instruct\",reason=\""
+         "max_num_queued_reqs\"} " + num(v.admission) + "\n" +
+         "# TYPE vllm:cache_config_info gauge\n"
+         "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\",gpu_memory_utilization="
+         "\"0.9\",num_gpu_blocks=\"27730\",prefix_caching_hash_algo=\"sha256\"} 1.0\n";
+}
+
+TEST(RunningTotalTest, AddsIncreasesAndTreatsADecreaseAsAReset) {
+  RunningTotal t;
+  EXPECT_FALSE(t.seen());
+  EXPECT_EQ(t.Observe(10), 10);
+  EXPECT_EQ(t.Observe(15), 5);
+  EXPECT_EQ(t.Observe(15), 0);
+  EXPECT_EQ(t.Observe(3), 3);  // restart: 3 since the restart
+  EXPECT_EQ(t.total(), 18);
+  EXPECT_EQ(t.resets(), 1u);
+}
+
+TEST(ParseScrapeUrlTest, SplitsOriginAndPath) {
+  auto a = ParseScrapeUrl("http://127.0.0.1:8000/metrics");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.value().origin, "http://127.0.0.1:8000");
+  EXPECT_EQ(a.value().path, "/metrics");
+  auto b = ParseScrapeUrl("https://engine.example:443");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b.value().path, "/metrics");
+  EXPECT_FALSE(ParseScrapeUrl("ftp://x/metrics").ok());
+  EXPECT_FALSE(ParseScrapeUrl("127.0.0.1:8000").ok());
+  EXPECT_FALSE(ParseScrapeUrl("http:///metrics").ok());
+}
+
+TEST(EngineMetricsCollectorTest, VllmCountersStayMonotonicAcrossAnEngineRestart) {
+  FakeEngine engine({
+      {200, VllmBody({3, 100, 40, 0.5, 2, 1, 1, 0})},
+      {200, VllmBody({5, 300, 190, 0.75, 8, 3, 2, 4})},
+      {200, VllmBody({1, 50, 10, 0.1, 1, 0, 0, 0})},  // restarted: every counter went back
+      {200, VllmBody({2, 50, 10, 0.2, 1, 0, 0, 0})},  // no queries in this interval
+  });
+  auto c = Make(engine.url(), milliseconds(5), 32);
+  ASSERT_TRUE(WaitScrapes(*c, 6));  // the script, then the last body again
+  NullSink sink;
+  c->Poll(sink, 0);
+  const auto m = Samples(*c);
+  EXPECT_EQ(m.at("kvwatch_engine_preemptions_total"), 3 + 2 + 1 + 1);
+  EXPECT_EQ(m.at("kvwatch_engine_rejected_requests_total{reason=abort}"), 1 + 1 + 0 + 0);
+  EXPECT_EQ(m.at("kvwatch_engine_rejected_requests_total{reason=admission}"), 0 + 4 + 0 + 0);
+  EXPECT_EQ(m.at("kvwatch_engine_counter_resets_total"), 1);
+  // Scrape 3's hit ratio, since the restart (10 / 50); scrape 4 had no queries.
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_prefix_cache_hit_ratio"), 0.2);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_kv_cache_usage_ratio"), 0.2);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_running"), 1);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_waiting"), 0);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), 27730.0 * 16 / 32);
+  EXPECT_EQ(m.count("kvwatch_engine_retracted_requests_total"), 0u) << "not exported by vLLM";
+  const CollectorStats s = c->stats();
+  EXPECT_TRUE(s.up);
+  EXPECT_TRUE(s.errors.empty());
+  EXPECT_GT(s.last_success_s, 0);
+  EXPECT_EQ(sink.calls, 0);
+}
+
+TEST(EngineMetricsCollectorTest, VllmHitRatioIsOverTheLastInterval) {
+  FakeEngine engine({
+      {200, VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0})},
+      {200, VllmBody({0, 300, 190, 0.5, 2, 1, 0, 0})},
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 3));
+  const auto m = Samples(*c);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_prefix_cache_hit_ratio"), 150.0 / 200.0);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), 27730.0);
+}
+
+std::string SglangBody(double cached, double prompt, double retracted, double aborted, double usage) {
+  const std::string l =
+      "{engine_type=\"unified\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\",pp_rank=\"0\",tp_rank=\"0\"}";
+  auto num = [](double x) { return std::to_string(x); };
+  return "# HELP sglang:cached_tokens_total Number of cached prompt tokens.\n"
+         "# TYPE sglang:cached_tokens_total counter\n"
+         "sglang:cached_tokens_total" + l + " " + num(cached) + "\n" +
+         "# TYPE sglang:prompt_tokens_total counter\n"
+         "sglang:prompt_tokens_total" + l + " " + num(prompt) + "\n" +
+         "# TYPE sglang:num_retracted_requests_total counter\n"
+         "sglang:num_retracted_requests_total" + l + " " + num(retracted) + "\n" +
+         "# TYPE sglang:num_aborted_requests_total counter\n"
+         "sglang:num_aborted_requests_total" + l + " " + num(aborted) + "\n" +
+         "# TYPE sglang:token_usage gauge\n"
+         "sglang:token_usage" + l + " " + num(usage) + "\n" +
+         "sglang:num_running_reqs" + l + " 4.0\n" +
+         "sglang:num_queue_reqs" + l + " 6.0\n" +
+         "# HELP sglang:max_total_num_tokens Maximum total number of tokens in the KV cache pool.\n"
+         "# TYPE sglang:max_total_num_tokens gauge\n"
+         "sglang:max_total_num_tokens" + l + " 439182.0\n";
+}
+
+TEST(EngineMetricsCollectorTest, SglangCountersAndHitRatio) {
+  FakeEngine engine({
+      {200, SglangBody(100, 1000, 2, 1, 0.3)},
+      {200, SglangBody(400, 1500, 5, 1, 0.35)},
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 3));
+  const auto m = Samples(*c);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_prefix_cache_hit_ratio"), 300.0 / 500.0);
+  EXPECT_EQ(m.at("kvwatch_engine_retracted_requests_total"), 5);
+  EXPECT_EQ(m.at("kvwatch_engine_rejected_requests_total{reason=abort}"), 1);
+  EXPECT_EQ(m.count("kvwatch_engine_preemptions_total"), 0u);
+  EXPECT_EQ(m.count("kvwatch_engine_rejected_requests_total{reason=admission}"), 0u);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_kv_cache_usage_ratio"), 0.35);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_running"), 4);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_waiting"), 6);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), std::floor(439182.0 / 16));
+}
+
+TEST(EngineMetricsCollectorTest, DownEngineIsDownAndBacksOffToEightIntervals) {
+  int port = 0;
+  {
+    FakeEngine gone({{200, ""}});
+    port = gone.port();
+  }  // closed: connections are refused
+  auto c = Make("http://127.0.0.1:" + std::to_string(port) + "/metrics", milliseconds(2));
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  EXPECT_FALSE(c->stats().up);
+  ASSERT_TRUE(WaitScrapes(*c, 5));
+  // 1 failure: 2x, 2: 4x, 3 and more: capped at 8x.
+  EXPECT_EQ(c->next_delay(), milliseconds(16));
+  const CollectorStats s = c->stats();
+  EXPECT_FALSE(s.up);
+  EXPECT_GE(s.errors.at("connect"), 5u);
+  EXPECT_EQ(s.last_success_s, 0);
+  const auto m = Samples(*c);
+  EXPECT_EQ(m.count("kvwatch_engine_preemptions_total"), 0u);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_scrape_backoff_seconds"), 0.016);
+}
+
+TEST(EngineMetricsCollectorTest, BackoffGrowsOnFailuresAndResetsOnSuccess) {
+  FakeEngine engine({
+      {503, "busy"},
+      {503, "busy"},
+      {200, VllmBody({1, 0, 0, 0, 0, 0, 0, 0})},
+  });
+  // Each step is read while the engine holds the next request, so the worker
+  // cannot move on meanwhile.
+  engine.HoldFrom(1);
+  auto c = Make(engine.url(), milliseconds(3));
+  ASSERT_TRUE(engine.WaitEntered(2));
+  EXPECT_EQ(c->scrapes(), 1u);
+  EXPECT_EQ(c->next_delay(), milliseconds(6));
+  EXPECT_FALSE(c->stats().up);
+  engine.HoldFrom(2);
+  ASSERT_TRUE(engine.WaitEntered(3));
+  EXPECT_EQ(c->scrapes(), 2u);
+  EXPECT_EQ(c->next_delay(), milliseconds(12));
+  engine.Release();
+  ASSERT_TRUE(WaitScrapes(*c, 3));
+  EXPECT_TRUE(c->stats().up);
+  EXPECT_EQ(c->next_delay(), milliseconds(3));
+  EXPECT_EQ(c->stats().errors.at("http_status"), 2u);
+}
+
+TEST(EngineMetricsCollectorTest, GarbageBodyCountsErrors) {
+  FakeEngine engine({{200, "<html>not metrics</html>\nfoo{bar 1\n"}});
+  std::vector<std::string> logged;
+  EngineMetricsCollectorOptions o;
+  o.name = "engine-0";
+  o.url = engine.url();
+  o.interval = milliseconds(60000);
+  o.timeout = milliseconds(10000);
+  auto c = EngineMetricsCollector::Create(
+      std::move(o), [&](std::string_view, std::string_view message) { logged.emplace_back(message); });
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_TRUE(WaitScrapes(*c.value(), 1));
+  const CollectorStats s = c.value()->stats();
+  EXPECT_FALSE(s.up);
+  EXPECT_EQ(s.errors.at("bad_line"), 2u);
+  EXPECT_EQ(s.errors.at("no_engine_metrics"), 1u);
+  EXPECT_EQ(c.value()->next_delay(), milliseconds(120000)) << "a garbage scrape is a failed one";
+  NullSink sink;
+  EXPECT_TRUE(logged.empty()) << "logs go out from Poll, on the caller's thread";
+  c.value()->Poll(sink, 0);
+  ASSERT_EQ(logged.size(), 3u);
+  EXPECT_NE(logged[0].find("line 1"), std::string::npos) << logged[0];
+}
+
+TEST(EngineMetricsCollectorTest, BadLinesBesideGoodMetricsAreCountedAndTheRestUsed) {
+  FakeEngine engine({{200, VllmBody({7, 0, 0, 0, 0, 0, 0, 0}) + "vllm:broken{ 1\n"}});
+  auto c = Make(engine.url(), milliseconds(1000));
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  EXPECT_TRUE(c->stats().up);
+  EXPECT_EQ(c->stats().errors.at("bad_line"), 1u);
+  EXPECT_EQ(Samples(*c).at("kvwatch_engine_preemptions_total"), 7);
+}
+
+TEST(EngineMetricsCollectorTest, PollDoesNotWaitForASlowEngine) {
+  FakeEngine engine({{200, VllmBody({9, 0, 0, 0, 0, 0, 0, 0})}});
+  engine.Block();
+  auto c = Make(engine.url(), milliseconds(1000));
+  ASSERT_TRUE(engine.WaitEntered(1));  // the scrape is in flight, held by the engine
+  NullSink sink;
+  c->Poll(sink, 0);  // returns while the engine still holds the answer
+  std::vector<MetricSample> samples;
+  c->AppendSamples(&samples);
+  const CollectorStats s = c->stats();
+  EXPECT_TRUE(engine.blocked());
+  EXPECT_EQ(c->scrapes(), 0u);
+  EXPECT_FALSE(s.up);
+  engine.Release();
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  EXPECT_TRUE(c->stats().up);
+  EXPECT_EQ(Samples(*c).at("kvwatch_engine_preemptions_total"), 9);
+}
+
+TEST(EngineMetricsCollectorTest, DestructorAbortsARequestInFlight) {
+  FakeEngine engine({{200, VllmBody({9, 0, 0, 0, 0, 0, 0, 0})}});
+  engine.Block();
+  // A timeout far beyond the test's limit: only aborting the request lets the
+  // destructor return (a broken one hangs the test until CTest kills it).
+  auto c = Make(engine.url(), milliseconds(1000), 16, milliseconds(24LL * 3600 * 1000));
+  ASSERT_TRUE(engine.WaitEntered(1));
+  c.reset();  // stops the client, which ends the blocked GET, and joins the worker
+  EXPECT_TRUE(engine.blocked()) << "the engine never answered";
+}
+
+TEST(EngineMetricsCollectorCreateTest, RejectsBadOptions) {
+  EngineMetricsCollectorOptions o;
+  o.name = "x";
+  o.url = "127.0.0.1:8000";
+  EXPECT_FALSE(EngineMetricsCollector::Create(o, nullptr).ok());
+  o.url = "http://127.0.0.1:1/metrics";
+  o.interval = milliseconds(0);
+  EXPECT_FALSE(EngineMetricsCollector::Create(o, nullptr).ok());
+  o.interval = milliseconds(100);
+  o.timeout = milliseconds(0);
+  EXPECT_FALSE(EngineMetricsCollector::Create(o, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace kvwatch::collectors
