@@ -479,30 +479,14 @@ std::string Agent::RenderCurveJson(const std::string& window) {
   std::lock_guard<std::mutex> lock(mu_);
   for (std::size_t i = 0; i < options_.windows.size(); ++i) {
     if (options_.windows[i].name != window) continue;
-    const curve::CurveReport r = WindowReport(i);
-    JsonWriter w;
-    w.BeginObject();
-    w.Key("window");
-    w.String(window);
-    w.Key("window_seconds");
-    w.Number(options_.windows[i].seconds);
-    w.Key("replica");
-    w.String(options_.replica);
-    WriteCurveReportFields(w, r);
-    w.Key("plot");
-    w.BeginArray();
-    for (const auto& p : r.plot) WriteCurvePoint(w, p);
-    w.EndArray();
-    w.Key("capacity_pages_configured");
-    w.BeginArray();
-    for (std::uint64_t c : options_.capacities) w.Uint(c);
-    w.EndArray();
-    w.Key("tracked_pages");
-    w.Uint(engine_.tracked_pages());
-    w.Key("bucket_relative_error");
-    w.Number(std::exp2(1.0 / options_.buckets_per_octave) - 1);
-    w.EndObject();
-    return w.Take();
+    CurveApiContext context;
+    context.window = window;
+    context.window_seconds = options_.windows[i].seconds;
+    context.replica = options_.replica;
+    context.capacities = options_.capacities;
+    context.tracked_pages = engine_.tracked_pages();
+    context.bucket_relative_error = std::exp2(1.0 / options_.buckets_per_octave) - 1;
+    return RenderCurveApiJson(WindowReport(i), context);
   }
   return {};
 }

@@ -251,6 +251,32 @@ std::string FormatJson(const ReplayResult& r) {
   return out;
 }
 
+std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& c) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("window");
+  w.String(c.window);
+  w.Key("window_seconds");
+  w.Number(c.window_seconds);
+  w.Key("replica");
+  w.String(c.replica);
+  WriteCurveReportFields(w, r);
+  w.Key("plot");
+  w.BeginArray();
+  for (const auto& p : r.plot) WriteCurvePoint(w, p);
+  w.EndArray();
+  w.Key("capacity_pages_configured");
+  w.BeginArray();
+  for (std::uint64_t cap : c.capacities) w.Uint(cap);
+  w.EndArray();
+  w.Key("tracked_pages");
+  w.Uint(c.tracked_pages);
+  w.Key("bucket_relative_error");
+  w.Number(c.bucket_relative_error);
+  w.EndObject();
+  return w.Take();
+}
+
 std::string FormatCsv(const ReplayResult& r) {
   // One row per (tenant, capacity); tenant "" is the whole trace.
   std::ostringstream out;

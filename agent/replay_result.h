@@ -68,6 +68,18 @@ std::string FormatJson(const ReplayResult& r);
 void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r);
 // One curve point as a JSON object.
 void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p);
+
+// The agent's GET /api/v1/curve answer for one window: the replay contract's
+// fields, plus the window, the `plot` series and the configured capacities.
+struct CurveApiContext {
+  std::string window;  // as configured: "5m"
+  double window_seconds = 0;
+  std::string replica;
+  std::vector<std::uint64_t> capacities;  // curve.capacities
+  std::uint64_t tracked_pages = 0;
+  double bucket_relative_error = 0;
+};
+std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& context);
 std::string FormatCsv(const ReplayResult& r);
 std::string FormatTable(const ReplayResult& r);
 // An SVG plot of page hit ratio and request coverage against capacity (log axis),

@@ -69,80 +69,13 @@ curve::CurveReport ComputeReport(std::uint64_t requests, std::uint64_t max_pages
   return replayer.Result().total;
 }
 
-void WritePoint(JsonWriter& w, const curve::CurvePoint& p) {
-  w.BeginObject();
-  w.Key("capacity_pages");
-  w.Uint(p.capacity_pages);
-  w.Key("page_hits");
-  w.Number(p.page_hits);
-  w.Key("page_hit_ratio");
-  w.Number(p.page_hit_ratio);
-  w.Key("request_coverage");
-  w.Number(p.request_coverage);
-  w.Key("reused_tokens");
-  w.Number(p.reused_tokens);
-  if (p.capacity_bytes) {
-    w.Key("capacity_bytes");
-    w.Number(*p.capacity_bytes);
-  }
-  w.EndObject();
-}
-
-// The answer of GET /api/v1/curve?window=NAME for a report.
+// The answer of GET /api/v1/curve?window=NAME for a report, as the agent writes it.
 std::string CurveJson(const curve::CurveReport& r, const std::string& window,
                       const std::vector<std::uint64_t>& configured) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("window");
-  w.String(window);
-  w.Key("requests");
-  w.Uint(r.requests);
-  w.Key("page_refs");
-  w.Number(r.page_refs);
-  w.Key("unlimited_page_hits");
-  w.Number(r.unlimited_page_hits);
-  w.Key("unlimited_page_hit_ratio");
-  w.Number(r.unlimited_page_hit_ratio);
-  w.Key("points");
-  w.BeginArray();
-  for (const auto& p : r.points) WritePoint(w, p);
-  w.EndArray();
-  w.Key("working_set");
-  w.BeginArray();
-  for (const auto& e : r.working_set) {
-    w.BeginObject();
-    w.Key("target");
-    w.String(e.target);
-    w.Key("fraction");
-    w.Number(e.fraction);
-    w.Key("capacity_pages");
-    w.Optional(e.capacity_pages);
-    w.Key("bytes");
-    w.Optional(e.bytes);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("knee");
-  w.BeginObject();
-  w.Key("capacity_pages");
-  if (r.knee) {
-    w.Uint(r.knee->capacity_pages);
-  } else {
-    w.Null();
-  }
-  w.Key("bytes");
-  w.Optional(r.knee_bytes);
-  w.EndObject();
-  w.Key("plot");
-  w.BeginArray();
-  for (const auto& p : r.plot) WritePoint(w, p);
-  w.EndArray();
-  w.Key("capacity_pages_configured");
-  w.BeginArray();
-  for (std::uint64_t c : configured) w.Uint(c);
-  w.EndArray();
-  w.EndObject();
-  return w.Take();
+  CurveApiContext context;
+  context.window = window;
+  context.capacities = configured;
+  return RenderCurveApiJson(r, context);
 }
 
 const curve::WorkingSetEntry* FindTarget(const curve::CurveReport& r, const std::string& target, double fraction) {
