@@ -68,21 +68,18 @@ std::string Join(const std::vector<std::string>& items) {
   return out;
 }
 
-// `kvwatch check-config FILE`: nullopt when valid, else why. *not_yet is set
-// when the config uses collectors this build parses but does not run yet.
-std::optional<std::string> CheckConfig(const std::string& file, bool* not_yet = nullptr) {
+// `kvwatch check-config FILE`: nullopt when valid, else why.
+std::optional<std::string> CheckConfig(const std::string& file) {
   const CommandResult r = RunCommand({KVWATCH_BINARY, "check-config", file}, kCommandTimeout);
   if (r.Exited(0)) return std::nullopt;
-  if (not_yet) *not_yet = r.err.find("not yet run by this build") != std::string::npos;
   return r.Describe();
 }
 
 // Writes text to a file of dir and checks it as a config.
-std::optional<std::string> CheckConfigText(const TempDir& dir, const std::string& name, const std::string& text,
-                                           bool* not_yet = nullptr) {
+std::optional<std::string> CheckConfigText(const TempDir& dir, const std::string& name, const std::string& text) {
   const std::string path = dir.Sub(name);
   if (!WriteFile(path, text)) return "cannot write " + path;
-  return CheckConfig(path, not_yet);
+  return CheckConfig(path);
 }
 
 // The default config's commented examples ("# key: value" lines, at any depth) uncommented.
@@ -117,9 +114,7 @@ TEST(PackagingConfigTest, CommentedExamplesAreValidWhenUncommented) {
   const YAML::Node config = YAML::Load(text);
   ASSERT_TRUE(config["collectors"]["trace_files"].IsSequence()) << text;
   EXPECT_TRUE(config["curve"]["capacities"].IsSequence()) << text;
-  bool not_yet = false;
-  const auto problem = CheckConfigText(dir, "uncommented.yml", text, &not_yet);
-  if (problem && not_yet) GTEST_SKIP() << "this build does not run every collector of the examples yet:\n" << *problem;
+  const auto problem = CheckConfigText(dir, "uncommented.yml", text);
   EXPECT_FALSE(problem.has_value()) << *problem << "\n" << text;
 }
 
@@ -662,10 +657,7 @@ TEST_F(KubernetesTest, SidecarConfigIsValid) {
   EXPECT_EQ(kvwatch_config_["web"]["port"].as<int>(0), Named(kvwatch_["ports"], "metrics")["containerPort"].as<int>(-1));
   TempDir dir("kvwatch_packaging_test");
   ASSERT_TRUE(dir.ok());
-  bool not_yet = false;
-  const auto problem =
-      CheckConfigText(dir, "sidecar.yml", config_map_["data"]["kvwatch.yml"].as<std::string>(""), &not_yet);
-  if (problem && not_yet) GTEST_SKIP() << "this build does not run the engine collectors yet:\n" << *problem;
+  const auto problem = CheckConfigText(dir, "sidecar.yml", config_map_["data"]["kvwatch.yml"].as<std::string>(""));
   EXPECT_FALSE(problem.has_value()) << *problem;
 }
 
