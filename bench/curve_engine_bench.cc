@@ -25,6 +25,7 @@
 
 #include "collectors/trace_reader.h"
 #include "curve/curve_accumulator.h"
+#include "curve/mix.h"
 #include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
 
@@ -106,13 +107,7 @@ const Workload& WekaHashed() {
   static Workload w = [] {
     Workload w = Weka();
     for (auto& r : w.requests) {
-      for (PageId& p : r) {
-        p ^= p >> 31;
-        p *= 0x7fb5d329728ea185ULL;
-        p ^= p >> 27;
-        p *= 0x81dadef4bc2dd44dULL;
-        p ^= p >> 33;
-      }
+      for (PageId& p : r) p = kvwatch::curve::Mix64(p);
     }
     return w;
   }();

@@ -11,6 +11,8 @@
 
 #include <msgpack.hpp>
 
+#include "curve/mix.h"
+
 namespace kvwatch::collectors {
 
 static_assert(std::is_same_v<std::variant_alternative_t<0, KvEvent>, BlockStored>);
@@ -375,15 +377,8 @@ struct Fnv {
   }
 };
 
-// splitmix64 finaliser: spreads FNV's weak low bits.
-std::uint64_t Mix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+// Spreads FNV's weak low bits.
+std::uint64_t Mix(std::uint64_t x) { return curve::Mix64(x); }
 
 void DigestInto(const Object& o, Fnv* f) {
   switch (o.type) {

@@ -5,21 +5,15 @@
 #include <utility>
 #include <variant>
 
+#include "curve/mix.h"
+
 namespace kvwatch::collectors {
 namespace {
 
 constexpr std::string_view kPrimaryMedium = "GPU";
 constexpr std::string_view kOtherMedium = "other";
 
-// splitmix64's finalizer: a bijection of 64-bit values with good avalanche.
-std::uint64_t Mix64(std::uint64_t z) {
-  z ^= z >> 30;
-  z *= 0xbf58476d1ce4e5b9ULL;
-  z ^= z >> 27;
-  z *= 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return z;
-}
+using curve::Mix64;
 
 std::uint64_t Fold(std::uint64_t acc, std::uint64_t value) {
   return Mix64(acc ^ Mix64(value + 0x9e3779b97f4a7c15ULL));

@@ -19,6 +19,8 @@
 #include <limits>
 #include <vector>
 
+#include "curve/mix.h"
+
 namespace kvwatch::curve {
 
 class PageMap {
@@ -115,17 +117,9 @@ class PageMap {
 #pragma pack(pop)
   static_assert(sizeof(Entry) == 12);
 
-  // Murmur3's 64-bit finalizer: page ids are often small sequential integers
-  // (Mooncake), which a plain modulo would cluster.
-  static std::uint64_t Mix(std::uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-  }
-  std::size_t Home(std::uint64_t key) const { return Mix(key) & mask_; }
+  // Page ids are often small sequential integers (Mooncake), which a plain
+  // modulo would cluster: mix them first.
+  std::size_t Home(std::uint64_t key) const { return Mix64(key) & mask_; }
 
   void Reset(std::size_t capacity) {
     ++generation_;

@@ -26,6 +26,7 @@
 #include <span>
 #include <vector>
 
+#include "curve/mix.h"
 #include "curve/stack_distance.h"
 
 namespace kvwatch::curve {
@@ -46,17 +47,9 @@ class SampledEngine {
   const StackDistanceEngine& engine() const { return engine_; }
 
  private:
-  // A seeded mix: without the seed, id 0 (the shared first page of every request
-  // in traces with sequential ids) would always be sampled.
-  static std::uint64_t Mix(std::uint64_t k) {
-    k ^= 0x9E3779B97F4A7C15ULL;
-    k ^= k >> 31;
-    k *= 0x7fb5d329728ea185ULL;
-    k ^= k >> 27;
-    k *= 0x81dadef4bc2dd44dULL;
-    k ^= k >> 33;
-    return k;
-  }
+  // Seeded: without the seed, id 0 (the shared first page of every request in
+  // traces with sequential ids) would always be sampled.
+  static std::uint64_t Mix(std::uint64_t k) { return Mix64(k ^ 0x9E3779B97F4A7C15ULL); }
 
   double rate_;
   std::uint64_t threshold_;
