@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "alerts/alerter.h"
+#include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -98,20 +99,9 @@ AlerterOptions CapacityOnly() {
   return options;
 }
 
-class CapacityShortfallAlertTest : public ::testing::Test {
+class CapacityShortfallAlertTest : public ::testing::Test, public testing::SteppedAlerter {
  protected:
-  CapacityShortfallAlertTest() : alerter_(Alerter::Create(CapacityOnly()).value()) {}
-
-  std::vector<EventKind> Step(const AlertInputs& inputs) {
-    curve::Result<Evaluation> result = alerter_.Evaluate(inputs);
-    EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error());
-    std::vector<EventKind> kinds;
-    for (const AlertEvent& event : result.value().events) kinds.push_back(event.kind);
-    return kinds;
-  }
-  AlertState State() const { return alerter_.Statuses().at(0).state; }
-
-  Alerter alerter_;
+  CapacityShortfallAlertTest() : SteppedAlerter(CapacityOnly()) {}
 };
 
 TEST_F(CapacityShortfallAlertTest, FiresAfterForDurationNotBefore) {

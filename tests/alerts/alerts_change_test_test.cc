@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "alerts/alerter.h"
+#include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -23,25 +24,7 @@ using std::chrono::seconds;
 
 TimePoint At(int s) { return TimePoint{} + seconds(1'700'000'000 + s); }
 
-// SplitMix64 with Box-Muller: deterministic, seeded noise for the tests.
-class TestRng {
- public:
-  explicit TestRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t Next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  double Gaussian() {
-    const double u1 = std::max(Uniform(), 1e-300);
-    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * Uniform());
-  }
-
- private:
-  std::uint64_t state_;
-};
+using testing::TestRng;
 
 TEST(CusumTest, LearnsThenFreezesTheBaseline) {
   CusumOptions options;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "alerts/alerter.h"
+#include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -20,25 +21,7 @@ using std::chrono::seconds;
 
 TimePoint At(int s) { return TimePoint{} + seconds(1'700'000'000 + s); }
 
-// SplitMix64 with Box-Muller: deterministic, seeded noise for the tests.
-class TestRng {
- public:
-  explicit TestRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t Next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  double Gaussian() {
-    const double u1 = std::max(Uniform(), 1e-300);
-    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * Uniform());
-  }
-
- private:
-  std::uint64_t state_;
-};
+using testing::TestRng;
 
 AlertInputs Knees(int t, double short_knee, double baseline_knee, double short_requests = 2000,
                   double baseline_requests = 40000) {
@@ -133,21 +116,9 @@ AlerterOptions KneeOnly() {
   return options;
 }
 
-class KneeShiftAlertTest : public ::testing::Test {
+class KneeShiftAlertTest : public ::testing::Test, public testing::SteppedAlerter {
  protected:
-  KneeShiftAlertTest() : alerter_(Alerter::Create(KneeOnly()).value()) {}
-
-  // Evaluates and returns the events' kinds.
-  std::vector<EventKind> Step(const AlertInputs& inputs) {
-    curve::Result<Evaluation> result = alerter_.Evaluate(inputs);
-    EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error());
-    std::vector<EventKind> kinds;
-    for (const AlertEvent& event : result.value().events) kinds.push_back(event.kind);
-    return kinds;
-  }
-  AlertState State() const { return alerter_.Statuses().at(0).state; }
-
-  Alerter alerter_;
+  KneeShiftAlertTest() : SteppedAlerter(KneeOnly()) {}
 };
 
 TEST_F(KneeShiftAlertTest, FiresAfterForDurationNotBefore) {
