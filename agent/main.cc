@@ -127,8 +127,9 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
 void AddAgent(CLI::App& app, std::string& config_path) {
   CLI::App* cmd = app.add_subcommand(
       "agent",
-      "Run beside a serving replica: ingest its requests (trace files; with no config, a built-in synthetic "
-      "replica), keep windowed curves, serve /metrics, /api/v1/curve and a live page.");
+      "Run beside a serving replica: ingest its requests (KV events, trace files; with no config, a built-in "
+      "synthetic replica) and health signals (engine logs and /metrics), keep windowed curves, raise alerts, "
+      "serve /metrics, /api/v1/curve, /api/v1/alerts and a live page.");
   cmd->add_option("-c,--config", config_path, "YAML config file (see the README's config reference)");
   cmd->callback([&config_path]() { std::exit(kvwatch::agent::RunAgent(config_path)); });
 
