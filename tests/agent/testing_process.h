@@ -143,6 +143,26 @@ inline std::string DescribeWaitStatus(std::optional<int> status) {
   return "wait status " + std::to_string(*status);
 }
 
+// argv as execv wants it (NUL-terminated copies and a null-ended pointer array),
+// built before fork so that the child makes only async-signal-safe calls.
+class ExecArgs {
+ public:
+  explicit ExecArgs(const std::vector<std::string>& argv) {
+    for (const std::string& a : argv) {
+      storage_.emplace_back(a.begin(), a.end());
+      storage_.back().push_back('\0');
+    }
+    for (auto& s : storage_) pointers_.push_back(s.data());
+    pointers_.push_back(nullptr);
+  }
+  char* const* data() { return pointers_.data(); }
+  char* operator[](std::size_t i) const { return pointers_[i]; }
+
+ private:
+  std::vector<std::vector<char>> storage_;
+  std::vector<char*> pointers_;
+};
+
 // One child process with stdin from a file (or /dev/null) and stdout and stderr to files.
 class ChildProcess {
  public:
@@ -154,14 +174,7 @@ class ChildProcess {
                                              const std::string& stdin_path = "") {
     // Everything the child needs is prepared before fork: after it only
     // async-signal-safe calls are made.
-    std::vector<std::vector<char>> storage;
-    std::vector<char*> args;
-    for (const std::string& a : argv) {
-      storage.emplace_back(a.begin(), a.end());
-      storage.back().push_back('\0');
-    }
-    for (auto& s : storage) args.push_back(s.data());
-    args.push_back(nullptr);
+    ExecArgs args(argv);
     const std::string in = stdin_path.empty() ? "/dev/null" : stdin_path;
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
@@ -275,14 +288,7 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv, Millis tim
     ::close(out_pipe[1]);
     return result;
   }
-  std::vector<std::vector<char>> storage;
-  std::vector<char*> args;
-  for (const std::string& a : argv) {
-    storage.emplace_back(a.begin(), a.end());
-    storage.back().push_back('\0');
-  }
-  for (auto& s : storage) args.push_back(s.data());
-  args.push_back(nullptr);
+  ExecArgs args(argv);
   const std::string in = stdin_path.empty() ? "/dev/null" : stdin_path;
   const pid_t pid = ::fork();
   if (pid == 0) {
