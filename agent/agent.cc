@@ -31,12 +31,6 @@ double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string FractionLabel(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", f);
-  return buf;
-}
-
 void Log(const std::string& message) { std::fprintf(stderr, "kvwatch agent: %s\n", message.c_str()); }
 
 // Writes bytes to path atomically: a temp file in the same folder, fsync, rename
