@@ -28,6 +28,7 @@
 #include "agent/http_server.h"
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
+#include "curve/policy_canaries.h"
 #include "curve/report.h"
 #include "curve/stack_distance.h"
 #include "curve/status.h"
@@ -59,6 +60,10 @@ struct AgentOptions {
   std::string state_path;                  // empty: no persistence
   std::chrono::milliseconds state_interval{60000};
   std::vector<std::unique_ptr<collectors::Collector>> collectors;
+  // Eviction-policy canaries (curve.policies, with curve.engine_policy first);
+  // nullopt when none is configured. Windows and capacities are filled in by the agent.
+  std::optional<curve::CanaryOptions> canaries;
+  std::string engine_policy = "lru";
   // The detectors and notifiers; nullopt when alerts.enabled is false.
   std::optional<AlertRunnerOptions> alerts;
 };
@@ -101,6 +106,7 @@ class Agent : public collectors::RequestSink {
   // while idle (see Run).
   double ClockNow(double wall_now_s) const;
   curve::CurveReport WindowReport(std::size_t i) const;  // REQUIRES: mu_ held
+  void AppendCanaryMetrics(class MetricsBuilder& m) const;  // REQUIRES: mu_ held, canaries_
   std::string ConfigFingerprint() const;
   void RegisterRoutes();
 
@@ -112,6 +118,7 @@ class Agent : public collectors::RequestSink {
   curve::RequestOutcome outcome_;
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;
+  std::unique_ptr<curve::PolicyCanaries> canaries_;  // null without curve.policies
   std::uint64_t hit_capacity_sum_ = 0;      // for the histograms' _sum
   std::uint64_t required_capacity_sum_ = 0;
   double last_record_time_ = -1;            // window clock at the last request

@@ -215,6 +215,10 @@ void Replayer::Add(const curve::Request& request) {
   if (tenant != nullptr) tenant->acc.Add(outcome_);
   if (tiers_) tiers_->Add(outcome_);
   if (stored_) {
+    if (request.input_tokens > 0 && !request.pages.empty()) {
+      input_tokens_ += static_cast<double>(request.input_tokens);
+      input_pages_ += static_cast<double>(request.pages.size());
+    }
     stored_->Add(request, classifier_.Classify(request.pages), outcome_.unlimited_hits,
                  resolved_.policies->lifetime);
   }
@@ -320,6 +324,18 @@ int RunReplay(const ReplayOptions& options) {
   result.input = input;
   if (replayer.stored_) {
     PolicyReplayOptions popts = *resolved.value().policies;
+    if (replayer.input_pages_ > 0) {
+      // Generated pages (sglang, vllm) are counted in --page-tokens: say when the
+      // trace's own pages look much larger or smaller.
+      const double per_page = replayer.input_tokens_ / replayer.input_pages_;
+      const double p = static_cast<double>(options.page_tokens);
+      if (per_page > 2 * p || per_page < p / 2) {
+        std::fprintf(stderr,
+                     "kvwatch replay: note: the trace has about %.0f tokens per page (input_length / hash_ids) but "
+                     "--page-tokens is %llu; sglang and vllm count generated pages in --page-tokens\n",
+                     per_page, static_cast<unsigned long long>(options.page_tokens));
+      }
+    }
     if (popts.capacities.empty()) {
       for (const auto& p : result.total.points) {
         if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);

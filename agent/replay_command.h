@@ -105,6 +105,9 @@ class Replayer {
   // --policy: every request kept, with its class and unlimited hits.
   std::unique_ptr<curve::StoredTrace> stored_;
   curve::RequestClassifier classifier_;
+  // Tokens and pages of the requests that give input_length, to check --page-tokens.
+  double input_tokens_ = 0;
+  double input_pages_ = 0;
 
   friend int RunReplay(const ReplayOptions& options);
 };

@@ -187,70 +187,24 @@ bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
 
 WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds,
                                double coverage_share)
-    : bounds_(bounds), coverage_share_(coverage_share) {
-  for (double d : windows_s) {
-    Ring w;
-    w.duration_s = d;
-    w.ring.assign(kSlicesPerWindow, BucketedCurve(bounds, coverage_share));
-    windows_.push_back(std::move(w));
-  }
-}
-
-std::int64_t WindowedCurves::SliceOf(const Ring& w, double t) {
-  return static_cast<std::int64_t>(std::floor(t / (w.duration_s / kSlicesPerWindow)));
-}
-
-void WindowedCurves::AdvanceRing(Ring* w, std::int64_t slice) {
-  if (slice <= w->newest_slice) return;
-  // Clear the slices that fall out; at most a full ring.
-  const std::int64_t steps = std::min<std::int64_t>(slice - w->newest_slice, kSlicesPerWindow);
-  for (std::int64_t k = 1; k <= steps; ++k) {
-    const std::int64_t s = w->newest_slice + k;
-    w->ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Clear();
-  }
-  w->newest_slice = slice;
-}
-
-void WindowedCurves::Advance(double t) {
-  if (!std::isfinite(t)) return;
-  if (!started_) {
-    started_ = true;
-    now_ = t;
-    for (Ring& w : windows_) w.newest_slice = SliceOf(w, t);
-    return;
-  }
-  if (t <= now_) return;
-  now_ = t;
-  for (Ring& w : windows_) AdvanceRing(&w, SliceOf(w, t));
-}
+    : bounds_(bounds),
+      coverage_share_(coverage_share),
+      windows_(windows_s, BucketedCurve(bounds, coverage_share)) {}
 
 void WindowedCurves::Add(const RequestOutcome& outcome, double t) {
-  Advance(t);
-  if (!std::isfinite(t)) t = now_;
-  bool counted_everywhere = true;
-  for (Ring& w : windows_) {
-    const std::int64_t s = std::min(SliceOf(w, t), w.newest_slice);
-    if (s <= w.newest_slice - static_cast<std::int64_t>(kSlicesPerWindow)) {
-      counted_everywhere = false;
-      continue;
-    }
-    w.ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Add(outcome);
-  }
-  if (!counted_everywhere) ++late_requests_;
+  if (!windows_.Add(t, [&](BucketedCurve& slice) { slice.Add(outcome); })) ++late_requests_;
 }
 
 BucketedCurve WindowedCurves::Window(std::size_t i) const {
-  BucketedCurve sum(bounds_, coverage_share_);
-  for (const BucketedCurve& slice : windows_[i].ring) sum.Merge(slice);
-  return sum;
+  return windows_.Window(i, BucketedCurve(bounds_, coverage_share_));
 }
 
 void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
-  AppendPod<std::uint8_t>(out, started_ ? 1 : 0);
-  AppendPod(out, now_);
+  AppendPod<std::uint8_t>(out, windows_.started() ? 1 : 0);
+  AppendPod(out, windows_.now());
   AppendPod(out, late_requests_);
   AppendPod<std::uint64_t>(out, windows_.size());
-  for (const Ring& w : windows_) {
+  for (const auto& w : windows_.rings()) {
     AppendPod(out, w.duration_s);
     AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
@@ -260,11 +214,13 @@ void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
 bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
   std::uint8_t started = 0;
   std::uint64_t n = 0;
-  if (!ReadPod(in, &started) || !ReadPod(in, &now_) || !ReadPod(in, &late_requests_) || !ReadPod(in, &n) || n != windows_.size()) {
+  double now = 0;
+  if (!ReadPod(in, &started) || !ReadPod(in, &now) || !ReadPod(in, &late_requests_) || !ReadPod(in, &n) ||
+      n != windows_.size()) {
     return false;
   }
-  started_ = started != 0;
-  for (Ring& w : windows_) {
+  windows_.Restore(started != 0, now);
+  for (auto& w : windows_.rings()) {
     double d = 0;
     if (!ReadPod(in, &d) || d != w.duration_s || !ReadPod(in, &w.newest_slice)) return false;
     for (BucketedCurve& slice : w.ring) {

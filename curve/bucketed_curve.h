@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "curve/sliding_windows.h"
 #include "curve/stack_distance.h"
 #include "curve/status.h"
 
@@ -97,7 +98,7 @@ class BucketedCurve {
 
 class WindowedCurves {
  public:
-  static constexpr std::uint32_t kSlicesPerWindow = 60;
+  static constexpr std::uint32_t kSlicesPerWindow = SlidingWindows<BucketedCurve>::kSlicesPerWindow;
 
   // windows_s: window durations in seconds (each > 0).
   WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share);
@@ -107,32 +108,22 @@ class WindowedCurves {
   // (late_requests() counts those), and the clock never runs backwards.
   void Add(const RequestOutcome& outcome, double t);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
-  void Advance(double t);
+  void Advance(double t) { windows_.Advance(t); }
 
   // The curve of window i at the current clock.
   BucketedCurve Window(std::size_t i) const;
   std::size_t size() const { return windows_.size(); }
-  double window_seconds(std::size_t i) const { return windows_[i].duration_s; }
-  double now() const { return now_; }
+  double window_seconds(std::size_t i) const { return windows_.window_seconds(i); }
+  double now() const { return windows_.now(); }
   std::uint64_t late_requests() const { return late_requests_; }
 
   void Serialize(std::vector<std::uint8_t>* out) const;
   bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
-  struct Ring {
-    double duration_s = 0;
-    std::int64_t newest_slice = 0;   // slice index of now
-    std::vector<BucketedCurve> ring;  // ring[index % kSlicesPerWindow]
-  };
-  static std::int64_t SliceOf(const Ring& w, double t);
-  static void AdvanceRing(Ring* w, std::int64_t slice);
-
   const std::vector<std::uint64_t>* bounds_;
   double coverage_share_;
-  std::vector<Ring> windows_;
-  double now_ = 0;
-  bool started_ = false;
+  SlidingWindows<BucketedCurve> windows_;
   std::uint64_t late_requests_ = 0;
 };
 

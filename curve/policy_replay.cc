@@ -33,11 +33,11 @@ std::string_view RequestClassifier::ClassOfTurn(std::uint32_t turn) {
   return kDerivedClasses[4];
 }
 
-void ApplyLifetime(const Request& request, const LifetimeOptions& options, SimRequest* sim) {
-  sim->arrival_s = request.timestamp_s;
+void ApplyLifetime(const Request& request, double arrival_s, const LifetimeOptions& options, SimRequest* sim) {
+  sim->arrival_s = arrival_s;
   sim->end_s = std::nan("");
-  if (request.has_timestamp() && request.output_tokens >= 0 && options.decode_tokens_per_s > 0) {
-    sim->end_s = request.timestamp_s + static_cast<double>(request.output_tokens) / options.decode_tokens_per_s;
+  if (!std::isnan(arrival_s) && request.output_tokens >= 0 && options.decode_tokens_per_s > 0) {
+    sim->end_s = arrival_s + static_cast<double>(request.output_tokens) / options.decode_tokens_per_s;
   }
   const std::uint64_t p = std::max<std::uint64_t>(1, options.page_tokens);
   std::uint64_t out = 0;
@@ -121,7 +121,7 @@ void StoredTrace::Add(const Request& request, std::string_view class_name, std::
   pages_.insert(pages_.end(), request.pages.begin(), request.pages.end());
   offsets_.push_back(pages_.size());
   SimRequest sim;
-  ApplyLifetime(request, lifetime, &sim);
+  ApplyLifetime(request, request.timestamp_s, lifetime, &sim);
   arrival_.push_back(sim.arrival_s);
   end_.push_back(sim.end_s);
   output_pages_.push_back(sim.output_pages);

@@ -57,8 +57,9 @@ struct LifetimeOptions {
   double decode_tokens_per_s = 50;  // `--decode-tokens-per-second`
   std::uint64_t page_tokens = 16;
 };
-// Fills end_s and output_pages of `sim` from the request's facts.
-void ApplyLifetime(const Request& request, const LifetimeOptions& options, SimRequest* sim);
+// Fills arrival_s (= arrival_s), end_s and output_pages of `sim` from the
+// request's token counts. arrival_s may be NaN (no clock: lifetimes are zero).
+void ApplyLifetime(const Request& request, double arrival_s, const LifetimeOptions& options, SimRequest* sim);
 
 // Retention priorities: "tenant:NAME=P", "class:NAME=P" or "NAME=P" (a tenant),
 // comma-separated; P an integer, higher kept longer; everything else has priority 0.
