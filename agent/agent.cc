@@ -535,6 +535,16 @@ std::string Agent::RenderCurveJson(const std::string& window) {
     context.capacities = options_.capacities;
     context.tracked_pages = engine_.tracked_pages();
     context.bucket_relative_error = std::exp2(1.0 / options_.buckets_per_octave) - 1;
+    if (canaries_) {
+      const std::size_t nc = canaries_->options().capacities.size();
+      for (std::size_t k = 0; k < canaries_->size(); ++k) {
+        const curve::PolicyTotals t = canaries_->Window(k, i);
+        const curve::PolicyTotals engine = canaries_->Window(k % nc, i);
+        context.policies.push_back({std::string(curve::PolicyName(canaries_->kind(k))), canaries_->capacity(k),
+                                    t.PageHitRatio(), t.RequestCoverage(), t.PageHitRatio() - engine.PageHitRatio(),
+                                    k < nc});
+      }
+    }
     return RenderCurveApiJson(WindowReport(i), context);
   }
   return {};

@@ -278,6 +278,27 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
   w.Uint(c.tracked_pages);
   w.Key("bucket_relative_error");
   w.Number(c.bucket_relative_error);
+  if (!c.policies.empty()) {
+    w.Key("policies");
+    w.BeginArray();
+    for (const CurveApiContext::Canary& k : c.policies) {
+      w.BeginObject();
+      w.Key("policy");
+      w.String(k.policy);
+      w.Key("capacity_pages");
+      w.Uint(k.capacity_pages);
+      w.Key("page_hit_ratio");
+      w.Number(k.page_hit_ratio);
+      w.Key("request_coverage");
+      w.Number(k.request_coverage);
+      w.Key("gain");
+      w.Number(k.gain);
+      w.Key("engine_policy");
+      w.Bool(k.engine);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
   w.EndObject();
   return w.Take();
 }

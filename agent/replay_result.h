@@ -81,6 +81,16 @@ struct CurveApiContext {
   std::vector<std::uint64_t> capacities;  // curve.capacities
   std::uint64_t tracked_pages = 0;
   double bucket_relative_error = 0;
+  // The live policy canaries over this window (curve.policies); empty without.
+  struct Canary {
+    std::string policy;
+    std::uint64_t capacity_pages = 0;
+    double page_hit_ratio = 0;
+    double request_coverage = 0;
+    double gain = 0;  // page hit ratio minus the engine policy's
+    bool engine = false;  // this is curve.engine_policy
+  };
+  std::vector<Canary> policies;
 };
 std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& context);
 std::string FormatCsv(const ReplayResult& r);

@@ -70,6 +70,12 @@ table#working-set th, table#working-set td { padding: 4px 12px; border: 1px soli
 table#working-set thead th { text-align: center; background: #eef2f6; }
 table#working-set td.not-converged { color: #b71c1c; font-style: italic; }
 table#working-set td.message { text-align: left; color: var(--muted); }
+table#policy-table { border-collapse: collapse; background: var(--panel); }
+table#policy-table th, table#policy-table td { padding: 4px 12px; border: 1px solid var(--line); text-align: right; }
+table#policy-table thead th { text-align: center; background: #eef2f6; }
+table#policy-table tr.engine td { font-weight: bold; }
+table#policy-table td.better { color: #1b5e20; }
+table#policy-table td.worse { color: #b71c1c; }
 .note { color: var(--muted); max-width: 760px; }
 </style>
 </head>
@@ -104,6 +110,15 @@ table#working-set td.message { text-align: left; color: var(--muted); }
     </thead>
     <tbody><tr><td class="message" colspan="5">waiting for the first answer&hellip;</td></tr></tbody>
   </table>
+  <section id="policies" hidden>
+  <h2>Eviction policies at the configured sizes</h2>
+  <table id="policy-table">
+    <thead><tr><th>pages</th><th>policy</th><th>page hit</th><th>request coverage</th><th>vs engine's policy</th></tr></thead>
+    <tbody></tbody>
+  </table>
+  <p class="note">Live canaries (<code>curve.policies</code>): each policy simulated at each configured cache size on
+  this replica's requests over the window; the engine's own policy (<code>curve.engine_policy</code>) is marked.</p>
+  </section>
   <p class="note">Page hit x: the smallest cache that keeps x of the page hits an unlimited cache would get.
   Request coverage q: the smallest cache at which q of the requests keep all their reusable pages.
   "not converged": the target is not reached within the tracked range.</p>
@@ -326,6 +341,31 @@ table#working-set td.message { text-align: left; color: var(--muted); }
     document.getElementById('empty').hidden = !empty;
     renderChart(data, empty);
     renderTable(data, empty);
+    renderPolicies(data);
+  }
+
+  // ------------------------------------------------------------ policy canaries
+
+  function renderPolicies(data) {
+    const section = document.getElementById('policies');
+    const rows = Array.isArray(data.policies) ? data.policies : [];
+    section.hidden = rows.length === 0;
+    const sorted = rows.slice().sort((a, b) =>
+      a.capacity_pages - b.capacity_pages || b.page_hit_ratio - a.page_hit_ratio);
+    document.querySelector('#policy-table tbody').replaceChildren(...sorted.map((p) => {
+      const row = document.createElement('tr');
+      row.dataset.policy = p.policy;
+      row.dataset.capacity = String(p.capacity_pages);
+      if (p.engine_policy) row.className = 'engine';
+      appendCell(row, 'td', formatCount(p.capacity_pages));
+      appendCell(row, 'td', p.policy + (p.engine_policy ? ' (engine)' : ''), 'policy');
+      appendCell(row, 'td', Number(p.page_hit_ratio).toFixed(4), 'page-hit');
+      appendCell(row, 'td', Number(p.request_coverage).toFixed(4), 'coverage');
+      const gain = Number(p.gain);
+      appendCell(row, 'td', p.engine_policy ? '\u2014' : (gain >= 0 ? '+' : '') + gain.toFixed(4),
+                 'gain' + (gain > 0 ? ' better' : gain < 0 ? ' worse' : ''));
+      return row;
+    }));
   }
 
   function summaryText(data, name, empty) {

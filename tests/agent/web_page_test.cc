@@ -536,6 +536,50 @@ TEST_F(BrowserTest, EmptyWindowSaysSo) {
   EXPECT_NE(dom.find(message[0] + "no requests in this window yet</td>"), std::string::npos);
 }
 
+TEST_F(BrowserTest, PolicyCanariesAreListedWithTheirGain) {
+  const curve::CurveReport report = ComputeReport(1500);
+  CurveApiContext context;
+  context.window = "5m";
+  context.capacities = {1000};
+  context.policies = {{"vllm", 1000, 0.40, 0.60, 0.0, true},
+                      {"s3fifo", 1000, 0.45, 0.62, 0.05, false},
+                      {"fifo", 1000, 0.38, 0.58, -0.02, false}};
+  FakeAgent::Options options;
+  options.page.windows = {"5m"};
+  options.curves = {{"5m", RenderCurveApiJson(report, context)}};
+  FakeAgent agent(options);
+  ASSERT_TRUE(agent.Start());
+  const std::string dom = DumpDom(agent.PageUrl());
+  agent.Stop();
+
+  EXPECT_EQ(TagWithId(dom, "policies").find(" hidden"), std::string::npos) << "the policy table is hidden";
+  auto row = [&](const std::string& policy) {
+    const std::size_t at = dom.find("data-policy=\"" + policy + "\"");
+    if (at == std::string::npos) return std::string();
+    return dom.substr(at, dom.find("</tr>", at) - at);
+  };
+  // Best first within a capacity; the engine's own row marked, gains signed.
+  EXPECT_LT(dom.find("data-policy=\"s3fifo\""), dom.find("data-policy=\"vllm\""));
+  EXPECT_LT(dom.find("data-policy=\"vllm\""), dom.find("data-policy=\"fifo\""));
+  EXPECT_EQ(Cell(row("vllm"), "policy"), "vllm (engine)");
+  EXPECT_EQ(Cell(row("s3fifo"), "page-hit"), "0.4500");
+  EXPECT_EQ(Cell(row("s3fifo"), "gain"), "+0.0500");
+  EXPECT_EQ(Cell(row("fifo"), "gain"), "-0.0200");
+  EXPECT_NE(row("fifo").find("worse"), std::string::npos);
+}
+
+TEST_F(BrowserTest, NoCanariesNoPolicyTable) {
+  const curve::CurveReport report = ComputeReport(300);
+  FakeAgent::Options options;
+  options.page.windows = {"5m"};
+  options.curves = {{"5m", CurveJson(report, "5m", {})}};
+  FakeAgent agent(options);
+  ASSERT_TRUE(agent.Start());
+  const std::string dom = DumpDom(agent.PageUrl());
+  agent.Stop();
+  EXPECT_NE(TagWithId(dom, "policies").find(" hidden"), std::string::npos) << TagWithId(dom, "policies");
+}
+
 TEST_F(BrowserTest, TargetsThatDidNotConvergeAreSaidInWords) {
   // An engine that tracks fewer pages than the 0.99 working set needs.
   const curve::CurveReport full = ComputeReport(1500);
