@@ -56,13 +56,18 @@ struct Options {
   std::uint64_t max_pages = 1u << 20;
   std::string kvwatch;
   double tick_ms = 10;
+  // Live policy canaries (curve.policies at curve.capacities); empty: none.
+  std::string policies;
+  std::string capacities = "20000,100000";
 };
 
 void Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--duration SECONDS] [--refs-per-second N] [--max-pages N] [--kvwatch PATH]\n"
+               "          [--policies LIST [--capacities LIST]]\n"
                "  defaults: 30 s, 100000 page references per second, 1048576 tracked pages,\n"
-               "  kvwatch from ../agent/kvwatch beside this program\n",
+               "  kvwatch from ../agent/kvwatch beside this program, no policy canaries\n"
+               "  (--policies sglang,vllm,s3fifo runs them at --capacities, default 20000,100000)\n",
                argv0);
 }
 
@@ -79,6 +84,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->max_pages = std::strtoull(v, nullptr, 10);
     } else if (a == "--kvwatch") {
       o->kvwatch = v;
+    } else if (a == "--policies") {
+      o->policies = v;
+    } else if (a == "--capacities") {
+      o->capacities = v;
     } else {
       return false;
     }
@@ -164,8 +173,10 @@ int main(int argc, char** argv) {
   const std::string trace = dir.Sub("trace.jsonl");
   if (!ts::WriteFile(trace, "")) return 1;
   const std::string config = dir.Sub("agent.yaml");
-  ts::WriteFile(config, "web: {port: 0}\nengine: {max_pages: " + std::to_string(o.max_pages) +
-                            "}\ncollectors:\n  trace_files:\n    - name: load\n      paths: [\"" + trace +
+  const std::string canaries =
+      o.policies.empty() ? "" : "curve: {capacities: [" + o.capacities + "], policies: [" + o.policies + "]}\n";
+  ts::WriteFile(config, "web: {port: 0}\nengine: {max_pages: " + std::to_string(o.max_pages) + "}\n" + canaries +
+                            "collectors:\n  trace_files:\n    - name: load\n      paths: [\"" + trace +
                             "\"]\n      start_at: beginning\n      timestamp_unit: ms\n");
 
   std::string error;

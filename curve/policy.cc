@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <map>
 
 #include "curve/page_map.h"
 #include "curve/policy_internal.h"
@@ -34,11 +35,16 @@ constexpr std::string_view kNames[] = {"lru",    "fifo", "lfu",      "s3fifo",  
 //             within a level.
 //   belady    (-next use, reference seq): the page used farthest in the future
 //             first, pages never used again before all others (Belady, 1966).
-// The heap is lazy: a key change pushes a new entry and stale entries are
-// skipped when they surface; it is rebuilt when stale entries outnumber live ones.
+// lru, fifo and priority, whose keys only grow within a level, keep one list per
+// level instead (oldest first): the same order in O(1). lfu and belady use a lazy
+// min-heap: a key change pushes a new entry and stale entries are skipped when
+// they surface; it is rebuilt when stale entries outnumber live ones.
 class KeyedCache final : public PolicyCache {
  public:
-  explicit KeyedCache(const PolicyOptions& options) : options_(options) {}
+  explicit KeyedCache(const PolicyOptions& options)
+      : options_(options),
+        lists_(options.kind == PolicyKind::kLru || options.kind == PolicyKind::kFifo ||
+               options.kind == PolicyKind::kPriority) {}
 
   SimOutcome Process(const SimRequest& request) override {
     SimOutcome out;
@@ -55,13 +61,20 @@ class KeyedCache final : public PolicyCache {
   }
 
  private:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
   struct Slot {
     PageId page = 0;
     std::uint64_t hi = 0;
     std::uint64_t lo = 0;
     std::uint64_t freq = 0;
     std::uint32_t version = 0;
+    std::uint32_t prev = kNone;  // list mode: towards the level's oldest
+    std::uint32_t next = kNone;
     bool live = false;
+  };
+  struct List {
+    std::uint32_t oldest = kNone;
+    std::uint32_t newest = kNone;
   };
   struct HeapEntry {
     std::uint64_t hi;
@@ -82,6 +95,7 @@ class KeyedCache final : public PolicyCache {
     bool admitted = false;
     if (found != nullptr) {
       index = *found;
+      if (lists_ && options_.kind != PolicyKind::kFifo) Unlink(index);  // before its level changes
     } else {
       if (live_ >= options_.capacity) EvictOne();
       if (free_.empty()) {
@@ -126,8 +140,32 @@ class KeyedCache final : public PolicyCache {
       default:
         break;
     }
+    if (lists_) {
+      Append(index);
+      return;
+    }
     ++s.version;
     Push(index);
+  }
+
+  // List mode: the level of hi, appended as its newest.
+  void Append(std::uint32_t index) {
+    Slot& s = slots_[index];
+    List& l = levels_[s.hi];
+    s.prev = l.newest;
+    s.next = kNone;
+    if (l.newest != kNone) slots_[l.newest].next = index; else l.oldest = index;
+    l.newest = index;
+  }
+
+  void Unlink(std::uint32_t index) {
+    Slot& s = slots_[index];
+    auto it = levels_.find(s.hi);
+    List& l = it->second;
+    if (s.prev != kNone) slots_[s.prev].next = s.next; else l.oldest = s.next;
+    if (s.next != kNone) slots_[s.next].prev = s.prev; else l.newest = s.prev;
+    s.prev = s.next = kNone;
+    if (l.oldest == kNone) levels_.erase(it);
   }
 
   void Push(std::uint32_t index) {
@@ -146,7 +184,22 @@ class KeyedCache final : public PolicyCache {
     std::make_heap(heap_.begin(), heap_.end(), Later);
   }
 
+  void Remove(std::uint32_t index) {
+    Slot& s = slots_[index];
+    s.live = false;
+    map_.Erase(s.page);
+    free_.push_back(index);
+    --live_;
+  }
+
   void EvictOne() {
+    if (lists_) {
+      if (levels_.empty()) return;
+      const std::uint32_t victim = levels_.begin()->second.oldest;
+      Unlink(victim);
+      Remove(victim);
+      return;
+    }
     while (!heap_.empty()) {
       std::pop_heap(heap_.begin(), heap_.end(), Later);
       const HeapEntry top = heap_.back();
@@ -154,15 +207,14 @@ class KeyedCache final : public PolicyCache {
       Slot& s = slots_[top.slot];
       if (!s.live || s.version != top.version) continue;  // stale
       if (options_.kind == PolicyKind::kLfu) age_ = s.hi;
-      s.live = false;
-      map_.Erase(s.page);
-      free_.push_back(top.slot);
-      --live_;
+      Remove(top.slot);
       return;
     }
   }
 
   PolicyOptions options_;
+  bool lists_;
+  std::map<std::uint64_t, List> levels_;  // list mode: hi -> its pages, oldest first
   PageMap map_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;

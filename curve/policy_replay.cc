@@ -138,7 +138,11 @@ Status StoredTrace::AssignPriorities(const PriorityRules& rules) {
     }
   }
   for (const auto& [name, level] : rules.cls) {
-    if (!class_ids_.contains(name)) return Status::Error("class '" + name + "' does not appear in the trace");
+    const bool derived =
+        std::find(std::begin(kDerivedClasses), std::end(kDerivedClasses), name) != std::end(kDerivedClasses);
+    if (!derived && !class_ids_.contains(name)) {
+      return Status::Error("class '" + name + "' does not appear in the trace");
+    }
   }
   for (std::size_t i = 0; i < size(); ++i) {
     priority_[i] = rules.For(tenant_names_[tenant_[i]], class_names_[class_[i]]);
