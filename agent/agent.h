@@ -1,7 +1,12 @@
 // Agent: `kvwatch agent`, the process that runs beside a serving replica.
 //
 // Data path: collectors (polled on the event loop) hand requests to the agent; the
-// agent runs them through one StackDistanceEngine (one continuous cache state),
+// agent runs them through one StackDistanceEngine (one continuous cache state), or,
+// when engine.sample_rate < 1 or engine.sample_max_pages > 0, through a
+// SampledEngine (curve/sampled_engine.h): each sampled request is then counted with
+// the engine's weight, exported counts are divided by SampledEngine::kWeightUnit
+// (estimates of the full stream's), and the lifetime curve gets the SHARDS-adj
+// correction against the true number of page references (the windows do not),
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
 // serves /metrics, /api/v1/curve, /api/v1/windows, /api/v1/alerts, /healthz,
@@ -29,6 +34,7 @@
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
 #include "curve/report.h"
+#include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
 #include "curve/status.h"
 
@@ -44,6 +50,10 @@ struct AgentOptions {
   std::string replica;
   curve::EngineOptions engine;
   double coverage_share = 1.0;
+  // Spatial sampling (engine.sample_rate, engine.sample_max_pages): sampled when
+  // sample_rate < 1 or sample_max_pages > 0.
+  double sample_rate = 1.0;
+  std::uint32_t sample_max_pages = 0;
   std::uint64_t page_tokens = 16;
   std::optional<double> bytes_per_token;   // per GPU rank
   std::optional<std::string> model_name;
@@ -103,12 +113,20 @@ class Agent : public collectors::RequestSink {
   curve::CurveReport WindowReport(std::size_t i) const;  // REQUIRES: mu_ held
   std::string ConfigFingerprint() const;
   void RegisterRoutes();
+  bool sampled() const { return sampled_ != nullptr; }
+  // Exported counts: weighted counts over the weight unit when sampled.
+  double Count(std::uint64_t weighted) const;
+  // The lifetime curve, SHARDS-adj corrected when sampled. REQUIRES: mu_ held.
+  curve::BucketedCurve LifetimeCurve() const;
+  const curve::StackDistanceEngine& engine() const { return sampled_ ? sampled_->engine() : engine_; }
 
   AgentOptions options_;
   std::vector<std::uint64_t> bounds_;
 
   mutable std::mutex mu_;
-  curve::StackDistanceEngine engine_;
+  curve::StackDistanceEngine engine_;                // exact mode (unused when sampled)
+  std::unique_ptr<curve::SampledEngine> sampled_;    // sampled mode, else null
+  std::uint64_t all_page_refs_ = 0;                  // every page reference, sampled or not
   curve::RequestOutcome outcome_;
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;

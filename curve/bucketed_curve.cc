@@ -57,12 +57,12 @@ std::size_t BucketedCurve::BucketOf(std::uint64_t capacity) const {
   return static_cast<std::size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), capacity) - bounds_->begin());
 }
 
-void BucketedCurve::Add(const RequestOutcome& outcome) {
-  ++requests_;
-  page_refs_ += outcome.size();
-  unlimited_page_hits_ += outcome.unlimited_hits;
-  cold_misses_ += outcome.cold_misses;
-  beyond_tracked_ += outcome.beyond_tracked;
+void BucketedCurve::Add(const RequestOutcome& outcome, std::uint64_t weight) {
+  requests_ += weight;
+  page_refs_ += outcome.size() * weight;
+  unlimited_page_hits_ += outcome.unlimited_hits * weight;
+  cold_misses_ += outcome.cold_misses * weight;
+  beyond_tracked_ += outcome.beyond_tracked * weight;
   // m is non-decreasing: the hits are a prefix, and their buckets non-decreasing,
   // so the bucket search restarts from the previous one.
   std::size_t j = 0;
@@ -71,16 +71,38 @@ void BucketedCurve::Add(const RequestOutcome& outcome) {
     if (c == 0) break;
     while (j < bounds_->size() && (*bounds_)[j] < c) ++j;
     if (j == bounds_->size()) break;  // beyond the last bound: not a tracked hit
-    ++hits_[j];
-    depth_[j] += i;
+    hits_[j] += weight;
+    depth_[j] += i * weight;
   }
   const std::uint32_t r = outcome.Requirement(coverage_share_);
   const std::size_t rb = r == 0 ? 0 : BucketOf(r);
   if (r == kBeyondTracked || rb == bounds_->size()) {
-    ++required_beyond_;
+    required_beyond_ += weight;
   } else {
-    ++required_[rb];
+    required_[rb] += weight;
   }
+}
+
+void BucketedCurve::AdjustReferences(std::uint64_t page_refs) {
+  if (hits_.empty()) return;
+  if (page_refs >= page_refs_) {
+    const std::uint64_t extra = page_refs - page_refs_;
+    hits_[0] += extra;
+    unlimited_page_hits_ += extra;
+  } else {
+    std::uint64_t excess = page_refs_ - page_refs;
+    for (std::size_t j = 0; j < hits_.size() && excess > 0; ++j) {
+      const std::uint64_t take = std::min(excess, hits_[j]);
+      if (take == 0) continue;
+      // Keep the mean depth of what stays.
+      depth_[j] = static_cast<std::uint64_t>(static_cast<double>(depth_[j]) * static_cast<double>(hits_[j] - take) /
+                                             static_cast<double>(hits_[j]));
+      hits_[j] -= take;
+      unlimited_page_hits_ -= std::min(take, unlimited_page_hits_);
+      excess -= take;
+    }
+  }
+  page_refs_ = page_refs;
 }
 
 void BucketedCurve::Merge(const BucketedCurve& other) {
@@ -224,7 +246,7 @@ void WindowedCurves::Advance(double t) {
   for (Ring& w : windows_) AdvanceRing(&w, SliceOf(w, t));
 }
 
-void WindowedCurves::Add(const RequestOutcome& outcome, double t) {
+void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t weight) {
   Advance(t);
   if (!std::isfinite(t)) t = now_;
   bool counted_everywhere = true;
@@ -234,7 +256,7 @@ void WindowedCurves::Add(const RequestOutcome& outcome, double t) {
       counted_everywhere = false;
       continue;
     }
-    w.ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Add(outcome);
+    w.ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Add(outcome, weight);
   }
   if (!counted_everywhere) ++late_requests_;
 }

@@ -41,8 +41,14 @@ class BucketedCurve {
   // reference semantics is not needed: curves copy the bounds' size only.
   BucketedCurve(const std::vector<std::uint64_t>* bounds, double coverage_share);
 
-  void Add(const RequestOutcome& outcome);
+  // weight: how many requests this outcome stands for (sampled engines count each
+  // sampled request with SampledEngine::weight(); every count is multiplied by it).
+  void Add(const RequestOutcome& outcome, std::uint64_t weight = 1);
   void Merge(const BucketedCurve& other);
+  // SHARDS-adj (see CurveAccumulator::AdjustReferences), over buckets: sets the
+  // reference count to page_refs (the expected weighted count) and moves the
+  // difference into the hits of the first bucket, or out of the lowest buckets.
+  void AdjustReferences(std::uint64_t page_refs);
   void Clear();
 
   const std::vector<std::uint64_t>& bounds() const { return *bounds_; }
@@ -105,7 +111,7 @@ class WindowedCurves {
   // Counts outcome in every window at time t (seconds). Times may go backwards a
   // little: a request older than a window's oldest slice is not counted there
   // (late_requests() counts those), and the clock never runs backwards.
-  void Add(const RequestOutcome& outcome, double t);
+  void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
   void Advance(double t);
 
