@@ -113,7 +113,7 @@ curve::Status Agent::Init() {
   lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
   std::vector<double> seconds;
   for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
-  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share);
+  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
   start_wall_s_ = WallNow();
   LoadState();
 
@@ -138,6 +138,7 @@ void Agent::OnRequest(const curve::Request& request) {
   std::uint64_t weight = 1;
   if (sampled_) {
     all_page_refs_ += request.pages.size();
+    windows_->AddExpectedReferences(request.pages.size() * curve::SampledEngine::kWeightUnit, t);
     sampled_->Process(request.pages, &outcome_);
     weight = sampled_->weight();
     // A request with no sampled page says nothing about its requirement (as in
@@ -313,7 +314,7 @@ void Agent::LoadState() {
     lifetime_.Clear();
     std::vector<double> seconds;
     for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
-    windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share);
+    windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
     hit_capacity_sum_ = required_capacity_sum_ = 0;
     last_record_time_ = -1;
   };

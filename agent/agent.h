@@ -1,12 +1,7 @@
 // Agent: `kvwatch agent`, the process that runs beside a serving replica.
 //
 // Data path: collectors (polled on the event loop) hand requests to the agent; the
-// agent runs them through one StackDistanceEngine (one continuous cache state), or,
-// when engine.sample_rate < 1 or engine.sample_max_pages > 0, through a
-// SampledEngine (curve/sampled_engine.h): each sampled request is then counted with
-// the engine's weight, exported counts are divided by SampledEngine::kWeightUnit
-// (estimates of the full stream's), and the lifetime curve gets the SHARDS-adj
-// correction against the true number of page references (the windows do not),
+// agent runs them through one StackDistanceEngine (one continuous cache state),
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
 // serves /metrics, /api/v1/curve, /api/v1/windows, /api/v1/alerts, /healthz,
@@ -14,6 +9,14 @@
 // interval and at shutdown and restored at start-up. With alerts enabled the loop
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
 // notifications are sent on the runner's own threads.
+//
+// Sampling: when engine.sample_rate < 1 or engine.sample_max_pages > 0 the engine
+// is a SampledEngine (curve/sampled_engine.h). Each sampled request is counted with
+// the engine's weight (round(kWeightUnit / rate at sampling)); exported counts are
+// divided by SampledEngine::kWeightUnit (estimates of the full stream's); every
+// request, sampled or not, counts kWeightUnit per page as expected references, and
+// the lifetime and window curves are SHARDS-adj corrected against them. Requests
+// with no sampled page only move the window clock.
 //
 // Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
 // answers on its own threads. mu_ guards everything both touch.

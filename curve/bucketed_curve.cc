@@ -208,12 +208,13 @@ bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
 // --- WindowedCurves ---------------------------------------------------------------------
 
 WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds,
-                               double coverage_share)
-    : bounds_(bounds), coverage_share_(coverage_share) {
+                               double coverage_share, bool adjust_references)
+    : bounds_(bounds), coverage_share_(coverage_share), adjust_references_(adjust_references) {
   for (double d : windows_s) {
     Ring w;
     w.duration_s = d;
     w.ring.assign(kSlicesPerWindow, BucketedCurve(bounds, coverage_share));
+    if (adjust_references) w.expected.assign(kSlicesPerWindow, 0);
     windows_.push_back(std::move(w));
   }
 }
@@ -228,7 +229,9 @@ void WindowedCurves::AdvanceRing(Ring* w, std::int64_t slice) {
   const std::int64_t steps = std::min<std::int64_t>(slice - w->newest_slice, kSlicesPerWindow);
   for (std::int64_t k = 1; k <= steps; ++k) {
     const std::int64_t s = w->newest_slice + k;
-    w->ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Clear();
+    const auto index = static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow);
+    w->ring[index].Clear();
+    if (!w->expected.empty()) w->expected[index] = 0;
   }
   w->newest_slice = slice;
 }
@@ -246,24 +249,45 @@ void WindowedCurves::Advance(double t) {
   for (Ring& w : windows_) AdvanceRing(&w, SliceOf(w, t));
 }
 
+std::int64_t WindowedCurves::SlotOf(const Ring& w, double t) {
+  const std::int64_t s = std::min(SliceOf(w, t), w.newest_slice);
+  if (s <= w.newest_slice - static_cast<std::int64_t>(kSlicesPerWindow)) return -1;
+  return ((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow;
+}
+
 void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t weight) {
   Advance(t);
   if (!std::isfinite(t)) t = now_;
   bool counted_everywhere = true;
   for (Ring& w : windows_) {
-    const std::int64_t s = std::min(SliceOf(w, t), w.newest_slice);
-    if (s <= w.newest_slice - static_cast<std::int64_t>(kSlicesPerWindow)) {
+    const std::int64_t slot = SlotOf(w, t);
+    if (slot < 0) {
       counted_everywhere = false;
       continue;
     }
-    w.ring[static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow)].Add(outcome, weight);
+    w.ring[static_cast<std::size_t>(slot)].Add(outcome, weight);
   }
   if (!counted_everywhere) ++late_requests_;
+}
+
+void WindowedCurves::AddExpectedReferences(std::uint64_t refs, double t) {
+  if (!adjust_references_) return;
+  Advance(t);
+  if (!std::isfinite(t)) t = now_;
+  for (Ring& w : windows_) {
+    const std::int64_t slot = SlotOf(w, t);
+    if (slot >= 0) w.expected[static_cast<std::size_t>(slot)] += refs;
+  }
 }
 
 BucketedCurve WindowedCurves::Window(std::size_t i) const {
   BucketedCurve sum(bounds_, coverage_share_);
   for (const BucketedCurve& slice : windows_[i].ring) sum.Merge(slice);
+  if (adjust_references_) {
+    std::uint64_t expected = 0;
+    for (std::uint64_t e : windows_[i].expected) expected += e;
+    sum.AdjustReferences(expected);
+  }
   return sum;
 }
 
@@ -276,6 +300,8 @@ void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
     AppendPod(out, w.duration_s);
     AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
+    // Only with adjust_references, so that other checkpoints keep their format.
+    for (std::uint64_t e : w.expected) AppendPod(out, e);
   }
 }
 
@@ -291,6 +317,9 @@ bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
     if (!ReadPod(in, &d) || d != w.duration_s || !ReadPod(in, &w.newest_slice)) return false;
     for (BucketedCurve& slice : w.ring) {
       if (!slice.Deserialize(in)) return false;
+    }
+    for (std::uint64_t& e : w.expected) {
+      if (!ReadPod(in, &e)) return false;
     }
   }
   return true;

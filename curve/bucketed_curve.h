@@ -105,8 +105,12 @@ class WindowedCurves {
  public:
   static constexpr std::uint32_t kSlicesPerWindow = 60;
 
-  // windows_s: window durations in seconds (each > 0).
-  WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share);
+  // windows_s: window durations in seconds (each > 0). adjust_references: for a
+  // sampled engine, also keep per slice the expected weighted page references of
+  // every request (AddExpectedReferences), and SHARDS-adj each window's curve
+  // against their sum (BucketedCurve::AdjustReferences) in Window().
+  WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share,
+                 bool adjust_references = false);
 
   // Counts outcome in every window at time t (seconds). Times may go backwards a
   // little: a request older than a window's oldest slice is not counted there
@@ -114,6 +118,9 @@ class WindowedCurves {
   void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
   void Advance(double t);
+  // Counts refs expected weighted page references at time t (with
+  // adjust_references; every request, sampled or not). No-op otherwise.
+  void AddExpectedReferences(std::uint64_t refs, double t);
 
   // The curve of window i at the current clock.
   BucketedCurve Window(std::size_t i) const;
@@ -130,12 +137,16 @@ class WindowedCurves {
     double duration_s = 0;
     std::int64_t newest_slice = 0;   // slice index of now
     std::vector<BucketedCurve> ring;  // ring[index % kSlicesPerWindow]
+    std::vector<std::uint64_t> expected;  // per slice, with adjust_references
   };
   static std::int64_t SliceOf(const Ring& w, double t);
   static void AdvanceRing(Ring* w, std::int64_t slice);
+  // The ring index of time t's slice in w, or -1 when t is older than the ring.
+  static std::int64_t SlotOf(const Ring& w, double t);
 
   const std::vector<std::uint64_t>* bounds_;
   double coverage_share_;
+  bool adjust_references_;
   std::vector<Ring> windows_;
   double now_ = 0;
   bool started_ = false;
