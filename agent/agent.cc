@@ -92,8 +92,12 @@ double Agent::Count(std::uint64_t weighted) const {
 
 curve::BucketedCurve Agent::LifetimeCurve() const {
   curve::BucketedCurve c = lifetime_;
-  // SHARDS-adj: every page reference, sampled or not, stands for kWeightUnit.
-  if (sampled_) c.AdjustReferences(all_page_refs_ * curve::SampledEngine::kWeightUnit);
+  // SHARDS-adj: every page reference, sampled or not, stands for kWeightUnit;
+  // and so does every request.
+  if (sampled_) {
+    c.AdjustReferences(all_page_refs_ * curve::SampledEngine::kWeightUnit);
+    c.NormalizeRequests(all_requests_ * curve::SampledEngine::kWeightUnit);
+  }
   return c;
 }
 
@@ -138,7 +142,9 @@ void Agent::OnRequest(const curve::Request& request) {
   std::uint64_t weight = 1;
   if (sampled_) {
     all_page_refs_ += request.pages.size();
-    windows_->AddExpectedReferences(request.pages.size() * curve::SampledEngine::kWeightUnit, t);
+    ++all_requests_;
+    windows_->AddExpected(request.pages.size() * curve::SampledEngine::kWeightUnit, curve::SampledEngine::kWeightUnit,
+                          t);
     sampled_->Process(request.pages, &outcome_);
     weight = sampled_->weight();
     // A request with no sampled page says nothing about its requirement (as in
@@ -279,7 +285,10 @@ curve::Status Agent::SaveState() {
     windows_->Serialize(&bytes);
     curve::AppendPod(&bytes, last_record_time_);
     curve::AppendPod(&bytes, last_record_wall_);
-    if (sampled_) curve::AppendPod(&bytes, all_page_refs_);
+    if (sampled_) {
+      curve::AppendPod(&bytes, all_page_refs_);
+      curve::AppendPod(&bytes, all_requests_);
+    }
   }
   curve::Status s = WriteFileAtomically(options_.state_path, bytes);
   if (!s.ok()) {
@@ -310,7 +319,7 @@ void Agent::LoadState() {
     state_restore_result_ = "rejected";
     engine_.Clear();
     if (sampled_) sampled_->Clear();
-    all_page_refs_ = 0;
+    all_page_refs_ = all_requests_ = 0;
     lifetime_.Clear();
     std::vector<double> seconds;
     for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
@@ -337,11 +346,12 @@ void Agent::LoadState() {
   in = in.subspan(n);
   if (!lifetime_.Deserialize(&in) || !curve::ReadPod(&in, &hit_capacity_sum_) || !curve::ReadPod(&in, &required_capacity_sum_) ||
       !windows_->Deserialize(&in) || !curve::ReadPod(&in, &last_record_time_) || !curve::ReadPod(&in, &last_record_wall_) ||
-      (sampled_ && !curve::ReadPod(&in, &all_page_refs_)) || !in.empty()) {
+      (sampled_ && (!curve::ReadPod(&in, &all_page_refs_) || !curve::ReadPod(&in, &all_requests_))) ||
+      !in.empty()) {
     return reject("curves");
   }
   state_restore_result_ = "restored";
-  Log("state restored from " + options_.state_path + ": " + std::to_string(lifetime_.requests()) + " requests, " +
+  Log("state restored from " + options_.state_path + ": " + std::to_string(sampled_ ? all_requests_ : lifetime_.requests()) + " requests, " +
       std::to_string(engine().tracked_pages()) + " tracked pages");
 }
 

@@ -12,11 +12,14 @@
 //
 // Sampling: when engine.sample_rate < 1 or engine.sample_max_pages > 0 the engine
 // is a SampledEngine (curve/sampled_engine.h). Each sampled request is counted with
-// the engine's weight (round(kWeightUnit / rate at sampling)); exported counts are
-// divided by SampledEngine::kWeightUnit (estimates of the full stream's); every
-// request, sampled or not, counts kWeightUnit per page as expected references, and
-// the lifetime and window curves are SHARDS-adj corrected against them. Requests
-// with no sampled page only move the window clock.
+// the engine's weight (round(kWeightUnit / the rate it was sampled at)), so the
+// curves' ratios are SHARDS's; exported counts are divided by kWeightUnit. Every
+// request, sampled or not, adds kWeightUnit per page to the expected references
+// and kWeightUnit to the expected requests (lifetime totals, and per window slice):
+// the lifetime and window curves are SHARDS-adj corrected against the expected
+// references, and their request counts set to the expected requests (coverage
+// ratios unchanged), so exported counts estimate the full stream's. A request with
+// no sampled page only moves the window clock.
 //
 // Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
 // answers on its own threads. mu_ guards everything both touch.
@@ -129,7 +132,8 @@ class Agent : public collectors::RequestSink {
   mutable std::mutex mu_;
   curve::StackDistanceEngine engine_;                // exact mode (unused when sampled)
   std::unique_ptr<curve::SampledEngine> sampled_;    // sampled mode, else null
-  std::uint64_t all_page_refs_ = 0;                  // every page reference, sampled or not
+  std::uint64_t all_page_refs_ = 0;                  // sampled mode: every page reference, sampled or not
+  std::uint64_t all_requests_ = 0;                   // sampled mode: every request
   curve::RequestOutcome outcome_;
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;

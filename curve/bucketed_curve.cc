@@ -119,6 +119,21 @@ void BucketedCurve::Merge(const BucketedCurve& other) {
   }
 }
 
+void BucketedCurve::NormalizeRequests(std::uint64_t requests) {
+  // Nothing sampled: nothing to scale (coverage stays that of no requests).
+  if (requests_ == 0) return;
+  const double f = static_cast<double>(requests) / static_cast<double>(requests_);
+  std::uint64_t before = 0, scaled_before = 0;
+  for (std::uint64_t& r : required_) {
+    before += r;
+    const auto scaled = static_cast<std::uint64_t>(std::llround(static_cast<double>(before) * f));
+    r = scaled - scaled_before;
+    scaled_before = scaled;
+  }
+  required_beyond_ = requests >= scaled_before ? requests - scaled_before : 0;
+  requests_ = requests;
+}
+
 void BucketedCurve::Clear() {
   requests_ = page_refs_ = unlimited_page_hits_ = cold_misses_ = beyond_tracked_ = required_beyond_ = 0;
   std::fill(hits_.begin(), hits_.end(), 0);
@@ -214,7 +229,7 @@ WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<
     Ring w;
     w.duration_s = d;
     w.ring.assign(kSlicesPerWindow, BucketedCurve(bounds, coverage_share));
-    if (adjust_references) w.expected.assign(kSlicesPerWindow, 0);
+    if (adjust_references) w.expected.assign(kSlicesPerWindow, {0, 0});
     windows_.push_back(std::move(w));
   }
 }
@@ -231,7 +246,7 @@ void WindowedCurves::AdvanceRing(Ring* w, std::int64_t slice) {
     const std::int64_t s = w->newest_slice + k;
     const auto index = static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow);
     w->ring[index].Clear();
-    if (!w->expected.empty()) w->expected[index] = 0;
+    if (!w->expected.empty()) w->expected[index] = {0, 0};
   }
   w->newest_slice = slice;
 }
@@ -270,13 +285,15 @@ void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t 
   if (!counted_everywhere) ++late_requests_;
 }
 
-void WindowedCurves::AddExpectedReferences(std::uint64_t refs, double t) {
+void WindowedCurves::AddExpected(std::uint64_t refs, std::uint64_t requests, double t) {
   if (!adjust_references_) return;
   Advance(t);
   if (!std::isfinite(t)) t = now_;
   for (Ring& w : windows_) {
     const std::int64_t slot = SlotOf(w, t);
-    if (slot >= 0) w.expected[static_cast<std::size_t>(slot)] += refs;
+    if (slot < 0) continue;
+    w.expected[static_cast<std::size_t>(slot)].first += refs;
+    w.expected[static_cast<std::size_t>(slot)].second += requests;
   }
 }
 
@@ -284,9 +301,13 @@ BucketedCurve WindowedCurves::Window(std::size_t i) const {
   BucketedCurve sum(bounds_, coverage_share_);
   for (const BucketedCurve& slice : windows_[i].ring) sum.Merge(slice);
   if (adjust_references_) {
-    std::uint64_t expected = 0;
-    for (std::uint64_t e : windows_[i].expected) expected += e;
-    sum.AdjustReferences(expected);
+    std::uint64_t refs = 0, requests = 0;
+    for (const auto& [r, q] : windows_[i].expected) {
+      refs += r;
+      requests += q;
+    }
+    sum.AdjustReferences(refs);
+    sum.NormalizeRequests(requests);
   }
   return sum;
 }
@@ -301,7 +322,10 @@ void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
     AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
     // Only with adjust_references, so that other checkpoints keep their format.
-    for (std::uint64_t e : w.expected) AppendPod(out, e);
+    for (const auto& [refs, requests] : w.expected) {
+      AppendPod(out, refs);
+      AppendPod(out, requests);
+    }
   }
 }
 
@@ -318,8 +342,8 @@ bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
     for (BucketedCurve& slice : w.ring) {
       if (!slice.Deserialize(in)) return false;
     }
-    for (std::uint64_t& e : w.expected) {
-      if (!ReadPod(in, &e)) return false;
+    for (auto& [refs, requests] : w.expected) {
+      if (!ReadPod(in, &refs) || !ReadPod(in, &requests)) return false;
     }
   }
   return true;

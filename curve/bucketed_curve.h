@@ -49,6 +49,10 @@ class BucketedCurve {
   // reference count to page_refs (the expected weighted count) and moves the
   // difference into the hits of the first bucket, or out of the lowest buckets.
   void AdjustReferences(std::uint64_t page_refs);
+  // Sets the request count to `requests` (for a sampled curve, the true count
+  // times the weight unit), scaling the requirement histogram with it so that
+  // request coverage is unchanged (up to rounding: cumulative counts are scaled).
+  void NormalizeRequests(std::uint64_t requests);
   void Clear();
 
   const std::vector<std::uint64_t>& bounds() const { return *bounds_; }
@@ -106,9 +110,10 @@ class WindowedCurves {
   static constexpr std::uint32_t kSlicesPerWindow = 60;
 
   // windows_s: window durations in seconds (each > 0). adjust_references: for a
-  // sampled engine, also keep per slice the expected weighted page references of
-  // every request (AddExpectedReferences), and SHARDS-adj each window's curve
-  // against their sum (BucketedCurve::AdjustReferences) in Window().
+  // sampled engine, also keep per slice the expected weighted page references and
+  // requests of every request (AddExpected), and in Window() SHARDS-adj each
+  // window's curve against their sums (BucketedCurve::AdjustReferences) and set
+  // its request count to theirs (BucketedCurve::NormalizeRequests).
   WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share,
                  bool adjust_references = false);
 
@@ -118,9 +123,9 @@ class WindowedCurves {
   void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
   void Advance(double t);
-  // Counts refs expected weighted page references at time t (with
-  // adjust_references; every request, sampled or not). No-op otherwise.
-  void AddExpectedReferences(std::uint64_t refs, double t);
+  // Counts the expected weighted page references and requests of a request at
+  // time t (with adjust_references; every request, sampled or not). No-op otherwise.
+  void AddExpected(std::uint64_t refs, std::uint64_t requests, double t);
 
   // The curve of window i at the current clock.
   BucketedCurve Window(std::size_t i) const;
@@ -137,7 +142,8 @@ class WindowedCurves {
     double duration_s = 0;
     std::int64_t newest_slice = 0;   // slice index of now
     std::vector<BucketedCurve> ring;  // ring[index % kSlicesPerWindow]
-    std::vector<std::uint64_t> expected;  // per slice, with adjust_references
+    // Per slice, with adjust_references: expected page references, requests.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> expected;
   };
   static std::int64_t SliceOf(const Ring& w, double t);
   static void AdvanceRing(Ring* w, std::int64_t slice);

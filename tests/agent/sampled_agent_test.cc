@@ -28,8 +28,9 @@ namespace {
 
 using testing_support::Millis;
 
-std::unique_ptr<Agent> MakeAgent(double rate, std::uint32_t max_sampled) {
+std::unique_ptr<Agent> MakeAgent(double rate, std::uint32_t max_sampled, const std::string& state_path = "") {
   AgentOptions o;
+  o.state_path = state_path;
   o.replica = "test";
   o.engine.max_pages = 1u << 20;
   o.engine.remembered_evictions = 1u << 20;
@@ -47,6 +48,7 @@ struct Scrape {
   std::map<double, double> hit_buckets;  // le -> cumulative page hits (finite bounds)
   std::map<std::string, double> values;  // unlabelled samples
   std::map<std::string, double> window_ratio;  // capacity_pages -> kvwatch_page_hit_ratio{window="24h"}
+  std::map<std::string, double> window_coverage;  // capacity_pages -> kvwatch_request_coverage_ratio{...}
 };
 
 Scrape Read(Agent* agent) {
@@ -59,6 +61,8 @@ Scrape Read(Agent* agent) {
       if (le != "+Inf") s.hit_buckets[std::stod(le)] = sample.value;
     } else if (sample.name == "kvwatch_page_hit_ratio") {
       s.window_ratio[std::string(sample.Label("capacity_pages").value_or(""))] = sample.value;
+    } else if (sample.name == "kvwatch_request_coverage_ratio") {
+      s.window_coverage[std::string(sample.Label("capacity_pages").value_or(""))] = sample.value;
     } else if (sample.labels.empty()) {
       s.values[sample.name] = sample.value;
     }
@@ -77,11 +81,11 @@ double MaxRatioError(const Scrape& a, const Scrape& b) {
   return worst;
 }
 
-// Largest |page hit ratio difference| of the window curve at the capacities.
-double MaxWindowError(const Scrape& a, const Scrape& b) {
-  EXPECT_EQ(a.window_ratio.size(), 7u);
+// Largest |difference| of a window gauge over the capacities.
+double MaxWindowError(const std::map<std::string, double>& a, const std::map<std::string, double>& b) {
+  EXPECT_EQ(a.size(), 7u);
   double worst = 0;
-  for (const auto& [c, ratio] : a.window_ratio) worst = std::max(worst, std::fabs(ratio - b.window_ratio.at(c)));
+  for (const auto& [c, value] : a) worst = std::max(worst, std::fabs(value - b.at(c)));
   return worst;
 }
 
@@ -89,7 +93,8 @@ double MaxWindowError(const Scrape& a, const Scrape& b) {
 // |page hit ratio difference| over the lifetime histogram's bounds, and over the
 // 24h window's kvwatch_page_hit_ratio at 10 to 100,000 pages: rate 0.1 within
 // 0.03; fixed size 20,000 sampled pages (the rate falls to about 0.11) within
-// 0.03; fixed size 2,000 (about 0.01) within 0.05.
+// 0.03; fixed size 2,000 (about 0.01) within 0.05. The window's request coverage
+// at the same capacities: within 0.05, 0.05 and 0.08.
 TEST(SampledAgentTest, LifetimeCurveIsWithinTheStatedErrorOfTheExactOneOnMooncake) {
   const std::string path = std::string(KVWATCH_SHARED_DATA) + "/mooncake/conversation_trace.jsonl";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no trace at " << path;
@@ -98,10 +103,11 @@ TEST(SampledAgentTest, LifetimeCurveIsWithinTheStatedErrorOfTheExactOneOnMooncak
   std::unique_ptr<Agent> big = MakeAgent(1.0, 20000);
   std::unique_ptr<Agent> small = MakeAgent(1.0, 2000);
   ASSERT_TRUE(exact && rate && big && small);
-  std::uint64_t refs = 0;
+  std::uint64_t refs = 0, requests = 0;
   collectors::TraceCallbacks callbacks;
   callbacks.on_request = [&](curve::Request& request) {
     refs += request.pages.size();
+    ++requests;
     for (Agent* a : {exact.get(), rate.get(), big.get(), small.get()}) a->OnRequest(request);
   };
   auto summary = collectors::ReadTrace(path, collectors::TraceReaderOptions{}, callbacks);
@@ -114,9 +120,11 @@ TEST(SampledAgentTest, LifetimeCurveIsWithinTheStatedErrorOfTheExactOneOnMooncak
   EXPECT_LT(s.values.at("kvwatch_engine_sample_rate"), 0.02);
   EXPECT_LE(b.values.at("kvwatch_tracked_pages"), 20000);
   EXPECT_LE(s.values.at("kvwatch_tracked_pages"), 2000);
-  // SHARDS-adj sets the reference count to the true one.
+  // SHARDS-adj sets the reference count to the true one, and the request count
+  // is set to the true one too.
   for (const Scrape* x : {&e, &r, &b, &s}) {
     EXPECT_NEAR(x->values.at("kvwatch_page_references_total"), static_cast<double>(refs), 1.0);
+    EXPECT_NEAR(x->values.at("kvwatch_requests_total"), static_cast<double>(requests), 1.0);
   }
   const double err_rate = MaxRatioError(r, e), err_big = MaxRatioError(b, e), err_small = MaxRatioError(s, e);
   std::printf("max |error| vs exact: rate 0.1 %.4f; bound 20000 (rate %.4f) %.4f; bound 2000 (rate %.4f) %.4f\n",
@@ -125,7 +133,17 @@ TEST(SampledAgentTest, LifetimeCurveIsWithinTheStatedErrorOfTheExactOneOnMooncak
   EXPECT_LE(err_rate, 0.03);
   EXPECT_LE(err_big, 0.03);
   EXPECT_LE(err_small, 0.05);
-  const double w_rate = MaxWindowError(r, e), w_big = MaxWindowError(b, e), w_small = MaxWindowError(s, e);
+  const double w_rate = MaxWindowError(r.window_ratio, e.window_ratio);
+  const double w_big = MaxWindowError(b.window_ratio, e.window_ratio);
+  const double w_small = MaxWindowError(s.window_ratio, e.window_ratio);
+  const double c_rate = MaxWindowError(r.window_coverage, e.window_coverage);
+  const double c_big = MaxWindowError(b.window_coverage, e.window_coverage);
+  const double c_small = MaxWindowError(s.window_coverage, e.window_coverage);
+  std::printf("window request coverage max |error| vs exact: rate 0.1 %.4f; bound 20000 %.4f; bound 2000 %.4f\n",
+              c_rate, c_big, c_small);
+  EXPECT_LE(c_rate, 0.05);
+  EXPECT_LE(c_big, 0.05);
+  EXPECT_LE(c_small, 0.08);
   std::printf("window max |error| vs exact: rate 0.1 %.4f; bound 20000 %.4f; bound 2000 %.4f\n", w_rate, w_big,
               w_small);
   EXPECT_LE(w_rate, 0.03);
@@ -164,6 +182,45 @@ TEST(SampledAgentTest, SampleMaxPagesBoundsTrackedPagesAndMemoryOnAUniqueFlood) 
   EXPECT_GT(memory_first_part, 0);
   EXPECT_LE(memory_max_later, memory_first_part) << "engine memory grew after the first 10% of the flood";
   EXPECT_NEAR(s.values.at("kvwatch_page_references_total"), static_cast<double>(kPages), 1.0);
+}
+
+// A sampled agent's checkpoint restores the sample (rate, sample set, engine) and
+// the expected references: the restored agent then counts exactly as one that
+// never stopped (memory may differ: capacities are not state).
+TEST(SampledAgentTest, SampledStateRestoresToTheSameCurves) {
+  testing_support::TempDir dir;
+  const std::string state = dir.Sub("state");
+  std::unique_ptr<Agent> first = MakeAgent(0.5, 3000, state);
+  std::unique_ptr<Agent> uninterrupted = MakeAgent(0.5, 3000);
+  ASSERT_TRUE(first && uninterrupted);
+  curve::Request request;
+  auto feed = [&](std::uint64_t from, std::uint64_t to, std::initializer_list<Agent*> agents) {
+    for (std::uint64_t i = from; i < to; ++i) {
+      request.pages.clear();
+      request.pages.push_back(0);  // a hot shared first page
+      for (std::uint64_t k = 1; k < 12; ++k) request.pages.push_back((i * 7 + k * 131) % 20000);
+      request.timestamp_s = static_cast<double>(i) * 0.01;
+      for (Agent* a : agents) a->OnRequest(request);
+    }
+  };
+  feed(0, 20000, {first.get(), uninterrupted.get()});
+  ASSERT_TRUE(first->SaveState().ok());
+  first.reset();
+  std::unique_ptr<Agent> restored = MakeAgent(0.5, 3000, state);
+  ASSERT_TRUE(restored);
+  feed(20000, 30000, {restored.get(), uninterrupted.get()});
+  const Scrape a = Read(restored.get()), b = Read(uninterrupted.get());
+  EXPECT_LT(a.values.at("kvwatch_engine_sample_rate"), 0.5);  // it adapted
+  for (const char* name : {"kvwatch_engine_sample_rate", "kvwatch_tracked_pages", "kvwatch_page_references_total",
+                           "kvwatch_requests_total"}) {
+    EXPECT_EQ(a.values.at(name), b.values.at(name)) << name;
+  }
+  EXPECT_EQ(a.hit_buckets, b.hit_buckets);
+  EXPECT_EQ(a.window_ratio, b.window_ratio);
+  // Another sampling setting does not restore it.
+  std::unique_ptr<Agent> other = MakeAgent(0.5, 2999, state);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(Read(other.get()).values.at("kvwatch_requests_total"), 0);
 }
 
 TEST(SampledAgentTest, BadSamplingValuesStopStartUpNamingTheKey) {

@@ -90,6 +90,42 @@ double MaxRatioError(const BucketedCurve& a, const BucketedCurve& b) {
   return worst;
 }
 
+// The bucketed curve's weighted counting and its two corrections.
+TEST(SampledEngineTest, BucketedCurveWeightsAndCorrections) {
+  const std::vector<std::uint64_t> bounds = LogBucketBounds(64, 4);
+  StackDistanceEngine engine;
+  RequestOutcome out;
+  BucketedCurve plain(&bounds, 1.0), weighted(&bounds, 1.0);
+  const std::vector<std::vector<PageId>> trace = {{1, 2, 3}, {1, 2, 4}, {5}, {1, 2, 3, 6}};
+  for (const auto& r : trace) {
+    engine.Process(r, &out);
+    plain.Add(out);
+    weighted.Add(out, 3);
+  }
+  EXPECT_EQ(weighted.requests(), 3 * plain.requests());
+  EXPECT_EQ(weighted.page_refs(), 3 * plain.page_refs());
+  for (std::uint64_t c : bounds) {
+    EXPECT_EQ(weighted.PageHitRatio(c), plain.PageHitRatio(c));
+    EXPECT_EQ(weighted.RequestCoverage(c), plain.RequestCoverage(c));
+  }
+  // SHARDS-adj: more references expected than counted go to the first bucket.
+  BucketedCurve more = plain;
+  more.AdjustReferences(plain.page_refs() + 4);
+  EXPECT_EQ(more.page_refs(), plain.page_refs() + 4);
+  EXPECT_EQ(more.PageHits(1), plain.PageHits(1) + 4);
+  EXPECT_EQ(more.unlimited_page_hits(), plain.unlimited_page_hits() + 4);
+  // Fewer: taken from the lowest buckets.
+  BucketedCurve fewer = plain;
+  fewer.AdjustReferences(plain.page_refs() - 2);
+  EXPECT_EQ(fewer.page_refs(), plain.page_refs() - 2);
+  EXPECT_EQ(fewer.PageHits(64), plain.PageHits(64) - 2);
+  // Requests scaled, coverage kept.
+  BucketedCurve scaled = plain;
+  scaled.NormalizeRequests(plain.requests() * 10);
+  EXPECT_EQ(scaled.requests(), plain.requests() * 10);
+  for (std::uint64_t c : bounds) EXPECT_DOUBLE_EQ(scaled.RequestCoverage(c), plain.RequestCoverage(c));
+}
+
 TEST(SampledEngineTest, FixedRateSampleIsTheTop24BitRule) {
   for (double rate : {0.001, 0.01, 0.1, 0.5, 0.999}) {
     SampledEngine engine(EngineOptions{}, rate);
