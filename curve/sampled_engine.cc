@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "curve/byte_io.h"
 
@@ -119,15 +120,18 @@ void SampledEngine::Clear() {
 }
 
 std::vector<std::uint8_t> SampledEngine::Serialize() const {
-  std::vector<std::uint8_t> out;
-  AppendPod(&out, kStateVersion);
+  const std::vector<std::uint8_t> engine = engine_.Serialize();
+  // Not empty at the first append: g++ 12 reports a false -Wstringop-overflow on
+  // vector::insert into an empty vector.
+  std::vector<std::uint8_t> out(sizeof(kStateVersion));
+  std::memcpy(out.data(), &kStateVersion, sizeof(kStateVersion));
+  out.reserve(64 + heap_.size() * sizeof(PageId) + engine.size());
   AppendPod(&out, max_sampled_);
   AppendPod<std::uint8_t>(&out, all_ ? 1 : 0);
   AppendPod(&out, threshold_);
   AppendPod(&out, rate_);
   AppendPod<std::uint64_t>(&out, heap_.size());
   for (const auto& entry : heap_) AppendPod(&out, entry.second);
-  const std::vector<std::uint8_t> engine = engine_.Serialize();
   AppendPod<std::uint64_t>(&out, engine.size());
   out.insert(out.end(), engine.begin(), engine.end());
   return out;
