@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "agent/json_writer.h"
@@ -263,7 +264,10 @@ std::string Agent::ConfigFingerprint() const {
     << " windows=";
   for (const WindowSpec& w : options_.windows) f << w.seconds << ",";
   // Only when sampled, so exact-mode state files stay as they were.
-  if (sampled_) f << " sample_rate=" << options_.sample_rate << " sample_max_pages=" << options_.sample_max_pages;
+  if (sampled_) {
+    f << " sample_rate=" << std::setprecision(17) << options_.sample_rate
+      << " sample_max_pages=" << options_.sample_max_pages;
+  }
   return f.str();
 }
 
