@@ -32,12 +32,6 @@ double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string FractionLabel(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", f);
-  return buf;
-}
-
 void Log(const std::string& message) { std::fprintf(stderr, "kvwatch agent: %s\n", message.c_str()); }
 
 // Writes bytes to path atomically: a temp file in the same folder, fsync, rename
@@ -119,6 +113,16 @@ curve::Status Agent::Init() {
   std::vector<double> seconds;
   for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
   windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
+  if (options_.canaries) {
+    curve::CanaryOptions co = *options_.canaries;
+    co.windows_s = seconds;
+    co.capacities = options_.capacities;
+    co.touch_order = options_.engine.touch_order;
+    co.coverage_share = options_.coverage_share;
+    auto canaries = curve::PolicyCanaries::Create(co);
+    if (!canaries.ok()) return curve::Status::Error("curve.policies: " + canaries.error());
+    canaries_ = std::move(canaries).value();
+  }
   start_wall_s_ = WallNow();
   LoadState();
 
@@ -149,9 +153,11 @@ void Agent::OnRequest(const curve::Request& request) {
     sampled_->Process(request.pages, &outcome_);
     weight = sampled_->weight();
     // A request with no sampled page says nothing about its requirement (as in
-    // replay); it still moves the window clock.
+    // replay); it still moves the window clock, and the policy canaries, which
+    // simulate every page, still see it.
     if (outcome_.size() == 0) {
       windows_->Advance(t);
+      if (canaries_) canaries_->Add(request, SampledUnlimitedHits(request), t);
       last_record_time_ = windows_->now();
       last_record_wall_ = wall;
       return;
@@ -174,8 +180,19 @@ void Agent::OnRequest(const curve::Request& request) {
   const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
   if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
   windows_->Add(outcome_, t, weight);
+  if (canaries_) canaries_->Add(request, sampled_ ? SampledUnlimitedHits(request) : outcome_.unlimited_hits, t);
   last_record_time_ = windows_->now();
   last_record_wall_ = wall;
+}
+
+std::uint32_t Agent::SampledUnlimitedHits(const curve::Request& request) const {
+  // outcome_ holds the request's sampled pages in order: the first cold one ends
+  // the reusable prefix; without one, every page may be reusable.
+  const std::vector<std::uint32_t>& positions = sampled_->sampled_positions();
+  for (std::size_t k = 0; k < outcome_.size() && k < positions.size(); ++k) {
+    if (outcome_.distance[k] == curve::kCold) return positions[k];
+  }
+  return static_cast<std::uint32_t>(request.pages.size());
 }
 
 double Agent::ClockNow(double wall_now_s) const {
@@ -223,7 +240,10 @@ int Agent::Run() {
       // The window clock starts with the first record: records may carry their
       // own time base (Mooncake's milliseconds since the trace began), which the
       // wall clock must not overtake before any arrives.
-      if (last_record_time_ >= 0) windows_->Advance(ClockNow(wall));
+      if (last_record_time_ >= 0) {
+        windows_->Advance(ClockNow(wall));
+        if (canaries_) canaries_->Advance(ClockNow(wall));
+      }
     }
     if (alert_runner_ && now >= next_alerts) {
       // Errors are logged by the runner; evaluation never blocks on notifiers.
@@ -388,6 +408,46 @@ curve::CurveReport Agent::WindowReport(std::size_t i) const {
   return r;
 }
 
+// The canaries' gauges: series = canaries (policies x capacities) x windows per
+// name, bounded by curve.policies' limit of 64 canaries.
+void Agent::AppendCanaryMetrics(MetricsBuilder& m) const {
+  const curve::PolicyCanaries& c = *canaries_;
+  const std::size_t nc = c.options().capacities.size();
+  for (std::size_t w = 0; w < options_.windows.size(); ++w) {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const curve::PolicyTotals t = c.Window(i, w);
+      const std::string policy(curve::PolicyName(c.kind(i)));
+      const Labels labels = {{"policy", policy},
+                             {"capacity_pages", std::to_string(c.capacity(i))},
+                             {"window", options_.windows[w].name}};
+      m.Gauge("kvwatch_policy_page_hit_ratio",
+              "Page hit ratio of the canary cache of capacity_pages under the eviction policy, over the window.",
+              t.PageHitRatio(), labels);
+      m.Gauge("kvwatch_policy_request_coverage_ratio",
+              "Fraction of the window's requests covered by the canary cache of capacity_pages under the policy.",
+              t.RequestCoverage(), labels);
+      // The engine's own policy is canary (0, j): curve.engine_policy comes first.
+      const curve::PolicyTotals engine = c.Window(i % nc, w);
+      m.Gauge("kvwatch_policy_gain_ratio",
+              "The policy's page hit ratio minus that of curve.engine_policy, at the same capacity and window.",
+              t.PageHitRatio() - engine.PageHitRatio(), labels);
+    }
+  }
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const Labels labels = {{"policy", std::string(curve::PolicyName(c.kind(i)))},
+                           {"capacity_pages", std::to_string(c.capacity(i))}};
+    m.Counter("kvwatch_policy_page_hits_total", "Page hits of the policy canary since start.",
+              static_cast<double>(c.Lifetime(i).page_hits), labels);
+    if (c.kind(i) == curve::PolicyKind::kVllm || c.kind(i) == curve::PolicyKind::kSglang) {
+      m.Counter("kvwatch_policy_preemptions_total",
+                "Requests the sglang or vllm canary could not hold whole (vllm: preemptions) since start.",
+                static_cast<double>(c.Lifetime(i).preemptions), labels);
+    }
+  }
+  m.Gauge("kvwatch_policy_canary_memory_bytes", "Memory of the policy canaries' simulations.",
+          static_cast<double>(c.MemoryBytes()));
+}
+
 std::string Agent::RenderMetrics() {
   MetricsBuilder m;
   std::lock_guard<std::mutex> lock(mu_);
@@ -527,6 +587,7 @@ std::string Agent::RenderMetrics() {
               windows_->Window(i).PageHitRatio(capacity), labels);
     }
   }
+  if (canaries_) AppendCanaryMetrics(m);
   if (!options_.capacities.empty()) {
     m.Gauge("kvwatch_cache_capacity_pages",
             "The replica's KV-cache capacity in pages: the largest of curve.capacities (the working-set-over-"

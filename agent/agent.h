@@ -19,7 +19,9 @@
 // the lifetime and window curves are SHARDS-adj corrected against the expected
 // references, and their request counts set to the expected requests (coverage
 // ratios unchanged), so exported counts estimate the full stream's. A request with
-// no sampled page only moves the window clock.
+// no sampled page only moves the window clock. The policy canaries still simulate
+// every page (their page-hit ratios stay exact); their request coverage uses the
+// request's unlimited hits estimated from its sampled pages (SampledUnlimitedHits).
 //
 // Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
 // answers on its own threads. mu_ guards everything both touch.
@@ -39,6 +41,7 @@
 #include "agent/http_server.h"
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
+#include "curve/policy_canaries.h"
 #include "curve/report.h"
 #include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
@@ -75,6 +78,10 @@ struct AgentOptions {
   std::string state_path;                  // empty: no persistence
   std::chrono::milliseconds state_interval{60000};
   std::vector<std::unique_ptr<collectors::Collector>> collectors;
+  // Eviction-policy canaries (curve.policies, with curve.engine_policy first);
+  // nullopt when none is configured. Windows and capacities are filled in by the agent.
+  std::optional<curve::CanaryOptions> canaries;
+  std::string engine_policy = "lru";
   // The detectors and notifiers; nullopt when alerts.enabled is false.
   std::optional<AlertRunnerOptions> alerts;
 };
@@ -117,9 +124,14 @@ class Agent : public collectors::RequestSink {
   // while idle (see Run).
   double ClockNow(double wall_now_s) const;
   curve::CurveReport WindowReport(std::size_t i) const;  // REQUIRES: mu_ held
+  void AppendCanaryMetrics(class MetricsBuilder& m) const;  // REQUIRES: mu_ held, canaries_
   std::string ConfigFingerprint() const;
   void RegisterRoutes();
   bool sampled() const { return sampled_ != nullptr; }
+  // Sampled mode: the request's unlimited hits T (pages before its first cold
+  // page) estimated from its sampled pages in outcome_, for the policy canaries'
+  // request coverage: the position of the first cold sampled page, else all pages.
+  std::uint32_t SampledUnlimitedHits(const curve::Request& request) const;
   // Exported counts: weighted counts over the weight unit when sampled.
   double Count(std::uint64_t weighted) const;
   // The lifetime curve, SHARDS-adj corrected when sampled. REQUIRES: mu_ held.
@@ -137,6 +149,7 @@ class Agent : public collectors::RequestSink {
   curve::RequestOutcome outcome_;
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;
+  std::unique_ptr<curve::PolicyCanaries> canaries_;  // null without curve.policies
   std::uint64_t hit_capacity_sum_ = 0;      // for the histograms' _sum
   std::uint64_t required_capacity_sum_ = 0;
   double last_record_time_ = -1;            // window clock at the last request

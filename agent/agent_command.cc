@@ -1,5 +1,6 @@
 #include "agent/agent_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -83,6 +84,26 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
   o.capacities = c.curve.capacities;
   o.knee_sensitivity = c.curve.knee_sensitivity;
   o.knee_min_requests = c.curve.knee_window_min_requests;
+  if (!c.curve.policies.empty()) {
+    // The engine's own policy first, so every canary compares with canary (0, capacity).
+    curve::CanaryOptions canaries;
+    std::vector<std::string> names = {c.curve.engine_policy};
+    for (const std::string& p : c.curve.policies) {
+      if (std::find(names.begin(), names.end(), p) == names.end()) names.push_back(p);
+    }
+    for (const std::string& name : names) {
+      auto kind = curve::ParsePolicyName(name);
+      if (!kind.ok()) return Options::Error("curve.policies: " + kind.error());
+      canaries.policies.push_back(kind.value());
+    }
+    canaries.lifetime.decode_tokens_per_s = c.curve.decode_tokens_per_second;
+    canaries.lifetime.page_tokens = o.page_tokens;
+    auto rules = curve::ParsePriorityRules(c.curve.policy_priorities);
+    if (!rules.ok()) return Options::Error("curve.policy_priorities: " + rules.error());
+    canaries.priorities = rules.value();
+    o.canaries = std::move(canaries);
+    o.engine_policy = c.curve.engine_policy;
+  }
 
   o.http.listen_address = c.web.listen_address;
   o.http.port = c.web.port;

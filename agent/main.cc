@@ -86,6 +86,15 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_flag("!--no-tenants", o.tenants, "Do not break the curve down per tenant");
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();
+  cmd->add_option("--policy", o.policies,
+                  "Also simulate these eviction policies at every capacity, comma-separated, or all: lru, fifo, lfu, "
+                  "s3fifo, sglang, vllm, priority, workload-aware, belady (see the README)");
+  cmd->add_option("--decode-tokens-per-second", o.decode_tokens_per_s,
+                  "sglang and vllm: a request runs for output_length / this after it arrives, holding its pages")
+      ->capture_default_str();
+  cmd->add_option("--priority", o.priorities,
+                  "priority policy: retention priorities tenant:NAME=P,class:NAME=P (higher kept longer; others 0)");
+  cmd->add_option("--threads", o.threads, "Threads for --policy (0: every core)")->capture_default_str();
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunReplay(o)); });
 }
 

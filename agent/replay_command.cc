@@ -133,6 +133,36 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     r.report.sampled = true;
   }
 
+  if (!o.policies.empty()) {
+    auto kinds = curve::ParsePolicyList(o.policies);
+    if (!kinds.ok()) return OptionError("--policy", kinds.error());
+    if (r.report.sampled) return OptionError("--policy", "simulates every page exactly; drop --sample-rate");
+    if (!(o.decode_tokens_per_s > 0) || !std::isfinite(o.decode_tokens_per_s)) {
+      return OptionError("--decode-tokens-per-second", "must be a number > 0");
+    }
+    for (std::uint64_t c : r.report.capacities) {
+      if (c == 0) return OptionError("--capacities", "a policy needs a capacity of at least 1 page, got 0");
+    }
+    auto rules = curve::ParsePriorityRules(o.priorities);
+    if (!rules.ok()) return OptionError("--priority", rules.error());
+    PolicyReplayOptions p;
+    p.policies = kinds.value();
+    p.capacities = r.report.capacities;
+    p.touch_order = r.engine.touch_order;
+    p.coverage_share = o.coverage_share;
+    p.lifetime.decode_tokens_per_s = o.decode_tokens_per_s;
+    p.lifetime.page_tokens = o.page_tokens;
+    p.priorities = o.priorities;
+    p.threads = o.threads;
+    if (std::find(p.policies.begin(), p.policies.end(), curve::PolicyKind::kPriority) != p.policies.end() &&
+        rules.value().empty()) {
+      return OptionError("--priority", "the priority policy needs rules, e.g. --priority tenant:NAME=2,class:first=0");
+    }
+    r.policies = std::move(p);
+  } else if (!o.priorities.empty()) {
+    return OptionError("--priority", "applies to --policy priority");
+  }
+
   r.settings.touch_order = o.touch_order;
   r.settings.coverage_share = o.coverage_share;
   r.settings.max_pages = o.max_pages;
@@ -149,6 +179,7 @@ Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_
   } else {
     exact_ = std::make_unique<curve::StackDistanceEngine>(resolved_.engine);
   }
+  if (resolved_.policies) stored_ = std::make_unique<curve::StoredTrace>();
   if (!resolved_.tiers.empty()) {
     const double page_bytes = resolved_.report.bytes_per_token.value_or(0) *
                               static_cast<double>(resolved_.report.page_tokens);
@@ -183,6 +214,14 @@ void Replayer::Add(const curve::Request& request) {
   total_.Add(outcome_);
   if (tenant != nullptr) tenant->acc.Add(outcome_);
   if (tiers_) tiers_->Add(outcome_);
+  if (stored_) {
+    if (request.input_tokens > 0 && !request.pages.empty()) {
+      input_tokens_ += static_cast<double>(request.input_tokens);
+      input_pages_ += static_cast<double>(request.pages.size());
+    }
+    stored_->Add(request, classifier_.Classify(request.pages), outcome_.unlimited_hits,
+                 resolved_.policies->lifetime);
+  }
 }
 
 curve::CurveAccumulator Replayer::Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
@@ -283,6 +322,35 @@ int RunReplay(const ReplayOptions& options) {
 
   ReplayResult result = replayer.Result();
   result.input = input;
+  if (replayer.stored_) {
+    PolicyReplayOptions popts = *resolved.value().policies;
+    if (replayer.input_pages_ > 0) {
+      // Generated pages (sglang, vllm) are counted in --page-tokens: say when the
+      // trace's own pages look much larger or smaller.
+      const double per_page = replayer.input_tokens_ / replayer.input_pages_;
+      const double p = static_cast<double>(options.page_tokens);
+      if (per_page > 2 * p || per_page < p / 2) {
+        std::fprintf(stderr,
+                     "kvwatch replay: note: the trace has about %.0f tokens per page (input_length / hash_ids) but "
+                     "--page-tokens is %llu; sglang and vllm count generated pages in --page-tokens\n",
+                     per_page, static_cast<unsigned long long>(options.page_tokens));
+      }
+    }
+    if (popts.capacities.empty()) {
+      for (const auto& p : result.total.points) {
+        if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);
+      }
+    }
+    auto policies = RunPolicies(*replayer.stored_, popts, replayer.total(), [&](std::uint64_t done, std::uint64_t total) {
+      bar.Update("policies", done, total);
+    });
+    bar.Clear();
+    if (!policies.ok()) {
+      std::fprintf(stderr, "kvwatch replay: %s\n", policies.error().c_str());
+      return 2;
+    }
+    result.policies = std::move(policies.value());
+  }
   if (options.format == "json") {
     std::fputs(FormatJson(result).c_str(), stdout);
   } else if (options.format == "csv") {

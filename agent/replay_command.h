@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "agent/replay_policies.h"
 #include "agent/replay_result.h"
 #include "curve/curve_accumulator.h"
+#include "curve/policy_replay.h"
 #include "curve/report.h"
 #include "curve/request.h"
 #include "curve/sampled_engine.h"
@@ -53,6 +55,11 @@ struct ReplayOptions {
   std::vector<std::string> tenant_fields;  // empty: the reader's defaults
   bool tenants = true;
   std::string progress = "auto";  // auto | always | never
+  // --policy: eviction policies to simulate beside the curve ("" = none).
+  std::string policies;
+  double decode_tokens_per_s = 50;
+  std::string priorities;  // --priority rules for the priority policy
+  unsigned threads = 0;    // 0: every core
 };
 
 // Checks the options and resolves the model; the error names the option.
@@ -62,6 +69,9 @@ struct ResolvedReplay {
   ReplaySettings settings;
   std::vector<curve::TierSpec> tiers;
   curve::CapacityPlanOptions plan;
+  // Set when --policy was given; capacities are filled in by the replayer when
+  // --capacities was not given (the report's 1-2-5 points).
+  std::optional<PolicyReplayOptions> policies;
 };
 curve::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
 
@@ -92,6 +102,14 @@ class Replayer {
   };
   std::map<std::string, Tenant> tenants_;
   std::unique_ptr<curve::TierAccumulator> tiers_;
+  // --policy: every request kept, with its class and unlimited hits.
+  std::unique_ptr<curve::StoredTrace> stored_;
+  curve::RequestClassifier classifier_;
+  // Tokens and pages of the requests that give input_length, to check --page-tokens.
+  double input_tokens_ = 0;
+  double input_pages_ = 0;
+
+  friend int RunReplay(const ReplayOptions& options);
 };
 
 // Runs the whole command; returns the process exit code (0 ok, 1 bad input in

@@ -8,7 +8,6 @@
 #include "agent/json_writer.h"
 
 namespace kvwatch::agent {
-namespace {
 
 std::string Fixed(double v, int digits) {
   char buf[64];
@@ -30,10 +29,18 @@ std::string Grouped(double v) {
   return v < 0 ? "-" + out : out;
 }
 
-std::string Pad(const std::string& s, std::size_t width, bool left = false) {
+std::string Pad(const std::string& s, std::size_t width, bool left) {
   if (s.size() >= width) return s;
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
+
+std::string FractionLabel(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", f);
+  return buf;
+}
+
+namespace {
 
 std::string HumanFlops(double f) {
   static const char* kUnits[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP", "ZFLOP"};
@@ -43,12 +50,6 @@ std::string HumanFlops(double f) {
     ++u;
   }
   return Fixed(f, f < 10 ? 2 : (f < 100 ? 1 : 0)) + " " + kUnits[u];
-}
-
-std::string FractionLabel(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", f);
-  return buf;
 }
 
 }  // namespace
@@ -245,6 +246,10 @@ std::string FormatJson(const ReplayResult& r) {
     }
     w.EndObject();
   }
+  if (r.policies) {
+    w.Key("policies");
+    WritePoliciesJson(w, *r.policies);
+  }
   w.EndObject();
   std::string out = w.Take();
   out += '\n';
@@ -280,8 +285,12 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
 std::string FormatCsv(const ReplayResult& r) {
   // One row per (tenant, capacity); tenant "" is the whole trace.
   std::ostringstream out;
+  // With --policy three columns follow: policy, class, preemptions; the exact
+  // curve's rows leave them empty.
+  const std::string extra = r.policies ? ",,," : "";
   out << "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,"
-         "reused_tokens,avoided_prefill_flops,avoided_prefill_seconds\n";
+         "reused_tokens,avoided_prefill_flops,avoided_prefill_seconds"
+      << (r.policies ? ",policy,class,preemptions" : "") << "\n";
   auto opt = [](const std::optional<double>& v) {
     if (!v) return std::string();
     std::ostringstream s;
@@ -301,12 +310,13 @@ std::string FormatCsv(const ReplayResult& r) {
       }
       line << quoted << ',' << p.capacity_pages << ',' << opt(p.capacity_bytes) << ',' << p.page_hits
            << ',' << p.page_hit_ratio << ',' << p.request_coverage << ',' << p.reused_tokens << ','
-           << opt(p.avoided_prefill_flops) << ',' << opt(p.avoided_prefill_seconds) << '\n';
+           << opt(p.avoided_prefill_flops) << ',' << opt(p.avoided_prefill_seconds) << extra << '\n';
       out << line.str();
     }
   };
   rows("", r.total);
   for (const auto& [name, rep] : r.tenants) rows(name, rep);
+  if (r.policies) out << FormatPoliciesCsvRows(*r.policies);
   return out.str();
 }
 
@@ -420,6 +430,7 @@ std::string FormatTable(const ReplayResult& r) {
           << Pad(rep.knee ? Grouped(static_cast<double>(rep.knee->capacity_pages)) : "-", 10) << "\n";
     }
   }
+  if (r.policies) out << FormatPoliciesTable(*r.policies);
   return out.str();
 }
 
@@ -509,10 +520,42 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
         << FractionLabel(f) << ": " << Grouped(c) << "</text>\n";
     }
   }
+  // With --policy: one line per policy through its page hit ratio at the
+  // simulated capacities (belady dashed: the offline reference).
+  static const char* kPolicyColors[] = {"#17becf", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+                                        "#7f7f7f", "#2ca02c", "#d62728", "#000000"};
+  std::vector<std::pair<std::string, std::string>> policy_legend;  // name, color
+  if (r.policies && !r.policies->capacities.empty()) {
+    const PolicyReplayResult& pr = *r.policies;
+    const std::size_t nc = pr.capacities.size();
+    for (std::size_t p = 0; p < pr.policies.size(); ++p) {
+      const char* color = kPolicyColors[p % std::size(kPolicyColors)];
+      const bool belady = pr.policies[p] == "belady";
+      s << "<polyline class=\"policy policy-" << pr.policies[p] << "\" fill=\"none\" stroke=\"" << color
+        << "\" stroke-width=\"1.5\"" << (belady ? " stroke-dasharray=\"5 3\"" : "") << " points=\"";
+      for (std::size_t c = 0; c < nc; ++c) {
+        const curve::PolicyRunResult& run = pr.runs[p * nc + c];
+        s << (c ? " " : "") << x_of(static_cast<double>(run.capacity)) << ',' << y_of(run.total.PageHitRatio());
+      }
+      s << "\"/>\n";
+      for (std::size_t c = 0; c < nc; ++c) {
+        const curve::PolicyRunResult& run = pr.runs[p * nc + c];
+        s << "<circle cx=\"" << x_of(static_cast<double>(run.capacity)) << "\" cy=\"" << y_of(run.total.PageHitRatio())
+          << "\" r=\"2.5\" fill=\"" << color << "\"/>\n";
+      }
+      policy_legend.emplace_back(pr.policies[p], color);
+    }
+  }
   // Legend.
-  const double lx = left + 12, ly = top + ph - 50;
-  s << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 14 << "\" width=\"250\" height=\"44\" fill=\"white\" "
-       "stroke=\"#ccc\"/>\n";
+  const double lx = left + 12, ly = top + ph - 50 - 16 * static_cast<double>(policy_legend.size());
+  s << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 14 << "\" width=\"250\" height=\""
+    << 44 + 16 * policy_legend.size() << "\" fill=\"white\" stroke=\"#ccc\"/>\n";
+  for (std::size_t k = 0; k < policy_legend.size(); ++k) {
+    const double y = ly + 32 + 16 * static_cast<double>(k);
+    s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << y - 4 << "\" y2=\"" << y - 4
+      << "\" stroke=\"" << policy_legend[k].second << "\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\""
+      << y << "\">policy " << policy_legend[k].first << " (page hit ratio)</text>\n";
+  }
   s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
     << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << ly
     << "\">page hit ratio</text>\n";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/json_writer.h"
+#include "agent/replay_policies.h"
 #include "curve/report.h"
 #include "curve/tiers.h"
 
@@ -60,6 +61,8 @@ struct ReplayResult {
   // The capacity plan for the page-hit working set at plan_fraction, when bytes are known.
   double plan_fraction = 0.95;
   std::vector<PlanRow> plan;
+  // `--policy`: the eviction policies simulated over the same requests.
+  std::optional<PolicyReplayResult> policies;
 };
 
 std::string FormatJson(const ReplayResult& r);
@@ -86,6 +89,13 @@ std::string FormatTable(const ReplayResult& r);
 // bytes on a second axis when known, the knee and the working sets at `targets`
 // (page-hit fractions) marked.
 std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets);
+
+// Number formatting shared by the tables: fixed digits; 1234567 -> "1,234,567"
+// (non-integers keep one decimal); right- (or left-) padded to a width; 0.95 -> "0.95".
+std::string Fixed(double v, int digits);
+std::string Grouped(double v);
+std::string Pad(const std::string& s, std::size_t width, bool left = false);
+std::string FractionLabel(double f);
 
 // "1.50 GiB", "512 B": binary units, three significant digits.
 std::string HumanBytes(double bytes);

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <utility>
 
+#include "curve/policy.h"
+#include "curve/policy_replay.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::config {
@@ -93,6 +95,19 @@ constexpr ConfigKey kKeys[] = {
      "Kneedle sensitivity S, > 0: larger values wait for a sharper knee."},
     {"curve.knee_window_min_requests", Type::kInt, "100", true,
      "A window with fewer requests than this (>= 0) has no knee."},
+    {"curve.policies", Type::kStringList, "[]", true,
+     "Eviction policies run as live canaries at each of `curve.capacities` over the curve's "
+     "windows: lru, fifo, lfu, s3fifo, sglang, vllm, priority, workload-aware (belady needs the "
+     "future: replay only). At most 64 canaries (policies x capacities)."},
+    {"curve.engine_policy", Type::kString, R"("lru")", true,
+     "The policy the engine itself runs (`vllm` for vLLM, `sglang` for SGLang's radix cache); "
+     "`kvwatch_policy_gain_ratio` compares every canary with it, and it runs as a canary too."},
+    {"curve.decode_tokens_per_second", Type::kNumber, "50", true,
+     "Decode rate, > 0, that gives the sglang and vllm canaries' request lifetimes "
+     "(output tokens / rate)."},
+    {"curve.policy_priorities", Type::kString, R"("")", true,
+     "Retention priorities for the priority canary: `tenant:NAME=P,class:NAME=P` (higher kept "
+     "longer; others 0; classes: first, turn2, turn3-4, turn5-8, turn9+)."},
 
     {"web", Type::kMap, "{}", true, "The HTTP server: `/metrics`, the API and the web page."},
     {"web.listen_address", Type::kString, R"("127.0.0.1")", true,
@@ -894,6 +909,14 @@ class Parser {
     return Status::Ok();
   }
 
+  // "" for a policy that can run live; else what is wrong with the name.
+  static std::string OnlinePolicyProblem(const std::string& name) {
+    auto kind = curve::ParsePolicyName(name);
+    if (!kind.ok()) return kind.error();
+    if (curve::NeedsFuture(kind.value())) return "policy '" + name + "' needs the future: it runs only in replay";
+    return "";
+  }
+
   Status ParseCurve(const Entry& section, CurveSettings* curve) {
     return ForEachKey(section, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
@@ -908,6 +931,23 @@ class Parser {
       if (k == "curve.knee_window_min_requests") {
         return ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),
                        &curve->knee_window_min_requests);
+      }
+      if (k == "curve.policies") {
+        policies_path_ = e.path;
+        return ReadStringList(e, &curve->policies, OnlinePolicyProblem);
+      }
+      if (k == "curve.engine_policy") {
+        if (Status s = ReadString(e, &curve->engine_policy); !s.ok()) return s;
+        const std::string problem = OnlinePolicyProblem(curve->engine_policy);
+        return problem.empty() ? Status::Ok() : Fail(e, problem);
+      }
+      if (k == "curve.decode_tokens_per_second") {
+        return ReadNumber(e, Positive, "> 0", &curve->decode_tokens_per_second);
+      }
+      if (k == "curve.policy_priorities") {
+        if (Status s = ReadString(e, &curve->policy_priorities); !s.ok()) return s;
+        auto rules = curve::ParsePriorityRules(curve->policy_priorities);
+        return rules.ok() ? Status::Ok() : Fail(e, rules.error());
       }
       return Unhandled(e);
     });
@@ -1307,6 +1347,18 @@ class Parser {
                                     "), where curves are not exact; raise engine.max_pages");
       }
     }
+    if (!c->curve.policies.empty()) {
+      if (c->curve.capacities.empty()) {
+        return FailAtPath(policies_path_, "policy canaries run at curve.capacities; give the replica's cache sizes");
+      }
+      std::set<std::string> names(c->curve.policies.begin(), c->curve.policies.end());
+      names.insert(c->curve.engine_policy);
+      if (names.size() * c->curve.capacities.size() > 64) {
+        return FailAtPath(policies_path_, std::to_string(names.size() * c->curve.capacities.size()) +
+                                              " canaries (policies x capacities, with curve.engine_policy); at "
+                                              "most 64");
+      }
+    }
     if (Status s = ResolveAlertWindows(*c); !s.ok()) return s;
     return ResolveModel(*c);
   }
@@ -1361,6 +1413,7 @@ class Parser {
   std::string model_source_;                     // the model key already set, if any
   bool remembered_evictions_set_ = false;
   std::vector<std::pair<std::uint64_t, std::string>> capacity_paths_;  // document order
+  std::string policies_path_ = "curve.policies";
   std::map<std::string, std::string> collector_names_;  // name -> path of its name key
   std::map<std::string, std::string> checkpoints_;      // checkpoint -> path
 };

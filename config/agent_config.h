@@ -140,6 +140,15 @@ struct CurveSettings {
   double knee_sensitivity = 1.0;
   // curve.knee_window_min_requests: below this many requests in a window, no knee.
   std::uint64_t knee_window_min_requests = 100;
+  // curve.policies: eviction policies run as canaries at curve.capacities (names of
+  // curve/policy.h, belady excluded).
+  std::vector<std::string> policies;
+  // curve.engine_policy: the policy the engine runs; the gain gauges compare with it.
+  std::string engine_policy = "lru";
+  // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, > 0.
+  double decode_tokens_per_second = 50;
+  // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
+  std::string policy_priorities;
 
   bool operator==(const CurveSettings&) const = default;
 };

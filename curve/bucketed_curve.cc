@@ -224,107 +224,52 @@ bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
 
 WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds,
                                double coverage_share, bool adjust_references)
-    : bounds_(bounds), coverage_share_(coverage_share), adjust_references_(adjust_references) {
-  for (double d : windows_s) {
-    Ring w;
-    w.duration_s = d;
-    w.ring.assign(kSlicesPerWindow, BucketedCurve(bounds, coverage_share));
-    if (adjust_references) w.expected.assign(kSlicesPerWindow, {0, 0});
-    windows_.push_back(std::move(w));
-  }
-}
-
-std::int64_t WindowedCurves::SliceOf(const Ring& w, double t) {
-  return static_cast<std::int64_t>(std::floor(t / (w.duration_s / kSlicesPerWindow)));
-}
-
-void WindowedCurves::AdvanceRing(Ring* w, std::int64_t slice) {
-  if (slice <= w->newest_slice) return;
-  // Clear the slices that fall out; at most a full ring.
-  const std::int64_t steps = std::min<std::int64_t>(slice - w->newest_slice, kSlicesPerWindow);
-  for (std::int64_t k = 1; k <= steps; ++k) {
-    const std::int64_t s = w->newest_slice + k;
-    const auto index = static_cast<std::size_t>(((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow);
-    w->ring[index].Clear();
-    if (!w->expected.empty()) w->expected[index] = {0, 0};
-  }
-  w->newest_slice = slice;
-}
-
-void WindowedCurves::Advance(double t) {
-  if (!std::isfinite(t)) return;
-  if (!started_) {
-    started_ = true;
-    now_ = t;
-    for (Ring& w : windows_) w.newest_slice = SliceOf(w, t);
-    return;
-  }
-  if (t <= now_) return;
-  now_ = t;
-  for (Ring& w : windows_) AdvanceRing(&w, SliceOf(w, t));
-}
-
-std::int64_t WindowedCurves::SlotOf(const Ring& w, double t) {
-  const std::int64_t s = std::min(SliceOf(w, t), w.newest_slice);
-  if (s <= w.newest_slice - static_cast<std::int64_t>(kSlicesPerWindow)) return -1;
-  return ((s % kSlicesPerWindow) + kSlicesPerWindow) % kSlicesPerWindow;
-}
+    : bounds_(bounds),
+      coverage_share_(coverage_share),
+      windows_(windows_s, BucketedCurve(bounds, coverage_share)),
+      adjust_references_(adjust_references),
+      expected_(adjust_references ? windows_s : std::vector<double>{}, Expected{}) {}
 
 void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t weight) {
-  Advance(t);
-  if (!std::isfinite(t)) t = now_;
-  bool counted_everywhere = true;
-  for (Ring& w : windows_) {
-    const std::int64_t slot = SlotOf(w, t);
-    if (slot < 0) {
-      counted_everywhere = false;
-      continue;
-    }
-    w.ring[static_cast<std::size_t>(slot)].Add(outcome, weight);
-  }
-  if (!counted_everywhere) ++late_requests_;
+  expected_.Advance(t);
+  if (!windows_.Add(t, [&](BucketedCurve& slice) { slice.Add(outcome, weight); })) ++late_requests_;
 }
 
 void WindowedCurves::AddExpected(std::uint64_t refs, std::uint64_t requests, double t) {
   if (!adjust_references_) return;
-  Advance(t);
-  if (!std::isfinite(t)) t = now_;
-  for (Ring& w : windows_) {
-    const std::int64_t slot = SlotOf(w, t);
-    if (slot < 0) continue;
-    w.expected[static_cast<std::size_t>(slot)].first += refs;
-    w.expected[static_cast<std::size_t>(slot)].second += requests;
-  }
+  windows_.Advance(t);
+  expected_.Add(t, [&](Expected& slice) {
+    slice.refs += refs;
+    slice.requests += requests;
+  });
 }
 
 BucketedCurve WindowedCurves::Window(std::size_t i) const {
-  BucketedCurve sum(bounds_, coverage_share_);
-  for (const BucketedCurve& slice : windows_[i].ring) sum.Merge(slice);
+  BucketedCurve sum = windows_.Window(i, BucketedCurve(bounds_, coverage_share_));
   if (adjust_references_) {
-    std::uint64_t refs = 0, requests = 0;
-    for (const auto& [r, q] : windows_[i].expected) {
-      refs += r;
-      requests += q;
-    }
-    sum.AdjustReferences(refs);
-    sum.NormalizeRequests(requests);
+    const Expected e = expected_.Window(i, Expected{});
+    sum.AdjustReferences(e.refs);
+    sum.NormalizeRequests(e.requests);
   }
   return sum;
 }
 
 void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
-  AppendPod<std::uint8_t>(out, started_ ? 1 : 0);
-  AppendPod(out, now_);
+  AppendPod<std::uint8_t>(out, windows_.started() ? 1 : 0);
+  AppendPod(out, windows_.now());
   AppendPod(out, late_requests_);
   AppendPod<std::uint64_t>(out, windows_.size());
-  for (const Ring& w : windows_) {
+  for (const auto& w : windows_.rings()) {
     AppendPod(out, w.duration_s);
     AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
-    // Only with adjust_references, so that other checkpoints keep their format.
-    for (const auto& [refs, requests] : w.expected) {
-      AppendPod(out, refs);
-      AppendPod(out, requests);
+  }
+  // Only with adjust_references, so that other checkpoints keep their format.
+  for (const auto& w : expected_.rings()) {
+    AppendPod(out, w.newest_slice);
+    for (const Expected& e : w.ring) {
+      AppendPod(out, e.refs);
+      AppendPod(out, e.requests);
     }
   }
 }
@@ -332,18 +277,24 @@ void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
 bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
   std::uint8_t started = 0;
   std::uint64_t n = 0;
-  if (!ReadPod(in, &started) || !ReadPod(in, &now_) || !ReadPod(in, &late_requests_) || !ReadPod(in, &n) || n != windows_.size()) {
+  double now = 0;
+  if (!ReadPod(in, &started) || !ReadPod(in, &now) || !ReadPod(in, &late_requests_) || !ReadPod(in, &n) ||
+      n != windows_.size()) {
     return false;
   }
-  started_ = started != 0;
-  for (Ring& w : windows_) {
+  windows_.Restore(started != 0, now);
+  for (auto& w : windows_.rings()) {
     double d = 0;
     if (!ReadPod(in, &d) || d != w.duration_s || !ReadPod(in, &w.newest_slice)) return false;
     for (BucketedCurve& slice : w.ring) {
       if (!slice.Deserialize(in)) return false;
     }
-    for (auto& [refs, requests] : w.expected) {
-      if (!ReadPod(in, &refs) || !ReadPod(in, &requests)) return false;
+  }
+  expected_.Restore(started != 0, now);
+  for (auto& w : expected_.rings()) {
+    if (!ReadPod(in, &w.newest_slice)) return false;
+    for (Expected& e : w.ring) {
+      if (!ReadPod(in, &e.refs) || !ReadPod(in, &e.requests)) return false;
     }
   }
   return true;

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "curve/sliding_windows.h"
 #include "curve/stack_distance.h"
 #include "curve/status.h"
 
@@ -107,7 +108,7 @@ class BucketedCurve {
 
 class WindowedCurves {
  public:
-  static constexpr std::uint32_t kSlicesPerWindow = 60;
+  static constexpr std::uint32_t kSlicesPerWindow = SlidingWindows<BucketedCurve>::kSlicesPerWindow;
 
   // windows_s: window durations in seconds (each > 0). adjust_references: for a
   // sampled engine, also keep per slice the expected weighted page references and
@@ -122,7 +123,10 @@ class WindowedCurves {
   // (late_requests() counts those), and the clock never runs backwards.
   void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
-  void Advance(double t);
+  void Advance(double t) {
+    windows_.Advance(t);
+    expected_.Advance(t);
+  }
   // Counts the expected weighted page references and requests of a request at
   // time t (with adjust_references; every request, sampled or not). No-op otherwise.
   void AddExpected(std::uint64_t refs, std::uint64_t requests, double t);
@@ -130,32 +134,30 @@ class WindowedCurves {
   // The curve of window i at the current clock.
   BucketedCurve Window(std::size_t i) const;
   std::size_t size() const { return windows_.size(); }
-  double window_seconds(std::size_t i) const { return windows_[i].duration_s; }
-  double now() const { return now_; }
+  double window_seconds(std::size_t i) const { return windows_.window_seconds(i); }
+  double now() const { return windows_.now(); }
   std::uint64_t late_requests() const { return late_requests_; }
 
   void Serialize(std::vector<std::uint8_t>* out) const;
   bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
-  struct Ring {
-    double duration_s = 0;
-    std::int64_t newest_slice = 0;   // slice index of now
-    std::vector<BucketedCurve> ring;  // ring[index % kSlicesPerWindow]
-    // Per slice, with adjust_references: expected page references, requests.
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> expected;
-  };
-  static std::int64_t SliceOf(const Ring& w, double t);
-  static void AdvanceRing(Ring* w, std::int64_t slice);
-  // The ring index of time t's slice in w, or -1 when t is older than the ring.
-  static std::int64_t SlotOf(const Ring& w, double t);
-
   const std::vector<std::uint64_t>* bounds_;
   double coverage_share_;
+  SlidingWindows<BucketedCurve> windows_;
+  // With adjust_references: expected page references and requests per slice,
+  // on the same clock as windows_ (both advance together).
+  struct Expected {
+    std::uint64_t refs = 0;
+    std::uint64_t requests = 0;
+    void Clear() { refs = requests = 0; }
+    void Merge(const Expected& o) {
+      refs += o.refs;
+      requests += o.requests;
+    }
+  };
   bool adjust_references_;
-  std::vector<Ring> windows_;
-  double now_ = 0;
-  bool started_ = false;
+  SlidingWindows<Expected> expected_;
   std::uint64_t late_requests_ = 0;
 };
 

@@ -154,9 +154,13 @@ std::uint64_t CurveAccumulator::HitDepthSum(std::uint64_t capacity) const {
 
 std::optional<std::uint64_t> CurveAccumulator::WorkingSetForPageHits(double fraction) const {
   BuildPrefixSums();
-  const std::uint64_t need = CeilCount(fraction * static_cast<double>(unlimited_page_hits_));
-  if (need == 0) return 0;
-  auto it = std::lower_bound(hits_prefix_.begin(), hits_prefix_.end(), need);
+  return CapacityForPageHits(CeilCount(fraction * static_cast<double>(unlimited_page_hits_)));
+}
+
+std::optional<std::uint64_t> CurveAccumulator::CapacityForPageHits(std::uint64_t hits) const {
+  BuildPrefixSums();
+  if (hits == 0) return 0;
+  auto it = std::lower_bound(hits_prefix_.begin(), hits_prefix_.end(), hits);
   if (it == hits_prefix_.end()) return std::nullopt;
   return static_cast<std::uint64_t>(it - hits_prefix_.begin());
 }

@@ -67,6 +67,9 @@ class CurveAccumulator {
   // Smallest C with page_hits(C) >= fraction * unlimited_page_hits; nullopt when
   // not reached within the tracked range (not converged).
   std::optional<std::uint64_t> WorkingSetForPageHits(double fraction) const;
+  // Smallest C with page_hits(C) >= hits; nullopt when not reached within the
+  // tracked range. (How much LRU capacity gives the hits another policy got.)
+  std::optional<std::uint64_t> CapacityForPageHits(std::uint64_t hits) const;
   // Smallest C with request_coverage(C) >= fraction; nullopt when not converged.
   std::optional<std::uint64_t> WorkingSetForCoverage(double fraction) const;
 

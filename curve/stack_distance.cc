@@ -19,12 +19,15 @@ std::uint32_t RoundUpToBlock(std::uint64_t n) {
 
 }  // namespace
 
-std::uint32_t RequestOutcome::Requirement(double share) const {
-  // ceil(s * T), guarded against s * T landing a hair above an integer.
+std::uint32_t RequiredHits(double share, std::uint32_t unlimited_hits) {
   const double exact = share * static_cast<double>(unlimited_hits);
   auto k = static_cast<std::uint64_t>(std::ceil(exact - 1e-9 * std::max(1.0, exact)));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(k, unlimited_hits));
+}
+
+std::uint32_t RequestOutcome::Requirement(double share) const {
+  const std::uint32_t k = RequiredHits(share, unlimited_hits);
   if (k == 0) return 0;
-  k = std::min<std::uint64_t>(k, unlimited_hits);
   const std::uint32_t m = prefix_max[k - 1];
   return m >= kBeyondTracked ? kBeyondTracked : m + 1;
 }

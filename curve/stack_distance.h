@@ -62,6 +62,12 @@ struct EngineOptions {
   std::uint64_t remembered_evictions = 0;
 };
 
+// k = ceil(share * unlimited_hits), capped at unlimited_hits: the prefix hits a
+// request must keep to count as covered at coverage share `share`
+// (curve-semantics.md section 3). Guarded against share * T landing a hair above
+// an integer.
+std::uint32_t RequiredHits(double share, std::uint32_t unlimited_hits);
+
 // What the engine says about one request. Vectors are indexed by page position.
 struct RequestOutcome {
   // d(p(i)) read in the arrival state; kBeyondTracked or kCold when unknown.

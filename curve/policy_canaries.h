@@ -1,0 +1,87 @@
+// PolicyCanaries: the live agent's eviction-policy canaries. Each listed policy
+// runs at each configured capacity beside the stack-distance engine, fed the same
+// requests, and its page hits and request coverage are kept over the same recent
+// windows as the curve (curve/sliding_windows.h). A canary is the same simulation
+// as `kvwatch replay --policy` (curve/policy_replay.h), so on the same records the
+// live numbers equal the replay's.
+//
+// Request facts: the class is derived from the stream (RequestClassifier, whose
+// memory is bounded: it forgets every chain past kMaxClassifierChains); lifetimes
+// (sglang, vllm) start at the request's own timestamp when it has one, else at
+// the window clock. belady needs the future and is offline only.
+//
+// Thread safety: none; the agent serializes access.
+#ifndef KVWATCH_CURVE_POLICY_CANARIES_H_
+#define KVWATCH_CURVE_POLICY_CANARIES_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "curve/policy.h"
+#include "curve/policy_replay.h"
+#include "curve/request.h"
+#include "curve/sliding_windows.h"
+#include "curve/status.h"
+
+namespace kvwatch::curve {
+
+struct CanaryOptions {
+  std::vector<PolicyKind> policies;
+  std::vector<std::uint64_t> capacities;  // each >= 1
+  TouchOrder touch_order = TouchOrder::kTailFirst;
+  double coverage_share = 1.0;
+  LifetimeOptions lifetime;
+  PriorityRules priorities;
+  std::vector<double> windows_s;
+};
+
+class PolicyCanaries {
+ public:
+  static constexpr std::size_t kMaxClassifierChains = std::size_t{1} << 20;
+
+  // An error names what is wrong (a policy that needs the future, capacity 0).
+  static Result<std::unique_ptr<PolicyCanaries>> Create(const CanaryOptions& options);
+
+  // One request, with its unlimited hits from the agent's engine, at window time t.
+  void Add(const Request& request, std::uint32_t unlimited_hits, double t);
+  // Moves the windows' clock.
+  void Advance(double t) { windows_.Advance(t); }
+
+  const CanaryOptions& options() const { return options_; }
+  // Canary index of (policy i, capacity j) is i * capacities + j.
+  std::size_t size() const { return canaries_.size(); }
+  PolicyKind kind(std::size_t canary) const { return canaries_[canary].kind; }
+  std::uint64_t capacity(std::size_t canary) const { return canaries_[canary].capacity; }
+  // Totals over window w, and since start.
+  PolicyTotals Window(std::size_t canary, std::size_t w) const;
+  const PolicyTotals& Lifetime(std::size_t canary) const { return canaries_[canary].lifetime; }
+  std::size_t MemoryBytes() const;
+
+ private:
+  struct Slice {
+    std::vector<PolicyTotals> totals;  // one per canary
+    void Clear() { std::fill(totals.begin(), totals.end(), PolicyTotals{}); }
+    void Merge(const Slice& o) {
+      for (std::size_t i = 0; i < totals.size(); ++i) totals[i].Merge(o.totals[i]);
+    }
+  };
+  struct Canary {
+    PolicyKind kind;
+    std::uint64_t capacity;
+    std::unique_ptr<PolicyCache> cache;
+    PolicyTotals lifetime;
+  };
+
+  PolicyCanaries(const CanaryOptions& options, std::size_t canaries);
+
+  CanaryOptions options_;
+  std::vector<Canary> canaries_;
+  SlidingWindows<Slice> windows_;
+  RequestClassifier classifier_;
+  std::vector<SimOutcome> outcomes_;  // per canary, for the request being added
+};
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_POLICY_CANARIES_H_

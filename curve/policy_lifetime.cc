@@ -1,0 +1,413 @@
+// The policies that model running requests: sglang (a radix tree whose running
+// paths are locked) and vllm (a block pool whose running blocks are referenced).
+//
+// Lifetimes, common to both: a request runs from its arrival until its end
+// (SimRequest::end_s; an unknown end means it finishes before the next request
+// arrives), and while it runs it holds its prompt pages and output_pages more for
+// its generated tokens. Before each arrival at time t, every running request with
+// an end at or before t finishes, in order of end (then arrival). The trace cannot
+// say which later request would reuse generated tokens, so generated pages take
+// capacity but are never hit. A request with no arrival time (a trace without
+// timestamps) first finishes every running request.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <vector>
+
+#include "curve/page_map.h"
+#include "curve/policy.h"
+#include "curve/policy_internal.h"
+
+namespace kvwatch::curve::policy_internal {
+
+namespace {
+
+constexpr std::uint32_t kNil = 0xffffffffu;
+
+// Running requests: what each holds, by arrival order, and when each ends.
+class RunningSet {
+ public:
+  struct Running {
+    double end = 0;
+    std::vector<std::uint32_t> slots;  // held pages, prefix order, generated pages last
+  };
+
+  // Adds a request that arrived now; returns its record.
+  Running& Start(double end) {
+    const std::uint64_t order = next_order_++;
+    Running& r = running_[order];
+    r.end = end;
+    r.slots.clear();
+    ends_.push(End{end, order});
+    return r;
+  }
+
+  // Calls release(running) for every request that ends at or before t (all of
+  // them when t is NaN), in order of end, and forgets them.
+  template <typename Release>
+  void FinishUpTo(double t, Release&& release) {
+    while (!ends_.empty()) {
+      const End e = ends_.top();
+      if (!std::isnan(t) && e.end > t) break;
+      ends_.pop();
+      auto it = running_.find(e.order);
+      if (it == running_.end()) continue;  // preempted earlier
+      release(it->second);
+      running_.erase(it);
+    }
+  }
+
+  // Releases and forgets the most recently started request; false when none runs.
+  template <typename Release>
+  bool PreemptNewest(Release&& release) {
+    if (running_.empty()) return false;
+    auto it = std::prev(running_.end());
+    release(it->second);
+    running_.erase(it);
+    return true;
+  }
+
+  std::size_t size() const { return running_.size(); }
+  std::size_t MemoryBytes() const {
+    std::size_t bytes = ends_.size() * sizeof(End);
+    for (const auto& [order, r] : running_) bytes += sizeof(r) + r.slots.capacity() * sizeof(std::uint32_t) + 48;
+    return bytes;
+  }
+
+ private:
+  struct End {
+    double end;
+    std::uint64_t order;
+    bool operator>(const End& o) const { return end != o.end ? end > o.end : order > o.order; }
+  };
+  std::map<std::uint64_t, Running> running_;
+  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
+  std::uint64_t next_order_ = 0;
+};
+
+double EndOf(const SimRequest& r) {
+  // An unknown end finishes before the next arrival: -inf is at or before any time.
+  if (std::isnan(r.end_s) || std::isnan(r.arrival_s)) return -std::numeric_limits<double>::infinity();
+  return r.end_s;
+}
+
+// ---------------------------------------------------------------------------
+// SglangCache: SGLang's RadixCache (python/sglang/srt/mem_cache/radix_cache.py),
+// one node per page. A page's parent is the page before it in the request that
+// admitted it (page ids are prefix-chained, so that is the same in every request).
+// Only leaves (nodes with no resident child) are evictable, the least recently used
+// leaf first, and a node locked by a running request (lock_ref > 0) is not
+// evictable. A request locks every one of its resident pages on arrival and the
+// pages it admits; when it finishes, its whole path, generated pages included (as
+// SGLang's cache_finished_req inserts them), is marked used at that moment in the
+// touch order and unlocked. When every other page is locked, the pages that do not
+// fit are not admitted and the request counts as preempted (SGLang would hold it
+// back in the queue).
+class SglangCache final : public PolicyCache {
+ public:
+  explicit SglangCache(const PolicyOptions& options) : options_(options) {}
+
+  SimOutcome Process(const SimRequest& request) override {
+    running_.FinishUpTo(request.arrival_s, [&](RunningSet::Running& r) { Finish(r); });
+    SimOutcome out;
+    out.hits = LeadingResident(request.pages, [&](PageId p) { return map_.Find(p) != nullptr; });
+    RunningSet::Running& run = running_.Start(EndOf(request));
+    std::uint64_t missing = 0;
+    for (PageId p : request.pages) {
+      if (std::uint32_t* s = map_.Find(p)) {
+        ++nodes_[*s].lock;
+        run.slots.push_back(*s);
+      } else {
+        ++missing;
+      }
+    }
+    const std::uint64_t need = missing + request.output_pages;
+    while (options_.capacity - live_ < need && EvictOne()) {
+    }
+    std::uint32_t parent = kNil;
+    bool full = false;
+    for (PageId p : request.pages) {
+      if (std::uint32_t* s = map_.Find(p)) {
+        parent = *s;
+        continue;
+      }
+      if (full || live_ >= options_.capacity) {
+        full = true;
+        break;
+      }
+      parent = NewNode(p, false, parent);
+      map_.Insert(p, parent);
+      run.slots.push_back(parent);
+    }
+    for (std::uint32_t k = 0; k < request.output_pages && !full; ++k) {
+      if (live_ >= options_.capacity) {
+        full = true;
+        break;
+      }
+      parent = NewNode(0, true, parent);
+      run.slots.push_back(parent);
+    }
+    out.preempted = full;
+    return out;
+  }
+
+  std::uint64_t resident() const override { return live_; }
+  std::size_t MemoryBytes() const override {
+    return map_.MemoryBytes() + nodes_.capacity() * sizeof(Node) + heap_.capacity() * sizeof(Leaf) +
+           running_.MemoryBytes();
+  }
+
+ private:
+  struct Node {
+    PageId page = 0;
+    std::uint64_t last = 0;
+    std::uint32_t parent = kNil;
+    std::uint32_t children = 0;
+    std::uint32_t lock = 0;
+    bool anonymous = false;
+    bool live = false;
+  };
+  struct Leaf {
+    std::uint64_t last;
+    std::uint32_t slot;
+    bool operator>(const Leaf& o) const { return last > o.last; }
+  };
+
+  std::uint32_t NewNode(PageId page, bool anonymous, std::uint32_t parent) {
+    std::uint32_t index;
+    if (free_.empty()) {
+      index = static_cast<std::uint32_t>(nodes_.size());
+      nodes_.emplace_back();
+    } else {
+      index = free_.back();
+      free_.pop_back();
+    }
+    Node& n = nodes_[index];
+    n = Node{};
+    n.page = page;
+    n.anonymous = anonymous;
+    n.parent = parent;
+    n.lock = 1;
+    n.live = true;
+    n.last = ++seq_;
+    if (parent != kNil) ++nodes_[parent].children;
+    ++live_;
+    return index;
+  }
+
+  bool Evictable(const Node& n) const { return n.live && n.children == 0 && n.lock == 0; }
+
+  void PushIfEvictable(std::uint32_t slot) {
+    const Node& n = nodes_[slot];
+    if (!Evictable(n)) return;
+    heap_.push_back(Leaf{n.last, slot});
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<Leaf>());
+  }
+
+  bool EvictOne() {
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<Leaf>());
+      const Leaf leaf = heap_.back();
+      heap_.pop_back();
+      Node& n = nodes_[leaf.slot];
+      if (!Evictable(n) || n.last != leaf.last) continue;  // stale
+      if (!n.anonymous) map_.Erase(n.page);
+      n.live = false;
+      free_.push_back(leaf.slot);
+      --live_;
+      if (n.parent != kNil) {
+        --nodes_[n.parent].children;
+        PushIfEvictable(n.parent);
+      }
+      return true;
+    }
+    return false;
+  }
+
+  void Finish(RunningSet::Running& r) {
+    ForEachInTouchOrder(r.slots.size(), options_.touch_order, [&](std::size_t i) {
+      Node& n = nodes_[r.slots[i]];
+      n.last = ++seq_;
+    });
+    for (std::uint32_t slot : r.slots) --nodes_[slot].lock;
+    for (std::uint32_t slot : r.slots) PushIfEvictable(slot);
+    if (heap_.size() > 4 * static_cast<std::size_t>(live_) + 1024) {
+      std::vector<Leaf> kept;
+      for (const Leaf& leaf : heap_) {
+        const Node& n = nodes_[leaf.slot];
+        if (Evictable(n) && n.last == leaf.last) kept.push_back(leaf);
+      }
+      heap_ = std::move(kept);
+      std::make_heap(heap_.begin(), heap_.end(), std::greater<Leaf>());
+    }
+  }
+
+  PolicyOptions options_;
+  PageMap map_;
+  std::vector<Node> nodes_;
+  std::vector<std::uint32_t> free_;
+  std::vector<Leaf> heap_;  // candidate leaves, lazily validated
+  std::uint64_t live_ = 0;
+  std::uint64_t seq_ = 0;
+  RunningSet running_;
+};
+
+// ---------------------------------------------------------------------------
+// VllmCache: vLLM V1's block pool (vllm/v1/core/block_pool.py and
+// kv_cache_manager.py). C blocks; a block is cached while it keeps its page id
+// (in the hash map), whether a running request references it or it waits in the
+// free queue. On arrival a request's cached pages are referenced (ref_cnt + 1, out
+// of the free queue); each page it lacks and each generated page takes a block
+// from the free queue's head (never-used blocks first), evicting the cached page
+// that block held. When a request finishes its blocks are released in reverse
+// order, deepest (generated) first, and those whose ref_cnt drops to 0 are
+// appended to the queue's tail: eviction takes the least recently released block.
+// Preemption: when the free blocks do not cover what an arriving request needs,
+// running requests are preempted newest first (V1's scheduler pops its running
+// list), their blocks released the same way, each counted; if the request still
+// does not fit, it takes what is free and counts as preempted itself. A preempted
+// request is not run again. The touch order does not apply: release order is
+// vLLM's.
+class VllmCache final : public PolicyCache {
+ public:
+  explicit VllmCache(const PolicyOptions& options) : options_(options) {}
+
+  SimOutcome Process(const SimRequest& request) override {
+    running_.FinishUpTo(request.arrival_s, [&](RunningSet::Running& r) { Release(r); });
+    SimOutcome out;
+    out.hits = LeadingResident(request.pages, [&](PageId p) { return map_.Find(p) != nullptr; });
+    // The request's cached pages first leave the free queue, so that nothing it
+    // frees below can evict them.
+    held_.assign(request.pages.size(), kNil);
+    std::uint64_t missing = 0;
+    for (std::size_t i = 0; i < request.pages.size(); ++i) {
+      if (std::uint32_t* s = map_.Find(request.pages[i])) {
+        held_[i] = *s;
+        Reference(*s);
+      } else {
+        ++missing;
+      }
+    }
+    // Duplicated missing pages take one block; counting them twice only preempts
+    // a little early in a case real engines do not produce.
+    const std::uint64_t need = missing + request.output_pages;
+    while (FreeBlocks() < need &&
+           running_.PreemptNewest([&](RunningSet::Running& r) { Release(r); })) {
+      ++out.preempted_running;
+    }
+    out.preempted = FreeBlocks() < need;
+    RunningSet::Running& run = running_.Start(EndOf(request));
+    for (std::size_t i = 0; i < request.pages.size(); ++i) {
+      if (held_[i] != kNil) {
+        run.slots.push_back(held_[i]);
+        continue;
+      }
+      const PageId p = request.pages[i];
+      if (std::uint32_t* s = map_.Find(p)) {  // a page repeated in this request
+        Reference(*s);
+        run.slots.push_back(*s);
+        continue;
+      }
+      if (FreeBlocks() == 0) continue;
+      const std::uint32_t slot = TakeFreeBlock();
+      blocks_[slot].page = p;
+      blocks_[slot].cached = true;
+      map_.Insert(p, slot);
+      run.slots.push_back(slot);
+    }
+    for (std::uint32_t k = 0; k < request.output_pages; ++k) {
+      if (FreeBlocks() == 0) break;
+      run.slots.push_back(TakeFreeBlock());
+    }
+    return out;
+  }
+
+  std::uint64_t resident() const override { return map_.size(); }
+  std::size_t MemoryBytes() const override {
+    return map_.MemoryBytes() + blocks_.capacity() * sizeof(Block) + running_.MemoryBytes();
+  }
+
+ private:
+  struct Block {
+    PageId page = 0;
+    std::uint32_t ref = 0;
+    std::uint32_t prev = kNil;
+    std::uint32_t next = kNil;
+    bool cached = false;
+    bool queued = false;
+  };
+
+  std::uint64_t FreeBlocks() const { return (options_.capacity - blocks_.size()) + queued_; }
+
+  // A block for a new page: a never-used one, else the free queue's head (its
+  // cached page, if any, is evicted). REQUIRES: FreeBlocks() > 0.
+  std::uint32_t TakeFreeBlock() {
+    std::uint32_t slot;
+    if (blocks_.size() < options_.capacity) {
+      slot = static_cast<std::uint32_t>(blocks_.size());
+      blocks_.emplace_back();
+    } else {
+      slot = head_;
+      Dequeue(slot);
+      if (blocks_[slot].cached) map_.Erase(blocks_[slot].page);
+    }
+    Block& b = blocks_[slot];
+    b.cached = false;
+    b.ref = 1;
+    return slot;
+  }
+
+  void Reference(std::uint32_t slot) {
+    Block& b = blocks_[slot];
+    if (b.ref++ == 0) Dequeue(slot);
+  }
+
+  void Release(RunningSet::Running& r) {
+    for (std::size_t i = r.slots.size(); i-- > 0;) {
+      const std::uint32_t slot = r.slots[i];
+      if (--blocks_[slot].ref == 0) Enqueue(slot);
+    }
+  }
+
+  void Enqueue(std::uint32_t slot) {
+    Block& b = blocks_[slot];
+    b.prev = tail_;
+    b.next = kNil;
+    b.queued = true;
+    if (tail_ != kNil) blocks_[tail_].next = slot; else head_ = slot;
+    tail_ = slot;
+    ++queued_;
+  }
+
+  void Dequeue(std::uint32_t slot) {
+    Block& b = blocks_[slot];
+    if (b.prev != kNil) blocks_[b.prev].next = b.next; else head_ = b.next;
+    if (b.next != kNil) blocks_[b.next].prev = b.prev; else tail_ = b.prev;
+    b.prev = b.next = kNil;
+    b.queued = false;
+    --queued_;
+  }
+
+  PolicyOptions options_;
+  PageMap map_;
+  std::vector<Block> blocks_;
+  std::uint32_t head_ = kNil;
+  std::uint32_t tail_ = kNil;
+  std::uint64_t queued_ = 0;
+  RunningSet running_;
+  std::vector<std::uint32_t> held_;  // per page position: its cached block, or kNil
+};
+
+}  // namespace
+
+std::unique_ptr<PolicyCache> MakeSglangCache(const PolicyOptions& options) {
+  return std::make_unique<SglangCache>(options);
+}
+
+std::unique_ptr<PolicyCache> MakeVllmCache(const PolicyOptions& options) {
+  return std::make_unique<VllmCache>(options);
+}
+
+}  // namespace kvwatch::curve::policy_internal
