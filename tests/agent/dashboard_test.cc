@@ -10,7 +10,7 @@
 // rate/increase); the checker itself is shown to catch each kind of mistake.
 //
 // Live: a real `kvwatch agent` (synthetic replica at 200 requests/s, capacities
-// 1000 and 2000 pages, a model for bytes, and a trace file with a bad line so
+// 1000 and 2000 pages with sglang and s3fifo canaries, a model for bytes, and a trace file with a bad line so
 // that collector errors exist) is scraped every second by a real Prometheus
 // that also evaluates the rules (every group every second) and one
 // always-firing test alert (so that ALERTS has a series). Once a few scrapes
@@ -92,7 +92,8 @@ TEST(DashboardStructureTest, ShippedDashboardPassesEveryCheck) {
         "kvwatch_working_set_bytes", "kvwatch_knee_pages", "kvwatch_engine_evicted_blocks_total",
         "kvwatch_engine_preemptions_total", "kvwatch_engine_rejected_requests_total",
         "kvwatch_engine_prefix_cache_hit_ratio", "kvwatch_page_hit_ratio", "ALERTS", "kvwatch_alert_state",
-        "kvwatch_collector_up", "kvwatch_collector_errors_total"}) {
+        "kvwatch_collector_up", "kvwatch_collector_errors_total", "kvwatch_policy_page_hit_ratio",
+        "kvwatch_policy_request_coverage_ratio", "kvwatch_policy_gain_ratio"}) {
     EXPECT_NE(all.find(needed), std::string::npos) << "no panel queries " << needed;
   }
   EXPECT_GE(check.queries.size(), 30u);
@@ -278,7 +279,7 @@ class DashboardLiveTest : public ::testing::Test {
     WriteFile(bad, "this is not json\n");
     const std::string config =
         "replica: dashboard-test\nmodel: llama-3-70b\n"
-        "curve:\n  capacities: [1000, 2000]\n"
+        "curve:\n  capacities: [1000, 2000]\n  policies: [sglang, s3fifo]\n"
         "web:\n  port: 0\n"
         "collectors:\n  synth: {rate: 200}\n  trace_files:\n" +
         TraceFileCollectorYaml("bad-input", bad);

@@ -507,6 +507,10 @@ curve:
   capacities: [400000, 120000]
   knee_sensitivity: 1.5
   knee_window_min_requests: 500
+  policies: [sglang, priority, workload-aware]
+  engine_policy: vllm
+  decode_tokens_per_second: 30
+  policy_priorities: "tenant:gold=2,class:turn2=1"
 
 web:
   listen_address: 0.0.0.0
@@ -622,6 +626,10 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.curve.capacities, (std::vector<std::uint64_t>{120000, 400000}));
   EXPECT_EQ(c.curve.knee_sensitivity, 1.5);
   EXPECT_EQ(c.curve.knee_window_min_requests, 500u);
+  EXPECT_EQ(c.curve.policies, (std::vector<std::string>{"sglang", "priority", "workload-aware"}));
+  EXPECT_EQ(c.curve.engine_policy, "vllm");
+  EXPECT_EQ(c.curve.decode_tokens_per_second, 30);
+  EXPECT_EQ(c.curve.policy_priorities, "tenant:gold=2,class:turn2=1");
 
   EXPECT_EQ(c.web.listen_address, "0.0.0.0");
   EXPECT_EQ(c.web.port, 18477);
