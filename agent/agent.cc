@@ -157,7 +157,7 @@ void Agent::OnRequest(const curve::Request& request) {
     // simulate every page, still see it.
     if (outcome_.size() == 0) {
       windows_->Advance(t);
-      if (canaries_) canaries_->Add(request, SampledUnlimitedHits(request), t);
+      if (canaries_) canaries_->Add(request, SampledUnlimitedHits(), t);
       last_record_time_ = windows_->now();
       last_record_wall_ = wall;
       return;
@@ -180,19 +180,25 @@ void Agent::OnRequest(const curve::Request& request) {
   const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
   if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
   windows_->Add(outcome_, t, weight);
-  if (canaries_) canaries_->Add(request, sampled_ ? SampledUnlimitedHits(request) : outcome_.unlimited_hits, t);
+  if (canaries_) canaries_->Add(request, sampled_ ? SampledUnlimitedHits() : outcome_.unlimited_hits, t);
   last_record_time_ = windows_->now();
   last_record_wall_ = wall;
 }
 
-std::uint32_t Agent::SampledUnlimitedHits(const curve::Request& request) const {
-  // outcome_ holds the request's sampled pages in order: the first cold one ends
-  // the reusable prefix; without one, every page may be reusable.
+std::uint32_t Agent::SampledUnlimitedHits() const {
+  // outcome_ holds the request's sampled pages in order. T is at least L, just
+  // past the last reusable sampled page before the first cold one (0 without
+  // one). L, the lower bound, is the estimate: on the Mooncake conversation
+  // trace it gave the canaries' request coverage an error of 0.15 at rate 0.1,
+  // against 0.39 for the midpoint with the first cold sampled page and 0.94 for
+  // that page itself (tests/agent/sampled_agent_test.cc).
   const std::vector<std::uint32_t>& positions = sampled_->sampled_positions();
+  std::uint32_t lower = 0;
   for (std::size_t k = 0; k < outcome_.size() && k < positions.size(); ++k) {
-    if (outcome_.distance[k] == curve::kCold) return positions[k];
+    if (outcome_.distance[k] == curve::kCold) break;
+    lower = positions[k] + 1;
   }
-  return static_cast<std::uint32_t>(request.pages.size());
+  return lower;
 }
 
 double Agent::ClockNow(double wall_now_s) const {

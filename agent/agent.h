@@ -130,8 +130,8 @@ class Agent : public collectors::RequestSink {
   bool sampled() const { return sampled_ != nullptr; }
   // Sampled mode: the request's unlimited hits T (pages before its first cold
   // page) estimated from its sampled pages in outcome_, for the policy canaries'
-  // request coverage: the position of the first cold sampled page, else all pages.
-  std::uint32_t SampledUnlimitedHits(const curve::Request& request) const;
+  // request coverage: a lower bound (see the definition for why).
+  std::uint32_t SampledUnlimitedHits() const;
   // Exported counts: weighted counts over the weight unit when sampled.
   double Count(std::uint64_t weighted) const;
   // The lifetime curve, SHARDS-adj corrected when sampled. REQUIRES: mu_ held.
