@@ -69,7 +69,7 @@ constexpr ConfigKey kKeys[] = {
     {"engine.sample_rate", Type::kNumber, "1.0", true,
      "Spatial sampling rate in (0, 1] (SHARDS): only pages whose hashed id falls in this share "
      "go through the engine, whose distances and counts are scaled back by 1 / rate (with the "
-     "SHARDS-adj correction on the lifetime curve). 1 is exact. Memory shrinks by about the rate."},
+     "SHARDS-adj correction). 1 is exact. Memory shrinks by about the rate."},
     {"engine.sample_max_pages", Type::kInt, "0", true,
      "Fixed-size sampling: when > 0, the rate adapts down from `engine.sample_rate` so that at "
      "most this many sampled pages are kept (SHARDS fixed-size); memory then stays flat however "
