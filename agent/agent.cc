@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "agent/json_writer.h"
@@ -73,7 +74,27 @@ curve::Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   return agent;
 }
 
-Agent::Agent(AgentOptions options) : options_(std::move(options)), engine_(options_.engine) {}
+Agent::Agent(AgentOptions options) : options_(std::move(options)), engine_(options_.engine) {
+  if (options_.sample_rate < 1.0 || options_.sample_max_pages > 0) {
+    sampled_ = std::make_unique<curve::SampledEngine>(options_.engine, options_.sample_rate, options_.sample_max_pages);
+  }
+}
+
+double Agent::Count(std::uint64_t weighted) const {
+  return sampled_ ? static_cast<double>(weighted) / static_cast<double>(curve::SampledEngine::kWeightUnit)
+                  : static_cast<double>(weighted);
+}
+
+curve::BucketedCurve Agent::LifetimeCurve() const {
+  curve::BucketedCurve c = lifetime_;
+  // SHARDS-adj: every page reference, sampled or not, stands for kWeightUnit;
+  // and so does every request.
+  if (sampled_) {
+    c.AdjustReferences(all_page_refs_ * curve::SampledEngine::kWeightUnit);
+    c.NormalizeRequests(all_requests_ * curve::SampledEngine::kWeightUnit);
+  }
+  return c;
+}
 
 Agent::~Agent() {
   if (http_) http_->Stop();
@@ -91,7 +112,7 @@ curve::Status Agent::Init() {
   lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
   std::vector<double> seconds;
   for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
-  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share);
+  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
     co.windows_s = seconds;
@@ -121,21 +142,63 @@ curve::Status Agent::Init() {
 
 void Agent::OnRequest(const curve::Request& request) {
   // Called from a collector's Poll, with mu_ held by the loop.
-  engine_.Process(request.pages, &outcome_);
-  lifetime_.Add(outcome_);
+  const double wall = WallNow();
+  const double t = request.has_timestamp() ? request.timestamp_s : ClockNow(wall);
+  std::uint64_t weight = 1;
+  if (sampled_) {
+    all_page_refs_ += request.pages.size();
+    ++all_requests_;
+    windows_->AddExpected(request.pages.size() * curve::SampledEngine::kWeightUnit, curve::SampledEngine::kWeightUnit,
+                          t);
+    sampled_->Process(request.pages, &outcome_);
+    weight = sampled_->weight();
+    // A request with no sampled page says nothing about its requirement (as in
+    // replay); it still moves the window clock, and the policy canaries, which
+    // simulate every page, still see it.
+    if (outcome_.size() == 0) {
+      windows_->Advance(t);
+      if (canaries_) canaries_->Add(request, SampledUnlimitedHits(), t);
+      last_record_time_ = windows_->now();
+      last_record_wall_ = wall;
+      return;
+    }
+  } else {
+    engine_.Process(request.pages, &outcome_);
+  }
+  lifetime_.Add(outcome_, weight);
+  // The _sum of the histograms: in sampled mode, in full-stream units.
+  const double unit = sampled_ ? static_cast<double>(curve::SampledEngine::kWeightUnit) : 1.0;
+  auto add_sum = [&](std::uint64_t* sum, std::uint32_t c) {
+    *sum += sampled_ ? static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * static_cast<double>(weight) / unit))
+                     : c;
+  };
   for (std::size_t i = 0; i < outcome_.size(); ++i) {
     const std::uint32_t c = outcome_.hit_capacity(i);
     if (c == 0 || c > options_.engine.max_pages) break;
-    hit_capacity_sum_ += c;
+    add_sum(&hit_capacity_sum_, c);
   }
   const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
-  if (r != curve::kBeyondTracked) required_capacity_sum_ += r;
-  const double wall = WallNow();
-  const double t = request.has_timestamp() ? request.timestamp_s : ClockNow(wall);
-  windows_->Add(outcome_, t);
-  if (canaries_) canaries_->Add(request, outcome_.unlimited_hits, t);
+  if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
+  windows_->Add(outcome_, t, weight);
+  if (canaries_) canaries_->Add(request, sampled_ ? SampledUnlimitedHits() : outcome_.unlimited_hits, t);
   last_record_time_ = windows_->now();
   last_record_wall_ = wall;
+}
+
+std::uint32_t Agent::SampledUnlimitedHits() const {
+  // outcome_ holds the request's sampled pages in order. T is at least L, just
+  // past the last reusable sampled page before the first cold one (0 without
+  // one). L, the lower bound, is the estimate: on the Mooncake conversation
+  // trace it gave the canaries' request coverage an error of 0.15 at rate 0.1,
+  // against 0.39 for the midpoint with the first cold sampled page and 0.94 for
+  // that page itself (tests/agent/sampled_agent_test.cc).
+  const std::vector<std::uint32_t>& positions = sampled_->sampled_positions();
+  std::uint32_t lower = 0;
+  for (std::size_t k = 0; k < outcome_.size() && k < positions.size(); ++k) {
+    if (outcome_.distance[k] == curve::kCold) break;
+    lower = positions[k] + 1;
+  }
+  return lower;
 }
 
 double Agent::ClockNow(double wall_now_s) const {
@@ -226,6 +289,11 @@ std::string Agent::ConfigFingerprint() const {
     << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back()
     << " windows=";
   for (const WindowSpec& w : options_.windows) f << w.seconds << ",";
+  // Only when sampled, so exact-mode state files stay as they were.
+  if (sampled_) {
+    f << " sample_rate=" << std::setprecision(17) << options_.sample_rate
+      << " sample_max_pages=" << options_.sample_max_pages;
+  }
   return f.str();
 }
 
@@ -238,7 +306,7 @@ curve::Status Agent::SaveState() {
     const std::string fp = ConfigFingerprint();
     curve::AppendPod<std::uint64_t>(&bytes, fp.size());
     bytes.insert(bytes.end(), fp.begin(), fp.end());
-    const std::vector<std::uint8_t> engine = engine_.Serialize();
+    const std::vector<std::uint8_t> engine = sampled_ ? sampled_->Serialize() : engine_.Serialize();
     curve::AppendPod<std::uint64_t>(&bytes, engine.size());
     bytes.insert(bytes.end(), engine.begin(), engine.end());
     lifetime_.Serialize(&bytes);
@@ -247,6 +315,10 @@ curve::Status Agent::SaveState() {
     windows_->Serialize(&bytes);
     curve::AppendPod(&bytes, last_record_time_);
     curve::AppendPod(&bytes, last_record_wall_);
+    if (sampled_) {
+      curve::AppendPod(&bytes, all_page_refs_);
+      curve::AppendPod(&bytes, all_requests_);
+    }
   }
   curve::Status s = WriteFileAtomically(options_.state_path, bytes);
   if (!s.ok()) {
@@ -276,10 +348,12 @@ void Agent::LoadState() {
     Log("state " + options_.state_path + " not restored (" + why + "); set aside as " + aside);
     state_restore_result_ = "rejected";
     engine_.Clear();
+    if (sampled_) sampled_->Clear();
+    all_page_refs_ = all_requests_ = 0;
     lifetime_.Clear();
     std::vector<double> seconds;
     for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
-    windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share);
+    windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
     hit_capacity_sum_ = required_capacity_sum_ = 0;
     last_record_time_ = -1;
   };
@@ -295,16 +369,20 @@ void Agent::LoadState() {
   const std::string fp(reinterpret_cast<const char*>(in.data()), n);
   in = in.subspan(n);
   if (fp != ConfigFingerprint()) return reject("saved with other settings: " + fp);
-  if (!curve::ReadPod(&in, &n) || n > in.size() || !engine_.Deserialize(in.subspan(0, n))) return reject("engine state");
+  if (!curve::ReadPod(&in, &n) || n > in.size() ||
+      !(sampled_ ? sampled_->Deserialize(in.subspan(0, n)) : engine_.Deserialize(in.subspan(0, n)))) {
+    return reject("engine state");
+  }
   in = in.subspan(n);
   if (!lifetime_.Deserialize(&in) || !curve::ReadPod(&in, &hit_capacity_sum_) || !curve::ReadPod(&in, &required_capacity_sum_) ||
       !windows_->Deserialize(&in) || !curve::ReadPod(&in, &last_record_time_) || !curve::ReadPod(&in, &last_record_wall_) ||
+      (sampled_ && (!curve::ReadPod(&in, &all_page_refs_) || !curve::ReadPod(&in, &all_requests_))) ||
       !in.empty()) {
     return reject("curves");
   }
   state_restore_result_ = "restored";
-  Log("state restored from " + options_.state_path + ": " + std::to_string(lifetime_.requests()) + " requests, " +
-      std::to_string(engine_.tracked_pages()) + " tracked pages");
+  Log("state restored from " + options_.state_path + ": " + std::to_string(sampled_ ? all_requests_ : lifetime_.requests()) + " requests, " +
+      std::to_string(engine().tracked_pages()) + " tracked pages");
 }
 
 // --- Exposition -----------------------------------------------------------------------
@@ -317,7 +395,23 @@ curve::CurveReport Agent::WindowReport(std::size_t i) const {
   ro.page_tokens = options_.page_tokens;
   ro.bytes_per_token = options_.bytes_per_token;
   ro.knee_sensitivity = options_.knee_sensitivity;
-  return curve::BuildBucketedReport(windows_->Window(i), ro, options_.knee_min_requests);
+  if (!sampled_) return curve::BuildBucketedReport(windows_->Window(i), ro, options_.knee_min_requests);
+  // Sampled: counts are weighted; divide them back to full-stream estimates.
+  const std::uint64_t unit = curve::SampledEngine::kWeightUnit;
+  curve::CurveReport r = curve::BuildBucketedReport(windows_->Window(i), ro, options_.knee_min_requests * unit);
+  const double inv = 1.0 / static_cast<double>(unit);
+  r.requests = static_cast<std::uint64_t>(std::llround(static_cast<double>(r.requests) * inv));
+  r.page_refs *= inv;
+  r.unlimited_page_hits *= inv;
+  r.cold_misses *= inv;
+  r.beyond_tracked *= inv;
+  for (auto* points : {&r.points, &r.plot}) {
+    for (curve::CurvePoint& p : *points) {
+      p.page_hits *= inv;
+      p.reused_tokens *= inv;
+    }
+  }
+  return r;
 }
 
 // The canaries' gauges: series = canaries (policies x capacities) x windows per
@@ -368,14 +462,18 @@ std::string Agent::RenderMetrics() {
 
   // Lifetime histograms: cumulative over the agent's life (and restored across
   // restarts), so Prometheus computes any window with increase().
+  const curve::BucketedCurve lifetime = LifetimeCurve();
+  // Histogram counts are integers: full-stream estimates are rounded when sampled.
+  auto whole = [this](std::uint64_t weighted) { return static_cast<std::uint64_t>(std::llround(Count(weighted))); };
   std::vector<std::pair<double, std::uint64_t>> hit_buckets, req_buckets;
-  std::uint64_t hits = 0, covered = 0;
+  std::uint64_t hit_sum = 0, covered_sum = 0;
   for (std::size_t j = 0; j < bounds_.size(); ++j) {
-    hits += lifetime_.hits()[j];
-    covered += lifetime_.required()[j];
-    hit_buckets.emplace_back(static_cast<double>(bounds_[j]), hits);
-    req_buckets.emplace_back(static_cast<double>(bounds_[j]), covered);
+    hit_sum += lifetime.hits()[j];
+    covered_sum += lifetime.required()[j];
+    hit_buckets.emplace_back(static_cast<double>(bounds_[j]), whole(hit_sum));
+    req_buckets.emplace_back(static_cast<double>(bounds_[j]), whole(covered_sum));
   }
+  const std::uint64_t hits = whole(hit_sum);
   m.Histogram("kvwatch_page_hit_capacity_pages",
               "Page references that hit at some tracked capacity, observed at the smallest capacity in pages "
               "where they hit (prefix rule, LRU): bucket le=X counts the page hits of a cache of X pages.",
@@ -383,25 +481,30 @@ std::string Agent::RenderMetrics() {
   m.Histogram("kvwatch_request_required_capacity_pages",
               "Each request's required capacity in pages to keep its share of unlimited page hits; requests "
               "beyond the tracked range count only in +Inf. bucket le=X over _count is request coverage at X.",
-              req_buckets, lifetime_.requests(), static_cast<double>(required_capacity_sum_));
-  m.Counter("kvwatch_requests_total", "Requests processed by the curve engine.",
-            static_cast<double>(lifetime_.requests()));
+              req_buckets, whole(lifetime.requests()), static_cast<double>(required_capacity_sum_));
+  m.Counter("kvwatch_requests_total", "Requests processed by the curve engine (estimated when sampled).",
+            Count(lifetime.requests()));
   m.Counter("kvwatch_page_references_total", "Page references processed by the curve engine.",
-            static_cast<double>(lifetime_.page_refs()));
+            Count(lifetime.page_refs()));
   m.Counter("kvwatch_page_cold_misses_total", "Page references to pages never referenced before.",
-            static_cast<double>(lifetime_.cold_misses()));
+            Count(lifetime.cold_misses()));
   m.Counter("kvwatch_page_beyond_tracked_total",
             "Page references to pages evicted from tracking (distance beyond the tracked range).",
-            static_cast<double>(lifetime_.beyond_tracked()));
+            Count(lifetime.beyond_tracked()));
   m.Counter("kvwatch_reused_tokens_unlimited_total",
             "Tokens of page references that would hit in an unlimited cache (page hits times tokens per page).",
-            static_cast<double>(lifetime_.unlimited_page_hits() * options_.page_tokens));
-  m.Gauge("kvwatch_tracked_pages", "Distinct pages the curve engine tracks now.",
-          static_cast<double>(engine_.tracked_pages()));
+            Count(lifetime.unlimited_page_hits()) * static_cast<double>(options_.page_tokens));
+  m.Gauge("kvwatch_tracked_pages",
+          "Distinct pages the curve engine tracks now (when sampled: sampled pages in the engine).",
+          static_cast<double>(engine().tracked_pages()));
+  m.Gauge("kvwatch_engine_sample_rate",
+          "The curve engine's effective spatial sampling rate: 1 when exact; engine.sample_rate, or lower once "
+          "engine.sample_max_pages made it adapt.",
+          sampled_ ? sampled_->rate() : 1.0);
   m.Gauge("kvwatch_tracked_pages_limit", "The most distinct pages the curve engine tracks (engine.max_pages).",
           static_cast<double>(options_.engine.max_pages));
   m.Gauge("kvwatch_engine_memory_bytes", "Bytes held by the curve engine's data structures.",
-          static_cast<double>(engine_.MemoryBytes()));
+          static_cast<double>(sampled_ ? sampled_->MemoryBytes() : engine_.MemoryBytes()));
   m.Counter("kvwatch_window_late_requests_total",
             "Requests whose timestamp was older than a window's oldest slice (not counted in that window).",
             static_cast<double>(windows_->late_requests()));
@@ -533,7 +636,7 @@ std::string Agent::RenderCurveJson(const std::string& window) {
     context.window_seconds = options_.windows[i].seconds;
     context.replica = options_.replica;
     context.capacities = options_.capacities;
-    context.tracked_pages = engine_.tracked_pages();
+    context.tracked_pages = engine().tracked_pages();
     context.bucket_relative_error = std::exp2(1.0 / options_.buckets_per_octave) - 1;
     if (canaries_) {
       const std::size_t nc = canaries_->options().capacities.size();

@@ -10,6 +10,19 @@
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
 // notifications are sent on the runner's own threads.
 //
+// Sampling: when engine.sample_rate < 1 or engine.sample_max_pages > 0 the engine
+// is a SampledEngine (curve/sampled_engine.h). Each sampled request is counted with
+// the engine's weight (round(kWeightUnit / the rate it was sampled at)), so the
+// curves' ratios are SHARDS's; exported counts are divided by kWeightUnit. Every
+// request, sampled or not, adds kWeightUnit per page to the expected references
+// and kWeightUnit to the expected requests (lifetime totals, and per window slice):
+// the lifetime and window curves are SHARDS-adj corrected against the expected
+// references, and their request counts set to the expected requests (coverage
+// ratios unchanged), so exported counts estimate the full stream's. A request with
+// no sampled page only moves the window clock. The policy canaries still simulate
+// every page (their page-hit ratios stay exact); their request coverage uses the
+// request's unlimited hits estimated from its sampled pages (SampledUnlimitedHits).
+//
 // Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
 // answers on its own threads. mu_ guards everything both touch.
 #ifndef KVWATCH_AGENT_AGENT_H_
@@ -30,6 +43,7 @@
 #include "curve/bucketed_curve.h"
 #include "curve/policy_canaries.h"
 #include "curve/report.h"
+#include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
 #include "curve/status.h"
 
@@ -45,6 +59,10 @@ struct AgentOptions {
   std::string replica;
   curve::EngineOptions engine;
   double coverage_share = 1.0;
+  // Spatial sampling (engine.sample_rate, engine.sample_max_pages): sampled when
+  // sample_rate < 1 or sample_max_pages > 0.
+  double sample_rate = 1.0;
+  std::uint32_t sample_max_pages = 0;
   std::uint64_t page_tokens = 16;
   std::optional<double> bytes_per_token;   // per GPU rank
   std::optional<std::string> model_name;
@@ -109,12 +127,25 @@ class Agent : public collectors::RequestSink {
   void AppendCanaryMetrics(class MetricsBuilder& m) const;  // REQUIRES: mu_ held, canaries_
   std::string ConfigFingerprint() const;
   void RegisterRoutes();
+  bool sampled() const { return sampled_ != nullptr; }
+  // Sampled mode: the request's unlimited hits T (pages before its first cold
+  // page) estimated from its sampled pages in outcome_, for the policy canaries'
+  // request coverage: a lower bound (see the definition for why).
+  std::uint32_t SampledUnlimitedHits() const;
+  // Exported counts: weighted counts over the weight unit when sampled.
+  double Count(std::uint64_t weighted) const;
+  // The lifetime curve, SHARDS-adj corrected when sampled. REQUIRES: mu_ held.
+  curve::BucketedCurve LifetimeCurve() const;
+  const curve::StackDistanceEngine& engine() const { return sampled_ ? sampled_->engine() : engine_; }
 
   AgentOptions options_;
   std::vector<std::uint64_t> bounds_;
 
   mutable std::mutex mu_;
-  curve::StackDistanceEngine engine_;
+  curve::StackDistanceEngine engine_;                // exact mode (unused when sampled)
+  std::unique_ptr<curve::SampledEngine> sampled_;    // sampled mode, else null
+  std::uint64_t all_page_refs_ = 0;                  // sampled mode: every page reference, sampled or not
+  std::uint64_t all_requests_ = 0;                   // sampled mode: every request
   curve::RequestOutcome outcome_;
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;

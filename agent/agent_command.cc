@@ -48,6 +48,8 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
   o.replica = c.replica;
   o.engine = config::ToEngineOptions(c.engine);
   o.coverage_share = c.engine.coverage_share;
+  o.sample_rate = c.engine.sample_rate;
+  o.sample_max_pages = c.engine.sample_max_pages;
   o.page_tokens = static_cast<std::uint64_t>(c.page_tokens);
 
   // Bytes per token per rank: a preset, a config.json, or given.

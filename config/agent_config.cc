@@ -66,6 +66,16 @@ constexpr ConfigKey kKeys[] = {
      "Pages evicted from tracking that are remembered, so that their reuse counts as beyond "
      "tracked rather than cold; 0 means unlimited (memory grows with every distinct page)."},
 
+    {"engine.sample_rate", Type::kNumber, "1.0", true,
+     "Spatial sampling rate in (0, 1] (SHARDS): only pages whose hashed id falls in this share "
+     "go through the engine, whose distances and counts are scaled back by 1 / rate (with the "
+     "SHARDS-adj correction). 1 is exact. Memory shrinks by about the rate."},
+    {"engine.sample_max_pages", Type::kInt, "0", true,
+     "Fixed-size sampling: when > 0, the rate adapts down from `engine.sample_rate` so that at "
+     "most this many sampled pages are kept (SHARDS fixed-size); memory then stays flat however "
+     "many distinct pages arrive. 0 turns it off. The rate is exported as "
+     "`kvwatch_engine_sample_rate`."},
+
     {"curve", Type::kMap, "{}", true, "The live curves."},
     {"curve.windows", Type::kDurationList, R"(["5m", "1h", "24h"])", true,
      "Time windows the curves are kept over, each > 0 and distinct; labelled as written "
@@ -843,6 +853,10 @@ class Parser {
       if (k == "engine.max_pages") return ReadInt(e, 1, std::int64_t{1} << 31, &engine->max_pages);
       if (k == "engine.touch_order") return ReadChoice(e, kTouchOrders, &engine->touch_order);
       if (k == "engine.coverage_share") return ReadFraction(e, &engine->coverage_share);
+      if (k == "engine.sample_rate") return ReadFraction(e, &engine->sample_rate);
+      if (k == "engine.sample_max_pages") {
+        return ReadInt(e, 0, std::int64_t{1} << 31, &engine->sample_max_pages);
+      }
       if (k == "engine.remembered_evictions") {
         remembered_evictions_set_ = true;
         return ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),

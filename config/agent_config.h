@@ -107,6 +107,10 @@ struct EngineSettings {
   double coverage_share = 1.0;
   // engine.remembered_evictions: 0 = unlimited. Default: max_pages (resolved by the parser).
   std::uint64_t remembered_evictions = 1u << 20;
+  // engine.sample_rate: SHARDS spatial sampling rate in (0, 1]; 1 = exact.
+  double sample_rate = 1.0;
+  // engine.sample_max_pages: fixed-size sampling bound on sampled pages; 0 = off.
+  std::uint32_t sample_max_pages = 0;
 
   bool operator==(const EngineSettings&) const = default;
 };

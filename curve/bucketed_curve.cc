@@ -57,12 +57,12 @@ std::size_t BucketedCurve::BucketOf(std::uint64_t capacity) const {
   return static_cast<std::size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), capacity) - bounds_->begin());
 }
 
-void BucketedCurve::Add(const RequestOutcome& outcome) {
-  ++requests_;
-  page_refs_ += outcome.size();
-  unlimited_page_hits_ += outcome.unlimited_hits;
-  cold_misses_ += outcome.cold_misses;
-  beyond_tracked_ += outcome.beyond_tracked;
+void BucketedCurve::Add(const RequestOutcome& outcome, std::uint64_t weight) {
+  requests_ += weight;
+  page_refs_ += outcome.size() * weight;
+  unlimited_page_hits_ += outcome.unlimited_hits * weight;
+  cold_misses_ += outcome.cold_misses * weight;
+  beyond_tracked_ += outcome.beyond_tracked * weight;
   // m is non-decreasing: the hits are a prefix, and their buckets non-decreasing,
   // so the bucket search restarts from the previous one.
   std::size_t j = 0;
@@ -71,16 +71,38 @@ void BucketedCurve::Add(const RequestOutcome& outcome) {
     if (c == 0) break;
     while (j < bounds_->size() && (*bounds_)[j] < c) ++j;
     if (j == bounds_->size()) break;  // beyond the last bound: not a tracked hit
-    ++hits_[j];
-    depth_[j] += i;
+    hits_[j] += weight;
+    depth_[j] += i * weight;
   }
   const std::uint32_t r = outcome.Requirement(coverage_share_);
   const std::size_t rb = r == 0 ? 0 : BucketOf(r);
   if (r == kBeyondTracked || rb == bounds_->size()) {
-    ++required_beyond_;
+    required_beyond_ += weight;
   } else {
-    ++required_[rb];
+    required_[rb] += weight;
   }
+}
+
+void BucketedCurve::AdjustReferences(std::uint64_t page_refs) {
+  if (hits_.empty()) return;
+  if (page_refs >= page_refs_) {
+    const std::uint64_t extra = page_refs - page_refs_;
+    hits_[0] += extra;
+    unlimited_page_hits_ += extra;
+  } else {
+    std::uint64_t excess = page_refs_ - page_refs;
+    for (std::size_t j = 0; j < hits_.size() && excess > 0; ++j) {
+      const std::uint64_t take = std::min(excess, hits_[j]);
+      if (take == 0) continue;
+      // Keep the mean depth of what stays.
+      depth_[j] = static_cast<std::uint64_t>(static_cast<double>(depth_[j]) * static_cast<double>(hits_[j] - take) /
+                                             static_cast<double>(hits_[j]));
+      hits_[j] -= take;
+      unlimited_page_hits_ -= std::min(take, unlimited_page_hits_);
+      excess -= take;
+    }
+  }
+  page_refs_ = page_refs;
 }
 
 void BucketedCurve::Merge(const BucketedCurve& other) {
@@ -95,6 +117,21 @@ void BucketedCurve::Merge(const BucketedCurve& other) {
     depth_[j] += other.depth_[j];
     required_[j] += other.required_[j];
   }
+}
+
+void BucketedCurve::NormalizeRequests(std::uint64_t requests) {
+  // Nothing sampled: nothing to scale (coverage stays that of no requests).
+  if (requests_ == 0) return;
+  const double f = static_cast<double>(requests) / static_cast<double>(requests_);
+  std::uint64_t before = 0, scaled_before = 0;
+  for (std::uint64_t& r : required_) {
+    before += r;
+    const auto scaled = static_cast<std::uint64_t>(std::llround(static_cast<double>(before) * f));
+    r = scaled - scaled_before;
+    scaled_before = scaled;
+  }
+  required_beyond_ = requests >= scaled_before ? requests - scaled_before : 0;
+  requests_ = requests;
 }
 
 void BucketedCurve::Clear() {
@@ -186,17 +223,35 @@ bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
 // --- WindowedCurves ---------------------------------------------------------------------
 
 WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds,
-                               double coverage_share)
+                               double coverage_share, bool adjust_references)
     : bounds_(bounds),
       coverage_share_(coverage_share),
-      windows_(windows_s, BucketedCurve(bounds, coverage_share)) {}
+      windows_(windows_s, BucketedCurve(bounds, coverage_share)),
+      adjust_references_(adjust_references),
+      expected_(adjust_references ? windows_s : std::vector<double>{}, Expected{}) {}
 
-void WindowedCurves::Add(const RequestOutcome& outcome, double t) {
-  if (!windows_.Add(t, [&](BucketedCurve& slice) { slice.Add(outcome); })) ++late_requests_;
+void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t weight) {
+  expected_.Advance(t);
+  if (!windows_.Add(t, [&](BucketedCurve& slice) { slice.Add(outcome, weight); })) ++late_requests_;
+}
+
+void WindowedCurves::AddExpected(std::uint64_t refs, std::uint64_t requests, double t) {
+  if (!adjust_references_) return;
+  windows_.Advance(t);
+  expected_.Add(t, [&](Expected& slice) {
+    slice.refs += refs;
+    slice.requests += requests;
+  });
 }
 
 BucketedCurve WindowedCurves::Window(std::size_t i) const {
-  return windows_.Window(i, BucketedCurve(bounds_, coverage_share_));
+  BucketedCurve sum = windows_.Window(i, BucketedCurve(bounds_, coverage_share_));
+  if (adjust_references_) {
+    const Expected e = expected_.Window(i, Expected{});
+    sum.AdjustReferences(e.refs);
+    sum.NormalizeRequests(e.requests);
+  }
+  return sum;
 }
 
 void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
@@ -208,6 +263,14 @@ void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
     AppendPod(out, w.duration_s);
     AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
+  }
+  // Only with adjust_references, so that other checkpoints keep their format.
+  for (const auto& w : expected_.rings()) {
+    AppendPod(out, w.newest_slice);
+    for (const Expected& e : w.ring) {
+      AppendPod(out, e.refs);
+      AppendPod(out, e.requests);
+    }
   }
 }
 
@@ -225,6 +288,13 @@ bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
     if (!ReadPod(in, &d) || d != w.duration_s || !ReadPod(in, &w.newest_slice)) return false;
     for (BucketedCurve& slice : w.ring) {
       if (!slice.Deserialize(in)) return false;
+    }
+  }
+  expected_.Restore(started != 0, now);
+  for (auto& w : expected_.rings()) {
+    if (!ReadPod(in, &w.newest_slice)) return false;
+    for (Expected& e : w.ring) {
+      if (!ReadPod(in, &e.refs) || !ReadPod(in, &e.requests)) return false;
     }
   }
   return true;

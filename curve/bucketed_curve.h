@@ -42,8 +42,18 @@ class BucketedCurve {
   // reference semantics is not needed: curves copy the bounds' size only.
   BucketedCurve(const std::vector<std::uint64_t>* bounds, double coverage_share);
 
-  void Add(const RequestOutcome& outcome);
+  // weight: how many requests this outcome stands for (sampled engines count each
+  // sampled request with SampledEngine::weight(); every count is multiplied by it).
+  void Add(const RequestOutcome& outcome, std::uint64_t weight = 1);
   void Merge(const BucketedCurve& other);
+  // SHARDS-adj (see CurveAccumulator::AdjustReferences), over buckets: sets the
+  // reference count to page_refs (the expected weighted count) and moves the
+  // difference into the hits of the first bucket, or out of the lowest buckets.
+  void AdjustReferences(std::uint64_t page_refs);
+  // Sets the request count to `requests` (for a sampled curve, the true count
+  // times the weight unit), scaling the requirement histogram with it so that
+  // request coverage is unchanged (up to rounding: cumulative counts are scaled).
+  void NormalizeRequests(std::uint64_t requests);
   void Clear();
 
   const std::vector<std::uint64_t>& bounds() const { return *bounds_; }
@@ -100,15 +110,26 @@ class WindowedCurves {
  public:
   static constexpr std::uint32_t kSlicesPerWindow = SlidingWindows<BucketedCurve>::kSlicesPerWindow;
 
-  // windows_s: window durations in seconds (each > 0).
-  WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share);
+  // windows_s: window durations in seconds (each > 0). adjust_references: for a
+  // sampled engine, also keep per slice the expected weighted page references and
+  // requests of every request (AddExpected), and in Window() SHARDS-adj each
+  // window's curve against their sums (BucketedCurve::AdjustReferences) and set
+  // its request count to theirs (BucketedCurve::NormalizeRequests).
+  WindowedCurves(std::vector<double> windows_s, const std::vector<std::uint64_t>* bounds, double coverage_share,
+                 bool adjust_references = false);
 
   // Counts outcome in every window at time t (seconds). Times may go backwards a
   // little: a request older than a window's oldest slice is not counted there
   // (late_requests() counts those), and the clock never runs backwards.
-  void Add(const RequestOutcome& outcome, double t);
+  void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
-  void Advance(double t) { windows_.Advance(t); }
+  void Advance(double t) {
+    windows_.Advance(t);
+    expected_.Advance(t);
+  }
+  // Counts the expected weighted page references and requests of a request at
+  // time t (with adjust_references; every request, sampled or not). No-op otherwise.
+  void AddExpected(std::uint64_t refs, std::uint64_t requests, double t);
 
   // The curve of window i at the current clock.
   BucketedCurve Window(std::size_t i) const;
@@ -124,6 +145,19 @@ class WindowedCurves {
   const std::vector<std::uint64_t>* bounds_;
   double coverage_share_;
   SlidingWindows<BucketedCurve> windows_;
+  // With adjust_references: expected page references and requests per slice,
+  // on the same clock as windows_ (both advance together).
+  struct Expected {
+    std::uint64_t refs = 0;
+    std::uint64_t requests = 0;
+    void Clear() { refs = requests = 0; }
+    void Merge(const Expected& o) {
+      refs += o.refs;
+      requests += o.requests;
+    }
+  };
+  bool adjust_references_;
+  SlidingWindows<Expected> expected_;
   std::uint64_t late_requests_ = 0;
 };
 

@@ -167,6 +167,16 @@ void StackDistanceEngine::EvictOldest() {
   RememberEviction(page);
 }
 
+bool StackDistanceEngine::Forget(PageId page) {
+  ForgetEviction(page);
+  const std::uint32_t* slot = map_.Find(page);
+  if (slot == nullptr) return false;
+  ClearLive(*slot);  // a cleared slot keeps "no live slot below oldest_hint_" true
+  map_.Erase(page);
+  --live_;
+  return true;
+}
+
 // --- References ---------------------------------------------------------------------
 
 // References page once: it becomes the most recently used.

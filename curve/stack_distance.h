@@ -103,6 +103,11 @@ class StackDistanceEngine {
 
   // Forgets every page (for example when an engine clears its cache).
   void Clear();
+  // Forgets one page: it stops being tracked (no longer counts in other pages'
+  // distances) and is not remembered as evicted, so a later reference is cold.
+  // Not counted in evicted_pages(). Returns whether the page was tracked. Used by
+  // fixed-size sampling when a page leaves the sample.
+  bool Forget(PageId page);
 
   const EngineOptions& options() const { return options_; }
   std::uint32_t tracked_pages() const { return live_; }

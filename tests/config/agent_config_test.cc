@@ -62,6 +62,8 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.engine.touch_order, curve::TouchOrder::kTailFirst);
   EXPECT_EQ(c.engine.coverage_share, 1.0);
   EXPECT_EQ(c.engine.remembered_evictions, c.engine.max_pages);
+  EXPECT_EQ(c.engine.sample_rate, 1.0);
+  EXPECT_EQ(c.engine.sample_max_pages, 0u);
   std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
   EXPECT_EQ(c.curve.windows, windows);
   EXPECT_EQ(c.curve.buckets_per_octave, 8u);
@@ -316,6 +318,14 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("engine:\n  touch_order: tail_first\n", 2, "engine.touch_order",
               "one of tail-first, head-first");
   ExpectError("engine:\n  remembered_evictions: -1\n", 2, "engine.remembered_evictions", ">= 0");
+  ExpectError("engine:\n  sample_rate: 0\n", 2, "engine.sample_rate", "in (0, 1]");
+  ExpectError("engine:\n  sample_rate: 1.5\n", 2, "engine.sample_rate", "in (0, 1]");
+  ExpectError("engine:\n  sample_rate: -0.1\n", 2, "engine.sample_rate", "in (0, 1]");
+  ExpectError("engine:\n  sample_rate: .nan\n", 2, "engine.sample_rate", "in (0, 1]");
+  ExpectError("engine:\n  sample_rate: often\n", 2, "engine.sample_rate", "in (0, 1]");
+  ExpectError("engine:\n  sample_max_pages: -1\n", 2, "engine.sample_max_pages", "0 to 2147483648");
+  ExpectError("engine:\n  sample_max_pages: 1.5\n", 2, "engine.sample_max_pages", "0 to 2147483648");
+  ExpectError("engine:\n  sample_max_pages: 2147483649\n", 2, "engine.sample_max_pages", "0 to 2147483648");
   ExpectError("curve:\n  buckets_per_octave: 3\n", 2, "curve.buckets_per_octave", "4 to 64");
   ExpectError("curve:\n  buckets_per_octave: 65\n", 2, "curve.buckets_per_octave", "4 to 64");
   ExpectError("curve:\n  knee_sensitivity: 0\n", 2, "curve.knee_sensitivity", "> 0");
@@ -486,6 +496,8 @@ engine:
   touch_order: head-first
   coverage_share: 0.9
   remembered_evictions: 0
+  sample_rate: 0.1
+  sample_max_pages: 100000
 
 curve:
   windows: [24h, 5m, 1h30m]
@@ -603,6 +615,8 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.engine.touch_order, curve::TouchOrder::kHeadFirst);
   EXPECT_EQ(c.engine.coverage_share, 0.9);
   EXPECT_EQ(c.engine.remembered_evictions, 0u);
+  EXPECT_EQ(c.engine.sample_rate, 0.1);
+  EXPECT_EQ(c.engine.sample_max_pages, 100000u);
 
   std::vector<CurveWindow> windows = {{"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
   EXPECT_EQ(c.curve.windows, windows);
