@@ -157,7 +157,7 @@ void Agent::OnRequest(const curve::Request& request) {
     // simulate every page, still see it.
     if (outcome_.size() == 0) {
       windows_->Advance(t);
-      if (canaries_) canaries_->Add(request, SampledUnlimitedHits(), t);
+      if (canaries_) canaries_->Add(request, 0, t);  // unlimited hits unknown: coverage not exported
       last_record_time_ = windows_->now();
       last_record_wall_ = wall;
       return;
@@ -180,25 +180,11 @@ void Agent::OnRequest(const curve::Request& request) {
   const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
   if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
   windows_->Add(outcome_, t, weight);
-  if (canaries_) canaries_->Add(request, sampled_ ? SampledUnlimitedHits() : outcome_.unlimited_hits, t);
+  // A sampled engine does not know the request's unlimited hits: the canaries'
+  // coverage is then not exported (their page hits are exact either way).
+  if (canaries_) canaries_->Add(request, sampled_ ? 0 : outcome_.unlimited_hits, t);
   last_record_time_ = windows_->now();
   last_record_wall_ = wall;
-}
-
-std::uint32_t Agent::SampledUnlimitedHits() const {
-  // outcome_ holds the request's sampled pages in order. T is at least L, just
-  // past the last reusable sampled page before the first cold one (0 without
-  // one). L, the lower bound, is the estimate: on the Mooncake conversation
-  // trace it gave the canaries' request coverage an error of 0.15 at rate 0.1,
-  // against 0.39 for the midpoint with the first cold sampled page and 0.94 for
-  // that page itself (tests/agent/sampled_agent_test.cc).
-  const std::vector<std::uint32_t>& positions = sampled_->sampled_positions();
-  std::uint32_t lower = 0;
-  for (std::size_t k = 0; k < outcome_.size() && k < positions.size(); ++k) {
-    if (outcome_.distance[k] == curve::kCold) break;
-    lower = positions[k] + 1;
-  }
-  return lower;
 }
 
 double Agent::ClockNow(double wall_now_s) const {
@@ -429,9 +415,14 @@ void Agent::AppendCanaryMetrics(MetricsBuilder& m) const {
       m.Gauge("kvwatch_policy_page_hit_ratio",
               "Page hit ratio of the canary cache of capacity_pages under the eviction policy, over the window.",
               t.PageHitRatio(), labels);
-      m.Gauge("kvwatch_policy_request_coverage_ratio",
-              "Fraction of the window's requests covered by the canary cache of capacity_pages under the policy.",
-              t.RequestCoverage(), labels);
+      // Coverage needs each request's unlimited hits, which a sampled engine
+      // does not know: absent rather than wrong when sampling.
+      if (!sampled()) {
+        m.Gauge("kvwatch_policy_request_coverage_ratio",
+                "Fraction of the window's requests covered by the canary cache of capacity_pages under the policy "
+                "(absent when the engine samples).",
+                t.RequestCoverage(), labels);
+      }
       // The engine's own policy is canary (0, j): curve.engine_policy comes first.
       const curve::PolicyTotals engine = c.Window(i % nc, w);
       m.Gauge("kvwatch_policy_gain_ratio",
@@ -644,8 +635,9 @@ std::string Agent::RenderCurveJson(const std::string& window) {
         const curve::PolicyTotals t = canaries_->Window(k, i);
         const curve::PolicyTotals engine = canaries_->Window(k % nc, i);
         context.policies.push_back({std::string(curve::PolicyName(canaries_->kind(k))), canaries_->capacity(k),
-                                    t.PageHitRatio(), t.RequestCoverage(), t.PageHitRatio() - engine.PageHitRatio(),
-                                    k < nc});
+                                    t.PageHitRatio(),
+                                    sampled() ? std::nullopt : std::optional<double>(t.RequestCoverage()),
+                                    t.PageHitRatio() - engine.PageHitRatio(), k < nc});
       }
     }
     return RenderCurveApiJson(WindowReport(i), context);

@@ -20,8 +20,8 @@
 // references, and their request counts set to the expected requests (coverage
 // ratios unchanged), so exported counts estimate the full stream's. A request with
 // no sampled page only moves the window clock. The policy canaries still simulate
-// every page (their page-hit ratios stay exact); their request coverage uses the
-// request's unlimited hits estimated from its sampled pages (SampledUnlimitedHits).
+// every page (their page-hit ratios stay exact); their request coverage, which needs
+// each request's unlimited hits, is not exported.
 //
 // Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
 // answers on its own threads. mu_ guards everything both touch.
@@ -128,10 +128,6 @@ class Agent : public collectors::RequestSink {
   std::string ConfigFingerprint() const;
   void RegisterRoutes();
   bool sampled() const { return sampled_ != nullptr; }
-  // Sampled mode: the request's unlimited hits T (pages before its first cold
-  // page) estimated from its sampled pages in outcome_, for the policy canaries'
-  // request coverage: a lower bound (see the definition for why).
-  std::uint32_t SampledUnlimitedHits() const;
   // Exported counts: weighted counts over the weight unit when sampled.
   double Count(std::uint64_t weighted) const;
   // The lifetime curve, SHARDS-adj corrected when sampled. REQUIRES: mu_ held.

@@ -290,7 +290,7 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
       w.Key("page_hit_ratio");
       w.Number(k.page_hit_ratio);
       w.Key("request_coverage");
-      w.Number(k.request_coverage);
+      w.Optional(k.request_coverage);
       w.Key("gain");
       w.Number(k.gain);
       w.Key("engine_policy");

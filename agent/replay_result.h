@@ -86,7 +86,7 @@ struct CurveApiContext {
     std::string policy;
     std::uint64_t capacity_pages = 0;
     double page_hit_ratio = 0;
-    double request_coverage = 0;
+    std::optional<double> request_coverage;  // nullopt when the engine samples
     double gain = 0;  // page hit ratio minus the engine policy's
     bool engine = false;  // this is curve.engine_policy
   };

@@ -360,7 +360,7 @@ table#policy-table td.worse { color: #b71c1c; }
       appendCell(row, 'td', formatCount(p.capacity_pages));
       appendCell(row, 'td', p.policy + (p.engine_policy ? ' (engine)' : ''), 'policy');
       appendCell(row, 'td', Number(p.page_hit_ratio).toFixed(4), 'page-hit');
-      appendCell(row, 'td', Number(p.request_coverage).toFixed(4), 'coverage');
+      appendCell(row, 'td', p.request_coverage == null ? '\u2014' : Number(p.request_coverage).toFixed(4), 'coverage');
       const gain = Number(p.gain);
       appendCell(row, 'td', p.engine_policy ? '\u2014' : (gain >= 0 ? '+' : '') + gain.toFixed(4),
                  'gain' + (gain > 0 ? ' better' : gain < 0 ? ' worse' : ''));

@@ -165,9 +165,9 @@ TEST(SampledAgentTest, LifetimeCurveIsWithinTheStatedErrorOfTheExactOneOnMooncak
 
 // The policy canaries simulate every page whether the engine samples or not: their
 // page-hit ratios are the exact agent's. Their request coverage needs each
-// request's unlimited hits, which only the engine knows: estimated from the
-// sampled pages (a lower bound), it is off by up to 0.15 at rate 0.1 on this
-// trace (0.27 with sample_max_pages 2000); the test allows 0.2.
+// request's unlimited hits, which only the exact engine knows: estimated from the
+// sampled pages (a lower bound) it was off by up to 0.15 at rate 0.1 on this
+// trace (0.27 with sample_max_pages 2000), so a sampled agent does not export it.
 TEST(SampledAgentTest, PolicyCanariesSeeEveryRequestWhenSampled) {
   const std::string path = std::string(KVWATCH_SHARED_DATA) + "/mooncake/conversation_trace.jsonl";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no trace at " << path;
@@ -183,9 +183,8 @@ TEST(SampledAgentTest, PolicyCanariesSeeEveryRequestWhenSampled) {
   const Scrape e = Read(exact.get()), s = Read(sampled.get());
   ASSERT_EQ(e.policy_ratio.size(), 14u);  // 2 policies x 7 capacities
   EXPECT_EQ(s.policy_ratio, e.policy_ratio);
-  const double coverage = MaxWindowError(s.policy_coverage, e.policy_coverage);
-  std::printf("policy canaries' request coverage max |error| at rate 0.1: %.4f\n", coverage);
-  EXPECT_LE(coverage, 0.2);
+  EXPECT_EQ(e.policy_coverage.size(), 14u);
+  EXPECT_TRUE(s.policy_coverage.empty()) << "a sampled agent exports canary coverage it cannot know";
 }
 
 TEST(SampledAgentTest, SampleMaxPagesBoundsTrackedPagesAndMemoryOnAUniqueFlood) {

@@ -1,0 +1,132 @@
+// `kvwatch replay --policy` as a user runs it: the JSON and CSV fields of the
+// contract, the SVG's policy lines, lru equal to the curve's own points, and bad
+// options that name the option (exit 2).
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/agent/testing_agent.h"
+#include "tests/agent/testing_process.h"
+
+namespace kvwatch::agent {
+namespace {
+
+using namespace testing_support;  // NOLINT(build/namespaces): test helpers
+
+class ReplayPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    trace_ = dir_.Sub("trace.jsonl");
+    std::ofstream f(trace_);
+    for (const Record& r : SynthRecords(800, 3)) f << r.json << "\n";
+  }
+  CommandResult Replay(std::vector<std::string> args) {
+    std::vector<std::string> argv = {KVWATCH_BINARY, "replay", "--progress", "never"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(trace_);
+    return RunCommand(argv, Millis(120000));
+  }
+  TempDir dir_;
+  std::string trace_;
+};
+
+TEST_F(ReplayPolicyTest, JsonCarriesEveryPolicyAtEveryCapacityAndLruEqualsTheCurve) {
+  CommandResult r = Replay({"--format", "json", "--capacities", "50,400", "--policy", "all", "--priority",
+                            "tenant:tenant-1=3,class:first=0"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS);
+  simdjson::dom::array results, best, points, names;
+  ASSERT_EQ(doc["policies"]["results"].get(results), simdjson::SUCCESS);
+  ASSERT_EQ(doc["policies"]["best"].get(best), simdjson::SUCCESS);
+  ASSERT_EQ(doc["policies"]["names"].get(names), simdjson::SUCCESS);
+  ASSERT_EQ(doc["points"].get(points), simdjson::SUCCESS);
+  EXPECT_EQ(names.size(), 9u);
+  EXPECT_EQ(results.size(), 18u);
+  EXPECT_EQ(best.size(), 2u);
+  std::map<std::uint64_t, std::uint64_t> curve_hits;
+  for (simdjson::dom::element p : points) curve_hits[p["capacity_pages"].get_uint64().value()] = p["page_hits"].get_uint64().value();
+  for (simdjson::dom::element x : results) {
+    for (const char* field : {"policy", "capacity_pages", "requests", "page_refs", "page_hits", "page_hit_ratio",
+                              "request_coverage", "reused_tokens", "preemptions", "tenants", "classes"}) {
+      EXPECT_FALSE(x[field].error()) << field;
+    }
+    if (x["policy"].get_string().value() == "lru") {
+      const std::uint64_t cap = x["capacity_pages"].get_uint64().value();
+      EXPECT_EQ(x["page_hits"].get_uint64().value(), curve_hits[cap]) << cap;
+    }
+    simdjson::dom::array tenants;
+    ASSERT_EQ(x["tenants"].get(tenants), simdjson::SUCCESS);
+    EXPECT_GE(tenants.size(), 2u);
+  }
+  for (simdjson::dom::element b : best) {
+    for (const char* field : {"capacity_pages", "policy", "page_hit_ratio", "lru_page_hit_ratio",
+                              "lru_capacity_for_same_hits", "capacity_saved_pages"}) {
+      EXPECT_FALSE(b[field].error()) << field;
+    }
+    EXPECT_NE(b["policy"].get_string().value(), "belady");
+  }
+}
+
+TEST_F(ReplayPolicyTest, CsvAddsThreeColumnsOnlyWithPolicy) {
+  CommandResult plain = Replay({"--format", "csv", "--capacities", "50,400"});
+  ASSERT_TRUE(plain.Exited(0)) << plain.Describe();
+  EXPECT_EQ(plain.out.substr(0, plain.out.find('\n')),
+            "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,reused_tokens,"
+            "avoided_prefill_flops,avoided_prefill_seconds");
+  CommandResult with = Replay({"--format", "csv", "--capacities", "50,400", "--policy", "lru,vllm"});
+  ASSERT_TRUE(with.Exited(0)) << with.Describe();
+  std::istringstream lines(with.out);
+  std::string header, line;
+  std::getline(lines, header);
+  EXPECT_EQ(header,
+            "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,reused_tokens,"
+            "avoided_prefill_flops,avoided_prefill_seconds,policy,class,preemptions");
+  int policy_rows = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 11) << line;
+    if (line.find(",vllm,") != std::string::npos || line.find(",lru,") != std::string::npos) ++policy_rows;
+  }
+  EXPECT_GE(policy_rows, 4);
+}
+
+TEST_F(ReplayPolicyTest, SvgHasALinePerPolicy) {
+  const std::string svg = dir_.Sub("plot.svg");
+  CommandResult r = Replay({"--capacities", "20,50,100,400", "--policy", "lru,s3fifo,belady", "--svg", svg});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  const std::string text = ReadFile(svg);
+  for (const char* p : {"policy-lru", "policy-s3fifo", "policy-belady"}) {
+    EXPECT_NE(text.find(std::string("class=\"policy ") + p + "\""), std::string::npos) << p;
+  }
+  EXPECT_NE(r.out.find("best online policy per capacity"), std::string::npos) << r.out;
+}
+
+TEST_F(ReplayPolicyTest, BadOptionsNameTheOption) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--policy", "lru,clock"}, "--policy: unknown policy 'clock'"},
+           {{"--policy", "lru", "--capacities", "0,10"}, "--capacities"},
+           {{"--policy", "priority", "--priority", "nobody=2"}, "--priority: tenant 'nobody' does not appear"},
+           {{"--policy", "priority"}, "--priority"},
+           {{"--policy", "lru", "--decode-tokens-per-second", "0"}, "--decode-tokens-per-second"},
+           {{"--policy", "lru", "--sample-rate", "0.1"}, "--policy"},
+           {{"--priority", "a=1"}, "--priority: applies to --policy priority"},
+       }) {
+    CommandResult r = Replay(c.args);
+    EXPECT_TRUE(r.Exited(2)) << c.message << ": " << r.Describe();
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace kvwatch::agent
