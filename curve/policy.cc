@@ -56,8 +56,7 @@ class KeyedCache final : public PolicyCache {
 
   std::uint64_t resident() const override { return live_; }
   std::size_t MemoryBytes() const override {
-    return map_.MemoryBytes() + slots_.capacity() * sizeof(Slot) + heap_.capacity() * sizeof(HeapEntry) +
-           free_.capacity() * sizeof(std::uint32_t);
+    return map_.MemoryBytes() + slots_.MemoryBytes() + heap_.capacity() * sizeof(HeapEntry);
   }
 
  private:
@@ -98,13 +97,7 @@ class KeyedCache final : public PolicyCache {
       if (lists_ && options_.kind != PolicyKind::kFifo) Unlink(index);  // before its level changes
     } else {
       if (live_ >= options_.capacity) EvictOne();
-      if (free_.empty()) {
-        index = static_cast<std::uint32_t>(slots_.size());
-        slots_.emplace_back();
-      } else {
-        index = free_.back();
-        free_.pop_back();
-      }
+      index = slots_.Allocate();
       Slot& s = slots_[index];
       s.page = page;
       s.live = true;
@@ -188,7 +181,7 @@ class KeyedCache final : public PolicyCache {
     Slot& s = slots_[index];
     s.live = false;
     map_.Erase(s.page);
-    free_.push_back(index);
+    slots_.Release(index);
     --live_;
   }
 
@@ -216,8 +209,7 @@ class KeyedCache final : public PolicyCache {
   bool lists_;
   std::map<std::uint64_t, List> levels_;  // list mode: hi -> its pages, oldest first
   PageMap map_;
-  std::vector<Slot> slots_;
-  std::vector<std::uint32_t> free_;
+  policy_internal::SlotPool<Slot> slots_;
   std::vector<HeapEntry> heap_;
   std::uint64_t live_ = 0;
   std::uint64_t seq_ = 0;
@@ -261,8 +253,7 @@ class WorkloadAwareCache final : public PolicyCache {
 
   std::uint64_t resident() const override { return live_; }
   std::size_t MemoryBytes() const override {
-    return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.capacity() * sizeof(Node) +
-           ghost_.size() * sizeof(Ghost);
+    return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.MemoryBytes() + ghost_.size() * sizeof(Ghost);
   }
 
  private:
@@ -308,13 +299,7 @@ class WorkloadAwareCache final : public PolicyCache {
         ghost_map_.Erase(page);
       }
       if (live_ >= options_.capacity) EvictOne();
-      if (free_.empty()) {
-        index = static_cast<std::uint32_t>(nodes_.size());
-        nodes_.emplace_back();
-      } else {
-        index = free_.back();
-        free_.pop_back();
-      }
+      index = nodes_.Allocate();
       nodes_[index].page = page;
       map_.Insert(page, index);
       ++live_;
@@ -356,7 +341,7 @@ class WorkloadAwareCache final : public PolicyCache {
     Node& n = nodes_[victim];
     Unlink(victim);
     map_.Erase(n.page);
-    free_.push_back(victim);
+    nodes_.Release(victim);
     --live_;
     // Remember the block among the last C evicted.
     ghost_.push_back(Ghost{n.page, n.last, n.category, ghost_base_ + ghost_.size()});
@@ -411,8 +396,7 @@ class WorkloadAwareCache final : public PolicyCache {
 
   PolicyOptions options_;
   PageMap map_;
-  std::vector<Node> nodes_;
-  std::vector<std::uint32_t> free_;
+  policy_internal::SlotPool<Node> nodes_;
   std::vector<List> lists_;
   std::vector<Stats> stats_;
   std::uint64_t live_ = 0;
@@ -455,7 +439,7 @@ class S3FifoCache final : public PolicyCache {
 
   std::uint64_t resident() const override { return small_.size() + main_.size(); }
   std::size_t MemoryBytes() const override {
-    return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.capacity() * sizeof(Node) +
+    return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.MemoryBytes() +
            (small_.size() + main_.size()) * sizeof(std::uint32_t) + ghost_.size() * sizeof(GhostEntry);
   }
 
@@ -476,14 +460,7 @@ class S3FifoCache final : public PolicyCache {
       return;
     }
     while (resident() >= options_.capacity) Evict();
-    std::uint32_t index;
-    if (free_.empty()) {
-      index = static_cast<std::uint32_t>(nodes_.size());
-      nodes_.emplace_back();
-    } else {
-      index = free_.back();
-      free_.pop_back();
-    }
+    const std::uint32_t index = nodes_.Allocate();
     nodes_[index] = Node{page, 0};
     map_.Insert(page, index);
     if (ghost_map_.Find(page) != nullptr) {
@@ -545,7 +522,7 @@ class S3FifoCache final : public PolicyCache {
 
   void Remove(std::uint32_t index) {
     map_.Erase(nodes_[index].page);
-    free_.push_back(index);
+    nodes_.Release(index);
   }
 
   void AddGhost(PageId page) {
@@ -579,8 +556,7 @@ class S3FifoCache final : public PolicyCache {
   std::uint64_t small_target_ = 1;
   std::uint64_t ghost_target_ = 1;
   PageMap map_;
-  std::vector<Node> nodes_;
-  std::vector<std::uint32_t> free_;
+  policy_internal::SlotPool<Node> nodes_;
   std::deque<std::uint32_t> small_;  // front = oldest
   std::deque<std::uint32_t> main_;
   std::deque<GhostEntry> ghost_;

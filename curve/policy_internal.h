@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "curve/policy.h"
 
@@ -31,6 +32,31 @@ void ForEachInTouchOrder(std::size_t n, TouchOrder order, Fn&& fn) {
     for (std::size_t i = 0; i < n; ++i) fn(i);
   }
 }
+
+// A pool of slots of T reused after Release (indices stay small and stable).
+template <typename T>
+class SlotPool {
+ public:
+  // A slot: a released one when there is one, else a new default one.
+  std::uint32_t Allocate() {
+    if (free_.empty()) {
+      items_.emplace_back();
+      return static_cast<std::uint32_t>(items_.size() - 1);
+    }
+    const std::uint32_t index = free_.back();
+    free_.pop_back();
+    return index;
+  }
+  void Release(std::uint32_t index) { free_.push_back(index); }
+  T& operator[](std::uint32_t index) { return items_[index]; }
+  const T& operator[](std::uint32_t index) const { return items_[index]; }
+  std::uint32_t size() const { return static_cast<std::uint32_t>(items_.size()); }
+  std::size_t MemoryBytes() const { return items_.capacity() * sizeof(T) + free_.capacity() * sizeof(std::uint32_t); }
+
+ private:
+  std::vector<T> items_;
+  std::vector<std::uint32_t> free_;
+};
 
 std::unique_ptr<PolicyCache> MakeSglangCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeVllmCache(const PolicyOptions& options);

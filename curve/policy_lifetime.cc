@@ -155,8 +155,7 @@ class SglangCache final : public PolicyCache {
 
   std::uint64_t resident() const override { return live_; }
   std::size_t MemoryBytes() const override {
-    return map_.MemoryBytes() + nodes_.capacity() * sizeof(Node) + heap_.capacity() * sizeof(Leaf) +
-           running_.MemoryBytes();
+    return map_.MemoryBytes() + nodes_.MemoryBytes() + heap_.capacity() * sizeof(Leaf) + running_.MemoryBytes();
   }
 
  private:
@@ -176,14 +175,7 @@ class SglangCache final : public PolicyCache {
   };
 
   std::uint32_t NewNode(PageId page, bool anonymous, std::uint32_t parent) {
-    std::uint32_t index;
-    if (free_.empty()) {
-      index = static_cast<std::uint32_t>(nodes_.size());
-      nodes_.emplace_back();
-    } else {
-      index = free_.back();
-      free_.pop_back();
-    }
+    const std::uint32_t index = nodes_.Allocate();
     Node& n = nodes_[index];
     n = Node{};
     n.page = page;
@@ -215,7 +207,7 @@ class SglangCache final : public PolicyCache {
       if (!Evictable(n) || n.last != leaf.last) continue;  // stale
       if (!n.anonymous) map_.Erase(n.page);
       n.live = false;
-      free_.push_back(leaf.slot);
+      nodes_.Release(leaf.slot);
       --live_;
       if (n.parent != kNil) {
         --nodes_[n.parent].children;
@@ -246,8 +238,7 @@ class SglangCache final : public PolicyCache {
 
   PolicyOptions options_;
   PageMap map_;
-  std::vector<Node> nodes_;
-  std::vector<std::uint32_t> free_;
+  SlotPool<Node> nodes_;
   std::vector<Leaf> heap_;  // candidate leaves, lazily validated
   std::uint64_t live_ = 0;
   std::uint64_t seq_ = 0;
