@@ -1,6 +1,19 @@
 #!/usr/bin/env bash
 # Configures and builds kvwatch into build/ (Release with debug info, Ninja).
+#   scripts/build.sh                    everything (the binary, tests, benchmarks)
+#   scripts/build.sh --target kvwatch   only the named targets
+# Other arguments go to the configure step (-DKVWATCH_SANITIZE=address,undefined).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-cmake --build build --parallel "$(nproc)"
+configure=() targets=()
+while (($#)); do
+  if [[ "$1" == "--target" && $# -ge 2 ]]; then
+    targets+=(--target "$2")
+    shift 2
+  else
+    configure+=("$1")
+    shift
+  fi
+done
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${configure[@]}" >/dev/null
+cmake --build build --parallel "$(nproc)" "${targets[@]}"

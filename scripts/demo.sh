@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# Only what this runs: the kvwatch binary (the test command builds the rest).
+scripts/build.sh --target kvwatch
 exec build/agent/kvwatch agent
