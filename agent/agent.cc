@@ -26,11 +26,9 @@
 #include "curve/byte_io.h"
 
 namespace kvwatch::agent {
-namespace {
 
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using collectors::WallNow;
+namespace {
 
 void Log(const std::string& message) { std::fprintf(stderr, "kvwatch agent: %s\n", message.c_str()); }
 

@@ -15,13 +15,11 @@
 #include "curve/sizing.h"
 
 namespace kvwatch::agent {
+
+using collectors::WallNow;
 namespace {
 
 using Options = curve::Result<AgentOptions>;
-
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The synthetic replica: `kvwatch synth`'s workload, unbounded, played in real time.
 collectors::SynthOptions SynthOptionsOf(const config::SynthSettings& s, int page_tokens) {

@@ -58,6 +58,34 @@ struct MetricSample {
 // Log lines about bad input go through this (the agent prints them to stderr).
 using CollectorLog = std::function<void(std::string_view collector, std::string_view message)>;
 
+// A collector's log of bad input with its rate limit: the first 100 messages,
+// then every 1000th, so a flood of bad lines cannot flood stderr.
+class RateLimitedLog {
+ public:
+  RateLimitedLog(std::string collector, CollectorLog log) : collector_(std::move(collector)), log_(std::move(log)) {}
+  void operator()(std::string_view message) {
+    const std::uint64_t n = logged_++;
+    if (log_ && (n < kFirst || n % kEvery == 0)) log_(collector_, message);
+  }
+
+ private:
+  static constexpr std::uint64_t kFirst = 100;
+  static constexpr std::uint64_t kEvery = 1000;
+  std::string collector_;
+  CollectorLog log_;
+  std::uint64_t logged_ = 0;
+};
+
+// Seconds since the Unix epoch, from the system clock.
+double WallNow();
+
+struct TailEvent;  // collectors/file_tailer.h
+// The stats every file-tailing collector keeps from its tailer's events: errors
+// line_too_long, read_error and checkpoint_error by reason, lost bytes as dropped,
+// each logged with its file. Returns whether e is a read error (the collector is
+// then down until a poll without one).
+bool CountTailEvent(const TailEvent& e, CollectorStats* stats, RateLimitedLog& log);
+
 class Collector {
  public:
   virtual ~Collector() = default;

@@ -9,9 +9,6 @@
 namespace kvwatch::collectors {
 namespace {
 
-constexpr std::uint64_t kLogFirst = 100;
-constexpr std::uint64_t kLogEvery = 1000;
-
 bool IsVllm(const EngineLogRecord& r) {
   return std::holds_alternative<VllmStatsRecord>(r) || std::holds_alternative<VllmV0PreemptionRecord>(r);
 }
@@ -39,12 +36,7 @@ curve::Result<std::unique_ptr<EngineLogCollector>> EngineLogCollector::Create(En
 
 EngineLogCollector::EngineLogCollector(EngineLogCollectorOptions options, std::unique_ptr<FileTailer> tailer,
                                        CollectorLog log)
-    : options_(std::move(options)), tailer_(std::move(tailer)), log_(std::move(log)) {}
-
-void EngineLogCollector::Log(const std::string& message) {
-  const std::uint64_t n = logged_++;
-  if (log_ && (n < kLogFirst || n % kLogEvery == 0)) log_(options_.name, message);
-}
+    : options_(std::move(options)), tailer_(std::move(tailer)), log_(options_.name, std::move(log)) {}
 
 void EngineLogCollector::Poll(RequestSink& /*sink*/, double wall_now_s) {
   TailCallbacks callbacks;
@@ -53,29 +45,7 @@ void EngineLogCollector::Poll(RequestSink& /*sink*/, double wall_now_s) {
     if (record && Apply(*record)) stats_.last_success_s = wall_now_s;
   };
   bool read_error = false;
-  callbacks.on_event = [&](const TailEvent& e) {
-    switch (e.kind) {
-      case TailEventKind::kLineTooLong:
-        ++stats_.errors["line_too_long"];
-        Log(e.path + ": " + e.message);
-        break;
-      case TailEventKind::kReadError:
-        ++stats_.errors["read_error"];
-        read_error = true;
-        Log(e.path + ": " + e.message);
-        break;
-      case TailEventKind::kLostBytes:
-        ++stats_.dropped;
-        Log(e.path + ": " + e.message);
-        break;
-      case TailEventKind::kCheckpointError:
-        ++stats_.errors["checkpoint_error"];
-        Log(e.path + ": " + e.message);
-        break;
-      default:
-        break;
-    }
-  };
+  callbacks.on_event = [&](const TailEvent& e) { read_error = CountTailEvent(e, &stats_, log_) || read_error; };
   tailer_->Poll(callbacks);
   // Up while the files read without errors (no file yet is not an error).
   stats_.up = !read_error;

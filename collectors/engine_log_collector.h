@@ -99,16 +99,14 @@ class EngineLogCollector : public Collector {
  private:
   EngineLogCollector(EngineLogCollectorOptions options, std::unique_ptr<FileTailer> tailer, CollectorLog log);
 
-  void Log(const std::string& message);
   void ApplyVllmStats(const VllmStatsRecord& r);
   void ApplySglangUsage(const SglangTokenUsage& usage);
 
   EngineLogCollectorOptions options_;
   std::unique_ptr<FileTailer> tailer_;
-  CollectorLog log_;
+  RateLimitedLog log_;
   CollectorStats stats_;
   EngineLogSignals signals_;
-  std::uint64_t logged_ = 0;
 };
 
 }  // namespace kvwatch::collectors

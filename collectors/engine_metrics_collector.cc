@@ -20,10 +20,6 @@ constexpr std::size_t kMaxPendingLogs = 20;
 // Malformed exposition lines logged per scrape.
 constexpr std::size_t kBadLinesLogged = 3;
 
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // What one scrape found, before it is applied to the collector's state.
 struct ScrapeResult {
   std::optional<EngineSnapshot> snapshot;  // set when the scrape succeeded

@@ -44,10 +44,9 @@ class TraceFileCollector : public Collector {
   TraceFileCollectorOptions options_;
   std::unique_ptr<FileTailer> tailer_;
   TraceRecordParser parser_;
-  CollectorLog log_;
+  RateLimitedLog log_;  // bad input: the counters keep the totals
   curve::Request request_;
   CollectorStats stats_;
-  std::uint64_t logged_errors_ = 0;
 };
 
 }  // namespace kvwatch::collectors
