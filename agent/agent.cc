@@ -107,6 +107,8 @@ curve::Status Agent::Init() {
   }
   std::sort(bounds_.begin(), bounds_.end());
   bounds_.erase(std::unique(bounds_.begin(), bounds_.end()), bounds_.end());
+  // No other thread runs yet; the lock keeps the analysis honest.
+  base::MutexLock lock(mu_);
   lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
   std::vector<double> seconds;
   for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
@@ -166,8 +168,9 @@ void Agent::OnRequest(const curve::Request& request) {
   lifetime_.Add(outcome_, weight);
   // The _sum of the histograms: in sampled mode, in full-stream units.
   const double unit = sampled_ ? static_cast<double>(curve::SampledEngine::kWeightUnit) : 1.0;
+  const bool sampled = sampled_ != nullptr;
   auto add_sum = [&](std::uint64_t* sum, std::uint32_t c) {
-    *sum += sampled_ ? static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * static_cast<double>(weight) / unit))
+    *sum += sampled ? static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * static_cast<double>(weight) / unit))
                      : c;
   };
   for (std::size_t i = 0; i < outcome_.size(); ++i) {
@@ -221,7 +224,7 @@ int Agent::Run() {
     const Clock::time_point now = Clock::now();
     const double wall = WallNow();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(mu_);
       for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
         if (now < next_poll[i]) continue;
         options_.collectors[i]->Poll(*this, wall);
@@ -285,7 +288,7 @@ curve::Status Agent::SaveState() {
   if (options_.state_path.empty()) return curve::Status::Ok();
   std::vector<std::uint8_t> bytes(kStateMagic, kStateMagic + sizeof(kStateMagic));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(mu_);
     curve::AppendPod(&bytes, kStateVersion);
     const std::string fp = ConfigFingerprint();
     curve::AppendPod<std::uint64_t>(&bytes, fp.size());
@@ -304,17 +307,29 @@ curve::Status Agent::SaveState() {
       curve::AppendPod(&bytes, all_requests_);
     }
   }
-  curve::Status s = WriteFileAtomically(options_.state_path, bytes);
-  if (!s.ok()) {
-    ++state_errors_;
-    return curve::Status::Error("state: " + s.error());
+  curve::Status s = WriteFileAtomically(options_.state_path, bytes);  // I/O outside the lock
+  {
+    base::MutexLock lock(mu_);
+    ++(s.ok() ? state_saves_ : state_errors_);
   }
-  ++state_saves_;
+  if (!s.ok()) return curve::Status::Error("state: " + s.error());
   // The collectors' positions right after the state they led to.
   for (auto& c : options_.collectors) {
     if (curve::Status cs = c->Checkpoint(); !cs.ok()) Log(c->name() + ": checkpoint: " + cs.error());
   }
   return curve::Status::Ok();
+}
+
+void Agent::ResetState() {
+  engine_.Clear();
+  if (sampled_) sampled_->Clear();
+  all_page_refs_ = all_requests_ = 0;
+  lifetime_.Clear();
+  std::vector<double> seconds;
+  for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
+  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
+  hit_capacity_sum_ = required_capacity_sum_ = 0;
+  last_record_time_ = -1;
 }
 
 void Agent::LoadState() {
@@ -325,21 +340,13 @@ void Agent::LoadState() {
     return;
   }
   const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto reject = [&](const std::string& why) {
+  auto reject = [&](const std::string& why) NO_THREAD_SAFETY_ANALYSIS {  // LoadState holds mu_
     const std::string aside = options_.state_path + ".rejected-" + std::to_string(static_cast<long long>(WallNow()));
     std::error_code ec;
     std::filesystem::rename(options_.state_path, aside, ec);
     Log("state " + options_.state_path + " not restored (" + why + "); set aside as " + aside);
+    ResetState();
     state_restore_result_ = "rejected";
-    engine_.Clear();
-    if (sampled_) sampled_->Clear();
-    all_page_refs_ = all_requests_ = 0;
-    lifetime_.Clear();
-    std::vector<double> seconds;
-    for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
-    windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
-    hit_capacity_sum_ = required_capacity_sum_ = 0;
-    last_record_time_ = -1;
   };
   std::span<const std::uint8_t> in(bytes);
   std::uint32_t version = 0;
@@ -445,7 +452,7 @@ void Agent::AppendCanaryMetrics(MetricsBuilder& m) const {
 
 std::string Agent::RenderMetrics() {
   MetricsBuilder m;
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(mu_);
   m.Gauge("kvwatch_build_info", "kvwatch build: version and git revision. Always 1.", 1,
           {{"version", Version()}, {"revision", Revision()}});
 
@@ -453,7 +460,9 @@ std::string Agent::RenderMetrics() {
   // restarts), so Prometheus computes any window with increase().
   const curve::BucketedCurve lifetime = LifetimeCurve();
   // Histogram counts are integers: full-stream estimates are rounded when sampled.
-  auto whole = [this](std::uint64_t weighted) { return static_cast<std::uint64_t>(std::llround(Count(weighted))); };
+  auto whole = [this](std::uint64_t weighted) NO_THREAD_SAFETY_ANALYSIS {  // RenderMetrics holds mu_
+    return static_cast<std::uint64_t>(std::llround(Count(weighted)));
+  };
   std::vector<std::pair<double, std::uint64_t>> hit_buckets, req_buckets;
   std::uint64_t hit_sum = 0, covered_sum = 0;
   for (std::size_t j = 0; j < bounds_.size(); ++j) {
@@ -600,8 +609,9 @@ alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
   const AlertInputSpec& spec = options_.alerts->inputs;
   AgentObservation o;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto observe = [&](std::optional<std::size_t> i) -> std::optional<WindowObservation> {
+    base::MutexLock lock(mu_);
+    auto observe = [&](std::optional<std::size_t> i) NO_THREAD_SAFETY_ANALYSIS -> std::optional<WindowObservation> {
+      // AlertInputsAt holds mu_.
       if (!i || *i >= windows_->size()) return std::nullopt;
       return ObserveWindow(windows_->Window(*i), WindowReport(*i), spec);
     };
@@ -617,7 +627,7 @@ alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
 }
 
 std::string Agent::RenderCurveJson(const std::string& window) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(mu_);
   for (std::size_t i = 0; i < options_.windows.size(); ++i) {
     if (options_.windows[i].name != window) continue;
     CurveApiContext context;

@@ -32,12 +32,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/alert_runner.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "agent/http_server.h"
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
@@ -98,62 +99,65 @@ class Agent : public collectors::RequestSink {
   void Stop();
 
   // RequestSink: one request from a collector (loop thread).
-  void OnRequest(const curve::Request& request) override;
+  void OnRequest(const curve::Request& request) override REQUIRES(mu_);
 
   // For tests and the HTTP handlers.
-  std::string RenderMetrics();
-  std::string RenderCurveJson(const std::string& window);  // empty: unknown window
+  std::string RenderMetrics() EXCLUDES(mu_);
+  std::string RenderCurveJson(const std::string& window) EXCLUDES(mu_);  // empty: unknown window
   int port() const;
   bool ready() const { return ready_.load(); }
 
   // Writes the state file now (loop thread, or before Run).
-  curve::Status SaveState();
+  curve::Status SaveState() EXCLUDES(mu_);
 
   // What the alert detectors see at `time`: requests, knee and working set of the
   // alert windows, the collectors' engine counters (any thread; takes mu_).
   // REQUIRES: options.alerts set.
-  alerts::AlertInputs AlertInputsAt(alerts::TimePoint time);
+  alerts::AlertInputs AlertInputsAt(alerts::TimePoint time) EXCLUDES(mu_);
   // The alerting, or nullptr when alerts are disabled.
   AlertRunner* alert_runner() const { return alert_runner_.get(); }
 
  private:
   explicit Agent(AgentOptions options);
   curve::Status Init();
-  void LoadState();
+  // At start-up, under mu_ (no other thread runs yet).
+  void LoadState() REQUIRES(mu_);
+  // Forgets the curves' state (a rejected state file).
+  void ResetState() REQUIRES(mu_);
   // The windows' clock: record time when records carry it, advanced at wall speed
   // while idle (see Run).
-  double ClockNow(double wall_now_s) const;
-  curve::CurveReport WindowReport(std::size_t i) const;  // REQUIRES: mu_ held
-  void AppendCanaryMetrics(class MetricsBuilder& m) const;  // REQUIRES: mu_ held, canaries_
-  std::string ConfigFingerprint() const;
+  double ClockNow(double wall_now_s) const REQUIRES(mu_);
+  curve::CurveReport WindowReport(std::size_t i) const REQUIRES(mu_);
+  void AppendCanaryMetrics(class MetricsBuilder& m) const REQUIRES(mu_);  // REQUIRES: canaries_
+  std::string ConfigFingerprint() const REQUIRES(mu_);
   void RegisterRoutes();
-  bool sampled() const { return sampled_ != nullptr; }
+  bool sampled() const REQUIRES(mu_) { return sampled_ != nullptr; }
   // Exported counts: weighted counts over the weight unit when sampled.
-  double Count(std::uint64_t weighted) const;
-  // The lifetime curve, SHARDS-adj corrected when sampled. REQUIRES: mu_ held.
-  curve::BucketedCurve LifetimeCurve() const;
-  const curve::StackDistanceEngine& engine() const { return sampled_ ? sampled_->engine() : engine_; }
+  double Count(std::uint64_t weighted) const REQUIRES(mu_);
+  // The lifetime curve, SHARDS-adj corrected when sampled.
+  curve::BucketedCurve LifetimeCurve() const REQUIRES(mu_);
+  const curve::StackDistanceEngine& engine() const REQUIRES(mu_) { return sampled_ ? sampled_->engine() : engine_; }
 
   AgentOptions options_;
   std::vector<std::uint64_t> bounds_;
 
-  mutable std::mutex mu_;
-  curve::StackDistanceEngine engine_;                // exact mode (unused when sampled)
-  std::unique_ptr<curve::SampledEngine> sampled_;    // sampled mode, else null
-  std::uint64_t all_page_refs_ = 0;                  // sampled mode: every page reference, sampled or not
-  std::uint64_t all_requests_ = 0;                   // sampled mode: every request
-  curve::RequestOutcome outcome_;
-  curve::BucketedCurve lifetime_;
-  std::unique_ptr<curve::WindowedCurves> windows_;
-  std::unique_ptr<curve::PolicyCanaries> canaries_;  // null without curve.policies
-  std::uint64_t hit_capacity_sum_ = 0;      // for the histograms' _sum
-  std::uint64_t required_capacity_sum_ = 0;
-  double last_record_time_ = -1;            // window clock at the last request
-  double last_record_wall_ = 0;             // wall time of the last request
-  std::uint64_t state_saves_ = 0;
-  std::uint64_t state_errors_ = 0;
-  std::string state_restore_result_ = "none";
-  double start_wall_s_ = 0;
+  mutable base::Mutex mu_;  // guards the state below and the collectors' polls
+  curve::StackDistanceEngine engine_ GUARDED_BY(mu_);                // exact mode (unused when sampled)
+  std::unique_ptr<curve::SampledEngine> sampled_ GUARDED_BY(mu_);    // sampled mode, else null
+  std::uint64_t all_page_refs_ GUARDED_BY(mu_) = 0;                  // sampled mode: every page reference, sampled or not
+  std::uint64_t all_requests_ GUARDED_BY(mu_) = 0;                   // sampled mode: every request
+  curve::RequestOutcome outcome_ GUARDED_BY(mu_);
+  curve::BucketedCurve lifetime_ GUARDED_BY(mu_);
+  std::unique_ptr<curve::WindowedCurves> windows_ GUARDED_BY(mu_);
+  std::unique_ptr<curve::PolicyCanaries> canaries_ GUARDED_BY(mu_);  // null without curve.policies
+  std::uint64_t hit_capacity_sum_ GUARDED_BY(mu_) = 0;      // for the histograms' _sum
+  std::uint64_t required_capacity_sum_ GUARDED_BY(mu_) = 0;
+  double last_record_time_ GUARDED_BY(mu_) = -1;            // window clock at the last request
+  double last_record_wall_ GUARDED_BY(mu_) = 0;             // wall time of the last request
+  std::uint64_t state_saves_ GUARDED_BY(mu_) = 0;
+  std::uint64_t state_errors_ GUARDED_BY(mu_) = 0;
+  std::string state_restore_result_ GUARDED_BY(mu_) = "none";
+  double start_wall_s_ GUARDED_BY(mu_) = 0;
 
   std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled
   std::unique_ptr<HttpServer> http_;

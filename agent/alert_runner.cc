@@ -262,7 +262,7 @@ curve::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {
   std::vector<alerts::AlertEvent> events;
   std::vector<alerts::PostableAlert> due;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(mu_);
     ++evaluations_;
     auto evaluation = alerter_.Evaluate(inputs);
     if (!evaluation.ok()) {
@@ -301,7 +301,7 @@ void AlertRunner::LogEvent(const alerts::AlertEvent& event) {
 }
 
 std::vector<alerts::AlertStatus> AlertRunner::Statuses() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(mu_);
   return alerter_.Statuses();
 }
 
@@ -309,7 +309,7 @@ void AlertRunner::AppendMetrics(MetricsBuilder* m) const {
   std::uint64_t evaluations = 0, errors = 0, log_lines = 0;
   std::vector<alerts::AlertStatus> statuses;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(mu_);
     statuses = alerter_.Statuses();
     evaluations = evaluations_;
     errors = evaluation_errors_;

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "agent/metrics.h"
 #include "agent/notifier.h"
 #include "alerts/alerter.h"
@@ -148,12 +150,11 @@ class AlertRunner {
   const std::chrono::steady_clock::time_point start_steady_;
   std::unique_ptr<Notifier> notifier_;  // null without targets
 
-  mutable std::mutex mu_;
-  // State below is guarded by mu_.
-  alerts::Alerter alerter_;
-  std::uint64_t evaluations_ = 0;
-  std::uint64_t evaluation_errors_ = 0;
-  std::uint64_t log_lines_ = 0;
+  mutable base::Mutex mu_;
+  alerts::Alerter alerter_ GUARDED_BY(mu_);
+  std::uint64_t evaluations_ GUARDED_BY(mu_) = 0;
+  std::uint64_t evaluation_errors_ GUARDED_BY(mu_) = 0;
+  std::uint64_t log_lines_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvwatch::agent

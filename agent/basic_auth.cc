@@ -180,19 +180,19 @@ bool BasicAuthenticator::Verify(const std::string& user, std::string_view passwo
   OPENSSL_cleanse(material.data(), material.size());
 
   if (digested) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
+    base::MutexLock lock(cache_mutex_);
     auto cached = cache_.find(key);
     if (cached != cache_.end()) return cached->second && known;
   }
   bool matches;
   {
-    std::lock_guard<std::mutex> lock(bcrypt_mutex_);
+    base::MutexLock lock(bcrypt_mutex_);
     ++bcrypt_runs_;
     matches = CheckPassword(password, hash);
   }
   bool ok = matches && known;  // the decoy never admits anyone, whatever it matched
   if (digested) {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
+    base::MutexLock lock(cache_mutex_);
     if (cache_.size() >= kCacheCapacity) cache_.clear();
     cache_[key] = ok;
   }

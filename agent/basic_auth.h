@@ -37,6 +37,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "curve/status.h"
 
 namespace kvwatch::agent {
@@ -95,9 +97,9 @@ class BasicAuthenticator {
   const std::string decoy_hash_;
   const int decoy_cost_;
 
-  std::mutex bcrypt_mutex_;  // serializes crypt_r
-  std::mutex cache_mutex_;
-  std::unordered_map<Digest, bool, DigestHash> cache_;  // guarded by cache_mutex_
+  base::Mutex bcrypt_mutex_;  // serializes crypt_r
+  base::Mutex cache_mutex_;
+  std::unordered_map<Digest, bool, DigestHash> cache_ GUARDED_BY(cache_mutex_);
   std::atomic<std::uint64_t> bcrypt_runs_{0};
 };
 

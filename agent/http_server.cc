@@ -329,7 +329,7 @@ bool HttpServer::Route(const httplib::Request& req, httplib::Response& res) {
 HttpResponse HttpServer::Dispatch(const HttpRequest& request) {
   HttpHandler handler;
   {
-    std::lock_guard<std::mutex> lock(handlers_mutex_);
+    base::MutexLock lock(handlers_mutex_);
     auto it = handlers_.find(request.path);
     if (it != handlers_.end()) handler = it->second;
   }
@@ -366,7 +366,7 @@ void HttpServer::LogAccess(const httplib::Request& req, const httplib::Response&
 }
 
 void HttpServer::Handle(const std::string& path, HttpHandler handler) {
-  std::lock_guard<std::mutex> lock(handlers_mutex_);
+  base::MutexLock lock(handlers_mutex_);
   handlers_[path] = std::move(handler);
 }
 

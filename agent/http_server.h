@@ -54,6 +54,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "config/web_config.h"
 #include "curve/status.h"
 
@@ -166,8 +168,8 @@ class HttpServer {
   const bool tls_;
   const std::unique_ptr<BasicAuthenticator> auth_;  // null when auth is off
 
-  std::mutex handlers_mutex_;
-  std::map<std::string, HttpHandler> handlers_;  // guarded by handlers_mutex_
+  base::Mutex handlers_mutex_;
+  std::map<std::string, HttpHandler> handlers_ GUARDED_BY(handlers_mutex_);
 
   std::atomic<int> port_;
   std::atomic<bool> started_{false};

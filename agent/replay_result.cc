@@ -436,7 +436,9 @@ std::string FormatTable(const ReplayResult& r) {
     out << "\nper tenant\n";
     out << Pad("tenant", 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
         << Pad("ws 0.95 hits", 14) << Pad("ws 0.95 cov", 13) << Pad("knee", 10) << "\n";
-    for (const auto& [name, rep] : r.tenants) {
+    for (const auto& tenant : r.tenants) {
+      const std::string& name = tenant.first;
+      const curve::CurveReport& rep = tenant.second;
       auto ws = [&](const char* target) {
         for (const auto& e : rep.working_set) {
           if (e.target == target && std::fabs(e.fraction - 0.95) < 1e-12) {
