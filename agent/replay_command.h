@@ -3,6 +3,11 @@
 //
 // Replayer is the computation, fed one request at a time, so tests and benchmarks
 // can drive it without files; RunReplay adds reading, progress and output.
+//
+// Thread safety: a Replayer belongs to one thread at a time. RunReplay runs two
+// threads: a reader thread parses (and decompresses) the traces into batches of
+// requests, handed through a bounded queue to the calling thread, which runs the
+// Replayer; progress and bad-line reports are written by the reader thread only.
 #ifndef KVWATCH_AGENT_REPLAY_COMMAND_H_
 #define KVWATCH_AGENT_REPLAY_COMMAND_H_
 
@@ -10,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -80,7 +86,13 @@ class Replayer {
   explicit Replayer(const ResolvedReplay& resolved);
   ~Replayer();
 
-  void Add(const curve::Request& request);
+  void Add(const curve::Request& request) { Add(request, request.pages); }
+  // The same with the request's pages given apart (request.pages is ignored), for
+  // callers that keep pages in a flat buffer.
+  void Add(const curve::Request& request, std::span<const curve::PageId> pages);
+  // Sizes the engine's tables for about `pages` distinct pages up front (a hint:
+  // the results are the same whatever it is).
+  void ReserveDistinctPages(std::uint64_t pages);
   // The result so far (input statistics are the caller's).
   ReplayResult Result() const;
 
@@ -108,6 +120,8 @@ class Replayer {
   // Tokens and pages of the requests that give input_length, to check --page-tokens.
   double input_tokens_ = 0;
   double input_pages_ = 0;
+  // --policy with pages given apart: the request rebuilt for the stored trace.
+  curve::Request stored_request_;
 
   friend int RunReplay(const ReplayOptions& options);
 };

@@ -47,6 +47,17 @@ void StackDistanceEngine::Clear() {
   Resize(kMinSlots);
 }
 
+void StackDistanceEngine::Reserve(std::uint64_t pages) {
+  pages = std::min<std::uint64_t>(pages, options_.max_pages);
+  map_.Reserve(pages);
+  // Compact() sizes the slots to three times the live pages; start there.
+  const std::uint64_t slots = (3 * pages + 2 * kBlockBits - 1) / kBlockBits * kBlockBits;
+  if (slots > slots_ && slots < kNoSlot) {
+    live_bits_.resize(slots / kBlockBits, 0);
+    Resize(static_cast<std::uint32_t>(slots));
+  }
+}
+
 std::size_t StackDistanceEngine::MemoryBytes() const {
   return map_.MemoryBytes() + evicted_young_.MemoryBytes() + evicted_old_.MemoryBytes() +
          slot_page_.capacity() * sizeof(PageId) + live_bits_.capacity() * sizeof(std::uint64_t) +

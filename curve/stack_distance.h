@@ -101,6 +101,11 @@ class StackDistanceEngine {
   // pages. pages may be empty.
   void Process(std::span<const PageId> pages, RequestOutcome* out);
 
+  // Sizes the tables for about `pages` tracked pages (capped at max_pages) up
+  // front, so that a stream of known size does not grow them step by step. A
+  // hint: no result depends on it, only MemoryBytes().
+  void Reserve(std::uint64_t pages);
+
   // Forgets every page (for example when an engine clears its cache).
   void Clear();
   // Forgets one page: it stops being tracked (no longer counts in other pages'
