@@ -40,7 +40,7 @@ std::uint64_t EstimateDistinctPages(const std::vector<std::string>& traces) {
 // flat buffer, ends[i] being the end of request i's pages.
 struct RequestBatch {
   static constexpr std::size_t kMaxRequests = 4096;
-  static constexpr std::size_t kMaxPages = std::size_t{1} << 20;
+  static constexpr std::size_t kMaxPages = std::size_t{1} << 18;
 
   std::vector<curve::Request> meta;
   std::vector<std::size_t> ends;
