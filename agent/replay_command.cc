@@ -1,5 +1,6 @@
 #include "agent/replay_command.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,13 +28,6 @@ Result<ResolvedReplay> OptionError(const std::string& option, const std::string&
 }
 
 bool ValidFraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
-
-// A hint for sizing the engine's tables: distinct pages expected from the traces'
-// sizes. 0 (no hint) for standard input.
-std::uint64_t EstimateDistinctPages(const std::vector<std::string>& traces) {
-  (void)traces;
-  return 0;
-}
 
 // Parsed requests on their way from the reader thread to the engine: each
 // request's facts in `meta` (pages left empty) and its pages back to back in one
@@ -335,10 +329,6 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
   }
 }
 
-void Replayer::ReserveDistinctPages(std::uint64_t pages) {
-  if (exact_) exact_->Reserve(pages);
-}
-
 curve::CurveAccumulator Replayer::Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
   curve::CurveAccumulator adjusted = acc;
   if (sampled_) {
@@ -348,10 +338,16 @@ curve::CurveAccumulator Replayer::Adjusted(const curve::CurveAccumulator& acc, s
   return adjusted;
 }
 
+curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
+  // Exact: no adjustment, so no copy of the histograms (they span every distance).
+  if (!sampled_) return curve::BuildCurveReport(acc, resolved_.report);
+  return curve::BuildCurveReport(Adjusted(acc, page_refs), resolved_.report);
+}
+
 ReplayResult Replayer::Result() const {
   ReplayResult r;
   r.settings = resolved_.settings;
-  r.total = curve::BuildCurveReport(Adjusted(total_, page_refs_), resolved_.report);
+  r.total = Report(total_, page_refs_);
   r.total.requests = requests_;
   // Every distinct page has exactly one cold miss: offline replay remembers every
   // eviction, so a page seen before is never cold again.
@@ -360,7 +356,7 @@ ReplayResult Replayer::Result() const {
   r.engine_bytes = engine.MemoryBytes();
   r.tracked_pages = engine.tracked_pages();
   for (const auto& [name, tenant] : tenants_) {
-    r.tenants.emplace_back(name, curve::BuildCurveReport(Adjusted(tenant.acc, tenant.page_refs), resolved_.report));
+    r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
   }
   if (tiers_) {
     r.tiers = tiers_->totals();
@@ -410,6 +406,7 @@ int RunReplay(const ReplayOptions& options) {
   BatchQueue queue;
   bool read_failed = false;
   std::thread reader([&] {
+    pthread_setname_np(pthread_self(), "kvwatch-reader");
     std::unique_ptr<RequestBatch> batch = queue.TakeFree();
     for (const std::string& path : options.traces) {
       collectors::TraceReaderOptions ro;
@@ -464,7 +461,6 @@ int RunReplay(const ReplayOptions& options) {
     }
     queue.Close();
   });
-  replayer.ReserveDistinctPages(EstimateDistinctPages(options.traces));
   while (auto batch = queue.PopFull()) {
     std::size_t begin = 0;
     for (std::size_t i = 0; i < batch->size; ++i) {

@@ -90,9 +90,6 @@ class Replayer {
   // The same with the request's pages given apart (request.pages is ignored), for
   // callers that keep pages in a flat buffer.
   void Add(const curve::Request& request, std::span<const curve::PageId> pages);
-  // Sizes the engine's tables for about `pages` distinct pages up front (a hint:
-  // the results are the same whatever it is).
-  void ReserveDistinctPages(std::uint64_t pages);
   // The result so far (input statistics are the caller's).
   ReplayResult Result() const;
 
@@ -101,6 +98,9 @@ class Replayer {
   curve::CurveAccumulator Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
 
  private:
+  // BuildCurveReport of Adjusted(acc, page_refs), without copying acc when exact.
+  curve::CurveReport Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
+
   ResolvedReplay resolved_;
   std::unique_ptr<curve::StackDistanceEngine> exact_;
   std::unique_ptr<curve::SampledEngine> sampled_;
