@@ -1,5 +1,6 @@
 #include "agent/replay_command.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -393,6 +394,15 @@ int RunReplay(const ReplayOptions& options) {
     std::fprintf(stderr, "kvwatch replay: no TRACE given (a path, or - for standard input)\n");
     return 2;
   }
+
+  // The engine's tables and the curve's histograms grow by doubling to the size of
+  // the trace's distinct pages, freeing the smaller block each time. Keep freed
+  // memory in the heap for the next growth instead of returning it to the kernel
+  // and faulting fresh zeroed pages in again (on the weka trace: about a fifth
+  // fewer page faults and a tenth less CPU). Replay is a one-shot process.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, 16 << 20);
 
   Replayer replayer(resolved.value());
   ReplayInput input;
