@@ -34,8 +34,8 @@ bool ValidFraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
 // request's facts in `meta` (pages left empty) and its pages back to back in one
 // flat buffer, ends[i] being the end of request i's pages.
 struct RequestBatch {
-  static constexpr std::size_t kMaxRequests = 4096;
-  static constexpr std::size_t kMaxPages = std::size_t{1} << 18;
+  static constexpr std::size_t kMaxRequests = 1024;
+  static constexpr std::size_t kMaxPages = std::size_t{1} << 16;
 
   std::vector<curve::Request> meta;
   std::vector<std::size_t> ends;
