@@ -17,7 +17,8 @@
 // file (zlib), converts it, then runs, alternately and 5 times each, this program's
 // baseline on the .bin file and `kvwatch replay --format json --progress never` on
 // the uncompressed trace, timing each whole process (fork to wait, wall clock), and
-// prints both medians and their ratio. The target is replay <= 1.25x.
+// prints both medians and their ratio (and, for context, the median CPU time of
+// each, all threads). The target is replay <= 1.25x.
 //
 // A plain program with its own main(); it times processes, not functions (like
 // agent_load_bench, the kvwatch binary is found beside it, see --kvwatch).
@@ -29,6 +30,7 @@
 // Thread safety: single-threaded.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -230,11 +232,17 @@ bool Gunzip(const std::string& from, const std::string& to) {
 
 // ------------------------------------------------------------------ Timing
 
-// Wall seconds of one whole process (fork to wait), stdout to out_path; -1 on failure.
-double TimeProcess(const std::vector<std::string>& argv, const std::string& out_path) {
+struct Timing {
+  double wall_s = -1;  // fork to wait; -1 when the process failed
+  double cpu_s = 0;    // user + system of the process (all its threads)
+};
+
+// One whole process, stdout to out_path.
+Timing TimeProcess(const std::vector<std::string>& argv, const std::string& out_path) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  Timing t;
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -244,12 +252,16 @@ double TimeProcess(const std::vector<std::string>& argv, const std::string& out_
     ::execv(args[0], args.data());
     ::_exit(127);
   }
-  if (pid < 0) return -1;
+  if (pid < 0) return t;
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
+  struct rusage ru {};
+  while (::wait4(pid, &status, 0, &ru) < 0) {
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? s : -1;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto secs = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
+  t.cpu_s = secs(ru.ru_utime) + secs(ru.ru_stime);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) t.wall_s = wall;
+  return t;
 }
 
 double Median(std::vector<double> v) {
@@ -288,20 +300,23 @@ int RunComparison(int argc, char** argv) {
     std::fprintf(stderr, "cannot prepare %s\n", trace.c_str());
     rc = 1;
   }
-  std::vector<double> base, replay;
+  std::vector<double> base, replay, base_cpu, replay_cpu;
   const std::vector<std::string> base_cmd = {self.string(), "baseline", bin};
   const std::vector<std::string> replay_cmd = {kvwatch, "replay", "--format", "json", "--progress", "never", jsonl};
   for (int r = 0; rc == 0 && r < runs; ++r) {
-    const double b = TimeProcess(base_cmd, out);
-    const double k = TimeProcess(replay_cmd, out);
-    if (b < 0 || k < 0) {
-      std::fprintf(stderr, "run %d failed (%s)\n", r, b < 0 ? "baseline" : "replay");
+    const Timing b = TimeProcess(base_cmd, out);
+    const Timing k = TimeProcess(replay_cmd, out);
+    if (b.wall_s < 0 || k.wall_s < 0) {
+      std::fprintf(stderr, "run %d failed (%s)\n", r + 1, b.wall_s < 0 ? "baseline" : "replay");
       rc = 1;
       break;
     }
-    std::printf("run %d: baseline %.3f s, replay %.3f s\n", r + 1, b, k);
-    base.push_back(b);
-    replay.push_back(k);
+    std::printf("run %d: baseline %.3f s (cpu %.3f s), replay %.3f s (cpu %.3f s)\n", r + 1, b.wall_s, b.cpu_s,
+                k.wall_s, k.cpu_s);
+    base.push_back(b.wall_s);
+    replay.push_back(k.wall_s);
+    base_cpu.push_back(b.cpu_s);
+    replay_cpu.push_back(k.cpu_s);
   }
   if (rc == 0) {
     const double mb = Median(base), mk = Median(replay);
@@ -310,6 +325,8 @@ int RunComparison(int argc, char** argv) {
     std::printf("median of %d, whole-process wall time: baseline %.3f s, kvwatch replay --format json %.3f s\n", runs,
                 mb, mk);
     std::printf("ratio replay / baseline: %.2fx (target <= 1.25x)\n", mk / mb);
+    std::printf("median cpu (user+sys, all threads): baseline %.3f s, replay %.3f s\n", Median(base_cpu),
+                Median(replay_cpu));
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
