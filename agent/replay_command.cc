@@ -475,6 +475,10 @@ int RunReplay(const ReplayOptions& options) {
     std::size_t begin = 0;
     for (std::size_t i = 0; i < batch->size; ++i) {
       const std::size_t end = batch->ends[i];
+      // The next request's first map entries load while this one is replayed.
+      if (i + 1 < batch->size) {
+        replayer.Prefetch(std::span<const curve::PageId>(batch->pages.data() + end, batch->ends[i + 1] - end));
+      }
       replayer.Add(batch->meta[i], std::span<const curve::PageId>(batch->pages.data() + begin, end - begin));
       begin = end;
     }

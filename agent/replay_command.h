@@ -90,6 +90,10 @@ class Replayer {
   // The same with the request's pages given apart (request.pages is ignored), for
   // callers that keep pages in a flat buffer.
   void Add(const curve::Request& request, std::span<const curve::PageId> pages);
+  // A hint that a request with these pages comes next (no effect on results).
+  void Prefetch(std::span<const curve::PageId> pages) const {
+    if (exact_) exact_->Prefetch(pages);
+  }
   // The result so far (input statistics are the caller's).
   ReplayResult Result() const;
 

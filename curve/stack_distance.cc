@@ -219,8 +219,7 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
 
   // Map entries are prefetched a fixed distance ahead of the lookups: a long
   // request prefetched all at once overflows the CPU's outstanding misses.
-  constexpr std::size_t kPrefetchAhead = 16;
-  for (std::size_t i = 0; i < std::min(n, kPrefetchAhead); ++i) map_.Prefetch(pages[i]);
+  Prefetch(pages);
   entries_.resize(n);
 
   // Arrival state: every distance is read before any page of r is referenced.
