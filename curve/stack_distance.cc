@@ -78,6 +78,27 @@ void StackDistanceEngine::ClearLive(std::uint32_t slot) {
   for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) --fenwick_[i];
 }
 
+// ClearLive(from) then SetLive(to), with one walk up the Fenwick tree: the two
+// update paths meet at a common ancestor, above which -1 and +1 cancel. A page
+// referenced again soon lives in a nearby block, so the walk is usually short.
+void StackDistanceEngine::MoveLive(std::uint32_t from, std::uint32_t to) {
+  live_bits_[from / kBlockBits] &= ~(1ULL << (from % kBlockBits));
+  live_bits_[to / kBlockBits] |= 1ULL << (to % kBlockBits);
+  const std::size_t n = fenwick_.size();
+  std::size_t i = from / kBlockBits + 1, j = to / kBlockBits + 1;
+  while (i != j) {
+    if (i < j) {
+      if (i >= n) break;
+      --fenwick_[i];
+      i += i & (~i + 1);
+    } else {
+      if (j >= n) break;
+      ++fenwick_[j];
+      j += j & (~j + 1);
+    }
+  }
+}
+
 // Number of live slots newer than slot (slot itself is live).
 std::uint32_t StackDistanceEngine::Distance(std::uint32_t slot) const {
   const std::uint32_t block = slot / kBlockBits;
@@ -195,16 +216,16 @@ void StackDistanceEngine::Touch(PageId page, std::uint32_t* current) {
   if (next_slot_ == slots_) Compact();  // changes values, moves no map entry
   const std::uint32_t slot = next_slot_++;
   if (current == nullptr) current = map_.Find(page);
-  if (current != nullptr) {
-    ClearLive(*current);
-    *current = slot;
-  } else {
-    if (live_ >= options_.max_pages) EvictOldest();
-    ForgetEviction(page);
-    map_.Insert(page, slot);
-    ++live_;
-  }
   slot_page_[slot] = page;
+  if (current != nullptr) {
+    MoveLive(*current, slot);
+    *current = slot;
+    return;
+  }
+  if (live_ >= options_.max_pages) EvictOldest();
+  ForgetEviction(page);
+  map_.Insert(page, slot);
+  ++live_;
   SetLive(slot);
 }
 

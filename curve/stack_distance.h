@@ -148,6 +148,7 @@ class StackDistanceEngine {
   void Touch(PageId page, std::uint32_t* current);
   void SetLive(std::uint32_t slot);
   void ClearLive(std::uint32_t slot);
+  void MoveLive(std::uint32_t from, std::uint32_t to);
   void EvictOldest();
   void Compact();
   void Resize(std::uint32_t slots);
