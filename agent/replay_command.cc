@@ -1,12 +1,18 @@
 #include "agent/replay_command.h"
 
+#include <malloc.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "agent/progress.h"
 #include "collectors/trace_reader.h"
@@ -23,6 +29,98 @@ Result<ResolvedReplay> OptionError(const std::string& option, const std::string&
 }
 
 bool ValidFraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
+
+// Parsed requests on their way from the reader thread to the engine: each
+// request's facts in `meta` (pages left empty) and its pages back to back in one
+// flat buffer, ends[i] being the end of request i's pages.
+struct RequestBatch {
+  static constexpr std::size_t kMaxRequests = 1024;
+  static constexpr std::size_t kMaxPages = std::size_t{1} << 16;
+
+  std::vector<curve::Request> meta;
+  std::vector<std::size_t> ends;
+  std::vector<curve::PageId> pages;
+  std::size_t size = 0;  // requests in use (meta keeps its strings' storage)
+
+  void Push(const curve::Request& r) {
+    if (size == meta.size()) meta.emplace_back();
+    curve::Request& m = meta[size++];
+    m.timestamp_s = r.timestamp_s;
+    m.tenant.assign(r.tenant);
+    m.input_tokens = r.input_tokens;
+    m.output_tokens = r.output_tokens;
+    pages.insert(pages.end(), r.pages.begin(), r.pages.end());
+    ends.push_back(pages.size());
+  }
+  bool Full() const { return size >= kMaxRequests || pages.size() >= kMaxPages; }
+  void Reset() {
+    size = 0;
+    ends.clear();
+    pages.clear();
+  }
+};
+
+// A bounded hand-over of batches between one producer and one consumer: a fixed
+// pool of batches circulates between a free list and a full list, so at most
+// kBatches batches (and their memory) exist. Thread safety: every method may be
+// called from either thread.
+class BatchQueue {
+ public:
+  static constexpr int kBatches = 4;
+
+  BatchQueue() {
+    for (int i = 0; i < kBatches; ++i) free_.push_back(std::make_unique<RequestBatch>());
+  }
+
+  // Producer: an empty batch to fill (blocks while every batch is in flight).
+  std::unique_ptr<RequestBatch> TakeFree() {
+    std::unique_lock lock(mu_);
+    free_cv_.wait(lock, [&] { return !free_.empty(); });
+    auto b = std::move(free_.front());
+    free_.pop_front();
+    return b;
+  }
+  // Producer: hands a filled batch to the consumer.
+  void PushFull(std::unique_ptr<RequestBatch> b) {
+    {
+      std::lock_guard lock(mu_);
+      full_.push_back(std::move(b));
+    }
+    full_cv_.notify_one();
+  }
+  // Producer: no more batches.
+  void Close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    full_cv_.notify_one();
+  }
+  // Consumer: the next filled batch, or nullptr once closed and drained.
+  std::unique_ptr<RequestBatch> PopFull() {
+    std::unique_lock lock(mu_);
+    full_cv_.wait(lock, [&] { return !full_.empty() || closed_; });
+    if (full_.empty()) return nullptr;
+    auto b = std::move(full_.front());
+    full_.pop_front();
+    return b;
+  }
+  // Consumer: gives a processed batch back.
+  void Recycle(std::unique_ptr<RequestBatch> b) {
+    b->Reset();
+    {
+      std::lock_guard lock(mu_);
+      free_.push_back(std::move(b));
+    }
+    free_cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable free_cv_, full_cv_;
+  std::deque<std::unique_ptr<RequestBatch>> free_, full_;
+  bool closed_ = false;
+};
 
 }  // namespace
 
@@ -191,9 +289,9 @@ Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_
 
 Replayer::~Replayer() = default;
 
-void Replayer::Add(const curve::Request& request) {
+void Replayer::Add(const curve::Request& request, std::span<const curve::PageId> pages) {
   ++requests_;
-  page_refs_ += request.pages.size();
+  page_refs_ += pages.size();
   Tenant* tenant = nullptr;
   if (!request.tenant.empty()) {
     auto it = tenants_.find(request.tenant);
@@ -202,25 +300,33 @@ void Replayer::Add(const curve::Request& request) {
                .first;
     }
     tenant = &it->second;
-    tenant->page_refs += request.pages.size();
+    tenant->page_refs += pages.size();
   }
   if (sampled_) {
-    sampled_->Process(request.pages, &outcome_);
+    sampled_->Process(pages, &outcome_);
     // A request with no sampled page says nothing about its requirement.
     if (outcome_.size() == 0) return;
   } else {
-    exact_->Process(request.pages, &outcome_);
+    exact_->Process(pages, &outcome_);
   }
   total_.Add(outcome_);
   if (tenant != nullptr) tenant->acc.Add(outcome_);
   if (tiers_) tiers_->Add(outcome_);
   if (stored_) {
-    if (request.input_tokens > 0 && !request.pages.empty()) {
+    if (request.input_tokens > 0 && !pages.empty()) {
       input_tokens_ += static_cast<double>(request.input_tokens);
-      input_pages_ += static_cast<double>(request.pages.size());
+      input_pages_ += static_cast<double>(pages.size());
     }
-    stored_->Add(request, classifier_.Classify(request.pages), outcome_.unlimited_hits,
-                 resolved_.policies->lifetime);
+    const curve::Request* whole = &request;
+    if (pages.data() != request.pages.data() || pages.size() != request.pages.size()) {
+      stored_request_.timestamp_s = request.timestamp_s;
+      stored_request_.tenant = request.tenant;
+      stored_request_.input_tokens = request.input_tokens;
+      stored_request_.output_tokens = request.output_tokens;
+      stored_request_.pages.assign(pages.begin(), pages.end());
+      whole = &stored_request_;
+    }
+    stored_->Add(*whole, classifier_.Classify(pages), outcome_.unlimited_hits, resolved_.policies->lifetime);
   }
 }
 
@@ -233,10 +339,16 @@ curve::CurveAccumulator Replayer::Adjusted(const curve::CurveAccumulator& acc, s
   return adjusted;
 }
 
+curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
+  // Exact: no adjustment, so no copy of the histograms (they span every distance).
+  if (!sampled_) return curve::BuildCurveReport(acc, resolved_.report);
+  return curve::BuildCurveReport(Adjusted(acc, page_refs), resolved_.report);
+}
+
 ReplayResult Replayer::Result() const {
   ReplayResult r;
   r.settings = resolved_.settings;
-  r.total = curve::BuildCurveReport(Adjusted(total_, page_refs_), resolved_.report);
+  r.total = Report(total_, page_refs_);
   r.total.requests = requests_;
   // Every distinct page has exactly one cold miss: offline replay remembers every
   // eviction, so a page seen before is never cold again.
@@ -245,7 +357,7 @@ ReplayResult Replayer::Result() const {
   r.engine_bytes = engine.MemoryBytes();
   r.tracked_pages = engine.tracked_pages();
   for (const auto& [name, tenant] : tenants_) {
-    r.tenants.emplace_back(name, curve::BuildCurveReport(Adjusted(tenant.acc, tenant.page_refs), resolved_.report));
+    r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
   }
   if (tiers_) {
     r.tiers = tiers_->totals();
@@ -283,42 +395,97 @@ int RunReplay(const ReplayOptions& options) {
     return 2;
   }
 
+  // The engine's tables and the curve's histograms grow by doubling to the size of
+  // the trace's distinct pages, freeing the smaller block each time. Keep freed
+  // memory in the heap for the next growth instead of returning it to the kernel
+  // and faulting fresh zeroed pages in again (on the weka trace: about a fifth
+  // fewer page faults and a tenth less CPU). Replay is a one-shot process.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, 16 << 20);
+
   Replayer replayer(resolved.value());
   ReplayInput input;
   const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
   ProgressBar bar(stderr, progress_on);
-  for (const std::string& path : options.traces) {
-    collectors::TraceReaderOptions ro;
-    ro.strict = options.strict;
-    ro.record.timestamp_unit = *unit;
-    if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
-    if (!options.tenants) ro.record.tenant_fields.clear();
-    std::uint64_t reported = 0;
-    collectors::TraceCallbacks callbacks;
-    callbacks.on_request = [&](curve::Request& request) { replayer.Add(request); };
-    callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
+
+  // The reader thread parses every trace in order into batches; this thread runs
+  // the engine on them. Only the reader writes to stderr until it is joined (the
+  // mutex keeps it so should that change).
+  std::mutex output_mu;
+  BatchQueue queue;
+  bool read_failed = false;
+  std::thread reader([&] {
+    pthread_setname_np(pthread_self(), "kvwatch-reader");
+    std::unique_ptr<RequestBatch> batch = queue.TakeFree();
+    for (const std::string& path : options.traces) {
+      collectors::TraceReaderOptions ro;
+      ro.strict = options.strict;
+      ro.record.timestamp_unit = *unit;
+      if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
+      if (!options.tenants) ro.record.tenant_fields.clear();
+      std::uint64_t reported = 0;
+      collectors::TraceCallbacks callbacks;
+      callbacks.on_request = [&](curve::Request& request) {
+        batch->Push(request);
+        if (batch->Full()) {
+          queue.PushFull(std::move(batch));
+          batch = queue.TakeFree();
+        }
+      };
+      callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
+        std::lock_guard lock(output_mu);
+        bar.Clear();
+        if (reported++ < 20) {
+          std::fprintf(stderr, "kvwatch replay: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
+                       static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
+        } else if (reported == 21) {
+          std::fprintf(stderr, "kvwatch replay: %.*s: more bad lines; only the count is kept\n",
+                       static_cast<int>(source.size()), source.data());
+        }
+      };
+      callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) {
+        std::lock_guard lock(output_mu);
+        bar.Update(path, done, total);
+      };
+      auto summary = collectors::ReadTrace(path, ro, callbacks);
+      std::lock_guard lock(output_mu);
       bar.Clear();
-      if (reported++ < 20) {
-        std::fprintf(stderr, "kvwatch replay: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
-                     static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
-      } else if (reported == 21) {
-        std::fprintf(stderr, "kvwatch replay: %.*s: more bad lines; only the count is kept\n",
-                     static_cast<int>(source.size()), source.data());
+      if (!summary.ok()) {
+        std::fprintf(stderr, "kvwatch replay: %s\n", summary.error().c_str());
+        read_failed = true;
+        break;
       }
-    };
-    callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.Update(path, done, total); };
-    auto summary = collectors::ReadTrace(path, ro, callbacks);
-    bar.Clear();
-    if (!summary.ok()) {
-      std::fprintf(stderr, "kvwatch replay: %s\n", summary.error().c_str());
-      return 1;
+      input.sources.push_back(path);
+      input.lines += summary.value().lines;
+      input.bad_lines += summary.value().bad_lines;
+      input.blank_lines += summary.value().blank_lines;
+      input.bytes += summary.value().bytes;
     }
-    input.sources.push_back(path);
-    input.lines += summary.value().lines;
-    input.bad_lines += summary.value().bad_lines;
-    input.blank_lines += summary.value().blank_lines;
-    input.bytes += summary.value().bytes;
+    // Requests delivered before a failure are processed, as before; the result is
+    // then dropped.
+    if (batch->size > 0) {
+      queue.PushFull(std::move(batch));
+    } else {
+      queue.Recycle(std::move(batch));
+    }
+    queue.Close();
+  });
+  while (auto batch = queue.PopFull()) {
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < batch->size; ++i) {
+      const std::size_t end = batch->ends[i];
+      // The next request's first map entries load while this one is replayed.
+      if (i + 1 < batch->size) {
+        replayer.Prefetch(std::span<const curve::PageId>(batch->pages.data() + end, batch->ends[i + 1] - end));
+      }
+      replayer.Add(batch->meta[i], std::span<const curve::PageId>(batch->pages.data() + begin, end - begin));
+      begin = end;
+    }
+    queue.Recycle(std::move(batch));
   }
+  reader.join();
+  if (read_failed) return 1;
 
   ReplayResult result = replayer.Result();
   result.input = input;

@@ -3,6 +3,11 @@
 //
 // Replayer is the computation, fed one request at a time, so tests and benchmarks
 // can drive it without files; RunReplay adds reading, progress and output.
+//
+// Thread safety: a Replayer belongs to one thread at a time. RunReplay runs two
+// threads: a reader thread parses (and decompresses) the traces into batches of
+// requests, handed through a bounded queue to the calling thread, which runs the
+// Replayer; progress and bad-line reports are written by the reader thread only.
 #ifndef KVWATCH_AGENT_REPLAY_COMMAND_H_
 #define KVWATCH_AGENT_REPLAY_COMMAND_H_
 
@@ -10,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -80,7 +86,14 @@ class Replayer {
   explicit Replayer(const ResolvedReplay& resolved);
   ~Replayer();
 
-  void Add(const curve::Request& request);
+  void Add(const curve::Request& request) { Add(request, request.pages); }
+  // The same with the request's pages given apart (request.pages is ignored), for
+  // callers that keep pages in a flat buffer.
+  void Add(const curve::Request& request, std::span<const curve::PageId> pages);
+  // A hint that a request with these pages comes next (no effect on results).
+  void Prefetch(std::span<const curve::PageId> pages) const {
+    if (exact_) exact_->Prefetch(pages);
+  }
   // The result so far (input statistics are the caller's).
   ReplayResult Result() const;
 
@@ -89,6 +102,9 @@ class Replayer {
   curve::CurveAccumulator Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
 
  private:
+  // BuildCurveReport of Adjusted(acc, page_refs), without copying acc when exact.
+  curve::CurveReport Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
+
   ResolvedReplay resolved_;
   std::unique_ptr<curve::StackDistanceEngine> exact_;
   std::unique_ptr<curve::SampledEngine> sampled_;
@@ -108,6 +124,8 @@ class Replayer {
   // Tokens and pages of the requests that give input_length, to check --page-tokens.
   double input_tokens_ = 0;
   double input_pages_ = 0;
+  // --policy with pages given apart: the request rebuilt for the stored trace.
+  curve::Request stored_request_;
 
   friend int RunReplay(const ReplayOptions& options);
 };

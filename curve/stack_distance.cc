@@ -47,6 +47,17 @@ void StackDistanceEngine::Clear() {
   Resize(kMinSlots);
 }
 
+void StackDistanceEngine::Reserve(std::uint64_t pages) {
+  pages = std::min<std::uint64_t>(pages, options_.max_pages);
+  map_.Reserve(pages);
+  // Compact() sizes the slots to three times the live pages; start there.
+  const std::uint64_t slots = (3 * pages + 2 * kBlockBits - 1) / kBlockBits * kBlockBits;
+  if (slots > slots_ && slots < kNoSlot) {
+    live_bits_.resize(slots / kBlockBits, 0);
+    Resize(static_cast<std::uint32_t>(slots));
+  }
+}
+
 std::size_t StackDistanceEngine::MemoryBytes() const {
   return map_.MemoryBytes() + evicted_young_.MemoryBytes() + evicted_old_.MemoryBytes() +
          slot_page_.capacity() * sizeof(PageId) + live_bits_.capacity() * sizeof(std::uint64_t) +
@@ -65,6 +76,27 @@ void StackDistanceEngine::ClearLive(std::uint32_t slot) {
   live_bits_[slot / kBlockBits] &= ~(1ULL << (slot % kBlockBits));
   const std::size_t n = fenwick_.size();
   for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) --fenwick_[i];
+}
+
+// ClearLive(from) then SetLive(to), with one walk up the Fenwick tree: the two
+// update paths meet at a common ancestor, above which -1 and +1 cancel. A page
+// referenced again soon lives in a nearby block, so the walk is usually short.
+void StackDistanceEngine::MoveLive(std::uint32_t from, std::uint32_t to) {
+  live_bits_[from / kBlockBits] &= ~(1ULL << (from % kBlockBits));
+  live_bits_[to / kBlockBits] |= 1ULL << (to % kBlockBits);
+  const std::size_t n = fenwick_.size();
+  std::size_t i = from / kBlockBits + 1, j = to / kBlockBits + 1;
+  while (i != j) {
+    if (i < j) {
+      if (i >= n) break;
+      --fenwick_[i];
+      i += i & (~i + 1);
+    } else {
+      if (j >= n) break;
+      ++fenwick_[j];
+      j += j & (~j + 1);
+    }
+  }
 }
 
 // Number of live slots newer than slot (slot itself is live).
@@ -184,16 +216,16 @@ void StackDistanceEngine::Touch(PageId page, std::uint32_t* current) {
   if (next_slot_ == slots_) Compact();  // changes values, moves no map entry
   const std::uint32_t slot = next_slot_++;
   if (current == nullptr) current = map_.Find(page);
-  if (current != nullptr) {
-    ClearLive(*current);
-    *current = slot;
-  } else {
-    if (live_ >= options_.max_pages) EvictOldest();
-    ForgetEviction(page);
-    map_.Insert(page, slot);
-    ++live_;
-  }
   slot_page_[slot] = page;
+  if (current != nullptr) {
+    MoveLive(*current, slot);
+    *current = slot;
+    return;
+  }
+  if (live_ >= options_.max_pages) EvictOldest();
+  ForgetEviction(page);
+  map_.Insert(page, slot);
+  ++live_;
   SetLive(slot);
 }
 
@@ -206,13 +238,16 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
   out->unlimited_hits = 0;
   if (n == 0) return;
 
-  for (std::size_t i = 0; i < n; ++i) map_.Prefetch(pages[i]);
+  // Map entries are prefetched a fixed distance ahead of the lookups: a long
+  // request prefetched all at once overflows the CPU's outstanding misses.
+  Prefetch(pages);
   entries_.resize(n);
 
   // Arrival state: every distance is read before any page of r is referenced.
   const bool remembers = evicted_young_.size() != 0 || evicted_old_.size() != 0;
   std::uint32_t running_max = 0;
   for (std::size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) map_.Prefetch(pages[i + kPrefetchAhead]);
     std::uint32_t d;
     std::uint32_t* slot = map_.Find(pages[i]);
     entries_[i] = slot;

@@ -24,6 +24,7 @@
 #ifndef KVWATCH_CURVE_STACK_DISTANCE_H_
 #define KVWATCH_CURVE_STACK_DISTANCE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -101,6 +102,18 @@ class StackDistanceEngine {
   // pages. pages may be empty.
   void Process(std::span<const PageId> pages, RequestOutcome* out);
 
+  // Sizes the tables for about `pages` tracked pages (capped at max_pages) up
+  // front, so that a stream of known size does not grow them step by step. A
+  // hint: no result depends on it, only MemoryBytes().
+  void Reserve(std::uint64_t pages);
+
+  // Hints the CPU to fetch the map entries of the first pages of a request that
+  // Process will be given soon (no effect on any result).
+  void Prefetch(std::span<const PageId> pages) const {
+    const std::size_t n = std::min<std::size_t>(pages.size(), kPrefetchAhead);
+    for (std::size_t i = 0; i < n; ++i) map_.Prefetch(pages[i]);
+  }
+
   // Forgets every page (for example when an engine clears its cache).
   void Clear();
   // Forgets one page: it stops being tracked (no longer counts in other pages'
@@ -122,6 +135,8 @@ class StackDistanceEngine {
   bool Deserialize(std::span<const std::uint8_t> bytes);
 
  private:
+  // How many pages ahead of its lookups Process prefetches map entries.
+  static constexpr std::size_t kPrefetchAhead = 16;
   static constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 
   std::uint32_t Distance(std::uint32_t slot) const;
@@ -133,6 +148,7 @@ class StackDistanceEngine {
   void Touch(PageId page, std::uint32_t* current);
   void SetLive(std::uint32_t slot);
   void ClearLive(std::uint32_t slot);
+  void MoveLive(std::uint32_t from, std::uint32_t to);
   void EvictOldest();
   void Compact();
   void Resize(std::uint32_t slots);
