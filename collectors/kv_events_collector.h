@@ -63,6 +63,10 @@
 // starts, so chains through blocks cached before then are truncated until the
 // engine stores them again.
 //
+// Every collector of a process shares one ZeroMQ context (one I/O thread),
+// released with the last collector: one collector per replica of a fleet must
+// not mean one I/O thread each.
+//
 // Thread safety: one thread (the agent's loop) calls every method.
 #ifndef KVWATCH_COLLECTORS_KV_EVENTS_COLLECTOR_H_
 #define KVWATCH_COLLECTORS_KV_EVENTS_COLLECTOR_H_
