@@ -67,6 +67,8 @@ struct Options {
   std::string modes = "exact,sampled";
   int tokens_per_block = 16;
   std::uint64_t cycle_events = 100000;  // block events per engine before its stream repeats
+  double max_agent_rss_mib = 4096;  // stop sending beyond this agent RSS (a backlog)
+  std::string stop_file;            // child: stop sending once this file exists
   std::string kvwatch;
   std::string self;
   bool publish = false;  // child mode
@@ -75,9 +77,10 @@ struct Options {
 void Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--duration SECONDS] [--publishers N] [--rate EVENTS_PER_S] [--modes exact,sampled]\n"
-               "          [--tokens-per-block N] [--cycle-events N] [--kvwatch PATH]\n"
+               "          [--tokens-per-block N] [--cycle-events N] [--max-agent-rss-mib N] [--kvwatch PATH]\n"
                "  defaults: 60 s, 16 publishers, 2000000 block events/s in all, both modes,\n"
-               "  16 token ids per block, kvwatch from ../agent/kvwatch beside this program\n",
+               "  16 token ids per block, kvwatch from ../agent/kvwatch beside this program;\n"
+               "  sending stops early if the agent's RSS passes --max-agent-rss-mib (default 4096: a backlog)\n",
                argv0);
 }
 
@@ -102,6 +105,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->tokens_per_block = std::atoi(v);
     } else if (a == "--cycle-events") {
       o->cycle_events = std::strtoull(v, nullptr, 10);
+    } else if (a == "--max-agent-rss-mib") {
+      o->max_agent_rss_mib = std::atof(v);
+    } else if (a == "--stop-file") {
+      o->stop_file = v;
     } else if (a == "--kvwatch") {
       o->kvwatch = v;
     } else {
@@ -182,13 +189,13 @@ void BuildCycle(int index, const Options& o, Engine* e) {
   }
 }
 
-void Send(Engine& e, bool more_topic, std::uint64_t seq) {
+void Send(Engine& e, std::uint64_t seq) {
   const auto seq_bytes = kc::EncodeSeqFrame(seq);
-  const auto& payload = e.payloads[seq % e.payloads.size()];
-  (void)more_topic;
+  auto& payload = e.payloads[seq % e.payloads.size()];
   e.pub.send(zmq::message_t(), zmq::send_flags::sndmore);  // topic "" (vLLM's default)
   e.pub.send(zmq::buffer(seq_bytes), zmq::send_flags::sndmore);
-  e.pub.send(zmq::buffer(payload), zmq::send_flags::none);
+  // Zero copy: the cycle's payloads live as long as this process.
+  e.pub.send(zmq::message_t(payload.data(), payload.size(), nullptr, nullptr), zmq::send_flags::none);
 }
 
 // vLLM's replay protocol (>= v0.26 framing): [id, "", start] -> per buffered
@@ -264,11 +271,12 @@ int RunPublishers(const Options& o) {
   for (;;) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (elapsed >= o.duration_s) break;
+    if (ticks % 100 == 0 && !o.stop_file.empty() && std::filesystem::exists(o.stop_file)) break;
     const double target = per_engine * elapsed;
     for (Engine& e : engines) {
       while (static_cast<double>(e.sent_events) < target) {
         e.sent_events += e.events[e.seq % e.payloads.size()];
-        Send(e, false, e.seq++);
+        Send(e, e.seq++);
       }
       ServeReplay(e);
     }
@@ -323,6 +331,14 @@ double StatusBytes(pid_t pid, const std::string& key) {
   return -1;
 }
 
+// The 1-minute load average, from /proc/loadavg.
+std::string LoadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string one;
+  f >> one;
+  return one;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -367,6 +383,8 @@ bool RunMode(const Options& o, const std::string& mode) {
                                    std::to_string(o.tokens_per_block),
                                    "--cycle-events",
                                    std::to_string(o.cycle_events),
+                                   "--stop-file",
+                                   dir.Sub("stop"),
                                    "--kvwatch",
                                    o.kvwatch};
   auto publishers = ts::ChildProcess::Start(argv, dir.Sub("pub.out"), dir.Sub("pub.err"), &error);
@@ -431,6 +449,10 @@ bool RunMode(const Options& o, const std::string& mode) {
   std::atomic<bool> loading{true};
   std::mutex mu;
   std::vector<double> cpu_pct, load_ms;
+  std::atomic<bool> over_rss{false};
+  const pid_t publisher_pid = publishers->pid();
+  const double publisher_cpu_start = CpuSeconds(publisher_pid);
+  const std::string loadavg_start = LoadAverage();
   std::thread sampler([&] {
     double last_cpu = CpuSeconds(pid);
     auto last = Clock::now();
@@ -440,6 +462,10 @@ bool RunMode(const Options& o, const std::string& mode) {
       const double cpu = CpuSeconds(pid);
       std::lock_guard<std::mutex> lock(mu);
       cpu_pct.push_back(100.0 * (cpu - last_cpu) / std::chrono::duration<double>(now - last).count());
+      if (!over_rss && StatusBytes(pid, "VmRSS") > o.max_agent_rss_mib * 1024 * 1024) {
+        over_rss = true;
+        ts::WriteFile(dir.Sub("stop"), "");
+      }
       last_cpu = cpu;
       last = now;
     }
@@ -466,6 +492,8 @@ bool RunMode(const Options& o, const std::string& mode) {
                 std::chrono::milliseconds(100));
   const double load_wall = std::chrono::duration<double>(Clock::now() - start).count();
   const double cpu_load = CpuSeconds(pid) - cpu_start;
+  const double publisher_cpu = CpuSeconds(publisher_pid) - publisher_cpu_start;
+  const std::string loadavg_end = LoadAverage();
   std::uint64_t sent = 0, sent_batches = 0, late = 0, ticks = 0, replay_requests = 0;
   double send_wall = 0;
   {
@@ -518,6 +546,14 @@ bool RunMode(const Options& o, const std::string& mode) {
               Sum(body, "kvwatch_requests_total"), Sum(body, "kvwatch_page_references_total"));
   std::printf("%-40s %.1f %% (worst second %.1f %%)\n", "agent CPU, % of one core", 100.0 * cpu_load / load_wall,
               max_cpu);
+  std::printf("%-40s %.1f %% (the publishers' process, for scale)\n", "publishers CPU, % of one core",
+              100.0 * publisher_cpu / load_wall);
+  std::printf("%-40s %s at the start, %s at the end (other work on this machine included)\n", "load average",
+              loadavg_start.c_str(), loadavg_end.c_str());
+  if (over_rss) {
+    std::printf("%-40s the agent's RSS passed %.0f MiB: sending stopped early (it was not keeping up)\n",
+                "STOPPED", o.max_agent_rss_mib);
+  }
   std::printf("%-40s %s (engine %s, %.0f tracked pages)\n", "agent peak RSS (VmHWM)", Mib(peak_rss).c_str(),
               Mib(Sum(body, "kvwatch_engine_memory_bytes")).c_str(), Sum(body, "kvwatch_tracked_pages"));
   std::printf("%-40s p50 %.2f ms, p99 %.2f ms (%zu GETs, %zu-byte body)\n", "/metrics under load",
