@@ -90,7 +90,10 @@ struct KvEventsCollectorOptions {
   std::string replay_endpoint;         // empty: no replay
   bool bind = false;
   KvEventTrackerOptions tracker;
-  std::size_t max_messages_per_poll = 10000;  // per socket
+  // Per socket. Engines publish one batch per scheduler step (tens to hundreds
+  // a second), so 1000 per poll is ample headroom; a backlog then holds the
+  // agent's lock (and its /metrics) for one bounded slice at a time.
+  std::size_t max_messages_per_poll = 1000;
   std::chrono::milliseconds replay_timeout{100};
   std::chrono::milliseconds poll_interval{50};
   int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
