@@ -236,17 +236,13 @@ int Agent::Run() {
     }
     const Clock::time_point now = Clock::now();
     const double wall = WallNow();
-    // mu_ is taken per collector: an HTTP request waits for one collector's
-    // Poll, not for all of them (an agent watching a fleet has one collector
-    // per replica; bench/fleet_ingest_bench.cc).
-    for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
-      if (now < next_poll[i]) continue;
-      std::lock_guard<std::mutex> lock(mu_);
-      options_.collectors[i]->Poll(*this, wall);
-      next_poll[i] = now + options_.collectors[i]->poll_interval();
-    }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
+        if (now < next_poll[i]) continue;
+        options_.collectors[i]->Poll(*this, wall);
+        next_poll[i] = now + options_.collectors[i]->poll_interval();
+      }
       // The window clock starts with the first record: records may carry their
       // own time base (Mooncake's milliseconds since the trace began), which the
       // wall clock must not overtake before any arrives.
