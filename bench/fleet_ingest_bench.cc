@@ -152,7 +152,7 @@ void BuildCycle(int index, const Options& o, Engine* e) {
   so.max_requests = 0;
   auto gen = kc::SynthGenerator::Create(so);
   kc::testing::EngineCacheModel model(kc::testing::EngineModelOptions{
-      .capacity_blocks = 8192, .report_reuse = true, .requests_per_batch = 4,
+      .capacity_blocks = 8192, .report_reuse = true, .requests_per_batch = 1,
       .tokens_per_block = o.tokens_per_block, .start_ts = 1.79e9, .ts_step = 0.01});
   kc::SynthRequest r;
   std::vector<std::uint64_t> pages;
@@ -248,8 +248,13 @@ int RunPublishers(const Options& o) {
     e.router = zmq::socket_t(context, zmq::socket_type::router);
     e.router.set(zmq::sockopt::linger, 0);
     e.router.bind("tcp://127.0.0.1:*");
-    std::printf("ENGINE %d %s %s %zu\n", i, e.pub.get(zmq::sockopt::last_endpoint).c_str(),
-                e.router.get(zmq::sockopt::last_endpoint).c_str(), e.payloads.size());
+    std::uint64_t bytes = 0, events = 0;
+    for (std::size_t b = 0; b < e.payloads.size(); ++b) {
+      bytes += e.payloads[b].size();
+      events += e.events[b];
+    }
+    std::printf("ENGINE %d %s %s %zu %" PRIu64 " %" PRIu64 "\n", i, e.pub.get(zmq::sockopt::last_endpoint).c_str(),
+                e.router.get(zmq::sockopt::last_endpoint).c_str(), e.payloads.size(), bytes, events);
   }
   std::printf("READY\n");
   std::fflush(stdout);
@@ -400,18 +405,20 @@ bool RunMode(const Options& o, const std::string& mode) {
   std::string config = "web: {port: 0}\n";
   if (mode == "sampled") config += "engine: {sample_rate: 0.01}\n";
   config += "collectors:\n  kv_events:\n";
-  std::uint64_t cycle_batches = 0;
+  std::uint64_t cycle_batches = 0, cycle_bytes = 0, cycle_events = 0;
   {
     std::istringstream lines(publishers->Stdout());
     std::string tag, pub, replay;
     int index = 0;
-    std::uint64_t batches = 0;
+    std::uint64_t batches = 0, bytes = 0, events = 0;
     std::string line;
     while (std::getline(lines, line)) {
       std::istringstream l(line);
       if (!(l >> tag) || tag != "ENGINE") continue;
-      l >> index >> pub >> replay >> batches;
+      l >> index >> pub >> replay >> batches >> bytes >> events;
       cycle_batches += batches;
+      cycle_bytes += bytes;
+      cycle_events += events;
       config += "    - name: replica-" + std::to_string(index) + "\n      endpoints: [\"" + pub +
                 "\"]\n      replay_endpoint: \"" + replay + "\"\n";
     }
@@ -536,6 +543,10 @@ bool RunMode(const Options& o, const std::string& mode) {
               " 2-ms ticks late; cycle %" PRIu64 " batches)\n",
               "block events sent", sent, sent_batches, static_cast<double>(sent) / send_wall, late, ticks,
               cycle_batches);
+  std::printf("%-40s %.1f block events, %.0f bytes of msgpack (%.1f bytes per block event)\n",
+              "per batch, on average", static_cast<double>(cycle_events) / static_cast<double>(cycle_batches),
+              static_cast<double>(cycle_bytes) / static_cast<double>(cycle_batches),
+              static_cast<double>(cycle_bytes) / static_cast<double>(cycle_events));
   std::printf("%-40s %.0f (%.6f of sent; caught up %.2f s after the last send)\n", "block events seen by the agent",
               seen, seen / static_cast<double>(sent), drain_s);
   std::printf("%-40s lost %.0f, collector dropped %.0f, replayed %.0f (%" PRIu64 " replay requests served)\n",
