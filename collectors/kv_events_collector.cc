@@ -49,11 +49,10 @@ Frame AsFrame(const zmq::message_t& m) { return Frame(m.data<std::uint8_t>(), m.
 std::atomic<std::uint64_t> monitor_counter{0};
 
 // One ZeroMQ context (one I/O thread) for every collector of the process: an
-// agent watching a fleet has one collector per replica, and on a small machine
-// a context (an I/O thread) each costs more in wake-ups than the receiving
-// itself (at 2M block events/s from 16 publishers, ~47% of a core in 16 I/O
-// threads against one thread's share; bench/fleet_ingest_bench.cc). Released
-// with the last collector.
+// agent watching a fleet has one collector per replica, and 16 I/O threads cost
+// more in wake-ups than the receiving itself (1M block events/s from 16
+// publishers: 77% of a core with a context per collector, 38% with one;
+// bench/fleet_ingest_bench.cc). Released with the last collector.
 std::shared_ptr<zmq::context_t> SharedContext() {
   static std::mutex mu;
   static std::weak_ptr<zmq::context_t> shared;

@@ -91,8 +91,8 @@ struct KvEventsCollectorOptions {
   bool bind = false;
   KvEventTrackerOptions tracker;
   // Per socket. Engines publish one batch per scheduler step (tens to hundreds
-  // a second), so 1000 per poll is ample headroom; a backlog then holds the
-  // agent's lock (and its /metrics) for one bounded slice at a time.
+  // a second), so 1000 per poll is ample headroom, and a backlog is drained in
+  // bounded slices rather than holding the agent's loop (and its /metrics).
   std::size_t max_messages_per_poll = 1000;
   std::chrono::milliseconds replay_timeout{100};
   std::chrono::milliseconds poll_interval{50};
