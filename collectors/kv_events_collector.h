@@ -63,6 +63,10 @@
 // starts, so chains through blocks cached before then are truncated until the
 // engine stores them again.
 //
+// Every collector of a process shares one ZeroMQ context (one I/O thread),
+// released with the last collector: one collector per replica of a fleet must
+// not mean one I/O thread each.
+//
 // Thread safety: one thread (the agent's loop) calls every method.
 #ifndef KVWATCH_COLLECTORS_KV_EVENTS_COLLECTOR_H_
 #define KVWATCH_COLLECTORS_KV_EVENTS_COLLECTOR_H_
@@ -86,7 +90,10 @@ struct KvEventsCollectorOptions {
   std::string replay_endpoint;         // empty: no replay
   bool bind = false;
   KvEventTrackerOptions tracker;
-  std::size_t max_messages_per_poll = 10000;  // per socket
+  // Per socket. Engines publish one batch per scheduler step (tens to hundreds
+  // a second), so 1000 per poll is ample headroom, and a backlog is drained in
+  // bounded slices rather than holding the agent's loop (and its /metrics).
+  std::size_t max_messages_per_poll = 1000;
   std::chrono::milliseconds replay_timeout{100};
   std::chrono::milliseconds poll_interval{50};
   int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
