@@ -23,8 +23,6 @@ using Result = curve::Result<std::unique_ptr<KvEventsCollector>>;
 
 // Past this many logged problems, only every 1000th is logged: the counters
 // keep the totals, and a flood of garbage must not flood the log.
-constexpr std::uint64_t kLogFirst = 100;
-constexpr std::uint64_t kLogEvery = 1000;
 // Frames kept of one message: a replay reply on a DEALER has at most 4; one
 // more tells "too many" apart.
 constexpr std::size_t kMaxFrames = 5;
@@ -136,7 +134,7 @@ struct KvEventsCollector::Io {
 };
 
 KvEventsCollector::KvEventsCollector(KvEventsCollectorOptions options, CollectorLog log)
-    : options_(std::move(options)), log_(std::move(log)), io_(new Io), tracker_(options_.tracker) {}
+    : options_(std::move(options)), log_(options_.name, std::move(log)), io_(new Io), tracker_(options_.tracker) {}
 
 KvEventsCollector::~KvEventsCollector() = default;
 
@@ -199,14 +197,9 @@ std::vector<std::string> KvEventsCollector::endpoints() const {
 
 // ---- Poll ---------------------------------------------------------------------
 
-void KvEventsCollector::Log(const std::string& message) {
-  const std::uint64_t n = logged_++;
-  if (log_ && (n < kLogFirst || n % kLogEvery == 0)) log_(options_.name, message);
-}
-
 void KvEventsCollector::CountError(std::string_view reason, const std::string& message) {
   ++stats_.errors[std::string(reason)];
-  Log(message);
+  log_(message);
 }
 
 void KvEventsCollector::Poll(RequestSink& sink, double wall_now_s) {
@@ -256,7 +249,7 @@ void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, d
       } else {
         ++transport_.restarts;
         tracker_.ResetPublisher(pub.tracker_id);
-        Log(pub.label + ": seq " + std::to_string(m.seq) + " after " + std::to_string(pub.last_seq) +
+        log_(pub.label + ": seq " + std::to_string(m.seq) + " after " + std::to_string(pub.last_seq) +
             ": publisher restarted, its block state was reset");
       }
     }
@@ -293,7 +286,7 @@ void KvEventsCollector::Recover(std::size_t publisher, std::uint64_t from, std::
   if (lost == 0) return;
   transport_.lost += lost;
   stats_.dropped += lost;
-  Log(io_->publishers[publisher].label + ": lost " + std::to_string(lost) + " of " + std::to_string(gap) +
+  log_(io_->publishers[publisher].label + ": lost " + std::to_string(lost) + " of " + std::to_string(gap) +
       " batches between seq " + std::to_string(from) + " and " + std::to_string(to - 1) +
       (endpoint.replay.empty() ? " (no replay endpoint)" : " (not in the replay buffer or not in time)"));
 }

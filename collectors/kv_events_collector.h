@@ -138,7 +138,6 @@ class KvEventsCollector : public Collector {
   struct Io;
   KvEventsCollector(KvEventsCollectorOptions options, CollectorLog log);
 
-  void Log(const std::string& message);
   void CountError(std::string_view reason, const std::string& message);
   void HandleMessage(std::size_t endpoint, RequestSink& sink, double wall_now_s);
   void ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data, std::size_t size,
@@ -150,12 +149,11 @@ class KvEventsCollector : public Collector {
   void ReadMonitors();
 
   KvEventsCollectorOptions options_;
-  CollectorLog log_;
+  RateLimitedLog log_;
   std::unique_ptr<Io> io_;
   KvEventTracker tracker_;
   KvTransportCounters transport_;
   CollectorStats stats_;
-  std::uint64_t logged_ = 0;
   std::chrono::steady_clock::duration replay_budget_{};
 };
 
