@@ -44,11 +44,7 @@ struct RequestBatch {
 
   void Push(const curve::Request& r) {
     if (size == meta.size()) meta.emplace_back();
-    curve::Request& m = meta[size++];
-    m.timestamp_s = r.timestamp_s;
-    m.tenant.assign(r.tenant);
-    m.input_tokens = r.input_tokens;
-    m.output_tokens = r.output_tokens;
+    meta[size++].CopyFactsFrom(r);
     pages.insert(pages.end(), r.pages.begin(), r.pages.end());
     ends.push_back(pages.size());
   }
@@ -319,10 +315,7 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
     }
     const curve::Request* whole = &request;
     if (pages.data() != request.pages.data() || pages.size() != request.pages.size()) {
-      stored_request_.timestamp_s = request.timestamp_s;
-      stored_request_.tenant = request.tenant;
-      stored_request_.input_tokens = request.input_tokens;
-      stored_request_.output_tokens = request.output_tokens;
+      stored_request_.CopyFactsFrom(request);
       stored_request_.pages.assign(pages.begin(), pages.end());
       whole = &stored_request_;
     }

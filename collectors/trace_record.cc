@@ -121,6 +121,7 @@ struct RecordFacts {
   bool has_hash_ids = false;
   bool bailian_shape = false;  // has chat_id or parent_chat_id
   std::optional<NumberValue> timestamp;
+  std::optional<NumberValue> end_timestamp;
 };
 
 // Reads the fields of one document. Every error message carries the 1-based byte
@@ -137,7 +138,7 @@ class RecordReader {
   curve::Status ReadField(od::field& field, RecordFacts* facts);
   curve::Status ReadHashIds(od::value value);
   curve::Status BadId(od::value& value, std::size_t index);
-  curve::Status ReadTimestamp(od::value value, RecordFacts* facts);
+  curve::Status ReadTimestamp(od::value value, std::string_view name, std::optional<NumberValue>* out);
   curve::Status ReadCount(od::value value, std::string_view name, std::int64_t* out);
   curve::Status ReadTenant(od::value value, std::size_t rank);
   curve::Status ReadNumber(od::value& value, std::string_view name, NumberValue* out);
@@ -211,7 +212,8 @@ curve::Status RecordReader::ReadField(od::field& field, RecordFacts* facts) {
     facts->has_hash_ids = true;
     return ReadHashIds(field.value());
   }
-  if (key == "timestamp") return ReadTimestamp(field.value(), facts);
+  if (key == "timestamp") return ReadTimestamp(field.value(), "timestamp", &facts->timestamp);
+  if (key == "end_timestamp") return ReadTimestamp(field.value(), "end_timestamp", &facts->end_timestamp);
   if (key == "input_length") return ReadCount(field.value(), "input_length", &request_->input_tokens);
   if (key == "output_length") {
     return ReadCount(field.value(), "output_length", &request_->output_tokens);
@@ -303,19 +305,20 @@ curve::Status RecordReader::ReadNumber(od::value& value, std::string_view name, 
   return curve::Status::Ok();
 }
 
-curve::Status RecordReader::ReadTimestamp(od::value value, RecordFacts* facts) {
+curve::Status RecordReader::ReadTimestamp(od::value value, std::string_view name,
+                                          std::optional<NumberValue>* out) {
   bool is_null = false;
   if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) {
-    facts->timestamp.reset();
+    out->reset();
     return curve::Status::Ok();
   }
   NumberValue number;
-  curve::Status status = ReadNumber(value, "timestamp", &number);
+  curve::Status status = ReadNumber(value, name, &number);
   if (!status.ok()) return status;
   if (!std::isfinite(number.double_value)) {
-    return curve::Status::Error("\"timestamp\" is not finite; expected a number");
+    return curve::Status::Error("\"" + std::string(name) + "\" is not finite; expected a number");
   }
-  facts->timestamp = number;
+  *out = number;
   return curve::Status::Ok();
 }
 
@@ -378,6 +381,7 @@ void ResetRequest(curve::Request* request) {
   request->tenant.clear();
   request->input_tokens = -1;
   request->output_tokens = -1;
+  request->end_timestamp_s = std::nan("");
   request->pages.clear();
 }
 
@@ -448,6 +452,10 @@ curve::Result<ParseOutcome> TraceRecordParser::ParseBuffer(const char* data, std
     request->timestamp_s = ToSeconds(*facts.timestamp, resolved_unit_);
   } else if (resolved_unit_ == TimestampUnit::kAuto && facts.bailian_shape) {
     resolved_unit_ = TimestampUnit::kSeconds;
+  }
+  // The end, in the unit decided for the timestamp (only with one to measure from).
+  if (facts.end_timestamp.has_value() && facts.timestamp.has_value()) {
+    request->end_timestamp_s = ToSeconds(*facts.end_timestamp, resolved_unit_);
   }
   return ParseOutcome::kRecord;
 }

@@ -10,6 +10,8 @@
 // `hash_ids` is required: an array of integers in [0, 2^64). `timestamp`,
 // `input_length` and `output_length` are optional numbers (null counts as absent);
 // the token counts must be non-negative integers (6758.0 is accepted as 6758).
+// An optional `end_timestamp` (same unit as `timestamp`, read only with one) says
+// when the request finished; the policy simulations' lifetimes use it.
 // The tenant or class label is the first of TraceRecordOptions::tenant_fields that
 // the record has as a string or an integer (integers become their decimal text);
 // a candidate field with any other JSON type (object, bool, ...) is passed over.

@@ -36,7 +36,12 @@ std::string_view RequestClassifier::ClassOfTurn(std::uint32_t turn) {
 void ApplyLifetime(const Request& request, double arrival_s, const LifetimeOptions& options, SimRequest* sim) {
   sim->arrival_s = arrival_s;
   sim->end_s = std::nan("");
-  if (!std::isnan(arrival_s) && request.output_tokens >= 0 && options.decode_tokens_per_s > 0) {
+  if (std::isnan(arrival_s)) {
+    // No clock: the request finishes before the next arrives.
+  } else if (request.has_timestamp() && std::isfinite(request.end_timestamp_s)) {
+    // The trace says when it finished: the same duration from arrival_s.
+    sim->end_s = arrival_s + std::max(0.0, request.end_timestamp_s - request.timestamp_s);
+  } else if (request.output_tokens >= 0 && options.decode_tokens_per_s > 0) {
     sim->end_s = arrival_s + static_cast<double>(request.output_tokens) / options.decode_tokens_per_s;
   }
   const std::uint64_t p = std::max<std::uint64_t>(1, options.page_tokens);

@@ -50,9 +50,10 @@ class RequestClassifier {
   PageMap turns_;  // last page of an earlier prompt -> its request's turn
 };
 
-// Request lifetimes for sglang and vllm: end = arrival + output tokens / decode
-// rate (prefill time is not modelled); generated pages = the pages of prompt plus
-// output minus the prompt's pages, at page_tokens tokens a page.
+// Request lifetimes for sglang and vllm: end = the record's end_timestamp when it
+// has one, else arrival + output tokens / decode rate (prefill time is not
+// modelled); generated pages = the pages of prompt plus output minus the prompt's
+// pages, at page_tokens tokens a page.
 struct LifetimeOptions {
   double decode_tokens_per_s = 50;  // `--decode-tokens-per-second`
   std::uint64_t page_tokens = 16;

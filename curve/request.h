@@ -23,10 +23,21 @@ struct Request {
   // Token counts; -1 when the source has none.
   std::int64_t input_tokens = -1;
   std::int64_t output_tokens = -1;
+  // When the request finished, on the same clock as timestamp_s; NaN when the
+  // source has none (request lifetimes then come from output_tokens).
+  double end_timestamp_s = std::nan("");
   // The full KV pages of the prompt, in prefix order.
   std::vector<PageId> pages;
 
   bool has_timestamp() const { return !std::isnan(timestamp_s); }
+  // Copies every fact but the pages (keeping this request's page storage).
+  void CopyFactsFrom(const Request& other) {
+    timestamp_s = other.timestamp_s;
+    tenant.assign(other.tenant);
+    input_tokens = other.input_tokens;
+    output_tokens = other.output_tokens;
+    end_timestamp_s = other.end_timestamp_s;
+  }
 };
 
 }  // namespace kvwatch::curve

@@ -63,6 +63,17 @@ TEST_F(TraceRecordTest, BailianShapeMeansSecondsEvenForIntegerTimestamps) {
   EXPECT_DOUBLE_EQ(r.timestamp_s, 61.0);
 }
 
+TEST_F(TraceRecordTest, EndTimestampInTheTimestampsUnit) {
+  curve::Request r = MustParse(R"({"timestamp": 27482, "end_timestamp": 29000, "hash_ids": [1]})");
+  EXPECT_DOUBLE_EQ(r.timestamp_s, 27.482);
+  EXPECT_DOUBLE_EQ(r.end_timestamp_s, 29.0);
+  // Without a timestamp to measure from it is not read; a reused Request forgets it.
+  curve::Request none = MustParse(R"({"end_timestamp": 5, "hash_ids": [1]})");
+  EXPECT_TRUE(std::isnan(none.end_timestamp_s));
+  EXPECT_NE(ErrorOf(R"({"timestamp": 1, "end_timestamp": "soon", "hash_ids": [1]})").find("end_timestamp"),
+            std::string::npos);
+}
+
 TEST_F(TraceRecordTest, HashIdsOnlyRecordHasNoOptionalFacts) {
   curve::Request r = MustParse(R"({"hash_ids": [0, 18446744073709551615]})");
   EXPECT_FALSE(r.has_timestamp());

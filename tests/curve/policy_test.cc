@@ -749,6 +749,28 @@ TEST(PolicyTest, WorkloadAwareKeepsTheCategoryThatComesBack) {
   EXPECT_GT(wa_hits, 90u);
 }
 
+TEST(PolicyTest, LifetimeComesFromTheEndTimestampElseTheDecodeRate) {
+  LifetimeOptions lifetime;
+  lifetime.decode_tokens_per_s = 10;
+  lifetime.page_tokens = 16;
+  Request r;
+  r.pages = {1, 2};
+  r.timestamp_s = 100;
+  r.input_tokens = 40;
+  r.output_tokens = 50;  // 90 tokens: 6 pages, 4 of them generated
+  SimRequest sim;
+  ApplyLifetime(r, r.timestamp_s, lifetime, &sim);
+  EXPECT_DOUBLE_EQ(sim.end_s, 105);  // 50 tokens at 10/s
+  EXPECT_EQ(sim.output_pages, 4u);
+  r.end_timestamp_s = 130;
+  ApplyLifetime(r, r.timestamp_s, lifetime, &sim);
+  EXPECT_DOUBLE_EQ(sim.end_s, 130);
+  ApplyLifetime(r, 7, lifetime, &sim);  // the live agent's clock: the same duration
+  EXPECT_DOUBLE_EQ(sim.end_s, 37);
+  ApplyLifetime(r, std::nan(""), lifetime, &sim);
+  EXPECT_TRUE(std::isnan(sim.end_s));
+}
+
 TEST(PolicyTest, RequestClassifierFollowsConversations) {
   RequestClassifier c;
   const std::vector<PageId> t1 = {1, 2, 3}, t2 = {1, 2, 3, 4, 5}, t3 = {1, 2, 3, 4, 5, 6}, other = {1, 2, 9};
