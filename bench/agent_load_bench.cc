@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/process_stats.h"
 #include "collectors/exposition_parser.h"
 #include "collectors/synth.h"
 #include "tests/agent/testing_process.h"
@@ -48,6 +49,10 @@
 namespace {
 
 namespace ts = kvwatch::agent::testing_support;
+using kvwatch::bench::CpuSeconds;
+using kvwatch::bench::Mib;
+using kvwatch::bench::Percentile;
+using kvwatch::bench::StatusBytes;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -100,40 +105,6 @@ bool ParseArgs(int argc, char** argv, Options* o) {
   return o->duration_s > 0 && o->refs_per_s > 0 && o->max_pages > 0;
 }
 
-// utime + stime of pid in seconds.
-double CpuSeconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const std::size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  // Fields after "(comm)": state(3) ... utime(14) stime(15).
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-// A "VmXXX:   123 kB" field of /proc/PID/status in bytes.
-double StatusBytes(pid_t pid, const std::string& key) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::atof(line.c_str() + key.size() + 1) * 1024.0;
-  }
-  return -1;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
-
 double TimedMetricsGet(int port, double* ms, std::string* body) {
   const auto t0 = Clock::now();
   ts::HttpResult r = ts::HttpGet(port, "/metrics");
@@ -148,12 +119,6 @@ double Metric(const std::string& body, const std::string& name) {
     if (s.name == name && s.labels.empty()) return s.value;
   }
   return NAN;
-}
-
-std::string Mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
-  return buf;
 }
 
 }  // namespace

@@ -48,6 +48,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "bench/process_stats.h"
 #include "collectors/exposition_parser.h"
 #include "collectors/kv_event_decoder.h"
 #include "collectors/synth.h"
@@ -312,44 +313,12 @@ int RunPublishers(const Options& o) {
 
 // ---- Measuring side -----------------------------------------------------------
 
-double CpuSeconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const std::size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
+using kvwatch::bench::CpuSeconds;
+using kvwatch::bench::LoadAverage;
+using kvwatch::bench::Mib;
+using kvwatch::bench::Percentile;
+using kvwatch::bench::StatusBytes;
 
-double StatusBytes(pid_t pid, const std::string& key) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::atof(line.c_str() + key.size() + 1) * 1024.0;
-  }
-  return -1;
-}
-
-// The 1-minute load average, from /proc/loadavg.
-std::string LoadAverage() {
-  std::ifstream f("/proc/loadavg");
-  std::string one;
-  f >> one;
-  return one;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
 
 // The sum of every sample of a family, whatever its labels.
 double Sum(const std::string& body, const std::string& name) {
@@ -364,12 +333,6 @@ double Sum(const std::string& body, const std::string& name) {
 double SeenEvents(const std::string& body) {
   return Sum(body, "kvwatch_engine_stored_blocks_total") + Sum(body, "kvwatch_engine_evicted_blocks_total") +
          Sum(body, "kvwatch_engine_reused_blocks_total");
-}
-
-std::string Mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
-  return buf;
 }
 
 bool RunMode(const Options& o, const std::string& mode) {

@@ -1,0 +1,73 @@
+// What the timed benches read about a running process (bench/agent_load_bench.cc,
+// bench/fleet_ingest_bench.cc): its CPU time and memory from /proc, the machine's
+// load, and small formatting helpers. Linux only, like the benches.
+#ifndef KVWATCH_BENCH_PROCESS_STATS_H_
+#define KVWATCH_BENCH_PROCESS_STATS_H_
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kvwatch::bench {
+
+// utime + stime of pid in seconds; -1 when it cannot be read.
+inline double CpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream rest(text.substr(paren + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  // Fields after "(comm)": state(3) ... utime(14) stime(15).
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// A "VmXXX:   123 kB" field of /proc/PID/status in bytes; -1 when absent.
+inline double StatusBytes(pid_t pid, const std::string& key) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::atof(line.c_str() + key.size() + 1) * 1024.0;
+  }
+  return -1;
+}
+
+// The 1-minute load average, from /proc/loadavg.
+inline std::string LoadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string one;
+  f >> one;
+  return one;
+}
+
+// The nearest-rank p-quantile of v (NaN when empty).
+inline double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+inline std::string Mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace kvwatch::bench
+
+#endif  // KVWATCH_BENCH_PROCESS_STATS_H_
