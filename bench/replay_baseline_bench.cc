@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "collectors/trace_reader.h"
+#include "curve/mix.h"
 
 namespace {
 
@@ -56,14 +57,7 @@ namespace fs = std::filesystem;
 
 // ------------------------------------------------------------------ Baseline
 
-std::uint64_t Mix(std::uint64_t z) {  // splitmix64's finalizer
-  z ^= z >> 30;
-  z *= 0xbf58476d1ce4e5b9ULL;
-  z ^= z >> 27;
-  z *= 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return z;
-}
+using kvwatch::curve::Mix64;
 
 // Page id -> slot; linear probing over packed 12-byte entries, load <= 1/2,
 // grows by doubling.
@@ -72,12 +66,12 @@ class FlatMap {
   static constexpr std::uint32_t kEmpty = 0xFFFFFFFFu;
   FlatMap() { Reset(1u << 16); }
 
-  void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Mix(key) & mask_]); }
+  void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Mix64(key) & mask_]); }
 
   // The slot of key, inserting `value` when absent (*found says which).
   std::uint32_t* FindOrInsert(std::uint64_t key, std::uint32_t value, bool* found) {
     if (2 * (size_ + 1) > entries_.size()) Grow();
-    for (std::size_t i = Mix(key) & mask_;; i = (i + 1) & mask_) {
+    for (std::size_t i = Mix64(key) & mask_;; i = (i + 1) & mask_) {
       Entry& e = entries_[i];
       if (e.value == kEmpty) {
         e = Entry{key, value};
@@ -112,7 +106,7 @@ class FlatMap {
     Reset(old.size() * 2);
     for (const Entry& e : old) {
       if (e.value == kEmpty) continue;
-      std::size_t i = Mix(e.key) & mask_;
+      std::size_t i = Mix64(e.key) & mask_;
       while (entries_[i].value != kEmpty) i = (i + 1) & mask_;
       entries_[i] = e;
       ++size_;
