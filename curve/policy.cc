@@ -417,10 +417,13 @@ class WorkloadAwareCache final : public PolicyCache {
 // 10% of the capacity admits new pages; a main FIFO M holds the rest; a ghost FIFO
 // G remembers as many evicted ids as M's share of the capacity. Each resident page
 // has a 2-bit frequency, incremented on a hit (at most 3). A miss whose id is in G
-// is admitted to M, any other to S. Eviction: when S holds at least its share,
-// S's oldest page moves to M if it was hit while in S (frequency >= 1, reset to 0
-// in M), else it leaves to G; otherwise M's oldest page is reinserted at M's head
-// with its frequency decremented while it is non-zero, and evicted when it is 0.
+// is admitted to M, any other to S. Eviction: when S holds at least its share (or
+// M is empty), S's oldest pages are examined in turn: one hit while in S (frequency
+// >= 1) moves to M with its frequency reset to 0, and if M is then over its share
+// M evicts instead (below); the first one never hit leaves to G. Otherwise M
+// evicts: its oldest page is reinserted at M's head with its frequency decremented
+// while that is non-zero, and the first with frequency 0 is evicted. One page
+// leaves the cache per eviction.
 class S3FifoCache final : public PolicyCache {
  public:
   explicit S3FifoCache(const PolicyOptions& options) : options_(options) {
