@@ -151,16 +151,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "agent_load_bench: %s\n", error.c_str());
     return 1;
   }
-  int port = 0;
-  ts::PollUntil(
-      [&] {
-        const std::string err = agent->Stderr();
-        const std::string key = "listening on http://127.0.0.1:";
-        const std::size_t at = err.find(key);
-        if (at != std::string::npos) port = std::atoi(err.c_str() + at + key.size());
-        return port != 0 || !agent->Running();
-      },
-      std::chrono::milliseconds(20000));
+  const int port = kvwatch::bench::WaitForAgentPort(*agent);
   if (port == 0) {
     std::fprintf(stderr, "agent_load_bench: the agent did not start:\n%s\n", agent->Stderr().c_str());
     return 1;

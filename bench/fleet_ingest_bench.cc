@@ -393,16 +393,7 @@ bool RunMode(const Options& o, const std::string& mode) {
     std::fprintf(stderr, "fleet_ingest_bench: %s\n", error.c_str());
     return false;
   }
-  int port = 0;
-  ts::PollUntil(
-      [&] {
-        const std::string err = agent->Stderr();
-        const std::string key = "listening on http://127.0.0.1:";
-        const std::size_t at = err.find(key);
-        if (at != std::string::npos) port = std::atoi(err.c_str() + at + key.size());
-        return port != 0 || !agent->Running();
-      },
-      std::chrono::milliseconds(20000));
+  const int port = kvwatch::bench::WaitForAgentPort(*agent);
   if (port == 0) {
     std::fprintf(stderr, "fleet_ingest_bench: the agent did not start:\n%s\n", agent->Stderr().c_str());
     return false;

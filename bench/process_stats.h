@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,25 @@
 #include <string>
 #include <vector>
 
+#include "tests/agent/testing_process.h"
+
 namespace kvwatch::bench {
+
+// The port a started `kvwatch agent` listens on, from its stderr line
+// "listening on http://127.0.0.1:PORT"; 0 when it exited or said nothing in 20 s.
+inline int WaitForAgentPort(agent::testing_support::ChildProcess& agent) {
+  int port = 0;
+  agent::testing_support::PollUntil(
+      [&] {
+        const std::string err = agent.Stderr();
+        const std::string key = "listening on http://127.0.0.1:";
+        const std::size_t at = err.find(key);
+        if (at != std::string::npos) port = std::atoi(err.c_str() + at + key.size());
+        return port != 0 || !agent.Running();
+      },
+      std::chrono::milliseconds(20000));
+  return port;
+}
 
 // utime + stime of pid in seconds; -1 when it cannot be read.
 inline double CpuSeconds(pid_t pid) {

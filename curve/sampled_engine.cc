@@ -73,12 +73,10 @@ void SampledEngine::Shrink() {
 
 void SampledEngine::Process(std::span<const PageId> pages, RequestOutcome* out) {
   sampled_.clear();
-  positions_.clear();
   for (std::size_t i = 0; i < pages.size(); ++i) {
     const PageId p = pages[i];
     if (!Sampled(p)) continue;
     sampled_.push_back(p);
-    positions_.push_back(static_cast<std::uint32_t>(i));
     if (max_sampled_ != 0 && members_.Find(p) == nullptr) {
       members_.Insert(p, 0);
       heap_.emplace_back(Mix(p), p);
@@ -106,7 +104,7 @@ void SampledEngine::Process(std::span<const PageId> pages, RequestOutcome* out) 
 
 std::size_t SampledEngine::MemoryBytes() const {
   return engine_.MemoryBytes() + members_.MemoryBytes() + heap_.capacity() * sizeof(heap_[0]) +
-         sampled_.capacity() * sizeof(PageId) + positions_.capacity() * sizeof(std::uint32_t);
+         sampled_.capacity() * sizeof(PageId);
 }
 
 void SampledEngine::Clear() {
@@ -115,7 +113,6 @@ void SampledEngine::Clear() {
   heap_.clear();
   heap_.shrink_to_fit();
   sampled_.clear();
-  positions_.clear();
   rate_ = initial_rate_;
   weight_ = WeightFor(rate_);
   const auto t24 = static_cast<std::uint64_t>(std::ceil(rate_ * static_cast<double>(1u << 24)));

@@ -83,8 +83,6 @@ class SampledEngine {
   // its pages were sampled at. count / kWeightUnit estimates full-stream counts.
   std::uint64_t weight() const { return weight_; }
   std::uint32_t max_sampled_pages() const { return max_sampled_; }
-  // Positions in the last request of its sampled pages (out's indices map to them).
-  const std::vector<std::uint32_t>& sampled_positions() const { return positions_; }
   // Pages in the sample set (fixed-size mode; else the engine's tracked pages).
   std::size_t sampled_pages() const { return max_sampled_ ? members_.size() : engine_.tracked_pages(); }
   const StackDistanceEngine& engine() const { return engine_; }
@@ -112,7 +110,6 @@ class SampledEngine {
   std::uint32_t max_sampled_;
   StackDistanceEngine engine_;
   std::vector<PageId> sampled_;
-  std::vector<std::uint32_t> positions_;
   PageMap members_;  // fixed-size: the sample set S
   std::vector<std::pair<std::uint64_t, PageId>> heap_;  // fixed-size: max-heap of (hash, page) over S
 };
