@@ -23,7 +23,7 @@
 #include "agent/replay_result.h"
 #include "agent/version.h"
 #include "agent/web_page.h"
-#include "curve/byte_io.h"
+#include "base/byte_io.h"
 
 namespace kvwatch::agent {
 
@@ -34,10 +34,10 @@ void Log(const std::string& message) { std::fprintf(stderr, "kvwatch agent: %s\n
 
 // Writes bytes to path atomically: a temp file in the same folder, fsync, rename
 // over path, fsync the folder. A crash leaves the old file or the new one.
-curve::Status WriteFileAtomically(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+base::Status WriteFileAtomically(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return curve::Status::Error(tmp + ": " + std::strerror(errno));
+  if (fd < 0) return base::Status::Error(tmp + ": " + std::strerror(errno));
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -45,19 +45,19 @@ curve::Status WriteFileAtomically(const std::string& path, const std::vector<std
       if (errno == EINTR) continue;
       const std::string err = std::strerror(errno);
       ::close(fd);
-      return curve::Status::Error(tmp + ": " + err);
+      return base::Status::Error(tmp + ": " + err);
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return curve::Status::Error(tmp + ": " + std::strerror(errno));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return curve::Status::Error(path + ": " + std::strerror(errno));
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return base::Status::Error(tmp + ": " + std::strerror(errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return base::Status::Error(path + ": " + std::strerror(errno));
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 // State file: magic, version, the configuration fingerprint, then sections.
@@ -66,9 +66,9 @@ constexpr std::uint32_t kStateVersion = 1;
 
 }  // namespace
 
-curve::Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
+base::Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
-  if (curve::Status s = agent->Init(); !s.ok()) return curve::Result<std::unique_ptr<Agent>>::Error(s.error());
+  if (base::Status s = agent->Init(); !s.ok()) return base::Result<std::unique_ptr<Agent>>::Error(s.error());
   return agent;
 }
 
@@ -98,7 +98,7 @@ Agent::~Agent() {
   if (http_) http_->Stop();
 }
 
-curve::Status Agent::Init() {
+base::Status Agent::Init() {
   // Bucket bounds: log-spaced to the tracked range, plus the replica's real cache
   // sizes so the hit ratio there is exact.
   bounds_ = curve::LogBucketBounds(options_.engine.max_pages, options_.buckets_per_octave);
@@ -120,7 +120,7 @@ curve::Status Agent::Init() {
     co.touch_order = options_.engine.touch_order;
     co.coverage_share = options_.coverage_share;
     auto canaries = curve::PolicyCanaries::Create(co);
-    if (!canaries.ok()) return curve::Status::Error("curve.policies: " + canaries.error());
+    if (!canaries.ok()) return base::Status::Error("curve.policies: " + canaries.error());
     canaries_ = std::move(canaries).value();
   }
   start_wall_s_ = WallNow();
@@ -128,14 +128,14 @@ curve::Status Agent::Init() {
 
   if (options_.alerts) {
     auto runner = AlertRunner::Create(*options_.alerts);
-    if (!runner.ok()) return curve::Status::Error(runner.error());
+    if (!runner.ok()) return base::Status::Error(runner.error());
     alert_runner_ = std::move(runner).value();
   }
   auto server = HttpServer::Create(options_.http);
-  if (!server.ok()) return curve::Status::Error(server.error());
+  if (!server.ok()) return base::Status::Error(server.error());
   http_ = std::move(server).value();
   RegisterRoutes();
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 // --- Ingestion ------------------------------------------------------------------------
@@ -196,7 +196,7 @@ double Agent::ClockNow(double wall_now_s) const {
 // --- Event loop -----------------------------------------------------------------------
 
 int Agent::Run() {
-  if (curve::Status s = http_->Start(); !s.ok()) {
+  if (base::Status s = http_->Start(); !s.ok()) {
     Log(s.error());
     return 1;
   }
@@ -244,7 +244,7 @@ int Agent::Run() {
       next_alerts = now + alert_runner_->options().evaluation_interval;
     }
     if (!options_.state_path.empty() && now >= next_save) {
-      if (curve::Status s = SaveState(); !s.ok()) Log(s.error());
+      if (base::Status s = SaveState(); !s.ok()) Log(s.error());
       next_save = now + options_.state_interval;
     }
     tick.expires_after(kTick);
@@ -257,7 +257,7 @@ int Agent::Run() {
 
   ready_ = false;
   if (alert_runner_) alert_runner_->Stop();
-  if (curve::Status s = SaveState(); !s.ok()) Log(s.error());
+  if (base::Status s = SaveState(); !s.ok()) Log(s.error());
   http_->Stop();
   return 0;
 }
@@ -284,40 +284,40 @@ std::string Agent::ConfigFingerprint() const {
   return f.str();
 }
 
-curve::Status Agent::SaveState() {
-  if (options_.state_path.empty()) return curve::Status::Ok();
+base::Status Agent::SaveState() {
+  if (options_.state_path.empty()) return base::Status::Ok();
   std::vector<std::uint8_t> bytes(kStateMagic, kStateMagic + sizeof(kStateMagic));
   {
     base::MutexLock lock(mu_);
-    curve::AppendPod(&bytes, kStateVersion);
+    base::AppendPod(&bytes, kStateVersion);
     const std::string fp = ConfigFingerprint();
-    curve::AppendPod<std::uint64_t>(&bytes, fp.size());
+    base::AppendPod<std::uint64_t>(&bytes, fp.size());
     bytes.insert(bytes.end(), fp.begin(), fp.end());
     const std::vector<std::uint8_t> engine = sampled_ ? sampled_->Serialize() : engine_.Serialize();
-    curve::AppendPod<std::uint64_t>(&bytes, engine.size());
+    base::AppendPod<std::uint64_t>(&bytes, engine.size());
     bytes.insert(bytes.end(), engine.begin(), engine.end());
     lifetime_.Serialize(&bytes);
-    curve::AppendPod(&bytes, hit_capacity_sum_);
-    curve::AppendPod(&bytes, required_capacity_sum_);
+    base::AppendPod(&bytes, hit_capacity_sum_);
+    base::AppendPod(&bytes, required_capacity_sum_);
     windows_->Serialize(&bytes);
-    curve::AppendPod(&bytes, last_record_time_);
-    curve::AppendPod(&bytes, last_record_wall_);
+    base::AppendPod(&bytes, last_record_time_);
+    base::AppendPod(&bytes, last_record_wall_);
     if (sampled_) {
-      curve::AppendPod(&bytes, all_page_refs_);
-      curve::AppendPod(&bytes, all_requests_);
+      base::AppendPod(&bytes, all_page_refs_);
+      base::AppendPod(&bytes, all_requests_);
     }
   }
-  curve::Status s = WriteFileAtomically(options_.state_path, bytes);  // I/O outside the lock
+  base::Status s = WriteFileAtomically(options_.state_path, bytes);  // I/O outside the lock
   {
     base::MutexLock lock(mu_);
     ++(s.ok() ? state_saves_ : state_errors_);
   }
-  if (!s.ok()) return curve::Status::Error("state: " + s.error());
+  if (!s.ok()) return base::Status::Error("state: " + s.error());
   // The collectors' positions right after the state they led to.
   for (auto& c : options_.collectors) {
-    if (curve::Status cs = c->Checkpoint(); !cs.ok()) Log(c->name() + ": checkpoint: " + cs.error());
+    if (base::Status cs = c->Checkpoint(); !cs.ok()) Log(c->name() + ": checkpoint: " + cs.error());
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 void Agent::ResetState() {
@@ -355,19 +355,19 @@ void Agent::LoadState() {
     return reject("not a kvwatch state file");
   }
   in = in.subspan(sizeof(kStateMagic));
-  if (!curve::ReadPod(&in, &version) || version != kStateVersion) return reject("version " + std::to_string(version));
-  if (!curve::ReadPod(&in, &n) || n > in.size()) return reject("truncated");
+  if (!base::ReadPod(&in, &version) || version != kStateVersion) return reject("version " + std::to_string(version));
+  if (!base::ReadPod(&in, &n) || n > in.size()) return reject("truncated");
   const std::string fp(reinterpret_cast<const char*>(in.data()), n);
   in = in.subspan(n);
   if (fp != ConfigFingerprint()) return reject("saved with other settings: " + fp);
-  if (!curve::ReadPod(&in, &n) || n > in.size() ||
+  if (!base::ReadPod(&in, &n) || n > in.size() ||
       !(sampled_ ? sampled_->Deserialize(in.subspan(0, n)) : engine_.Deserialize(in.subspan(0, n)))) {
     return reject("engine state");
   }
   in = in.subspan(n);
-  if (!lifetime_.Deserialize(&in) || !curve::ReadPod(&in, &hit_capacity_sum_) || !curve::ReadPod(&in, &required_capacity_sum_) ||
-      !windows_->Deserialize(&in) || !curve::ReadPod(&in, &last_record_time_) || !curve::ReadPod(&in, &last_record_wall_) ||
-      (sampled_ && (!curve::ReadPod(&in, &all_page_refs_) || !curve::ReadPod(&in, &all_requests_))) ||
+  if (!lifetime_.Deserialize(&in) || !base::ReadPod(&in, &hit_capacity_sum_) || !base::ReadPod(&in, &required_capacity_sum_) ||
+      !windows_->Deserialize(&in) || !base::ReadPod(&in, &last_record_time_) || !base::ReadPod(&in, &last_record_wall_) ||
+      (sampled_ && (!base::ReadPod(&in, &all_page_refs_) || !base::ReadPod(&in, &all_requests_))) ||
       !in.empty()) {
     return reject("curves");
   }

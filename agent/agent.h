@@ -46,7 +46,7 @@
 #include "curve/report.h"
 #include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -89,7 +89,7 @@ struct AgentOptions {
 
 class Agent : public collectors::RequestSink {
  public:
-  static curve::Result<std::unique_ptr<Agent>> Create(AgentOptions options);
+  static base::Result<std::unique_ptr<Agent>> Create(AgentOptions options);
   ~Agent() override;
 
   // Starts HTTP and runs the event loop until Stop() or SIGINT/SIGTERM; then
@@ -108,7 +108,7 @@ class Agent : public collectors::RequestSink {
   bool ready() const { return ready_.load(); }
 
   // Writes the state file now (loop thread, or before Run).
-  curve::Status SaveState() EXCLUDES(mu_);
+  base::Status SaveState() EXCLUDES(mu_);
 
   // What the alert detectors see at `time`: requests, knee and working set of the
   // alert windows, the collectors' engine counters (any thread; takes mu_).
@@ -119,7 +119,7 @@ class Agent : public collectors::RequestSink {
 
  private:
   explicit Agent(AgentOptions options);
-  curve::Status Init();
+  base::Status Init();
   // At start-up, under mu_ (no other thread runs yet).
   void LoadState() REQUIRES(mu_);
   // Forgets the curves' state (a rejected state file).

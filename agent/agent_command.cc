@@ -19,7 +19,7 @@ namespace kvwatch::agent {
 using collectors::WallNow;
 namespace {
 
-using Options = curve::Result<AgentOptions>;
+using Options = base::Result<AgentOptions>;
 
 // The synthetic replica: `kvwatch synth`'s workload, unbounded, played in real time.
 collectors::SynthOptions SynthOptionsOf(const config::SynthSettings& s, int page_tokens) {
@@ -206,7 +206,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
 }
 
 int RunAgent(const std::string& config_path) {
-  auto config = config_path.empty() ? curve::Result<config::AgentConfig>(config::DefaultAgentConfig())
+  auto config = config_path.empty() ? base::Result<config::AgentConfig>(config::DefaultAgentConfig())
                                     : config::LoadAgentConfigFile(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch agent: %s\n", config.error().c_str());

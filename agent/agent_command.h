@@ -12,7 +12,7 @@ namespace kvwatch::agent {
 
 // Resolves everything that can fail at start-up (the model, the web config file,
 // collectors); errors name the config key.
-curve::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config);
+base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config);
 
 // config_path empty: the built-in default (the synthetic replica). Returns the
 // process exit code: 0, or 1 when start-up fails (the message names the key).

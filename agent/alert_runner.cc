@@ -138,7 +138,7 @@ alerts::RateShiftOptions RateShiftOf(alerts::CounterKind counter, const config::
 
 }  // namespace
 
-curve::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& c,
+base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& c,
                                                                const std::string& model_name) {
   const config::AlertSettings& s = c.alerts;
   AlertRunnerOptions o;
@@ -191,7 +191,7 @@ curve::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Age
   o.notifier.timeout = Millis(s.timeout_seconds);
 
   if (auto valid = a.Validate(); !valid.ok()) {
-    return curve::Result<AlertRunnerOptions>::Error("alerts: " + valid.error());
+    return base::Result<AlertRunnerOptions>::Error("alerts: " + valid.error());
   }
   auto note = [](const std::string& text) { std::fprintf(stderr, "kvwatch agent: alerts: %s\n", text.c_str()); };
   const std::string short_name = alerts::FormatDuration(a.short_window);
@@ -209,8 +209,8 @@ curve::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Age
   return o;
 }
 
-curve::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOptions options) {
-  using R = curve::Result<std::unique_ptr<AlertRunner>>;
+base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOptions options) {
+  using R = base::Result<std::unique_ptr<AlertRunner>>;
   if (options.evaluation_interval.count() <= 0) {
     return R::Error("alerts.evaluation_interval: expected a duration > 0");
   }
@@ -258,7 +258,7 @@ alerts::TimePoint AlertRunner::Now() const {
   return start_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(elapsed);
 }
 
-curve::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {
+base::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {
   std::vector<alerts::AlertEvent> events;
   std::vector<alerts::PostableAlert> due;
   {
@@ -273,7 +273,7 @@ curve::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {
       } else {
         std::fprintf(stderr, "kvwatch agent: %s\n", error.c_str());
       }
-      return curve::Status::Error(error);
+      return base::Status::Error(error);
     }
     events = std::move(evaluation).value().events;
     due = alerter_.TakeDue(inputs.time);
@@ -281,7 +281,7 @@ curve::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {
   }
   for (const alerts::AlertEvent& event : events) LogEvent(event);
   if (notifier_) notifier_->Enqueue(due, inputs.time);
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 void AlertRunner::LogEvent(const alerts::AlertEvent& event) {

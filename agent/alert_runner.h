@@ -41,7 +41,7 @@
 #include "config/agent_config.h"
 #include "curve/bucketed_curve.h"
 #include "curve/report.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -108,13 +108,13 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
 // else `model_name`, curve.windows and curve.capacities). Writes a note to stderr
 // when a default alert window is not a curve window (those detectors then have no
 // data). Errors name the key.
-curve::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& config,
+base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& config,
                                                                const std::string& model_name);
 
 class AlertRunner {
  public:
   // Validates the options (errors name the field) and starts the notifiers.
-  static curve::Result<std::unique_ptr<AlertRunner>> Create(AlertRunnerOptions options);
+  static base::Result<std::unique_ptr<AlertRunner>> Create(AlertRunnerOptions options);
   ~AlertRunner();
   AlertRunner(const AlertRunner&) = delete;
   AlertRunner& operator=(const AlertRunner&) = delete;
@@ -125,7 +125,7 @@ class AlertRunner {
   // Evaluates the detectors on `inputs`, logs the transitions and enqueues the
   // items due at inputs.time. Errors (logged too): inputs.time earlier than the
   // previous evaluation's, invalid numbers.
-  curve::Status Evaluate(const alerts::AlertInputs& inputs);
+  base::Status Evaluate(const alerts::AlertInputs& inputs);
 
   // kvwatch_alert_* metrics: state and value per alert, evaluations, and per
   // notifier the notifications by result, the drops by reason and the queue.

@@ -13,7 +13,7 @@
 namespace kvwatch::agent {
 namespace {
 
-using curve::Result;
+using base::Result;
 
 // The decoy's password never matters: only the time its hash takes to check.
 constexpr char kDecoyPassword[] = "kvwatch decoy password";

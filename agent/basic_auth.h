@@ -39,7 +39,7 @@
 
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -61,7 +61,7 @@ std::optional<BasicCredentials> ParseBasicAuthorization(std::string_view header_
 bool CheckPassword(std::string_view password, const std::string& bcrypt_hash);
 
 // A new $2b$ bcrypt hash of password with a random salt. cost: 4 to 31.
-curve::Result<std::string> HashPassword(std::string_view password, int cost = 10);
+base::Result<std::string> HashPassword(std::string_view password, int cost = 10);
 
 class BasicAuthenticator {
  public:
@@ -70,7 +70,7 @@ class BasicAuthenticator {
   // users: user -> bcrypt hash (config::WebConfig::basic_auth_users). Fails when
   // users is empty, when libcrypt does not accept a hash (the error names the
   // user, not the hash), or when the decoy hash cannot be made.
-  static curve::Result<std::unique_ptr<BasicAuthenticator>> Create(
+  static base::Result<std::unique_ptr<BasicAuthenticator>> Create(
       const std::map<std::string, std::string>& users);
 
   // The user named by an Authorization header value when its password is right.

@@ -17,8 +17,8 @@
 namespace kvwatch::agent {
 namespace {
 
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kTextPlain[] = "text/plain; charset=utf-8";

@@ -57,7 +57,7 @@
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "config/web_config.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace httplib {
 class Server;
@@ -127,7 +127,7 @@ class HttpServer {
  public:
   // Loads and checks the TLS files and the users' hashes. Errors name the
   // setting and the file, e.g. `tls_server_config.key_file "/x/k.pem": ...`.
-  static curve::Result<std::unique_ptr<HttpServer>> Create(HttpServerOptions options);
+  static base::Result<std::unique_ptr<HttpServer>> Create(HttpServerOptions options);
 
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -139,7 +139,7 @@ class HttpServer {
 
   // Binds and starts accepting on a thread of its own. Errors: "cannot listen on
   // 127.0.0.1:9477: Address already in use", or when already started.
-  curve::Status Start();
+  base::Status Start();
 
   // Stops accepting, lets requests in flight finish, joins the thread. May take
   // up to keep_alive_timeout when a client holds an idle connection. Idempotent.
@@ -180,7 +180,7 @@ class HttpServer {
 
 // Parses a --web.listen-address value: "host:port", "[v6]:port" or ":port" (":port"
 // means every IPv4 interface, "0.0.0.0"). The port must be 0 to 65535.
-curve::Result<std::pair<std::string, int>> ParseListenAddress(std::string_view address);
+base::Result<std::pair<std::string, int>> ParseListenAddress(std::string_view address);
 
 // "host:port", with brackets around an IPv6 host.
 std::string FormatHostPort(const std::string& host, int port);

@@ -153,8 +153,8 @@ std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items
   return out;
 }
 
-curve::Result<std::unique_ptr<Notifier>> Notifier::Create(NotifierOptions options) {
-  using R = curve::Result<std::unique_ptr<Notifier>>;
+base::Result<std::unique_ptr<Notifier>> Notifier::Create(NotifierOptions options) {
+  using R = base::Result<std::unique_ptr<Notifier>>;
   if (options.timeout.count() <= 0) return R::Error("alerts.timeout: expected a duration > 0");
   if (options.initial_backoff.count() <= 0 || options.max_backoff < options.initial_backoff) {
     return R::Error("notifier backoff: expected 0 < initial_backoff <= max_backoff");

@@ -48,7 +48,7 @@
 #include "alerts/alert.h"
 #include "alerts/inputs.h"
 #include "alerts/notify.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -99,7 +99,7 @@ class Notifier {
  public:
   // Validates the URLs and starts one worker per target. Errors name the target:
   // "alerts.alertmanagers: \"x\": expected an http:// or https:// URL".
-  static curve::Result<std::unique_ptr<Notifier>> Create(NotifierOptions options);
+  static base::Result<std::unique_ptr<Notifier>> Create(NotifierOptions options);
   ~Notifier();
   Notifier(const Notifier&) = delete;
   Notifier& operator=(const Notifier&) = delete;

@@ -20,7 +20,7 @@
 
 namespace kvwatch::agent {
 
-using curve::Result;
+using base::Result;
 
 namespace {
 

@@ -28,7 +28,7 @@
 #include "curve/sampled_engine.h"
 #include "curve/sizing.h"
 #include "curve/stack_distance.h"
-#include "curve/status.h"
+#include "base/status.h"
 #include "curve/tiers.h"
 
 namespace kvwatch::agent {
@@ -79,7 +79,7 @@ struct ResolvedReplay {
   // --capacities was not given (the report's 1-2-5 points).
   std::optional<PolicyReplayOptions> policies;
 };
-curve::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
+base::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
 
 class Replayer {
  public:

@@ -26,10 +26,10 @@ bool IsBest(curve::PolicyKind kind) { return kind != curve::PolicyKind::kBelady;
 
 }  // namespace
 
-curve::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
+base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
                                               const curve::CurveAccumulator& exact,
                                               const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
-  using R = curve::Result<PolicyReplayResult>;
+  using R = base::Result<PolicyReplayResult>;
   PolicyReplayResult result;
   for (curve::PolicyKind k : options.policies) result.policies.emplace_back(curve::PolicyName(k));
   result.capacities = options.capacities;
@@ -46,7 +46,7 @@ curve::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const P
       options.policies.end()) {
     if (rules.value().empty()) return R::Error("--priority: the priority policy needs at least one rule");
   }
-  curve::Status assigned = trace.AssignPriorities(rules.value());
+  base::Status assigned = trace.AssignPriorities(rules.value());
   if (!assigned.ok()) return R::Error("--priority: " + assigned.error());
   if (std::any_of(options.policies.begin(), options.policies.end(), curve::NeedsFuture)) {
     trace.ComputeNextUse(options.touch_order);

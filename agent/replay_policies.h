@@ -18,7 +18,7 @@
 #include "curve/curve_accumulator.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -62,7 +62,7 @@ struct PolicyReplayResult {
 // Runs every (policy, capacity). exact is the trace's LRU stack curve, for the
 // gain. progress(references simulated, of total) is called from the calling
 // thread about every 200 ms. An error names the option (--priority, --capacities).
-curve::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
+base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
                                               const curve::CurveAccumulator& exact,
                                               const std::function<void(std::uint64_t, std::uint64_t)>& progress);
 

@@ -6,7 +6,7 @@
 namespace kvwatch::agent {
 
 int RunSynth(const SynthCommandOptions& options) {
-  if (curve::Status s = collectors::ValidateSynthOptions(options.synth); !s.ok()) {
+  if (base::Status s = collectors::ValidateSynthOptions(options.synth); !s.ok()) {
     std::fprintf(stderr, "kvwatch synth: %s\n", s.error().c_str());
     return 2;
   }

@@ -29,53 +29,53 @@ bool IsLabelName(const std::string& name) {
   return name.rfind("__", 0) != 0;
 }
 
-curve::Status ValidateExtraLabels(const Labels& labels) {
+base::Status ValidateExtraLabels(const Labels& labels) {
   for (const auto& [name, value] : labels) {
     const std::string where = "extra_labels." + name;
     if (!IsLabelName(name)) {
-      return curve::Status::Error(where + ": expected a label name matching "
+      return base::Status::Error(where + ": expected a label name matching "
                                   "[a-zA-Z_][a-zA-Z0-9_]* and not starting with \"__\"");
     }
     if (ReservedLabels().count(name) > 0) {
-      return curve::Status::Error(where + ": the label is set by the alerter itself");
+      return base::Status::Error(where + ": the label is set by the alerter itself");
     }
     if (value.empty()) {
-      return curve::Status::Error(where + ": expected a non-empty value");
+      return base::Status::Error(where + ": expected a non-empty value");
     }
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status ValidateWindows(const AlerterOptions& options) {
+base::Status ValidateWindows(const AlerterOptions& options) {
   if (options.short_window.count() <= 0) {
-    return curve::Status::Error("short_window: expected a duration > 0, got " +
+    return base::Status::Error("short_window: expected a duration > 0, got " +
                                 FormatDuration(options.short_window));
   }
   if (options.baseline_window <= options.short_window) {
-    return curve::Status::Error("baseline_window: expected a duration longer than short_window (" +
+    return base::Status::Error("baseline_window: expected a duration longer than short_window (" +
                                 FormatDuration(options.short_window) + "), got " +
                                 FormatDuration(options.baseline_window));
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status ValidateChangeTests(const std::vector<ChangeTestOptions>& tests) {
+base::Status ValidateChangeTests(const std::vector<ChangeTestOptions>& tests) {
   std::set<CounterKind> seen;
   for (std::size_t i = 0; i < tests.size(); ++i) {
     const std::string where = "change_tests[" + std::to_string(i) + "]";
     if (auto status = tests[i].Validate(where); !status.ok()) return status;
     if (tests[i].enabled && !seen.insert(tests[i].counter).second) {
-      return curve::Status::Error(where + ".counter: a second enabled change test on " +
+      return base::Status::Error(where + ".counter: a second enabled change test on " +
                                   std::string(CounterName(tests[i].counter)) +
                                   " would give two alerts the same labels");
     }
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 }  // namespace
 
-curve::Status AlerterOptions::Validate() const {
+base::Status AlerterOptions::Validate() const {
   return FirstError({
       ValidateExtraLabels(extra_labels),
       ValidateWindows(*this),
@@ -89,9 +89,9 @@ curve::Status AlerterOptions::Validate() const {
   });
 }
 
-curve::Status ValidateInputs(const AlertInputs& inputs) {
+base::Status ValidateInputs(const AlertInputs& inputs) {
   const auto check = [](const char* field, const std::optional<double>& value) {
-    if (!value) return curve::Status::Ok();
+    if (!value) return base::Status::Ok();
     return ValidateNonNegative(std::string("inputs.") + field, *value);
   };
   return FirstError({
@@ -110,9 +110,9 @@ curve::Status ValidateInputs(const AlertInputs& inputs) {
   });
 }
 
-curve::Result<Alerter> Alerter::Create(AlerterOptions options) {
+base::Result<Alerter> Alerter::Create(AlerterOptions options) {
   if (auto status = options.Validate(); !status.ok()) {
-    return curve::Result<Alerter>::Error("alert options: " + status.error());
+    return base::Result<Alerter>::Error("alert options: " + status.error());
   }
   return Alerter(std::move(options));
 }
@@ -163,14 +163,14 @@ void Alerter::AddDetector(std::unique_ptr<Detector> detector, const RuleOptions&
   entries_.push_back(Entry{std::move(detector), Rule(rule), std::move(status)});
 }
 
-curve::Result<Evaluation> Alerter::Evaluate(const AlertInputs& inputs) {
+base::Result<Evaluation> Alerter::Evaluate(const AlertInputs& inputs) {
   if (last_time_ && inputs.time < *last_time_) {
-    return curve::Result<Evaluation>::Error(
+    return base::Result<Evaluation>::Error(
         "inputs.time: expected a time not earlier than the previous evaluation (" +
         FormatRfc3339(*last_time_) + "), got " + FormatRfc3339(inputs.time));
   }
   if (auto status = ValidateInputs(inputs); !status.ok()) {
-    return curve::Result<Evaluation>::Error(status.error());
+    return base::Result<Evaluation>::Error(status.error());
   }
   last_time_ = inputs.time;
   const DerivedCounters counters = ObserveCounters(inputs);

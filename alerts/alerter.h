@@ -48,7 +48,7 @@
 #include "alerts/notify.h"
 #include "alerts/rate_shift.h"
 #include "alerts/rule.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
@@ -103,7 +103,7 @@ struct AlerterOptions {
   NotifyOptions notify;
 
   // Ok, or the first problem, naming the field ("knee_shift.clear_threshold: ...").
-  curve::Status Validate() const;
+  base::Status Validate() const;
 };
 
 // The outcome of one evaluation.
@@ -115,7 +115,7 @@ struct Evaluation {
 class Alerter {
  public:
   // An Alerter with the enabled detectors of `options`, or the validation error.
-  static curve::Result<Alerter> Create(AlerterOptions options);
+  static base::Result<Alerter> Create(AlerterOptions options);
 
   Alerter(Alerter&&) = default;
   Alerter& operator=(Alerter&&) = delete;
@@ -125,7 +125,7 @@ class Alerter {
   // Evaluates every detector on `inputs`. Errors (state unchanged): inputs.time
   // earlier than the previous evaluation's; a present number that is negative or
   // not finite (the message names the field).
-  curve::Result<Evaluation> Evaluate(const AlertInputs& inputs);
+  base::Result<Evaluation> Evaluate(const AlertInputs& inputs);
 
   // The alerts due to be (re)sent at `now` (notify.h), recorded as sent at `now`.
   // Call it after Evaluate, typically every resend interval or every evaluation.
@@ -154,7 +154,7 @@ class Alerter {
 };
 
 // Validates AlertInputs' numbers; the error names the field ("inputs.capacity_pages").
-curve::Status ValidateInputs(const AlertInputs& inputs);
+base::Status ValidateInputs(const AlertInputs& inputs);
 
 }  // namespace kvwatch::alerts
 

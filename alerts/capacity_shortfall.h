@@ -24,7 +24,7 @@
 
 #include "alerts/detector.h"
 #include "alerts/rule.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
@@ -42,7 +42,7 @@ struct CapacityShortfallOptions {
   // Severity, `for` (default 15m) and keep_firing_for (default 0).
   RuleOptions rule;
 
-  curve::Status Validate(std::string_view prefix) const;
+  base::Status Validate(std::string_view prefix) const;
 };
 
 class CapacityShortfallDetector : public Detector {

@@ -18,10 +18,10 @@ std::string_view DirectionName(ChangeDirection direction) {
   return "unknown";
 }
 
-curve::Status CusumOptions::Validate(std::string_view prefix) const {
+base::Status CusumOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (warmup_samples < 2) {
-    return curve::Status::Error(where + ".warmup_samples: expected at least 2, got " +
+    return base::Status::Error(where + ".warmup_samples: expected at least 2, got " +
                                 std::to_string(warmup_samples));
   }
   return FirstError({
@@ -91,18 +91,18 @@ double Cusum::ShiftedMean() const {
   return s.run_sum / s.run_length;
 }
 
-curve::Status ChangeTestOptions::Validate(std::string_view prefix) const {
+base::Status ChangeTestOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (sample_period.count() <= 0) {
-    return curve::Status::Error(where + ".sample_period: expected a duration > 0, got " +
+    return base::Status::Error(where + ".sample_period: expected a duration > 0, got " +
                                 std::to_string(sample_period.count()) + "s");
   }
   if (relearn_after.count() < 0) {
-    return curve::Status::Error(where + ".relearn_after: expected a duration >= 0, got " +
+    return base::Status::Error(where + ".relearn_after: expected a duration >= 0, got " +
                                 std::to_string(relearn_after.count()) + "s");
   }
   if (cusum.cap < fire_threshold) {
-    return curve::Status::Error(where + ".cusum.cap: expected at least fire_threshold (" +
+    return base::Status::Error(where + ".cusum.cap: expected at least fire_threshold (" +
                                 FormatNumber(fire_threshold, 6) + "), got " +
                                 FormatNumber(cusum.cap, 6) + ": the alarm could never fire");
   }

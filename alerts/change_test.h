@@ -55,7 +55,7 @@
 
 #include "alerts/detector.h"
 #include "alerts/rule.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
@@ -78,7 +78,7 @@ struct CusumOptions {
   // Which shifts count. Default: kUp.
   ChangeDirection direction = ChangeDirection::kUp;
 
-  curve::Status Validate(std::string_view prefix) const;
+  base::Status Validate(std::string_view prefix) const;
 };
 
 // The CUSUM statistic itself: pure arithmetic on a sample sequence.
@@ -145,7 +145,7 @@ struct ChangeTestOptions {
   // Severity (default "warning"), `for` (default 5m), keep_firing_for (default 0).
   RuleOptions rule{"warning", std::chrono::seconds(5 * 60), std::chrono::seconds(0)};
 
-  curve::Status Validate(std::string_view prefix) const;
+  base::Status Validate(std::string_view prefix) const;
 };
 
 // "KVWatchEvictionRateDrift", "KVWatchRejectionRateDrift", ...

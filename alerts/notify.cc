@@ -7,18 +7,18 @@
 
 namespace kvwatch::alerts {
 
-curve::Status NotifyOptions::Validate(std::string_view prefix) const {
+base::Status NotifyOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (resend_interval.count() <= 0) {
-    return curve::Status::Error(where + ".resend_interval: expected a duration > 0, got " +
+    return base::Status::Error(where + ".resend_interval: expected a duration > 0, got " +
                                 std::to_string(resend_interval.count()) + "s");
   }
   if (resolved_retention < kMinResolvedRetention) {
-    return curve::Status::Error(where + ".resolved_retention: expected at least 5m " +
+    return base::Status::Error(where + ".resolved_retention: expected at least 5m " +
                                 "(Alertmanager's client contract), got " +
                                 FormatDuration(resolved_retention));
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 TimePoint FiringEndsAt(TimePoint now, const NotifyOptions& options) {

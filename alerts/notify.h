@@ -28,7 +28,7 @@
 
 #include "alerts/alert.h"
 #include "alerts/inputs.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
@@ -45,7 +45,7 @@ struct NotifyOptions {
   // generatorURL of every alert (a link back to the agent); empty: omitted. Default: "".
   std::string generator_url;
 
-  curve::Status Validate(std::string_view prefix) const;
+  base::Status Validate(std::string_view prefix) const;
 };
 
 // One element of the POST /api/v2/alerts body (postableAlert).

@@ -8,7 +8,7 @@
 
 namespace kvwatch::alerts {
 
-curve::Status RateShiftOptions::Validate(std::string_view prefix) const {
+base::Status RateShiftOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   return FirstError({
       ValidateThresholds(where, fire_threshold, clear_threshold),

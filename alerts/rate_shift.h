@@ -27,7 +27,7 @@
 
 #include "alerts/detector.h"
 #include "alerts/rule.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
@@ -47,7 +47,7 @@ struct RateShiftOptions {
   // Severity, `for` (default 15m) and keep_firing_for (default 0).
   RuleOptions rule;
 
-  curve::Status Validate(std::string_view prefix) const;
+  base::Status Validate(std::string_view prefix) const;
 };
 
 // "KVWatchEvictionRateShift", "KVWatchRejectionRateShift",

@@ -5,20 +5,20 @@
 
 namespace kvwatch::alerts {
 
-curve::Status RuleOptions::Validate(std::string_view prefix) const {
+base::Status RuleOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (severity.empty()) {
-    return curve::Status::Error(where + ".severity: expected a non-empty label value");
+    return base::Status::Error(where + ".severity: expected a non-empty label value");
   }
   if (for_duration.count() < 0) {
-    return curve::Status::Error(where + ".for: expected a duration >= 0, got " +
+    return base::Status::Error(where + ".for: expected a duration >= 0, got " +
                                 std::to_string(for_duration.count()) + "s");
   }
   if (keep_firing_for.count() < 0) {
-    return curve::Status::Error(where + ".keep_firing_for: expected a duration >= 0, got " +
+    return base::Status::Error(where + ".keep_firing_for: expected a duration >= 0, got " +
                                 std::to_string(keep_firing_for.count()) + "s");
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 Rule::Rule(RuleOptions options) : options_(std::move(options)) {}

@@ -29,7 +29,7 @@
 #include "alerts/alert.h"
 #include "alerts/detector.h"
 #include "alerts/inputs.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
@@ -42,7 +42,7 @@ struct RuleOptions {
   std::chrono::seconds keep_firing_for{0};
 
   // Ok, or an error naming the field under `prefix` (e.g. "knee_shift.rule").
-  curve::Status Validate(std::string_view prefix) const;
+  base::Status Validate(std::string_view prefix) const;
 };
 
 class Rule {

@@ -9,23 +9,23 @@
 #include <string>
 #include <string_view>
 
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::alerts {
 
 // Ok when both are finite and clear_threshold <= fire_threshold; the error names
 // `<prefix>.fire_threshold` / `<prefix>.clear_threshold`.
-curve::Status ValidateThresholds(std::string_view prefix, double fire_threshold,
+base::Status ValidateThresholds(std::string_view prefix, double fire_threshold,
                                  double clear_threshold);
 
 // Ok when `value` is finite and >= 0; the error names `field`.
-curve::Status ValidateNonNegative(std::string_view field, double value);
+base::Status ValidateNonNegative(std::string_view field, double value);
 
 // Ok when `value` is finite and > 0; the error names `field`.
-curve::Status ValidatePositive(std::string_view field, double value);
+base::Status ValidatePositive(std::string_view field, double value);
 
 // The first error of `statuses`, or Ok. Lets an options struct list its checks.
-curve::Status FirstError(std::initializer_list<curve::Status> statuses);
+base::Status FirstError(std::initializer_list<base::Status> statuses);
 
 }  // namespace kvwatch::alerts
 

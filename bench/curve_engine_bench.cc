@@ -25,7 +25,7 @@
 
 #include "collectors/trace_reader.h"
 #include "curve/curve_accumulator.h"
-#include "curve/mix.h"
+#include "base/mix.h"
 #include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
 
@@ -107,7 +107,7 @@ const Workload& WekaHashed() {
   static Workload w = [] {
     Workload w = Weka();
     for (auto& r : w.requests) {
-      for (PageId& p : r) p = kvwatch::curve::Mix64(p);
+      for (PageId& p : r) p = kvwatch::base::Mix64(p);
     }
     return w;
   }();

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "collectors/trace_reader.h"
-#include "curve/mix.h"
+#include "base/mix.h"
 
 namespace {
 
@@ -57,7 +57,7 @@ namespace fs = std::filesystem;
 
 // ------------------------------------------------------------------ Baseline
 
-using kvwatch::curve::Mix64;
+using kvwatch::base::Mix64;
 
 // Page id -> slot; linear probing over packed 12-byte entries, load <= 1/2,
 // grows by doubling.

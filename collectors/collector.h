@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "curve/request.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -99,7 +99,7 @@ class Collector {
   // Reads what is available now; wall_now_s is the current wall time.
   virtual void Poll(RequestSink& sink, double wall_now_s) = 0;
   // Persists positions (files) so a restart neither loses nor repeats records.
-  virtual curve::Status Checkpoint() { return curve::Status::Ok(); }
+  virtual base::Status Checkpoint() { return base::Status::Ok(); }
   // A file descriptor that becomes readable when there is something to poll, or
   // -1 (the agent then polls on the interval only).
   virtual int NotifyFd() const { return -1; }

@@ -24,9 +24,9 @@ void SetIf(std::optional<double>* gauge, std::optional<std::int64_t> value) {
 
 }  // namespace
 
-curve::Result<std::unique_ptr<EngineLogCollector>> EngineLogCollector::Create(EngineLogCollectorOptions options,
+base::Result<std::unique_ptr<EngineLogCollector>> EngineLogCollector::Create(EngineLogCollectorOptions options,
                                                                               CollectorLog log) {
-  using R = curve::Result<std::unique_ptr<EngineLogCollector>>;
+  using R = base::Result<std::unique_ptr<EngineLogCollector>>;
   if (options.name.empty()) return R::Error("engine_log collector: a name is required");
   auto tailer = FileTailer::Create(options.tailer);
   if (!tailer.ok()) return R::Error("engine_log collector '" + options.name + "': " + tailer.error());

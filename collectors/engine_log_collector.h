@@ -50,7 +50,7 @@
 #include "collectors/collector.h"
 #include "collectors/engine_log_parser.h"
 #include "collectors/file_tailer.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -78,14 +78,14 @@ struct EngineLogSignals {
 
 class EngineLogCollector : public Collector {
  public:
-  static curve::Result<std::unique_ptr<EngineLogCollector>> Create(EngineLogCollectorOptions options,
+  static base::Result<std::unique_ptr<EngineLogCollector>> Create(EngineLogCollectorOptions options,
                                                                     CollectorLog log);
 
   const std::string& name() const override { return options_.name; }
   std::string_view kind() const override { return "engine_log"; }
   std::chrono::milliseconds poll_interval() const override { return options_.poll_interval; }
   void Poll(RequestSink& sink, double wall_now_s) override;
-  curve::Status Checkpoint() override { return tailer_->Checkpoint(); }
+  base::Status Checkpoint() override { return tailer_->Checkpoint(); }
   int NotifyFd() const override { return tailer_->NotifyFd(); }
   CollectorStats stats() const override { return stats_; }
   void AppendSamples(std::vector<MetricSample>* out) const override;

@@ -100,8 +100,8 @@ double RunningTotal::Observe(double value) {
   return increase;
 }
 
-curve::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url) {
-  using R = curve::Result<ScrapeTarget>;
+base::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url) {
+  using R = base::Result<ScrapeTarget>;
   const std::size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos) return R::Error("expected http://host[:port][/path], got \"" + url + "\"");
   const std::string scheme = url.substr(0, scheme_end);
@@ -208,9 +208,9 @@ struct EngineMetricsCollector::Worker {
   std::thread thread;
 };
 
-curve::Result<std::unique_ptr<EngineMetricsCollector>> EngineMetricsCollector::Create(
+base::Result<std::unique_ptr<EngineMetricsCollector>> EngineMetricsCollector::Create(
     EngineMetricsCollectorOptions options, CollectorLog log) {
-  using R = curve::Result<std::unique_ptr<EngineMetricsCollector>>;
+  using R = base::Result<std::unique_ptr<EngineMetricsCollector>>;
   const std::string where = "engine_metrics collector '" + options.name + "': ";
   if (options.name.empty()) return R::Error("engine_metrics collector: a name is required");
   if (options.interval.count() <= 0) return R::Error(where + "expected an interval > 0");

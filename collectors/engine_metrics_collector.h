@@ -62,7 +62,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/exposition_parser.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -100,11 +100,11 @@ struct ScrapeTarget {
   std::string origin;  // "http://127.0.0.1:8000"
   std::string path;    // "/metrics"
 };
-curve::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url);
+base::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url);
 
 class EngineMetricsCollector : public Collector {
  public:
-  static curve::Result<std::unique_ptr<EngineMetricsCollector>> Create(EngineMetricsCollectorOptions options,
+  static base::Result<std::unique_ptr<EngineMetricsCollector>> Create(EngineMetricsCollectorOptions options,
                                                                         CollectorLog log);
   ~EngineMetricsCollector() override;
   EngineMetricsCollector(const EngineMetricsCollector&) = delete;

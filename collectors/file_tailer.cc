@@ -21,8 +21,8 @@ namespace kvwatch::collectors {
 
 namespace {
 
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 
 constexpr std::uint32_t kMarkerBytes = 32;  // fluent-bit's FLB_TAIL_DB_OFFSET_MARKER_SIZE
 constexpr std::size_t kMaxFingerprintBytes = 64 << 10;

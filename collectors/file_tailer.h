@@ -116,7 +116,7 @@
 #include <string_view>
 #include <vector>
 
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -203,7 +203,7 @@ class FileTailer {
   // Validates the options, loads the checkpoint if any (a bad checkpoint is not
   // an error: it is reported by the first Poll) and creates the inotify
   // descriptor if asked. Touches no log file until Poll().
-  static curve::Result<std::unique_ptr<FileTailer>> Create(FileTailerOptions options);
+  static base::Result<std::unique_ptr<FileTailer>> Create(FileTailerOptions options);
 
   FileTailer(const FileTailer&) = delete;
   FileTailer& operator=(const FileTailer&) = delete;
@@ -216,7 +216,7 @@ class FileTailer {
   // Atomically writes the checkpoint (no-op if checkpoint_path is empty). It
   // covers only lines already delivered. An error names the file and the
   // failing step; the previous checkpoint is then still intact.
-  curve::Status Checkpoint();
+  base::Status Checkpoint();
 
   // The inotify descriptor, or -1 when disabled or unavailable. Owned by the
   // tailer; readable when Poll() has something to look at.
@@ -285,7 +285,7 @@ class FileTailer {
   std::vector<Position> CollectPositions() const;
   static std::string FormatEntry(const Position& position);
   static std::optional<std::string> ParseEntry(std::string_view line, Position& position);
-  static curve::Result<std::vector<Position>> ParseCheckpoint(std::string_view text,
+  static base::Result<std::vector<Position>> ParseCheckpoint(std::string_view text,
                                                               const std::string& name);
 
   // Constant after construction.

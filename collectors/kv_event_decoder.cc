@@ -11,7 +11,7 @@
 
 #include <msgpack.hpp>
 
-#include "curve/mix.h"
+#include "base/mix.h"
 
 namespace kvwatch::collectors {
 
@@ -90,8 +90,8 @@ const KvDecodeError& KvDecodeStatus::error() const {
   return *error_;
 }
 
-curve::Status KvDecodeStatus::ToStatus() const {
-  return ok() ? curve::Status::Ok() : curve::Status::Error(error_->ToString());
+base::Status KvDecodeStatus::ToStatus() const {
+  return ok() ? base::Status::Ok() : base::Status::Error(error_->ToString());
 }
 
 void KvResultValueOnError(const KvDecodeError& error) {
@@ -378,7 +378,7 @@ struct Fnv {
 };
 
 // Spreads FNV's weak low bits.
-std::uint64_t Mix(std::uint64_t x) { return curve::Mix64(x); }
+std::uint64_t Mix(std::uint64_t x) { return base::Mix64(x); }
 
 void DigestInto(const Object& o, Fnv* f) {
   switch (o.type) {

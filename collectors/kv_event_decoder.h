@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "collectors/kv_event.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -63,11 +63,11 @@ struct KvDecodeError {
   KvDecodeErrorCode code = KvDecodeErrorCode::kInternal;
   std::string message;  // what was expected and where (offset, event index, field)
 
-  // "<code name>: <message>", for logs and for curve::Status.
+  // "<code name>: <message>", for logs and for base::Status.
   std::string ToString() const;
 };
 
-// Success, or a KvDecodeError. Like curve::Status, but the error keeps its
+// Success, or a KvDecodeError. Like base::Status, but the error keeps its
 // reason code so callers can count errors by kind; ToStatus() converts.
 class [[nodiscard]] KvDecodeStatus {
  public:
@@ -79,7 +79,7 @@ class [[nodiscard]] KvDecodeStatus {
   const KvDecodeError& error() const;
   KvDecodeErrorCode code() const { return error().code; }
   const std::string& message() const { return error().message; }
-  curve::Status ToStatus() const;
+  base::Status ToStatus() const;
 
  private:
   std::optional<KvDecodeError> error_;
@@ -90,7 +90,7 @@ class [[nodiscard]] KvDecodeStatus {
 // Aborts: error() was called on an ok KvResult or KvDecodeStatus.
 [[noreturn]] void KvResultErrorOnValue();
 
-// A value of type T, or a KvDecodeError (curve::Result<T> plus a reason code).
+// A value of type T, or a KvDecodeError (base::Result<T> plus a reason code).
 template <typename T>
 class [[nodiscard]] KvResult {
  public:
@@ -108,9 +108,9 @@ class [[nodiscard]] KvResult {
     return error_;
   }
   KvDecodeStatus status() const { return ok() ? KvDecodeStatus() : KvDecodeStatus(error_); }
-  curve::Result<T> ToResult() const& {
+  base::Result<T> ToResult() const& {
     if (ok()) return *value_;
-    return curve::Result<T>::Error(error_.ToString());
+    return base::Result<T>::Error(error_.ToString());
   }
 
  private:

@@ -5,7 +5,7 @@
 #include <utility>
 #include <variant>
 
-#include "curve/mix.h"
+#include "base/mix.h"
 
 namespace kvwatch::collectors {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 constexpr std::string_view kPrimaryMedium = "GPU";
 constexpr std::string_view kOtherMedium = "other";
 
-using curve::Mix64;
+using base::Mix64;
 
 std::uint64_t Fold(std::uint64_t acc, std::uint64_t value) {
   return Mix64(acc ^ Mix64(value + 0x9e3779b97f4a7c15ULL));

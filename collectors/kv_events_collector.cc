@@ -19,7 +19,7 @@ namespace kvwatch::collectors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Result = curve::Result<std::unique_ptr<KvEventsCollector>>;
+using Result = base::Result<std::unique_ptr<KvEventsCollector>>;
 
 // Past this many logged problems, only every 1000th is logged: the counters
 // keep the totals, and a flood of garbage must not flood the log.
@@ -65,7 +65,7 @@ std::shared_ptr<zmq::context_t> SharedContext() {
 
 }  // namespace
 
-curve::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::size_t rank) {
+base::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::size_t rank) {
   if (rank == 0) return endpoint;
   if (endpoint.rfind("tcp://", 0) == 0) {
     const std::size_t colon = endpoint.rfind(':');
@@ -73,7 +73,7 @@ curve::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::si
     const bool numeric = !port.empty() && port.size() <= 5 &&
                          std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!numeric || std::stoul(port) + rank > 65535) {
-      return curve::Result<std::string>::Error("cannot offset '" + endpoint + "' for rank " + std::to_string(rank) +
+      return base::Result<std::string>::Error("cannot offset '" + endpoint + "' for rank " + std::to_string(rank) +
                                                ": expected tcp://host:PORT with a numeric port");
     }
     return endpoint.substr(0, colon + 1) + std::to_string(std::stoul(port) + rank);
@@ -81,7 +81,7 @@ curve::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::si
   if (endpoint.rfind("inproc://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0) {
     return endpoint + "_dp" + std::to_string(rank);
   }
-  return curve::Result<std::string>::Error("cannot offset '" + endpoint +
+  return base::Result<std::string>::Error("cannot offset '" + endpoint +
                                            "': expected a tcp://, ipc:// or inproc:// endpoint");
 }
 
@@ -152,7 +152,7 @@ Result KvEventsCollector::Create(KvEventsCollectorOptions options, CollectorLog 
     Io::Endpoint& e = io.endpoints.back();
     e.address = endpoint;
     if (!o.replay_endpoint.empty()) {
-      curve::Result<std::string> replay = OffsetKvEndpoint(o.replay_endpoint, i);
+      base::Result<std::string> replay = OffsetKvEndpoint(o.replay_endpoint, i);
       if (!replay.ok()) return Result::Error("replay_endpoint: " + replay.error());
       e.replay = replay.value();
     }

@@ -79,7 +79,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/kv_event_tracker.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -111,11 +111,11 @@ struct KvTransportCounters {
 
 // The replay endpoint of data-parallel rank `rank` (see above); an error when
 // a tcp endpoint has no numeric port to offset.
-curve::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::size_t rank);
+base::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::size_t rank);
 
 class KvEventsCollector : public Collector {
  public:
-  static curve::Result<std::unique_ptr<KvEventsCollector>> Create(KvEventsCollectorOptions options,
+  static base::Result<std::unique_ptr<KvEventsCollector>> Create(KvEventsCollectorOptions options,
                                                                    CollectorLog log);
   ~KvEventsCollector() override;
   KvEventsCollector(const KvEventsCollector&) = delete;

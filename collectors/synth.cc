@@ -11,7 +11,7 @@ namespace kvwatch::collectors {
 namespace {
 
 using curve::PageId;
-using curve::Status;
+using base::Status;
 
 constexpr int kIndexBits = 20;
 constexpr std::uint64_t kMaxIndex = (std::uint64_t{1} << kIndexBits) - 1;
@@ -106,9 +106,9 @@ Status ValidateSynthOptions(const SynthOptions& o) {
   return Status::Error("synth options: " + errors);
 }
 
-curve::Result<SynthGenerator> SynthGenerator::Create(SynthOptions options) {
+base::Result<SynthGenerator> SynthGenerator::Create(SynthOptions options) {
   Status status = ValidateSynthOptions(options);
-  if (!status.ok()) return curve::Result<SynthGenerator>::Error(status.error());
+  if (!status.ok()) return base::Result<SynthGenerator>::Error(status.error());
   return SynthGenerator(std::move(options));
 }
 
@@ -266,14 +266,14 @@ bool SynthGenerator::Next(SynthRequest* out) {
   return true;
 }
 
-curve::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
+base::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
                                            const std::function<void(const SynthRequest&)>& on_request) {
   if (options.duration_s <= 0 && options.max_requests == 0) {
-    return curve::Result<std::uint64_t>::Error(
+    return base::Result<std::uint64_t>::Error(
         "synth options: duration_s or max_requests must be set for a finite workload");
   }
   auto generator = SynthGenerator::Create(options);
-  if (!generator.ok()) return curve::Result<std::uint64_t>::Error(generator.error());
+  if (!generator.ok()) return base::Result<std::uint64_t>::Error(generator.error());
   SynthRequest request;
   while (generator.value().Next(&request)) {
     if (on_request) on_request(request);

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "curve/request.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -125,14 +125,14 @@ struct SynthRequest {
 };
 
 // Ok, or what is wrong with the options ("rate_per_s must be > 0, got 0").
-[[nodiscard]] curve::Status ValidateSynthOptions(const SynthOptions& options);
+[[nodiscard]] base::Status ValidateSynthOptions(const SynthOptions& options);
 
 // The streaming generator: Next() produces the requests in timestamp order, one at
 // a time, so a live agent can pace them in real time.
 class SynthGenerator {
  public:
   // Fails when ValidateSynthOptions(options) fails.
-  [[nodiscard]] static curve::Result<SynthGenerator> Create(SynthOptions options);
+  [[nodiscard]] static base::Result<SynthGenerator> Create(SynthOptions options);
 
   // Overwrites *out with the next request (reusing its buffers). Returns false,
   // leaving *out unspecified, once the duration or request limit is reached; an
@@ -198,7 +198,7 @@ class SynthGenerator {
 // Generates the whole bounded workload, calling `on_request` for each request in
 // timestamp order. Returns the number of requests, or an error for invalid options
 // or an unbounded workload (duration_s and max_requests both 0).
-[[nodiscard]] curve::Result<std::uint64_t> GenerateSynth(
+[[nodiscard]] base::Result<std::uint64_t> GenerateSynth(
     const SynthOptions& options, const std::function<void(const SynthRequest&)>& on_request);
 
 // Appends `request` as one Mooncake-style JSON line ending in "\n":

@@ -2,10 +2,10 @@
 
 namespace kvwatch::collectors {
 
-curve::Result<std::unique_ptr<SynthCollector>> SynthCollector::Create(std::string name, SynthOptions options,
+base::Result<std::unique_ptr<SynthCollector>> SynthCollector::Create(std::string name, SynthOptions options,
                                                                       double start_wall_s) {
   auto generator = SynthGenerator::Create(std::move(options));
-  if (!generator.ok()) return curve::Result<std::unique_ptr<SynthCollector>>::Error(generator.error());
+  if (!generator.ok()) return base::Result<std::unique_ptr<SynthCollector>>::Error(generator.error());
   return std::unique_ptr<SynthCollector>(
       new SynthCollector(std::move(name), std::move(generator).value(), start_wall_s));
 }

@@ -4,10 +4,10 @@
 
 namespace kvwatch::collectors {
 
-curve::Result<std::unique_ptr<TraceFileCollector>> TraceFileCollector::Create(TraceFileCollectorOptions options,
+base::Result<std::unique_ptr<TraceFileCollector>> TraceFileCollector::Create(TraceFileCollectorOptions options,
                                                                               CollectorLog log) {
   auto tailer = FileTailer::Create(options.tailer);
-  if (!tailer.ok()) return curve::Result<std::unique_ptr<TraceFileCollector>>::Error(tailer.error());
+  if (!tailer.ok()) return base::Result<std::unique_ptr<TraceFileCollector>>::Error(tailer.error());
   return std::unique_ptr<TraceFileCollector>(
       new TraceFileCollector(std::move(options), std::move(tailer).value(), std::move(log)));
 }

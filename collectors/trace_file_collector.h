@@ -27,14 +27,14 @@ struct TraceFileCollectorOptions {
 
 class TraceFileCollector : public Collector {
  public:
-  static curve::Result<std::unique_ptr<TraceFileCollector>> Create(TraceFileCollectorOptions options,
+  static base::Result<std::unique_ptr<TraceFileCollector>> Create(TraceFileCollectorOptions options,
                                                                     CollectorLog log);
 
   const std::string& name() const override { return options_.name; }
   std::string_view kind() const override { return "trace_file"; }
   std::chrono::milliseconds poll_interval() const override { return options_.poll_interval; }
   void Poll(RequestSink& sink, double wall_now_s) override;
-  curve::Status Checkpoint() override { return tailer_->Checkpoint(); }
+  base::Status Checkpoint() override { return tailer_->Checkpoint(); }
   int NotifyFd() const override { return tailer_->NotifyFd(); }
   CollectorStats stats() const override { return stats_; }
 

@@ -15,8 +15,8 @@ namespace kvwatch::collectors {
 
 namespace {
 
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 
 constexpr unsigned char kGzipMagic0 = 0x1f;
 constexpr unsigned char kGzipMagic1 = 0x8b;
@@ -303,7 +303,7 @@ Status LineReader::BadLine(std::string_view message) {
 
 }  // namespace
 
-curve::Result<TraceReadSummary> ReadTrace(std::string_view path, const TraceReaderOptions& options,
+base::Result<TraceReadSummary> ReadTrace(std::string_view path, const TraceReaderOptions& options,
                                           const TraceCallbacks& callbacks) {
   TraceReadSummary summary;
   summary.source = path == "-" ? std::string("<stdin>") : std::string(path);

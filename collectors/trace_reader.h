@@ -32,7 +32,7 @@
 
 #include "collectors/trace_record.h"
 #include "curve/request.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -82,7 +82,7 @@ struct TraceCallbacks {
 
 // Reads the trace at `path` ("-" = standard input) to its end. Returns the summary,
 // or an error as described in the header comment.
-[[nodiscard]] curve::Result<TraceReadSummary> ReadTrace(std::string_view path,
+[[nodiscard]] base::Result<TraceReadSummary> ReadTrace(std::string_view path,
                                                         const TraceReaderOptions& options,
                                                         const TraceCallbacks& callbacks);
 

@@ -132,19 +132,19 @@ class RecordReader {
                const TraceRecordOptions& options, curve::Request* request)
       : doc_(doc), begin_(begin), size_(size), options_(options), request_(request) {}
 
-  curve::Status Read(RecordFacts* facts);
+  base::Status Read(RecordFacts* facts);
 
  private:
-  curve::Status ReadField(od::field& field, RecordFacts* facts);
-  curve::Status ReadHashIds(od::value value);
-  curve::Status BadId(od::value& value, std::size_t index);
-  curve::Status ReadTimestamp(od::value value, std::string_view name, std::optional<NumberValue>* out);
-  curve::Status ReadCount(od::value value, std::string_view name, std::int64_t* out);
-  curve::Status ReadTenant(od::value value, std::size_t rank);
-  curve::Status ReadNumber(od::value& value, std::string_view name, NumberValue* out);
+  base::Status ReadField(od::field& field, RecordFacts* facts);
+  base::Status ReadHashIds(od::value value);
+  base::Status BadId(od::value& value, std::size_t index);
+  base::Status ReadTimestamp(od::value value, std::string_view name, std::optional<NumberValue>* out);
+  base::Status ReadCount(od::value value, std::string_view name, std::int64_t* out);
+  base::Status ReadTenant(od::value value, std::size_t rank);
+  base::Status ReadNumber(od::value& value, std::string_view name, NumberValue* out);
 
-  curve::Status ErrorAt(const char* where, std::string_view message) const;
-  curve::Status SyntaxError(simdjson::error_code error, std::string_view context = {}) const;
+  base::Status ErrorAt(const char* where, std::string_view message) const;
+  base::Status SyntaxError(simdjson::error_code error, std::string_view context = {}) const;
   std::string_view Token(od::value& value);
 
   od::document& doc_;
@@ -155,16 +155,16 @@ class RecordReader {
   std::size_t tenant_rank_ = SIZE_MAX;  // rank in options_.tenant_fields of the label used
 };
 
-curve::Status RecordReader::ErrorAt(const char* where, std::string_view message) const {
+base::Status RecordReader::ErrorAt(const char* where, std::string_view message) const {
   std::string text;
   if (where != nullptr && where >= begin_ && where <= begin_ + size_) {
     text = "column " + std::to_string(where - begin_ + 1) + ": ";
   }
   text.append(message);
-  return curve::Status::Error(std::move(text));
+  return base::Status::Error(std::move(text));
 }
 
-curve::Status RecordReader::SyntaxError(simdjson::error_code error, std::string_view context) const {
+base::Status RecordReader::SyntaxError(simdjson::error_code error, std::string_view context) const {
   const char* where = nullptr;
   if (doc_.current_location().get(where) != simdjson::SUCCESS) where = nullptr;
   return ErrorAt(where, std::string(context) + "not valid JSON (" + simdjson::error_message(error) + ")");
@@ -177,7 +177,7 @@ std::string_view RecordReader::Token(od::value& value) {
   return token;
 }
 
-curve::Status RecordReader::Read(RecordFacts* facts) {
+base::Status RecordReader::Read(RecordFacts* facts) {
   od::document& doc = doc_;
   od::json_type root_type;
   if (auto error = doc.type().get(root_type)) return SyntaxError(error);
@@ -192,7 +192,7 @@ curve::Status RecordReader::Read(RecordFacts* facts) {
   for (auto field_result : object) {
     od::field field;
     if (auto error = std::move(field_result).get(field)) return SyntaxError(error);
-    curve::Status status = ReadField(field, facts);
+    base::Status status = ReadField(field, facts);
     if (!status.ok()) return status;
   }
   // current_location() is OUT_OF_BOUNDS exactly when every token was consumed.
@@ -201,12 +201,12 @@ curve::Status RecordReader::Read(RecordFacts* facts) {
     return ErrorAt(rest, "trailing content after the JSON object");
   }
   if (!facts->has_hash_ids) {
-    return curve::Status::Error("missing \"hash_ids\" (expected an array of non-negative integers)");
+    return base::Status::Error("missing \"hash_ids\" (expected an array of non-negative integers)");
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status RecordReader::ReadField(od::field& field, RecordFacts* facts) {
+base::Status RecordReader::ReadField(od::field& field, RecordFacts* facts) {
   od::raw_json_string key = field.key();
   if (key == "hash_ids") {
     facts->has_hash_ids = true;
@@ -220,16 +220,16 @@ curve::Status RecordReader::ReadField(od::field& field, RecordFacts* facts) {
   }
   if (key == "chat_id" || key == "parent_chat_id") {
     facts->bailian_shape = true;
-    return curve::Status::Ok();
+    return base::Status::Ok();
   }
   const std::size_t candidates = std::min(tenant_rank_, options_.tenant_fields.size());
   for (std::size_t rank = 0; rank < candidates; ++rank) {
     if (key == options_.tenant_fields[rank]) return ReadTenant(field.value(), rank);
   }
-  return curve::Status::Ok();  // unknown field: skipped by the iterator
+  return base::Status::Ok();  // unknown field: skipped by the iterator
 }
 
-curve::Status RecordReader::ReadHashIds(od::value value) {
+base::Status RecordReader::ReadHashIds(od::value value) {
   std::vector<curve::PageId>& pages = request_->pages;
   pages.clear();
   od::array array;
@@ -253,10 +253,10 @@ curve::Status RecordReader::ReadHashIds(od::value value) {
     pages.push_back(id);
     ++index;
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status RecordReader::BadId(od::value& value, std::size_t index) {
+base::Status RecordReader::BadId(od::value& value, std::size_t index) {
   const std::string_view token = Token(value);
   const std::string where = "hash_ids[" + std::to_string(index) + "]";
   const std::string expected = "; expected a non-negative integer";
@@ -272,7 +272,7 @@ curve::Status RecordReader::BadId(od::value& value, std::size_t index) {
                                    std::string(token) + ")" + expected);
 }
 
-curve::Status RecordReader::ReadNumber(od::value& value, std::string_view name, NumberValue* out) {
+base::Status RecordReader::ReadNumber(od::value& value, std::string_view name, NumberValue* out) {
   const std::string_view token = Token(value);
   od::number number;
   if (value.get_number().get(number) != simdjson::SUCCESS) {
@@ -302,35 +302,35 @@ curve::Status RecordReader::ReadNumber(od::value& value, std::string_view name, 
       out->negative = out->double_value < 0;
       break;
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status RecordReader::ReadTimestamp(od::value value, std::string_view name,
+base::Status RecordReader::ReadTimestamp(od::value value, std::string_view name,
                                           std::optional<NumberValue>* out) {
   bool is_null = false;
   if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) {
     out->reset();
-    return curve::Status::Ok();
+    return base::Status::Ok();
   }
   NumberValue number;
-  curve::Status status = ReadNumber(value, name, &number);
+  base::Status status = ReadNumber(value, name, &number);
   if (!status.ok()) return status;
   if (!std::isfinite(number.double_value)) {
-    return curve::Status::Error("\"" + std::string(name) + "\" is not finite; expected a number");
+    return base::Status::Error("\"" + std::string(name) + "\" is not finite; expected a number");
   }
   *out = number;
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status RecordReader::ReadCount(od::value value, std::string_view name, std::int64_t* out) {
+base::Status RecordReader::ReadCount(od::value value, std::string_view name, std::int64_t* out) {
   bool is_null = false;
   if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) {
     *out = -1;
-    return curve::Status::Ok();
+    return base::Status::Ok();
   }
   const std::string_view token = Token(value);
   NumberValue number;
-  curve::Status status = ReadNumber(value, name, &number);
+  base::Status status = ReadNumber(value, name, &number);
   if (!status.ok()) return status;
   const double d = number.double_value;
   if (number.integral && number.int_value >= 0) {
@@ -341,12 +341,12 @@ curve::Status RecordReader::ReadCount(od::value value, std::string_view name, st
     return ErrorAt(token.data(), Quoted(name) + " is " + std::string(token) +
                                      "; expected a non-negative integer");
   }
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
-curve::Status RecordReader::ReadTenant(od::value value, std::size_t rank) {
+base::Status RecordReader::ReadTenant(od::value value, std::size_t rank) {
   od::json_type type;
-  if (value.type().get(type) != simdjson::SUCCESS) return curve::Status::Ok();
+  if (value.type().get(type) != simdjson::SUCCESS) return base::Status::Ok();
   if (type == od::json_type::string) {
     std::string_view text;
     if (auto error = value.get_string().get(text)) {
@@ -357,14 +357,14 @@ curve::Status RecordReader::ReadTenant(od::value value, std::size_t rank) {
     request_->tenant.assign(text);
   } else if (type == od::json_type::number) {
     NumberValue number;
-    curve::Status status = ReadNumber(value, options_.tenant_fields[rank], &number);
+    base::Status status = ReadNumber(value, options_.tenant_fields[rank], &number);
     if (!status.ok()) return status;
     request_->tenant.assign(Token(value));
   } else {
-    return curve::Status::Ok();  // not a label: try the next candidate name
+    return base::Status::Ok();  // not a label: try the next candidate name
   }
   tenant_rank_ = rank;
-  return curve::Status::Ok();
+  return base::Status::Ok();
 }
 
 double ToSeconds(const NumberValue& number, TimestampUnit unit) {
@@ -415,13 +415,13 @@ TraceRecordParser::~TraceRecordParser() = default;
 
 void TraceRecordParser::Reset() { resolved_unit_ = options_.timestamp_unit; }
 
-curve::Result<ParseOutcome> TraceRecordParser::Parse(std::string_view line, curve::Request* request) {
+base::Result<ParseOutcome> TraceRecordParser::Parse(std::string_view line, curve::Request* request) {
   if (IsBlank(line)) return ParseOutcome::kBlank;
   const char* copy = impl_->CopyPadded(line);
   return ParseBuffer(copy, line.size(), line.size() + simdjson::SIMDJSON_PADDING, request);
 }
 
-curve::Result<ParseOutcome> TraceRecordParser::ParseInPlace(std::string_view line,
+base::Result<ParseOutcome> TraceRecordParser::ParseInPlace(std::string_view line,
                                                             std::size_t readable_after,
                                                             curve::Request* request) {
   if (readable_after < simdjson::SIMDJSON_PADDING) return Parse(line, request);
@@ -429,19 +429,19 @@ curve::Result<ParseOutcome> TraceRecordParser::ParseInPlace(std::string_view lin
   return ParseBuffer(line.data(), line.size(), line.size() + readable_after, request);
 }
 
-curve::Result<ParseOutcome> TraceRecordParser::ParseBuffer(const char* data, std::size_t size,
+base::Result<ParseOutcome> TraceRecordParser::ParseBuffer(const char* data, std::size_t size,
                                                            std::size_t capacity,
                                                            curve::Request* request) {
   ResetRequest(request);
   od::document doc;
   if (auto error = impl_->parser.iterate(data, size, capacity).get(doc)) {
-    return curve::Result<ParseOutcome>::Error(std::string("not valid JSON (") +
+    return base::Result<ParseOutcome>::Error(std::string("not valid JSON (") +
                                               simdjson::error_message(error) + ")");
   }
   RecordFacts facts;
   RecordReader reader(doc, data, size, options_, request);
-  curve::Status status = reader.Read(&facts);
-  if (!status.ok()) return curve::Result<ParseOutcome>::Error(status.error());
+  base::Status status = reader.Read(&facts);
+  if (!status.ok()) return base::Result<ParseOutcome>::Error(status.error());
   if (facts.timestamp.has_value()) {
     if (resolved_unit_ == TimestampUnit::kAuto &&
         (facts.bailian_shape || facts.timestamp->double_value != 0)) {

@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "curve/request.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -88,12 +88,12 @@ class TraceRecordParser {
   // *request, overwriting every field. The line is copied into an internal padded
   // buffer first. On error *request holds unspecified partial content.
   // REQUIRES: request != nullptr.
-  [[nodiscard]] curve::Result<ParseOutcome> Parse(std::string_view line, curve::Request* request);
+  [[nodiscard]] base::Result<ParseOutcome> Parse(std::string_view line, curve::Request* request);
 
   // As Parse(), without the copy: REQUIRES that the `readable_after` bytes following
   // line.data() + line.size() are allocated and readable (their content does not
   // matter). Falls back to copying when readable_after < kPaddingBytes.
-  [[nodiscard]] curve::Result<ParseOutcome> ParseInPlace(std::string_view line,
+  [[nodiscard]] base::Result<ParseOutcome> ParseInPlace(std::string_view line,
                                                          std::size_t readable_after,
                                                          curve::Request* request);
 
@@ -110,7 +110,7 @@ class TraceRecordParser {
  private:
   class Impl;
 
-  curve::Result<ParseOutcome> ParseBuffer(const char* data, std::size_t size,
+  base::Result<ParseOutcome> ParseBuffer(const char* data, std::size_t size,
                                           std::size_t capacity, curve::Request* request);
 
   TraceRecordOptions options_;

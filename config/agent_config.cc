@@ -23,8 +23,8 @@
 namespace kvwatch::config {
 namespace {
 
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 
 using Type = ConfigType;
 

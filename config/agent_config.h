@@ -48,7 +48,7 @@
 
 #include "collectors/trace_record.h"
 #include "curve/stack_distance.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::config {
 
@@ -350,11 +350,11 @@ AgentConfig DefaultAgentConfig();
 
 // Parses and validates the text of a config file. source_name prefixes every
 // error (normally the file's path). An empty document is a valid config.
-curve::Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text,
+base::Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text,
                                             std::string_view source_name);
 
 // Reads the file at path and parses it with the path as source name.
-curve::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
+base::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
 
 // Spellings used in the file.
 std::string_view StartAtName(StartAt start_at);

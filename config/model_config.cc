@@ -18,8 +18,8 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using curve::ModelSpec;
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 
 // The keys this parser reads; everything else is skipped unread.
 constexpr std::array<std::string_view, 17> kKnownKeys = {
@@ -356,7 +356,7 @@ Result<std::string> ModelName(const Config& config, const ModelConfigOptions& op
 
 }  // namespace
 
-curve::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
+base::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
                                           const ModelConfigOptions& options) {
   using R = Result<ModelSpec>;
   Result<Config> parsed = ReadConfig(json_text);
@@ -383,7 +383,7 @@ curve::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
   return spec;
 }
 
-curve::Result<ModelSpec> ReadModelConfigFile(const std::string& path,
+base::Result<ModelSpec> ReadModelConfigFile(const std::string& path,
                                              const ModelConfigOptions& options) {
   using R = Result<ModelSpec>;
   std::ifstream in(path, std::ios::binary);

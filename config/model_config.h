@@ -41,7 +41,7 @@
 #include <string_view>
 
 #include "curve/sizing.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::config {
 
@@ -55,12 +55,12 @@ struct ModelConfigOptions {
 };
 
 // Parses the text of a config.json.
-curve::Result<curve::ModelSpec> ParseModelConfig(std::string_view json_text,
+base::Result<curve::ModelSpec> ParseModelConfig(std::string_view json_text,
                                                  const ModelConfigOptions& options = {});
 
 // Reads and parses the file at path. Errors start with the path. When neither
 // options.name nor the config gives a name, the path is the name.
-curve::Result<curve::ModelSpec> ReadModelConfigFile(const std::string& path,
+base::Result<curve::ModelSpec> ReadModelConfigFile(const std::string& path,
                                                     const ModelConfigOptions& options = {});
 
 }  // namespace kvwatch::config

@@ -14,8 +14,8 @@
 namespace kvwatch::config {
 namespace {
 
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 
 constexpr std::array<std::pair<std::string_view, ClientAuthType>, 6> kClientAuthTypes = {{
     {"NoClientCert", ClientAuthType::kNoClientCert},

@@ -54,7 +54,7 @@
 #include <utility>
 #include <vector>
 
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::config {
 
@@ -93,12 +93,12 @@ struct WebConfig {
 
 // Parses the text of a web config file. Relative paths are joined to base_dir
 // (left as they are when base_dir is empty).
-curve::Result<WebConfig> ParseWebConfig(std::string_view yaml_text,
+base::Result<WebConfig> ParseWebConfig(std::string_view yaml_text,
                                         const std::string& base_dir = "");
 
 // Reads and parses the file at path; relative paths in it are resolved against
 // the file's directory. Errors start with the path.
-curve::Result<WebConfig> ReadWebConfigFile(const std::string& path);
+base::Result<WebConfig> ReadWebConfigFile(const std::string& path);
 
 // The spelling used in the file ("RequireAndVerifyClientCert", "TLS12").
 std::string_view ClientAuthTypeName(ClientAuthType type);

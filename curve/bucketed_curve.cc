@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "curve/byte_io.h"
+#include "base/byte_io.h"
 
 namespace kvwatch::curve {
 namespace {
@@ -15,16 +15,16 @@ std::uint64_t CeilCount(double x) {
 }
 
 void PutVector(std::vector<std::uint8_t>* out, const std::vector<std::uint64_t>& v) {
-  AppendPod<std::uint64_t>(out, v.size());
-  for (std::uint64_t x : v) AppendPod(out, x);
+  base::AppendPod<std::uint64_t>(out, v.size());
+  for (std::uint64_t x : v) base::AppendPod(out, x);
 }
 
 bool GetVector(std::span<const std::uint8_t>* in, std::size_t expected, std::vector<std::uint64_t>* v) {
   std::uint64_t n = 0;
-  if (!ReadPod(in, &n) || n != expected) return false;
+  if (!base::ReadPod(in, &n) || n != expected) return false;
   v->assign(n, 0);
   for (auto& x : *v) {
-    if (!ReadPod(in, &x)) return false;
+    if (!base::ReadPod(in, &x)) return false;
   }
   return true;
 }
@@ -204,7 +204,7 @@ std::optional<std::uint64_t> BucketedCurve::WorkingSetForCoverage(double fractio
 void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
   for (std::uint64_t v : {requests_, page_refs_, unlimited_page_hits_, cold_misses_, beyond_tracked_,
                           required_beyond_}) {
-    AppendPod(out, v);
+    base::AppendPod(out, v);
   }
   PutVector(out, hits_);
   PutVector(out, depth_);
@@ -214,7 +214,7 @@ void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
 bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
   for (std::uint64_t* v : {&requests_, &page_refs_, &unlimited_page_hits_, &cold_misses_, &beyond_tracked_,
                            &required_beyond_}) {
-    if (!ReadPod(in, v)) return false;
+    if (!base::ReadPod(in, v)) return false;
   }
   const std::size_t n = bounds_->size();
   return GetVector(in, n, &hits_) && GetVector(in, n, &depth_) && GetVector(in, n, &required_);
@@ -255,21 +255,21 @@ BucketedCurve WindowedCurves::Window(std::size_t i) const {
 }
 
 void WindowedCurves::Serialize(std::vector<std::uint8_t>* out) const {
-  AppendPod<std::uint8_t>(out, windows_.started() ? 1 : 0);
-  AppendPod(out, windows_.now());
-  AppendPod(out, late_requests_);
-  AppendPod<std::uint64_t>(out, windows_.size());
+  base::AppendPod<std::uint8_t>(out, windows_.started() ? 1 : 0);
+  base::AppendPod(out, windows_.now());
+  base::AppendPod(out, late_requests_);
+  base::AppendPod<std::uint64_t>(out, windows_.size());
   for (const auto& w : windows_.rings()) {
-    AppendPod(out, w.duration_s);
-    AppendPod(out, w.newest_slice);
+    base::AppendPod(out, w.duration_s);
+    base::AppendPod(out, w.newest_slice);
     for (const BucketedCurve& slice : w.ring) slice.Serialize(out);
   }
   // Only with adjust_references, so that other checkpoints keep their format.
   for (const auto& w : expected_.rings()) {
-    AppendPod(out, w.newest_slice);
+    base::AppendPod(out, w.newest_slice);
     for (const Expected& e : w.ring) {
-      AppendPod(out, e.refs);
-      AppendPod(out, e.requests);
+      base::AppendPod(out, e.refs);
+      base::AppendPod(out, e.requests);
     }
   }
 }
@@ -278,23 +278,23 @@ bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
   std::uint8_t started = 0;
   std::uint64_t n = 0;
   double now = 0;
-  if (!ReadPod(in, &started) || !ReadPod(in, &now) || !ReadPod(in, &late_requests_) || !ReadPod(in, &n) ||
+  if (!base::ReadPod(in, &started) || !base::ReadPod(in, &now) || !base::ReadPod(in, &late_requests_) || !base::ReadPod(in, &n) ||
       n != windows_.size()) {
     return false;
   }
   windows_.Restore(started != 0, now);
   for (auto& w : windows_.rings()) {
     double d = 0;
-    if (!ReadPod(in, &d) || d != w.duration_s || !ReadPod(in, &w.newest_slice)) return false;
+    if (!base::ReadPod(in, &d) || d != w.duration_s || !base::ReadPod(in, &w.newest_slice)) return false;
     for (BucketedCurve& slice : w.ring) {
       if (!slice.Deserialize(in)) return false;
     }
   }
   expected_.Restore(started != 0, now);
   for (auto& w : expected_.rings()) {
-    if (!ReadPod(in, &w.newest_slice)) return false;
+    if (!base::ReadPod(in, &w.newest_slice)) return false;
     for (Expected& e : w.ring) {
-      if (!ReadPod(in, &e.refs) || !ReadPod(in, &e.requests)) return false;
+      if (!base::ReadPod(in, &e.refs) || !base::ReadPod(in, &e.requests)) return false;
     }
   }
   return true;

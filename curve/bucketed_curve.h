@@ -28,7 +28,7 @@
 
 #include "curve/sliding_windows.h"
 #include "curve/stack_distance.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::curve {
 

@@ -19,7 +19,7 @@
 #include <limits>
 #include <vector>
 
-#include "curve/mix.h"
+#include "base/mix.h"
 
 namespace kvwatch::curve {
 
@@ -119,7 +119,7 @@ class PageMap {
 
   // Page ids are often small sequential integers (Mooncake), which a plain
   // modulo would cluster: mix them first.
-  std::size_t Home(std::uint64_t key) const { return Mix64(key) & mask_; }
+  std::size_t Home(std::uint64_t key) const { return base::Mix64(key) & mask_; }
 
   void Reset(std::size_t capacity) {
     ++generation_;

@@ -571,7 +571,7 @@ class S3FifoCache final : public PolicyCache {
 
 std::string_view PolicyName(PolicyKind kind) { return kNames[static_cast<int>(kind)]; }
 
-Result<PolicyKind> ParsePolicyName(std::string_view name) {
+base::Result<PolicyKind> ParsePolicyName(std::string_view name) {
   for (PolicyKind kind : kAllPolicies) {
     if (PolicyName(kind) == name) return kind;
   }
@@ -580,10 +580,10 @@ Result<PolicyKind> ParsePolicyName(std::string_view name) {
     if (!known.empty()) known += ", ";
     known += PolicyName(kind);
   }
-  return Result<PolicyKind>::Error("unknown policy '" + std::string(name) + "' (known: " + known + ")");
+  return base::Result<PolicyKind>::Error("unknown policy '" + std::string(name) + "' (known: " + known + ")");
 }
 
-Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list) {
+base::Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list) {
   std::vector<PolicyKind> out;
   if (list == "all") return std::vector<PolicyKind>(std::begin(kAllPolicies), std::end(kAllPolicies));
   std::size_t start = 0;
@@ -593,17 +593,17 @@ Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list) {
     std::string_view name = list.substr(start, end - start);
     while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
     while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
-    if (name.empty()) return Result<std::vector<PolicyKind>>::Error("empty policy name in '" + std::string(list) + "'");
+    if (name.empty()) return base::Result<std::vector<PolicyKind>>::Error("empty policy name in '" + std::string(list) + "'");
     auto kind = ParsePolicyName(name);
-    if (!kind.ok()) return Result<std::vector<PolicyKind>>::Error(kind.error());
+    if (!kind.ok()) return base::Result<std::vector<PolicyKind>>::Error(kind.error());
     if (std::find(out.begin(), out.end(), kind.value()) == out.end()) out.push_back(kind.value());
     start = end + 1;
   }
   return out;
 }
 
-Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options) {
-  using R = Result<std::unique_ptr<PolicyCache>>;
+base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options) {
+  using R = base::Result<std::unique_ptr<PolicyCache>>;
   if (options.capacity < 1) return R::Error("capacity: must be at least 1 page, got 0");
   if (options.capacity >= kBeyondTracked) return R::Error("capacity: too large");
   if (!(options.s3fifo_small_fraction > 0 && options.s3fifo_small_fraction < 1)) {

@@ -41,7 +41,7 @@
 
 #include "curve/request.h"
 #include "curve/stack_distance.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -56,10 +56,10 @@ inline constexpr PolicyKind kAllPolicies[] = {
 // "lru", "fifo", ..., "workload-aware", "belady".
 std::string_view PolicyName(PolicyKind kind);
 // The kind named `name`; an error that lists the known names otherwise.
-Result<PolicyKind> ParsePolicyName(std::string_view name);
+base::Result<PolicyKind> ParsePolicyName(std::string_view name);
 // A comma-separated list ("lru,sglang,vllm"); "all" means every policy. Duplicates
 // are dropped; the order given is kept.
-Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list);
+base::Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list);
 // Whether the policy needs each page's next use (offline only).
 inline bool NeedsFuture(PolicyKind kind) { return kind == PolicyKind::kBelady; }
 
@@ -114,7 +114,7 @@ class PolicyCache {
 };
 
 // A cache for `options`; an error naming the option when it is invalid.
-Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options);
+base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options);
 
 }  // namespace kvwatch::curve
 

@@ -9,8 +9,8 @@ PolicyCanaries::PolicyCanaries(const CanaryOptions& options, std::size_t canarie
       windows_(options.windows_s, Slice{std::vector<PolicyTotals>(canaries)}),
       outcomes_(canaries) {}
 
-Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const CanaryOptions& options) {
-  using R = Result<std::unique_ptr<PolicyCanaries>>;
+base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const CanaryOptions& options) {
+  using R = base::Result<std::unique_ptr<PolicyCanaries>>;
   for (PolicyKind kind : options.policies) {
     if (NeedsFuture(kind)) {
       return R::Error("policy '" + std::string(PolicyName(kind)) + "' needs the future: it runs only in replay");

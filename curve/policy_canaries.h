@@ -22,7 +22,7 @@
 #include "curve/policy_replay.h"
 #include "curve/request.h"
 #include "curve/sliding_windows.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -41,7 +41,7 @@ class PolicyCanaries {
   static constexpr std::size_t kMaxClassifierChains = std::size_t{1} << 20;
 
   // An error names what is wrong (a policy that needs the future, capacity 0).
-  static Result<std::unique_ptr<PolicyCanaries>> Create(const CanaryOptions& options);
+  static base::Result<std::unique_ptr<PolicyCanaries>> Create(const CanaryOptions& options);
 
   // One request, with its unlimited hits from the agent's engine, at window time t.
   void Add(const Request& request, std::uint32_t unlimited_hits, double t);

@@ -61,7 +61,7 @@ std::int32_t PriorityRules::For(std::string_view tenant_name, std::string_view c
   return 0;
 }
 
-Result<PriorityRules> ParsePriorityRules(std::string_view text) {
+base::Result<PriorityRules> ParsePriorityRules(std::string_view text) {
   PriorityRules rules;
   std::size_t start = 0;
   while (start < text.size()) {
@@ -71,7 +71,7 @@ Result<PriorityRules> ParsePriorityRules(std::string_view text) {
     start = end + 1;
     const std::size_t eq = item.rfind('=');
     if (eq == std::string_view::npos || eq == 0) {
-      return Result<PriorityRules>::Error("expected tenant:NAME=P, class:NAME=P or NAME=P, got '" + std::string(item) +
+      return base::Result<PriorityRules>::Error("expected tenant:NAME=P, class:NAME=P or NAME=P, got '" + std::string(item) +
                                           "'");
     }
     std::string_view name = item.substr(0, eq);
@@ -79,7 +79,7 @@ Result<PriorityRules> ParsePriorityRules(std::string_view text) {
     std::int32_t level = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), level);
     if (ec != std::errc() || ptr != value.data() + value.size()) {
-      return Result<PriorityRules>::Error("priority of '" + std::string(name) + "' must be an integer, got '" +
+      return base::Result<PriorityRules>::Error("priority of '" + std::string(name) + "' must be an integer, got '" +
                                           std::string(value) + "'");
     }
     auto* map = &rules.tenant;
@@ -89,7 +89,7 @@ Result<PriorityRules> ParsePriorityRules(std::string_view text) {
     } else if (name.starts_with("tenant:")) {
       name.remove_prefix(7);
     }
-    if (name.empty()) return Result<PriorityRules>::Error("empty name in '" + std::string(item) + "'");
+    if (name.empty()) return base::Result<PriorityRules>::Error("empty name in '" + std::string(item) + "'");
     (*map)[std::string(name)] = level;
   }
   return rules;
@@ -136,23 +136,23 @@ void StoredTrace::Add(const Request& request, std::string_view class_name, std::
   priority_.push_back(0);
 }
 
-Status StoredTrace::AssignPriorities(const PriorityRules& rules) {
+base::Status StoredTrace::AssignPriorities(const PriorityRules& rules) {
   for (const auto& [name, level] : rules.tenant) {
     if (!tenant_ids_.contains(name) || name.empty()) {
-      return Status::Error("tenant '" + name + "' does not appear in the trace");
+      return base::Status::Error("tenant '" + name + "' does not appear in the trace");
     }
   }
   for (const auto& [name, level] : rules.cls) {
     const bool derived =
         std::find(std::begin(kDerivedClasses), std::end(kDerivedClasses), name) != std::end(kDerivedClasses);
     if (!derived && !class_ids_.contains(name)) {
-      return Status::Error("class '" + name + "' does not appear in the trace");
+      return base::Status::Error("class '" + name + "' does not appear in the trace");
     }
   }
   for (std::size_t i = 0; i < size(); ++i) {
     priority_[i] = rules.For(tenant_names_[tenant_[i]], class_names_[class_[i]]);
   }
-  return Status::Ok();
+  return base::Status::Ok();
 }
 
 void StoredTrace::ComputeNextUse(TouchOrder order) {
@@ -193,10 +193,10 @@ SimRequest StoredTrace::At(std::size_t i) const {
   return r;
 }
 
-Result<PolicyRunResult> RunPolicy(const StoredTrace& trace, const PolicyOptions& options, double coverage_share,
+base::Result<PolicyRunResult> RunPolicy(const StoredTrace& trace, const PolicyOptions& options, double coverage_share,
                                   const std::function<void(std::uint64_t)>& progress) {
   auto cache = MakePolicyCache(options);
-  if (!cache.ok()) return Result<PolicyRunResult>::Error(cache.error());
+  if (!cache.ok()) return base::Result<PolicyRunResult>::Error(cache.error());
   PolicyRunResult result;
   result.kind = options.kind;
   result.capacity = options.capacity;

@@ -22,7 +22,7 @@
 #include "curve/page_map.h"
 #include "curve/policy.h"
 #include "curve/request.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -71,7 +71,7 @@ struct PriorityRules {
   bool empty() const { return tenant.empty() && cls.empty(); }
   std::int32_t For(std::string_view tenant_name, std::string_view class_name) const;
 };
-Result<PriorityRules> ParsePriorityRules(std::string_view text);
+base::Result<PriorityRules> ParsePriorityRules(std::string_view text);
 
 // The counts of a set of requests under one policy at one capacity.
 struct PolicyTotals {
@@ -102,7 +102,7 @@ class StoredTrace {
            const LifetimeOptions& lifetime);
   // Sets every request's priority; an error naming the tenant or class of a rule
   // that no request has.
-  Status AssignPriorities(const PriorityRules& rules);
+  base::Status AssignPriorities(const PriorityRules& rules);
   // Computes each reference's next use, for belady.
   void ComputeNextUse(TouchOrder order);
 
@@ -148,7 +148,7 @@ struct PolicyRunResult {
 // Runs one policy at one capacity over the whole trace. progress(requests done)
 // is called every 65,536 requests when set. An error names the bad option.
 // REQUIRES for belady: trace.ComputeNextUse was called with options.touch_order.
-Result<PolicyRunResult> RunPolicy(const StoredTrace& trace, const PolicyOptions& options, double coverage_share,
+base::Result<PolicyRunResult> RunPolicy(const StoredTrace& trace, const PolicyOptions& options, double coverage_share,
                                   const std::function<void(std::uint64_t)>& progress = {});
 
 }  // namespace kvwatch::curve

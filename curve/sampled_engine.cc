@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "curve/byte_io.h"
+#include "base/byte_io.h"
 
 namespace kvwatch::curve {
 namespace {
@@ -127,13 +127,13 @@ std::vector<std::uint8_t> SampledEngine::Serialize() const {
   std::vector<std::uint8_t> out(sizeof(kStateVersion));
   std::memcpy(out.data(), &kStateVersion, sizeof(kStateVersion));
   out.reserve(64 + heap_.size() * sizeof(PageId) + engine.size());
-  AppendPod(&out, max_sampled_);
-  AppendPod<std::uint8_t>(&out, all_ ? 1 : 0);
-  AppendPod(&out, threshold_);
-  AppendPod(&out, rate_);
-  AppendPod<std::uint64_t>(&out, heap_.size());
-  for (const auto& entry : heap_) AppendPod(&out, entry.second);
-  AppendPod<std::uint64_t>(&out, engine.size());
+  base::AppendPod(&out, max_sampled_);
+  base::AppendPod<std::uint8_t>(&out, all_ ? 1 : 0);
+  base::AppendPod(&out, threshold_);
+  base::AppendPod(&out, rate_);
+  base::AppendPod<std::uint64_t>(&out, heap_.size());
+  for (const auto& entry : heap_) base::AppendPod(&out, entry.second);
+  base::AppendPod<std::uint64_t>(&out, engine.size());
   out.insert(out.end(), engine.begin(), engine.end());
   return out;
 }
@@ -148,19 +148,19 @@ bool SampledEngine::Deserialize(std::span<const std::uint8_t> in) {
     Clear();
     return false;
   };
-  if (!ReadPod(&in, &version) || version != kStateVersion || !ReadPod(&in, &max_sampled) ||
-      max_sampled != max_sampled_ || !ReadPod(&in, &all) || !ReadPod(&in, &threshold) || !ReadPod(&in, &rate) ||
-      !ReadPod(&in, &n) || n > in.size() / sizeof(PageId)) {
+  if (!base::ReadPod(&in, &version) || version != kStateVersion || !base::ReadPod(&in, &max_sampled) ||
+      max_sampled != max_sampled_ || !base::ReadPod(&in, &all) || !base::ReadPod(&in, &threshold) || !base::ReadPod(&in, &rate) ||
+      !base::ReadPod(&in, &n) || n > in.size() / sizeof(PageId)) {
     return fail();
   }
   for (std::uint64_t i = 0; i < n; ++i) {
     PageId page = 0;
-    if (!ReadPod(&in, &page) || members_.Find(page) != nullptr) return fail();
+    if (!base::ReadPod(&in, &page) || members_.Find(page) != nullptr) return fail();
     members_.Insert(page, 0);
     heap_.emplace_back(Mix(page), page);
   }
   std::make_heap(heap_.begin(), heap_.end(), HeapLess);
-  if (!ReadPod(&in, &n) || n != in.size() || !engine_.Deserialize(in)) return fail();
+  if (!base::ReadPod(&in, &n) || n != in.size() || !engine_.Deserialize(in)) return fail();
   all_ = all != 0;
   threshold_ = threshold;
   rate_ = rate;

@@ -54,7 +54,7 @@
 #include <utility>
 #include <vector>
 
-#include "curve/mix.h"
+#include "base/mix.h"
 #include "curve/page_map.h"
 #include "curve/stack_distance.h"
 
@@ -98,7 +98,7 @@ class SampledEngine {
  private:
   // Seeded: without the seed, id 0 (the shared first page of every request in
   // traces with sequential ids) would always be sampled.
-  static std::uint64_t Mix(std::uint64_t k) { return Mix64(k ^ 0x9E3779B97F4A7C15ULL); }
+  static std::uint64_t Mix(std::uint64_t k) { return base::Mix64(k ^ 0x9E3779B97F4A7C15ULL); }
   void SetRateFromThreshold();
   void Shrink();
 

@@ -28,18 +28,18 @@ std::string ModelLabel(const ModelSpec& spec) {
 }
 
 // a * b, or an error naming what overflowed.
-Result<std::uint64_t> CheckedMul(std::uint64_t a, std::uint64_t b, const char* what) {
+base::Result<std::uint64_t> CheckedMul(std::uint64_t a, std::uint64_t b, const char* what) {
   std::uint64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out)) {
-    return Result<std::uint64_t>::Error(std::string(what) + " overflows 64 bits (" +
+    return base::Result<std::uint64_t>::Error(std::string(what) + " overflows 64 bits (" +
                                         std::to_string(a) + " * " + std::to_string(b) + ")");
   }
   return out;
 }
 
-Status RequirePositive(int value, const char* field, const ModelSpec& spec) {
-  if (value > 0) return Status::Ok();
-  return Status::Error(ModelLabel(spec) + ": " + field + " must be a positive integer, got " +
+base::Status RequirePositive(int value, const char* field, const ModelSpec& spec) {
+  if (value > 0) return base::Status::Ok();
+  return base::Status::Error(ModelLabel(spec) + ": " + field + " must be a positive integer, got " +
                        std::to_string(value));
 }
 
@@ -113,27 +113,27 @@ ModelSpec SpecOf(const Preset& p) {
 
 }  // namespace
 
-Status ValidateModelSpec(const ModelSpec& spec) {
-  for (const Status& s : {RequirePositive(spec.layers, "layers", spec),
+base::Status ValidateModelSpec(const ModelSpec& spec) {
+  for (const base::Status& s : {RequirePositive(spec.layers, "layers", spec),
                           RequirePositive(spec.bytes_per_element, "bytes_per_element", spec)}) {
     if (!s.ok()) return s;
   }
   if (spec.mla) {
-    for (const Status& s : {RequirePositive(spec.kv_lora_rank, "kv_lora_rank", spec),
+    for (const base::Status& s : {RequirePositive(spec.kv_lora_rank, "kv_lora_rank", spec),
                             RequirePositive(spec.qk_rope_head_dim, "qk_rope_head_dim", spec)}) {
       if (!s.ok()) return s;
     }
-    return Status::Ok();
+    return base::Status::Ok();
   }
-  for (const Status& s : {RequirePositive(spec.kv_heads, "kv_heads", spec),
+  for (const base::Status& s : {RequirePositive(spec.kv_heads, "kv_heads", spec),
                           RequirePositive(spec.head_dim, "head_dim", spec)}) {
     if (!s.ok()) return s;
   }
-  return Status::Ok();
+  return base::Status::Ok();
 }
 
-Result<std::uint64_t> BytesPerToken(const ModelSpec& spec) {
-  if (Status s = ValidateModelSpec(spec); !s.ok()) return Result<std::uint64_t>::Error(s.error());
+base::Result<std::uint64_t> BytesPerToken(const ModelSpec& spec) {
+  if (base::Status s = ValidateModelSpec(spec); !s.ok()) return base::Result<std::uint64_t>::Error(s.error());
   // Factors of the product, each positive.
   std::vector<std::uint64_t> factors = {static_cast<std::uint64_t>(spec.layers),
                                         static_cast<std::uint64_t>(spec.bytes_per_element)};
@@ -146,25 +146,25 @@ Result<std::uint64_t> BytesPerToken(const ModelSpec& spec) {
   }
   std::uint64_t bytes = 1;
   for (std::uint64_t f : factors) {
-    Result<std::uint64_t> product = CheckedMul(bytes, f, "bytes per token");
+    base::Result<std::uint64_t> product = CheckedMul(bytes, f, "bytes per token");
     if (!product.ok()) return product;
     bytes = product.value();
   }
   return bytes;
 }
 
-Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_parallel) {
-  Result<std::uint64_t> whole = BytesPerToken(spec);
+base::Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_parallel) {
+  base::Result<std::uint64_t> whole = BytesPerToken(spec);
   if (!whole.ok()) return whole;
   if (tensor_parallel < 1) {
-    return Result<std::uint64_t>::Error("tensor-parallel size must be at least 1, got " +
+    return base::Result<std::uint64_t>::Error("tensor-parallel size must be at least 1, got " +
                                         std::to_string(tensor_parallel));
   }
   if (spec.mla) return whole;  // the latent is replicated on every rank
   const int tp = tensor_parallel;
   const int heads = spec.kv_heads;
   if (heads % tp != 0 && tp % heads != 0) {
-    return Result<std::uint64_t>::Error(
+    return base::Result<std::uint64_t>::Error(
         "tensor-parallel size " + std::to_string(tp) + " neither divides nor is a multiple of the " +
         std::to_string(heads) + " KV heads of " + ModelLabel(spec) +
         " (a rank cannot hold part of a head)");
@@ -173,31 +173,31 @@ Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_par
   return whole.value() / ranks_split;  // exact: ranks_split divides kv_heads
 }
 
-Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token) {
+base::Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token) {
   return CheckedMul(page_tokens, bytes_per_token, "page bytes");
 }
 
-Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
+base::Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
                                    std::uint64_t bytes_per_token) {
-  Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
+  base::Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
   if (!page.ok()) return page;
   return CheckedMul(pages, page.value(), "payload bytes");
 }
 
-Result<int> DtypeBytes(std::string_view dtype) {
+base::Result<int> DtypeBytes(std::string_view dtype) {
   const std::string d = Lower(dtype);
   if (d == "float16" || d == "fp16" || d == "half" || d == "bfloat16" || d == "bf16") return 2;
   if (d == "float32" || d == "fp32" || d == "float") return 4;
   if (d.starts_with("float8") || d.starts_with("fp8")) return 1;
-  return Result<int>::Error("unsupported dtype " + Quoted(dtype) +
+  return base::Result<int>::Error("unsupported dtype " + Quoted(dtype) +
                             "; expected float16, bfloat16, float32 or float8 (fp16, bf16, "
                             "fp32, fp8 and half are accepted too)");
 }
 
-Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
+base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
                                   std::uint64_t bytes_per_token,
                                   const CapacityPlanOptions& options) {
-  using R = Result<CapacityPlan>;
+  using R = base::Result<CapacityPlan>;
   if (page_tokens == 0) return R::Error("tokens per page must be positive");
   if (bytes_per_token == 0) return R::Error("bytes per token must be positive");
   const double f = options.reserve_fraction;
@@ -210,13 +210,13 @@ Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens
   plan.page_tokens = page_tokens;
   plan.bytes_per_token = bytes_per_token;
   plan.reserve_fraction = f;
-  Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
+  base::Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
   if (!page.ok()) return R::Error(page.error());
   plan.page_bytes = page.value();
-  Result<std::uint64_t> payload = PayloadBytes(pages, page_tokens, bytes_per_token);
+  base::Result<std::uint64_t> payload = PayloadBytes(pages, page_tokens, bytes_per_token);
   if (!payload.ok()) return R::Error(payload.error());
   plan.payload_bytes = payload.value();
-  Result<std::uint64_t> metadata =
+  base::Result<std::uint64_t> metadata =
       CheckedMul(pages, options.metadata_bytes_per_page, "metadata bytes");
   if (!metadata.ok()) return R::Error(metadata.error());
   plan.metadata_bytes = metadata.value();
@@ -255,13 +255,13 @@ double PrefillCost::PagesFlops(std::uint64_t page_count, std::uint64_t page_inde
   return n * per_page + b * p * p * static_cast<double>(page_index_sum);
 }
 
-Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec) {
-  using R = Result<PrefillCost>;
+base::Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec) {
+  using R = base::Result<PrefillCost>;
   if (!(spec.parameters > 0) || !std::isfinite(spec.parameters)) {
     return R::Error(ModelLabel(spec) +
                     ": the parameter count is unknown; depth-weighted prefill cost needs it");
   }
-  for (const Status& s : {RequirePositive(spec.layers, "layers", spec),
+  for (const base::Status& s : {RequirePositive(spec.layers, "layers", spec),
                           RequirePositive(spec.query_heads, "query_heads", spec),
                           RequirePositive(spec.head_dim, "head_dim", spec)}) {
     if (!s.ok()) return R::Error(s.error());
@@ -280,7 +280,7 @@ double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
   return cost.PagesFlops(page_count, page_index_sum, page_tokens);
 }
 
-Result<ModelSpec> LookupModelPreset(std::string_view name) {
+base::Result<ModelSpec> LookupModelPreset(std::string_view name) {
   const std::string wanted = Lower(name);
   for (const Preset& p : Presets()) {
     bool match = wanted == p.name;
@@ -289,7 +289,7 @@ Result<ModelSpec> LookupModelPreset(std::string_view name) {
   }
   std::string known;
   for (const std::string& n : ModelPresetNames()) known += (known.empty() ? "" : ", ") + n;
-  return Result<ModelSpec>::Error("unknown model " + Quoted(name) + "; known models: " + known);
+  return base::Result<ModelSpec>::Error("unknown model " + Quoted(name) + "; known models: " + known);
 }
 
 std::vector<std::string> ModelPresetNames(bool include_aliases) {

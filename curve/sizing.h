@@ -43,7 +43,7 @@
 #include <string_view>
 #include <vector>
 
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -78,24 +78,24 @@ struct ModelSpec {
 // Ok when the fields that the bytes need are set: layers, and kv_heads and
 // head_dim (standard) or kv_lora_rank and qk_rope_head_dim (MLA), all positive,
 // and bytes_per_element positive.
-Status ValidateModelSpec(const ModelSpec& spec);
+base::Status ValidateModelSpec(const ModelSpec& spec);
 
 // B of the whole model (every KV head, one copy), before any tensor-parallel split.
-Result<std::uint64_t> BytesPerToken(const ModelSpec& spec);
+base::Result<std::uint64_t> BytesPerToken(const ModelSpec& spec);
 
 // B on one GPU rank at tensor_parallel ranks (see the file comment). Errors: an
 // invalid spec, tensor_parallel < 1, or a tensor_parallel that neither divides nor
 // is a multiple of kv_heads (the message names both numbers).
-Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_parallel = 1);
+base::Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tensor_parallel = 1);
 
 // P * B, and C * P * B. Errors on 64-bit overflow.
-Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token);
-Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
+base::Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token);
+base::Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
                                    std::uint64_t bytes_per_token);
 
 // Bytes of one element of a dtype name: float16/fp16/half/bfloat16/bf16 -> 2,
 // float32/fp32/float -> 4, float8*/fp8* -> 1 (case-insensitive). Error otherwise.
-Result<int> DtypeBytes(std::string_view dtype);
+base::Result<int> DtypeBytes(std::string_view dtype);
 
 struct CapacityPlanOptions {
   // Metadata per page (block tables, transfer buffers, ...). Default 0.
@@ -127,7 +127,7 @@ struct CapacityPlan {
 // The plan for `pages` pages of `page_tokens` tokens at `bytes_per_token`.
 // Errors: page_tokens or bytes_per_token 0, a reserve fraction outside [0, 1] or
 // not finite, or a total beyond 64 bits.
-Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
+base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
                                   std::uint64_t bytes_per_token,
                                   const CapacityPlanOptions& options = {});
 
@@ -145,7 +145,7 @@ struct PrefillCost {
 
 // a and b of the spec. Errors when parameters, layers, query_heads or head_dim is
 // not positive (the message names the missing figure).
-Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec);
+base::Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec);
 
 // Conveniences over PrefillCost{2 * parameters, 4 * layers * query_heads * head_dim};
 // they do not validate (unknown figures count as 0).
@@ -159,7 +159,7 @@ double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
 // bytes_per_element for another KV dtype). Lookup is case-insensitive and accepts
 // the aliases listed by ModelPresetNames(true); the returned spec's name is the
 // canonical one. Error: unknown name (the message lists the known names).
-Result<ModelSpec> LookupModelPreset(std::string_view name);
+base::Result<ModelSpec> LookupModelPreset(std::string_view name);
 
 // Canonical preset names in table order; with include_aliases, each canonical name
 // is followed by its aliases.

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "curve/byte_io.h"
+#include "base/byte_io.h"
 
 namespace kvwatch::curve {
 namespace {
@@ -294,19 +294,19 @@ constexpr char kMagic[8] = {'K', 'V', 'W', 'S', 'D', 'E', '0', '1'};
 
 std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
   std::vector<std::uint8_t> out(kMagic, kMagic + sizeof(kMagic));
-  AppendPod<std::uint32_t>(&out, options_.max_pages);
-  AppendPod<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
-  AppendPod<std::uint64_t>(&out, options_.remembered_evictions);
-  AppendPod<std::uint64_t>(&out, evicted_pages_);
-  AppendPod<std::uint32_t>(&out, live_);
+  base::AppendPod<std::uint32_t>(&out, options_.max_pages);
+  base::AppendPod<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
+  base::AppendPod<std::uint64_t>(&out, options_.remembered_evictions);
+  base::AppendPod<std::uint64_t>(&out, evicted_pages_);
+  base::AppendPod<std::uint32_t>(&out, live_);
   for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
     for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
-      AppendPod<std::uint64_t>(&out, slot_page_[w * kBlockBits + std::countr_zero(bits)]);
+      base::AppendPod<std::uint64_t>(&out, slot_page_[w * kBlockBits + std::countr_zero(bits)]);
     }
   }
-  AppendPod<std::uint64_t>(&out, evicted_young_.size() + evicted_old_.size());
+  base::AppendPod<std::uint64_t>(&out, evicted_young_.size() + evicted_old_.size());
   auto put_keys = [&](const PageMap& m) {
-    const_cast<PageMap&>(m).ForEach([&](std::uint64_t k, std::uint32_t&) { AppendPod(&out, k); });
+    const_cast<PageMap&>(m).ForEach([&](std::uint64_t k, std::uint32_t&) { base::AppendPod(&out, k); });
   };
   put_keys(evicted_young_);
   put_keys(evicted_old_);
@@ -318,15 +318,15 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
   std::span<const std::uint8_t> in = bytes;
   char magic[sizeof(kMagic)];
   for (char& c : magic) {
-    if (!ReadPod(&in, &c)) return false;
+    if (!base::ReadPod(&in, &c)) return false;
   }
   if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return false;
   EngineOptions opts;
   std::uint8_t order = 0;
   std::uint64_t evicted_pages = 0;
   std::uint32_t live = 0;
-  if (!ReadPod(&in, &opts.max_pages) || !ReadPod(&in, &order) || !ReadPod(&in, &opts.remembered_evictions) ||
-      !ReadPod(&in, &evicted_pages) || !ReadPod(&in, &live) || order > 1 || opts.max_pages == 0 ||
+  if (!base::ReadPod(&in, &opts.max_pages) || !base::ReadPod(&in, &order) || !base::ReadPod(&in, &opts.remembered_evictions) ||
+      !base::ReadPod(&in, &evicted_pages) || !base::ReadPod(&in, &live) || order > 1 || opts.max_pages == 0 ||
       opts.max_pages >= kBeyondTracked || live > opts.max_pages) {
     return false;
   }
@@ -334,20 +334,20 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
   options_ = opts;
   for (std::uint32_t i = 0; i < live; ++i) {
     PageId page;
-    if (!ReadPod(&in, &page) || map_.Find(page) != nullptr) {
+    if (!base::ReadPod(&in, &page) || map_.Find(page) != nullptr) {
       Clear();
       return false;
     }
     Touch(page, nullptr);
   }
   std::uint64_t remembered = 0;
-  if (!ReadPod(&in, &remembered)) {
+  if (!base::ReadPod(&in, &remembered)) {
     Clear();
     return false;
   }
   for (std::uint64_t i = 0; i < remembered; ++i) {
     PageId page;
-    if (!ReadPod(&in, &page)) {
+    if (!base::ReadPod(&in, &page)) {
       Clear();
       return false;
     }

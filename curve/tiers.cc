@@ -15,7 +15,7 @@ bool ParseDouble(const std::string& s, double* out) {
 
 }  // namespace
 
-Result<TierSpec> ParseTierSpec(const std::string& text) {
+base::Result<TierSpec> ParseTierSpec(const std::string& text) {
   std::vector<std::string> parts;
   std::size_t start = 0;
   for (std::size_t colon; (colon = text.find(':', start)) != std::string::npos; start = colon + 1) {
@@ -25,26 +25,26 @@ Result<TierSpec> ParseTierSpec(const std::string& text) {
   const std::string expected =
       "expected NAME:CAPACITY_PAGES[:BANDWIDTH_GBPS[:LATENCY_US]], e.g. dram:200000:50:10";
   if (parts.size() < 2 || parts.size() > 4 || parts[0].empty()) {
-    return Result<TierSpec>::Error("tier '" + text + "': " + expected);
+    return base::Result<TierSpec>::Error("tier '" + text + "': " + expected);
   }
   TierSpec tier;
   tier.name = parts[0];
   double capacity = 0;
   if (!ParseDouble(parts[1], &capacity) || capacity < 1 || capacity != std::floor(capacity)) {
-    return Result<TierSpec>::Error("tier '" + text + "': capacity must be a whole number of pages >= 1");
+    return base::Result<TierSpec>::Error("tier '" + text + "': capacity must be a whole number of pages >= 1");
   }
   tier.capacity_pages = static_cast<std::uint64_t>(capacity);
   if (parts.size() >= 3) {
     double gbps = 0;
     if (!ParseDouble(parts[2], &gbps) || gbps <= 0) {
-      return Result<TierSpec>::Error("tier '" + text + "': bandwidth must be a number of GB/s > 0");
+      return base::Result<TierSpec>::Error("tier '" + text + "': bandwidth must be a number of GB/s > 0");
     }
     tier.bandwidth_bytes_per_s = gbps * 1e9;
   }
   if (parts.size() == 4) {
     double us = 0;
     if (!ParseDouble(parts[3], &us) || us < 0) {
-      return Result<TierSpec>::Error("tier '" + text + "': latency must be a number of microseconds >= 0");
+      return base::Result<TierSpec>::Error("tier '" + text + "': latency must be a number of microseconds >= 0");
     }
     tier.latency_s = us * 1e-6;
   }

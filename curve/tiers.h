@@ -25,7 +25,7 @@
 
 #include "curve/sizing.h"
 #include "curve/stack_distance.h"
-#include "curve/status.h"
+#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -37,7 +37,7 @@ struct TierSpec {
 };
 
 // Parses "name:capacity_pages[:bandwidth_GBps[:latency_us]]" (GB = 1e9 bytes).
-Result<TierSpec> ParseTierSpec(const std::string& text);
+base::Result<TierSpec> ParseTierSpec(const std::string& text);
 
 struct TierTotals {
   std::string name;

@@ -133,8 +133,8 @@ class AlertmanagerProcess {
   std::string Log() const { return process_->Stderr(); }
 
   // GET /api/v2/alerts: the alerts Alertmanager holds as not resolved.
-  curve::Result<std::vector<AmAlert>> Alerts() const {
-    using R = curve::Result<std::vector<AmAlert>>;
+  base::Result<std::vector<AmAlert>> Alerts() const {
+    using R = base::Result<std::vector<AmAlert>>;
     HttpResult r = HttpGet(port_, "/api/v2/alerts", Millis(5000));
     if (r.status != 200) return R::Error("GET /api/v2/alerts: " + (r.status ? std::to_string(r.status) : r.error));
     simdjson::dom::parser parser;
@@ -208,19 +208,19 @@ struct Workload {
   std::vector<std::int64_t> ms;    // each record's time in the workload
 };
 
-curve::Result<Workload> MakeWorkload(const std::string& dir) {
+base::Result<Workload> MakeWorkload(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "synth.jsonl").string();
   CommandResult synth = RunCommand(
       {KVWATCH_BINARY, "synth", "--rate", "400", "--duration", std::to_string(kDurationSeconds), "--shift-start",
        std::to_string(kShiftStartSeconds), "--shift-end", std::to_string(kShiftEndSeconds), "--shift-share", "0.5",
        "--shift-system-prompt-pages", "2000", "--shift-mean-turns", "20", "-o", path},
       Millis(60000));
-  if (!synth.Exited(0)) return curve::Result<Workload>::Error("kvwatch synth: " + synth.Describe());
+  if (!synth.Exited(0)) return base::Result<Workload>::Error("kvwatch synth: " + synth.Describe());
   Workload w;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     const std::size_t key = line.find("\"timestamp\"");
-    if (key == std::string::npos) return curve::Result<Workload>::Error("synth record without timestamp: " + line);
+    if (key == std::string::npos) return base::Result<Workload>::Error("synth record without timestamp: " + line);
     w.ms.push_back(std::strtoll(line.c_str() + line.find(':', key) + 1, nullptr, 10));
     w.lines.push_back(std::move(line));
   }

@@ -45,7 +45,7 @@
 #include <utility>
 #include <vector>
 
-#include "curve/status.h"
+#include "base/status.h"
 #include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent::deploy_checks {
@@ -117,8 +117,8 @@ inline const std::set<std::string>& DockerKeywords() {
 
 // Instructions of a Dockerfile; an error for a line that starts no instruction
 // or a continuation that never ends.
-inline curve::Result<std::vector<DockerInstruction>> ParseDockerfile(const std::string& text) {
-  using R = curve::Result<std::vector<DockerInstruction>>;
+inline base::Result<std::vector<DockerInstruction>> ParseDockerfile(const std::string& text) {
+  using R = base::Result<std::vector<DockerInstruction>>;
   std::vector<std::string> lines;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -669,8 +669,8 @@ class PrometheusWithRules {
   }
 
   // /api/v1/label/NAME/values?match[]=SELECTOR (no selector: every series).
-  curve::Result<std::vector<std::string>> LabelValues(const std::string& label, const std::string& selector) const {
-    using R = curve::Result<std::vector<std::string>>;
+  base::Result<std::vector<std::string>> LabelValues(const std::string& label, const std::string& selector) const {
+    using R = base::Result<std::vector<std::string>>;
     std::string path = "/api/v1/label/" + label + "/values";
     if (!selector.empty()) path += "?match%5B%5D=" + UrlEncode(selector);
     const HttpResult r = HttpGet(port_, path);
@@ -692,8 +692,8 @@ class PrometheusWithRules {
   }
 
   // Every loaded rule with its health.
-  curve::Result<std::vector<RuleState>> Rules() const {
-    using R = curve::Result<std::vector<RuleState>>;
+  base::Result<std::vector<RuleState>> Rules() const {
+    using R = base::Result<std::vector<RuleState>>;
     const HttpResult r = HttpGet(port_, "/api/v1/rules");
     simdjson::dom::parser parser;
     simdjson::dom::element doc;

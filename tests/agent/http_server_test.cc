@@ -28,8 +28,8 @@
 namespace kvwatch::agent {
 namespace {
 
-using curve::Result;
-using curve::Status;
+using base::Result;
+using base::Status;
 
 // ---------------------------------------------------------------------------
 // Certificates

@@ -355,7 +355,7 @@ TEST_F(DebPackageTest, SystemdVerifiesTheExtractedUnit) {
 
 // ------------------------------------------------------------------ Dockerfile
 
-curve::Result<std::vector<DockerInstruction>> ShippedDockerfile() {
+base::Result<std::vector<DockerInstruction>> ShippedDockerfile() {
   return ParseDockerfile(ReadFile(kPackaging + "/container/Dockerfile"));
 }
 
@@ -678,8 +678,8 @@ TEST_F(KubernetesTest, PodMonitorScrapesTheSidecar) {
 
 // The alert names a running agent evaluates: the alertname labels of its
 // kvwatch_alert_state (the synthetic replica, alerting on by default).
-curve::Result<std::set<std::string>> AgentAlertNames() {
-  using R = curve::Result<std::set<std::string>>;
+base::Result<std::set<std::string>> AgentAlertNames() {
+  using R = base::Result<std::set<std::string>>;
   TempDir dir("kvwatch_packaging_test");
   std::string error;
   auto agent = AgentProcess::Start(dir.path(), "agent", "web:\n  port: 0\ncollectors:\n  synth: {}\n", &error);

@@ -38,7 +38,7 @@
 #include "collectors/exposition_parser.h"
 #include "collectors/synth.h"
 #include "collectors/trace_record.h"
-#include "curve/status.h"
+#include "base/status.h"
 #include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent::testing_support {
@@ -276,7 +276,7 @@ struct ReplayCurve {
 };
 
 // `kvwatch replay --format json` over trace at the given capacities.
-inline curve::Result<ReplayCurve> RunReplay(const std::string& trace, const std::vector<std::uint64_t>& capacities,
+inline base::Result<ReplayCurve> RunReplay(const std::string& trace, const std::vector<std::uint64_t>& capacities,
                                             std::uint64_t page_tokens, std::uint64_t max_pages,
                                             const std::string& touch_order = "tail-first") {
   std::string caps;
@@ -288,24 +288,24 @@ inline curve::Result<ReplayCurve> RunReplay(const std::string& trace, const std:
       {KVWATCH_BINARY, "replay", "--format", "json", "--capacities", caps, "--page-tokens", std::to_string(page_tokens),
        "--max-pages", std::to_string(max_pages), "--touch-order", touch_order, "--progress", "never", trace},
       Millis(120000));
-  if (!run.Exited(0)) return curve::Result<ReplayCurve>::Error("kvwatch replay: " + run.Describe());
+  if (!run.Exited(0)) return base::Result<ReplayCurve>::Error("kvwatch replay: " + run.Describe());
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(run.out).get(doc) != simdjson::SUCCESS) {
-    return curve::Result<ReplayCurve>::Error("kvwatch replay: output is not JSON: " + Tail(run.out, 400));
+    return base::Result<ReplayCurve>::Error("kvwatch replay: output is not JSON: " + Tail(run.out, 400));
   }
   ReplayCurve c;
   simdjson::dom::array points;
   if (doc["requests"].get(c.requests) || doc["page_refs"].get(c.page_refs) || doc["cold_misses"].get(c.cold_misses) ||
       doc["beyond_tracked"].get(c.beyond_tracked) || doc["points"].get(points)) {
-    return curve::Result<ReplayCurve>::Error("kvwatch replay: missing fields in " + Tail(run.out, 400));
+    return base::Result<ReplayCurve>::Error("kvwatch replay: missing fields in " + Tail(run.out, 400));
   }
   for (simdjson::dom::element p : points) {
     std::uint64_t cap = 0, hits = 0;
     double coverage = 0, ratio = 0;
     if (p["capacity_pages"].get(cap) || p["page_hits"].get(hits) || p["request_coverage"].get(coverage) ||
         p["page_hit_ratio"].get(ratio)) {
-      return curve::Result<ReplayCurve>::Error("kvwatch replay: bad point in " + Tail(run.out, 400));
+      return base::Result<ReplayCurve>::Error("kvwatch replay: bad point in " + Tail(run.out, 400));
     }
     c.page_hits[cap] = hits;
     c.request_coverage[cap] = coverage;
@@ -381,8 +381,8 @@ class PrometheusProcess {
   std::string Log() const { return process_->Stderr(); }
 
   // An instant query (vector result).
-  curve::Result<std::vector<PromSample>> Query(const std::string& expr) const {
-    using R = curve::Result<std::vector<PromSample>>;
+  base::Result<std::vector<PromSample>> Query(const std::string& expr) const {
+    using R = base::Result<std::vector<PromSample>>;
     HttpResult r = HttpPostForm(port_, "/api/v1/query", {{"query", expr}});
     if (r.status != 200) {
       return R::Error("query " + expr + ": " + (r.status ? std::to_string(r.status) + " " + r.body : r.error));

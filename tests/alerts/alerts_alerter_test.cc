@@ -40,7 +40,7 @@ AlertInputs Shifted(int t, double short_knee = 1400) {
 }
 
 std::string ErrorOf(AlerterOptions options) {
-  curve::Result<Alerter> alerter = Alerter::Create(std::move(options));
+  base::Result<Alerter> alerter = Alerter::Create(std::move(options));
   return alerter.ok() ? "" : alerter.error();
 }
 
@@ -142,13 +142,13 @@ TEST(AlerterTest, RejectsTimeGoingBackwardsAndBadNumbers) {
   ASSERT_TRUE(alerter.Evaluate(Shifted(600)).ok());
   const std::vector<AlertStatus> before = alerter.Statuses();
 
-  curve::Result<Evaluation> earlier = alerter.Evaluate(Shifted(599));
+  base::Result<Evaluation> earlier = alerter.Evaluate(Shifted(599));
   ASSERT_FALSE(earlier.ok());
   EXPECT_NE(earlier.error().find("inputs.time"), std::string::npos);
 
   AlertInputs negative = Shifted(660);
   negative.capacity_pages = -5;
-  curve::Result<Evaluation> bad = alerter.Evaluate(negative);
+  base::Result<Evaluation> bad = alerter.Evaluate(negative);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("inputs.capacity_pages"), std::string::npos) << bad.error();
 
@@ -168,7 +168,7 @@ TEST(AlerterTest, RejectsTimeGoingBackwardsAndBadNumbers) {
 
 TEST(AlerterTest, EventsCarryIdentityAndNumbers) {
   Alerter alerter = Alerter::Create(Named()).value();
-  curve::Result<Evaluation> first = alerter.Evaluate(Shifted(0));
+  base::Result<Evaluation> first = alerter.Evaluate(Shifted(0));
   ASSERT_TRUE(first.ok());
   ASSERT_EQ(first.value().events.size(), 1u);
   const AlertEvent& pending = first.value().events[0];
@@ -182,11 +182,11 @@ TEST(AlerterTest, EventsCarryIdentityAndNumbers) {
   EXPECT_EQ(first.value().alerts.size(), 6u);
 
   for (int t = 60; t < 900; t += 60) {
-    curve::Result<Evaluation> step = alerter.Evaluate(Shifted(t));
+    base::Result<Evaluation> step = alerter.Evaluate(Shifted(t));
     ASSERT_TRUE(step.ok());
     EXPECT_TRUE(step.value().events.empty()) << t;
   }
-  curve::Result<Evaluation> fired = alerter.Evaluate(Shifted(900));
+  base::Result<Evaluation> fired = alerter.Evaluate(Shifted(900));
   ASSERT_TRUE(fired.ok());
   ASSERT_EQ(fired.value().events.size(), 1u);
   EXPECT_EQ(fired.value().events[0].kind, EventKind::kFiring);

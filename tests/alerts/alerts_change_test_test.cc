@@ -97,7 +97,7 @@ TEST(ChangeTestOptionsTest, ValidateNamesTheField) {
   ChangeTestOptions options;
   EXPECT_TRUE(options.Validate("change_tests[0]").ok());
   options.cusum.cap = 5;  // below the fire threshold 10: could never fire
-  curve::Status status = options.Validate("change_tests[0]");
+  base::Status status = options.Validate("change_tests[0]");
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().find("change_tests[0].cusum.cap"), std::string::npos);
   options = ChangeTestOptions();
@@ -135,7 +135,7 @@ class EvictionSimulation {
                          EventKind kind, double noise = 0.1) {
     std::optional<int> first;
     for (int minute = from; minute < to; ++minute) {
-      curve::Result<Evaluation> result = alerter_.Evaluate(Inputs(minute));
+      base::Result<Evaluation> result = alerter_.Evaluate(Inputs(minute));
       EXPECT_TRUE(result.ok());
       for (const AlertEvent& event : result.value().events) {
         const std::string& name = event.labels.at("alertname");

@@ -99,7 +99,7 @@ TEST(KneeShiftDetectorTest, QuietWithoutKneesOrVolume) {
 TEST(KneeShiftOptionsTest, RejectsClearAboveFire) {
   KneeShiftOptions options;
   options.clear_threshold = 0.3;
-  curve::Status status = options.Validate("knee_shift");
+  base::Status status = options.Validate("knee_shift");
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().find("knee_shift.clear_threshold"), std::string::npos);
 }

@@ -105,7 +105,7 @@ TEST(NotifyTest, DefaultRetentionIsAtLeastFiveMinutes) {
   EXPECT_GE(options.resolved_retention, minutes(5));
   EXPECT_TRUE(options.Validate("notify").ok());
   options.resolved_retention = minutes(4);
-  curve::Status status = options.Validate("notify");
+  base::Status status = options.Validate("notify");
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().find("notify.resolved_retention"), std::string::npos);
   options = NotifyOptions();

@@ -74,7 +74,7 @@ class RateShiftAlertTest : public ::testing::Test {
 
   // Evaluates at `t`; returns the events of the alert named `alertname`.
   std::vector<AlertEvent> Step(int t, const std::string& alertname) {
-    curve::Result<Evaluation> result = alerter_.Evaluate(engine_.Inputs(t));
+    base::Result<Evaluation> result = alerter_.Evaluate(engine_.Inputs(t));
     EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error());
     std::vector<AlertEvent> events;
     for (const AlertEvent& event : result.value().events) {
@@ -220,7 +220,7 @@ TEST(RateShiftOptionsTest, DefaultsPerCounter) {
   EXPECT_EQ(RateShiftDefaults(CounterKind::kPreemptions).rate_floor_per_second, 0.05);
   RateShiftOptions options;
   options.rate_floor_per_second = 0;
-  curve::Status status = options.Validate("rejection_rate_shift");
+  base::Status status = options.Validate("rejection_rate_shift");
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().find("rejection_rate_shift.rate_floor_per_second"), std::string::npos);
 }

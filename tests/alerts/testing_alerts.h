@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "alerts/alerter.h"
-#include "curve/mix.h"
+#include "base/mix.h"
 
 namespace kvwatch::alerts::testing {
 
@@ -19,7 +19,7 @@ namespace kvwatch::alerts::testing {
 class TestRng {
  public:
   explicit TestRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t Next() { return curve::Mix64(state_ += 0x9e3779b97f4a7c15ull); }
+  std::uint64_t Next() { return base::Mix64(state_ += 0x9e3779b97f4a7c15ull); }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   double Gaussian() {
     const double u1 = std::max(Uniform(), 1e-300);
@@ -37,7 +37,7 @@ class SteppedAlerter {
 
   // Evaluates and returns the events' kinds.
   std::vector<EventKind> Step(const AlertInputs& inputs) {
-    curve::Result<Evaluation> result = alerter_.Evaluate(inputs);
+    base::Result<Evaluation> result = alerter_.Evaluate(inputs);
     EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error());
     std::vector<EventKind> kinds;
     if (!result.ok()) return kinds;

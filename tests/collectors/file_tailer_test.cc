@@ -909,7 +909,7 @@ TEST_F(FileTailerCheckpointTest, CheckpointWriteFailureNamesTheFile) {
   options.checkpoint_path = Path("no-such-dir/tailer.checkpoint");
   auto tailer = Make(options);
   Poll(*tailer);
-  curve::Status status = tailer->Checkpoint();
+  base::Status status = tailer->Checkpoint();
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.error(), HasSubstr("no-such-dir/tailer.checkpoint.tmp"));
 }

@@ -334,7 +334,7 @@ class TortureRun {
   }
 
   void TakeCheckpoint() {
-    curve::Status status = tailer_->Checkpoint();
+    base::Status status = tailer_->Checkpoint();
     ASSERT_TRUE(status.ok()) << Where() << status.error();
     if (!fresh_) checkpoint_ = held_;  // a fresh tailer re-writes the entries it loaded
     Trace("checkpoint");

@@ -86,7 +86,7 @@ std::optional<Trace> MooncakeConversation(std::size_t max_requests) {
   callbacks.on_request = [&](curve::Request& r) {
     if (trace.size() < max_requests) trace.push_back(r.pages);
   };
-  curve::Result<TraceReadSummary> read = ReadTrace(path, TraceReaderOptions{}, callbacks);
+  base::Result<TraceReadSummary> read = ReadTrace(path, TraceReaderOptions{}, callbacks);
   if (!read.ok()) return std::nullopt;
   return trace;
 }

@@ -296,7 +296,7 @@ TEST(SynthTest, InvalidOptionsAreRejectedWithTheFieldName) {
   options.rate_per_s = 0;
   options.one_shot_fraction = 1.5;
   options.system_prompt_min_pages = 300;
-  curve::Status status = ValidateSynthOptions(options);
+  base::Status status = ValidateSynthOptions(options);
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(status.error(), HasSubstr("rate_per_s"));
   EXPECT_THAT(status.error(), HasSubstr("one_shot_fraction"));

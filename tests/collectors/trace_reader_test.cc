@@ -63,7 +63,7 @@ class TraceReaderTest : public ::testing::Test {
     return path;
   }
 
-  curve::Result<TraceReadSummary> Read(const std::string& path, Collected* out,
+  base::Result<TraceReadSummary> Read(const std::string& path, Collected* out,
                                        TraceReaderOptions options = {}) {
     TraceCallbacks callbacks;
     callbacks.on_request = [out](curve::Request& r) { out->requests.push_back(r); };

@@ -18,7 +18,7 @@
 namespace kvwatch::config {
 namespace {
 
-using curve::Result;
+using base::Result;
 
 constexpr char kSource[] = "agent.yaml";
 

@@ -11,7 +11,7 @@ namespace kvwatch::config {
 namespace {
 
 using curve::ModelSpec;
-using curve::Result;
+using base::Result;
 
 ModelSpec MustParse(const std::string& json, const ModelConfigOptions& options = {}) {
   Result<ModelSpec> spec = ParseModelConfig(json, options);

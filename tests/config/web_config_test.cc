@@ -14,7 +14,7 @@
 namespace kvwatch::config {
 namespace {
 
-using curve::Result;
+using base::Result;
 
 // A syntactically valid bcrypt hash (Prometheus docs: user "admin", password "test").
 constexpr char kHash[] = "$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay";

@@ -790,7 +790,7 @@ TEST(PolicyTest, BadOptionsNameTheOption) {
   EXPECT_FALSE(ParsePriorityRules("a=high").ok());
   const Prepared p = Prepare(RandomTrace({1, 20, true, false}), TouchOrder::kTailFirst, {});
   StoredTrace trace = p.trace;
-  const Status s = trace.AssignPriorities(ParsePriorityRules("nobody=3").value());
+  const base::Status s = trace.AssignPriorities(ParsePriorityRules("nobody=3").value());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("tenant 'nobody'"), std::string::npos);
   EXPECT_EQ(ParsePolicyList("all").value().size(), std::size(kAllPolicies));

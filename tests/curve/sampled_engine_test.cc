@@ -131,7 +131,7 @@ TEST(SampledEngineTest, FixedRateSampleIsTheTop24BitRule) {
     SampledEngine engine(EngineOptions{}, rate);
     const auto t24 = static_cast<std::uint64_t>(std::ceil(rate * static_cast<double>(1u << 24)));
     for (PageId p = 0; p < 100000; ++p) {
-      const bool expected = (Mix64(p ^ 0x9E3779B97F4A7C15ULL) >> 40) < t24;
+      const bool expected = (base::Mix64(p ^ 0x9E3779B97F4A7C15ULL) >> 40) < t24;
       ASSERT_EQ(engine.Sampled(p), expected) << "rate " << rate << " page " << p;
     }
     EXPECT_EQ(engine.rate(), rate);

@@ -20,13 +20,13 @@ constexpr std::uint64_t kMiB = 1024 * kKiB;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
 
 ModelSpec Preset(const std::string& name) {
-  Result<ModelSpec> spec = LookupModelPreset(name);
+  base::Result<ModelSpec> spec = LookupModelPreset(name);
   EXPECT_TRUE(spec.ok()) << (spec.ok() ? "" : spec.error());
   return spec.ok() ? spec.value() : ModelSpec{};
 }
 
 std::uint64_t PerRank(const ModelSpec& spec, int tp = 1) {
-  Result<std::uint64_t> b = BytesPerTokenPerRank(spec, tp);
+  base::Result<std::uint64_t> b = BytesPerTokenPerRank(spec, tp);
   EXPECT_TRUE(b.ok()) << (b.ok() ? "" : b.error());
   return b.ok() ? b.value() : 0;
 }
@@ -39,7 +39,7 @@ TEST(SizingTest, Llama2_7BHolds524288BytesPerTokenAndTwoGiBPer4096Tokens) {
   EXPECT_EQ(spec.kv_heads, 32);
   EXPECT_EQ(spec.head_dim, 128);
   EXPECT_EQ(PerRank(spec), 524'288u);
-  Result<std::uint64_t> request = PageBytes(4096, PerRank(spec));
+  base::Result<std::uint64_t> request = PageBytes(4096, PerRank(spec));
   ASSERT_TRUE(request.ok());
   EXPECT_EQ(request.value(), 2 * kGiB);
 }
@@ -65,7 +65,7 @@ TEST(SizingTest, Falcon40BHolds120KiBPerToken) {
 }
 
 TEST(SizingTest, HundredThousandPagesOf16TokensAt60KiBWithA20PercentReserve) {
-  Result<CapacityPlan> plan = PlanCapacity(100'000, 16, 60 * kKiB);
+  base::Result<CapacityPlan> plan = PlanCapacity(100'000, 16, 60 * kKiB);
   ASSERT_TRUE(plan.ok()) << plan.error();
   EXPECT_EQ(plan.value().payload_bytes, 96'000'000 * kKiB);
   EXPECT_NEAR(static_cast<double>(plan.value().payload_bytes) / kGiB, 91.6, 0.05);
@@ -91,7 +91,7 @@ TEST(SizingTest, CapacityPlanRowsAreNamedStatedAndSum) {
   CapacityPlanOptions options;
   options.metadata_bytes_per_page = 64;
   options.reserve_fraction = 0.125;
-  Result<CapacityPlan> plan = PlanCapacity(1000, 16, 131072, options);
+  base::Result<CapacityPlan> plan = PlanCapacity(1000, 16, 131072, options);
   ASSERT_TRUE(plan.ok()) << plan.error();
   const CapacityPlan& p = plan.value();
   EXPECT_EQ(p.payload_bytes, 1000u * 16 * 131072);
@@ -118,11 +118,11 @@ TEST(SizingTest, CapacityPlanRejectsBadFiguresWithAReason) {
                      std::numeric_limits<double>::infinity()}) {
     CapacityPlanOptions options;
     options.reserve_fraction = bad;
-    Result<CapacityPlan> plan = PlanCapacity(10, 16, 1024, options);
+    base::Result<CapacityPlan> plan = PlanCapacity(10, 16, 1024, options);
     ASSERT_FALSE(plan.ok());
     EXPECT_NE(plan.error().find("reserve fraction"), std::string::npos) << plan.error();
   }
-  Result<CapacityPlan> plan = PlanCapacity(10, 0, 1024);
+  base::Result<CapacityPlan> plan = PlanCapacity(10, 0, 1024);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.error().find("tokens per page"), std::string::npos);
   plan = PlanCapacity(10, 16, 0);
@@ -143,10 +143,10 @@ TEST(SizingTest, CapacityPlanRejectsBadFiguresWithAReason) {
 }
 
 TEST(SizingTest, PageAndPayloadBytesMultiplyAndDetectOverflow) {
-  Result<std::uint64_t> page = PageBytes(16, 60 * kKiB);
+  base::Result<std::uint64_t> page = PageBytes(16, 60 * kKiB);
   ASSERT_TRUE(page.ok());
   EXPECT_EQ(page.value(), 960 * kKiB);
-  Result<std::uint64_t> payload = PayloadBytes(3, 16, 60 * kKiB);
+  base::Result<std::uint64_t> payload = PayloadBytes(3, 16, 60 * kKiB);
   ASSERT_TRUE(payload.ok());
   EXPECT_EQ(payload.value(), 3 * 960 * kKiB);
   EXPECT_FALSE(PageBytes(std::numeric_limits<std::uint64_t>::max(), 2).ok());
@@ -174,7 +174,7 @@ TEST(SizingTest, TensorParallelSplitsKvHeadsOverAtMostKvHeadsRanks) {
   const ModelSpec llama7 = Preset("llama-2-7b");  // 32 KV heads
   EXPECT_EQ(PerRank(llama7, 32), 16 * kKiB);
   EXPECT_EQ(PerRank(llama7, 64), 16 * kKiB);
-  Result<std::uint64_t> whole = BytesPerToken(llama70);
+  base::Result<std::uint64_t> whole = BytesPerToken(llama70);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole.value(), 320 * kKiB);
 }
@@ -182,7 +182,7 @@ TEST(SizingTest, TensorParallelSplitsKvHeadsOverAtMostKvHeadsRanks) {
 TEST(SizingTest, TensorParallelThatDoesNotDivideTheKvHeadsIsAnError) {
   const ModelSpec llama70 = Preset("llama-3-70b");
   for (int tp : {3, 5, 6, 12, 20}) {
-    Result<std::uint64_t> b = BytesPerTokenPerRank(llama70, tp);
+    base::Result<std::uint64_t> b = BytesPerTokenPerRank(llama70, tp);
     ASSERT_FALSE(b.ok()) << "tp=" << tp;
     EXPECT_NE(b.error().find("tensor-parallel size " + std::to_string(tp)), std::string::npos)
         << b.error();
@@ -190,7 +190,7 @@ TEST(SizingTest, TensorParallelThatDoesNotDivideTheKvHeadsIsAnError) {
     EXPECT_NE(b.error().find("llama-3-70b"), std::string::npos) << b.error();
   }
   for (int tp : {0, -2}) {
-    Result<std::uint64_t> b = BytesPerTokenPerRank(llama70, tp);
+    base::Result<std::uint64_t> b = BytesPerTokenPerRank(llama70, tp);
     ASSERT_FALSE(b.ok());
     EXPECT_NE(b.error().find("at least 1"), std::string::npos) << b.error();
   }
@@ -220,7 +220,7 @@ TEST(SizingTest, LatentAttentionStoresTheLatentOnEveryRank) {
 TEST(SizingTest, InvalidSpecsNameTheMissingField) {
   ModelSpec spec = Preset("llama-2-7b");
   spec.layers = 0;
-  Result<std::uint64_t> b = BytesPerTokenPerRank(spec, 1);
+  base::Result<std::uint64_t> b = BytesPerTokenPerRank(spec, 1);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().find("layers"), std::string::npos) << b.error();
   spec = Preset("llama-2-7b");
@@ -238,7 +238,7 @@ TEST(SizingTest, InvalidSpecsNameTheMissingField) {
   EXPECT_NE(b.error().find("bytes per token overflows"), std::string::npos) << b.error();
   spec = Preset("deepseek-v3");
   spec.qk_rope_head_dim = 0;
-  Status s = ValidateModelSpec(spec);
+  base::Status s = ValidateModelSpec(spec);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("qk_rope_head_dim"), std::string::npos) << s.error();
 }
@@ -249,12 +249,12 @@ TEST(SizingTest, DtypeNamesMapToElementBytes) {
       {"float32", 4}, {"fp32", 4}, {"float", 4}, {"float8_e4m3fn", 1}, {"fp8", 1},
       {"fp8_e5m2", 1}};
   for (const auto& [name, bytes] : cases) {
-    Result<int> r = DtypeBytes(name);
+    base::Result<int> r = DtypeBytes(name);
     ASSERT_TRUE(r.ok()) << name;
     EXPECT_EQ(r.value(), bytes) << name;
   }
   for (const char* bad : {"int4", "", "auto", "float64"}) {
-    Result<int> r = DtypeBytes(bad);
+    base::Result<int> r = DtypeBytes(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.error().find("unsupported dtype"), std::string::npos);
   }
@@ -303,7 +303,7 @@ TEST(SizingTest, ClosedFormOverASetOfPagesMatchesBruteForce) {
     }
   }
   // Real coefficients: agreement to rounding.
-  Result<PrefillCost> llama = PrefillCostForModel(Preset("llama-3-70b"));
+  base::Result<PrefillCost> llama = PrefillCostForModel(Preset("llama-3-70b"));
   ASSERT_TRUE(llama.ok()) << llama.error();
   const std::vector<std::uint64_t> pages = {0, 1, 2, 50, 51, 400, 1023};
   std::uint64_t index_sum = 0;
@@ -315,7 +315,7 @@ TEST(SizingTest, ClosedFormOverASetOfPagesMatchesBruteForce) {
 
 TEST(SizingTest, CostCoefficientsComeFromTheModel) {
   const ModelSpec spec = Preset("llama-2-7b");
-  Result<PrefillCost> cost = PrefillCostForModel(spec);
+  base::Result<PrefillCost> cost = PrefillCostForModel(spec);
   ASSERT_TRUE(cost.ok()) << cost.error();
   EXPECT_EQ(cost.value().a, 2 * 6.74e9);
   EXPECT_EQ(cost.value().b, 4.0 * 32 * 32 * 128);
@@ -386,7 +386,7 @@ TEST(SizingTest, PresetLookupIsCaseInsensitiveAndKnowsAliases) {
   EXPECT_EQ(Preset("llama-3.1-70b").name, "llama-3-70b");
   EXPECT_EQ(Preset("Llama-3.1-8B").name, "llama-3-8b");
   EXPECT_EQ(Preset("DeepSeek-R1").name, "deepseek-v3");
-  Result<ModelSpec> unknown = LookupModelPreset("gpt-5");
+  base::Result<ModelSpec> unknown = LookupModelPreset("gpt-5");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().find("unknown model 'gpt-5'"), std::string::npos) << unknown.error();
   EXPECT_NE(unknown.error().find("llama-2-7b"), std::string::npos) << unknown.error();
@@ -411,19 +411,19 @@ TEST(SizingTest, PresetLookupIsCaseInsensitiveAndKnowsAliases) {
 // --- Status / Result ---------------------------------------------------------------------------
 
 TEST(StatusTest, ResultHoldsAValueOrAnError) {
-  Result<int> ok = 5;
+  base::Result<int> ok = 5;
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok.value(), 5);
   EXPECT_TRUE(ok.status().ok());
-  Result<int> bad = Result<int>::Error("no");
+  base::Result<int> bad = base::Result<int>::Error("no");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error(), "no");
   EXPECT_EQ(bad.status().error(), "no");
-  EXPECT_EQ(Result<int>::Error("").error(), "unknown error");
-  Result<std::string> text = std::string("");
+  EXPECT_EQ(base::Result<int>::Error("").error(), "unknown error");
+  base::Result<std::string> text = std::string("");
   EXPECT_TRUE(text.ok());  // an empty value is still a value
-  EXPECT_TRUE(Status().ok());
-  EXPECT_FALSE(Status::Error("x").ok());
+  EXPECT_TRUE(base::Status().ok());
+  EXPECT_FALSE(base::Status::Error("x").ok());
   EXPECT_DEATH((void)bad.value(), "value\\(\\) called on an error Result: no");
   EXPECT_DEATH((void)ok.error(), "error\\(\\) called on an ok Result");
 }

@@ -1,8 +1,8 @@
 // Little helpers for the checkpoint encodings: fixed-size values appended to and
 // read from byte buffers in host byte order (checkpoints are read back by the same
 // build on the same machine; the version header guards format changes).
-#ifndef KVWATCH_CURVE_BYTE_IO_H_
-#define KVWATCH_CURVE_BYTE_IO_H_
+#ifndef KVWATCH_BASE_BYTE_IO_H_
+#define KVWATCH_BASE_BYTE_IO_H_
 
 #include <cstdint>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace kvwatch::curve {
+namespace kvwatch::base {
 
 template <class T>
 void AppendPod(std::vector<std::uint8_t>* out, T v) {
@@ -30,6 +30,6 @@ bool ReadPod(std::span<const std::uint8_t>* in, T* v) {
   return true;
 }
 
-}  // namespace kvwatch::curve
+}  // namespace kvwatch::base
 
-#endif  // KVWATCH_CURVE_BYTE_IO_H_
+#endif  // KVWATCH_BASE_BYTE_IO_H_

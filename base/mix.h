@@ -3,12 +3,12 @@
 // output bit depends on every input bit. kvwatch uses it wherever page ids, which
 // are often small sequential integers in traces, must be spread: hash-table slots,
 // spatial sampling, scoping page ids.
-#ifndef KVWATCH_CURVE_MIX_H_
-#define KVWATCH_CURVE_MIX_H_
+#ifndef KVWATCH_BASE_MIX_H_
+#define KVWATCH_BASE_MIX_H_
 
 #include <cstdint>
 
-namespace kvwatch::curve {
+namespace kvwatch::base {
 
 constexpr std::uint64_t Mix64(std::uint64_t z) {
   z ^= z >> 30;
@@ -19,6 +19,6 @@ constexpr std::uint64_t Mix64(std::uint64_t z) {
   return z;
 }
 
-}  // namespace kvwatch::curve
+}  // namespace kvwatch::base
 
-#endif  // KVWATCH_CURVE_MIX_H_
+#endif  // KVWATCH_BASE_MIX_H_

@@ -15,8 +15,8 @@
 // and an error may not have an empty message (Error("") stores "unknown error").
 //
 // Thread safety: plain values; const methods may be called concurrently.
-#ifndef KVWATCH_CURVE_STATUS_H_
-#define KVWATCH_CURVE_STATUS_H_
+#ifndef KVWATCH_BASE_STATUS_H_
+#define KVWATCH_BASE_STATUS_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +24,7 @@
 #include <string>
 #include <utility>
 
-namespace kvwatch::curve {
+namespace kvwatch::base {
 
 namespace status_internal {
 [[noreturn]] inline void Die(const char* what, const std::string& detail) {
@@ -96,6 +96,6 @@ class [[nodiscard]] Result {
   std::string error_;  // meaningful only when !ok()
 };
 
-}  // namespace kvwatch::curve
+}  // namespace kvwatch::base
 
-#endif  // KVWATCH_CURVE_STATUS_H_
+#endif  // KVWATCH_BASE_STATUS_H_
