@@ -52,11 +52,12 @@
 #include <vector>
 
 #include "curve/request.h"
+#include "base/source_kinds.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
 
-enum class TimestampUnit { kAuto, kMilliseconds, kSeconds };
+using TimestampUnit = base::TimestampUnit;  // base/source_kinds.h, shared with config/
 
 // "auto", "ms" or "s" (also "milliseconds", "seconds"); nullopt for anything else.
 std::optional<TimestampUnit> ParseTimestampUnit(std::string_view text);
