@@ -9,6 +9,14 @@
 // DefaultAgentConfig() holds, and another that README.md carries the current
 // rendering, so the code, the defaults and the documentation cannot drift apart.
 //
+// Layout. The table is in config_keys.cc; the parser is split by section
+// (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
+// alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
+// drives them. alerts.* is read straight into alerts::AlerterOptions, so the
+// detectors' defaults are only alerts/'s. The collectors' settings below are the
+// YAML's shape of each collector; agent/runtime/collector_registry.cc turns each
+// into its collector's options, in one place per kind.
+//
 // Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
 // stands for every item of a list of maps ("collectors.trace_files[].paths").
 // Error messages give the concrete path with indices
