@@ -14,20 +14,15 @@ namespace od = simdjson::ondemand;
 const std::size_t TraceRecordParser::kPaddingBytes = simdjson::SIMDJSON_PADDING;
 
 std::optional<TimestampUnit> ParseTimestampUnit(std::string_view text) {
-  if (text == "auto") return TimestampUnit::kAuto;
-  if (text == "ms" || text == "milliseconds") return TimestampUnit::kMilliseconds;
-  if (text == "s" || text == "seconds") return TimestampUnit::kSeconds;
+  for (const auto& spelling : base::kTimestampUnitSpellings) {
+    if (spelling.name == text) return spelling.value;
+  }
   return std::nullopt;
 }
 
 std::string_view TimestampUnitName(TimestampUnit unit) {
-  switch (unit) {
-    case TimestampUnit::kAuto:
-      return "auto";
-    case TimestampUnit::kMilliseconds:
-      return "ms";
-    case TimestampUnit::kSeconds:
-      return "s";
+  for (const auto& spelling : base::kTimestampUnitSpellings) {
+    if (spelling.value == unit) return spelling.name;
   }
   return "auto";
 }

@@ -196,7 +196,7 @@ std::string_view WorkingSetTargetName(WorkingSetTarget target) {
 }
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {
-  return internal::ChoiceName(internal::kEngineLogKinds, engine);
+  return internal::ChoiceName(base::kEngineLogKindSpellings, engine);
 }
 
 }  // namespace kvwatch::config

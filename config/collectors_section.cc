@@ -13,15 +13,6 @@ using base::Status;
 
 namespace {
 
-// The spellings collectors::ParseTimestampUnit accepts.
-constexpr Choice<base::TimestampUnit> kTimestampUnits[] = {
-    {"auto", base::TimestampUnit::kAuto},
-    {"ms", base::TimestampUnit::kMilliseconds},
-    {"s", base::TimestampUnit::kSeconds},
-    {"milliseconds", base::TimestampUnit::kMilliseconds},
-    {"seconds", base::TimestampUnit::kSeconds},
-};
-
 bool SynthRate(double v) { return v > 0 && v <= 1e6; }
 
 bool IsLabelName(std::string_view name) {
@@ -139,7 +130,7 @@ class CollectorsParser {
       }
       if (k == "collectors.trace_files[].checkpoint") return ParseCheckpoint(e, &trace->checkpoint);
       if (k == "collectors.trace_files[].timestamp_unit") {
-        return r.ReadChoice(e, kTimestampUnits, &trace->timestamp_unit);
+        return r.ReadChoice(e, base::kTimestampUnitSpellings, &trace->timestamp_unit);
       }
       if (k == "collectors.trace_files[].tenant_fields") {
         return r.ReadStringList(e, &trace->tenant_fields, [](const std::string& field) {
@@ -205,7 +196,7 @@ class CollectorsParser {
         if (Status s = r.ReadStringList(e, &log->paths, NonEmptyPath); !s.ok()) return s;
         return r.RequireNonEmptyList(e, log->paths.empty());
       }
-      if (k == "collectors.engine_log[].engine") return r.ReadChoice(e, kEngineLogKinds, &log->engine);
+      if (k == "collectors.engine_log[].engine") return r.ReadChoice(e, base::kEngineLogKindSpellings, &log->engine);
       return r.Unhandled(e);
     });
     if (!status.ok()) return status;

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/source_kinds.h"
 #include "base/status.h"
 #include "config/agent_config.h"
 
@@ -51,10 +52,7 @@ bool IsHttpUrl(std::string_view url);
 
 // A spelling of an enum value in the file.
 template <class V>
-struct Choice {
-  std::string_view name;
-  V value;
-};
+using Choice = base::Spelling<V>;
 
 template <class V, std::size_t N>
 std::string_view ChoiceName(const Choice<V> (&choices)[N], V value) {

@@ -49,11 +49,6 @@ inline constexpr Choice<StartAt> kStartAts[] = {
     {"end", StartAt::kEnd},
     {"beginning", StartAt::kBeginning},
 };
-inline constexpr Choice<base::EngineLogKind> kEngineLogKinds[] = {
-    {"auto", base::EngineLogKind::kAuto},
-    {"vllm", base::EngineLogKind::kVllm},
-    {"sglang", base::EngineLogKind::kSglang},
-};
 inline constexpr Choice<WorkingSetTarget> kWorkingSetTargets[] = {
     {"page_hit", WorkingSetTarget::kPageHit},
     {"request_coverage", WorkingSetTarget::kRequestCoverage},
