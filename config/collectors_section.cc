@@ -33,82 +33,82 @@ bool IsZmqEndpoint(std::string_view endpoint) {
 // collectors and a checkpoint file serves one collector only.
 class CollectorsParser {
  public:
-  explicit CollectorsParser(FieldReader& r) : r(r) {}
+  explicit CollectorsParser(FieldReader& r) : r_(r) {}
 
   Status Parse(const Entry& section, CollectorSettings* collectors) {
-    return r.ForEachKey(section, [&](const Entry& e) -> Status {
+    return r_.ForEachKey(section, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.synth") {
-        if (!e.node.IsNull() && !e.node.IsMap()) return r.Expected(e, "a map");
+        if (!e.node.IsNull() && !e.node.IsMap()) return r_.Expected(e, "a map");
         collectors->synth.emplace();
         return ParseSynth(e, &*collectors->synth);
       }
       if (k == "collectors.trace_files") {
-        return r.ReadMapList(e, &collectors->trace_files,
+        return r_.ReadMapList(e, &collectors->trace_files,
                              [&](const Entry& item, TraceFileSettings* out) { return ParseTraceFile(item, out); });
       }
       if (k == "collectors.kv_events") {
-        return r.ReadMapList(e, &collectors->kv_events,
+        return r_.ReadMapList(e, &collectors->kv_events,
                              [&](const Entry& item, KvEventsSettings* out) { return ParseKvEvents(item, out); });
       }
       if (k == "collectors.engine_log") {
-        return r.ReadMapList(e, &collectors->engine_log,
+        return r_.ReadMapList(e, &collectors->engine_log,
                              [&](const Entry& item, EngineLogSettings* out) { return ParseEngineLog(item, out); });
       }
       if (k == "collectors.engine_metrics") {
-        return r.ReadMapList(e, &collectors->engine_metrics,
+        return r_.ReadMapList(e, &collectors->engine_metrics,
                              [&](const Entry& item, EngineMetricsSettings* out) { return ParseEngineMetrics(item, out); });
       }
-      return r.Unhandled(e);
+      return r_.Unhandled(e);
     });
   }
 
   Status ParseSynth(const Entry& section, SynthSettings* synth) {
-    Status status = r.ForEachKey(section, [&](const Entry& e) -> Status {
+    Status status = r_.ForEachKey(section, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.synth.rate") {
-        return r.ReadNumber(e, SynthRate, "> 0 and at most 1000000", &synth->rate_per_s);
+        return r_.ReadNumber(e, SynthRate, "> 0 and at most 1000000", &synth->rate_per_s);
       }
       if (k == "collectors.synth.seed") {
-        return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(), &synth->seed);
+        return r_.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(), &synth->seed);
       }
-      if (k == "collectors.synth.tenants") return r.ReadInt(e, 1, 60000, &synth->tenants);
-      if (k == "collectors.synth.sessions") return r.ReadInt(e, 1, 1000000, &synth->sessions);
+      if (k == "collectors.synth.tenants") return r_.ReadInt(e, 1, 60000, &synth->tenants);
+      if (k == "collectors.synth.sessions") return r_.ReadInt(e, 1, 1000000, &synth->sessions);
       if (k == "collectors.synth.one_shot_fraction") {
-        return r.ReadNumber(e, Fraction, "in [0, 1]", &synth->one_shot_fraction);
+        return r_.ReadNumber(e, Fraction, "in [0, 1]", &synth->one_shot_fraction);
       }
       if (k == "collectors.synth.shift_start" || k == "collectors.synth.shift_end") {
         double seconds = 0;
-        if (Status s = r.ReadDuration(e, false, &seconds); !s.ok()) return s;
+        if (Status s = r_.ReadDuration(e, false, &seconds); !s.ok()) return s;
         (k == "collectors.synth.shift_start" ? synth->shift_start_seconds
                                              : synth->shift_end_seconds) = seconds;
         return Status::Ok();
       }
-      return r.Unhandled(e);
+      return r_.Unhandled(e);
     });
     if (!status.ok()) return status;
     const std::string start = section.path + ".shift_start", end = section.path + ".shift_end";
     if (synth->shift_start_seconds.has_value() != synth->shift_end_seconds.has_value()) {
       const std::string& given = synth->shift_start_seconds ? start : end;
       const std::string& missing = synth->shift_start_seconds ? end : start;
-      return r.Fail(given, r.MarkOf(given, section.mark), "set together with " + missing);
+      return r_.Fail(given, r_.MarkOf(given, section.mark), "set together with " + missing);
     }
     if (synth->shift_end_seconds && *synth->shift_end_seconds <= *synth->shift_start_seconds) {
-      return r.Fail(end, r.MarkOf(end, section.mark), "must be after shift_start");
+      return r_.Fail(end, r_.MarkOf(end, section.mark), "must be after shift_start");
     }
     return Status::Ok();
   }
 
   // Checks and registers a collector name (unique among all collectors).
   Status ParseCollectorName(const Entry& e, std::string* name) {
-    if (Status s = r.ReadString(e, name); !s.ok()) return s;
+    if (Status s = r_.ReadString(e, name); !s.ok()) return s;
     if (!IsLabelName(*name)) {
-      return r.Expected(e,
+      return r_.Expected(e,
                       "a name of 1 to 64 characters from A-Z a-z 0-9 _ . - (not starting with .)");
     }
-    if (*name == "synth") return r.Fail(e, "the name synth is reserved for collectors.synth");
+    if (*name == "synth") return r_.Fail(e, "the name synth is reserved for collectors.synth");
     if (auto [it, added] = collector_names_.emplace(*name, e.path); !added) {
-      return r.Fail(e, "the name \"" + *name + "\" is already used by " + it->second);
+      return r_.Fail(e, "the name \"" + *name + "\" is already used by " + it->second);
     }
     return Status::Ok();
   }
@@ -118,44 +118,44 @@ class CollectorsParser {
   }
 
   Status ParseTraceFile(const Entry& item, TraceFileSettings* trace) {
-    Status status = r.ForEachKey(item, [&](const Entry& e) -> Status {
+    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.trace_files[].name") return ParseCollectorName(e, &trace->name);
       if (k == "collectors.trace_files[].paths") {
-        if (Status s = r.ReadStringList(e, &trace->paths, NonEmptyPath); !s.ok()) return s;
-        return r.RequireNonEmptyList(e, trace->paths.empty());
+        if (Status s = r_.ReadStringList(e, &trace->paths, NonEmptyPath); !s.ok()) return s;
+        return r_.RequireNonEmptyList(e, trace->paths.empty());
       }
       if (k == "collectors.trace_files[].start_at") {
-        return r.ReadChoice(e, kStartAts, &trace->start_at);
+        return r_.ReadChoice(e, kStartAts, &trace->start_at);
       }
       if (k == "collectors.trace_files[].checkpoint") return ParseCheckpoint(e, &trace->checkpoint);
       if (k == "collectors.trace_files[].timestamp_unit") {
-        return r.ReadChoice(e, base::kTimestampUnitSpellings, &trace->timestamp_unit);
+        return r_.ReadChoice(e, base::kTimestampUnitSpellings, &trace->timestamp_unit);
       }
       if (k == "collectors.trace_files[].tenant_fields") {
-        return r.ReadStringList(e, &trace->tenant_fields, [](const std::string& field) {
+        return r_.ReadStringList(e, &trace->tenant_fields, [](const std::string& field) {
           bool bad = field.empty() || field.find_first_of("\"\\") != std::string::npos;
           return bad ? std::string("expected a field name without '\"' or '\\'") : std::string();
         });
       }
       if (k == "collectors.trace_files[].max_line_bytes") {
-        return r.ReadSize(e, 1, 1ull << 30, &trace->max_line_bytes);
+        return r_.ReadSize(e, 1, 1ull << 30, &trace->max_line_bytes);
       }
       if (k == "collectors.trace_files[].poll_interval") {
-        return r.ReadDuration(e, true, &trace->poll_interval_seconds);
+        return r_.ReadDuration(e, true, &trace->poll_interval_seconds);
       }
-      return r.Unhandled(e);
+      return r_.Unhandled(e);
     });
     if (!status.ok()) return status;
-    return r.RequireKeys(item, {"name", "paths"});
+    return r_.RequireKeys(item, {"name", "paths"});
   }
 
   // A checkpoint file may serve one collector only.
   Status ParseCheckpoint(const Entry& e, std::string* checkpoint) {
-    if (Status s = r.ReadString(e, checkpoint); !s.ok()) return s;
+    if (Status s = r_.ReadString(e, checkpoint); !s.ok()) return s;
     if (checkpoint->empty()) return Status::Ok();
     if (auto [it, added] = checkpoints_.emplace(*checkpoint, e.path); !added) {
-      return r.Fail(e, "the checkpoint \"" + *checkpoint + "\" is already used by " + it->second);
+      return r_.Fail(e, "the checkpoint \"" + *checkpoint + "\" is already used by " + it->second);
     }
     return Status::Ok();
   }
@@ -167,63 +167,63 @@ class CollectorsParser {
   }
 
   Status ParseKvEvents(const Entry& item, KvEventsSettings* events) {
-    Status status = r.ForEachKey(item, [&](const Entry& e) -> Status {
+    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.kv_events[].name") return ParseCollectorName(e, &events->name);
       if (k == "collectors.kv_events[].endpoints") {
-        if (Status s = r.ReadStringList(e, &events->endpoints, ZmqEndpointProblem); !s.ok()) return s;
-        return r.RequireNonEmptyList(e, events->endpoints.empty());
+        if (Status s = r_.ReadStringList(e, &events->endpoints, ZmqEndpointProblem); !s.ok()) return s;
+        return r_.RequireNonEmptyList(e, events->endpoints.empty());
       }
-      if (k == "collectors.kv_events[].topic") return r.ReadString(e, &events->topic);
+      if (k == "collectors.kv_events[].topic") return r_.ReadString(e, &events->topic);
       if (k == "collectors.kv_events[].replay_endpoint") {
-        if (Status s = r.ReadString(e, &events->replay_endpoint); !s.ok()) return s;
+        if (Status s = r_.ReadString(e, &events->replay_endpoint); !s.ok()) return s;
         if (events->replay_endpoint.empty()) return Status::Ok();
         std::string problem = ZmqEndpointProblem(events->replay_endpoint);
-        return problem.empty() ? Status::Ok() : r.Fail(e, problem);
+        return problem.empty() ? Status::Ok() : r_.Fail(e, problem);
       }
-      if (k == "collectors.kv_events[].bind") return r.ReadBool(e, &events->bind);
-      return r.Unhandled(e);
+      if (k == "collectors.kv_events[].bind") return r_.ReadBool(e, &events->bind);
+      return r_.Unhandled(e);
     });
     if (!status.ok()) return status;
-    return r.RequireKeys(item, {"name", "endpoints"});
+    return r_.RequireKeys(item, {"name", "endpoints"});
   }
 
   Status ParseEngineLog(const Entry& item, EngineLogSettings* log) {
-    Status status = r.ForEachKey(item, [&](const Entry& e) -> Status {
+    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.engine_log[].name") return ParseCollectorName(e, &log->name);
       if (k == "collectors.engine_log[].paths") {
-        if (Status s = r.ReadStringList(e, &log->paths, NonEmptyPath); !s.ok()) return s;
-        return r.RequireNonEmptyList(e, log->paths.empty());
+        if (Status s = r_.ReadStringList(e, &log->paths, NonEmptyPath); !s.ok()) return s;
+        return r_.RequireNonEmptyList(e, log->paths.empty());
       }
-      if (k == "collectors.engine_log[].engine") return r.ReadChoice(e, base::kEngineLogKindSpellings, &log->engine);
-      return r.Unhandled(e);
+      if (k == "collectors.engine_log[].engine") return r_.ReadChoice(e, base::kEngineLogKindSpellings, &log->engine);
+      return r_.Unhandled(e);
     });
     if (!status.ok()) return status;
-    return r.RequireKeys(item, {"name", "paths"});
+    return r_.RequireKeys(item, {"name", "paths"});
   }
 
   Status ParseEngineMetrics(const Entry& item, EngineMetricsSettings* metrics) {
-    Status status = r.ForEachKey(item, [&](const Entry& e) -> Status {
+    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.engine_metrics[].name") return ParseCollectorName(e, &metrics->name);
       if (k == "collectors.engine_metrics[].url") {
-        if (Status s = r.ReadString(e, &metrics->url); !s.ok()) return s;
-        return IsHttpUrl(metrics->url) ? Status::Ok() : r.Expected(e, "an http:// or https:// URL");
+        if (Status s = r_.ReadString(e, &metrics->url); !s.ok()) return s;
+        return IsHttpUrl(metrics->url) ? Status::Ok() : r_.Expected(e, "an http:// or https:// URL");
       }
       if (k == "collectors.engine_metrics[].interval") {
-        return r.ReadDuration(e, true, &metrics->interval_seconds);
+        return r_.ReadDuration(e, true, &metrics->interval_seconds);
       }
       if (k == "collectors.engine_metrics[].timeout") {
-        return r.ReadDuration(e, true, &metrics->timeout_seconds);
+        return r_.ReadDuration(e, true, &metrics->timeout_seconds);
       }
-      return r.Unhandled(e);
+      return r_.Unhandled(e);
     });
     if (!status.ok()) return status;
-    if (Status s = r.RequireKeys(item, {"name", "url"}); !s.ok()) return s;
+    if (Status s = r_.RequireKeys(item, {"name", "url"}); !s.ok()) return s;
     if (metrics->timeout_seconds > metrics->interval_seconds) {
       std::string timeout = item.path + ".timeout";
-      return r.Fail(timeout, r.MarkOf(timeout, item.mark),
+      return r_.Fail(timeout, r_.MarkOf(timeout, item.mark),
                   NumberText(metrics->timeout_seconds) + "s is longer than interval (" +
                       NumberText(metrics->interval_seconds) + "s)");
     }
@@ -233,7 +233,7 @@ class CollectorsParser {
 
 
  private:
-  FieldReader& r;
+  FieldReader& r_;
   std::map<std::string, std::string> collector_names_;  // name -> path of its name key
   std::map<std::string, std::string> checkpoints_;      // checkpoint -> path
 };
