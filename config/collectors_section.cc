@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <string>
@@ -117,14 +118,24 @@ class CollectorsParser {
     return path.empty() ? "expected a path or glob, got an empty string" : "";
   }
 
+  // A list item: its keys through visit, then its required keys.
+  Status ParseItem(const Entry& item, std::initializer_list<std::string_view> required,
+                   const FieldReader::Visitor& visit) {
+    if (Status s = r_.ForEachKey(item, visit); !s.ok()) return s;
+    return r_.RequireKeys(item, required);
+  }
+
+  // Files or globs to tail: at least one, none empty.
+  Status ReadPaths(const Entry& e, std::vector<std::string>* paths) {
+    if (Status s = r_.ReadStringList(e, paths, NonEmptyPath); !s.ok()) return s;
+    return r_.RequireNonEmptyList(e, paths->empty());
+  }
+
   Status ParseTraceFile(const Entry& item, TraceFileSettings* trace) {
-    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
+    return ParseItem(item, {"name", "paths"}, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.trace_files[].name") return ParseCollectorName(e, &trace->name);
-      if (k == "collectors.trace_files[].paths") {
-        if (Status s = r_.ReadStringList(e, &trace->paths, NonEmptyPath); !s.ok()) return s;
-        return r_.RequireNonEmptyList(e, trace->paths.empty());
-      }
+      if (k == "collectors.trace_files[].paths") return ReadPaths(e, &trace->paths);
       if (k == "collectors.trace_files[].start_at") {
         return r_.ReadChoice(e, kStartAts, &trace->start_at);
       }
@@ -146,8 +157,6 @@ class CollectorsParser {
       }
       return r_.Unhandled(e);
     });
-    if (!status.ok()) return status;
-    return r_.RequireKeys(item, {"name", "paths"});
   }
 
   // A checkpoint file may serve one collector only.
@@ -167,7 +176,7 @@ class CollectorsParser {
   }
 
   Status ParseKvEvents(const Entry& item, KvEventsSettings* events) {
-    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
+    return ParseItem(item, {"name", "endpoints"}, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.kv_events[].name") return ParseCollectorName(e, &events->name);
       if (k == "collectors.kv_events[].endpoints") {
@@ -184,27 +193,22 @@ class CollectorsParser {
       if (k == "collectors.kv_events[].bind") return r_.ReadBool(e, &events->bind);
       return r_.Unhandled(e);
     });
-    if (!status.ok()) return status;
-    return r_.RequireKeys(item, {"name", "endpoints"});
   }
 
   Status ParseEngineLog(const Entry& item, EngineLogSettings* log) {
-    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
+    return ParseItem(item, {"name", "paths"}, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.engine_log[].name") return ParseCollectorName(e, &log->name);
-      if (k == "collectors.engine_log[].paths") {
-        if (Status s = r_.ReadStringList(e, &log->paths, NonEmptyPath); !s.ok()) return s;
-        return r_.RequireNonEmptyList(e, log->paths.empty());
+      if (k == "collectors.engine_log[].paths") return ReadPaths(e, &log->paths);
+      if (k == "collectors.engine_log[].engine") {
+        return r_.ReadChoice(e, base::kEngineLogKindSpellings, &log->engine);
       }
-      if (k == "collectors.engine_log[].engine") return r_.ReadChoice(e, base::kEngineLogKindSpellings, &log->engine);
       return r_.Unhandled(e);
     });
-    if (!status.ok()) return status;
-    return r_.RequireKeys(item, {"name", "paths"});
   }
 
   Status ParseEngineMetrics(const Entry& item, EngineMetricsSettings* metrics) {
-    Status status = r_.ForEachKey(item, [&](const Entry& e) -> Status {
+    Status status = ParseItem(item, {"name", "url"}, [&](const Entry& e) -> Status {
       const std::string& k = e.pattern;
       if (k == "collectors.engine_metrics[].name") return ParseCollectorName(e, &metrics->name);
       if (k == "collectors.engine_metrics[].url") {
@@ -220,17 +224,14 @@ class CollectorsParser {
       return r_.Unhandled(e);
     });
     if (!status.ok()) return status;
-    if (Status s = r_.RequireKeys(item, {"name", "url"}); !s.ok()) return s;
     if (metrics->timeout_seconds > metrics->interval_seconds) {
       std::string timeout = item.path + ".timeout";
       return r_.Fail(timeout, r_.MarkOf(timeout, item.mark),
-                  NumberText(metrics->timeout_seconds) + "s is longer than interval (" +
-                      NumberText(metrics->interval_seconds) + "s)");
+                     NumberText(metrics->timeout_seconds) + "s is longer than interval (" +
+                         NumberText(metrics->interval_seconds) + "s)");
     }
     return Status::Ok();
   }
-
-
 
  private:
   FieldReader& r_;
