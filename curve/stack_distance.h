@@ -170,6 +170,8 @@ class StackDistanceEngine {
   static constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 
   std::uint32_t Distance(std::uint32_t slot) const;
+  void ProcessImpl(std::span<const PageId> pages, RequestOutcome* out);
+  void ConfigureGroups();
   bool WasEvicted(PageId page) const;
   void ForgetEviction(PageId page);
   void RememberEviction(PageId page);
