@@ -451,6 +451,7 @@ std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
   const std::size_t dims = options_.group_dimensions.size();
   std::vector<std::uint8_t> out(kMagic, kMagic + sizeof(kMagic));
   if (groups) out[sizeof(kMagic) - 1] = static_cast<std::uint8_t>(kGroupMagic[sizeof(kMagic) - 1]);
+  out.reserve(64 + static_cast<std::size_t>(live_) * (8 + dims));
   base::AppendPod<std::uint32_t>(&out, options_.max_pages);
   base::AppendPod<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
   base::AppendPod<std::uint64_t>(&out, options_.remembered_evictions);

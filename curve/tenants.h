@@ -210,7 +210,9 @@ struct GroupRequest {
     double pages;
   };
   std::vector<Blame> blame;
-  double footprint_bytes = -1;  // < 0: unknown (no token counts or bytes per token)
+  // (input_tokens + max(output_tokens, 0)) * bytes_per_token; < 0 when unknown
+  // (no input_tokens, or no bytes per token).
+  double footprint_bytes = -1;
 };
 
 class GroupCurves {
@@ -239,6 +241,12 @@ class GroupCurves {
   // Capacity misses of `victim` at capacity index c attributed to `evictor`.
   double evicted_by(std::uint32_t dimension, std::size_t c, std::uint32_t victim, std::uint32_t evictor) const;
   std::uint64_t unattributed(std::uint32_t dimension, std::uint32_t group, std::size_t c) const;
+  // Requests, page references and unlimited hits T of a group's requests.
+  std::uint64_t requests(std::uint32_t dimension, std::uint32_t group) const { return requests_[dimension][group]; }
+  std::uint64_t page_refs(std::uint32_t dimension, std::uint32_t group) const { return page_refs_[dimension][group]; }
+  std::uint64_t unlimited_hits(std::uint32_t dimension, std::uint32_t group) const {
+    return unlimited_[dimension][group];
+  }
   // Per class group: requests per log2 footprint bucket (not cumulative), and
   // the sum of footprints.
   std::span<const std::uint64_t> footprint_buckets(std::uint32_t class_group) const;
@@ -255,6 +263,8 @@ class GroupCurves {
   std::vector<BucketedCurve> isolated_;
   // [dimension][group * capacities + c]
   std::vector<std::uint64_t> hits_[2];
+  std::vector<std::uint64_t> requests_[2];    // [dimension][group]
+  std::vector<std::uint64_t> page_refs_[2];
   std::vector<std::uint64_t> unlimited_[2];
   std::vector<std::uint64_t> unattributed_[2];
   std::vector<std::uint64_t> isolated_hits_;
