@@ -406,6 +406,39 @@ const GroupRequest& GroupTracker::Observe(std::uint32_t tenant, std::uint32_t cl
   return r;
 }
 
+// --- LabelledTotals -------------------------------------------------------------------
+
+void LabelledTotals::Absorb(const GroupCurves& curves, std::uint32_t d, const std::vector<std::string>& labels) {
+  const std::size_t caps = curves.layout().capacities.size();
+  const std::uint32_t groups = d == 0 ? curves.layout().tenant_groups : curves.layout().class_groups;
+  auto name = [&](std::uint32_t g) -> std::string {
+    if (g < labels.size() && !labels[g].empty()) return labels[g];
+    return "(unassigned)";
+  };
+  for (std::uint32_t g = 0; g < groups; ++g) {
+    if (curves.requests(d, g) == 0) continue;
+    LabelTotals& row = rows_[name(g)];
+    row.hits.resize(caps, 0);
+    row.isolated_hits.resize(caps, 0);
+    row.unattributed.resize(caps, 0);
+    row.requests += curves.requests(d, g);
+    row.page_refs += curves.page_refs(d, g);
+    row.unlimited_hits += curves.unlimited_hits(d, g);
+    for (std::size_t c = 0; c < caps; ++c) {
+      row.hits[c] += curves.shared_hits(d, g, c);
+      if (d == 0) row.isolated_hits[c] += curves.isolated_hits(g, c);
+      row.unattributed[c] += curves.unattributed(d, g, c);
+      for (std::uint32_t e = 0; e < groups; ++e) {
+        const double v = curves.evicted_by(d, c, g, e);
+        if (v == 0) continue;
+        std::vector<double>& cell = row.evicted_by[name(e)];
+        cell.resize(caps, 0);
+        cell[c] += v;
+      }
+    }
+  }
+}
+
 // --- RunningKv ------------------------------------------------------------------------
 
 void RunningKv::AdvanceTo(double t) {

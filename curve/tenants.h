@@ -90,6 +90,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -143,6 +144,7 @@ class TenantFolder {
   std::uint32_t other() const { return options_.top_k; }      // the "other" group id
   // The group's label: a sanitized name, "other", or "" for a slot never owned.
   const std::string& label(std::uint32_t group) const { return labels_[group]; }
+  const std::vector<std::string>& labels() const { return labels_; }
   // Estimated volume of a name (Space-Saving count, an overestimate); 0 when untracked.
   std::uint64_t Volume(std::string_view name) const;
   std::uint64_t observations() const { return observations_; }
@@ -301,6 +303,33 @@ class GroupTracker {
   std::vector<std::unique_ptr<StackDistanceEngine>> isolated_;
   RequestOutcome isolated_outcome_;
   GroupRequest request_;
+};
+
+// Offline: GroupCurves totals kept by LABEL, so that a folder refresh that
+// relabels slots never mixes two tenants' numbers. Absorb() adds every group's
+// counts under the label its slot carried while they were counted: call it (then
+// GroupCurves::Clear) just before each TenantFolder::Refresh and at the end.
+// Slots without a label and without counts are skipped.
+struct LabelTotals {
+  std::uint64_t requests = 0;
+  std::uint64_t page_refs = 0;
+  std::uint64_t unlimited_hits = 0;
+  // Per configured capacity.
+  std::vector<std::uint64_t> hits;
+  std::vector<std::uint64_t> isolated_hits;
+  std::vector<std::uint64_t> unattributed;
+  // Evictor label -> capacity misses attributed to it, per configured capacity.
+  std::map<std::string, std::vector<double>> evicted_by;
+  std::uint64_t capacity_misses(std::size_t c) const { return unlimited_hits - hits[c]; }
+};
+class LabelledTotals {
+ public:
+  // labels[g]: the label of group g of `dimension` (TenantFolder::label).
+  void Absorb(const GroupCurves& curves, std::uint32_t dimension, const std::vector<std::string>& labels);
+  const std::map<std::string, LabelTotals>& rows() const { return rows_; }
+
+ private:
+  std::map<std::string, LabelTotals> rows_;
 };
 
 // Time-weighted mean and peak of the KV bytes held by running requests. Feed
