@@ -337,10 +337,8 @@ struct Replayer::Groups {
 Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_(resolved.settings.coverage_share) {
   if (resolved_.report.sampled) {
     sampled_ = std::make_unique<curve::SampledEngine>(resolved_.engine, *resolved_.settings.sample_rate);
-  } else if (resolved_.groups) {
-    groups_ = std::make_unique<Groups>(resolved_);
-    exact_ = std::make_unique<curve::StackDistanceEngine>(
-        curve::GroupTracker::SharedEngineOptions(resolved_.engine, groups_->layout));
+  } else if (resolved_.groups && (resolved_.show_groups || resolved_.isolated)) {
+    EnableGroups();
   } else {
     exact_ = std::make_unique<curve::StackDistanceEngine>(resolved_.engine);
   }
@@ -356,7 +354,20 @@ Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_
 
 Replayer::~Replayer() = default;
 
+// The engine with the group decomposition; the tenant and class sections follow.
+void Replayer::EnableGroups() {
+  groups_ = std::make_unique<Groups>(resolved_);
+  exact_ = std::make_unique<curve::StackDistanceEngine>(
+      curve::GroupTracker::SharedEngineOptions(resolved_.engine, groups_->layout));
+}
+
 void Replayer::Add(const curve::Request& request, std::span<const curve::PageId> pages) {
+  // Tenants and classes are on when the FIRST request has a tenant or class label
+  // (or with --classes / --isolated): a trace without labels keeps the plain engine
+  // and its output unchanged.
+  if (requests_ == 0 && !groups_ && resolved_.groups && (!request.tenant.empty() || !request.request_class.empty())) {
+    EnableGroups();
+  }
   ++requests_;
   page_refs_ += pages.size();
   Tenant* tenant = nullptr;
@@ -463,7 +474,7 @@ ReplayResult Replayer::Result() const {
   for (const auto& [name, tenant] : tenants_) {
     r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
   }
-  if (groups_ && (groups_->labelled || resolved_.show_groups)) {
+  if (groups_) {
     const Groups& g = *groups_;
     ReplayGroups out;
     out.capacities = g.layout.capacities;

@@ -66,8 +66,9 @@ struct ReplayOptions {
   double decode_tokens_per_s = 50;
   std::string priorities;  // --priority rules for the priority policy
   unsigned threads = 0;    // 0: every core
-  // Tenants and classes (curve/tenants.h; exact mode, on unless --no-tenants):
-  // shown when a request has a tenant or class label, or with --classes.
+  // Tenants and classes (curve/tenants.h; exact mode, unless --no-tenants): on
+  // when the first request has a tenant or class label, or with --classes or
+  // --isolated; otherwise the plain engine runs and the output is unchanged.
   std::uint32_t top_tenants = 8;  // --top-tenants K
   bool isolated = false;          // --isolated: per-tenant isolated curves
   bool classes = false;           // --classes: show the sections for unlabelled traces too
@@ -143,6 +144,7 @@ class Replayer {
   struct Groups;
   std::unique_ptr<Groups> groups_;
 
+  void EnableGroups();
   // The per-request work after the engine: totals, tenants, tiers, --policy.
   void AddOutcome(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant);
   // The engine with tenant and class groups, then AddOutcome and the group numbers.
