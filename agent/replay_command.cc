@@ -409,9 +409,12 @@ void Replayer::AddGroups(const curve::Request& request, std::span<const curve::P
   AddOutcome(request, pages, tenant);
   const curve::GroupRequest& gr = g.tracker->Observe(tenant_group, class_group, request, pages, outcome_);
   g.curves->Add(gr);
+  // Class rows by the same sanitized names as the interference tables ("turn9+"
+  // is "turn9_"), folded only there.
   auto it = g.class_acc.find(cls);
+  if (it == g.class_acc.end()) it = g.class_acc.find(curve::SanitizeLabel(cls));
   if (it == g.class_acc.end()) {
-    it = g.class_acc.emplace(std::string(cls), Groups::ClassAcc{curve::CurveAccumulator(resolved_.settings.coverage_share), 0})
+    it = g.class_acc.emplace(curve::SanitizeLabel(cls), Groups::ClassAcc{curve::CurveAccumulator(resolved_.settings.coverage_share), 0})
              .first;
   }
   it->second.acc.Add(outcome_);
