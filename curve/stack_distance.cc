@@ -222,6 +222,18 @@ void StackDistanceEngine::GroupDistance(std::uint32_t slot, std::uint32_t* out) 
   }
 }
 
+// Turns the decomposition of live slot `from` into that of the OLDER live slot
+// `to` (to < from): d_g counts the live slots strictly newer, so it gains the
+// live slots in (to, from]. (Tail-first chains: each setter is the slot just
+// below the previous one.)
+void StackDistanceEngine::GroupShift(std::uint32_t from, std::uint32_t to, std::uint32_t* out) const {
+  const std::size_t dims = options_.group_dimensions.size();
+  for (std::uint32_t s = to + 1; s <= from; ++s) {
+    if ((live_bits_[s / kBlockBits] >> (s % kBlockBits) & 1) == 0) continue;
+    for (std::size_t d = 0; d < dims; ++d) ++out[group_offset_[d] + owner_[static_cast<std::size_t>(s) * dims + d]];
+  }
+}
+
 bool StackDistanceEngine::DistanceByGroup(PageId page, std::span<std::uint32_t> out) const {
   if (total_groups_ == 0 || out.size() < total_groups_) return false;
   const std::uint32_t* slot = map_.Find(page);
@@ -389,6 +401,7 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   // Arrival state: every distance is read before any page of r is referenced.
   const bool remembers = evicted_young_.size() != 0 || evicted_old_.size() != 0;
   std::uint32_t running_max = 0;
+  std::uint32_t last_decomposed = kNoSlot;  // slot of the previous setter decomposed
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) map_.Prefetch(pages[i + kPrefetchAhead]);
     std::uint32_t d;
@@ -409,7 +422,15 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
       out->decomposed.push_back(static_cast<std::uint32_t>(i));
       const std::size_t at = out->group_distance.size();
       out->group_distance.resize(at + total_groups_);
-      GroupDistance(*slot, &out->group_distance[at]);
+      // The pages of a chain sit in neighbouring slots: derive the decomposition
+      // from the previous setter's by the few slots between them when close.
+      if (last_decomposed != kNoSlot && *slot < last_decomposed && last_decomposed - *slot <= kNearSlots) {
+        std::copy_n(&out->group_distance[at - total_groups_], total_groups_, &out->group_distance[at]);
+        GroupShift(last_decomposed, *slot, &out->group_distance[at]);
+      } else {
+        GroupDistance(*slot, &out->group_distance[at]);
+      }
+      last_decomposed = *slot;
     }
     running_max = std::max(running_max, d);
     out->prefix_max[i] = running_max;

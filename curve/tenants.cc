@@ -362,6 +362,10 @@ const GroupRequest& GroupTracker::Observe(std::uint32_t tenant, std::uint32_t cl
                                   ? 0
                                   : shared.group_distance.size() / shared.decomposed.size();
     const std::uint32_t dims_groups[2] = {layout_->tenant_groups, layout_->class_groups};
+    const std::size_t groups_total = static_cast<std::size_t>(dims_groups[0]) + dims_groups[1];
+    // A run that misses at capacities 0..missed-1 adds its shares to dense[missed - 1];
+    // a suffix sum at the end spreads them to every smaller capacity.
+    dense_.assign(caps.size() * groups_total, 0.0);
     std::size_t k = 0;  // index into shared.decomposed
     std::size_t i = r.shared_hits[0];
     while (i < shared.unlimited_hits) {
@@ -378,23 +382,26 @@ const GroupRequest& GroupTracker::Observe(std::uint32_t tenant, std::uint32_t cl
           parts = &shared.group_distance[k * total];
         }
       }
-      for (std::size_t c = 0; c < missed; ++c) {
-        if (parts == nullptr) {
-          r.unattributed[c] += static_cast<std::uint32_t>(end - i);
-          continue;
-        }
-        std::size_t offset = 0;
-        for (std::uint32_t d = 0; d < 2; ++d) {
-          for (std::uint32_t g = 0; g < dims_groups[d]; ++g) {
-            if (parts[offset + g] != 0) {
-              r.blame.push_back(GroupRequest::Blame{static_cast<std::uint32_t>(c), d, g,
-                                                    run * static_cast<double>(parts[offset + g]) / m});
-            }
-          }
-          offset += dims_groups[d];
-        }
+      if (parts == nullptr) {
+        for (std::size_t c = 0; c < missed; ++c) r.unattributed[c] += static_cast<std::uint32_t>(end - i);
+      } else if (missed > 0) {
+        double* row = &dense_[(missed - 1) * groups_total];
+        const double scale = run / static_cast<double>(m);
+        for (std::size_t x = 0; x < groups_total; ++x) row[x] += scale * static_cast<double>(parts[x]);
       }
       i = end;
+    }
+    for (std::size_t c = caps.size() - 1; c-- > 0;) {
+      for (std::size_t x = 0; x < groups_total; ++x) dense_[c * groups_total + x] += dense_[(c + 1) * groups_total + x];
+    }
+    for (std::size_t c = 0; c < caps.size(); ++c) {
+      std::size_t x = 0;
+      for (std::uint32_t d = 0; d < 2; ++d) {
+        for (std::uint32_t g = 0; g < dims_groups[d]; ++g, ++x) {
+          const double v = dense_[c * groups_total + x];
+          if (v != 0) r.blame.push_back(GroupRequest::Blame{static_cast<std::uint32_t>(c), d, g, v});
+        }
+      }
     }
   }
 

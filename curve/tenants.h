@@ -303,6 +303,7 @@ class GroupTracker {
   std::vector<std::unique_ptr<StackDistanceEngine>> isolated_;
   RequestOutcome isolated_outcome_;
   GroupRequest request_;
+  std::vector<double> dense_;  // per request: attributed misses [capacity][counter]
 };
 
 // Offline: GroupCurves totals kept by LABEL, so that a folder refresh that

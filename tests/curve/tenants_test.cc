@@ -421,9 +421,12 @@ TEST(GroupDecompositionTest, MatchesBruteForce) {
       const PageId base = rng() % 500;
       const int n = 1 + static_cast<int>(rng() % 6);
       for (int i = 0; i < n; ++i) pages.push_back(base * 8 + static_cast<PageId>(i));
+      std::vector<std::vector<std::uint32_t>> want_parts;  // per page: both dimensions
       for (PageId p : pages) {
         std::uint32_t d = 0;
         const bool tracked = stack.Decompose(p, &d, parts, ng);
+        want_parts.push_back(parts[0]);
+        want_parts.back().insert(want_parts.back().end(), parts[1].begin(), parts[1].end());
         ASSERT_EQ(engine->DistanceByGroup(p, got), tracked) << "request " << r;
         if (!tracked) continue;
         std::uint32_t sum[2] = {0, 0};
@@ -438,6 +441,11 @@ TEST(GroupDecompositionTest, MatchesBruteForce) {
       engine->Process(pages, g, &out);
       // The setters reported in the outcome carry the same decomposition.
       ASSERT_EQ(out.group_distance.size(), out.decomposed.size() * 8);
+      for (std::size_t k = 0; k < out.decomposed.size(); ++k) {
+        ASSERT_EQ(std::vector<std::uint32_t>(out.group_distance.begin() + 8 * k, out.group_distance.begin() + 8 * (k + 1)),
+                  want_parts[out.decomposed[k]])
+            << "request " << r << " setter " << k;
+      }
       if (order == TouchOrder::kTailFirst) {
         for (auto it = pages.rbegin(); it != pages.rend(); ++it) stack.Touch(*it, g[0], g[1]);
       } else {
