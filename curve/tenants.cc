@@ -5,6 +5,8 @@
 #include <functional>
 #include <limits>
 
+#include "base/byte_io.h"
+
 namespace kvwatch::curve {
 
 std::string SanitizeLabel(std::string_view name) {
@@ -162,6 +164,65 @@ std::size_t TenantFolder::MemoryBytes() const {
   return bytes;
 }
 
+void TenantFolder::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod<std::uint32_t>(out, options_.top_k);
+  base::AppendPod<std::uint64_t>(out, observations_);
+  base::AppendPod<std::uint64_t>(out, since_refresh_);
+  auto put_string = [&](const std::string& text) {
+    base::AppendPod<std::uint32_t>(out, static_cast<std::uint32_t>(text.size()));
+    out->insert(out->end(), text.begin(), text.end());
+  };
+  for (std::uint32_t g = 0; g < options_.top_k; ++g) put_string(labels_[g]);
+  base::AppendPod<std::uint32_t>(out, static_cast<std::uint32_t>(entries_.size()));
+  for (const Entry& e : entries_) {
+    put_string(e.name);
+    base::AppendPod<std::uint64_t>(out, e.count);
+    base::AppendPod<std::uint64_t>(out, e.error);
+  }
+}
+
+bool TenantFolder::Deserialize(std::span<const std::uint8_t>* in) {
+  std::span<const std::uint8_t> at = *in;
+  std::uint32_t k = 0, n = 0;
+  std::uint64_t observations = 0, since = 0;
+  if (!base::ReadPod(&at, &k) || k != options_.top_k || !base::ReadPod(&at, &observations) ||
+      !base::ReadPod(&at, &since)) {
+    return false;
+  }
+  auto get_string = [&](std::string* text) {
+    std::uint32_t size = 0;
+    if (!base::ReadPod(&at, &size) || size > kMaxLabelBytes || at.size() < size) return false;
+    text->assign(reinterpret_cast<const char*>(at.data()), size);
+    at = at.subspan(size);
+    return true;
+  };
+  std::vector<std::string> labels(options_.top_k + 1);
+  labels[options_.top_k] = std::string(kOtherLabel);
+  for (std::uint32_t g = 0; g < options_.top_k; ++g) {
+    if (!get_string(&labels[g])) return false;
+  }
+  if (!base::ReadPod(&at, &n) || n > options_.table_size) return false;
+  std::vector<Entry> entries(n);
+  for (Entry& e : entries) {
+    if (!get_string(&e.name) || !base::ReadPod(&at, &e.count) || !base::ReadPod(&at, &e.error)) return false;
+  }
+  TenantFolder restored(options_);
+  restored.labels_ = std::move(labels);
+  for (std::uint32_t g = 0; g < options_.top_k; ++g) {
+    if (!restored.labels_[g].empty() && !restored.owners_.emplace(restored.labels_[g], g).second) return false;
+  }
+  for (Entry& e : entries) {
+    if (restored.index_.count(e.name) != 0) return false;
+    restored.Count(e.name, e.count);
+    restored.entries_[restored.index_[e.name]].error = e.error;
+  }
+  restored.observations_ = observations;
+  restored.since_refresh_ = since;
+  *this = std::move(restored);
+  *in = at;
+  return true;
+}
+
 // --- GroupCurves ----------------------------------------------------------------------
 
 std::uint32_t FootprintBucket(double bytes) {
@@ -263,6 +324,47 @@ void GroupCurves::Clear() {
   zero(isolated_hits_);
   zero(footprint_);
   zero(footprint_sum_);
+}
+
+void GroupCurves::Serialize(std::vector<std::uint8_t>* out) const {
+  auto put = [&](const auto& v) {
+    for (const auto& x : v) base::AppendPod(out, x);
+  };
+  for (std::uint32_t d = 0; d < 2; ++d) {
+    for (const BucketedCurve& c : shared_[d]) c.Serialize(out);
+    put(hits_[d]);
+    put(requests_[d]);
+    put(page_refs_[d]);
+    put(unlimited_[d]);
+    put(unattributed_[d]);
+    put(blame_[d]);
+  }
+  for (const BucketedCurve& c : isolated_) c.Serialize(out);
+  put(isolated_hits_);
+  put(footprint_);
+  put(footprint_sum_);
+}
+
+bool GroupCurves::Deserialize(std::span<const std::uint8_t>* in) {
+  auto get = [&](auto& v) {
+    for (auto& x : v) {
+      if (!base::ReadPod(in, &x)) return false;
+    }
+    return true;
+  };
+  for (std::uint32_t d = 0; d < 2; ++d) {
+    for (BucketedCurve& c : shared_[d]) {
+      if (!c.Deserialize(in)) return false;
+    }
+    if (!get(hits_[d]) || !get(requests_[d]) || !get(page_refs_[d]) || !get(unlimited_[d]) ||
+        !get(unattributed_[d]) || !get(blame_[d])) {
+      return false;
+    }
+  }
+  for (BucketedCurve& c : isolated_) {
+    if (!c.Deserialize(in)) return false;
+  }
+  return get(isolated_hits_) && get(footprint_) && get(footprint_sum_);
 }
 
 std::uint64_t GroupCurves::shared_hits(std::uint32_t d, std::uint32_t g, std::size_t c) const {

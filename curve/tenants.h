@@ -79,6 +79,17 @@
 //    projected peak footprint for its whole lifetime (what admission reserves):
 //    an upper bound of the KV it actually holds while decoding.
 //
+// The live agent's loop, per request (costs per call):
+//   t = tenant_folder.Observe(request.tenant, pages.size());   // O(log table_size)
+//   c = class_folder.Observe(ClassOf(request, pages, &classifier), pages.size());
+//   for (g : tenant_folder.changed()) tracker.ResetTenant(g), reset g's series;  then ClearChanged()
+//   engine.Process(pages, {t, c}, &outcome);  // engine built with GroupTracker::SharedEngineOptions
+//   const GroupRequest& r = tracker.Observe(t, c, request, pages, outcome);
+//   windows.Add(now, [&](GroupCurves& slice) { slice.Add(r); });  // SlidingWindows<GroupCurves>
+// and at scrape time windows.Window(i, GroupCurves(&layout)) (O(slices x groups^2 x capacities)).
+// Checkpoints: GroupCurves and TenantFolder have Serialize/Deserialize; the engine's
+// own Serialize keeps the page owners (magic KVWSDE02 with groups).
+//
 // Series count with the defaults (K = 8, 5 derived classes + up to 3 record
 // classes folded to at most 8 + "other"): 9 tenant groups and at most 9 class
 // groups per metric family; the evictor matrix has at most 9 x 9 series per
@@ -150,6 +161,12 @@ class TenantFolder {
   std::uint64_t observations() const { return observations_; }
   std::size_t distinct_tracked() const { return entries_.size(); }
   std::size_t MemoryBytes() const;
+
+  // Checkpoint encoding (appends / consumes): the counters, the slot owners and
+  // the refresh clock; false (folder unchanged) when malformed or laid out for
+  // another K.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
   struct Entry {
@@ -225,6 +242,9 @@ class GroupCurves {
   void Add(const GroupRequest& request);
   void Merge(const GroupCurves& other);
   void Clear();
+  // Checkpoint encoding (appends / consumes) for the same layout; false when malformed.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
   const GroupLayout& layout() const { return *layout_; }
   // dimension 0: tenant groups; 1: class groups.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "curve/curve_accumulator.h"
+#include "curve/sliding_windows.h"
 
 namespace kvwatch::curve {
 namespace {
@@ -590,6 +591,79 @@ TEST(GroupCurvesTest, FootprintPerClassAndWindowMerge) {
   EXPECT_EQ(sum.requests(1, 1), 2u);
   sum.Clear();
   EXPECT_EQ(sum.requests(1, 1), 0u);
+}
+
+// GroupCurves as a SlidingWindows slice (as WindowedCurves uses BucketedCurve), and
+// the checkpoint encodings of GroupCurves and TenantFolder.
+TEST(GroupCurvesTest, WindowsAndCheckpoints) {
+  const auto trace = RandomTrace(9, 300, 4);
+  const std::vector<std::uint64_t> bounds = LogBucketBounds(256, 4);
+  TenantFolder folder({.top_k = 2, .table_size = 16, .refresh_every = 50});
+  GroupLayout layout;
+  layout.tenant_groups = folder.groups();
+  layout.class_groups = 1;
+  layout.bounds = &bounds;
+  layout.capacities = {4, 16, 64};
+  layout.isolated = true;
+  StackDistanceEngine shared(GroupTracker::SharedEngineOptions({}, layout));
+  GroupTracker tracker(&layout);
+  SlidingWindows<GroupCurves> windows({60.0, 3600.0}, GroupCurves(&layout));
+  GroupCurves whole(&layout);
+  RequestOutcome out;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const std::uint32_t g = folder.Observe(trace[i].tenant, trace[i].pages.size());
+    for (std::uint32_t changed : folder.changed()) tracker.ResetTenant(changed);
+    folder.ClearChanged();
+    const std::uint8_t tags[2] = {static_cast<std::uint8_t>(g), 0};
+    shared.Process(trace[i].pages, tags, &out);
+    const GroupRequest& r = tracker.Observe(g, 0, Request{}, trace[i].pages, out);
+    windows.Add(static_cast<double>(i), [&](GroupCurves& slice) { slice.Add(r); });
+    whole.Add(r);
+  }
+  // The hour window holds everything; the minute window only the last minute.
+  const GroupCurves hour = windows.Window(1, GroupCurves(&layout));
+  const GroupCurves minute = windows.Window(0, GroupCurves(&layout));
+  std::uint64_t hour_refs = 0, minute_requests = 0;
+  for (std::uint32_t g = 0; g < layout.tenant_groups; ++g) {
+    EXPECT_EQ(hour.shared_hits(0, g, 1), whole.shared_hits(0, g, 1));
+    EXPECT_NEAR(hour.evicted_by(0, 2, g, 0), whole.evicted_by(0, 2, g, 0), 1e-9);  // summed in another order
+    EXPECT_EQ(hour.shared(0, g).hits(), whole.shared(0, g).hits());
+    hour_refs += hour.page_refs(0, g);
+    minute_requests += minute.requests(0, g);
+  }
+  EXPECT_GT(hour_refs, 0u);
+  EXPECT_GE(minute_requests, 59u);
+  EXPECT_LE(minute_requests, 60u);
+
+  std::vector<std::uint8_t> bytes;
+  whole.Serialize(&bytes);
+  folder.Serialize(&bytes);
+  GroupCurves restored(&layout);
+  TenantFolder restored_folder({.top_k = 2, .table_size = 16, .refresh_every = 50});
+  std::span<const std::uint8_t> in(bytes);
+  ASSERT_TRUE(restored.Deserialize(&in));
+  ASSERT_TRUE(restored_folder.Deserialize(&in));
+  EXPECT_TRUE(in.empty());
+  for (std::uint32_t g = 0; g < layout.tenant_groups; ++g) {
+    for (std::size_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(restored.capacity_misses(0, g, c), whole.capacity_misses(0, g, c));
+      EXPECT_EQ(restored.lost_hits(g, c), whole.lost_hits(g, c));
+      for (std::uint32_t e = 0; e < layout.tenant_groups; ++e) {
+        EXPECT_EQ(restored.evicted_by(0, c, g, e), whole.evicted_by(0, c, g, e));
+      }
+    }
+    EXPECT_EQ(restored.isolated(g).required(), whole.isolated(g).required());
+    EXPECT_EQ(restored_folder.label(g), folder.label(g));
+  }
+  for (int t = 0; t < 4; ++t) {
+    const std::string name = "tenant-" + std::to_string(t);
+    EXPECT_EQ(restored_folder.GroupOf(name), folder.GroupOf(name));
+    EXPECT_EQ(restored_folder.Volume(name), folder.Volume(name));
+  }
+  EXPECT_EQ(restored_folder.observations(), folder.observations());
+  std::span<const std::uint8_t> truncated(bytes.data(), bytes.size() / 2);
+  GroupCurves broken(&layout);
+  EXPECT_FALSE(broken.Deserialize(&truncated) && restored_folder.Deserialize(&truncated));
 }
 
 }  // namespace
