@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent.h"
-#include "agent/alert_runner.h"
-#include "agent/notifier.h"
+#include "agent/runtime/agent.h"
+#include "agent/runtime/alert_runner.h"
+#include "agent/runtime/notifier.h"
 #include "alerts/format.h"
 #include "collectors/exposition_parser.h"
 #include "collectors/synth.h"

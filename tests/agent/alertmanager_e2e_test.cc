@@ -50,7 +50,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/notifier.h"
+#include "agent/runtime/notifier.h"
 #include "tests/agent/testing_agent.h"
 #include "tests/agent/testing_process.h"
 

@@ -2,7 +2,7 @@
 // 127.0.0.1 (port 0 only). Certificates and bcrypt hashes are made at run time:
 // a CA, a server certificate and client certificates with the OpenSSL C API,
 // hashes with libcrypt.
-#include "agent/http_server.h"
+#include "agent/web/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/basic_auth.h"
+#include "agent/web/basic_auth.h"
 #include "config/web_config.h"
 
 namespace kvwatch::agent {

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/runtime/agent.h"
 #include "alerts/knee_shift.h"
 #include "collectors/synth.h"
 #include "collectors/trace_reader.h"

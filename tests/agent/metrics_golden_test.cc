@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "agent/agent.h"
+#include "agent/runtime/agent.h"
 #include "collectors/synth.h"
 
 namespace kvwatch::agent {

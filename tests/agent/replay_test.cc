@@ -1,7 +1,7 @@
 // `kvwatch replay`: the command-line contract (section 7 of the curve semantics),
 // its errors, and its numbers on the real Mooncake traces against an independent
 // computation.
-#include "agent/replay_command.h"
+#include "agent/cli/replay_command.h"
 
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>

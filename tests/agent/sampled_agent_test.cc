@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/runtime/agent.h"
 #include "collectors/exposition_parser.h"
 #include "collectors/trace_reader.h"
 #include "tests/agent/testing_process.h"

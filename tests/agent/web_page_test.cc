@@ -8,7 +8,7 @@
 //
 // The browser tests skip when /usr/bin/chromium is absent. Set
 // KVWATCH_WEB_PAGE_SCREENSHOTS=<existing dir> to keep a screenshot of every page.
-#include "agent/web_page.h"
+#include "agent/web/web_page.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -32,9 +32,10 @@
 #include <utility>
 #include <vector>
 
-#include "agent/json_writer.h"
-#include "agent/replay_command.h"
-#include "agent/replay_result.h"
+#include "agent/web/api_json.h"
+#include "agent/web/json_writer.h"
+#include "agent/cli/replay_command.h"
+#include "agent/cli/replay_result.h"
 #include "collectors/synth.h"
 #include "curve/report.h"
 

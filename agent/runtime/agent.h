@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/alert_runner.h"
+#include "agent/runtime/alert_runner.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
-#include "agent/http_server.h"
+#include "agent/web/http_server.h"
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
 #include "curve/policy_canaries.h"

@@ -1,44 +1,15 @@
-#include "agent/replay_result.h"
+#include "agent/cli/replay_result.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "agent/json_writer.h"
+#include "agent/web/api_json.h"
+#include "agent/web/json_writer.h"
+#include "agent/web/text_format.h"
 
 namespace kvwatch::agent {
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
-// 1234567 -> "1,234,567"; non-integers keep one decimal.
-std::string Grouped(double v) {
-  if (!std::isfinite(v)) return "-";
-  const bool integral = v == std::floor(v);
-  std::string digits = Fixed(std::floor(std::fabs(v)), 0);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  if (!integral) out += Fixed(std::fabs(v) - std::floor(std::fabs(v)), 1).substr(1);
-  return v < 0 ? "-" + out : out;
-}
-
-std::string Pad(const std::string& s, std::size_t width, bool left) {
-  if (s.size() >= width) return s;
-  return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
-}
-
-std::string FractionLabel(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", f);
-  return buf;
-}
 
 namespace {
 
@@ -54,94 +25,7 @@ std::string HumanFlops(double f) {
 
 }  // namespace
 
-void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p) {
-  w.BeginObject();
-  w.Key("capacity_pages");
-  w.Uint(p.capacity_pages);
-  w.Key("page_hits");
-  w.Number(p.page_hits);
-  w.Key("page_hit_ratio");
-  w.Number(p.page_hit_ratio);
-  w.Key("request_coverage");
-  w.Number(p.request_coverage);
-  w.Key("reused_tokens");
-  w.Number(p.reused_tokens);
-  if (p.capacity_bytes) {
-    w.Key("capacity_bytes");
-    w.Number(*p.capacity_bytes);
-  }
-  if (p.avoided_prefill_flops) {
-    w.Key("avoided_prefill_flops");
-    w.Number(*p.avoided_prefill_flops);
-  }
-  if (p.avoided_prefill_seconds) {
-    w.Key("avoided_prefill_seconds");
-    w.Number(*p.avoided_prefill_seconds);
-  }
-  w.EndObject();
-}
 
-void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r) {
-  w.Key("requests");
-  w.Uint(r.requests);
-  w.Key("page_refs");
-  w.Number(r.page_refs);
-  w.Key("unlimited_page_hits");
-  w.Number(r.unlimited_page_hits);
-  w.Key("unlimited_page_hit_ratio");
-  w.Number(r.unlimited_page_hit_ratio);
-  w.Key("cold_misses");
-  w.Number(r.cold_misses);
-  w.Key("beyond_tracked");
-  w.Number(r.beyond_tracked);
-  w.Key("max_capacity_pages");
-  w.Uint(r.max_capacity);
-  w.Key("points");
-  w.BeginArray();
-  for (const auto& p : r.points) WriteCurvePoint(w, p);
-  w.EndArray();
-  w.Key("working_set");
-  w.BeginArray();
-  for (const auto& e : r.working_set) {
-    w.BeginObject();
-    w.Key("target");
-    w.String(e.target);
-    w.Key("fraction");
-    w.Number(e.fraction);
-    w.Key("capacity_pages");
-    w.Optional(e.capacity_pages);
-    w.Key("bytes");
-    w.Optional(e.bytes);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("knee");
-  w.BeginObject();
-  w.Key("capacity_pages");
-  if (r.knee) {
-    w.Uint(r.knee->capacity_pages);
-    w.Key("page_hit_ratio");
-    w.Number(r.knee->page_hit_ratio);
-    w.Key("at_saturation");
-    w.Bool(r.knee->at_saturation);
-  } else {
-    w.Null();
-  }
-  w.Key("bytes");
-  w.Optional(r.knee_bytes);
-  w.EndObject();
-}
-
-std::string HumanBytes(double bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (std::fabs(bytes) >= 1024 && u < 6) {
-    bytes /= 1024;
-    ++u;
-  }
-  if (u == 0) return Fixed(bytes, 0) + " B";
-  return Fixed(bytes, bytes < 10 ? 2 : (bytes < 100 ? 1 : 0)) + " " + kUnits[u];
-}
 
 std::string FormatJson(const ReplayResult& r) {
   JsonWriter w;
@@ -256,52 +140,6 @@ std::string FormatJson(const ReplayResult& r) {
   return out;
 }
 
-std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& c) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("window");
-  w.String(c.window);
-  w.Key("window_seconds");
-  w.Number(c.window_seconds);
-  w.Key("replica");
-  w.String(c.replica);
-  WriteCurveReportFields(w, r);
-  w.Key("plot");
-  w.BeginArray();
-  for (const auto& p : r.plot) WriteCurvePoint(w, p);
-  w.EndArray();
-  w.Key("capacity_pages_configured");
-  w.BeginArray();
-  for (std::uint64_t cap : c.capacities) w.Uint(cap);
-  w.EndArray();
-  w.Key("tracked_pages");
-  w.Uint(c.tracked_pages);
-  w.Key("bucket_relative_error");
-  w.Number(c.bucket_relative_error);
-  if (!c.policies.empty()) {
-    w.Key("policies");
-    w.BeginArray();
-    for (const CurveApiContext::Canary& k : c.policies) {
-      w.BeginObject();
-      w.Key("policy");
-      w.String(k.policy);
-      w.Key("capacity_pages");
-      w.Uint(k.capacity_pages);
-      w.Key("page_hit_ratio");
-      w.Number(k.page_hit_ratio);
-      w.Key("request_coverage");
-      w.Optional(k.request_coverage);
-      w.Key("gain");
-      w.Number(k.gain);
-      w.Key("engine_policy");
-      w.Bool(k.engine);
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  w.EndObject();
-  return w.Take();
-}
 
 std::string FormatCsv(const ReplayResult& r) {
   // One row per (tenant, capacity); tenant "" is the whole trace.

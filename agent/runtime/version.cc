@@ -1,4 +1,4 @@
-#include "agent/version.h"
+#include "agent/runtime/version.h"
 
 namespace kvwatch {
 

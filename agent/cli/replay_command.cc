@@ -1,4 +1,4 @@
-#include "agent/replay_command.h"
+#include "agent/cli/replay_command.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/progress.h"
+#include "agent/cli/progress.h"
 #include "collectors/trace_reader.h"
 #include "config/model_config.h"
 

@@ -1,10 +1,10 @@
-#include "agent/web_page.h"
+#include "agent/web/web_page.h"
 
 #include <algorithm>
 #include <string_view>
 #include <utility>
 
-#include "agent/json_writer.h"
+#include "agent/web/json_writer.h"
 
 namespace kvwatch::agent {
 namespace {

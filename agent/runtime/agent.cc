@@ -1,4 +1,4 @@
-#include "agent/agent.h"
+#include "agent/runtime/agent.h"
 
 // Boost 1.74 Asio with g++ 12 in C++20 needs <utility> first (dependencies.md).
 #include <utility>
@@ -18,11 +18,12 @@
 #include <iomanip>
 #include <sstream>
 
-#include "agent/json_writer.h"
-#include "agent/metrics.h"
-#include "agent/replay_result.h"
-#include "agent/version.h"
-#include "agent/web_page.h"
+#include "agent/runtime/metrics.h"
+#include "agent/runtime/version.h"
+#include "agent/web/api_json.h"
+#include "agent/web/json_writer.h"
+#include "agent/web/text_format.h"
+#include "agent/web/web_page.h"
 #include "base/byte_io.h"
 
 namespace kvwatch::agent {

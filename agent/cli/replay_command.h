@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/replay_policies.h"
-#include "agent/replay_result.h"
+#include "agent/cli/replay_policies.h"
+#include "agent/cli/replay_result.h"
 #include "curve/curve_accumulator.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"

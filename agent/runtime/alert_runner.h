@@ -34,8 +34,8 @@
 
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
-#include "agent/metrics.h"
-#include "agent/notifier.h"
+#include "agent/runtime/metrics.h"
+#include "agent/runtime/notifier.h"
 #include "alerts/alerter.h"
 #include "collectors/collector.h"
 #include "config/agent_config.h"

@@ -1,4 +1,4 @@
-#include "agent/http_server.h"
+#include "agent/web/http_server.h"
 
 #include <httplib.h>
 #include <netdb.h>
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "agent/basic_auth.h"
+#include "agent/web/basic_auth.h"
 
 namespace kvwatch::agent {
 namespace {

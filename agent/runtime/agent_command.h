@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "agent/agent.h"
+#include "agent/runtime/agent.h"
 #include "config/agent_config.h"
 
 namespace kvwatch::agent {

@@ -1,11 +1,11 @@
-#include "agent/alert_runner.h"
+#include "agent/runtime/alert_runner.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <utility>
 
-#include "agent/json_writer.h"
+#include "agent/web/json_writer.h"
 #include "alerts/format.h"
 
 namespace kvwatch::agent {

@@ -1,4 +1,4 @@
-#include "agent/basic_auth.h"
+#include "agent/web/basic_auth.h"
 
 #include <crypt.h>
 #include <openssl/crypto.h>

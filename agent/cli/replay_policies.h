@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/json_writer.h"
+#include "agent/web/json_writer.h"
 #include "curve/curve_accumulator.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"

@@ -1,4 +1,4 @@
-#include "agent/agent_command.h"
+#include "agent/runtime/agent_command.h"
 
 #include <algorithm>
 #include <chrono>

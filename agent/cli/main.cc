@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <string>
 
-#include "agent/agent_command.h"
-#include "agent/replay_command.h"
-#include "agent/synth_command.h"
-#include "agent/version.h"
+#include "agent/runtime/agent_command.h"
+#include "agent/cli/replay_command.h"
+#include "agent/cli/synth_command.h"
+#include "agent/runtime/version.h"
 #include "config/agent_config.h"
 #include "curve/sizing.h"
 

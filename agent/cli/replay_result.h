@@ -11,8 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "agent/json_writer.h"
-#include "agent/replay_policies.h"
+#include "agent/web/json_writer.h"
+#include "agent/web/text_format.h"
+#include "agent/cli/replay_policies.h"
 #include "curve/report.h"
 #include "curve/tiers.h"
 
@@ -66,33 +67,6 @@ struct ReplayResult {
 };
 
 std::string FormatJson(const ReplayResult& r);
-// The fields every curve report has (requests ... knee), into the object being
-// written; shared by the replay output and the agent's /api/v1/curve.
-void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r);
-// One curve point as a JSON object.
-void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p);
-
-// The agent's GET /api/v1/curve answer for one window: the replay contract's
-// fields, plus the window, the `plot` series and the configured capacities.
-struct CurveApiContext {
-  std::string window;  // as configured: "5m"
-  double window_seconds = 0;
-  std::string replica;
-  std::vector<std::uint64_t> capacities;  // curve.capacities
-  std::uint64_t tracked_pages = 0;
-  double bucket_relative_error = 0;
-  // The live policy canaries over this window (curve.policies); empty without.
-  struct Canary {
-    std::string policy;
-    std::uint64_t capacity_pages = 0;
-    double page_hit_ratio = 0;
-    std::optional<double> request_coverage;  // nullopt when the engine samples
-    double gain = 0;  // page hit ratio minus the engine policy's
-    bool engine = false;  // this is curve.engine_policy
-  };
-  std::vector<Canary> policies;
-};
-std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& context);
 std::string FormatCsv(const ReplayResult& r);
 std::string FormatTable(const ReplayResult& r);
 // An SVG plot of page hit ratio and request coverage against capacity (log axis),
@@ -100,15 +74,6 @@ std::string FormatTable(const ReplayResult& r);
 // (page-hit fractions) marked.
 std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets);
 
-// Number formatting shared by the tables: fixed digits; 1234567 -> "1,234,567"
-// (non-integers keep one decimal); right- (or left-) padded to a width; 0.95 -> "0.95".
-std::string Fixed(double v, int digits);
-std::string Grouped(double v);
-std::string Pad(const std::string& s, std::size_t width, bool left = false);
-std::string FractionLabel(double f);
-
-// "1.50 GiB", "512 B": binary units, three significant digits.
-std::string HumanBytes(double bytes);
 
 }  // namespace kvwatch::agent
 

@@ -1,4 +1,4 @@
-#include "agent/notifier.h"
+#include "agent/runtime/notifier.h"
 
 #include <httplib.h>
 
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "agent/version.h"
+#include "agent/runtime/version.h"
 #include "alerts/format.h"
 #include "base/mutex.h"
 

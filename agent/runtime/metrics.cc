@@ -1,4 +1,4 @@
-#include "agent/metrics.h"
+#include "agent/runtime/metrics.h"
 
 #include <dirent.h>
 #include <prometheus/text_serializer.h>

@@ -1,4 +1,4 @@
-#include "agent/synth_command.h"
+#include "agent/cli/synth_command.h"
 
 #include <cstdio>
 #include <memory>

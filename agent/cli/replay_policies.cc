@@ -1,4 +1,4 @@
-#include "agent/replay_policies.h"
+#include "agent/cli/replay_policies.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/replay_result.h"
+#include "agent/cli/replay_result.h"
 
 namespace kvwatch::agent {
 

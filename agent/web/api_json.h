@@ -1,0 +1,48 @@
+// The JSON of the agent's live API (GET /api/v1/curve) and the curve-report
+// fields it shares with `kvwatch replay --format json`. The field names follow the
+// contract of ../shared/docs/curve-semantics.md section 7: fields may be added,
+// none renamed. Pure functions: no I/O, no state.
+#ifndef KVWATCH_AGENT_WEB_API_JSON_H_
+#define KVWATCH_AGENT_WEB_API_JSON_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/web/json_writer.h"
+#include "curve/report.h"
+
+namespace kvwatch::agent {
+
+// The fields every curve report has (requests ... knee), into the object being
+// written; shared by the replay output and the agent's /api/v1/curve.
+void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r);
+// One curve point as a JSON object.
+void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p);
+
+// The agent's GET /api/v1/curve answer for one window: the replay contract's
+// fields, plus the window, the `plot` series and the configured capacities.
+struct CurveApiContext {
+  std::string window;  // as configured: "5m"
+  double window_seconds = 0;
+  std::string replica;
+  std::vector<std::uint64_t> capacities;  // curve.capacities
+  std::uint64_t tracked_pages = 0;
+  double bucket_relative_error = 0;
+  // The live policy canaries over this window (curve.policies); empty without.
+  struct Canary {
+    std::string policy;
+    std::uint64_t capacity_pages = 0;
+    double page_hit_ratio = 0;
+    std::optional<double> request_coverage;  // nullopt when the engine samples
+    double gain = 0;  // page hit ratio minus the engine policy's
+    bool engine = false;  // this is curve.engine_policy
+  };
+  std::vector<Canary> policies;
+};
+std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& context);
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_WEB_API_JSON_H_

@@ -1,0 +1,23 @@
+// Number formatting shared by the replay tables, the agent's metric labels and
+// the web page's API: plain functions, no state.
+#ifndef KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
+#define KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
+
+#include <cstddef>
+#include <string>
+
+namespace kvwatch::agent {
+
+// Number formatting shared by the tables: fixed digits; 1234567 -> "1,234,567"
+// (non-integers keep one decimal); right- (or left-) padded to a width; 0.95 -> "0.95".
+std::string Fixed(double v, int digits);
+std::string Grouped(double v);
+std::string Pad(const std::string& s, std::size_t width, bool left = false);
+std::string FractionLabel(double f);
+
+// "1.50 GiB", "512 B": binary units, three significant digits.
+std::string HumanBytes(double bytes);
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
