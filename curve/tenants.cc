@@ -14,7 +14,7 @@ std::string SanitizeLabel(std::string_view name) {
   std::string out(name.substr(0, kMaxLabelBytes));
   for (char& c : out) {
     const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == ':' || c == '-';
+                    c == '.' || c == ':' || c == '-' || c == '+';
     if (!ok) c = '_';
   }
   if (out == kOtherLabel) out = "_other";

@@ -120,7 +120,7 @@ namespace kvwatch::curve {
 inline constexpr std::size_t kMaxLabelBytes = 64;
 inline constexpr std::string_view kOtherLabel = "other";
 
-// Characters outside [A-Za-z0-9_.:-] become '_', the result is cut to
+// Characters outside [A-Za-z0-9_.:+-] become '_', the result is cut to
 // kMaxLabelBytes bytes, "" becomes "none" and "other" becomes "_other".
 std::string SanitizeLabel(std::string_view name);
 

@@ -409,8 +409,8 @@ void Replayer::AddGroups(const curve::Request& request, std::span<const curve::P
   AddOutcome(request, pages, tenant);
   const curve::GroupRequest& gr = g.tracker->Observe(tenant_group, class_group, request, pages, outcome_);
   g.curves->Add(gr);
-  // Class rows by the same sanitized names as the interference tables ("turn9+"
-  // is "turn9_"), folded only there.
+  // Class rows by the same sanitized names as the interference tables, folded
+  // only there.
   auto it = g.class_acc.find(cls);
   if (it == g.class_acc.end()) it = g.class_acc.find(curve::SanitizeLabel(cls));
   if (it == g.class_acc.end()) {

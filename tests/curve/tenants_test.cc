@@ -487,6 +487,7 @@ TEST(TenantFolderTest, SanitizesAndBoundsLabels) {
   EXPECT_EQ(SanitizeLabel(""), "none");
   EXPECT_EQ(SanitizeLabel("acme corp/α"), "acme_corp___");
   EXPECT_EQ(SanitizeLabel("a.b:c-d_e9"), "a.b:c-d_e9");
+  EXPECT_EQ(SanitizeLabel("turn9+"), "turn9+");  // the built-in classes read as they are
   EXPECT_EQ(SanitizeLabel("other"), "_other");
   EXPECT_EQ(SanitizeLabel(std::string(200, 'x')).size(), kMaxLabelBytes);
 }
