@@ -73,6 +73,10 @@ struct AlerterOptions {
   // The baseline window the short one is compared against. Default: 24h.
   std::chrono::seconds baseline_window{24 * 3600};
 
+  // How often the owner evaluates (alerts.evaluation_interval): the Alerter reads
+  // no clock, the agent's loop calls Evaluate this often. > 0. Default: 15s.
+  std::chrono::milliseconds evaluation_interval{15000};
+
   // -------------------
   // Detectors (see each header for the meaning of the value)
 

@@ -8,6 +8,17 @@
 
 namespace kvwatch::alerts {
 
+std::string_view WorkingSetTargetName(WorkingSetTarget target) {
+  for (const auto& spelling : kWorkingSetTargetSpellings) {
+    if (spelling.value == target) return spelling.name;
+  }
+  return "?";
+}
+
+std::string WorkingSetSpec::Text() const {
+  return std::string(WorkingSetTargetName(target)) + " " + FormatNumber(fraction);
+}
+
 base::Status CapacityShortfallOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   return FirstError({

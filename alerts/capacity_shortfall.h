@@ -24,11 +24,36 @@
 
 #include "alerts/detector.h"
 #include "alerts/rule.h"
+#include "base/source_kinds.h"
 #include "base/status.h"
 
 namespace kvwatch::alerts {
 
 inline constexpr std::string_view kCapacityShortfallAlertName = "KVWatchWorkingSetOverCapacity";
+
+// The working set the detector compares with the capacity: the smallest cache
+// reaching `fraction` of the unlimited page hits (kPageHit) or of the requests
+// (kRequestCoverage). The agent measures it (alerts.over_capacity.target and
+// .fraction); the detector only reads the number and names the target.
+enum class WorkingSetTarget { kPageHit, kRequestCoverage };
+// Its spellings in the config and in annotations; the first of each value is its name.
+inline constexpr base::Spelling<WorkingSetTarget> kWorkingSetTargetSpellings[] = {
+    {"page_hit", WorkingSetTarget::kPageHit},
+    {"request_coverage", WorkingSetTarget::kRequestCoverage},
+};
+std::string_view WorkingSetTargetName(WorkingSetTarget target);  // "page_hit", "request_coverage"
+
+struct WorkingSetSpec {
+  // Default: page_hit.
+  WorkingSetTarget target = WorkingSetTarget::kPageHit;
+  // In (0, 1]. Default: 0.95.
+  double fraction = 0.95;
+
+  // "page_hit 0.95": the target in words, for annotations.
+  std::string Text() const;
+
+  bool operator==(const WorkingSetSpec&) const = default;
+};
 
 struct CapacityShortfallOptions {
   // Whether the Alerter evaluates this detector. Default: true.
@@ -41,6 +66,8 @@ struct CapacityShortfallOptions {
   double min_short_window_requests = 500;
   // Severity, `for` (default 15m) and keep_firing_for (default 0).
   RuleOptions rule;
+  // The working set compared (measured by the caller). Default: page_hit 0.95.
+  WorkingSetSpec working_set;
 
   base::Status Validate(std::string_view prefix) const;
 

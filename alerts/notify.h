@@ -42,6 +42,10 @@ struct NotifyOptions {
   // How long a resolved alert keeps being re-sent; >= 5m. Default: 15m (Prometheus'
   // resolvedRetention).
   std::chrono::seconds resolved_retention{15 * 60};
+  // Connection, read and write timeout of each notification request
+  // (alerts.timeout). Sending is the agent's (agent/runtime/notifier.h); > 0.
+  // Default: 10s.
+  std::chrono::milliseconds request_timeout{10000};
   // generatorURL of every alert (a link back to the agent); empty: omitted. Default: "".
   std::string generator_url;
 

@@ -30,6 +30,17 @@ inline constexpr Spelling<TimestampUnit> kTimestampUnitSpellings[] = {
     {"seconds", TimestampUnit::kSeconds},
 };
 
+// Where a tailed file starts when first seen without a checkpoint
+// (collectors/file_tailer.h; collectors.trace_files[].start_at).
+enum class TailStartPosition {
+  kEnd,        // skip what the file holds when first seen (fluent-bit's default)
+  kBeginning,  // read it all
+};
+inline constexpr Spelling<TailStartPosition> kTailStartPositionSpellings[] = {
+    {"end", TailStartPosition::kEnd},
+    {"beginning", TailStartPosition::kBeginning},
+};
+
 // Which serving engine wrote a log file (collectors/engine_log_collector.h); kAuto
 // recognizes each line's engine.
 enum class EngineLogKind { kAuto, kVllm, kSglang };

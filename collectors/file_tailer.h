@@ -116,6 +116,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/source_kinds.h"
 #include "base/status.h"
 #include "collectors/file_watch.h"
 
@@ -126,10 +127,7 @@ struct Candidate;
 struct FilePosition;
 }  // namespace tail
 
-enum class TailStartPosition {
-  kEnd,        // skip what the file holds when first seen (fluent-bit's default)
-  kBeginning,  // read it all
-};
+using TailStartPosition = base::TailStartPosition;  // base/source_kinds.h, shared with config/
 
 struct FileTailerOptions {
   // Paths or glob(3) patterns (*, ?, [...]; no "**", no "~"). Each string is

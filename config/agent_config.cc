@@ -168,9 +168,7 @@ curve::EngineOptions ToEngineOptions(const EngineSettings& engine) {
 }
 
 AgentConfig DefaultAgentConfig() {
-  AgentConfig config;
-  config.engine.remembered_evictions = config.engine.max_pages;
-  return config;
+  return AgentConfig{};
 }
 
 Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_view source_name) {
@@ -191,9 +189,6 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
 
 std::string_view StartAtName(StartAt start_at) { return internal::ChoiceName(internal::kStartAts, start_at); }
 
-std::string_view WorkingSetTargetName(WorkingSetTarget target) {
-  return internal::ChoiceName(internal::kWorkingSetTargets, target);
-}
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {
   return internal::ChoiceName(base::kEngineLogKindSpellings, engine);

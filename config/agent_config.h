@@ -47,6 +47,7 @@
 #ifndef KVWATCH_CONFIG_AGENT_CONFIG_H_
 #define KVWATCH_CONFIG_AGENT_CONFIG_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -57,6 +58,8 @@
 #include "alerts/alerter.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "curve/policy_replay.h"
+#include "curve/report.h"
 #include "curve/stack_distance.h"
 
 namespace kvwatch::config {
@@ -104,18 +107,22 @@ std::string ConfigReferenceMarkdown();
 
 // ------------------------------------------------------------------ The config
 // Each field documents its YAML key; defaults are the member initializers and
-// match the table (tested).
+// match the table (tested). Where a component's options struct that config/ may
+// include (curve/, alerts/, base/) has the same default, the initializer reads it
+// from there ("= curve::EngineOptions{}.touch_order"), and the agent's options
+// (agent/runtime/agent.h) read theirs from here: each default is written once.
 
 struct EngineSettings {
   // engine.max_pages: distinct pages tracked (the largest capacity of interest), 1..2^31.
   std::uint32_t max_pages = 1u << 20;
   // engine.touch_order: "tail-first" | "head-first".
-  curve::TouchOrder touch_order = curve::TouchOrder::kTailFirst;
+  curve::TouchOrder touch_order = curve::EngineOptions{}.touch_order;
   // engine.coverage_share: share s in (0, 1] of a request's reusable pages that
   // counts as "covered".
   double coverage_share = 1.0;
-  // engine.remembered_evictions: 0 = unlimited. Default: max_pages (resolved by the parser).
-  std::uint64_t remembered_evictions = 1u << 20;
+  // engine.remembered_evictions: 0 = unlimited. Default: max_pages (the parser
+  // resolves it again when only max_pages is written).
+  std::uint64_t remembered_evictions = max_pages;
   // engine.sample_rate: SHARDS spatial sampling rate in (0, 1]; 1 = exact.
   double sample_rate = 1.0;
   // engine.sample_max_pages: fixed-size sampling bound on sampled pages; 0 = off.
@@ -146,7 +153,7 @@ struct CurveSettings {
   // curve.capacities: cache sizes in pages, each 1..engine.max_pages, sorted, distinct.
   std::vector<std::uint64_t> capacities;
   // curve.knee_sensitivity: Kneedle's S, > 0.
-  double knee_sensitivity = 1.0;
+  double knee_sensitivity = curve::ReportOptions{}.knee_sensitivity;
   // curve.knee_window_min_requests: below this many requests in a window, no knee.
   std::uint64_t knee_window_min_requests = 100;
   // curve.policies: eviction policies run as canaries at curve.capacities (names of
@@ -155,7 +162,7 @@ struct CurveSettings {
   // curve.engine_policy: the policy the engine runs; the gain gauges compare with it.
   std::string engine_policy = "lru";
   // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, > 0.
-  double decode_tokens_per_second = 50;
+  double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
   std::string policy_priorities;
 
@@ -175,6 +182,11 @@ struct StateSettings {
   std::string path;              // state.path: empty = no persistence
   double interval_seconds = 60;  // state.interval, > 0
 
+  // interval_seconds in whole milliseconds (truncated): the agent's save period.
+  std::chrono::milliseconds SaveInterval() const {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(interval_seconds * 1000));
+  }
+
   bool operator==(const StateSettings&) const = default;
 };
 
@@ -193,7 +205,8 @@ struct SynthSettings {
   bool operator==(const SynthSettings&) const = default;
 };
 
-enum class StartAt { kEnd, kBeginning };
+// collectors.trace_files[].start_at: the tailer's own enum (base/source_kinds.h).
+using StartAt = base::TailStartPosition;
 
 // collectors.trace_files[]: JSON Lines request traces tailed from files.
 struct TraceFileSettings {
@@ -256,7 +269,8 @@ struct CollectorSettings {
   bool operator==(const CollectorSettings&) const = default;
 };
 
-enum class WorkingSetTarget { kPageHit, kRequestCoverage };
+// alerts.over_capacity.target: alerts/'s (alerts/capacity_shortfall.h).
+using WorkingSetTarget = alerts::WorkingSetTarget;
 
 // alerts.*. The detectors, the alert windows and the re-send interval are parsed
 // straight into the alerter's own options (alerts::AlerterOptions): their defaults
@@ -265,8 +279,10 @@ enum class WorkingSetTarget { kPageHit, kRequestCoverage };
 //   alerts.resend_interval                  alerter.notify.resend_interval (whole
 //                                           seconds, rounded up, >= 1)
 //   alerts.knee_shift.*                     alerter.knee_shift
+//   alerts.evaluation_interval              alerter.evaluation_interval
+//   alerts.timeout                          alerter.notify.request_timeout
 //   alerts.over_capacity.*                  alerter.capacity_shortfall (target and
-//                                           fraction: below)
+//                                           fraction: its working_set)
 //   alerts.rate_shift.*                     alerter.eviction_rate_shift, and the same
 //                                           values in rejection_ and preemption_rate_shift
 //                                           (each keeps its own rate floor)
@@ -282,12 +298,6 @@ struct AlertSettings {
   bool enabled = true;
   std::vector<std::string> alertmanagers;   // base URLs, http:// or https://
   std::vector<std::string> webhooks;        // URLs, http:// or https://
-  double evaluation_interval_seconds = 15;  // evaluation_interval, > 0
-  double timeout_seconds = 10;              // timeout: per HTTP request, > 0
-  // alerts.over_capacity.target and .fraction: the working set the over-capacity
-  // detector compares with the capacity.
-  WorkingSetTarget over_capacity_target = WorkingSetTarget::kPageHit;
-  double over_capacity_fraction = 0.95;  // in (0, 1]
   alerts::AlerterOptions alerter;
 
   bool operator==(const AlertSettings&) const = default;
@@ -330,7 +340,7 @@ base::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
 // Spellings used in the file.
 std::string_view StartAtName(StartAt start_at);
 std::string_view EngineLogKindName(base::EngineLogKind engine);  // "auto", "vllm", "sglang"
-std::string_view WorkingSetTargetName(WorkingSetTarget target);  // "page_hit", "request_coverage"
+using alerts::WorkingSetTargetName;  // "page_hit", "request_coverage"
 
 }  // namespace kvwatch::config
 

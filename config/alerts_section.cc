@@ -72,15 +72,20 @@ Status ParseKneeShift(FieldReader& r, const Entry& section, alerts::KneeShiftOpt
   });
 }
 
-Status ParseOverCapacity(FieldReader& r, const Entry& section, AlertSettings* alerts) {
-  return ParseDetector(r, section, &alerts->alerter.capacity_shortfall,
-                       [&](const Entry& e, const std::string& key) -> Status {
-                         if (key == "target") {
-                           return r.ReadChoice(e, kWorkingSetTargets, &alerts->over_capacity_target);
-                         }
-                         if (key == "fraction") return r.ReadFraction(e, &alerts->over_capacity_fraction);
-                         return r.Unhandled(e);
-                       });
+Status ParseOverCapacity(FieldReader& r, const Entry& section, alerts::CapacityShortfallOptions* a) {
+  return ParseDetector(r, section, a, [&](const Entry& e, const std::string& key) -> Status {
+    if (key == "target") return r.ReadChoice(e, kWorkingSetTargets, &a->working_set.target);
+    if (key == "fraction") return r.ReadFraction(e, &a->working_set.fraction);
+    return r.Unhandled(e);
+  });
+}
+
+// A duration > 0 kept in milliseconds (alerts.evaluation_interval, alerts.timeout).
+Status ReadMillis(const FieldReader& r, const Entry& e, std::chrono::milliseconds* out) {
+  double seconds = 0;
+  if (Status s = r.ReadDuration(e, true, &seconds); !s.ok()) return s;
+  *out = std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000)));
+  return Status::Ok();
 }
 
 // alerts.rate_shift configures the three rate-shift detectors alike; each keeps
@@ -123,14 +128,12 @@ Status ParseAlertsSection(FieldReader& r, const Entry& section, AlertSettings* a
     if (k == "alerts.alertmanagers") return r.ReadStringList(e, &alerts->alertmanagers, HttpUrlProblem);
     if (k == "alerts.webhooks") return r.ReadStringList(e, &alerts->webhooks, HttpUrlProblem);
     if (k == "alerts.resend_interval") return ReadResendInterval(r, e, &a.notify.resend_interval);
-    if (k == "alerts.evaluation_interval") {
-      return r.ReadDuration(e, true, &alerts->evaluation_interval_seconds);
-    }
-    if (k == "alerts.timeout") return r.ReadDuration(e, true, &alerts->timeout_seconds);
+    if (k == "alerts.evaluation_interval") return ReadMillis(r, e, &a.evaluation_interval);
+    if (k == "alerts.timeout") return ReadMillis(r, e, &a.notify.request_timeout);
     if (k == "alerts.short_window") return r.ReadWholeSeconds(e, 1, &a.short_window);
     if (k == "alerts.baseline_window") return r.ReadWholeSeconds(e, 1, &a.baseline_window);
     if (k == "alerts.knee_shift") return ParseKneeShift(r, e, &a.knee_shift);
-    if (k == "alerts.over_capacity") return ParseOverCapacity(r, e, alerts);
+    if (k == "alerts.over_capacity") return ParseOverCapacity(r, e, &a.capacity_shortfall);
     if (k == "alerts.rate_shift") return ParseRateShift(r, e, &a);
     if (k == "alerts.drift") return ParseDrift(r, e, &a.change_tests.at(0));
     return r.Unhandled(e);

@@ -45,14 +45,8 @@ base::Status ParseAlertsSection(FieldReader& r, const Entry& section, AlertSetti
 base::Status ResolveAlertWindows(const FieldReader& r, const AgentConfig& config);
 
 // Spellings in the file, shared by the parser and the names in agent_config.h.
-inline constexpr Choice<StartAt> kStartAts[] = {
-    {"end", StartAt::kEnd},
-    {"beginning", StartAt::kBeginning},
-};
-inline constexpr Choice<WorkingSetTarget> kWorkingSetTargets[] = {
-    {"page_hit", WorkingSetTarget::kPageHit},
-    {"request_coverage", WorkingSetTarget::kRequestCoverage},
-};
+inline constexpr const auto& kStartAts = base::kTailStartPositionSpellings;
+inline constexpr const auto& kWorkingSetTargets = alerts::kWorkingSetTargetSpellings;
 
 }  // namespace kvwatch::config::internal
 

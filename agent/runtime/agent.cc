@@ -214,7 +214,7 @@ int Agent::Run() {
   std::vector<Clock::time_point> next_poll(options_.collectors.size(), Clock::now());
   Clock::time_point next_save = Clock::now() + options_.state_interval;
   Clock::time_point next_alerts = Clock::now();
-  if (alert_runner_) next_alerts += alert_runner_->options().evaluation_interval;
+  if (alert_runner_) next_alerts += alert_runner_->options().alerter.evaluation_interval;
   boost::asio::steady_timer tick(io);
   constexpr auto kTick = std::chrono::milliseconds(50);
   std::function<void()> loop = [&]() {
@@ -242,7 +242,7 @@ int Agent::Run() {
     if (alert_runner_ && now >= next_alerts) {
       // Errors are logged by the runner; evaluation never blocks on notifiers.
       (void)alert_runner_->Evaluate(AlertInputsAt(alert_runner_->Now()));
-      next_alerts = now + alert_runner_->options().evaluation_interval;
+      next_alerts = now + alert_runner_->options().alerter.evaluation_interval;
     }
     if (!options_.state_path.empty() && now >= next_save) {
       if (base::Status s = SaveState(); !s.ok()) Log(s.error());

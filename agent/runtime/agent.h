@@ -41,6 +41,7 @@
 #include "base/thread_annotations.h"
 #include "agent/web/http_server.h"
 #include "collectors/collector.h"
+#include "config/agent_config.h"
 #include "curve/bucketed_curve.h"
 #include "curve/policy_canaries.h"
 #include "curve/report.h"
@@ -55,34 +56,37 @@ struct WindowSpec {
   double seconds = 0;
 };
 
-// Everything the agent needs, resolved from the config (see agent_options.h).
+// Everything the agent needs, resolved from the config (BuildAgentOptions,
+// agent_command.h). The defaults of the scalars are the config's (one definition,
+// in config/agent_config.h, where the key table's are checked against), so an
+// AgentOptions built in code (tests) runs as an empty config file would.
 struct AgentOptions {
   std::string replica;
   curve::EngineOptions engine;
-  double coverage_share = 1.0;
+  double coverage_share = config::EngineSettings{}.coverage_share;
   // Spatial sampling (engine.sample_rate, engine.sample_max_pages): sampled when
   // sample_rate < 1 or sample_max_pages > 0.
-  double sample_rate = 1.0;
-  std::uint32_t sample_max_pages = 0;
-  std::uint64_t page_tokens = 16;
+  double sample_rate = config::EngineSettings{}.sample_rate;
+  std::uint32_t sample_max_pages = config::EngineSettings{}.sample_max_pages;
+  std::uint64_t page_tokens = static_cast<std::uint64_t>(config::AgentConfig{}.page_tokens);
   std::optional<double> bytes_per_token;   // per GPU rank
   std::optional<std::string> model_name;
   std::vector<WindowSpec> windows;         // ascending
-  std::uint32_t buckets_per_octave = 8;
+  std::uint32_t buckets_per_octave = config::CurveSettings{}.buckets_per_octave;
   std::vector<double> page_hit_targets;
   std::vector<double> coverage_targets;
   std::vector<std::uint64_t> capacities;   // the replica's real cache sizes
-  double knee_sensitivity = 1.0;
-  std::uint64_t knee_min_requests = 100;
+  double knee_sensitivity = config::CurveSettings{}.knee_sensitivity;
+  std::uint64_t knee_min_requests = config::CurveSettings{}.knee_window_min_requests;
   HttpServerOptions http;
-  int refresh_seconds = 5;
+  int refresh_seconds = config::WebSettings{}.refresh_seconds;
   std::string state_path;                  // empty: no persistence
-  std::chrono::milliseconds state_interval{60000};
+  std::chrono::milliseconds state_interval{config::StateSettings{}.SaveInterval()};
   std::vector<std::unique_ptr<collectors::Collector>> collectors;
   // Eviction-policy canaries (curve.policies, with curve.engine_policy first);
   // nullopt when none is configured. Windows and capacities are filled in by the agent.
   std::optional<curve::CanaryOptions> canaries;
-  std::string engine_policy = "lru";
+  std::string engine_policy = config::CurveSettings{}.engine_policy;
   // The detectors and notifiers; nullopt when alerts.enabled is false.
   std::optional<AlertRunnerOptions> alerts;
 };

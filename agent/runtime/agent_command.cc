@@ -95,7 +95,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     if (ec) return Options::Error("state.path: cannot create '" + c.state.path + "': " + ec.message());
     o.state_path = (std::filesystem::path(c.state.path) / "state.bin").string();
   }
-  o.state_interval = std::chrono::milliseconds(static_cast<std::int64_t>(c.state.interval_seconds * 1000));
+  o.state_interval = c.state.SaveInterval();
 
   auto log = [](std::string_view collector, std::string_view message) {
     std::fprintf(stderr, "kvwatch agent: %.*s: %.*s\n", static_cast<int>(collector.size()), collector.data(),

@@ -67,17 +67,15 @@ void WriteTime(JsonWriter& w, const std::optional<alerts::TimePoint>& time) {
 
 }  // namespace
 
-std::string AlertInputSpec::TargetText() const {
-  return std::string(target_page_hit ? "page_hit " : "request_coverage ") + alerts::FormatNumber(fraction);
-}
-
 WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::CurveReport& report,
                                 const AlertInputSpec& spec) {
   WindowObservation o;
   o.requests = report.requests;
   if (report.knee) o.knee_pages = static_cast<double>(report.knee->capacity_pages);
-  const std::optional<std::uint64_t> ws =
-      spec.target_page_hit ? curve.WorkingSetForPageHits(spec.fraction) : curve.WorkingSetForCoverage(spec.fraction);
+  const alerts::WorkingSetSpec& target = spec.working_set;
+  const std::optional<std::uint64_t> ws = target.target == alerts::WorkingSetTarget::kPageHit
+                                              ? curve.WorkingSetForPageHits(target.fraction)
+                                              : curve.WorkingSetForCoverage(target.fraction);
   if (ws) o.working_set_pages = static_cast<double>(*ws);
   return o;
 }
@@ -108,7 +106,7 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
   }
   in.bytes_per_page = observation.bytes_per_page;
   in.capacity_pages = spec.capacity_pages;
-  in.working_set_target = spec.TargetText();
+  in.working_set_target = spec.working_set.Text();
   in.counters = SumEngineCounters(observation.samples);
   return in;
 }
@@ -120,10 +118,6 @@ std::optional<std::size_t> WindowIndex(std::span<const double> window_seconds, s
     if (window_seconds[i] == static_cast<double>(window.count())) return i;
   }
   return std::nullopt;
-}
-
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000)));
 }
 
 }  // namespace
@@ -143,16 +137,13 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
 
   o.inputs.short_window = WindowIndex(context.window_seconds, a.short_window);
   o.inputs.baseline_window = WindowIndex(context.window_seconds, a.baseline_window);
-  o.inputs.target_page_hit = s.over_capacity_target == config::WorkingSetTarget::kPageHit;
-  o.inputs.fraction = s.over_capacity_fraction;
+  o.inputs.working_set = a.capacity_shortfall.working_set;
   if (!context.capacities.empty()) {
     o.inputs.capacity_pages = static_cast<double>(*std::max_element(context.capacities.begin(), context.capacities.end()));
   }
-  o.evaluation_interval = Millis(s.evaluation_interval_seconds);
 
   for (const std::string& url : s.alertmanagers) o.notifier.targets.push_back({NotifierKind::kAlertmanager, url});
   for (const std::string& url : s.webhooks) o.notifier.targets.push_back({NotifierKind::kWebhook, url});
-  o.notifier.timeout = Millis(s.timeout_seconds);
 
   if (auto valid = a.Validate(); !valid.ok()) {
     return base::Result<AlertRunnerOptions>::Error("alerts: " + valid.error());
@@ -175,16 +166,17 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
 
 base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOptions options) {
   using R = base::Result<std::unique_ptr<AlertRunner>>;
-  if (options.evaluation_interval.count() <= 0) {
+  if (options.alerter.evaluation_interval.count() <= 0) {
     return R::Error("alerts.evaluation_interval: expected a duration > 0");
   }
-  if (!(options.inputs.fraction > 0 && options.inputs.fraction <= 1)) {
+  if (!(options.inputs.working_set.fraction > 0 && options.inputs.working_set.fraction <= 1)) {
     return R::Error("alerts.over_capacity.fraction: expected a number in (0, 1]");
   }
   auto alerter = alerts::Alerter::Create(options.alerter);
   if (!alerter.ok()) return R::Error(alerter.error());
   const auto start_wall = std::chrono::system_clock::now();
   const auto start_steady = std::chrono::steady_clock::now();
+  if (options.notifier.timeout.count() == 0) options.notifier.timeout = options.alerter.notify.request_timeout;
   if (!options.notifier.clock) {
     // The notifiers judge expiry on the alerts' own clock.
     options.notifier.clock = [start_wall, start_steady] {

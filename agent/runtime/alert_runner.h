@@ -51,24 +51,20 @@ struct AlertInputSpec {
   // nullopt when the window is not a curve window (knee and working set: no data).
   std::optional<std::size_t> short_window;
   std::optional<std::size_t> baseline_window;
-  // The working set the over-capacity detector compares: a fraction of the
-  // unlimited page hits (page_hit) or of requests (request_coverage).
-  bool target_page_hit = true;
-  double fraction = 0.95;
+  // The working set the over-capacity detector compares (its options':
+  // alerter.capacity_shortfall.working_set).
+  alerts::WorkingSetSpec working_set;
   // The replica's KV-cache capacity in pages; nullopt: unknown (no data).
   std::optional<double> capacity_pages;
-
-  // "page_hit 0.95": the target in words, for annotations.
-  std::string TargetText() const;
 };
 
 struct AlertRunnerOptions {
   alerts::AlerterOptions alerter;
   AlertInputSpec inputs;
-  // How often the agent evaluates. Default: 15s.
-  std::chrono::milliseconds evaluation_interval{15000};
-  // Where notifications go (timeout and backoff are in here too). An unset
-  // notifier.clock is set to the runner's clock (Now()).
+  // How often the agent evaluates: alerter.evaluation_interval.
+  // Where notifications go (timeout and backoff are in here too). An unset (0)
+  // notifier.timeout is set to alerter.notify.request_timeout (alerts.timeout), an
+  // unset notifier.clock to the runner's clock (Now()).
   NotifierOptions notifier;
   // The log notifier's sink, one line per transition; empty: stderr with the
   // agent's "kvwatch agent: " prefix.

@@ -32,8 +32,7 @@ Made MakeTraceFile(const config::AgentConfig& c, std::size_t index, const collec
   collectors::TraceFileCollectorOptions o;
   o.name = t.name;
   o.tailer.patterns = t.paths;
-  o.tailer.start_position = t.start_at == config::StartAt::kEnd ? collectors::TailStartPosition::kEnd
-                                                                : collectors::TailStartPosition::kBeginning;
+  o.tailer.start_position = t.start_at;
   o.tailer.max_line_bytes = t.max_line_bytes;
   o.tailer.checkpoint_path = t.checkpoint;
   if (o.tailer.checkpoint_path.empty() && !c.state.path.empty()) {

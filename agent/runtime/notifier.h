@@ -63,8 +63,9 @@ struct NotifierTarget {
 
 struct NotifierOptions {
   std::vector<NotifierTarget> targets;
-  // Connection, read and write timeout of each request. Default: 10s.
-  std::chrono::milliseconds timeout{10000};
+  // Connection, read and write timeout of each request, > 0: required (the alert
+  // runner sets alerts.timeout, alerts::NotifyOptions::request_timeout, when 0).
+  std::chrono::milliseconds timeout{0};
   // Retry delay after the first failure, doubled after each further one up to
   // max_backoff. Defaults: 1s, 30s.
   std::chrono::milliseconds initial_backoff{1000};

@@ -186,8 +186,7 @@ TEST(AlertInputsTest, EngineCountersAreSummedAndGpuEvictionsOnly) {
 
 TEST(AlertInputsTest, ObservationMapsIntoInputs) {
   AlertInputSpec spec;
-  spec.target_page_hit = false;
-  spec.fraction = 0.9;
+  spec.working_set = {alerts::WorkingSetTarget::kRequestCoverage, 0.9};
   spec.capacity_pages = 5000;
   AgentObservation o;
   o.short_window = WindowObservation{800, 1200.0, 3000.0};
@@ -324,13 +323,12 @@ TEST(AlertConfigTest, KeysMapIntoTheAlerter) {
   EXPECT_EQ(a.notify.resend_interval, seconds(2));  // whole seconds, rounded up
   EXPECT_EQ(o.value().inputs.short_window, 0u);
   EXPECT_EQ(o.value().inputs.baseline_window, 1u);
-  EXPECT_FALSE(o.value().inputs.target_page_hit);
-  EXPECT_EQ(o.value().inputs.fraction, 0.9);
+  EXPECT_EQ(o.value().inputs.working_set, (alerts::WorkingSetSpec{alerts::WorkingSetTarget::kRequestCoverage, 0.9}));
   EXPECT_EQ(o.value().inputs.capacity_pages, 2048);  // the largest of the context's capacities
-  EXPECT_EQ(o.value().evaluation_interval, Millis(2000));
+  EXPECT_EQ(o.value().alerter.evaluation_interval, Millis(2000));
   ASSERT_EQ(o.value().notifier.targets.size(), 3u);
   EXPECT_EQ(o.value().notifier.targets[2].kind, NotifierKind::kWebhook);
-  EXPECT_EQ(o.value().notifier.timeout, Millis(3000));
+  EXPECT_EQ(o.value().alerter.notify.request_timeout, Millis(3000));
 
   // The default windows need not be curves: no index, no error.
   auto defaults = AlertRunnerOptionsFromConfig(config::AlertSettings{}, context);

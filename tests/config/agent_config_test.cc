@@ -671,16 +671,15 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_FALSE(c.alerts.enabled);
   EXPECT_EQ(c.alerts.alertmanagers, (std::vector<std::string>{"http://alertmanager:9093"}));
   EXPECT_EQ(c.alerts.webhooks, (std::vector<std::string>{"https://hooks.example.com/kvwatch"}));
-  EXPECT_EQ(c.alerts.evaluation_interval_seconds, 30);
-  EXPECT_EQ(c.alerts.timeout_seconds, 3);
-  EXPECT_EQ(c.alerts.over_capacity_target, WorkingSetTarget::kRequestCoverage);
-  EXPECT_EQ(c.alerts.over_capacity_fraction, 0.9);
   // The detectors, straight in the alerter's options.
   using std::chrono::seconds;
   alerts::AlerterOptions a;
   a.short_window = seconds(300);
   a.baseline_window = seconds(5400);
   a.notify.resend_interval = seconds(120);
+  a.evaluation_interval = std::chrono::milliseconds(30000);
+  a.notify.request_timeout = std::chrono::milliseconds(3000);
+  a.capacity_shortfall.working_set = {WorkingSetTarget::kRequestCoverage, 0.9};
   a.knee_shift.enabled = false;
   a.knee_shift.fire_threshold = 0.4;
   a.knee_shift.clear_threshold = 0.2;
