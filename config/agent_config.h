@@ -312,7 +312,8 @@ struct AgentConfig {
   std::optional<std::uint64_t> bytes_per_token;  // bytes_per_token: KV bytes per token per rank
   std::string kv_dtype;     // kv_dtype: a curve::DtypeBytes name; with model/model_config only
   int tensor_parallel = 1;  // tensor_parallel, >= 1; != 1 with model/model_config only
-  int page_tokens = 16;     // page_tokens, >= 1
+  // page_tokens, >= 1 (curve/'s default page size).
+  int page_tokens = static_cast<int>(curve::ReportOptions{}.page_tokens);
 
   EngineSettings engine;
   CurveSettings curve;

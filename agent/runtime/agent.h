@@ -51,10 +51,8 @@
 
 namespace kvwatch::agent {
 
-struct WindowSpec {
-  std::string name;  // as configured: "5m"
-  double seconds = 0;
-};
+// One curve window: its name as configured ("5m") and its length (curve.windows).
+using WindowSpec = config::CurveWindow;
 
 // Everything the agent needs, resolved from the config (BuildAgentOptions,
 // agent_command.h). The defaults of the scalars are the config's (one definition,

@@ -52,7 +52,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     o.bytes_per_token = static_cast<double>(*c.bytes_per_token);
   }
 
-  for (const auto& w : c.curve.windows) o.windows.push_back(WindowSpec{w.name, w.seconds});
+  o.windows = c.curve.windows;
   o.buckets_per_octave = c.curve.buckets_per_octave;
   o.page_hit_targets = c.curve.page_hit_targets;
   o.coverage_targets = c.curve.coverage_targets;
