@@ -1,5 +1,5 @@
 // Tests of the agent's alerting pieces (agent/alert_runner.h, agent/notifier.h):
-//   - the inputs: engine counters summed from the collectors' samples (GPU
+//   - the inputs: engine counters summed from the collectors' typed signals (GPU
 //     evictions only), windows and capacity mapped into AlertInputs, and an
 //     in-process agent's AlertInputsAt() agreeing with its own /metrics;
 //   - the config mapping (alerts.* keys into AlerterOptions and the notifier);
@@ -155,26 +155,15 @@ NotifierOptions FastOptions(int port, NotifierKind kind = NotifierKind::kAlertma
 
 // ------------------------------------------------------------------ inputs
 
-collectors::MetricSample Sample(const std::string& name, double value,
-                                std::vector<std::pair<std::string, std::string>> labels = {}) {
-  collectors::MetricSample s;
-  s.name = name;
-  s.counter = true;
-  s.value = value;
-  s.labels = std::move(labels);
-  return s;
-}
-
 TEST(AlertInputsTest, EngineCountersAreSummedAndGpuEvictionsOnly) {
-  const std::vector<collectors::MetricSample> samples = {
-      Sample("kvwatch_engine_evicted_blocks_total", 10, {{"collector", "a"}, {"medium", "GPU"}}),
-      Sample("kvwatch_engine_evicted_blocks_total", 5, {{"collector", "b"}, {"medium", "GPU"}}),
-      Sample("kvwatch_engine_evicted_blocks_total", 1000, {{"collector", "a"}, {"medium", "CPU"}}),
-      Sample("kvwatch_engine_preemptions_total", 3),
-      Sample("kvwatch_engine_preemptions_total", 4, {{"collector", "b"}}),
-      Sample("kvwatch_something_else_total", 99),
-  };
-  const alerts::CounterSample c = SumEngineCounters(samples);
+  collectors::EngineSignals a, b, log;
+  a.blocks = {{"GPU", 0, 10}, {"CPU", 0, 1000}};
+  b.blocks = {{"GPU", 0, 5}};
+  log.preemptions = 3;
+  b.preemptions = 4;
+  b.requests_running = 99;
+  const std::vector<collectors::EngineSignals> signals = {a, b, log};
+  const alerts::CounterSample c = SumEngineCounters(signals);
   EXPECT_EQ(c.evicted_blocks, 15);
   EXPECT_EQ(c.preemptions, 7);
   EXPECT_FALSE(c.rejected_requests.has_value());
@@ -193,7 +182,9 @@ TEST(AlertInputsTest, ObservationMapsIntoInputs) {
   o.baseline_window = WindowObservation{9000, 1000.0, std::nullopt};
   o.tracked_pages_limit = 1 << 20;
   o.bytes_per_page = 2048;
-  o.samples = {Sample("kvwatch_engine_rejected_requests_total", 2)};
+  collectors::EngineSignals engine;
+  engine.rejections = {{"http_429", 2}};
+  o.engine = {engine};
   const alerts::AlertInputs in = MakeAlertInputs(spec, o, At(42));
   EXPECT_EQ(in.time, At(42));
   EXPECT_EQ(in.short_knee_pages, 1200);
