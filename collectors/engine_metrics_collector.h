@@ -50,7 +50,8 @@
 //   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).
 //
 // Thread safety: the public methods may be called from any thread; the agent
-// calls them from its loop and its scrape handler.
+// calls them from its loop only (after each Poll it publishes a copy of stats(),
+// engine_signals() and AppendSamples() for its scrapes).
 #ifndef KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_
 #define KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_
 
