@@ -58,11 +58,7 @@ std::size_t BucketedCurve::BucketOf(std::uint64_t capacity) const {
 }
 
 void BucketedCurve::Add(const RequestOutcome& outcome, std::uint64_t weight) {
-  requests_ += weight;
-  page_refs_ += outcome.size() * weight;
-  unlimited_page_hits_ += outcome.unlimited_hits * weight;
-  cold_misses_ += outcome.cold_misses * weight;
-  beyond_tracked_ += outcome.beyond_tracked * weight;
+  totals_.Add(outcome, weight);
   // m is non-decreasing: the hits are a prefix, and their buckets non-decreasing,
   // so the bucket search restarts from the previous one.
   std::size_t j = 0;
@@ -77,7 +73,7 @@ void BucketedCurve::Add(const RequestOutcome& outcome, std::uint64_t weight) {
   const std::uint32_t r = outcome.Requirement(coverage_share_);
   const std::size_t rb = r == 0 ? 0 : BucketOf(r);
   if (r == kBeyondTracked || rb == bounds_->size()) {
-    required_beyond_ += weight;
+    totals_.requests_beyond += weight;
   } else {
     required_[rb] += weight;
   }
@@ -85,12 +81,12 @@ void BucketedCurve::Add(const RequestOutcome& outcome, std::uint64_t weight) {
 
 void BucketedCurve::AdjustReferences(std::uint64_t page_refs) {
   if (hits_.empty()) return;
-  if (page_refs >= page_refs_) {
-    const std::uint64_t extra = page_refs - page_refs_;
+  if (page_refs >= totals_.page_refs) {
+    const std::uint64_t extra = page_refs - totals_.page_refs;
     hits_[0] += extra;
-    unlimited_page_hits_ += extra;
+    totals_.unlimited_page_hits += extra;
   } else {
-    std::uint64_t excess = page_refs_ - page_refs;
+    std::uint64_t excess = totals_.page_refs - page_refs;
     for (std::size_t j = 0; j < hits_.size() && excess > 0; ++j) {
       const std::uint64_t take = std::min(excess, hits_[j]);
       if (take == 0) continue;
@@ -98,20 +94,15 @@ void BucketedCurve::AdjustReferences(std::uint64_t page_refs) {
       depth_[j] = static_cast<std::uint64_t>(static_cast<double>(depth_[j]) * static_cast<double>(hits_[j] - take) /
                                              static_cast<double>(hits_[j]));
       hits_[j] -= take;
-      unlimited_page_hits_ -= std::min(take, unlimited_page_hits_);
+      totals_.unlimited_page_hits -= std::min(take, totals_.unlimited_page_hits);
       excess -= take;
     }
   }
-  page_refs_ = page_refs;
+  totals_.page_refs = page_refs;
 }
 
 void BucketedCurve::Merge(const BucketedCurve& other) {
-  requests_ += other.requests_;
-  page_refs_ += other.page_refs_;
-  unlimited_page_hits_ += other.unlimited_page_hits_;
-  cold_misses_ += other.cold_misses_;
-  beyond_tracked_ += other.beyond_tracked_;
-  required_beyond_ += other.required_beyond_;
+  totals_.Merge(other.totals_);
   for (std::size_t j = 0; j < hits_.size(); ++j) {
     hits_[j] += other.hits_[j];
     depth_[j] += other.depth_[j];
@@ -121,8 +112,8 @@ void BucketedCurve::Merge(const BucketedCurve& other) {
 
 void BucketedCurve::NormalizeRequests(std::uint64_t requests) {
   // Nothing sampled: nothing to scale (coverage stays that of no requests).
-  if (requests_ == 0) return;
-  const double f = static_cast<double>(requests) / static_cast<double>(requests_);
+  if (totals_.requests == 0) return;
+  const double f = static_cast<double>(requests) / static_cast<double>(totals_.requests);
   std::uint64_t before = 0, scaled_before = 0;
   for (std::uint64_t& r : required_) {
     before += r;
@@ -130,12 +121,12 @@ void BucketedCurve::NormalizeRequests(std::uint64_t requests) {
     r = scaled - scaled_before;
     scaled_before = scaled;
   }
-  required_beyond_ = requests >= scaled_before ? requests - scaled_before : 0;
-  requests_ = requests;
+  totals_.requests_beyond = requests >= scaled_before ? requests - scaled_before : 0;
+  totals_.requests = requests;
 }
 
 void BucketedCurve::Clear() {
-  requests_ = page_refs_ = unlimited_page_hits_ = cold_misses_ = beyond_tracked_ = required_beyond_ = 0;
+  totals_ = CurveTotals();
   std::fill(hits_.begin(), hits_.end(), 0);
   std::fill(depth_.begin(), depth_.end(), 0);
   std::fill(required_.begin(), required_.end(), 0);
@@ -167,20 +158,20 @@ std::uint64_t BucketedCurve::PageHits(std::uint64_t capacity) const {
 }
 
 double BucketedCurve::PageHitRatio(std::uint64_t capacity) const {
-  return page_refs_ == 0 ? 0.0 : static_cast<double>(PageHits(capacity)) / static_cast<double>(page_refs_);
+  return totals_.page_refs == 0 ? 0.0 : static_cast<double>(PageHits(capacity)) / static_cast<double>(totals_.page_refs);
 }
 
 double BucketedCurve::RequestCoverage(std::uint64_t capacity) const {
-  if (requests_ == 0) return 1.0;
+  if (totals_.requests == 0) return 1.0;
   std::uint64_t covered = 0;
   // Requests with R = 0 sit in bucket 0 together with R = 1: bucket 0's bound is 1.
   auto it = std::upper_bound(bounds_->begin(), bounds_->end(), capacity);
   if (it != bounds_->begin()) covered = CoveredAt(static_cast<std::size_t>(it - bounds_->begin()) - 1);
-  return static_cast<double>(covered) / static_cast<double>(requests_);
+  return static_cast<double>(covered) / static_cast<double>(totals_.requests);
 }
 
 std::optional<std::uint64_t> BucketedCurve::WorkingSetForPageHits(double fraction) const {
-  const std::uint64_t need = CeilCount(fraction * static_cast<double>(unlimited_page_hits_));
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(totals_.unlimited_page_hits));
   if (need == 0) return 0;
   std::uint64_t sum = 0;
   for (std::size_t j = 0; j < hits_.size(); ++j) {
@@ -191,7 +182,7 @@ std::optional<std::uint64_t> BucketedCurve::WorkingSetForPageHits(double fractio
 }
 
 std::optional<std::uint64_t> BucketedCurve::WorkingSetForCoverage(double fraction) const {
-  const std::uint64_t need = CeilCount(fraction * static_cast<double>(requests_));
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(totals_.requests));
   if (need == 0) return 0;
   std::uint64_t sum = 0;
   for (std::size_t j = 0; j < required_.size(); ++j) {
@@ -202,8 +193,8 @@ std::optional<std::uint64_t> BucketedCurve::WorkingSetForCoverage(double fractio
 }
 
 void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
-  for (std::uint64_t v : {requests_, page_refs_, unlimited_page_hits_, cold_misses_, beyond_tracked_,
-                          required_beyond_}) {
+  for (std::uint64_t v : {totals_.requests, totals_.page_refs, totals_.unlimited_page_hits, totals_.cold_misses, totals_.beyond_tracked,
+                          totals_.requests_beyond}) {
     base::AppendPod(out, v);
   }
   PutVector(out, hits_);
@@ -212,8 +203,8 @@ void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
 }
 
 bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
-  for (std::uint64_t* v : {&requests_, &page_refs_, &unlimited_page_hits_, &cold_misses_, &beyond_tracked_,
-                           &required_beyond_}) {
+  for (std::uint64_t* v : {&totals_.requests, &totals_.page_refs, &totals_.unlimited_page_hits, &totals_.cold_misses, &totals_.beyond_tracked,
+                           &totals_.requests_beyond}) {
     if (!base::ReadPod(in, v)) return false;
   }
   const std::size_t n = bounds_->size();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "curve/sliding_windows.h"
+#include "curve/curve_totals.h"
 #include "curve/stack_distance.h"
 #include "base/status.h"
 
@@ -58,20 +59,21 @@ class BucketedCurve {
 
   const std::vector<std::uint64_t>& bounds() const { return *bounds_; }
   double coverage_share() const { return coverage_share_; }
-  std::uint64_t requests() const { return requests_; }
-  std::uint64_t page_refs() const { return page_refs_; }
-  std::uint64_t unlimited_page_hits() const { return unlimited_page_hits_; }
-  std::uint64_t cold_misses() const { return cold_misses_; }
-  std::uint64_t beyond_tracked() const { return beyond_tracked_; }
+  std::uint64_t requests() const { return totals_.requests; }
+  std::uint64_t page_refs() const { return totals_.page_refs; }
+  std::uint64_t unlimited_page_hits() const { return totals_.unlimited_page_hits; }
+  std::uint64_t cold_misses() const { return totals_.cold_misses; }
+  std::uint64_t beyond_tracked() const { return totals_.beyond_tracked; }
   std::uint64_t reused_tokens_unlimited(std::uint64_t page_tokens) const {
-    return unlimited_page_hits_ * page_tokens;
+    return totals_.unlimited_page_hits * page_tokens;
   }
   // Per-bucket counts (not cumulative), one per bound.
   const std::vector<std::uint64_t>& hits() const { return hits_; }
   const std::vector<std::uint64_t>& depth() const { return depth_; }
   const std::vector<std::uint64_t>& required() const { return required_; }
   // Requests whose requirement is beyond every bound (beyond tracked).
-  std::uint64_t required_beyond() const { return required_beyond_; }
+  std::uint64_t required_beyond() const { return totals_.requests_beyond; }
+  const CurveTotals& totals() const { return totals_; }
 
   // Cumulative values at bound index j.
   std::uint64_t PageHitsAt(std::size_t j) const;
@@ -95,12 +97,7 @@ class BucketedCurve {
 
   const std::vector<std::uint64_t>* bounds_ = nullptr;
   double coverage_share_ = 1.0;
-  std::uint64_t requests_ = 0;
-  std::uint64_t page_refs_ = 0;
-  std::uint64_t unlimited_page_hits_ = 0;
-  std::uint64_t cold_misses_ = 0;
-  std::uint64_t beyond_tracked_ = 0;
-  std::uint64_t required_beyond_ = 0;
+  CurveTotals totals_;
   std::vector<std::uint64_t> hits_;
   std::vector<std::uint64_t> depth_;
   std::vector<std::uint64_t> required_;

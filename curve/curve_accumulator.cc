@@ -25,12 +25,8 @@ void CurveAccumulator::AddAt(std::vector<std::uint64_t>* hist, std::uint64_t ind
 
 void CurveAccumulator::Add(const RequestOutcome& outcome) {
   prefix_valid_ = false;
-  ++requests_;
+  totals_.Add(outcome);
   const std::size_t n = outcome.size();
-  page_refs_ += n;
-  unlimited_page_hits_ += outcome.unlimited_hits;
-  cold_misses_ += outcome.cold_misses;
-  beyond_tracked_ += outcome.beyond_tracked;
   // m is non-decreasing, so the pages that hit at some tracked capacity are a prefix.
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t c = outcome.hit_capacity(i);
@@ -45,7 +41,7 @@ void CurveAccumulator::Add(const RequestOutcome& outcome) {
   }
   const std::uint32_t r = outcome.Requirement(coverage_share_);
   if (r == kBeyondTracked) {
-    ++requests_beyond_;
+    ++totals_.requests_beyond;
   } else {
     AddAt(&required_, r, 1);
   }
@@ -53,12 +49,7 @@ void CurveAccumulator::Add(const RequestOutcome& outcome) {
 
 void CurveAccumulator::Merge(const CurveAccumulator& other) {
   prefix_valid_ = false;
-  requests_ += other.requests_;
-  page_refs_ += other.page_refs_;
-  unlimited_page_hits_ += other.unlimited_page_hits_;
-  cold_misses_ += other.cold_misses_;
-  beyond_tracked_ += other.beyond_tracked_;
-  requests_beyond_ += other.requests_beyond_;
+  totals_.Merge(other.totals_);
   auto merge = [](std::vector<std::uint64_t>* into, const std::vector<std::uint64_t>& from) {
     if (from.size() > into->size()) into->resize(from.size());
     for (std::size_t i = 0; i < from.size(); ++i) (*into)[i] += from[i];
@@ -70,15 +61,15 @@ void CurveAccumulator::Merge(const CurveAccumulator& other) {
 
 void CurveAccumulator::AdjustReferences(std::uint64_t page_refs) {
   prefix_valid_ = false;
-  if (page_refs >= page_refs_) {
-    const std::uint64_t extra = page_refs - page_refs_;
+  if (page_refs >= totals_.page_refs) {
+    const std::uint64_t extra = page_refs - totals_.page_refs;
     if (extra > 0) {
       AddAt(&hits_, 1, extra);
       if (depth_.size() < hits_.size()) depth_.resize(hits_.size());
-      unlimited_page_hits_ += extra;
+      totals_.unlimited_page_hits += extra;
     }
   } else {
-    std::uint64_t excess = page_refs_ - page_refs;
+    std::uint64_t excess = totals_.page_refs - page_refs;
     for (std::size_t c = 1; c < hits_.size() && excess > 0; ++c) {
       const std::uint64_t take = std::min(excess, hits_[c]);
       if (take == 0) continue;
@@ -86,18 +77,17 @@ void CurveAccumulator::AdjustReferences(std::uint64_t page_refs) {
       depth_[c] = static_cast<std::uint64_t>(static_cast<double>(depth_[c]) *
                                              static_cast<double>(hits_[c] - take) / static_cast<double>(hits_[c]));
       hits_[c] -= take;
-      unlimited_page_hits_ -= take;
+      totals_.unlimited_page_hits -= take;
       excess -= take;
     }
   }
-  page_refs_ = page_refs;
+  totals_.page_refs = page_refs;
 }
 
 void CurveAccumulator::Clear() { *this = CurveAccumulator(coverage_share_); }
 
 double CurveAccumulator::UnlimitedPageHitRatio() const {
-  return page_refs_ == 0 ? 0.0
-                         : static_cast<double>(unlimited_page_hits_) / static_cast<double>(page_refs_);
+  return totals_.UnlimitedPageHitRatio();
 }
 
 void CurveAccumulator::BuildPrefixSums() const {
@@ -136,15 +126,15 @@ std::uint64_t CurveAccumulator::PageHits(std::uint64_t capacity) const {
 }
 
 double CurveAccumulator::PageHitRatio(std::uint64_t capacity) const {
-  return page_refs_ == 0 ? 0.0
-                         : static_cast<double>(PageHits(capacity)) / static_cast<double>(page_refs_);
+  return totals_.page_refs == 0 ? 0.0
+                         : static_cast<double>(PageHits(capacity)) / static_cast<double>(totals_.page_refs);
 }
 
 double CurveAccumulator::RequestCoverage(std::uint64_t capacity) const {
   BuildPrefixSums();
-  if (requests_ == 0) return 1.0;
+  if (totals_.requests == 0) return 1.0;
   return static_cast<double>(PrefixAt(required_prefix_, capacity)) /
-         static_cast<double>(requests_);
+         static_cast<double>(totals_.requests);
 }
 
 std::uint64_t CurveAccumulator::HitDepthSum(std::uint64_t capacity) const {
@@ -154,7 +144,7 @@ std::uint64_t CurveAccumulator::HitDepthSum(std::uint64_t capacity) const {
 
 std::optional<std::uint64_t> CurveAccumulator::WorkingSetForPageHits(double fraction) const {
   BuildPrefixSums();
-  return CapacityForPageHits(CeilCount(fraction * static_cast<double>(unlimited_page_hits_)));
+  return CapacityForPageHits(CeilCount(fraction * static_cast<double>(totals_.unlimited_page_hits)));
 }
 
 std::optional<std::uint64_t> CurveAccumulator::CapacityForPageHits(std::uint64_t hits) const {
@@ -168,7 +158,7 @@ std::optional<std::uint64_t> CurveAccumulator::CapacityForPageHits(std::uint64_t
 std::optional<std::uint64_t> CurveAccumulator::WorkingSetForCoverage(double fraction) const {
   BuildPrefixSums();
   // Nearest rank: the smallest C covering ceil(q * requests) requests.
-  const std::uint64_t need = CeilCount(fraction * static_cast<double>(requests_));
+  const std::uint64_t need = CeilCount(fraction * static_cast<double>(totals_.requests));
   if (need == 0) return 0;
   auto it = std::lower_bound(required_prefix_.begin(), required_prefix_.end(), need);
   if (it == required_prefix_.end()) return std::nullopt;

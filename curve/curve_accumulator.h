@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "curve/curve_totals.h"
 #include "curve/stack_distance.h"
 
 namespace kvwatch::curve {
@@ -43,13 +44,14 @@ class CurveAccumulator {
   void AdjustReferences(std::uint64_t page_refs);
 
   double coverage_share() const { return coverage_share_; }
-  std::uint64_t requests() const { return requests_; }
-  std::uint64_t page_refs() const { return page_refs_; }
-  std::uint64_t unlimited_page_hits() const { return unlimited_page_hits_; }
-  std::uint64_t cold_misses() const { return cold_misses_; }
-  std::uint64_t beyond_tracked() const { return beyond_tracked_; }
+  std::uint64_t requests() const { return totals_.requests; }
+  std::uint64_t page_refs() const { return totals_.page_refs; }
+  std::uint64_t unlimited_page_hits() const { return totals_.unlimited_page_hits; }
+  std::uint64_t cold_misses() const { return totals_.cold_misses; }
+  std::uint64_t beyond_tracked() const { return totals_.beyond_tracked; }
   // Requests whose requirement lies beyond the tracked range.
-  std::uint64_t requests_beyond_tracked() const { return requests_beyond_; }
+  std::uint64_t requests_beyond_tracked() const { return totals_.requests_beyond; }
+  const CurveTotals& totals() const { return totals_; }
   // Unlimited hits / page refs (0 with no references).
   double UnlimitedPageHitRatio() const;
 
@@ -79,12 +81,7 @@ class CurveAccumulator {
   static std::uint64_t PrefixAt(const std::vector<std::uint64_t>& prefix, std::uint64_t capacity);
 
   double coverage_share_;
-  std::uint64_t requests_ = 0;
-  std::uint64_t page_refs_ = 0;
-  std::uint64_t unlimited_page_hits_ = 0;
-  std::uint64_t cold_misses_ = 0;
-  std::uint64_t beyond_tracked_ = 0;
-  std::uint64_t requests_beyond_ = 0;
+  CurveTotals totals_;
   std::vector<std::uint64_t> hits_;
   std::vector<std::uint64_t> depth_;
   std::vector<std::uint64_t> required_;
