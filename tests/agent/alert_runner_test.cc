@@ -265,6 +265,89 @@ TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
   EXPECT_EQ(value("kvwatch_alert_notifications_total", {{"notifier", "log"}, {"result", "success"}}), 0);
 }
 
+// A collector that knows engine signals and, while it polls, scrapes the agent:
+// the agent polls its collectors without holding its lock (a scrape from inside
+// a poll deadlocked when polls held it).
+class SignalCollector : public collectors::Collector {
+ public:
+  const std::string& name() const override { return name_; }
+  std::string_view kind() const override { return "test"; }
+  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(10); }
+  void Poll(collectors::RequestSink& /*sink*/, double /*wall_now_s*/) override {
+    if (agent != nullptr && !scraped.load()) {
+      body = agent->RenderMetrics();
+      scraped = true;
+    }
+  }
+  collectors::CollectorStats stats() const override {
+    collectors::CollectorStats s;
+    s.up = true;
+    return s;
+  }
+  collectors::EngineSignals engine_signals() const override {
+    collectors::EngineSignals g;
+    g.blocks = {{"GPU", 20, 7}, {"CPU", 0, 100}};
+    g.preemptions = 5;
+    g.rejections = {{"admission", 2}};
+    g.capacity_pages = 1000;
+    return g;
+  }
+  void AppendSamples(std::vector<collectors::MetricSample>* out) const override {
+    collectors::AppendEngineCounterSamples(engine_signals(), name_, out);
+    collectors::AppendEngineGaugeSamples(engine_signals(), name_, out);
+  }
+
+  Agent* agent = nullptr;
+  std::atomic<bool> scraped{false};
+  std::string body;  // read after `scraped`
+
+ private:
+  std::string name_ = "sig";
+};
+
+TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
+  AgentOptions o;
+  o.engine.max_pages = 1 << 12;
+  o.windows = {{"1m", 60}, {"10m", 600}};
+  o.http.port = 0;
+  auto config = config::DefaultAgentConfig();
+  config.curve.windows = {{"1m", 60}, {"10m", 600}};
+  config.alerts.short_window_seconds = 60;
+  config.alerts.baseline_window_seconds = 600;
+  auto alerts = AlertRunnerOptionsFromConfig(config, "");
+  ASSERT_TRUE(alerts.ok()) << alerts.error();
+  o.alerts = std::move(alerts).value();
+  auto owned = std::make_unique<SignalCollector>();
+  SignalCollector* collector = owned.get();
+  o.collectors.push_back(std::move(owned));
+  auto created = Agent::Create(std::move(o));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Agent& agent = *created.value();
+  collector->agent = &agent;
+  std::thread loop([&] { agent.Run(); });
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!collector->scraped.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool scraped = collector->scraped.load();
+  agent.Stop();
+  loop.join();
+  ASSERT_TRUE(scraped) << "a scrape from inside a poll did not return";
+  EXPECT_NE(collector->body.find("kvwatch_collector_up"), std::string::npos);
+
+  const alerts::AlertInputs in = agent.AlertInputsAt(At(1));
+  EXPECT_EQ(in.counters.evicted_blocks, 7) << "GPU evictions only";
+  EXPECT_EQ(in.counters.preemptions, 5);
+  EXPECT_EQ(in.counters.rejected_requests, 2);
+  const std::string metrics = agent.RenderMetrics();
+  EXPECT_NE(metrics.find("kvwatch_engine_evicted_blocks_total{collector=\"sig\",medium=\"GPU\"} 7"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kvwatch_engine_preemptions_total{collector=\"sig\"} 5"), std::string::npos);
+  EXPECT_NE(metrics.find("kvwatch_model_predicted_page_hit_ratio{collector=\"sig\",window=\"1m\"}"),
+            std::string::npos);
+}
+
 // ------------------------------------------------------------------ config
 
 TEST(AlertConfigTest, KeysMapIntoTheAlerter) {
