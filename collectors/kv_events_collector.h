@@ -93,7 +93,8 @@ struct KvEventsCollectorOptions {
   KvEventTrackerOptions tracker;
   // Per socket. Engines publish one batch per scheduler step (tens to hundreds
   // a second), so 1000 per poll is ample headroom, and a backlog is drained in
-  // bounded slices rather than holding the agent's loop (and its /metrics).
+  // bounded slices rather than holding the agent's loop (its other collectors,
+  // and the copy of this one's metrics that /metrics reads, wait for the poll).
   std::size_t max_messages_per_poll = 1000;
   std::chrono::milliseconds replay_timeout{100};
   std::chrono::milliseconds poll_interval{50};
