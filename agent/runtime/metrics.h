@@ -2,9 +2,10 @@
 // agent's state and serialized by prometheus-cpp's TextSerializer (text format
 // 0.0.4). Every family is added through its base::MetricDef (name, type, help,
 // label names), and each component declares its families in one table:
-//   - the agent's curves, windows, collectors' stats and state: kAgentMetrics in
-//     agent/runtime/agent.cc, with the policy canaries' (kCanaryMetrics);
-//   - the alert runner's: kAlertMetrics in agent/runtime/alert_runner.cc;
+//   - the agent's curves, windows, collectors' stats and state, then the policy
+//     canaries': the constants at the head of agent/runtime/agent.cc's exposition
+//     section (kBuildInfo ... kStateSaveErrors; kPolicyHitRatio ... kCanaryMemory);
+//   - the alert runner's: kAlertState ... kAlertQueueLength in alert_runner.cc;
 //   - the engine signals any collector reports: kEngineSignalMetrics in
 //     collectors/engine_signals.cc; each collector's own in its .cc
 //     (kScrapeMetrics, kLogLines, kKvMetrics), reaching the agent as
