@@ -104,6 +104,8 @@ struct AlerterOptions {
 
   // Ok, or the first problem, naming the field ("knee_shift.clear_threshold: ...").
   base::Status Validate() const;
+
+  bool operator==(const AlerterOptions&) const = default;
 };
 
 // The outcome of one evaluation.

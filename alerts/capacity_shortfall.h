@@ -43,6 +43,8 @@ struct CapacityShortfallOptions {
   RuleOptions rule;
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const CapacityShortfallOptions&) const = default;
 };
 
 class CapacityShortfallDetector : public Detector {

@@ -79,6 +79,8 @@ struct CusumOptions {
   ChangeDirection direction = ChangeDirection::kUp;
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const CusumOptions&) const = default;
 };
 
 // The CUSUM statistic itself: pure arithmetic on a sample sequence.
@@ -146,6 +148,8 @@ struct ChangeTestOptions {
   RuleOptions rule{"warning", std::chrono::seconds(5 * 60), std::chrono::seconds(0)};
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const ChangeTestOptions&) const = default;
 };
 
 // "KVWatchEvictionRateDrift", "KVWatchRejectionRateDrift", ...

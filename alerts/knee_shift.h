@@ -51,6 +51,8 @@ struct KneeShiftOptions {
   RuleOptions rule;
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const KneeShiftOptions&) const = default;
 };
 
 class KneeShiftDetector : public Detector {

@@ -46,6 +46,8 @@ struct NotifyOptions {
   std::string generator_url;
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const NotifyOptions&) const = default;
 };
 
 // One element of the POST /api/v2/alerts body (postableAlert).

@@ -48,6 +48,8 @@ struct RateShiftOptions {
   RuleOptions rule;
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const RateShiftOptions&) const = default;
 };
 
 // "KVWatchEvictionRateShift", "KVWatchRejectionRateShift",

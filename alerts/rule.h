@@ -43,6 +43,8 @@ struct RuleOptions {
 
   // Ok, or an error naming the field under `prefix` (e.g. "knee_shift.rule").
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const RuleOptions&) const = default;
 };
 
 class Rule {

@@ -51,11 +51,12 @@
 #include "collectors/collector.h"
 #include "collectors/engine_log_parser.h"
 #include "collectors/file_tailer.h"
+#include "base/source_kinds.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
 
-enum class EngineLogKind { kAuto, kVllm, kSglang };
+using EngineLogKind = base::EngineLogKind;  // base/source_kinds.h, shared with config/
 
 struct EngineLogCollectorOptions {
   std::string name;

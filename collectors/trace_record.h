@@ -15,6 +15,8 @@
 // The tenant or class label is the first of TraceRecordOptions::tenant_fields that
 // the record has as a string or an integer (integers become their decimal text);
 // a candidate field with any other JSON type (object, bool, ...) is passed over.
+// The request class (Request::request_class) is read the same way from
+// TraceRecordOptions::class_fields; one field may give both labels.
 //
 // Timestamp unit (TimestampUnit). kMilliseconds and kSeconds force the unit. kAuto
 // decides ONCE PER TRACE (per parser, until Reset()) and then keeps the decision,
@@ -52,11 +54,12 @@
 #include <vector>
 
 #include "curve/request.h"
+#include "base/source_kinds.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
 
-enum class TimestampUnit { kAuto, kMilliseconds, kSeconds };
+using TimestampUnit = base::TimestampUnit;  // base/source_kinds.h, shared with config/
 
 // "auto", "ms" or "s" (also "milliseconds", "seconds"); nullopt for anything else.
 std::optional<TimestampUnit> ParseTimestampUnit(std::string_view text);
@@ -70,6 +73,9 @@ struct TraceRecordOptions {
   // contain '"' or '\\'. Default: "tenant", then "class", then "type" (the
   // Qwen-Bailian request type text/search/image/file is a class).
   std::vector<std::string> tenant_fields = {"tenant", "class", "type"};
+  // Field names tried, in order, for the request class (same rules). Default:
+  // "class", then "type".
+  std::vector<std::string> class_fields = {"class", "type"};
 };
 
 enum class ParseOutcome {

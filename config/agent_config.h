@@ -9,6 +9,14 @@
 // DefaultAgentConfig() holds, and another that README.md carries the current
 // rendering, so the code, the defaults and the documentation cannot drift apart.
 //
+// Layout. The table is in config_keys.cc; the parser is split by section
+// (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
+// alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
+// drives them. alerts.* is read straight into alerts::AlerterOptions, so the
+// detectors' defaults are only alerts/'s. The collectors' settings below are the
+// YAML's shape of each collector; agent/runtime/collector_registry.cc turns each
+// into its collector's options, in one place per kind.
+//
 // Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
 // stands for every item of a list of maps ("collectors.trace_files[].paths").
 // Error messages give the concrete path with indices
@@ -46,9 +54,10 @@
 #include <string_view>
 #include <vector>
 
-#include "collectors/trace_record.h"
-#include "curve/stack_distance.h"
+#include "alerts/alerter.h"
+#include "base/source_kinds.h"
 #include "base/status.h"
+#include "curve/stack_distance.h"
 
 namespace kvwatch::config {
 
@@ -192,7 +201,7 @@ struct TraceFileSettings {
   std::vector<std::string> paths;    // required, non-empty: paths or globs
   StartAt start_at = StartAt::kEnd;  // "end" | "beginning"
   std::string checkpoint;            // as written; empty: see the table
-  collectors::TimestampUnit timestamp_unit = collectors::TimestampUnit::kAuto;
+  base::TimestampUnit timestamp_unit = base::TimestampUnit::kAuto;
   std::vector<std::string> tenant_fields = {"tenant", "class", "type"};
   std::uint64_t max_line_bytes = 1u << 20;  // 1..1GiB
   double poll_interval_seconds = 0.25;      // > 0
@@ -211,13 +220,11 @@ struct KvEventsSettings {
   bool operator==(const KvEventsSettings&) const = default;
 };
 
-enum class LogEngine { kAuto, kVllm, kSglang };
-
 // collectors.engine_log[]: engine log files.
 struct EngineLogSettings {
   std::string name;
   std::vector<std::string> paths;  // required, non-empty
-  LogEngine engine = LogEngine::kAuto;
+  base::EngineLogKind engine = base::EngineLogKind::kAuto;  // "auto" | "vllm" | "sglang"
 
   bool operator==(const EngineLogSettings&) const = default;
 };
@@ -249,75 +256,39 @@ struct CollectorSettings {
   bool operator==(const CollectorSettings&) const = default;
 };
 
-// alerts.knee_shift: the knee of the short window against the baseline window.
-struct KneeShiftAlertSettings {
-  bool enabled = true;                 // enabled
-  double fire_threshold = 0.25;        // fire_threshold: relative change, > 0
-  double clear_threshold = 0.15;       // clear_threshold: >= 0, <= fire_threshold
-  double min_shift_pages = 32;         // min_shift_pages, >= 0
-  std::uint64_t min_requests = 500;    // min_requests: in the short window
-  std::uint64_t min_baseline_requests = 5000;  // min_baseline_requests
-  std::int64_t for_seconds = 900;      // for: whole seconds, >= 0
-
-  bool operator==(const KneeShiftAlertSettings&) const = default;
-};
-
 enum class WorkingSetTarget { kPageHit, kRequestCoverage };
 
-// alerts.over_capacity: the short window's working set against the capacity
-// (the largest of curve.capacities).
-struct OverCapacityAlertSettings {
-  bool enabled = true;                                   // enabled
-  WorkingSetTarget target = WorkingSetTarget::kPageHit;  // target: "page_hit" | "request_coverage"
-  double fraction = 0.95;                                // fraction, in (0, 1]
-  double fire_threshold = 1.0;                           // working set / capacity, > 0
-  double clear_threshold = 0.9;                          // >= 0, <= fire_threshold
-  std::uint64_t min_requests = 500;                      // min_requests: in the short window
-  std::int64_t for_seconds = 900;                        // for
-
-  bool operator==(const OverCapacityAlertSettings&) const = default;
-};
-
-// alerts.rate_shift: eviction, rejection and preemption rates, short against baseline.
-struct RateShiftAlertSettings {
-  bool enabled = true;               // enabled
-  double fire_threshold = 2.0;       // rate ratio, > 0
-  double clear_threshold = 1.5;      // >= 0, <= fire_threshold
-  std::uint64_t min_requests = 500;  // min_requests: in the short window
-  std::int64_t for_seconds = 900;    // for
-
-  bool operator==(const RateShiftAlertSettings&) const = default;
-};
-
-// alerts.drift: the CUSUM test on the per-minute eviction rate.
-struct DriftAlertSettings {
-  bool enabled = true;                   // enabled
-  double fire_threshold = 10;            // in sigma, > 0
-  double clear_threshold = 5;            // >= 0, <= fire_threshold
-  std::int64_t relearn_after_seconds = 3600;  // relearn_after: 0 = never
-  std::uint64_t min_requests = 500;      // min_requests: in the short window
-  std::int64_t for_seconds = 300;        // for
-
-  bool operator==(const DriftAlertSettings&) const = default;
-};
-
+// alerts.*. The detectors, the alert windows and the re-send interval are parsed
+// straight into the alerter's own options (alerts::AlerterOptions): their defaults
+// are the ones alerts/ declares, and nothing copies them again. The key of each:
+//   alerts.short_window / baseline_window   alerter.short_window / baseline_window
+//   alerts.resend_interval                  alerter.notify.resend_interval (whole
+//                                           seconds, rounded up, >= 1)
+//   alerts.knee_shift.*                     alerter.knee_shift
+//   alerts.over_capacity.*                  alerter.capacity_shortfall (target and
+//                                           fraction: below)
+//   alerts.rate_shift.*                     alerter.eviction_rate_shift, and the same
+//                                           values in rejection_ and preemption_rate_shift
+//                                           (each keeps its own rate floor)
+//   alerts.drift.*                          alerter.change_tests[0]
+// min_requests -> min_short_window_requests, min_baseline_requests ->
+// min_baseline_window_requests, for -> rule.for_duration. alerter.replica and
+// alerter.model are the agent's, filled in when the runner is built.
+//
+// When written, short_window and baseline_window must be among curve.windows (the
+// knee and the working set are read from those curves); the defaults need not be
+// (those detectors then have no data, and the agent says so at start-up).
 struct AlertSettings {
   bool enabled = true;
-  std::vector<std::string> alertmanagers;  // base URLs, http:// or https://
-  std::vector<std::string> webhooks;       // URLs, http:// or https://
-  double resend_interval_seconds = 60;     // > 0
+  std::vector<std::string> alertmanagers;   // base URLs, http:// or https://
+  std::vector<std::string> webhooks;        // URLs, http:// or https://
   double evaluation_interval_seconds = 15;  // evaluation_interval, > 0
-  double timeout_seconds = 10;             // timeout: per HTTP request, > 0
-  // short_window / baseline_window: whole seconds, short < baseline. When set in
-  // the file they must be among curve.windows (the knee and the working set are
-  // read from those curves); the defaults need not be (those detectors then have
-  // no data, and the agent says so at start-up).
-  std::int64_t short_window_seconds = 3600;
-  std::int64_t baseline_window_seconds = 86400;
-  KneeShiftAlertSettings knee_shift;
-  OverCapacityAlertSettings over_capacity;
-  RateShiftAlertSettings rate_shift;
-  DriftAlertSettings drift;
+  double timeout_seconds = 10;              // timeout: per HTTP request, > 0
+  // alerts.over_capacity.target and .fraction: the working set the over-capacity
+  // detector compares with the capacity.
+  WorkingSetTarget over_capacity_target = WorkingSetTarget::kPageHit;
+  double over_capacity_fraction = 0.95;  // in (0, 1]
+  alerts::AlerterOptions alerter;
 
   bool operator==(const AlertSettings&) const = default;
 };
@@ -358,7 +329,7 @@ base::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
 
 // Spellings used in the file.
 std::string_view StartAtName(StartAt start_at);
-std::string_view LogEngineName(LogEngine engine);
+std::string_view EngineLogKindName(base::EngineLogKind engine);  // "auto", "vllm", "sglang"
 std::string_view WorkingSetTargetName(WorkingSetTarget target);  // "page_hit", "request_coverage"
 
 }  // namespace kvwatch::config

@@ -5,39 +5,16 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "collectors/engine_log_collector.h"
-#include "collectors/engine_metrics_collector.h"
-#include "collectors/kv_events_collector.h"
-#include "collectors/synth_collector.h"
-#include "collectors/trace_file_collector.h"
+#include "agent/runtime/collector_registry.h"
 #include "config/model_config.h"
 #include "config/web_config.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::agent {
 
-using collectors::WallNow;
 namespace {
 
 using Options = base::Result<AgentOptions>;
-
-// The synthetic replica: `kvwatch synth`'s workload, unbounded, played in real time.
-collectors::SynthOptions SynthOptionsOf(const config::SynthSettings& s, int page_tokens) {
-  collectors::SynthOptions o;
-  o.page_tokens = page_tokens;
-  o.seed = s.seed;
-  o.rate_per_s = s.rate_per_s;
-  o.duration_s = 0;
-  o.max_requests = 0;
-  o.tenants = s.tenants;
-  o.active_sessions = s.sessions;
-  o.one_shot_fraction = s.one_shot_fraction;
-  if (s.shift_start_seconds && s.shift_end_seconds) {
-    o.shift.start_s = *s.shift_start_seconds;
-    o.shift.end_s = *s.shift_end_seconds;
-  }
-  return o;
-}
 
 }  // namespace
 
@@ -124,83 +101,18 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     std::fprintf(stderr, "kvwatch agent: %.*s: %.*s\n", static_cast<int>(collector.size()), collector.data(),
                  static_cast<int>(message.size()), message.data());
   };
-  for (std::size_t i = 0; i < c.collectors.trace_files.size(); ++i) {
-    const config::TraceFileSettings& t = c.collectors.trace_files[i];
-    collectors::TraceFileCollectorOptions to;
-    to.name = t.name;
-    to.tailer.patterns = t.paths;
-    to.tailer.start_position = t.start_at == config::StartAt::kEnd ? collectors::TailStartPosition::kEnd
-                                                                   : collectors::TailStartPosition::kBeginning;
-    to.tailer.max_line_bytes = t.max_line_bytes;
-    to.tailer.checkpoint_path = t.checkpoint;
-    if (to.tailer.checkpoint_path.empty() && !c.state.path.empty()) {
-      to.tailer.checkpoint_path = (std::filesystem::path(c.state.path) / ("tail-" + t.name + ".ckpt")).string();
-    }
-    to.record.timestamp_unit = t.timestamp_unit;
-    to.record.tenant_fields = t.tenant_fields;
-    to.poll_interval = std::chrono::milliseconds(static_cast<std::int64_t>(t.poll_interval_seconds * 1000));
-    auto collector = collectors::TraceFileCollector::Create(std::move(to), log);
-    if (!collector.ok()) {
-      return Options::Error("collectors.trace_files[" + std::to_string(i) + "]: " + collector.error());
-    }
-    o.collectors.push_back(std::move(collector).value());
-  }
-  for (std::size_t i = 0; i < c.collectors.kv_events.size(); ++i) {
-    const config::KvEventsSettings& k = c.collectors.kv_events[i];
-    collectors::KvEventsCollectorOptions ko;
-    ko.name = k.name;
-    ko.endpoints = k.endpoints;
-    ko.topic = k.topic;
-    ko.replay_endpoint = k.replay_endpoint;
-    ko.bind = k.bind;
-    // Page ids are scoped by the model (curve-semantics.md section 1); the parent
-    // map is bounded at 4x the tracked pages (see collectors/kv_event_tracker.h).
-    ko.tracker.scope = c.model.empty() ? c.model_label : c.model;
-    ko.tracker.parent_map_max_entries = std::size_t{4} * c.engine.max_pages;
-    auto collector = collectors::KvEventsCollector::Create(std::move(ko), log);
-    if (!collector.ok()) {
-      return Options::Error("collectors.kv_events[" + std::to_string(i) + "]: " + collector.error());
-    }
-    o.collectors.push_back(std::move(collector).value());
-  }
-  for (std::size_t i = 0; i < c.collectors.engine_log.size(); ++i) {
-    const config::EngineLogSettings& e = c.collectors.engine_log[i];
-    collectors::EngineLogCollectorOptions eo;
-    eo.name = e.name;
-    eo.tailer.patterns = e.paths;
-    eo.engine = e.engine == config::LogEngine::kVllm     ? collectors::EngineLogKind::kVllm
-                : e.engine == config::LogEngine::kSglang ? collectors::EngineLogKind::kSglang
-                                                         : collectors::EngineLogKind::kAuto;
-    auto collector = collectors::EngineLogCollector::Create(std::move(eo), log);
-    if (!collector.ok()) {
-      return Options::Error("collectors.engine_log[" + std::to_string(i) + "]: " + collector.error());
-    }
-    o.collectors.push_back(std::move(collector).value());
-  }
-  for (std::size_t i = 0; i < c.collectors.engine_metrics.size(); ++i) {
-    const config::EngineMetricsSettings& e = c.collectors.engine_metrics[i];
-    collectors::EngineMetricsCollectorOptions mo;
-    mo.name = e.name;
-    mo.url = e.url;
-    mo.interval = std::chrono::milliseconds(static_cast<std::int64_t>(e.interval_seconds * 1000));
-    mo.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(e.timeout_seconds * 1000));
-    mo.page_tokens = static_cast<std::uint32_t>(c.page_tokens);
-    auto collector = collectors::EngineMetricsCollector::Create(std::move(mo), log);
-    if (!collector.ok()) {
-      return Options::Error("collectors.engine_metrics[" + std::to_string(i) + "]: " + collector.error());
-    }
-    o.collectors.push_back(std::move(collector).value());
-  }
+  auto collectors = BuildCollectors(c, log);
+  if (!collectors.ok()) return Options::Error(collectors.error());
+  o.collectors = std::move(collectors).value();
   if (c.alerts.enabled) {
-    auto alerts = AlertRunnerOptionsFromConfig(c, o.model_name.value_or(""));
+    AlertRunnerContext context;
+    context.replica = o.replica;
+    context.model = c.model_label.empty() ? o.model_name.value_or("") : c.model_label;
+    for (const WindowSpec& w : o.windows) context.window_seconds.push_back(w.seconds);
+    context.capacities = o.capacities;
+    auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context);
     if (!alerts.ok()) return Options::Error(alerts.error());
     o.alerts = std::move(alerts).value();
-  }
-  if (c.collectors.synth || !c.collectors.HasAnyCollector()) {
-    auto synth = collectors::SynthCollector::Create(
-        "synth", SynthOptionsOf(c.collectors.synth.value_or(config::SynthSettings{}), c.page_tokens), WallNow());
-    if (!synth.ok()) return Options::Error("collectors.synth: " + synth.error());
-    o.collectors.push_back(std::move(synth).value());
   }
   return o;
 }

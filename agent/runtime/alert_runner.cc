@@ -131,9 +131,9 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
 
 namespace {
 
-std::optional<std::size_t> WindowIndex(const std::vector<config::CurveWindow>& windows, std::int64_t seconds) {
-  for (std::size_t i = 0; i < windows.size(); ++i) {
-    if (windows[i].seconds == static_cast<double>(seconds)) return i;
+std::optional<std::size_t> WindowIndex(std::span<const double> window_seconds, std::chrono::seconds window) {
+  for (std::size_t i = 0; i < window_seconds.size(); ++i) {
+    if (window_seconds[i] == static_cast<double>(window.count())) return i;
   }
   return std::nullopt;
 }
@@ -142,64 +142,28 @@ std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000)));
 }
 
-alerts::RateShiftOptions RateShiftOf(alerts::CounterKind counter, const config::RateShiftAlertSettings& s) {
-  alerts::RateShiftOptions r = alerts::RateShiftDefaults(counter);
-  r.enabled = s.enabled;
-  r.fire_threshold = s.fire_threshold;
-  r.clear_threshold = s.clear_threshold;
-  r.min_short_window_requests = static_cast<double>(s.min_requests);
-  r.rule.for_duration = std::chrono::seconds(s.for_seconds);
-  return r;
-}
-
 }  // namespace
 
-base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& c,
-                                                               const std::string& model_name) {
-  const config::AlertSettings& s = c.alerts;
+base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AlertSettings& s,
+                                                               const AlertRunnerContext& context) {
   AlertRunnerOptions o;
+  // The detectors' options were parsed straight from alerts.* (config/alerts_section.cc).
+  o.alerter = s.alerter;
   alerts::AlerterOptions& a = o.alerter;
-  a.replica = c.replica;
-  a.model = c.model_label.empty() ? model_name : c.model_label;
-  a.short_window = std::chrono::seconds(s.short_window_seconds);
-  a.baseline_window = std::chrono::seconds(s.baseline_window_seconds);
+  a.replica = context.replica;
+  a.model = context.model;
+  // The CUSUM statistic is capped; a higher alarm threshold raises the cap.
+  for (alerts::ChangeTestOptions& test : a.change_tests) {
+    test.cusum.cap = std::max(test.cusum.cap, test.fire_threshold);
+  }
 
-  a.knee_shift.enabled = s.knee_shift.enabled;
-  a.knee_shift.fire_threshold = s.knee_shift.fire_threshold;
-  a.knee_shift.clear_threshold = s.knee_shift.clear_threshold;
-  a.knee_shift.min_shift_pages = s.knee_shift.min_shift_pages;
-  a.knee_shift.min_short_window_requests = static_cast<double>(s.knee_shift.min_requests);
-  a.knee_shift.min_baseline_window_requests = static_cast<double>(s.knee_shift.min_baseline_requests);
-  a.knee_shift.rule.for_duration = std::chrono::seconds(s.knee_shift.for_seconds);
-
-  a.capacity_shortfall.enabled = s.over_capacity.enabled;
-  a.capacity_shortfall.fire_threshold = s.over_capacity.fire_threshold;
-  a.capacity_shortfall.clear_threshold = s.over_capacity.clear_threshold;
-  a.capacity_shortfall.min_short_window_requests = static_cast<double>(s.over_capacity.min_requests);
-  a.capacity_shortfall.rule.for_duration = std::chrono::seconds(s.over_capacity.for_seconds);
-
-  a.eviction_rate_shift = RateShiftOf(alerts::CounterKind::kEvictedBlocks, s.rate_shift);
-  a.rejection_rate_shift = RateShiftOf(alerts::CounterKind::kRejectedRequests, s.rate_shift);
-  a.preemption_rate_shift = RateShiftOf(alerts::CounterKind::kPreemptions, s.rate_shift);
-
-  alerts::ChangeTestOptions drift;
-  drift.enabled = s.drift.enabled;
-  drift.fire_threshold = s.drift.fire_threshold;
-  drift.clear_threshold = s.drift.clear_threshold;
-  drift.cusum.cap = std::max(drift.cusum.cap, s.drift.fire_threshold);
-  drift.relearn_after = std::chrono::seconds(s.drift.relearn_after_seconds);
-  drift.min_short_window_requests = static_cast<double>(s.drift.min_requests);
-  drift.rule.for_duration = std::chrono::seconds(s.drift.for_seconds);
-  a.change_tests = {drift};
-
-  a.notify.resend_interval =
-      std::chrono::seconds(std::max<std::int64_t>(1, std::llround(std::ceil(s.resend_interval_seconds))));
-
-  o.inputs.short_window = WindowIndex(c.curve.windows, s.short_window_seconds);
-  o.inputs.baseline_window = WindowIndex(c.curve.windows, s.baseline_window_seconds);
-  o.inputs.target_page_hit = s.over_capacity.target == config::WorkingSetTarget::kPageHit;
-  o.inputs.fraction = s.over_capacity.fraction;
-  if (!c.curve.capacities.empty()) o.inputs.capacity_pages = static_cast<double>(c.curve.capacities.back());
+  o.inputs.short_window = WindowIndex(context.window_seconds, a.short_window);
+  o.inputs.baseline_window = WindowIndex(context.window_seconds, a.baseline_window);
+  o.inputs.target_page_hit = s.over_capacity_target == config::WorkingSetTarget::kPageHit;
+  o.inputs.fraction = s.over_capacity_fraction;
+  if (!context.capacities.empty()) {
+    o.inputs.capacity_pages = static_cast<double>(*std::max_element(context.capacities.begin(), context.capacities.end()));
+  }
   o.evaluation_interval = Millis(s.evaluation_interval_seconds);
 
   for (const std::string& url : s.alertmanagers) o.notifier.targets.push_back({NotifierKind::kAlertmanager, url});
@@ -212,14 +176,14 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Agen
   auto note = [](const std::string& text) { std::fprintf(stderr, "kvwatch agent: alerts: %s\n", text.c_str()); };
   const std::string short_name = alerts::FormatDuration(a.short_window);
   const std::string baseline_name = alerts::FormatDuration(a.baseline_window);
-  if (!o.inputs.short_window && (s.knee_shift.enabled || s.over_capacity.enabled)) {
+  if (!o.inputs.short_window && (a.knee_shift.enabled || a.capacity_shortfall.enabled)) {
     note("curve.windows has no " + short_name + " window (alerts.short_window): the knee-shift and over-capacity "
          "alerts have no data");
-  } else if (!o.inputs.baseline_window && s.knee_shift.enabled) {
+  } else if (!o.inputs.baseline_window && a.knee_shift.enabled) {
     note("curve.windows has no " + baseline_name + " window (alerts.baseline_window): the knee-shift alert has "
          "no data");
   }
-  if (!o.inputs.capacity_pages && s.over_capacity.enabled) {
+  if (!o.inputs.capacity_pages && a.capacity_shortfall.enabled) {
     note("curve.capacities is empty: the over-capacity alert has no capacity to compare with");
   }
   return o;

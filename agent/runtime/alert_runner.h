@@ -105,12 +105,22 @@ alerts::CounterSample SumEngineCounters(std::span<const collectors::EngineSignal
 alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObservation& observation,
                                     alerts::TimePoint time);
 
-// The runner's options from the agent config (alerts.*, replica, model_label or
-// else `model_name`, curve.windows and curve.capacities). Writes a note to stderr
-// when a default alert window is not a curve window (those detectors then have no
-// data). Errors name the key.
-base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AgentConfig& config,
-                                                               const std::string& model_name);
+// What the runner's options take from the rest of the agent's resolved options.
+struct AlertRunnerContext {
+  std::string replica;  // the "replica" label
+  std::string model;    // the "model" label: model_label, else the model's name; may be empty
+  std::vector<double> window_seconds;        // the agent's curve windows, in its order
+  std::vector<std::uint64_t> capacities;     // the replica's cache sizes; the largest is the capacity
+};
+
+// The runner's options from the config's alerts section (its detectors already
+// parsed into alerts::AlerterOptions) and the agent's context: the alert windows
+// are looked up among context.window_seconds, the capacity is the largest of
+// context.capacities. Writes a note to stderr when an alert window is not a curve
+// window or there is no capacity (those detectors then have no data). Errors name
+// the key.
+base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AlertSettings& alerts,
+                                                               const AlertRunnerContext& context);
 
 class AlertRunner {
  public:

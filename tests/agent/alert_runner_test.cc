@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "agent/runtime/agent.h"
+#include "agent/runtime/agent_command.h"
 #include "agent/runtime/alert_runner.h"
 #include "agent/runtime/notifier.h"
 #include "alerts/format.h"
@@ -217,12 +218,10 @@ TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
   o.bytes_per_token = 100;
   o.page_tokens = 16;
   o.http.port = 0;
-  auto config = config::DefaultAgentConfig();
-  config.curve.windows = {{"1m", 60}, {"10m", 600}};
-  config.curve.capacities = {4000};
-  config.alerts.short_window_seconds = 60;
-  config.alerts.baseline_window_seconds = 600;
-  auto alerts = AlertRunnerOptionsFromConfig(config, "");
+  config::AlertSettings settings;
+  settings.alerter.short_window = seconds(60);
+  settings.alerter.baseline_window = seconds(600);
+  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, o.capacities});
   ASSERT_TRUE(alerts.ok()) << alerts.error();
   o.alerts = std::move(alerts).value();
   auto agent = Agent::Create(std::move(o));
@@ -351,26 +350,28 @@ TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
 // ------------------------------------------------------------------ config
 
 TEST(AlertConfigTest, KeysMapIntoTheAlerter) {
-  config::AgentConfig c = config::DefaultAgentConfig();
-  c.replica = "chat-3";
-  c.curve.windows = {{"20s", 20}, {"2m", 120}};
-  c.curve.capacities = {100, 2048};
-  c.alerts.short_window_seconds = 20;
-  c.alerts.baseline_window_seconds = 120;
-  c.alerts.evaluation_interval_seconds = 2;
-  c.alerts.timeout_seconds = 3;
-  c.alerts.resend_interval_seconds = 1.5;
-  c.alerts.alertmanagers = {"http://am-1:9093", "http://am-2:9093"};
-  c.alerts.webhooks = {"https://hooks.example.com/x"};
-  c.alerts.knee_shift = {true, 0.4, 0.2, 16, 100, 1000, 2};
-  c.alerts.over_capacity = {true, config::WorkingSetTarget::kRequestCoverage, 0.9, 1.1, 0.8, 50, 3};
-  c.alerts.rate_shift = {false, 3, 2, 10, 4};
-  c.alerts.drift = {true, 20, 6, 0, 5, 5};
-  auto o = AlertRunnerOptionsFromConfig(c, "llama-3-70b");
+  auto parsed = config::ParseAgentConfig(
+      "replica: chat-3\n"
+      "curve:\n  windows: [20s, 2m]\n  capacities: [100, 2048]\n"
+      "alerts:\n"
+      "  short_window: 20s\n  baseline_window: 2m\n  evaluation_interval: 2s\n  timeout: 3s\n"
+      "  resend_interval: 1.5s\n"
+      "  alertmanagers: ['http://am-1:9093', 'http://am-2:9093']\n  webhooks: ['https://hooks.example.com/x']\n"
+      "  knee_shift: {fire_threshold: 0.4, clear_threshold: 0.2, min_shift_pages: 16, min_requests: 100,\n"
+      "               min_baseline_requests: 1000, for: 2s}\n"
+      "  over_capacity: {target: request_coverage, fraction: 0.9, fire_threshold: 1.1, clear_threshold: 0.8,\n"
+      "                  min_requests: 50, for: 3s}\n"
+      "  rate_shift: {enabled: false, fire_threshold: 3, clear_threshold: 2, min_requests: 10, for: 4s}\n"
+      "  drift: {fire_threshold: 20, clear_threshold: 6, relearn_after: 0s, min_requests: 5, for: 5s}\n",
+      "agent.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  const config::AgentConfig& c = parsed.value();
+  AlertRunnerContext context{"chat-3", "llama-3-70b", {20, 120}, {100, 2048}};
+  auto o = AlertRunnerOptionsFromConfig(c.alerts, context);
   ASSERT_TRUE(o.ok()) << o.error();
   const alerts::AlerterOptions& a = o.value().alerter;
   EXPECT_EQ(a.replica, "chat-3");
-  EXPECT_EQ(a.model, "llama-3-70b");  // model_label empty: the model's name
+  EXPECT_EQ(a.model, "llama-3-70b");
   EXPECT_EQ(a.short_window, seconds(20));
   EXPECT_EQ(a.baseline_window, seconds(120));
   EXPECT_EQ(a.knee_shift.fire_threshold, 0.4);
@@ -399,20 +400,38 @@ TEST(AlertConfigTest, KeysMapIntoTheAlerter) {
   EXPECT_EQ(o.value().inputs.baseline_window, 1u);
   EXPECT_FALSE(o.value().inputs.target_page_hit);
   EXPECT_EQ(o.value().inputs.fraction, 0.9);
-  EXPECT_EQ(o.value().inputs.capacity_pages, 2048);
+  EXPECT_EQ(o.value().inputs.capacity_pages, 2048);  // the largest of the context's capacities
   EXPECT_EQ(o.value().evaluation_interval, Millis(2000));
   ASSERT_EQ(o.value().notifier.targets.size(), 3u);
   EXPECT_EQ(o.value().notifier.targets[2].kind, NotifierKind::kWebhook);
   EXPECT_EQ(o.value().notifier.timeout, Millis(3000));
 
-  c.model_label = "chat-model";
-  EXPECT_EQ(AlertRunnerOptionsFromConfig(c, "llama-3-70b").value().alerter.model, "chat-model");
   // The default windows need not be curves: no index, no error.
-  c.alerts.short_window_seconds = 3600;
-  c.alerts.baseline_window_seconds = 86400;
-  auto defaults = AlertRunnerOptionsFromConfig(c, "");
+  auto defaults = AlertRunnerOptionsFromConfig(config::AlertSettings{}, context);
   ASSERT_TRUE(defaults.ok());
   EXPECT_FALSE(defaults.value().inputs.short_window.has_value());
+  EXPECT_FALSE(AlertRunnerOptionsFromConfig(config::AlertSettings{}, AlertRunnerContext{})
+                   .value()
+                   .inputs.capacity_pages.has_value());
+}
+
+// The agent's wiring fills the context from its resolved options: the model label,
+// else the model's name; the curve windows and capacities.
+TEST(AlertConfigTest, AgentOptionsGiveTheRunnerItsContext) {
+  auto parsed = config::ParseAgentConfig(
+      "replica: r1\nmodel: llama-3-70b\ncurve:\n  windows: [1h, 24h]\n  capacities: [512, 64]\n", "agent.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  config::AgentConfig c = parsed.value();
+  auto o = BuildAgentOptions(c);
+  ASSERT_TRUE(o.ok()) << o.error();
+  ASSERT_TRUE(o.value().alerts.has_value());
+  EXPECT_EQ(o.value().alerts->alerter.replica, "r1");
+  EXPECT_EQ(o.value().alerts->alerter.model, o.value().model_name.value_or("?"));
+  EXPECT_EQ(o.value().alerts->inputs.short_window, 0u);
+  EXPECT_EQ(o.value().alerts->inputs.baseline_window, 1u);
+  EXPECT_EQ(o.value().alerts->inputs.capacity_pages, 512);
+  c.model_label = "chat-model";
+  EXPECT_EQ(BuildAgentOptions(c).value().alerts->alerter.model, "chat-model");
 }
 
 // ------------------------------------------------------------------ the runner

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -78,7 +79,7 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.state.interval_seconds, 60);
   EXPECT_FALSE(c.collectors.HasAnyCollector());
   EXPECT_TRUE(c.alerts.enabled);
-  EXPECT_EQ(c.alerts.resend_interval_seconds, 60);
+  EXPECT_EQ(c.alerts.alerter, alerts::AlerterOptions{});  // alerts/'s own defaults
 
   curve::EngineOptions options = ToEngineOptions(c.engine);
   EXPECT_EQ(options.max_pages, 1048576u);
@@ -408,13 +409,13 @@ TEST(AgentConfigTest, AlertSettingsAreCheckedWhereWritten) {
               5, "alerts.baseline_window", "expected one of curve.windows (1m, 10m)");
   // The default windows need not be curves: those detectors then have no data.
   AgentConfig c = MustParse("curve:\n  windows: [1m, 10m]\n");
-  EXPECT_EQ(c.alerts.short_window_seconds, 3600);
+  EXPECT_EQ(c.alerts.alerter.short_window, std::chrono::seconds(3600));
   AgentConfig short_ones = MustParse(
       "curve:\n  windows: [20s, 2m]\nalerts:\n  short_window: 20s\n  baseline_window: 2m\n"
       "  knee_shift: {for: 2s}\n");
-  EXPECT_EQ(short_ones.alerts.short_window_seconds, 20);
-  EXPECT_EQ(short_ones.alerts.baseline_window_seconds, 120);
-  EXPECT_EQ(short_ones.alerts.knee_shift.for_seconds, 2);
+  EXPECT_EQ(short_ones.alerts.alerter.short_window, std::chrono::seconds(20));
+  EXPECT_EQ(short_ones.alerts.alerter.baseline_window, std::chrono::seconds(120));
+  EXPECT_EQ(short_ones.alerts.alerter.knee_shift.rule.for_duration, std::chrono::seconds(2));
   EXPECT_EQ(WorkingSetTargetName(WorkingSetTarget::kRequestCoverage), "request_coverage");
 }
 
@@ -645,7 +646,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(mooncake.paths, (std::vector<std::string>{"/var/log/vllm/requests-*.jsonl"}));
   EXPECT_EQ(mooncake.start_at, StartAt::kBeginning);
   EXPECT_EQ(mooncake.checkpoint, "/var/lib/kvwatch/mooncake.ckpt");
-  EXPECT_EQ(mooncake.timestamp_unit, collectors::TimestampUnit::kMilliseconds);
+  EXPECT_EQ(mooncake.timestamp_unit, base::TimestampUnit::kMilliseconds);
   EXPECT_EQ(mooncake.tenant_fields, (std::vector<std::string>{"tenant"}));
   EXPECT_EQ(mooncake.max_line_bytes, 4u << 20);
   EXPECT_EQ(mooncake.poll_interval_seconds, 1);
@@ -660,7 +661,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
                 "vllm-events", {"tcp://127.0.0.1:5557"}, "kv", "tcp://127.0.0.1:5558", true}));
   ASSERT_EQ(col.engine_log.size(), 1u);
   EXPECT_EQ(col.engine_log[0],
-            (EngineLogSettings{"vllm-log", {"/var/log/vllm/engine.log"}, LogEngine::kVllm}));
+            (EngineLogSettings{"vllm-log", {"/var/log/vllm/engine.log"}, base::EngineLogKind::kVllm}));
   ASSERT_EQ(col.engine_metrics.size(), 1u);
   EXPECT_EQ(col.engine_metrics[0],
             (EngineMetricsSettings{"vllm-metrics", "http://127.0.0.1:8000/metrics", 30, 10}));
@@ -670,16 +671,42 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_FALSE(c.alerts.enabled);
   EXPECT_EQ(c.alerts.alertmanagers, (std::vector<std::string>{"http://alertmanager:9093"}));
   EXPECT_EQ(c.alerts.webhooks, (std::vector<std::string>{"https://hooks.example.com/kvwatch"}));
-  EXPECT_EQ(c.alerts.resend_interval_seconds, 120);
   EXPECT_EQ(c.alerts.evaluation_interval_seconds, 30);
   EXPECT_EQ(c.alerts.timeout_seconds, 3);
-  EXPECT_EQ(c.alerts.short_window_seconds, 300);
-  EXPECT_EQ(c.alerts.baseline_window_seconds, 5400);
-  EXPECT_EQ(c.alerts.knee_shift, (KneeShiftAlertSettings{false, 0.4, 0.2, 64, 1000, 20000, 1800}));
-  EXPECT_EQ(c.alerts.over_capacity,
-            (OverCapacityAlertSettings{true, WorkingSetTarget::kRequestCoverage, 0.9, 1.1, 0.8, 200, 600}));
-  EXPECT_EQ(c.alerts.rate_shift, (RateShiftAlertSettings{false, 3, 2, 100, 1200}));
-  EXPECT_EQ(c.alerts.drift, (DriftAlertSettings{true, 12, 6, 7200, 50, 600}));
+  EXPECT_EQ(c.alerts.over_capacity_target, WorkingSetTarget::kRequestCoverage);
+  EXPECT_EQ(c.alerts.over_capacity_fraction, 0.9);
+  // The detectors, straight in the alerter's options.
+  using std::chrono::seconds;
+  alerts::AlerterOptions a;
+  a.short_window = seconds(300);
+  a.baseline_window = seconds(5400);
+  a.notify.resend_interval = seconds(120);
+  a.knee_shift.enabled = false;
+  a.knee_shift.fire_threshold = 0.4;
+  a.knee_shift.clear_threshold = 0.2;
+  a.knee_shift.min_shift_pages = 64;
+  a.knee_shift.min_short_window_requests = 1000;
+  a.knee_shift.min_baseline_window_requests = 20000;
+  a.knee_shift.rule.for_duration = seconds(1800);
+  a.capacity_shortfall.fire_threshold = 1.1;
+  a.capacity_shortfall.clear_threshold = 0.8;
+  a.capacity_shortfall.min_short_window_requests = 200;
+  a.capacity_shortfall.rule.for_duration = seconds(600);
+  for (alerts::RateShiftOptions* r : {&a.eviction_rate_shift, &a.rejection_rate_shift, &a.preemption_rate_shift}) {
+    r->enabled = false;
+    r->fire_threshold = 3;
+    r->clear_threshold = 2;
+    r->min_short_window_requests = 100;
+    r->rule.for_duration = seconds(1200);
+  }
+  alerts::ChangeTestOptions& drift = a.change_tests.at(0);
+  drift.fire_threshold = 12;
+  drift.clear_threshold = 6;
+  drift.relearn_after = seconds(7200);
+  drift.min_short_window_requests = 50;
+  drift.rule.for_duration = seconds(600);
+  EXPECT_EQ(c.alerts.alerter, a);
+  EXPECT_EQ(c.alerts.alerter.rejection_rate_shift.rate_floor_per_second, 0.05);  // its own floor
 }
 
 // The full example exercises every key of the table, so no described key is left

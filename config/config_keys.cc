@@ -1,0 +1,342 @@
+// The key table (ConfigKeys()): the single source of truth of the agent config's
+// keys, types, defaults and meanings, and the README reference rendered from it.
+#include <string>
+#include <string_view>
+
+#include "config/agent_config.h"
+
+namespace kvwatch::config {
+namespace {
+
+using Type = ConfigType;
+
+// The single source of truth: every key the parser accepts, with its type, its
+// default and its meaning. Parents come before their children.
+constexpr ConfigKey kKeys[] = {
+    {"replica", Type::kString, R"("")", true,
+     "Label of this replica on metrics and alerts (`replica=\"...\"`)."},
+    {"model_label", Type::kString, R"("")", true, "Model label on alerts."},
+    {"model", Type::kString, R"("")", true,
+     "A built-in model preset such as `llama-3-70b` (an unknown name's error lists them), "
+     "to turn pages into bytes. At most one of `model`, `model_config` and "
+     "`bytes_per_token`; with none of them, sizes are in pages only."},
+    {"model_config", Type::kString, R"("")", true,
+     "Path of the model's Hugging Face `config.json`, read at start-up."},
+    {"bytes_per_token", Type::kSize, "unset", false,
+     "KV-cache bytes per token on one GPU rank, used as is (`kv_dtype` and "
+     "`tensor_parallel` do not apply)."},
+    {"kv_dtype", Type::kString, R"("")", true,
+     "KV-cache element type overriding the model's (`fp16`, `bf16`, `fp8`, `fp32`, ...); "
+     "with `model` or `model_config` only."},
+    {"tensor_parallel", Type::kInt, "1", true,
+     "Tensor-parallel ranks the KV heads are split over, >= 1; other than 1 only with "
+     "`model` or `model_config`."},
+    {"page_tokens", Type::kInt, "16", true,
+     "Tokens per KV-cache page (the engine's block size), >= 1."},
+
+    {"engine", Type::kMap, "{}", true, "The stack-distance engine."},
+    {"engine.max_pages", Type::kInt, "1048576", true,
+     "Distinct pages tracked, 1 to 2147483648: the largest capacity of interest. Curves are "
+     "exact up to it; memory grows with it."},
+    {"engine.touch_order", Type::kString, R"("tail-first")", true,
+     "Order in which a request's pages are referenced after their distances are read: "
+     "`tail-first` (the prefix's head becomes most recent) or `head-first`."},
+    {"engine.coverage_share", Type::kNumber, "1.0", true,
+     "Share of a request's reusable prefix, in (0, 1], that must hit for the request to "
+     "count as covered."},
+    {"engine.remembered_evictions", Type::kInt, "`engine.max_pages`", false,
+     "Pages evicted from tracking that are remembered, so that their reuse counts as beyond "
+     "tracked rather than cold; 0 means unlimited (memory grows with every distinct page)."},
+
+    {"engine.sample_rate", Type::kNumber, "1.0", true,
+     "Spatial sampling rate in (0, 1] (SHARDS): only pages whose hashed id falls in this share "
+     "go through the engine, whose distances and counts are scaled back by 1 / rate (with the "
+     "SHARDS-adj correction). 1 is exact. Memory shrinks by about the rate."},
+    {"engine.sample_max_pages", Type::kInt, "0", true,
+     "Fixed-size sampling: when > 0, the rate adapts down from `engine.sample_rate` so that at "
+     "most this many sampled pages are kept (SHARDS fixed-size); memory then stays flat however "
+     "many distinct pages arrive. 0 turns it off. The rate is exported as "
+     "`kvwatch_engine_sample_rate`."},
+
+    {"curve", Type::kMap, "{}", true, "The live curves."},
+    {"curve.windows", Type::kDurationList, R"(["5m", "1h", "24h"])", true,
+     "Time windows the curves are kept over, each > 0 and distinct; labelled as written "
+     "(`window=\"5m\"`)."},
+    {"curve.buckets_per_octave", Type::kInt, "8", true,
+     "Log-spaced capacity buckets per doubling, 4 to 64; a capacity read off a curve is "
+     "within 2^(1/n) - 1 of the exact one (9.1% at 8)."},
+    {"curve.page_hit_targets", Type::kNumberList, "[0.5, 0.9, 0.95, 0.99]", true,
+     "Page-hit ratios in (0, 1] whose working set (the smallest capacity reaching them) is "
+     "exported."},
+    {"curve.coverage_targets", Type::kNumberList, "[0.5, 0.9, 0.95, 0.99]", true,
+     "Request-coverage fractions in (0, 1] whose working set is exported."},
+    {"curve.capacities", Type::kIntList, "[]", true,
+     "The replica's real cache sizes in pages, each 1 to `engine.max_pages`, for hit-ratio "
+     "gauges at those sizes."},
+    {"curve.knee_sensitivity", Type::kNumber, "1.0", true,
+     "Kneedle sensitivity S, > 0: larger values wait for a sharper knee."},
+    {"curve.knee_window_min_requests", Type::kInt, "100", true,
+     "A window with fewer requests than this (>= 0) has no knee."},
+    {"curve.policies", Type::kStringList, "[]", true,
+     "Eviction policies run as live canaries at each of `curve.capacities` over the curve's "
+     "windows: lru, fifo, lfu, s3fifo, sglang, vllm, priority, workload-aware (belady needs the "
+     "future: replay only). At most 64 canaries (policies x capacities)."},
+    {"curve.engine_policy", Type::kString, R"("lru")", true,
+     "The policy the engine itself runs (`vllm` for vLLM, `sglang` for SGLang's radix cache); "
+     "`kvwatch_policy_gain_ratio` compares every canary with it, and it runs as a canary too."},
+    {"curve.decode_tokens_per_second", Type::kNumber, "50", true,
+     "Decode rate, > 0, that gives the sglang and vllm canaries' request lifetimes "
+     "(output tokens / rate)."},
+    {"curve.policy_priorities", Type::kString, R"("")", true,
+     "Retention priorities for the priority canary: `tenant:NAME=P,class:NAME=P` (higher kept "
+     "longer; others 0; classes: first, turn2, turn3-4, turn5-8, turn9+)."},
+
+    {"web", Type::kMap, "{}", true, "The HTTP server: `/metrics`, the API and the web page."},
+    {"web.listen_address", Type::kString, R"("127.0.0.1")", true,
+     "Address to listen on (`0.0.0.0`: every IPv4 interface)."},
+    {"web.port", Type::kInt, "8477", true, "TCP port, 0 to 65535 (0: any free port)."},
+    {"web.config_file", Type::kString, R"("")", true,
+     "A Prometheus exporter-toolkit web config file (TLS, basic auth, headers); empty: "
+     "plain HTTP without authentication."},
+    {"web.refresh_seconds", Type::kInt, "5", true,
+     "Seconds between redraws of the web page, >= 1."},
+
+    {"state", Type::kMap, "{}", true, "State kept across restarts."},
+    {"state.path", Type::kString, R"("")", true,
+     "Directory of the agent's state (curves, tail positions); empty: nothing is kept "
+     "across restarts."},
+    {"state.interval", Type::kDuration, R"("60s")", true, "How often the state is saved, > 0."},
+
+    {"collectors", Type::kMap, "{}", true,
+     "Where requests come from. With no collector configured at all, the agent runs "
+     "`synth` with its defaults."},
+    {"collectors.synth", Type::kMap, "off", false,
+     "The built-in synthetic replica, for trying kvwatch out: `synth: {}` turns it on with "
+     "the defaults below. With no collector configured at all, it runs with its defaults."},
+    {"collectors.synth.rate", Type::kNumber, "5", true,
+     "Requests per second, > 0 and at most 1000000."},
+    {"collectors.synth.seed", Type::kInt, "1", true, "Seed of the random stream, >= 0."},
+    {"collectors.synth.tenants", Type::kInt, "4", true, "Tenants, 1 to 60000."},
+    {"collectors.synth.sessions", Type::kInt, "50", true,
+     "Multi-turn sessions open at any time, 1 to 1000000."},
+    {"collectors.synth.one_shot_fraction", Type::kNumber, "0.3", true,
+     "Share of requests that are one-shot, in [0, 1]."},
+    {"collectors.synth.shift_start", Type::kDuration, "unset", false,
+     "Start of a workload shift (an extra tenant with a long prompt), counted from the "
+     "agent's start; set together with `shift_end`."},
+    {"collectors.synth.shift_end", Type::kDuration, "unset", false,
+     "End of the workload shift, after `shift_start`."},
+
+    {"collectors.trace_files", Type::kMapList, "[]", true,
+     "Request traces (Mooncake or Qwen-Bailian JSON Lines) tailed from files."},
+    {"collectors.trace_files[].name", Type::kString, "required", false,
+     "Collector name, the `collector` label: 1 to 64 of `A-Z a-z 0-9 _ . -`, unique among "
+     "all collectors (`synth` is reserved)."},
+    {"collectors.trace_files[].paths", Type::kStringList, "required", false,
+     "Files or globs to tail, at least one."},
+    {"collectors.trace_files[].start_at", Type::kString, R"("end")", true,
+     "Where to start in a file without a saved position: `end` or `beginning`."},
+    {"collectors.trace_files[].checkpoint", Type::kString, R"("")", true,
+     "File of the saved read positions; empty: `<state.path>/tail-<name>.ckpt` when "
+     "`state.path` is set, else positions are not saved."},
+    {"collectors.trace_files[].timestamp_unit", Type::kString, R"("auto")", true,
+     "Unit of the records' `timestamp`: `auto` (decided once per trace), `ms` or `s`."},
+    {"collectors.trace_files[].tenant_fields", Type::kStringList, R"(["tenant", "class", "type"])",
+     true, "Record fields tried in order for the tenant label."},
+    {"collectors.trace_files[].max_line_bytes", Type::kSize, R"("1MiB")", true,
+     "Longer lines are skipped and counted; 1 byte to 1GiB."},
+    {"collectors.trace_files[].poll_interval", Type::kDuration, R"("250ms")", true,
+     "How often files are checked for new lines and rotation, > 0."},
+
+    {"collectors.kv_events", Type::kMapList, "[]", true,
+     "KV-cache event streams (vLLM or SGLang ZeroMQ publishers)."},
+    {"collectors.kv_events[].name", Type::kString, "required", false,
+     "Collector name, as for `trace_files`."},
+    {"collectors.kv_events[].endpoints", Type::kStringList, "required", false,
+     "ZeroMQ endpoints (`tcp://`, `ipc://` or `inproc://`), at least one."},
+    {"collectors.kv_events[].topic", Type::kString, R"("")", true,
+     "Subscription topic prefix; empty: every message."},
+    {"collectors.kv_events[].replay_endpoint", Type::kString, R"("")", true,
+     "The publisher's replay endpoint, to fetch missed events; empty: none."},
+    {"collectors.kv_events[].bind", Type::kBool, "false", true,
+     "Bind the endpoints instead of connecting to them."},
+
+    {"collectors.engine_log", Type::kMapList, "[]", true,
+     "Serving-engine log files (vLLM stats lines, SGLang prefill lines)."},
+    {"collectors.engine_log[].name", Type::kString, "required", false,
+     "Collector name, as for `trace_files`."},
+    {"collectors.engine_log[].paths", Type::kStringList, "required", false,
+     "Files or globs to tail, at least one."},
+    {"collectors.engine_log[].engine", Type::kString, R"("auto")", true,
+     "Log format: `vllm`, `sglang` or `auto` (recognized line by line)."},
+
+    {"collectors.engine_metrics", Type::kMapList, "[]", true,
+     "Serving-engine Prometheus endpoints, scraped."},
+    {"collectors.engine_metrics[].name", Type::kString, "required", false,
+     "Collector name, as for `trace_files`."},
+    {"collectors.engine_metrics[].url", Type::kString, "required", false,
+     "`http://` or `https://` URL, e.g. `http://127.0.0.1:8000/metrics`."},
+    {"collectors.engine_metrics[].interval", Type::kDuration, R"("15s")", true,
+     "Time between scrapes, > 0."},
+    {"collectors.engine_metrics[].timeout", Type::kDuration, R"("5s")", true,
+     "Scrape timeout, > 0 and at most `interval`."},
+
+    {"alerts", Type::kMap, "{}", true, "Alerts raised by the agent's detectors."},
+    {"alerts.enabled", Type::kBool, "true", true, "Run the detectors and raise alerts."},
+    {"alerts.alertmanagers", Type::kStringList, "[]", true,
+     "Alertmanager base URLs (`http://host:9093`) that alerts are pushed to."},
+    {"alerts.webhooks", Type::kStringList, "[]", true,
+     "URLs that receive Alertmanager-compatible webhook payloads."},
+    {"alerts.resend_interval", Type::kDuration, R"("60s")", true,
+     "How often firing alerts are sent again, > 0; a firing alert's `endsAt` is 4 intervals "
+     "ahead, and a resolved one is sent again on this interval for 15 minutes."},
+    {"alerts.evaluation_interval", Type::kDuration, R"("15s")", true,
+     "How often the detectors are evaluated, > 0."},
+    {"alerts.timeout", Type::kDuration, R"("10s")", true,
+     "Connection and read timeout of each notification request, > 0. Sending runs on its "
+     "own threads, with retries and exponential backoff; a notifier that is down never "
+     "slows ingestion."},
+    {"alerts.short_window", Type::kDuration, R"("1h")", true,
+     "The recent window the detectors compare with the baseline, in whole seconds. When "
+     "written, it must be one of `curve.windows` (the knee and the working set are read from "
+     "that curve)."},
+    {"alerts.baseline_window", Type::kDuration, R"("24h")", true,
+     "The baseline window, longer than `short_window`; when written, one of `curve.windows`. "
+     "Rates are computed over both windows from the engine's counters."},
+    {"alerts.knee_shift", Type::kMap, "{}", true,
+     "`KVWatchKneeShift`: the knee of the short window's curve moved away from the "
+     "baseline's. On a stationary workload it must not fire."},
+    {"alerts.knee_shift.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.knee_shift.fire_threshold", Type::kNumber, "0.25", true,
+     "Relative knee change, abs(short - baseline) / baseline, at which the alert goes "
+     "pending, > 0."},
+    {"alerts.knee_shift.clear_threshold", Type::kNumber, "0.15", true,
+     "Relative change below which a firing alert resolves, >= 0 and at most "
+     "`fire_threshold` (hysteresis)."},
+    {"alerts.knee_shift.min_shift_pages", Type::kNumber, "32", true,
+     "The knee must also have moved by this many pages, >= 0."},
+    {"alerts.knee_shift.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0; with fewer the detector stays quiet."},
+    {"alerts.knee_shift.min_baseline_requests", Type::kInt, "5000", true,
+     "Requests needed in the baseline window, >= 0."},
+    {"alerts.knee_shift.for", Type::kDuration, R"("15m")", true,
+     "How long the change must hold before the alert fires, whole seconds >= 0."},
+    {"alerts.over_capacity", Type::kMap, "{}", true,
+     "`KVWatchWorkingSetOverCapacity`: the short window's working set exceeds the cache, "
+     "the largest of `curve.capacities` (no capacity: no data)."},
+    {"alerts.over_capacity.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.over_capacity.target", Type::kString, R"("page_hit")", true,
+     "What the working set keeps: `page_hit` (a fraction of the unlimited page hits) or "
+     "`request_coverage` (a fraction of requests)."},
+    {"alerts.over_capacity.fraction", Type::kNumber, "0.95", true,
+     "The target's fraction, in (0, 1]."},
+    {"alerts.over_capacity.fire_threshold", Type::kNumber, "1.0", true,
+     "Working set / capacity at which the alert goes pending, > 0."},
+    {"alerts.over_capacity.clear_threshold", Type::kNumber, "0.9", true,
+     "Working set / capacity below which a firing alert resolves, >= 0 and at most "
+     "`fire_threshold`."},
+    {"alerts.over_capacity.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0."},
+    {"alerts.over_capacity.for", Type::kDuration, R"("15m")", true,
+     "How long the working set must stay over before the alert fires, whole seconds >= 0."},
+    {"alerts.rate_shift", Type::kMap, "{}", true,
+     "`KVWatchEvictionRateShift`, `KVWatchRejectionRateShift`, `KVWatchPreemptionRateShift`: "
+     "the engine counter's rate over the short window against the baseline's, floored at 1 "
+     "evicted block/s and 0.05 rejections or preemptions/s. Quiet without engine counters."},
+    {"alerts.rate_shift.enabled", Type::kBool, "true", true, "Run these detectors."},
+    {"alerts.rate_shift.fire_threshold", Type::kNumber, "2.0", true,
+     "Rate ratio at which an alert goes pending, > 0."},
+    {"alerts.rate_shift.clear_threshold", Type::kNumber, "1.5", true,
+     "Rate ratio below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
+    {"alerts.rate_shift.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0."},
+    {"alerts.rate_shift.for", Type::kDuration, R"("15m")", true,
+     "How long the ratio must hold, whole seconds >= 0."},
+    {"alerts.drift", Type::kMap, "{}", true,
+     "`KVWatchEvictionRateDrift`: a CUSUM test on the per-minute eviction rate, against a "
+     "baseline learned over its first 2 hours; catches small sustained rises."},
+    {"alerts.drift.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.drift.fire_threshold", Type::kNumber, "10", true,
+     "CUSUM statistic, in standard deviations, at which the alert goes pending, > 0."},
+    {"alerts.drift.clear_threshold", Type::kNumber, "5", true,
+     "Statistic below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
+    {"alerts.drift.relearn_after", Type::kDuration, R"("1h")", true,
+     "After an alarm this long the new rate becomes the baseline, whole seconds; 0s: never."},
+    {"alerts.drift.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window for a sample to count, >= 0."},
+    {"alerts.drift.for", Type::kDuration, R"("5m")", true,
+     "How long the statistic must hold, whole seconds >= 0."},
+};
+
+std::string EscapeCell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const ConfigKey> ConfigKeys() { return kKeys; }
+
+const ConfigKey* FindConfigKey(std::string_view path) {
+  for (const ConfigKey& key : kKeys) {
+    if (key.path == path) return &key;
+  }
+  return nullptr;
+}
+
+std::string_view ConfigTypeName(ConfigType type) {
+  switch (type) {
+    case Type::kString:
+      return "string";
+    case Type::kBool:
+      return "boolean";
+    case Type::kInt:
+      return "integer";
+    case Type::kNumber:
+      return "number";
+    case Type::kDuration:
+      return "duration";
+    case Type::kSize:
+      return "size";
+    case Type::kStringList:
+      return "list of strings";
+    case Type::kIntList:
+      return "list of integers";
+    case Type::kNumberList:
+      return "list of numbers";
+    case Type::kDurationList:
+      return "list of durations";
+    case Type::kMap:
+      return "map";
+    case Type::kMapList:
+      return "list of maps";
+  }
+  return "?";
+}
+
+std::string ConfigReferenceMarkdown() {
+  std::string out =
+      "| key | type | default | meaning |\n"
+      "|---|---|---|---|\n";
+  for (const ConfigKey& key : kKeys) {
+    std::string default_cell(key.default_text);
+    if (key.default_is_literal) default_cell = "`" + default_cell + "`";
+    out.append("| `").append(key.path).append("` | ").append(ConfigTypeName(key.type));
+    out.append(" | ").append(EscapeCell(default_cell));
+    out.append(" | ").append(EscapeCell(key.description)).append(" |\n");
+  }
+  out +=
+      "\n"
+      "`a[].b` is key `b` of every item of the list `a`. Durations are numbers with units\n"
+      "`ms`, `s`, `m`, `h` or `d`, such as `250ms`, `30s` or `1h30m`. Sizes are a byte count\n"
+      "or an integer with a unit `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or `KB`, `MB`,\n"
+      "`GB`, `TB` (powers of 1000), such as `64KiB`. Unknown keys, values of the wrong type\n"
+      "and values out of range are errors that name the key and its line.\n";
+  return out;
+}
+
+}  // namespace kvwatch::config

@@ -1,0 +1,161 @@
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/sections.h"
+#include "curve/policy.h"
+#include "curve/policy_replay.h"
+
+namespace kvwatch::config::internal {
+
+using base::Result;
+using base::Status;
+
+namespace {
+
+constexpr Choice<curve::TouchOrder> kTouchOrders[] = {
+    {"tail-first", curve::TouchOrder::kTailFirst},
+    {"head-first", curve::TouchOrder::kHeadFirst},
+};
+
+}  // namespace
+
+Status ParseEngineSection(FieldReader& r, const Entry& section, EngineSettings* engine) {
+  return r.ForEachKey(section, [&](const Entry& e) -> Status {
+    const std::string& k = e.pattern;
+    if (k == "engine.max_pages") return r.ReadInt(e, 1, std::int64_t{1} << 31, &engine->max_pages);
+    if (k == "engine.touch_order") return r.ReadChoice(e, kTouchOrders, &engine->touch_order);
+    if (k == "engine.coverage_share") return r.ReadFraction(e, &engine->coverage_share);
+    if (k == "engine.sample_rate") return r.ReadFraction(e, &engine->sample_rate);
+    if (k == "engine.sample_max_pages") {
+      return r.ReadInt(e, 0, std::int64_t{1} << 31, &engine->sample_max_pages);
+    }
+    if (k == "engine.remembered_evictions") {
+      return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),
+                     &engine->remembered_evictions);
+    }
+    return r.Unhandled(e);
+  });
+}
+
+namespace {
+
+Status ParseWindows(FieldReader& r, const Entry& e, std::vector<CurveWindow>* windows) {
+  if (Status s = r.CheckType(e, ConfigType::kDurationList); !s.ok()) return s;
+  Result<std::vector<Entry>> items = r.Items(e);
+  if (!items.ok()) return items.status();
+  if (items.value().empty()) return r.Expected(e, "at least one window");
+  std::map<double, std::string> seen;  // seconds -> path
+  windows->clear();
+  for (const Entry& item : items.value()) {
+    CurveWindow window;
+    if (Status s = r.ReadDuration(item, true, &window.seconds); !s.ok()) return s;
+    if (auto [it, added] = seen.emplace(window.seconds, item.path); !added) {
+      return r.Fail(item, "the same duration as " + it->second);
+    }
+    window.name = item.node.Scalar();
+    windows->push_back(std::move(window));
+  }
+  std::stable_sort(
+      windows->begin(), windows->end(),
+      [](const CurveWindow& a, const CurveWindow& b) { return a.seconds < b.seconds; });
+  return Status::Ok();
+}
+
+Status ParseCapacities(FieldReader& r, const Entry& e, std::vector<std::uint64_t>* capacities,
+                       CurveNotes* notes) {
+  if (Status s = r.CheckType(e, ConfigType::kIntList); !s.ok()) return s;
+  Result<std::vector<Entry>> items = r.Items(e);
+  if (!items.ok()) return items.status();
+  std::map<std::uint64_t, std::string> seen;  // pages -> path
+  notes->capacity_paths.clear();
+  for (const Entry& item : items.value()) {
+    std::uint64_t pages = 0;
+    if (Status s = r.ReadInt(item, 1, std::numeric_limits<std::int64_t>::max(), &pages); !s.ok()) {
+      return s;
+    }
+    if (auto [it, added] = seen.emplace(pages, item.path); !added) {
+      return r.Fail(item, "duplicate of " + it->second);
+    }
+    notes->capacity_paths.emplace_back(pages, item.path);
+  }
+  capacities->clear();
+  for (const auto& [pages, path] : seen) capacities->push_back(pages);
+  return Status::Ok();
+}
+
+// "" for a policy that can run live; else what is wrong with the name.
+std::string OnlinePolicyProblem(const std::string& name) {
+  auto kind = curve::ParsePolicyName(name);
+  if (!kind.ok()) return kind.error();
+  if (curve::NeedsFuture(kind.value())) return "policy '" + name + "' needs the future: it runs only in replay";
+  return "";
+}
+
+}  // namespace
+
+Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* curve, CurveNotes* notes) {
+  return r.ForEachKey(section, [&](const Entry& e) -> Status {
+    const std::string& k = e.pattern;
+    if (k == "curve.windows") return ParseWindows(r, e, &curve->windows);
+    if (k == "curve.buckets_per_octave") return r.ReadInt(e, 4, 64, &curve->buckets_per_octave);
+    if (k == "curve.page_hit_targets") return r.ReadFractionList(e, &curve->page_hit_targets);
+    if (k == "curve.coverage_targets") return r.ReadFractionList(e, &curve->coverage_targets);
+    if (k == "curve.capacities") return ParseCapacities(r, e, &curve->capacities, notes);
+    if (k == "curve.knee_sensitivity") {
+      return r.ReadNumber(e, Positive, "> 0", &curve->knee_sensitivity);
+    }
+    if (k == "curve.knee_window_min_requests") {
+      return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),
+                     &curve->knee_window_min_requests);
+    }
+    if (k == "curve.policies") {
+      return r.ReadStringList(e, &curve->policies, OnlinePolicyProblem);
+    }
+    if (k == "curve.engine_policy") {
+      if (Status s = r.ReadString(e, &curve->engine_policy); !s.ok()) return s;
+      const std::string problem = OnlinePolicyProblem(curve->engine_policy);
+      return problem.empty() ? Status::Ok() : r.Fail(e, problem);
+    }
+    if (k == "curve.decode_tokens_per_second") {
+      return r.ReadNumber(e, Positive, "> 0", &curve->decode_tokens_per_second);
+    }
+    if (k == "curve.policy_priorities") {
+      if (Status s = r.ReadString(e, &curve->policy_priorities); !s.ok()) return s;
+      auto rules = curve::ParsePriorityRules(curve->policy_priorities);
+      return rules.ok() ? Status::Ok() : r.Fail(e, rules.error());
+    }
+    return r.Unhandled(e);
+  });
+}
+
+
+Status ResolveCurve(const FieldReader& r, const CurveNotes& notes, AgentConfig* c) {
+  if (!r.Written("engine.remembered_evictions")) c->engine.remembered_evictions = c->engine.max_pages;
+  for (const auto& [pages, path] : notes.capacity_paths) {
+    if (pages > c->engine.max_pages) {
+      return r.FailAtPath(path, std::to_string(pages) + " pages is beyond engine.max_pages (" +
+                                  std::to_string(c->engine.max_pages) +
+                                  "), where curves are not exact; raise engine.max_pages");
+    }
+  }
+  if (!c->curve.policies.empty()) {
+    if (c->curve.capacities.empty()) {
+      return r.FailAtPath("curve.policies", "policy canaries run at curve.capacities; give the replica's cache sizes");
+    }
+    std::set<std::string> names(c->curve.policies.begin(), c->curve.policies.end());
+    names.insert(c->curve.engine_policy);
+    if (names.size() * c->curve.capacities.size() > 64) {
+      return r.FailAtPath("curve.policies", std::to_string(names.size() * c->curve.capacities.size()) +
+                                            " canaries (policies x capacities, with curve.engine_policy); at "
+                                            "most 64");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvwatch::config::internal
