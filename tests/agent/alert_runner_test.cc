@@ -309,11 +309,10 @@ TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
   o.engine.max_pages = 1 << 12;
   o.windows = {{"1m", 60}, {"10m", 600}};
   o.http.port = 0;
-  auto config = config::DefaultAgentConfig();
-  config.curve.windows = {{"1m", 60}, {"10m", 600}};
-  config.alerts.short_window_seconds = 60;
-  config.alerts.baseline_window_seconds = 600;
-  auto alerts = AlertRunnerOptionsFromConfig(config, "");
+  config::AlertSettings settings;
+  settings.alerter.short_window = seconds(60);
+  settings.alerter.baseline_window = seconds(600);
+  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, {}});
   ASSERT_TRUE(alerts.ok()) << alerts.error();
   o.alerts = std::move(alerts).value();
   auto owned = std::make_unique<SignalCollector>();
