@@ -73,6 +73,22 @@ base::Status ValidateChangeTests(const std::vector<ChangeTestOptions>& tests) {
   return base::Status::Ok();
 }
 
+// Each sample's capacity_pages > 0 and its cumulative `value` >= 0; the error
+// names the field ("inputs.capacity_misses.evicted_by[2].pages").
+template <typename Sample>
+base::Status ValidateSamples(const std::string& field, const std::vector<Sample>& samples, double Sample::*value,
+                             const char* value_name) {
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string where = field + "[" + std::to_string(i) + "].";
+    if (auto status = FirstError({ValidatePositive(where + "capacity_pages", samples[i].capacity_pages),
+                                  ValidateNonNegative(where + value_name, samples[i].*value)});
+        !status.ok()) {
+      return status;
+    }
+  }
+  return base::Status::Ok();
+}
+
 }  // namespace
 
 base::Status AlerterOptions::Validate() const {
@@ -96,21 +112,15 @@ base::Status ValidateInputs(const AlertInputs& inputs) {
     return ValidateNonNegative(std::string("inputs.") + field, *value);
   };
   const CapacityMissInputs& misses = inputs.capacity_misses;
-  for (std::size_t i = 0; i < misses.capacity_misses.size(); ++i) {
-    const std::string where = "inputs.capacity_misses.capacity_misses[" + std::to_string(i) + "]";
-    if (auto status = FirstError({ValidatePositive(where + ".capacity_pages", misses.capacity_misses[i].capacity_pages),
-                                  ValidateNonNegative(where + ".misses", misses.capacity_misses[i].misses)});
-        !status.ok()) {
-      return status;
-    }
+  if (auto status = ValidateSamples("inputs.capacity_misses.capacity_misses", misses.capacity_misses,
+                                    &CapacityMissSample::misses, "misses");
+      !status.ok()) {
+    return status;
   }
-  for (std::size_t i = 0; i < misses.evicted_by.size(); ++i) {
-    const std::string where = "inputs.capacity_misses.evicted_by[" + std::to_string(i) + "]";
-    if (auto status = FirstError({ValidatePositive(where + ".capacity_pages", misses.evicted_by[i].capacity_pages),
-                                  ValidateNonNegative(where + ".pages", misses.evicted_by[i].pages)});
-        !status.ok()) {
-      return status;
-    }
+  if (auto status = ValidateSamples("inputs.capacity_misses.evicted_by", misses.evicted_by,
+                                    &EvictedBySample::pages, "pages");
+      !status.ok()) {
+    return status;
   }
   return FirstError({
       check("capacity_misses.page_references", misses.page_references),

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "alerts/alerter.h"
+#include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -66,13 +67,8 @@ struct FakeAgent {
 };
 
 AlerterOptions CapacityMissesOnly() {
-  AlerterOptions options;
-  options.knee_shift.enabled = false;
-  options.capacity_shortfall.enabled = false;
-  options.eviction_rate_shift.enabled = false;
-  options.rejection_rate_shift.enabled = false;
-  options.preemption_rate_shift.enabled = false;
-  options.change_tests.clear();
+  AlerterOptions options = testing::NoDetectors();
+  options.capacity_miss_share.enabled = true;
   return options;
 }
 
@@ -292,21 +288,22 @@ TEST(CapacityMissShareOptionsTest, ValidationNamesTheField) {
   ASSERT_FALSE(inverted.ok());
   EXPECT_NE(inverted.error().find("capacity_miss_share.clear_threshold"), std::string::npos) << inverted.error();
 
-  options = AlerterOptions{};
-  options.capacity_miss_share.share_floor = 0;
-  const auto no_floor = Alerter::Create(options);
+  AlerterOptions floor_options;
+  floor_options.capacity_miss_share.share_floor = 0;
+  const auto no_floor = Alerter::Create(floor_options);
   ASSERT_FALSE(no_floor.ok());
   EXPECT_NE(no_floor.error().find("capacity_miss_share.share_floor"), std::string::npos) << no_floor.error();
 
-  options = AlerterOptions{};
-  options.capacity_miss_share.enabled = false;
-  const auto disabled = Alerter::Create(options);
+  AlerterOptions disabled_options;
+  disabled_options.capacity_miss_share.enabled = false;
+  const auto disabled = Alerter::Create(disabled_options);
   ASSERT_TRUE(disabled.ok());
   for (const AlertStatus& status : disabled.value().Statuses()) EXPECT_NE(status.labels.at("alertname"), kAlert);
 }
 
 TEST(CapacityMissShareOptionsTest, NegativeInputsAreRejected) {
-  auto alerter = Alerter::Create(AlerterOptions{});
+  const AlerterOptions defaults;
+  auto alerter = Alerter::Create(defaults);
   ASSERT_TRUE(alerter.ok());
   AlertInputs inputs;
   inputs.time = At(0);
