@@ -44,6 +44,11 @@ bool UsesSalt(KvTenantSource source) {
   return source == KvTenantSource::kCacheSalt || source == KvTenantSource::kLoraOrSalt;
 }
 
+// Whether LoraTenant(e) is non-empty, without building it.
+bool HasLoraTenant(const BlockStored& e) {
+  return e.lora_name.has_value() ? !e.lora_name->empty() : e.lora_id.has_value();
+}
+
 std::string LoraTenant(const BlockStored& e) {
   if (e.lora_name.has_value()) return *e.lora_name;
   if (e.lora_id.has_value()) return "lora-" + std::to_string(*e.lora_id);
@@ -487,7 +492,7 @@ void KvEventTracker::SetTenant(const BlockStored& e, bool walked_to_root) {
   const KvTenantSource source = options_.tenant_source;
   if (source == KvTenantSource::kNone || request_.pages.empty()) return;
   request_.tenant = KvEventTenant(source, e);
-  const bool lora = UsesLora(source) && !LoraTenant(e).empty();
+  const bool lora = UsesLora(source) && HasLoraTenant(e);
   if (lora || !UsesSalt(source)) return;
   const curve::PageId root = request_.pages.front();
   if (!e.parent_block_hash.has_value()) {
