@@ -40,6 +40,36 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex& mu_;
 };
 
+// CondVar: a std::condition_variable waited on with a held Mutex (abseil's
+// CondVar). Wait and WaitUntil release the mutex while blocked and hold it
+// again when they return; spurious wake-ups happen, so wait in a loop on the
+// guarded condition.
+class CondVar {
+ public:
+  CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  void Wait(Mutex& mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu.native(), std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();  // still held: the caller's lock owns it
+  }
+  // False once `deadline` has passed (the wait timed out), true when woken earlier.
+  template <class Clock, class Duration>
+  bool WaitUntil(Mutex& mu, std::chrono::time_point<Clock, Duration> deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu.native(), std::adopt_lock);
+    const bool woken = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    lock.release();
+    return woken;
+  }
+  void NotifyOne() { cv_.notify_one(); }
+  void NotifyAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
+};
+
 }  // namespace kvwatch::base
 
 #endif  // KVWATCH_BASE_MUTEX_H_

@@ -52,6 +52,7 @@
 #include "collectors/exposition_parser.h"
 #include "collectors/kv_event_decoder.h"
 #include "collectors/synth.h"
+#include "collectors/testing/kv_event_encoder.h"
 #include "tests/agent/testing_process.h"
 #include "tests/collectors/kv_events_test_publisher.h"
 

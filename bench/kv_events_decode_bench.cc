@@ -26,6 +26,7 @@
 #include "collectors/kv_event_decoder.h"
 #include "collectors/kv_event_tracker.h"
 #include "collectors/synth.h"
+#include "collectors/testing/kv_event_encoder.h"
 #include "collectors/trace_reader.h"
 #include "tests/collectors/kv_events_test_publisher.h"
 

@@ -1,21 +1,18 @@
 #include "collectors/file_tailer.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <fnmatch.h>
-#include <glob.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <ctime>
 #include <optional>
-#include <set>
 #include <utility>
+
+#include "collectors/file_identity.h"
+#include "collectors/file_scan.h"
+#include "collectors/tail_checkpoint.h"
 
 namespace kvwatch::collectors {
 
@@ -23,251 +20,17 @@ namespace {
 
 using base::Result;
 using base::Status;
-
-constexpr std::uint32_t kMarkerBytes = 32;  // fluent-bit's FLB_TAIL_DB_OFFSET_MARKER_SIZE
-constexpr std::size_t kMaxFingerprintBytes = 64 << 10;
-constexpr std::int64_t kCopyCtimeSlackNs = 1'000'000'000;  // file timestamps use a coarse clock
-constexpr std::size_t kMaxCheckpointBytes = 64 << 20;
-constexpr std::string_view kCheckpointMagic = "kvwatch-file-tailer-checkpoint";
-constexpr std::uint64_t kCheckpointVersion = 1;
-constexpr std::uint32_t kDirWatchMask =
-    IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_ONLYDIR;
-constexpr std::uint32_t kFileWatchMask = IN_MODIFY | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF;
-
-// FNV-1a, 64 bits: a checksum for identities, not a cryptographic hash.
-constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
-std::uint64_t Fnv1a(std::string_view data, std::uint64_t hash = kFnvOffset) {
-  for (unsigned char c : data) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
+using tail::ContentHash;
+using tail::HashBefore;
+using tail::HashHead;
+using tail::kMaxFingerprintBytes;
 
 std::string ErrnoText(int error) { return std::strerror(error); }
-
-// pread until `length` bytes or end of file; -1 on error (errno set).
-ssize_t PreadFull(int fd, char* out, std::size_t length, std::uint64_t offset) {
-  std::size_t done = 0;
-  while (done < length) {
-    const ssize_t n = ::pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return static_cast<ssize_t>(done);
-}
-
-std::int64_t ToNs(const timespec& ts) {
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::int64_t RealtimeNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return ToNs(ts);
-}
-
-std::string Dirname(const std::string& path) {
-  const std::size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-bool HasGlobMagic(std::string_view text) {
-  return text.find_first_of("*?[") != std::string_view::npos;
-}
-
-// The current name of an open file (via /proc), without " (deleted)"; empty if unknown.
-std::string CurrentName(int fd) {
-  char buf[4096];
-  const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  std::string name(buf, static_cast<std::size_t>(n));
-  constexpr std::string_view kDeleted = " (deleted)";
-  if (name.size() > kDeleted.size() && name.ends_with(kDeleted)) {
-    name.resize(name.size() - kDeleted.size());
-  }
-  return name;
-}
-
-// The path of the regular file with this identity in `dir`, or "".
-std::string FindInode(const std::string& dir, std::uint64_t dev, std::uint64_t ino) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return "";
-  std::string found;
-  while (const dirent* entry = ::readdir(d)) {
-    if (entry->d_ino != ino) continue;
-    const std::string path = dir + "/" + entry->d_name;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        static_cast<std::uint64_t>(st.st_dev) == dev) {
-      found = path;
-      break;
-    }
-  }
-  ::closedir(d);
-  return found;
-}
-
-std::vector<std::string> Glob(const std::string& pattern, int flags) {
-  std::vector<std::string> paths;
-  glob_t g{};
-  if (::glob(pattern.c_str(), flags, nullptr, &g) == 0) {
-    for (std::size_t i = 0; i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
-  }
-  ::globfree(&g);
-  return paths;
-}
-
-// Percent-escapes the bytes that would break the checkpoint's space-separated lines.
-std::string EscapePath(std::string_view path) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : path) {
-    if (c <= 0x20 || c == 0x7f || c == '%') {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> UnescapePath(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    unsigned value = 0;
-    if (i + 2 >= text.size()) return std::nullopt;
-    const auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-    if (ec != std::errc() || end != text.data() + i + 3) return std::nullopt;
-    out += static_cast<char>(value);
-    i += 2;
-  }
-  return out;
-}
-
-template <class Int>
-bool ParseInt(std::string_view text, Int& value, int base = 10) {
-  if (text.empty()) return false;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-std::vector<std::string_view> SplitSpaces(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::size_t start = 0;
-  while (start <= line.size()) {
-    const std::size_t space = line.find(' ', start);
-    const std::size_t end = space == std::string_view::npos ? line.size() : space;
-    fields.push_back(line.substr(start, end - start));
-    if (space == std::string_view::npos) break;
-    start = space + 1;
-  }
-  return fields;
-}
-
-std::string Hex16(std::uint64_t value) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
-Result<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Result<std::string>::Error(path + ": cannot open: " + ErrnoText(errno));
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      return Result<std::string>::Error(path + ": read error: " + ErrnoText(error));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxCheckpointBytes) {
-      ::close(fd);
-      return Result<std::string>::Error(path + ": larger than " +
-                                        std::to_string(kMaxCheckpointBytes) + " bytes");
-    }
-  }
-  ::close(fd);
-  return text;
-}
-
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Error(path + ": write error: " + ErrnoText(errno));
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return Status::Ok();
-}
-
-// tmp file in the same directory, fsync, rename over `path`, fsync the directory.
-Status WriteFileAtomically(const std::string& path, std::string_view text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Error(tmp + ": cannot create: " + ErrnoText(errno));
-  Status written = WriteAll(fd, text, tmp);
-  if (written.ok() && ::fsync(fd) != 0)
-    written = Status::Error(tmp + ": fsync: " + ErrnoText(errno));
-  if (::close(fd) != 0 && written.ok())
-    written = Status::Error(tmp + ": close: " + ErrnoText(errno));
-  if (!written.ok()) {
-    ::unlink(tmp.c_str());
-    return written;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    return Status::Error("rename " + tmp + " -> " + path + ": " + ErrnoText(error));
-  }
-  const std::string dir = Dirname(path);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Status::Error(dir + ": cannot open directory: " + ErrnoText(errno));
-  const bool synced = ::fsync(dir_fd) == 0;
-  const int error = errno;
-  ::close(dir_fd);
-  if (!synced) return Status::Error(dir + ": fsync of directory: " + ErrnoText(error));
-  return Status::Ok();
-}
 
 }  // namespace
 
 // ---------------------------------------------------------------------------
 // Internal types.
-
-// A hash over `len` bytes of a file (len 0: nothing to check).
-struct ContentHash {
-  std::uint32_t len = 0;
-  std::uint64_t hash = kFnvOffset;
-};
-
-// Identity plus committed position of a file: what a checkpoint entry holds.
-struct FileTailer::Position {
-  std::uint64_t dev = 0;
-  std::uint64_t ino = 0;
-  ContentHash head;               // the first head.len bytes
-  ContentHash marker;             // the marker.len bytes just before `offset`
-  std::uint64_t offset = 0;       // just after the last delivered (or skipped) line
-  std::uint64_t line = 0;         // lines before `offset`
-  std::int64_t validated_ns = 0;  // CLOCK_REALTIME when the content last checked out
-  std::string path;               // last known name
-};
 
 enum class FileState {
   kActive,   // a pattern finds it
@@ -298,60 +61,12 @@ struct FileTailer::TailedFile {
   std::chrono::steady_clock::time_point rotated_at{};
 };
 
-struct FileTailer::Candidate {
-  std::string path;
-  std::size_t source = 0;
-  std::uint64_t dev = 0;
-  std::uint64_t ino = 0;
-};
-
 struct FileTailer::Pass {
   const TailCallbacks& callbacks;
   TailPollSummary summary;
   std::chrono::steady_clock::time_point now;
   std::int64_t now_ns = 0;
 };
-
-namespace {
-
-// Hash of `len` bytes at `offset`; nullopt if the file is shorter. -1 error via errno.
-struct HashRead {
-  bool ok = false;  // false: I/O error
-  std::optional<std::uint64_t> hash;
-};
-
-HashRead HashAt(int fd, std::uint64_t offset, std::uint32_t len) {
-  std::string bytes(len, '\0');
-  const ssize_t n = PreadFull(fd, bytes.data(), len, offset);
-  if (n < 0) return {false, std::nullopt};
-  if (static_cast<std::size_t>(n) < len) return {true, std::nullopt};
-  return {true, Fnv1a(bytes)};
-}
-
-// Whether the bytes `expected` covers still hash the same. nullopt: I/O error.
-std::optional<bool> Matches(int fd, std::uint64_t offset, const ContentHash& expected) {
-  if (expected.len == 0) return true;
-  const HashRead read = HashAt(fd, offset, expected.len);
-  if (!read.ok) return std::nullopt;
-  return read.hash.has_value() && *read.hash == expected.hash;
-}
-
-ContentHash HashHead(int fd, std::uint64_t size, std::size_t max_len) {
-  const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(size, max_len));
-  const HashRead read = HashAt(fd, 0, len);
-  if (!read.ok || !read.hash) return ContentHash{};
-  return ContentHash{len, *read.hash};
-}
-
-ContentHash HashBefore(int fd, std::uint64_t offset) {
-  const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(offset, kMarkerBytes));
-  const HashRead read = HashAt(fd, offset - len, len);
-  if (!read.ok || !read.hash) return ContentHash{};
-  return ContentHash{len, *read.hash};
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------------------
 // Events.
 
@@ -440,28 +155,30 @@ Result<std::unique_ptr<FileTailer>> FileTailer::Create(FileTailerOptions options
 }
 
 FileTailer::FileTailer(FileTailerOptions options)
-    : options_(std::move(options)), buffer_(options_.read_chunk_bytes) {
-  if (options_.use_inotify) notify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (!options_.checkpoint_path.empty()) LoadCheckpoint();
+    : options_(std::move(options)), watch_(options_.use_inotify), buffer_(options_.read_chunk_bytes) {
+  if (options_.checkpoint_path.empty()) return;
+  tail::LoadedCheckpoint loaded = tail::LoadCheckpoint(options_.checkpoint_path);
+  restored_ = std::move(loaded.entries);
+  checkpoint_loaded_ = loaded.loaded;
+  checkpoint_error_ = std::move(loaded.error);
 }
 
 FileTailer::~FileTailer() {
-  files_.clear();  // closes the files; their watches go with notify_fd_
-  if (notify_fd_ >= 0) ::close(notify_fd_);
+  files_.clear();  // closes the files; their watches go with watch_
 }
 
 // ---------------------------------------------------------------------------
 // Poll.
 
 TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
-  Pass pass{callbacks, {}, options_.clock(), RealtimeNs()};
-  DrainNotifications();
+  Pass pass{callbacks, {}, options_.clock(), tail::RealtimeNs()};
+  watch_.Drain();
   if (!checkpoint_error_.empty()) {
     Emit(pass, TailEventKind::kCheckpointError, options_.patterns.size(), options_.checkpoint_path,
          0, checkpoint_error_ + "; starting without it");
     checkpoint_error_.clear();
   }
-  const std::vector<Candidate> found = ExpandPatterns();
+  const std::vector<Candidate> found = tail::ExpandPatterns(options_.patterns);
   HandleRotation(found, pass);
   if (!polled_) ResumeFromCheckpoint(found, pass);
   std::vector<TailedFile*> known;
@@ -477,59 +194,17 @@ TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
   for (const TailedFilePtr& file : files_) {
     if (file->state == FileState::kActive) ReadAvailable(*file, pass);
   }
-  UpdateWatches();
+  watch_.WatchDirectories(options_.patterns);
   polled_ = true;
   pass.summary.files_open = files_.size();
   return pass.summary;
 }
 
-void FileTailer::DrainNotifications() {
-  if (notify_fd_ < 0) return;
-  alignas(inotify_event) char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(notify_fd_, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    for (ssize_t at = 0; at < n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(buf + at);
-      if (event->mask & IN_IGNORED) {  // a watched directory went away: re-add it later
-        std::erase_if(dir_watches_, [&](const auto& entry) { return entry.second == event->wd; });
-      }
-      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-    }
-  }
-}
-
-std::vector<FileTailer::Candidate> FileTailer::ExpandPatterns() const {
-  std::vector<Candidate> found;
-  std::set<std::pair<std::uint64_t, std::uint64_t>> seen;
-  for (std::size_t source = 0; source < options_.patterns.size(); ++source) {
-    for (std::string& path : Glob(options_.patterns[source], 0)) {
-      struct stat st {};
-      if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (!seen.emplace(st.st_dev, st.st_ino).second) continue;  // hard link or second pattern
-      found.push_back(Candidate{std::move(path), source, static_cast<std::uint64_t>(st.st_dev),
-                                static_cast<std::uint64_t>(st.st_ino)});
-    }
-  }
-  return found;
-}
-
-namespace {
-template <class C>
-const C* FindCandidate(const std::vector<C>& found, std::uint64_t dev, std::uint64_t ino) {
-  for (const C& c : found) {
-    if (c.dev == dev && c.ino == ino) return &c;
-  }
-  return nullptr;
-}
-}  // namespace
-
 // Renames and deletions of open files: a file keeps its identity wherever it
 // goes; one no pattern finds any more is rotated (or deleted) and drained.
 void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass) {
   for (const TailedFilePtr& file : files_) {
-    if (const Candidate* c = FindCandidate(found, file->pos.dev, file->pos.ino)) {
+    if (const Candidate* c = tail::FindCandidate(found, file->pos.dev, file->pos.ino)) {
       if (c->path != file->pos.path) {
         EmitFor(pass, TailEventKind::kRotated, *file, 1,
                 "renamed from " + file->pos.path + " to " + c->path + "; still tailed");
@@ -544,7 +219,7 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
       ReportReadError(pass, *file, "fstat", errno);
       continue;
     }
-    const std::string name = CurrentName(file->fd);
+    const std::string name = tail::CurrentName(file->fd);
     if (st.st_nlink == 0) {
       file->state = FileState::kDeleted;
       if (!name.empty()) file->pos.path = name;
@@ -585,15 +260,15 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
   std::vector<Deferred> deferred;
   for (const Position& entry : entries) {
     if (FindFile(entry.dev, entry.ino)) continue;
-    const Candidate* c = FindCandidate(found, entry.dev, entry.ino);
-    const std::size_t source = c ? c->source : SourceForPath(entry.path);
+    const Candidate* c = tail::FindCandidate(found, entry.dev, entry.ino);
+    const std::size_t source = c ? c->source : tail::SourceForPath(options_.patterns, entry.path);
     if (source == options_.patterns.size()) continue;  // no longer configured
-    const std::string path = c ? c->path : FindInode(Dirname(entry.path), entry.dev, entry.ino);
+    const std::string path = c ? c->path : tail::FindInode(tail::Dirname(entry.path), entry.dev, entry.ino);
     TailedFilePtr file = path.empty() ? nullptr : OpenFile(path, source, pass);
     if (file && (file->pos.dev != entry.dev || file->pos.ino != entry.ino)) {
       DropFile(std::move(file));
     }
-    const bool holds = file && Holds(*file, entry);
+    const bool holds = file && tail::Holds(file->fd, file->last_size, entry);
     const bool evidence = entry.head.len > 0 || entry.marker.len > 0;
     if (holds && evidence) {
       ResumeAt(std::move(file), entry, c != nullptr, pass);
@@ -669,36 +344,6 @@ void FileTailer::ResolveDeferred(const Position& entry, std::size_t source, bool
   }
 }
 
-// Whether `file` still holds `position`: the offset is within the file and the
-// head and offset-marker hashes match.
-bool FileTailer::Holds(const TailedFile& file, const Position& position) {
-  return position.offset <= file.last_size && Matches(file.fd, 0, position.head) == true &&
-         Matches(file.fd, position.offset - position.marker.len, position.marker) == true;
-}
-
-// "" if the bytes reading depends on are unchanged (head, the marker before the
-// committed offset, the tail of a buffered unfinished line), else what
-// changed; nullopt on an I/O error.
-std::optional<std::string> FileTailer::ContentChange(const TailedFile& file) const {
-  const std::optional<bool> head = Matches(file.fd, 0, file.pos.head);
-  if (!head) return std::nullopt;
-  if (!*head) return "content changed in place (first bytes differ)";
-  const std::optional<bool> marker =
-      Matches(file.fd, file.pos.offset - file.pos.marker.len, file.pos.marker);
-  if (!marker) return std::nullopt;
-  if (!*marker) return "content changed in place (bytes before the read offset differ)";
-  if (file.skipping || file.partial.empty()) return "";
-  const std::size_t n = std::min<std::size_t>(file.partial.size(), kMarkerBytes);
-  std::string bytes(n, '\0');
-  const ssize_t got = PreadFull(file.fd, bytes.data(), n, file.read_offset - n);
-  if (got < 0) return std::nullopt;
-  if (static_cast<std::size_t>(got) != n ||
-      bytes != std::string_view(file.partial).substr(file.partial.size() - n)) {
-    return "content changed in place (the unfinished last line differs)";
-  }
-  return "";
-}
-
 void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>& found,
                                  Pass& pass) {
   struct stat st {};
@@ -712,7 +357,9 @@ void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>&
     reason = "shrank from " + std::to_string(std::max(file.last_size, file.read_offset)) + " to " +
              std::to_string(size) + " bytes";
   } else {
-    std::optional<std::string> change = ContentChange(file);
+    std::optional<std::string> change =
+        tail::ContentChange(file.fd, file.pos, file.read_offset,
+                            file.skipping ? std::string_view() : std::string_view(file.partial));
     if (!change) {
       ReportReadError(pass, file, "pread", errno);
       return;
@@ -752,42 +399,16 @@ void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size,
   if (copy) InsertBefore(file, std::move(copy));
 }
 
-// A copytruncate copy of `old` in its directory: a regular file we do not
-// tail, changed since `old` last checked out, holding at least `old.offset`
-// bytes whose head and offset marker hash like `old`'s. The longest wins.
+// Opens the copytruncate copy of `old` (tail::FindCopyPath; not one we tail)
+// positioned where `old` was; a copy no pattern finds is drained like a rotated
+// file. nullptr when there is none.
 FileTailer::TailedFilePtr FileTailer::FindCopy(const Position& old, std::size_t source,
                                                const std::vector<Candidate>& found, Pass& pass) {
-  if (old.head.len == 0) return nullptr;  // no content to recognize it by
-  const std::string dir_path = Dirname(old.path);
-  DIR* dir = ::opendir(dir_path.c_str());
-  if (!dir) return nullptr;
-  std::string best_path;
-  std::uint64_t best_size = 0;
-  while (const dirent* d = ::readdir(dir)) {
-    const std::string path = dir_path + "/" + d->d_name;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    const auto dev = static_cast<std::uint64_t>(st.st_dev);
-    const auto ino = static_cast<std::uint64_t>(st.st_ino);
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (dev != old.dev || ino == old.ino || FindFile(dev, ino)) continue;
-    if (size < old.offset || size < old.head.len) continue;
-    if (ToNs(st.st_ctim) < old.validated_ns - kCopyCtimeSlackNs) continue;
-    if (!best_path.empty() && size <= best_size) continue;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) continue;
-    const bool same = Matches(fd, 0, old.head) == true &&
-                      Matches(fd, old.offset - old.marker.len, old.marker) == true;
-    ::close(fd);
-    if (same) {
-      best_path = path;
-      best_size = size;
-    }
-  }
-  ::closedir(dir);
+  const std::string best_path = tail::FindCopyPath(
+      old, [this](std::uint64_t dev, std::uint64_t ino) { return FindFile(dev, ino) != nullptr; });
   if (best_path.empty()) return nullptr;
   TailedFilePtr copy = OpenFile(best_path, source, pass);
-  if (copy && Matches(copy->fd, 0, old.head) != true) DropFile(std::move(copy));
+  if (copy && tail::Matches(copy->fd, 0, old.head) != true) DropFile(std::move(copy));
   if (!copy) return nullptr;
   const Position identity = copy->pos;
   copy->pos = old;
@@ -796,7 +417,7 @@ FileTailer::TailedFilePtr FileTailer::FindCopy(const Position& old, std::size_t 
   copy->pos.path = identity.path;
   copy->pos.validated_ns = pass.now_ns;
   copy->read_offset = old.offset;
-  if (!FindCandidate(found, identity.dev, identity.ino)) {
+  if (!tail::FindCandidate(found, identity.dev, identity.ino)) {
     copy->state = FileState::kRotated;
     copy->rotated_at = pass.now;
   }
@@ -864,10 +485,7 @@ FileTailer::TailedFilePtr FileTailer::OpenFile(const std::string& path, std::siz
   file->pos.validated_ns = pass.now_ns;
   file->last_size = static_cast<std::uint64_t>(st.st_size);
   file->pos.head = HashHead(fd, file->last_size, options_.fingerprint_bytes);
-  if (notify_fd_ >= 0) {
-    const std::string self = "/proc/self/fd/" + std::to_string(fd);
-    file->watch = ::inotify_add_watch(notify_fd_, self.c_str(), kFileWatchMask);
-  }
+  file->watch = watch_.WatchFile(fd);
   return file;
 }
 
@@ -884,15 +502,6 @@ void FileTailer::InsertBefore(const TailedFile& anchor, TailedFilePtr file) {
   files_.insert(it, std::move(file));
 }
 
-std::size_t FileTailer::SourceForPath(const std::string& path) const {
-  for (std::size_t i = 0; i < options_.patterns.size(); ++i) {
-    if (::fnmatch(options_.patterns[i].c_str(), path.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) {
-      return i;
-    }
-  }
-  return options_.patterns.size();
-}
-
 // Positions a newly seen file after its last complete line, so that a line
 // being written when we arrive is read whole. If that last line is already
 // longer than max_line_bytes, the rest of it is skipped as too long.
@@ -903,7 +512,7 @@ void FileTailer::StartAtEnd(TailedFile& file) {
   std::optional<std::uint64_t> start;
   for (std::uint64_t end = size; end > lowest && !start;) {
     const std::uint64_t len = std::min<std::uint64_t>(buffer_.size(), end - lowest);
-    const ssize_t n = PreadFull(file.fd, buffer_.data(), len, end - len);
+    const ssize_t n = tail::PreadFull(file.fd, buffer_.data(), len, end - len);
     if (n != static_cast<ssize_t>(len)) break;
     const char* data = buffer_.data();
     for (std::uint64_t i = len; i > 0; --i) {
@@ -1097,7 +706,7 @@ void FileTailer::CloseFinished(Pass& pass) {
 }
 
 void FileTailer::CloseFile(TailedFile& file) {
-  if (file.watch >= 0 && notify_fd_ >= 0) ::inotify_rm_watch(notify_fd_, file.watch);
+  watch_.Unwatch(file.watch);
   file.watch = -1;
 }
 
@@ -1107,34 +716,8 @@ void FileTailer::DropFile(TailedFilePtr file) {
   if (file && !FindFile(file->pos.dev, file->pos.ino)) CloseFile(*file);
 }
 
-void FileTailer::UpdateWatches() {
-  if (notify_fd_ < 0) return;
-  for (const std::string& pattern : options_.patterns) {
-    const std::string dir = Dirname(pattern);
-    std::vector<std::string> dirs =
-        HasGlobMagic(dir) ? Glob(dir, GLOB_ONLYDIR) : std::vector<std::string>{dir};
-    for (const std::string& d : dirs) {
-      if (dir_watches_.count(d)) continue;
-      const int wd = ::inotify_add_watch(notify_fd_, d.c_str(), kDirWatchMask);
-      if (wd >= 0) dir_watches_[d] = wd;  // a missing directory is retried next pass
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Checkpoint.
-
-namespace {
-
-std::string SerializeCheckpoint(const std::vector<std::string>& entries) {
-  std::string text =
-      std::string(kCheckpointMagic) + " " + std::to_string(kCheckpointVersion) + "\n";
-  for (const std::string& entry : entries) text += entry;
-  text += "end " + std::to_string(entries.size()) + " " + Hex16(Fnv1a(text)) + "\n";
-  return text;
-}
-
-}  // namespace
 
 std::vector<FileTailer::Position> FileTailer::CollectPositions() const {
   std::vector<Position> positions = restored_;  // not yet resolved by a first Poll()
@@ -1146,129 +729,9 @@ std::vector<FileTailer::Position> FileTailer::CollectPositions() const {
 
 Status FileTailer::Checkpoint() {
   if (options_.checkpoint_path.empty()) return Status::Ok();
-  std::vector<std::string> lines;
-  for (const Position& p : CollectPositions()) lines.push_back(FormatEntry(p));
-  Status written = WriteFileAtomically(options_.checkpoint_path, SerializeCheckpoint(lines));
+  Status written = tail::WriteCheckpoint(options_.checkpoint_path, CollectPositions());
   if (!written.ok()) return Status::Error("checkpoint: " + written.error());
   return Status::Ok();
-}
-
-// One "file" line: dev ino head_len head_hash marker_len marker_hash offset
-// line validated_ns path (percent-escaped).
-std::string FileTailer::FormatEntry(const Position& p) {
-  return "file " + std::to_string(p.dev) + " " + std::to_string(p.ino) + " " +
-         std::to_string(p.head.len) + " " + Hex16(p.head.hash) + " " +
-         std::to_string(p.marker.len) + " " + Hex16(p.marker.hash) + " " +
-         std::to_string(p.offset) + " " + std::to_string(p.line) + " " +
-         std::to_string(p.validated_ns) + " " + EscapePath(p.path) + "\n";
-}
-
-std::optional<std::string> FileTailer::ParseEntry(std::string_view line, Position& p) {
-  const std::vector<std::string_view> f = SplitSpaces(line);
-  if (f.size() != 11 || f[0] != "file") {
-    return "expected 'file' and 10 space-separated fields, got " + std::to_string(f.size()) +
-           " fields";
-  }
-  std::optional<std::string> path = UnescapePath(f[10]);
-  if (!ParseInt(f[1], p.dev)) return "bad device number '" + std::string(f[1]) + "'";
-  if (!ParseInt(f[2], p.ino)) return "bad inode number '" + std::string(f[2]) + "'";
-  if (!ParseInt(f[3], p.head.len) || p.head.len > kMaxFingerprintBytes ||
-      !ParseInt(f[4], p.head.hash, 16)) {
-    return "bad head fingerprint";
-  }
-  if (!ParseInt(f[5], p.marker.len) || p.marker.len > kMarkerBytes ||
-      !ParseInt(f[6], p.marker.hash, 16)) {
-    return "bad offset marker";
-  }
-  if (!ParseInt(f[7], p.offset) || p.marker.len > p.offset) {
-    return "bad offset '" + std::string(f[7]) + "'";
-  }
-  if (!ParseInt(f[8], p.line)) return "bad line number '" + std::string(f[8]) + "'";
-  if (!ParseInt(f[9], p.validated_ns)) return "bad timestamp '" + std::string(f[9]) + "'";
-  if (!path || path->empty()) return "bad path '" + std::string(f[10]) + "'";
-  p.path = std::move(*path);
-  return std::nullopt;
-}
-
-Result<std::vector<FileTailer::Position>> FileTailer::ParseCheckpoint(std::string_view text,
-                                                                      const std::string& name) {
-  using R = Result<std::vector<Position>>;
-  std::vector<Position> entries;
-  std::size_t at = 0;
-  std::size_t line_number = 0;
-  bool ended = false;
-  while (at < text.size()) {
-    const std::size_t nl = text.find('\n', at);
-    if (nl == std::string_view::npos) {
-      return R::Error(name + ":" + std::to_string(line_number + 1) +
-                      ": truncated (last line has no newline)");
-    }
-    const std::string_view line = text.substr(at, nl - at);
-    ++line_number;
-    const std::string where = name + ":" + std::to_string(line_number) + ": ";
-    if (ended) return R::Error(where + "unexpected data after the 'end' line");
-    if (line_number == 1) {
-      const std::vector<std::string_view> f = SplitSpaces(line);
-      std::uint64_t version = 0;
-      if (f.size() != 2 || f[0] != kCheckpointMagic || !ParseInt(f[1], version)) {
-        return R::Error(where + "expected the header '" + std::string(kCheckpointMagic) + " " +
-                        std::to_string(kCheckpointVersion) + "'");
-      }
-      if (version != kCheckpointVersion) {
-        return R::Error(where + "unsupported version " + std::to_string(version) +
-                        " (this build reads version " + std::to_string(kCheckpointVersion) + ")");
-      }
-    } else if (line.starts_with("end ")) {
-      const std::vector<std::string_view> f = SplitSpaces(line);
-      std::uint64_t count = 0;
-      std::uint64_t hash = 0;
-      if (f.size() != 3 || !ParseInt(f[1], count) || !ParseInt(f[2], hash, 16)) {
-        return R::Error(where + "expected 'end <count> <hash>'");
-      }
-      if (count != entries.size()) {
-        return R::Error(where + "the end line counts " + std::to_string(count) +
-                        " entries, found " + std::to_string(entries.size()));
-      }
-      if (hash != Fnv1a(text.substr(0, at))) return R::Error(where + "checksum mismatch");
-      ended = true;
-    } else {
-      Position p;
-      if (std::optional<std::string> error = ParseEntry(line, p)) return R::Error(where + *error);
-      entries.push_back(std::move(p));
-    }
-    at = nl + 1;
-  }
-  if (!ended) return R::Error(name + ": truncated (no 'end' line)");
-  return entries;
-}
-
-// A complete "<path>.tmp" is newer than <path> (a crash came between its fsync
-// and the rename), so it is preferred; an incomplete one is a torn write and
-// is ignored silently.
-void FileTailer::LoadCheckpoint() {
-  const std::string& path = options_.checkpoint_path;
-  Result<std::string> tmp = ReadSmallFile(path + ".tmp");
-  if (tmp.ok()) {
-    Result<std::vector<Position>> parsed = ParseCheckpoint(tmp.value(), path + ".tmp");
-    if (parsed.ok()) {
-      restored_ = std::move(parsed).value();
-      checkpoint_loaded_ = true;
-      return;
-    }
-  }
-  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return;  // first start
-  Result<std::string> text = ReadSmallFile(path);
-  if (!text.ok()) {
-    checkpoint_error_ = "checkpoint unreadable: " + text.error();
-    return;
-  }
-  Result<std::vector<Position>> parsed = ParseCheckpoint(text.value(), path);
-  if (!parsed.ok()) {
-    checkpoint_error_ = "checkpoint corrupt: " + parsed.error();
-    return;
-  }
-  restored_ = std::move(parsed).value();
-  checkpoint_loaded_ = true;
 }
 
 }  // namespace kvwatch::collectors

@@ -117,8 +117,14 @@
 #include <vector>
 
 #include "base/status.h"
+#include "collectors/file_watch.h"
 
 namespace kvwatch::collectors {
+
+namespace tail {
+struct Candidate;
+struct FilePosition;
+}  // namespace tail
 
 enum class TailStartPosition {
   kEnd,        // skip what the file holds when first seen (fluent-bit's default)
@@ -220,23 +226,24 @@ class FileTailer {
 
   // The inotify descriptor, or -1 when disabled or unavailable. Owned by the
   // tailer; readable when Poll() has something to look at.
-  int NotifyFd() const { return notify_fd_; }
+  int NotifyFd() const { return watch_.fd(); }
 
   std::size_t FilesOpen() const { return files_.size(); }
   const FileTailerOptions& options() const { return options_; }
 
  private:
-  struct Position;
+  // The pieces live in their own files: identity (file_identity.h), discovery
+  // and the rotation/truncation lookups (file_scan.h), the checkpoint file
+  // (tail_checkpoint.h) and inotify (file_watch.h). This class orchestrates.
+  using Position = tail::FilePosition;
+  using Candidate = tail::Candidate;
   struct TailedFile;
-  struct Candidate;
   struct Pass;
   using TailedFilePtr = std::unique_ptr<TailedFile>;
 
   explicit FileTailer(FileTailerOptions options);
 
   // Pass steps, in order.
-  void DrainNotifications();
-  std::vector<Candidate> ExpandPatterns() const;
   void HandleRotation(const std::vector<Candidate>& found, Pass& pass);
   void ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass& pass);
   void ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass);
@@ -248,7 +255,6 @@ class FileTailer {
   void OpenNewFiles(const std::vector<Candidate>& found, Pass& pass);
   void ReadAvailable(TailedFile& file, Pass& pass);
   void CloseFinished(Pass& pass);
-  void UpdateWatches();
 
   // Files.
   TailedFilePtr OpenFile(const std::string& path, std::size_t source, Pass& pass);
@@ -256,13 +262,10 @@ class FileTailer {
   void InsertBefore(const TailedFile& anchor, TailedFilePtr file);
   TailedFilePtr FindCopy(const Position& old, std::size_t source,
                          const std::vector<Candidate>& found, Pass& pass);
-  static bool Holds(const TailedFile& file, const Position& position);
-  std::optional<std::string> ContentChange(const TailedFile& file) const;
   void StartAtEnd(TailedFile& file);
   void ResetToStart(TailedFile& file, std::uint64_t size, Pass& pass);
   void CloseFile(TailedFile& file);
   void DropFile(TailedFilePtr file);
-  std::size_t SourceForPath(const std::string& path) const;
 
   // Line assembly.
   void ConsumeChunk(TailedFile& file, std::uint64_t chunk_offset, std::string_view data,
@@ -281,24 +284,18 @@ class FileTailer {
   void ReportReadError(Pass& pass, TailedFile& file, const std::string& what, int error);
 
   // Checkpoint.
-  void LoadCheckpoint();
   std::vector<Position> CollectPositions() const;
-  static std::string FormatEntry(const Position& position);
-  static std::optional<std::string> ParseEntry(std::string_view line, Position& position);
-  static base::Result<std::vector<Position>> ParseCheckpoint(std::string_view text,
-                                                              const std::string& name);
 
   // Constant after construction.
   const FileTailerOptions options_;
-  int notify_fd_ = -1;
 
+  tail::FileWatch watch_;                           // the inotify descriptor and its watches
   std::vector<TailedFilePtr> files_;                // in the order they were opened
   std::vector<Position> restored_;                  // checkpoint entries, until the first Poll()
   bool checkpoint_loaded_ = false;                  // a valid checkpoint was read
   std::string checkpoint_error_;                    // reported by the first Poll()
   bool polled_ = false;                             // the first Poll() has run
   std::map<std::string, std::string> open_errors_;  // path -> last reported error
-  std::map<std::string, int> dir_watches_;          // directory -> inotify watch
   std::vector<char> buffer_;                        // read_chunk_bytes
 };
 

@@ -1,5 +1,6 @@
-// KV-event wire decoding and encoding: the msgpack payload of one ZMQ message
-// (an EventBatch) to a KvEventBatch, the 3-frame PUB framing, and replay replies.
+// KV-event wire decoding: the msgpack payload of one ZMQ message (an EventBatch)
+// to a KvEventBatch, the 3-frame PUB framing, and replay replies. (The encoder that
+// tests, benchmarks and the fuzzer use is collectors/testing/kv_event_encoder.h.)
 // Pure functions over bytes: no sockets, no clocks. Formats follow
 // ../shared/docs/engine-formats.md sections 1.2-1.5, 5.1, 6.2 and 9.
 //
@@ -199,39 +200,6 @@ struct KvReplayReply {
 // A leading empty frame on a 3-frame reply is indistinguishable from an empty
 // topic; both read as topic "".
 KvResult<KvReplayReply> ParseReplayReply(std::span<const Frame> frames);
-
-// ---- Encoding -----------------------------------------------------------------
-
-enum class KvEncoding {
-  kArray,  // events as ["BlockStored", ...] (vLLM <= v0.23, msgspec array_like)
-  kMap,    // events as {"type": "BlockStored", ...} (vLLM >= v0.26)
-};
-
-enum class KvHashEncoding {
-  kUnsigned,  // msgpack uint (vLLM default)
-  kSigned,    // msgpack int64, negative above 2^63 (SGLang)
-  kBytes,     // 8-byte bin, big-endian (normalises back to the same value)
-};
-
-struct KvEncodeOptions {
-  KvEncoding encoding = KvEncoding::kMap;
-  KvHashEncoding hashes = KvHashEncoding::kUnsigned;
-  bool envelope_as_map = false;  // {ts, events, data_parallel_rank}: not seen live
-};
-
-// Encodes a batch as vLLM's msgspec encoder does: the envelope positional
-// [ts, events, dp_rank] (dp_rank left out when nullopt); BlockStored and
-// BlockRemoved with their required fields always written (None as nil) and
-// defaulted fields (BlockStored from extra_keys on, BlockRemoved from group_idx
-// on) left out when None, trailing ones only in the array form as omit_defaults
-// does. extra_keys is written from extra_keys_msgpack verbatim (it must hold one
-// msgpack object). cache_salt is written only in the map form (vLLM's array form
-// has no such field); cache_level/priority/window_size are not written.
-// CacheCreated and BlockUpdated use TensorRT-LLM's map shapes in both forms and
-// UnknownKvEvent is written as a bare tag ([tag] or {"type": tag}).
-std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch, KvEncoding encoding);
-std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch,
-                                             const KvEncodeOptions& options);
 
 }  // namespace kvwatch::collectors
 

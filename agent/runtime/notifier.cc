@@ -8,6 +8,7 @@
 
 #include "agent/runtime/version.h"
 #include "alerts/format.h"
+#include "base/mutex.h"
 
 namespace kvwatch::agent {
 
@@ -22,13 +23,13 @@ struct Notifier::Worker {
   std::string scheme_host_port;  // "http://am:9093"
   std::string path;              // "/api/v2/alerts"
 
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  // State below is guarded by mu.
-  std::map<alerts::Labels, Item> outbox;
-  std::uint64_t next_seq = 0;
-  bool stopping = false;
-  NotifierStats stats;
+  mutable base::Mutex mu;
+  base::CondVar cv;  // signalled when the outbox gains items or stopping is set
+  // State below is protected by mu.
+  std::map<alerts::Labels, Item> outbox GUARDED_BY(mu);
+  std::uint64_t next_seq GUARDED_BY(mu) = 0;
+  bool stopping GUARDED_BY(mu) = false;
+  NotifierStats stats GUARDED_BY(mu);
 
   std::thread thread;
 };
@@ -171,8 +172,11 @@ base::Result<std::unique_ptr<Notifier>> Notifier::Create(NotifierOptions options
                       ": \"" + target.url + "\": expected an http:// or https:// URL with a host");
     }
     worker->path = TargetPath(target, path);
-    worker->stats.kind = target.kind;
-    worker->stats.url = target.url;
+    {
+      base::MutexLock lock(worker->mu);  // no thread yet; for the analysis
+      worker->stats.kind = target.kind;
+      worker->stats.url = target.url;
+    }
     workers.push_back(std::move(worker));
   }
   if (!options.clock) options.clock = [] { return std::chrono::system_clock::now(); };
@@ -192,12 +196,12 @@ Notifier::~Notifier() { Stop(); }
 void Notifier::Stop() {
   for (auto& worker : workers_) {
     {
-      std::lock_guard<std::mutex> lock(worker->mu);
+      base::MutexLock lock(worker->mu);
       worker->stopping = true;
       worker->outbox.clear();
       worker->stats.queued = 0;
     }
-    worker->cv.notify_all();
+    worker->cv.NotifyAll();
   }
   for (auto& worker : workers_) {
     if (worker->thread.joinable()) worker->thread.join();
@@ -208,7 +212,7 @@ void Notifier::Enqueue(const std::vector<alerts::PostableAlert>& items, alerts::
   if (items.empty()) return;
   for (auto& worker : workers_) {
     {
-      std::lock_guard<std::mutex> lock(worker->mu);
+      base::MutexLock lock(worker->mu);
       if (worker->stopping) continue;
       for (const alerts::PostableAlert& item : items) {
         worker->outbox[item.labels] = Worker::Item{item, item.ends_at <= now, worker->next_seq++};
@@ -221,14 +225,14 @@ void Notifier::Enqueue(const std::vector<alerts::PostableAlert>& items, alerts::
       }
       worker->stats.queued = worker->outbox.size();
     }
-    worker->cv.notify_all();
+    worker->cv.NotifyAll();
   }
 }
 
 std::vector<NotifierStats> Notifier::Stats() const {
   std::vector<NotifierStats> out;
   for (const auto& worker : workers_) {
-    std::lock_guard<std::mutex> lock(worker->mu);
+    base::MutexLock lock(worker->mu);
     out.push_back(worker->stats);
   }
   return out;
@@ -236,10 +240,10 @@ std::vector<NotifierStats> Notifier::Stats() const {
 
 void Notifier::Run(Worker* w) {
   int failures = 0;  // consecutive
-  std::unique_lock<std::mutex> lock(w->mu);
+  w->mu.Lock();  // held except around the POST
   while (true) {
-    w->cv.wait(lock, [&] { return w->stopping || !w->outbox.empty(); });
-    if (w->stopping) return;
+    while (!w->stopping && w->outbox.empty()) w->cv.Wait(w->mu);
+    if (w->stopping) break;
     // A firing item that waited past its endsAt would resolve the alert: drop it.
     const alerts::TimePoint now = options_.clock();
     for (auto it = w->outbox.begin(); it != w->outbox.end();) {
@@ -256,7 +260,7 @@ void Notifier::Run(Worker* w) {
       items.push_back(item.alert);
       sent[labels] = item.seq;
     }
-    lock.unlock();
+    w->mu.Unlock();
     const std::string body =
         w->target.kind == NotifierKind::kAlertmanager
             ? alerts::EncodeAlertmanagerPayload(items)
@@ -264,7 +268,7 @@ void Notifier::Run(Worker* w) {
     bool rejected = false;
     std::string error;
     const bool ok = Post(*w, body, &rejected, &error);
-    lock.lock();
+    w->mu.Lock();
 
     if (ok || rejected) {
       std::uint64_t removed = 0;
@@ -291,8 +295,11 @@ void Notifier::Run(Worker* w) {
     for (int i = 0; i < failures && delay < options_.max_backoff; ++i) delay *= 2;
     delay = std::min(delay, options_.max_backoff);
     ++failures;
-    w->cv.wait_for(lock, delay, [&] { return w->stopping; });
+    const auto deadline = std::chrono::steady_clock::now() + delay;
+    while (!w->stopping && w->cv.WaitUntil(w->mu, deadline)) {
+    }
   }
+  w->mu.Unlock();
 }
 
 bool Notifier::Post(const Worker& worker, const std::string& body, bool* rejected, std::string* error) {

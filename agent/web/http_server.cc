@@ -21,8 +21,6 @@ using base::Result;
 using base::Status;
 using Clock = std::chrono::steady_clock;
 
-constexpr char kTextPlain[] = "text/plain; charset=utf-8";
-
 // Per-request state kept between the routing hook and the access logger, which
 // cpp-httplib runs on the same worker thread for one request.
 struct RequestScratch {

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
+#include "collectors/testing/kv_event_encoder.h"
+
 namespace kvwatch::collectors {
 namespace {
 

@@ -1,6 +1,7 @@
 // KvEventsCollector over real ZeroMQ sockets on 127.0.0.1, fed by
 // KvEventsTestPublisher with the events EngineCacheModel derives from traces.
 #include "collectors/kv_events_collector.h"
+#include "collectors/testing/kv_event_encoder.h"
 
 #include <gtest/gtest.h>
 

@@ -19,6 +19,7 @@
 
 #include "collectors/kv_event_decoder.h"
 #include "collectors/kv_events_collector.h"
+#include "collectors/testing/kv_event_encoder.h"
 #include "tests/collectors/kv_events_test_publisher.h"
 
 namespace kvwatch::collectors {

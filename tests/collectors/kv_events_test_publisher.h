@@ -46,6 +46,7 @@
 
 #include "collectors/kv_event.h"
 #include "collectors/kv_event_decoder.h"
+#include "collectors/testing/kv_event_encoder.h"
 
 namespace kvwatch::collectors::testing {
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectors/kv_event_decoder.h"
+#include "collectors/testing/kv_event_encoder.h"
 
 namespace {
 

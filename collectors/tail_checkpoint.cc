@@ -1,0 +1,281 @@
+#include "collectors/tail_checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "collectors/file_scan.h"
+
+namespace kvwatch::collectors::tail {
+
+namespace {
+
+using base::Result;
+using base::Status;
+
+constexpr std::size_t kMaxCheckpointBytes = 64 << 20;
+constexpr std::string_view kCheckpointMagic = "kvwatch-file-tailer-checkpoint";
+constexpr std::uint64_t kCheckpointVersion = 1;
+
+// Percent-escapes the bytes that would break the checkpoint's space-separated lines.
+std::string EscapePath(std::string_view path) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : path) {
+    if (c <= 0x20 || c == 0x7f || c == '%') {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> UnescapePath(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= text.size()) return std::nullopt;
+    const auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+    if (ec != std::errc() || end != text.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+template <class Int>
+bool ParseInt(std::string_view text, Int& value, int base = 10) {
+  if (text.empty()) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+std::vector<std::string_view> SplitSpaces(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t start = 0;
+  while (start <= line.size()) {
+    const std::size_t space = line.find(' ', start);
+    const std::size_t end = space == std::string_view::npos ? line.size() : space;
+    fields.push_back(line.substr(start, end - start));
+    if (space == std::string_view::npos) break;
+    start = space + 1;
+  }
+  return fields;
+}
+
+std::string Hex16(std::uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+Result<std::string> ReadSmallFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Result<std::string>::Error(path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return Result<std::string>::Error(path + ": read error: " + std::strerror(error));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMaxCheckpointBytes) {
+      ::close(fd);
+      return Result<std::string>::Error(path + ": larger than " +
+                                        std::to_string(kMaxCheckpointBytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Error(path + ": write error: " + std::strerror(errno));
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return Status::Ok();
+}
+
+// tmp file in the same directory, fsync, rename over `path`, fsync the directory.
+Status WriteFileAtomically(const std::string& path, std::string_view text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error(tmp + ": cannot create: " + std::strerror(errno));
+  Status written = WriteAll(fd, text, tmp);
+  if (written.ok() && ::fsync(fd) != 0)
+    written = Status::Error(tmp + ": fsync: " + std::strerror(errno));
+  if (::close(fd) != 0 && written.ok())
+    written = Status::Error(tmp + ": close: " + std::strerror(errno));
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());
+    return written;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error("rename " + tmp + " -> " + path + ": " + std::strerror(error));
+  }
+  const std::string dir = Dirname(path);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return Status::Error(dir + ": cannot open directory: " + std::strerror(errno));
+  const bool synced = ::fsync(dir_fd) == 0;
+  const int error = errno;
+  ::close(dir_fd);
+  if (!synced) return Status::Error(dir + ": fsync of directory: " + std::strerror(error));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// One "file" line: dev ino head_len head_hash marker_len marker_hash offset
+// line validated_ns path (percent-escaped).
+std::string FormatCheckpointEntry(const FilePosition& p) {
+  return "file " + std::to_string(p.dev) + " " + std::to_string(p.ino) + " " +
+         std::to_string(p.head.len) + " " + Hex16(p.head.hash) + " " +
+         std::to_string(p.marker.len) + " " + Hex16(p.marker.hash) + " " +
+         std::to_string(p.offset) + " " + std::to_string(p.line) + " " +
+         std::to_string(p.validated_ns) + " " + EscapePath(p.path) + "\n";
+}
+
+std::optional<std::string> ParseCheckpointEntry(std::string_view line, FilePosition& p) {
+  const std::vector<std::string_view> f = SplitSpaces(line);
+  if (f.size() != 11 || f[0] != "file") {
+    return "expected 'file' and 10 space-separated fields, got " + std::to_string(f.size()) +
+           " fields";
+  }
+  std::optional<std::string> path = UnescapePath(f[10]);
+  if (!ParseInt(f[1], p.dev)) return "bad device number '" + std::string(f[1]) + "'";
+  if (!ParseInt(f[2], p.ino)) return "bad inode number '" + std::string(f[2]) + "'";
+  if (!ParseInt(f[3], p.head.len) || p.head.len > kMaxFingerprintBytes ||
+      !ParseInt(f[4], p.head.hash, 16)) {
+    return "bad head fingerprint";
+  }
+  if (!ParseInt(f[5], p.marker.len) || p.marker.len > kMarkerBytes ||
+      !ParseInt(f[6], p.marker.hash, 16)) {
+    return "bad offset marker";
+  }
+  if (!ParseInt(f[7], p.offset) || p.marker.len > p.offset) {
+    return "bad offset '" + std::string(f[7]) + "'";
+  }
+  if (!ParseInt(f[8], p.line)) return "bad line number '" + std::string(f[8]) + "'";
+  if (!ParseInt(f[9], p.validated_ns)) return "bad timestamp '" + std::string(f[9]) + "'";
+  if (!path || path->empty()) return "bad path '" + std::string(f[10]) + "'";
+  p.path = std::move(*path);
+  return std::nullopt;
+}
+
+Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const std::string& name) {
+  using R = Result<std::vector<FilePosition>>;
+  std::vector<FilePosition> entries;
+  std::size_t at = 0;
+  std::size_t line_number = 0;
+  bool ended = false;
+  while (at < text.size()) {
+    const std::size_t nl = text.find('\n', at);
+    if (nl == std::string_view::npos) {
+      return R::Error(name + ":" + std::to_string(line_number + 1) +
+                      ": truncated (last line has no newline)");
+    }
+    const std::string_view line = text.substr(at, nl - at);
+    ++line_number;
+    const std::string where = name + ":" + std::to_string(line_number) + ": ";
+    if (ended) return R::Error(where + "unexpected data after the 'end' line");
+    if (line_number == 1) {
+      const std::vector<std::string_view> f = SplitSpaces(line);
+      std::uint64_t version = 0;
+      if (f.size() != 2 || f[0] != kCheckpointMagic || !ParseInt(f[1], version)) {
+        return R::Error(where + "expected the header '" + std::string(kCheckpointMagic) + " " +
+                        std::to_string(kCheckpointVersion) + "'");
+      }
+      if (version != kCheckpointVersion) {
+        return R::Error(where + "unsupported version " + std::to_string(version) +
+                        " (this build reads version " + std::to_string(kCheckpointVersion) + ")");
+      }
+    } else if (line.starts_with("end ")) {
+      const std::vector<std::string_view> f = SplitSpaces(line);
+      std::uint64_t count = 0;
+      std::uint64_t hash = 0;
+      if (f.size() != 3 || !ParseInt(f[1], count) || !ParseInt(f[2], hash, 16)) {
+        return R::Error(where + "expected 'end <count> <hash>'");
+      }
+      if (count != entries.size()) {
+        return R::Error(where + "the end line counts " + std::to_string(count) +
+                        " entries, found " + std::to_string(entries.size()));
+      }
+      if (hash != Fnv1a(text.substr(0, at))) return R::Error(where + "checksum mismatch");
+      ended = true;
+    } else {
+      FilePosition p;
+      if (std::optional<std::string> error = ParseCheckpointEntry(line, p)) return R::Error(where + *error);
+      entries.push_back(std::move(p));
+    }
+    at = nl + 1;
+  }
+  if (!ended) return R::Error(name + ": truncated (no 'end' line)");
+  return entries;
+}
+
+std::string SerializeCheckpoint(const std::vector<FilePosition>& entries) {
+  std::string text =
+      std::string(kCheckpointMagic) + " " + std::to_string(kCheckpointVersion) + "\n";
+  for (const FilePosition& entry : entries) text += FormatCheckpointEntry(entry);
+  text += "end " + std::to_string(entries.size()) + " " + Hex16(Fnv1a(text)) + "\n";
+  return text;
+}
+
+
+Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries) {
+  return WriteFileAtomically(path, SerializeCheckpoint(entries));
+}
+
+// A complete "<path>.tmp" is newer than <path> (a crash came between its fsync
+// and the rename), so it is preferred; an incomplete one is a torn write and
+// is ignored silently.
+LoadedCheckpoint LoadCheckpoint(const std::string& path) {
+  LoadedCheckpoint loaded;
+  Result<std::string> tmp = ReadSmallFile(path + ".tmp");
+  if (tmp.ok()) {
+    Result<std::vector<FilePosition>> parsed = ParseCheckpoint(tmp.value(), path + ".tmp");
+    if (parsed.ok()) {
+      loaded.entries = std::move(parsed).value();
+      loaded.loaded = true;
+      return loaded;
+    }
+  }
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return loaded;  // first start
+  Result<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) {
+    loaded.error = "checkpoint unreadable: " + text.error();
+    return loaded;
+  }
+  Result<std::vector<FilePosition>> parsed = ParseCheckpoint(text.value(), path);
+  if (!parsed.ok()) {
+    loaded.error = "checkpoint corrupt: " + parsed.error();
+    return loaded;
+  }
+  loaded.entries = std::move(parsed).value();
+  loaded.loaded = true;
+  return loaded;
+}
+
+}  // namespace kvwatch::collectors::tail
