@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectors/kv_event_decoder.h"
+#include "collectors/testing/kv_event_encoder.h"
 
 namespace kvwatch::collectors {
 namespace {
@@ -417,8 +418,14 @@ std::string VllmExtraKeys(std::size_t blocks, const std::string& lora, const std
   return std::string(buffer.data(), buffer.size());
 }
 
+KvEventTrackerOptions WithTenants(KvTenantSource source) {
+  KvEventTrackerOptions options;
+  options.tenant_source = source;
+  return options;
+}
+
 std::vector<std::string> Tenants(KvTenantSource source, const std::vector<KvEventBatch>& batches) {
-  KvEventTracker t(KvEventTrackerOptions{.tenant_source = source});
+  KvEventTracker t(WithTenants(source));
   const std::size_t p = t.AddPublisher();
   CaptureSink sink;
   for (const KvEventBatch& batch : batches) t.Apply(p, OverTheWire(batch), sink);
@@ -511,7 +518,7 @@ TEST(KvEventTrackerTenantTest, TenantsDoNotChangePageIds) {
   named.cache_salt = "salt";
   std::vector<std::vector<curve::PageId>> pages;
   for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLoraOrSalt}) {
-    KvEventTracker t(KvEventTrackerOptions{.tenant_source = source});
+    KvEventTracker t(WithTenants(source));
     CaptureSink sink;
     t.Apply(t.AddPublisher(), OverTheWire(Batch({named, Stored({3}, 2)})), sink);
     ASSERT_EQ(sink.requests.size(), 2u);
