@@ -8,7 +8,11 @@
 //                   std::unordered_map, prefix rule) at 10 capacities;
 //   - Lru1:         one such simulation (what single-capacity simulators do);
 //   - BareHashMap:  one unordered_map update per reference (a floor for any
-//                   per-reference work).
+//                   per-reference work);
+//   - ExactGroups:  Exact plus the tenant/class accounting of curve/tenants.h
+//                   (group decomposition with 9 tenant x 9 class groups assigned
+//                   round-robin, GroupTracker + GroupCurves at 3 capacities;
+//                   isolated curves off (arg 0) or on (arg 1)).
 // Inputs: the ~12 M-reference coding-agent trace in ../shared/data/weka and the
 // Mooncake traces (skipped when absent), and a synthetic Zipf stream.
 //
@@ -28,6 +32,7 @@
 #include "base/mix.h"
 #include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
+#include "curve/tenants.h"
 
 namespace {
 
@@ -152,6 +157,38 @@ void Exact(benchmark::State& state) {
   state.counters["engine_bytes_per_page"] = static_cast<double>(bytes) / static_cast<double>(tracked);
 }
 
+void ExactGroups(benchmark::State& state) {
+  const Workload& w = Get(static_cast<int>(state.range(0)));
+  if (Skip(state, w)) return;
+  kvwatch::curve::GroupLayout layout;
+  layout.capacities = {1000, 10000, 100000};
+  layout.isolated = state.range(1) != 0;
+  std::size_t bytes = 0, tracked = 0;
+  for (auto _ : state) {
+    kvwatch::curve::StackDistanceEngine engine(kvwatch::curve::GroupTracker::SharedEngineOptions({}, layout));
+    kvwatch::curve::GroupTracker tracker(&layout);
+    kvwatch::curve::GroupCurves curves(&layout);
+    kvwatch::curve::CurveAccumulator acc;
+    kvwatch::curve::RequestOutcome out;
+    kvwatch::curve::Request facts;
+    std::uint32_t i = 0;
+    for (const auto& r : w.requests) {
+      const std::uint8_t g[2] = {static_cast<std::uint8_t>(i % 9), static_cast<std::uint8_t>((i / 7) % 9)};
+      ++i;
+      engine.Process(r, g, &out);
+      acc.Add(out);
+      curves.Add(tracker.Observe(g[0], g[1], facts, r, out));
+    }
+    benchmark::DoNotOptimize(acc.PageHits(1000));
+    benchmark::DoNotOptimize(curves.evicted_by(0, 0, 0, 1));
+    bytes = engine.MemoryBytes() + tracker.MemoryBytes();
+    tracked = engine.tracked_pages();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
+  state.counters["tracked_pages"] = static_cast<double>(tracked);
+  state.counters["engine_bytes_per_page"] = static_cast<double>(bytes) / static_cast<double>(tracked);
+}
+
 void Sampled(benchmark::State& state) {
   const Workload& w = Get(static_cast<int>(state.range(0)));
   if (Skip(state, w)) return;
@@ -263,6 +300,8 @@ void BareHashMap(benchmark::State& state) {
 
 // range(0): the workload (see Get).
 BENCHMARK(Exact)->ArgNames({"workload"})->Arg(0)->Arg(5)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(ExactGroups)->ArgNames({"workload", "isolated"})->Args({0, 0})->Args({5, 0})->Args({0, 1})->Args({1, 0})
+    ->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(Sampled)->ArgNames({"workload", "rate_permille"})->Args({0, 10})->Args({5, 10})->Args({1, 10})->Args({0, 100})
     ->Args({2, 10})->Args({3, 10})->Args({4, 10})->Args({2, 100})->Args({3, 100})->Args({4, 100})
     ->Unit(benchmark::kMillisecond)->Iterations(3);

@@ -140,7 +140,8 @@ class RecordReader {
   base::Status BadId(od::value& value, std::size_t index);
   base::Status ReadTimestamp(od::value value, std::string_view name, std::optional<NumberValue>* out);
   base::Status ReadCount(od::value value, std::string_view name, std::int64_t* out);
-  base::Status ReadTenant(od::value value, std::size_t rank);
+  // Reads a label field (string or integer) into *text; *taken says whether it was one.
+  base::Status ReadLabel(od::value value, std::string_view name, std::string_view* text, bool* taken);
   base::Status ReadNumber(od::value& value, std::string_view name, NumberValue* out);
 
   base::Status ErrorAt(const char* where, std::string_view message) const;
@@ -153,6 +154,7 @@ class RecordReader {
   const TraceRecordOptions& options_;
   curve::Request* request_;
   std::size_t tenant_rank_ = SIZE_MAX;  // rank in options_.tenant_fields of the label used
+  std::size_t class_rank_ = SIZE_MAX;   // rank in options_.class_fields of the class used
 };
 
 base::Status RecordReader::ErrorAt(const char* where, std::string_view message) const {
@@ -222,11 +224,38 @@ base::Status RecordReader::ReadField(od::field& field, RecordFacts* facts) {
     facts->bailian_shape = true;
     return base::Status::Ok();
   }
-  const std::size_t candidates = std::min(tenant_rank_, options_.tenant_fields.size());
-  for (std::size_t rank = 0; rank < candidates; ++rank) {
-    if (key == options_.tenant_fields[rank]) return ReadTenant(field.value(), rank);
+  // A field may be both a tenant and a class candidate: its value is read once.
+  std::size_t tenant_rank = SIZE_MAX, class_rank = SIZE_MAX;
+  const std::size_t tenant_candidates = std::min(tenant_rank_, options_.tenant_fields.size());
+  for (std::size_t rank = 0; rank < tenant_candidates; ++rank) {
+    if (key == options_.tenant_fields[rank]) {
+      tenant_rank = rank;
+      break;
+    }
   }
-  return base::Status::Ok();  // unknown field: skipped by the iterator
+  const std::size_t class_candidates = std::min(class_rank_, options_.class_fields.size());
+  for (std::size_t rank = 0; rank < class_candidates; ++rank) {
+    if (key == options_.class_fields[rank]) {
+      class_rank = rank;
+      break;
+    }
+  }
+  if (tenant_rank == SIZE_MAX && class_rank == SIZE_MAX) return base::Status::Ok();  // unknown field: skipped
+  std::string_view text;
+  bool taken = false;
+  base::Status status = ReadLabel(
+      field.value(), tenant_rank != SIZE_MAX ? options_.tenant_fields[tenant_rank] : options_.class_fields[class_rank],
+      &text, &taken);
+  if (!status.ok() || !taken) return status;  // not a label: try the next candidate name
+  if (tenant_rank != SIZE_MAX) {
+    request_->tenant.assign(text);
+    tenant_rank_ = tenant_rank;
+  }
+  if (class_rank != SIZE_MAX) {
+    request_->request_class.assign(text);
+    class_rank_ = class_rank;
+  }
+  return base::Status::Ok();
 }
 
 base::Status RecordReader::ReadHashIds(od::value value) {
@@ -344,26 +373,24 @@ base::Status RecordReader::ReadCount(od::value value, std::string_view name, std
   return base::Status::Ok();
 }
 
-base::Status RecordReader::ReadTenant(od::value value, std::size_t rank) {
+base::Status RecordReader::ReadLabel(od::value value, std::string_view name, std::string_view* text, bool* taken) {
+  *taken = false;
   od::json_type type;
   if (value.type().get(type) != simdjson::SUCCESS) return base::Status::Ok();
   if (type == od::json_type::string) {
-    std::string_view text;
-    if (auto error = value.get_string().get(text)) {
-      return ErrorAt(Token(value).data(), Quoted(options_.tenant_fields[rank]) +
-                                              " is not a valid JSON string (" +
+    if (auto error = value.get_string().get(*text)) {
+      return ErrorAt(Token(value).data(), Quoted(name) + " is not a valid JSON string (" +
                                               simdjson::error_message(error) + ")");
     }
-    request_->tenant.assign(text);
   } else if (type == od::json_type::number) {
     NumberValue number;
-    base::Status status = ReadNumber(value, options_.tenant_fields[rank], &number);
+    base::Status status = ReadNumber(value, name, &number);
     if (!status.ok()) return status;
-    request_->tenant.assign(Token(value));
+    *text = Token(value);
   } else {
     return base::Status::Ok();  // not a label: try the next candidate name
   }
-  tenant_rank_ = rank;
+  *taken = true;
   return base::Status::Ok();
 }
 
@@ -379,6 +406,7 @@ bool HasFraction(const NumberValue& number) {
 void ResetRequest(curve::Request* request) {
   request->timestamp_s = std::nan("");
   request->tenant.clear();
+  request->request_class.clear();
   request->input_tokens = -1;
   request->output_tokens = -1;
   request->end_timestamp_s = std::nan("");

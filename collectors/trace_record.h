@@ -15,6 +15,8 @@
 // The tenant or class label is the first of TraceRecordOptions::tenant_fields that
 // the record has as a string or an integer (integers become their decimal text);
 // a candidate field with any other JSON type (object, bool, ...) is passed over.
+// The request class (Request::request_class) is read the same way from
+// TraceRecordOptions::class_fields; one field may give both labels.
 //
 // Timestamp unit (TimestampUnit). kMilliseconds and kSeconds force the unit. kAuto
 // decides ONCE PER TRACE (per parser, until Reset()) and then keeps the decision,
@@ -70,6 +72,9 @@ struct TraceRecordOptions {
   // contain '"' or '\\'. Default: "tenant", then "class", then "type" (the
   // Qwen-Bailian request type text/search/image/file is a class).
   std::vector<std::string> tenant_fields = {"tenant", "class", "type"};
+  // Field names tried, in order, for the request class (same rules). Default:
+  // "class", then "type".
+  std::vector<std::string> class_fields = {"class", "type"};
 };
 
 enum class ParseOutcome {

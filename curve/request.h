@@ -20,6 +20,9 @@ struct Request {
   double timestamp_s = std::nan("");
   // Tenant or class label; empty when the source has none.
   std::string tenant;
+  // Request class label (a record's `class` or `type` field); empty when the
+  // source has none (curve/tenants.h then derives one from the stream).
+  std::string request_class;
   // Token counts; -1 when the source has none.
   std::int64_t input_tokens = -1;
   std::int64_t output_tokens = -1;
@@ -34,6 +37,7 @@ struct Request {
   void CopyFactsFrom(const Request& other) {
     timestamp_s = other.timestamp_s;
     tenant.assign(other.tenant);
+    request_class.assign(other.request_class);
     input_tokens = other.input_tokens;
     output_tokens = other.output_tokens;
     end_timestamp_s = other.end_timestamp_s;

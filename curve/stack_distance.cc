@@ -33,10 +33,26 @@ std::uint32_t RequestOutcome::Requirement(double share) const {
 }
 
 StackDistanceEngine::StackDistanceEngine(const EngineOptions& options) : options_(options) {
+  ConfigureGroups();
   Resize(kMinSlots);
 }
 
+void StackDistanceEngine::ConfigureGroups() {
+  total_groups_ = 0;
+  group_offset_.clear();
+  for (std::uint32_t g : options_.group_dimensions) {
+    group_offset_.push_back(total_groups_);
+    total_groups_ += std::clamp<std::uint32_t>(g, 1, 255);
+  }
+  group_live_.assign(total_groups_, 0);
+  no_groups_.assign(options_.group_dimensions.size(), 0);
+  owner_.clear();
+  group_fenwick_.clear();
+}
+
 void StackDistanceEngine::Clear() {
+  std::fill(live_bits_.begin(), live_bits_.end(), 0);
+  std::fill(group_live_.begin(), group_live_.end(), 0);
   map_.Clear();
   evicted_young_.Clear();
   evicted_old_.Clear();
@@ -61,7 +77,8 @@ void StackDistanceEngine::Reserve(std::uint64_t pages) {
 std::size_t StackDistanceEngine::MemoryBytes() const {
   return map_.MemoryBytes() + evicted_young_.MemoryBytes() + evicted_old_.MemoryBytes() +
          slot_page_.capacity() * sizeof(PageId) + live_bits_.capacity() * sizeof(std::uint64_t) +
-         fenwick_.capacity() * sizeof(std::int32_t) + entries_.capacity() * sizeof(std::uint32_t*);
+         fenwick_.capacity() * sizeof(std::int32_t) + entries_.capacity() * sizeof(std::uint32_t*) +
+         owner_.capacity() + group_fenwick_.capacity() * sizeof(std::int32_t);
 }
 
 // --- Fenwick tree over 64-slot blocks, and the live-slot bitmap -------------------
@@ -129,6 +146,100 @@ void StackDistanceEngine::Resize(std::uint32_t slots) {
     const std::size_t parent = i + (i & (~i + 1));
     if (parent < fenwick_.size()) fenwick_[parent] += fenwick_[i];
   }
+  if (total_groups_ != 0) {
+    fit(owner_, static_cast<std::size_t>(slots) * options_.group_dimensions.size());
+    fit(group_fenwick_, fenwick_.size() * total_groups_);
+    GroupRebuild();
+  }
+}
+
+// --- Group decomposition ----------------------------------------------------------
+//
+// One Fenwick tree over the same 64-slot blocks, with total_groups_ counters per
+// node (all dimensions side by side, so one walk updates every dimension). The
+// in-block part of a query reads the owners of the block's live slots.
+
+void StackDistanceEngine::GroupRebuild() {
+  const std::size_t dims = options_.group_dimensions.size();
+  const std::size_t t = total_groups_;
+  std::fill(group_fenwick_.begin(), group_fenwick_.end(), 0);
+  const std::size_t nodes = fenwick_.size();
+  for (std::size_t i = 1; i < nodes; ++i) {
+    std::int32_t* node = &group_fenwick_[i * t];
+    for (std::uint64_t bits = live_bits_[i - 1]; bits != 0; bits &= bits - 1) {
+      const std::size_t slot = (i - 1) * kBlockBits + std::countr_zero(bits);
+      for (std::size_t d = 0; d < dims; ++d) ++node[group_offset_[d] + owner_[slot * dims + d]];
+    }
+    const std::size_t parent = i + (i & (~i + 1));
+    if (parent < nodes) {
+      for (std::size_t k = 0; k < t; ++k) group_fenwick_[parent * t + k] += node[k];
+    }
+  }
+}
+
+// The slot `from` (kNoSlot: none) stops being live and `to` becomes live, owned
+// by new_owner.
+void StackDistanceEngine::GroupMove(std::uint32_t from, std::uint32_t to, const std::uint8_t* new_owner) {
+  const std::size_t dims = options_.group_dimensions.size();
+  const std::size_t t = total_groups_;
+  const std::size_t n = fenwick_.size();
+  if (new_owner == nullptr) new_owner = no_groups_.data();
+  if (from != kNoSlot) GroupClear(from);
+  for (std::size_t d = 0; d < dims; ++d) {
+    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+    ++group_live_[group_offset_[d] + new_owner[d]];
+  }
+  for (std::size_t i = to / kBlockBits + 1; i < n; i += i & (~i + 1)) {
+    for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[i * t + group_offset_[d] + new_owner[d]];
+  }
+}
+
+void StackDistanceEngine::GroupClear(std::uint32_t slot) {
+  const std::size_t dims = options_.group_dimensions.size();
+  const std::size_t t = total_groups_;
+  const std::size_t n = fenwick_.size();
+  const std::uint8_t* old = &owner_[static_cast<std::size_t>(slot) * dims];
+  for (std::size_t d = 0; d < dims; ++d) --group_live_[group_offset_[d] + old[d]];
+  for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) {
+    for (std::size_t d = 0; d < dims; ++d) --group_fenwick_[i * t + group_offset_[d] + old[d]];
+  }
+}
+
+// d_g of the live slot `slot`, for every counter, into out[0 .. total_groups_).
+void StackDistanceEngine::GroupDistance(std::uint32_t slot, std::uint32_t* out) const {
+  const std::size_t dims = options_.group_dimensions.size();
+  const std::size_t t = total_groups_;
+  const std::uint32_t block = slot / kBlockBits;
+  const std::uint32_t bit = slot % kBlockBits;
+  for (std::size_t k = 0; k < t; ++k) out[k] = static_cast<std::uint32_t>(group_live_[k]);
+  for (std::uint32_t i = block; i > 0; i &= i - 1) {
+    for (std::size_t k = 0; k < t; ++k) out[k] -= group_fenwick_[i * t + k];
+  }
+  const std::uint64_t mask = bit == 63 ? ~0ULL : (2ULL << bit) - 1;
+  for (std::uint64_t bits = live_bits_[block] & mask; bits != 0; bits &= bits - 1) {
+    const std::size_t s = static_cast<std::size_t>(block) * kBlockBits + std::countr_zero(bits);
+    for (std::size_t d = 0; d < dims; ++d) --out[group_offset_[d] + owner_[s * dims + d]];
+  }
+}
+
+// Turns the decomposition of live slot `from` into that of the OLDER live slot
+// `to` (to < from): d_g counts the live slots strictly newer, so it gains the
+// live slots in (to, from]. (Tail-first chains: each setter is the slot just
+// below the previous one.)
+void StackDistanceEngine::GroupShift(std::uint32_t from, std::uint32_t to, std::uint32_t* out) const {
+  const std::size_t dims = options_.group_dimensions.size();
+  for (std::uint32_t s = to + 1; s <= from; ++s) {
+    if ((live_bits_[s / kBlockBits] >> (s % kBlockBits) & 1) == 0) continue;
+    for (std::size_t d = 0; d < dims; ++d) ++out[group_offset_[d] + owner_[static_cast<std::size_t>(s) * dims + d]];
+  }
+}
+
+bool StackDistanceEngine::DistanceByGroup(PageId page, std::span<std::uint32_t> out) const {
+  if (total_groups_ == 0 || out.size() < total_groups_) return false;
+  const std::uint32_t* slot = map_.Find(page);
+  if (slot == nullptr) return false;
+  GroupDistance(*slot, out.data());
+  return true;
 }
 
 // Renumbers the live slots 0..live-1 in recency order and resizes to three times the
@@ -152,7 +263,12 @@ void StackDistanceEngine::Compact() {
   std::uint32_t next = 0;
   for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
     for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
-      slot_page_[next++] = slot_page_[w * kBlockBits + std::countr_zero(bits)];
+      const std::uint32_t from = w * kBlockBits + std::countr_zero(bits);
+      if (total_groups_ != 0) {
+        const std::size_t dims = options_.group_dimensions.size();
+        std::copy_n(&owner_[from * dims], dims, &owner_[next * dims]);  // next <= from
+      }
+      slot_page_[next++] = slot_page_[from];
     }
   }
   const std::uint32_t new_slots =
@@ -192,6 +308,7 @@ void StackDistanceEngine::EvictOldest() {
   const std::uint32_t slot = w * kBlockBits + std::countr_zero(live_bits_[w]);
   oldest_hint_ = slot + 1;
   const PageId page = slot_page_[slot];
+  if (total_groups_ != 0) GroupClear(slot);
   ClearLive(slot);
   map_.Erase(page);
   --live_;
@@ -203,6 +320,7 @@ bool StackDistanceEngine::Forget(PageId page) {
   ForgetEviction(page);
   const std::uint32_t* slot = map_.Find(page);
   if (slot == nullptr) return false;
+  if (total_groups_ != 0) GroupClear(*slot);
   ClearLive(*slot);  // a cleared slot keeps "no live slot below oldest_hint_" true
   map_.Erase(page);
   --live_;
@@ -218,6 +336,7 @@ void StackDistanceEngine::Touch(PageId page, std::uint32_t* current) {
   if (current == nullptr) current = map_.Find(page);
   slot_page_[slot] = page;
   if (current != nullptr) {
+    if (total_groups_ != 0) GroupMove(*current, slot, current_groups_);
     MoveLive(*current, slot);
     *current = slot;
     return;
@@ -226,10 +345,46 @@ void StackDistanceEngine::Touch(PageId page, std::uint32_t* current) {
   ForgetEviction(page);
   map_.Insert(page, slot);
   ++live_;
+  if (total_groups_ != 0) GroupMove(kNoSlot, slot, current_groups_);
   SetLive(slot);
 }
 
 void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome* out) {
+  if (total_groups_ != 0) {
+    Process(pages, no_groups_, out);
+    return;
+  }
+  ProcessImpl(pages, out);
+}
+
+void StackDistanceEngine::Process(std::span<const PageId> pages, std::span<const std::uint8_t> groups,
+                                  RequestOutcome* out) {
+  if (total_groups_ == 0) {
+    ProcessImpl(pages, out);
+    return;
+  }
+  out->decomposed.clear();
+  out->group_distance.clear();
+  // Out-of-range groups are clamped so the counters stay consistent.
+  std::uint8_t clamped[8];
+  const std::size_t dims = options_.group_dimensions.size();
+  std::vector<std::uint8_t> wide;
+  std::uint8_t* g = clamped;
+  if (dims > sizeof(clamped)) {
+    wide.resize(dims);
+    g = wide.data();
+  }
+  for (std::size_t d = 0; d < dims; ++d) {
+    const std::uint32_t limit = group_offset_.size() > d + 1 ? group_offset_[d + 1] - group_offset_[d]
+                                                             : total_groups_ - group_offset_[d];
+    g[d] = d < groups.size() ? static_cast<std::uint8_t>(std::min<std::uint32_t>(groups[d], limit - 1)) : 0;
+  }
+  current_groups_ = g;
+  ProcessImpl(pages, out);
+  current_groups_ = nullptr;
+}
+
+void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutcome* out) {
   const std::size_t n = pages.size();
   out->distance.resize(n);
   out->prefix_max.resize(n);
@@ -246,6 +401,7 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
   // Arrival state: every distance is read before any page of r is referenced.
   const bool remembers = evicted_young_.size() != 0 || evicted_old_.size() != 0;
   std::uint32_t running_max = 0;
+  std::uint32_t last_decomposed = kNoSlot;  // slot of the previous setter decomposed
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) map_.Prefetch(pages[i + kPrefetchAhead]);
     std::uint32_t d;
@@ -261,6 +417,21 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
       ++out->cold_misses;
     }
     out->distance[i] = d;
+    if (current_groups_ != nullptr && d < kBeyondTracked && d >= options_.decompose_from &&
+        (i == 0 || d > running_max)) {
+      out->decomposed.push_back(static_cast<std::uint32_t>(i));
+      const std::size_t at = out->group_distance.size();
+      out->group_distance.resize(at + total_groups_);
+      // The pages of a chain sit in neighbouring slots: derive the decomposition
+      // from the previous setter's by the few slots between them when close.
+      if (last_decomposed != kNoSlot && *slot < last_decomposed && last_decomposed - *slot <= kNearSlots) {
+        std::copy_n(&out->group_distance[at - total_groups_], total_groups_, &out->group_distance[at]);
+        GroupShift(last_decomposed, *slot, &out->group_distance[at]);
+      } else {
+        GroupDistance(*slot, &out->group_distance[at]);
+      }
+      last_decomposed = *slot;
+    }
     running_max = std::max(running_max, d);
     out->prefix_max[i] = running_max;
     if (running_max != kCold) ++out->unlimited_hits;
@@ -285,23 +456,38 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, RequestOutcome*
 // remembered_evictions u64, evicted_pages u64, live count u32, then the live pages
 // from least to most recently used (u64 each), then the remembered evicted pages:
 // count u64 and ids (young generation first, then old).
+// With group decomposition the magic is "KVWSDE02", the header is followed by the
+// dimension count u8, the groups of each dimension u32 and decompose_from u32, and
+// each live page id by its owner group per dimension (u8 each).
 
 namespace {
 
 constexpr char kMagic[8] = {'K', 'V', 'W', 'S', 'D', 'E', '0', '1'};
+constexpr char kGroupMagic[8] = {'K', 'V', 'W', 'S', 'D', 'E', '0', '2'};
 
 }  // namespace
 
 std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
+  const bool groups = total_groups_ != 0;
+  const std::size_t dims = options_.group_dimensions.size();
   std::vector<std::uint8_t> out(kMagic, kMagic + sizeof(kMagic));
+  if (groups) out[sizeof(kMagic) - 1] = static_cast<std::uint8_t>(kGroupMagic[sizeof(kMagic) - 1]);
+  out.reserve(64 + static_cast<std::size_t>(live_) * (8 + dims));
   base::AppendPod<std::uint32_t>(&out, options_.max_pages);
   base::AppendPod<std::uint8_t>(&out, options_.touch_order == TouchOrder::kTailFirst ? 0 : 1);
   base::AppendPod<std::uint64_t>(&out, options_.remembered_evictions);
   base::AppendPod<std::uint64_t>(&out, evicted_pages_);
   base::AppendPod<std::uint32_t>(&out, live_);
+  if (groups) {
+    base::AppendPod<std::uint8_t>(&out, static_cast<std::uint8_t>(dims));
+    for (std::uint32_t g : options_.group_dimensions) base::AppendPod<std::uint32_t>(&out, g);
+    base::AppendPod<std::uint32_t>(&out, options_.decompose_from);
+  }
   for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
     for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
-      base::AppendPod<std::uint64_t>(&out, slot_page_[w * kBlockBits + std::countr_zero(bits)]);
+      const std::size_t slot = w * kBlockBits + std::countr_zero(bits);
+      base::AppendPod<std::uint64_t>(&out, slot_page_[slot]);
+      for (std::size_t d = 0; groups && d < dims; ++d) base::AppendPod<std::uint8_t>(&out, owner_[slot * dims + d]);
     }
   }
   base::AppendPod<std::uint64_t>(&out, evicted_young_.size() + evicted_old_.size());
@@ -320,7 +506,8 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
   for (char& c : magic) {
     if (!base::ReadPod(&in, &c)) return false;
   }
-  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return false;
+  const bool groups = std::memcmp(magic, kGroupMagic, sizeof(kMagic)) == 0;
+  if (!groups && std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return false;
   EngineOptions opts;
   std::uint8_t order = 0;
   std::uint64_t evicted_pages = 0;
@@ -331,14 +518,35 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
     return false;
   }
   opts.touch_order = order == 0 ? TouchOrder::kTailFirst : TouchOrder::kHeadFirst;
+  if (groups) {
+    std::uint8_t dims = 0;
+    if (!base::ReadPod(&in, &dims) || dims == 0) return false;
+    for (std::uint8_t d = 0; d < dims; ++d) {
+      std::uint32_t g = 0;
+      if (!base::ReadPod(&in, &g) || g == 0 || g > 255) return false;
+      opts.group_dimensions.push_back(g);
+    }
+    if (!base::ReadPod(&in, &opts.decompose_from)) return false;
+  }
   options_ = opts;
+  ConfigureGroups();
+  Resize(kMinSlots);
+  std::vector<std::uint8_t> owner(options_.group_dimensions.size());
   for (std::uint32_t i = 0; i < live; ++i) {
     PageId page;
     if (!base::ReadPod(&in, &page) || map_.Find(page) != nullptr) {
       Clear();
       return false;
     }
+    for (std::size_t d = 0; d < owner.size(); ++d) {
+      if (!base::ReadPod(&in, &owner[d]) || owner[d] >= options_.group_dimensions[d]) {
+        Clear();
+        return false;
+      }
+    }
+    current_groups_ = owner.data();
     Touch(page, nullptr);
+    current_groups_ = nullptr;
   }
   std::uint64_t remembered = 0;
   if (!base::ReadPod(&in, &remembered)) {

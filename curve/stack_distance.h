@@ -61,6 +61,17 @@ struct EngineOptions {
   // offline replay uses); otherwise the most recent evictions, between this
   // number and twice it, are remembered and older ones look cold again.
   std::uint64_t remembered_evictions = 0;
+  // Group decomposition (off when empty; the plain engine's cost is unchanged):
+  // the number of groups in each dimension (for example {tenant groups, class
+  // groups}), each in 1..255. Every tracked page then records the group of its
+  // latest reference per dimension (Process with groups), and
+  // d(p) = sum over groups g of d_g(p), d_g(p) = the distinct pages referenced
+  // since p's last use whose latest reference was by group g. Costs one more
+  // Fenwick walk per reference and about (1 + total groups / 16) bytes per slot.
+  std::vector<std::uint32_t> group_dimensions;
+  // With groups: RequestOutcome::decomposed lists the pages whose finite
+  // distance sets a new prefix maximum >= decompose_from, with their d_g.
+  std::uint32_t decompose_from = 1;
 };
 
 // k = ceil(share * unlimited_hits), capped at unlimited_hits: the prefix hits a
@@ -80,6 +91,14 @@ struct RequestOutcome {
   // T = h(infinity): pages before the first cold page. Includes pages whose
   // prefix is only beyond tracked, which hit at unlimited but no tracked capacity.
   std::uint32_t unlimited_hits = 0;
+  // With group decomposition only (EngineOptions::group_dimensions): the pages
+  // (indices) whose distance is finite, at least decompose_from, and above the
+  // prefix maximum of the pages before them: the setters of every prefix maximum
+  // >= decompose_from. For the k-th of them, group_distance[k * total_groups ...]
+  // holds d_g for every group of dimension 0, then of dimension 1, ...; the
+  // groups of each dimension sum to its distance.
+  std::vector<std::uint32_t> decomposed;
+  std::vector<std::uint32_t> group_distance;
 
   std::size_t size() const { return distance.size(); }
   // Smallest capacity at which page i hits, m(i) + 1; 0 when it hits at no
@@ -101,6 +120,17 @@ class StackDistanceEngine {
   // Processes one request: fills *out (reusing its storage), then references its
   // pages. pages may be empty.
   void Process(std::span<const PageId> pages, RequestOutcome* out);
+  // With group decomposition: groups[d] is the request's group in dimension d
+  // (every page it references is then owned by those groups). Also fills
+  // out->decomposed and out->group_distance. Without groups configured it is
+  // Process(pages, out).
+  void Process(std::span<const PageId> pages, std::span<const std::uint8_t> groups, RequestOutcome* out);
+  // The decomposition of a tracked page's distance in the current state: out
+  // gets total_groups() values (d_g per group, dimension after dimension).
+  // Returns false (out untouched) when the page is not tracked or groups are off.
+  // O(total groups * log(pages)).
+  bool DistanceByGroup(PageId page, std::span<std::uint32_t> out) const;
+  std::uint32_t total_groups() const { return total_groups_; }
 
   // Sizes the tables for about `pages` tracked pages (capped at max_pages) up
   // front, so that a stream of known size does not grow them step by step. A
@@ -140,6 +170,8 @@ class StackDistanceEngine {
   static constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 
   std::uint32_t Distance(std::uint32_t slot) const;
+  void ProcessImpl(std::span<const PageId> pages, RequestOutcome* out);
+  void ConfigureGroups();
   bool WasEvicted(PageId page) const;
   void ForgetEviction(PageId page);
   void RememberEviction(PageId page);
@@ -152,6 +184,22 @@ class StackDistanceEngine {
   void EvictOldest();
   void Compact();
   void Resize(std::uint32_t slots);
+
+  // Group decomposition (empty vectors when off).
+  void GroupMove(std::uint32_t from, std::uint32_t to, const std::uint8_t* new_owner);
+  void GroupClear(std::uint32_t slot);
+  void GroupRebuild();
+  void GroupDistance(std::uint32_t slot, std::uint32_t* out) const;
+  void GroupShift(std::uint32_t from, std::uint32_t to, std::uint32_t* out) const;
+  // Setters this close below the previous one are decomposed by GroupShift.
+  static constexpr std::uint32_t kNearSlots = 96;
+  std::uint32_t total_groups_ = 0;
+  std::vector<std::uint32_t> group_offset_;   // dimension -> first counter index
+  std::vector<std::uint8_t> owner_;           // [slot * dimensions + d]: group of the latest reference
+  std::vector<std::int32_t> group_fenwick_;   // [block node * total_groups + counter]
+  std::vector<std::int64_t> group_live_;      // live pages per counter
+  const std::uint8_t* current_groups_ = nullptr;  // groups of the request being referenced
+  std::vector<std::uint8_t> no_groups_;        // all zero: for Process without groups
 
   EngineOptions options_;
   PageMap map_;                       // page -> slot of its latest reference

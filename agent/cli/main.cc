@@ -84,6 +84,12 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--tenant-field", o.tenant_fields,
                   "Field(s) naming a record's tenant or class, first present wins (default: tenant, class, type)");
   cmd->add_flag("!--no-tenants", o.tenants, "Do not break the curve down per tenant");
+  cmd->add_option("--top-tenants", o.top_tenants,
+                  "Tenants keeping their own label in the interference tables; the rest are 'other'")
+      ->capture_default_str();
+  cmd->add_flag("--isolated", o.isolated, "Also replay each tenant alone in a cache of its own: lost hits per tenant");
+  cmd->add_flag("--classes", o.classes,
+                "Show the class, interference and footprint sections even when no request has a tenant or class");
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,

@@ -17,6 +17,7 @@
 #include "agent/cli/progress.h"
 #include "collectors/trace_reader.h"
 #include "config/model_config.h"
+#include "curve/tenants.h"
 
 namespace kvwatch::agent {
 
@@ -257,6 +258,21 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     return OptionError("--priority", "applies to --policy priority");
   }
 
+  r.lifetime.decode_tokens_per_s = o.decode_tokens_per_s > 0 ? o.decode_tokens_per_s : 50;
+  r.lifetime.page_tokens = o.page_tokens;
+  r.groups = o.tenants && !r.report.sampled;
+  r.show_groups = o.classes;
+  if (o.top_tenants == 0 || o.top_tenants > 254) return OptionError("--top-tenants", "must be in 1..254");
+  r.top_tenants = o.top_tenants;
+  r.isolated = o.isolated;
+  if (o.isolated && !r.groups) return OptionError("--isolated", "needs exact mode with tenants (no --sample-rate, no --no-tenants)");
+  for (std::uint64_t c : r.report.capacities) {
+    if (c > 0 && c <= o.max_pages) r.group_capacities.push_back(c);
+  }
+  if (o.capacities.empty()) {
+    for (std::uint64_t c = 10; c <= o.max_pages; c *= 10) r.group_capacities.push_back(c);
+  }
+
   r.settings.touch_order = o.touch_order;
   r.settings.coverage_share = o.coverage_share;
   r.settings.max_pages = o.max_pages;
@@ -267,9 +283,62 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   return r;
 }
 
+// Tenants and classes (curve/tenants.h): the shared engine decomposes distances
+// by {tenant group, class group}; the folders relabel every kRefreshEvery
+// requests, and the counts are moved into label-keyed totals just before, so a
+// relabelled slot never mixes two tenants.
+struct Replayer::Groups {
+  static constexpr std::uint64_t kRefreshEvery = 10000;
+  curve::GroupLayout layout;
+  curve::TenantFolder tenants;
+  curve::TenantFolder classes;
+  curve::RequestClassifier classifier;
+  std::unique_ptr<curve::GroupTracker> tracker;
+  std::unique_ptr<curve::GroupCurves> curves;
+  curve::LabelledTotals by_tenant, by_class;
+  struct ClassAcc {
+    curve::CurveAccumulator acc;
+    std::uint64_t page_refs = 0;
+  };
+  std::map<std::string, ClassAcc, std::less<>> class_acc;  // by class name
+  std::map<std::string, std::vector<double>> footprints;   // by class name
+  curve::RunningKv running;
+  bool running_known = false;
+  bool labelled = false;  // some request had a tenant or class label
+  std::uint64_t since_refresh = 0;
+  curve::SimRequest sim;
+
+  Groups(const ResolvedReplay& r)
+      : tenants({.top_k = r.top_tenants, .table_size = 1024, .refresh_every = 0}),
+        classes({.top_k = 8, .table_size = 1024, .refresh_every = 0}) {
+    layout.tenant_groups = tenants.groups();
+    layout.class_groups = classes.groups();
+    layout.capacities = r.group_capacities;
+    layout.isolated = r.isolated;
+    layout.bytes_per_token = r.report.bytes_per_token.value_or(0);
+    layout.coverage_share = r.settings.coverage_share;
+    curve::EngineOptions isolated = r.engine;
+    tracker = std::make_unique<curve::GroupTracker>(&layout, isolated);
+    curves = std::make_unique<curve::GroupCurves>(&layout);
+  }
+  void Flush(curve::LabelledTotals* t, curve::LabelledTotals* c) const {
+    t->Absorb(*curves, 0, tenants.labels());
+    c->Absorb(*curves, 1, classes.labels());
+  }
+  void Refresh() {
+    Flush(&by_tenant, &by_class);
+    curves->Clear();
+    for (std::uint32_t g : tenants.Refresh()) tracker->ResetTenant(g);
+    classes.Refresh();
+    since_refresh = 0;
+  }
+};
+
 Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_(resolved.settings.coverage_share) {
   if (resolved_.report.sampled) {
     sampled_ = std::make_unique<curve::SampledEngine>(resolved_.engine, *resolved_.settings.sample_rate);
+  } else if (resolved_.groups && (resolved_.show_groups || resolved_.isolated)) {
+    EnableGroups();
   } else {
     exact_ = std::make_unique<curve::StackDistanceEngine>(resolved_.engine);
   }
@@ -285,7 +354,20 @@ Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_
 
 Replayer::~Replayer() = default;
 
+// The engine with the group decomposition; the tenant and class sections follow.
+void Replayer::EnableGroups() {
+  groups_ = std::make_unique<Groups>(resolved_);
+  exact_ = std::make_unique<curve::StackDistanceEngine>(
+      curve::GroupTracker::SharedEngineOptions(resolved_.engine, groups_->layout));
+}
+
 void Replayer::Add(const curve::Request& request, std::span<const curve::PageId> pages) {
+  // Tenants and classes are on when the FIRST request has a tenant or class label
+  // (or with --classes / --isolated): a trace without labels keeps the plain engine
+  // and its output unchanged.
+  if (requests_ == 0 && !groups_ && resolved_.groups && (!request.tenant.empty() || !request.request_class.empty())) {
+    EnableGroups();
+  }
   ++requests_;
   page_refs_ += pages.size();
   Tenant* tenant = nullptr;
@@ -302,9 +384,52 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
     sampled_->Process(pages, &outcome_);
     // A request with no sampled page says nothing about its requirement.
     if (outcome_.size() == 0) return;
+  } else if (groups_) {
+    AddGroups(request, pages, tenant);
+    return;
   } else {
     exact_->Process(pages, &outcome_);
   }
+  AddOutcome(request, pages, tenant);
+}
+
+void Replayer::AddGroups(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant) {
+  Groups& g = *groups_;
+  if (g.since_refresh >= Groups::kRefreshEvery) g.Refresh();
+  ++g.since_refresh;
+  g.labelled = g.labelled || !request.tenant.empty() || !request.request_class.empty();
+  const std::uint32_t tenant_group = g.tenants.Observe(request.tenant, pages.size());
+  const std::string_view cls = curve::ClassOf(request, pages, &g.classifier);
+  const std::uint32_t class_group = g.classes.Observe(cls, pages.size());
+  for (std::uint32_t changed : g.tenants.changed()) g.tracker->ResetTenant(changed);
+  g.tenants.ClearChanged();
+  g.classes.ClearChanged();
+  const std::uint8_t tags[2] = {static_cast<std::uint8_t>(tenant_group), static_cast<std::uint8_t>(class_group)};
+  exact_->Process(pages, tags, &outcome_);
+  AddOutcome(request, pages, tenant);
+  const curve::GroupRequest& gr = g.tracker->Observe(tenant_group, class_group, request, pages, outcome_);
+  g.curves->Add(gr);
+  // Class rows by the same sanitized names as the interference tables ("turn9+"
+  // is "turn9_"), folded only there.
+  auto it = g.class_acc.find(cls);
+  if (it == g.class_acc.end()) it = g.class_acc.find(curve::SanitizeLabel(cls));
+  if (it == g.class_acc.end()) {
+    it = g.class_acc.emplace(curve::SanitizeLabel(cls), Groups::ClassAcc{curve::CurveAccumulator(resolved_.settings.coverage_share), 0})
+             .first;
+  }
+  it->second.acc.Add(outcome_);
+  it->second.page_refs += pages.size();
+  if (gr.footprint_bytes >= 0) {
+    g.footprints[it->first].push_back(gr.footprint_bytes);
+    if (request.has_timestamp()) {
+      curve::ApplyLifetime(request, request.timestamp_s, resolved_.lifetime, &g.sim);
+      g.running.Add(g.sim.arrival_s, g.sim.end_s, gr.footprint_bytes);
+      g.running_known = true;
+    }
+  }
+}
+
+void Replayer::AddOutcome(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant) {
   total_.Add(outcome_);
   if (tenant != nullptr) tenant->acc.Add(outcome_);
   if (tiers_) tiers_->Add(outcome_);
@@ -351,6 +476,37 @@ ReplayResult Replayer::Result() const {
   r.tracked_pages = engine.tracked_pages();
   for (const auto& [name, tenant] : tenants_) {
     r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
+  }
+  if (groups_) {
+    const Groups& g = *groups_;
+    ReplayGroups out;
+    out.capacities = g.layout.capacities;
+    out.top_tenants = resolved_.top_tenants;
+    out.isolated = resolved_.isolated;
+    curve::LabelledTotals by_tenant = g.by_tenant, by_class = g.by_class;
+    g.Flush(&by_tenant, &by_class);
+    for (const auto& [name, totals] : by_tenant.rows()) out.tenants.push_back({name, totals});
+    for (const auto& [name, totals] : by_class.rows()) out.classes.push_back({name, totals});
+    for (const auto& [name, cls] : g.class_acc) out.class_reports.emplace_back(name, Report(cls.acc, cls.page_refs));
+    for (const auto& [name, values] : g.footprints) {
+      std::vector<double> v = values;
+      FootprintRow row;
+      row.cls = name;
+      row.requests = v.size();
+      row.p50 = curve::NearestRankQuantile(&v, 0.5);
+      row.p90 = curve::NearestRankQuantile(&v, 0.9);
+      row.p99 = curve::NearestRankQuantile(&v, 0.99);
+      row.max = curve::NearestRankQuantile(&v, 1.0);
+      out.footprint.push_back(row);
+    }
+    if (g.running_known) {
+      curve::RunningKv running = g.running;
+      running.Finish();
+      out.running_kv_known = true;
+      out.running_kv_mean_bytes = running.mean_bytes();
+      out.running_kv_peak_bytes = running.peak_bytes();
+    }
+    r.groups = std::move(out);
   }
   if (tiers_) {
     r.tiers = tiers_->totals();

@@ -66,6 +66,12 @@ struct ReplayOptions {
   double decode_tokens_per_s = 50;
   std::string priorities;  // --priority rules for the priority policy
   unsigned threads = 0;    // 0: every core
+  // Tenants and classes (curve/tenants.h; exact mode, unless --no-tenants): on
+  // when the first request has a tenant or class label, or with --classes or
+  // --isolated; otherwise the plain engine runs and the output is unchanged.
+  std::uint32_t top_tenants = 8;  // --top-tenants K
+  bool isolated = false;          // --isolated: per-tenant isolated curves
+  bool classes = false;           // --classes: show the sections for unlabelled traces too
 };
 
 // Checks the options and resolves the model; the error names the option.
@@ -78,6 +84,14 @@ struct ResolvedReplay {
   // Set when --policy was given; capacities are filled in by the replayer when
   // --capacities was not given (the report's 1-2-5 points).
   std::optional<PolicyReplayOptions> policies;
+  // Tenants and classes: on in exact mode unless --no-tenants.
+  bool groups = false;
+  bool show_groups = false;  // --classes
+  std::uint32_t top_tenants = 8;
+  bool isolated = false;
+  // Capacities of the interference numbers: --capacities, else 10, 100, ... up to --max-pages.
+  std::vector<std::uint64_t> group_capacities;
+  curve::LifetimeOptions lifetime;  // running KV from --decode-tokens-per-second
 };
 base::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
 
@@ -126,6 +140,15 @@ class Replayer {
   double input_pages_ = 0;
   // --policy with pages given apart: the request rebuilt for the stored trace.
   curve::Request stored_request_;
+  // Tenants and classes (curve/tenants.h), defined in replay_command.cc.
+  struct Groups;
+  std::unique_ptr<Groups> groups_;
+
+  void EnableGroups();
+  // The per-request work after the engine: totals, tenants, tiers, --policy.
+  void AddOutcome(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant);
+  // The engine with tenant and class groups, then AddOutcome and the group numbers.
+  void AddGroups(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant);
 
   friend int RunReplay(const ReplayOptions& options);
 };

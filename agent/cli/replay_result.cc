@@ -23,6 +23,58 @@ std::string HumanFlops(double f) {
   return Fixed(f, f < 10 ? 2 : (f < 100 ? 1 : 0)) + " " + kUnits[u];
 }
 
+double Share(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
+}
+
+void WriteGroupRows(JsonWriter& w, const std::vector<GroupRow>& rows, const ReplayGroups& g, bool isolated) {
+  w.BeginArray();
+  for (const GroupRow& row : rows) {
+    const curve::LabelTotals& t = row.totals;
+    w.BeginObject();
+    w.Key("name");
+    w.String(row.name);
+    w.Key("requests");
+    w.Uint(t.requests);
+    w.Key("page_refs");
+    w.Uint(t.page_refs);
+    w.Key("unlimited_page_hits");
+    w.Uint(t.unlimited_hits);
+    w.Key("points");
+    w.BeginArray();
+    for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+      w.BeginObject();
+      w.Key("capacity_pages");
+      w.Uint(g.capacities[c]);
+      w.Key("page_hits");
+      w.Uint(t.hits[c]);
+      w.Key("capacity_misses");
+      w.Uint(t.capacity_misses(c));
+      w.Key("capacity_miss_share");
+      w.Number(Share(t.capacity_misses(c), t.page_refs));
+      w.Key("unattributed_misses");
+      w.Uint(t.unattributed[c]);
+      if (isolated) {
+        w.Key("isolated_page_hits");
+        w.Uint(t.isolated_hits[c]);
+        w.Key("lost_hits");
+        w.Number(static_cast<double>(t.isolated_hits[c]) - static_cast<double>(t.hits[c]));
+      }
+      w.Key("evicted_by");
+      w.BeginObject();
+      for (const auto& [evictor, pages] : t.evicted_by) {
+        w.Key(evictor);
+        w.Number(pages[c]);
+      }
+      w.EndObject();
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 }  // namespace
 
 
@@ -134,6 +186,61 @@ std::string FormatJson(const ReplayResult& r) {
     w.Key("policies");
     WritePoliciesJson(w, *r.policies);
   }
+  if (r.groups) {
+    const ReplayGroups& g = *r.groups;
+    w.Key("classes");
+    w.BeginObject();
+    for (const auto& [name, report] : g.class_reports) {
+      w.Key(name);
+      w.BeginObject();
+      WriteCurveReportFields(w, report);
+      w.EndObject();
+    }
+    w.EndObject();
+    w.Key("interference");
+    w.BeginObject();
+    w.Key("capacities");
+    w.BeginArray();
+    for (std::uint64_t c : g.capacities) w.Uint(c);
+    w.EndArray();
+    w.Key("top_tenants");
+    w.Uint(g.top_tenants);
+    w.Key("tenants");
+    WriteGroupRows(w, g.tenants, g, g.isolated);
+    w.Key("classes");
+    WriteGroupRows(w, g.classes, g, false);
+    w.EndObject();
+    if (!g.footprint.empty()) {
+      w.Key("footprint");
+      w.BeginArray();
+      for (const FootprintRow& f : g.footprint) {
+        w.BeginObject();
+        w.Key("class");
+        w.String(f.cls);
+        w.Key("requests");
+        w.Uint(f.requests);
+        w.Key("p50_bytes");
+        w.Number(f.p50);
+        w.Key("p90_bytes");
+        w.Number(f.p90);
+        w.Key("p99_bytes");
+        w.Number(f.p99);
+        w.Key("max_bytes");
+        w.Number(f.max);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
+    if (g.running_kv_known) {
+      w.Key("running_kv");
+      w.BeginObject();
+      w.Key("mean_bytes");
+      w.Number(g.running_kv_mean_bytes);
+      w.Key("peak_bytes");
+      w.Number(g.running_kv_peak_bytes);
+      w.EndObject();
+    }
+  }
   w.EndObject();
   std::string out = w.Take();
   out += '\n';
@@ -176,8 +283,128 @@ std::string FormatCsv(const ReplayResult& r) {
   rows("", r.total);
   for (const auto& [name, rep] : r.tenants) rows(name, rep);
   if (r.policies) out << FormatPoliciesCsvRows(*r.policies);
+  if (r.groups) {
+    // A second section after a blank line: the interference numbers, one row per
+    // (dimension, group, capacity) with evictor empty, then one per evictor.
+    const ReplayGroups& g = *r.groups;
+    auto quote = [](const std::string& s) {
+      if (s.find_first_of(",\"\n") == std::string::npos) return s;
+      std::string q = "\"";
+      for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+      return q + "\"";
+    };
+    out << "\ndimension,group,evictor,capacity_pages,page_refs,page_hits,capacity_misses,capacity_miss_share,"
+           "isolated_page_hits,lost_hits,evicted_pages\n";
+    auto section = [&](const char* dim, const std::vector<GroupRow>& rows, bool isolated) {
+      for (const GroupRow& row : rows) {
+        const curve::LabelTotals& t = row.totals;
+        for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+          std::ostringstream line;
+          line.precision(17);
+          line << dim << ',' << quote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
+               << ',' << t.capacity_misses(c) << ',' << Share(t.capacity_misses(c), t.page_refs) << ',';
+          if (isolated) {
+            line << t.isolated_hits[c] << ','
+                 << static_cast<std::int64_t>(t.isolated_hits[c]) - static_cast<std::int64_t>(t.hits[c]);
+          } else {
+            line << ',';
+          }
+          line << ",\n";
+          for (const auto& [evictor, pages] : t.evicted_by) {
+            line << dim << ',' << quote(row.name) << ',' << quote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
+                 << pages[c] << '\n';
+          }
+          out << line.str();
+        }
+      }
+    };
+    section("tenant", g.tenants, g.isolated);
+    section("class", g.classes, false);
+    if (!g.footprint.empty()) {
+      out << "\nclass,requests,footprint_p50_bytes,footprint_p90_bytes,footprint_p99_bytes,footprint_max_bytes\n";
+      for (const FootprintRow& f : g.footprint) {
+        std::ostringstream line;
+        line.precision(17);
+        line << quote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max << '\n';
+        out << line.str();
+      }
+    }
+    if (g.running_kv_known) {
+      std::ostringstream line;
+      line.precision(17);
+      line << "\nrunning_kv_mean_bytes,running_kv_peak_bytes\n" << g.running_kv_mean_bytes << ','
+           << g.running_kv_peak_bytes << '\n';
+      out << line.str();
+    }
+  }
   return out.str();
 }
+
+namespace {
+
+// The tenant and class sections of the table: per-class rows, capacity-miss
+// share (and lost hits with --isolated) at each interference capacity, the
+// evictor matrix, the footprint distribution and running KV.
+template <typename PerGroup>
+void FormatGroupsTable(std::ostringstream& out, const ReplayGroups& g, PerGroup&& per_group) {
+  per_group("class", g.class_reports);
+  auto header = [&](const char* first, const char* second) {
+    out << Pad(first, 16, true) << (second ? Pad(second, 16, true) : "");
+    for (std::uint64_t c : g.capacities) out << Pad("@" + Grouped(static_cast<double>(c)), 12);
+    out << "\n";
+  };
+  auto dimension = [&](const char* what, const std::vector<GroupRow>& rows, bool isolated) {
+    out << "\ncapacity misses by " << what
+        << " (share of its page references that hit in an unlimited cache but miss at C)\n";
+    header(what, nullptr);
+    for (const GroupRow& row : rows) {
+      out << Pad(row.name, 16, true);
+      for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+        out << Pad(Fixed(Share(row.totals.capacity_misses(c), row.totals.page_refs), 4), 12);
+      }
+      out << "\n";
+    }
+    if (isolated) {
+      out << "\nlost hits by " << what << " (alone in a cache of C minus in the shared cache)\n";
+      header(what, nullptr);
+      for (const GroupRow& row : rows) {
+        out << Pad(row.name, 16, true);
+        for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+          out << Pad(Grouped(static_cast<double>(row.totals.isolated_hits[c]) - static_cast<double>(row.totals.hits[c])),
+                     12);
+        }
+        out << "\n";
+      }
+    }
+    out << "\ninterference by " << what
+        << " (the victim's capacity misses at C attributed to the evictor's references)\n";
+    header("victim", "evictor");
+    for (const GroupRow& row : rows) {
+      for (const auto& [evictor, pages] : row.totals.evicted_by) {
+        out << Pad(row.name, 16, true) << Pad(evictor, 16, true);
+        for (double v : pages) out << Pad(Grouped(std::round(v)), 12);
+        out << "\n";
+      }
+    }
+  };
+  dimension("tenant", g.tenants, g.isolated);
+  dimension("class", g.classes, false);
+  if (!g.footprint.empty()) {
+    out << "\nprojected peak KV per request ((input + output tokens) x bytes per token)\n";
+    out << Pad("class", 16, true) << Pad("requests", 10) << Pad("p50", 12) << Pad("p90", 12) << Pad("p99", 12)
+        << Pad("max", 12) << "\n";
+    for (const FootprintRow& f : g.footprint) {
+      out << Pad(f.cls, 16, true) << Pad(Grouped(static_cast<double>(f.requests)), 10) << Pad(HumanBytes(f.p50), 12)
+          << Pad(HumanBytes(f.p90), 12) << Pad(HumanBytes(f.p99), 12) << Pad(HumanBytes(f.max), 12) << "\n";
+    }
+  }
+  if (g.running_kv_known) {
+    out << "running requests' KV (each holds its projected peak from arrival to end): mean "
+        << HumanBytes(g.running_kv_mean_bytes) << ", peak " << HumanBytes(g.running_kv_peak_bytes) << "\n";
+  }
+}
+
+}  // namespace
 
 std::string FormatTable(const ReplayResult& r) {
   std::ostringstream out;
@@ -270,11 +497,11 @@ std::string FormatTable(const ReplayResult& r) {
     }
   }
 
-  if (!r.tenants.empty()) {
-    out << "\nper tenant\n";
-    out << Pad("tenant", 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
+  auto per_group = [&](const char* what, const std::vector<std::pair<std::string, curve::CurveReport>>& groups) {
+    out << "\nper " << what << "\n";
+    out << Pad(what, 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
         << Pad("ws 0.95 hits", 14) << Pad("ws 0.95 cov", 13) << Pad("knee", 10) << "\n";
-    for (const auto& tenant : r.tenants) {
+    for (const auto& tenant : groups) {
       const std::string& name = tenant.first;
       const curve::CurveReport& rep = tenant.second;
       auto ws = [&](const char* target) {
@@ -290,7 +517,9 @@ std::string FormatTable(const ReplayResult& r) {
           << Pad(ws("page_hit"), 14) << Pad(ws("request_coverage"), 13)
           << Pad(rep.knee ? Grouped(static_cast<double>(rep.knee->capacity_pages)) : "-", 10) << "\n";
     }
-  }
+  };
+  if (!r.tenants.empty()) per_group("tenant", r.tenants);
+  if (r.groups) FormatGroupsTable(out, *r.groups, per_group);
   if (r.policies) out << FormatPoliciesTable(*r.policies);
   return out.str();
 }

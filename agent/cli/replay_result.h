@@ -15,6 +15,7 @@
 #include "agent/web/text_format.h"
 #include "agent/cli/replay_policies.h"
 #include "curve/report.h"
+#include "curve/tenants.h"
 #include "curve/tiers.h"
 
 namespace kvwatch::agent {
@@ -45,6 +46,30 @@ struct PlanRow {
   double bytes = 0;
 };
 
+// Tenants and classes (curve/tenants.h): rows by folded label, at the
+// interference capacities.
+struct GroupRow {
+  std::string name;
+  curve::LabelTotals totals;
+};
+struct FootprintRow {
+  std::string cls;
+  std::uint64_t requests = 0;
+  double p50 = 0, p90 = 0, p99 = 0, max = 0;  // bytes, nearest rank
+};
+struct ReplayGroups {
+  std::vector<std::uint64_t> capacities;
+  std::uint32_t top_tenants = 8;
+  bool isolated = false;
+  std::vector<GroupRow> tenants;  // by label, sorted
+  std::vector<GroupRow> classes;
+  std::vector<std::pair<std::string, curve::CurveReport>> class_reports;  // per class, like tenants
+  std::vector<FootprintRow> footprint;  // empty without token counts or bytes per token
+  bool running_kv_known = false;
+  double running_kv_mean_bytes = 0;
+  double running_kv_peak_bytes = 0;
+};
+
 struct ReplayResult {
   ReplaySettings settings;
   ReplayInput input;
@@ -64,6 +89,8 @@ struct ReplayResult {
   std::vector<PlanRow> plan;
   // `--policy`: the eviction policies simulated over the same requests.
   std::optional<PolicyReplayResult> policies;
+  // Tenants and classes, when shown (see ReplayOptions::classes).
+  std::optional<ReplayGroups> groups;
 };
 
 std::string FormatJson(const ReplayResult& r);

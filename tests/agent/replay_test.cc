@@ -247,6 +247,60 @@ TEST_F(ReplayTest, TenantsAreBrokenDown) {
   EXPECT_EQ(uint64_t(doc["tenants"]["b"]["unlimited_page_hits"]), 1u);
 }
 
+// The hand-worked flood of tests/curve/tenants_test.cc through the command: the
+// interference table, capacity misses, lost hits, footprint and running KV.
+TEST_F(ReplayTest, InterferenceFootprintAndRunningKv) {
+  const std::string trace = Write("flood.jsonl",
+                                  "{\"timestamp\": 0, \"input_length\": 48, \"output_length\": 16, \"hash_ids\": [1, 2, 3], \"tenant\": \"chat\"}\n"
+                                  "{\"timestamp\": 1000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [10], \"tenant\": \"api\"}\n"
+                                  "{\"timestamp\": 2000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [11], \"tenant\": \"api\"}\n"
+                                  "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [12], \"tenant\": \"api\"}\n"
+                                  "{\"timestamp\": 4000, \"input_length\": 64, \"output_length\": 16, \"hash_ids\": [1, 2, 3, 4], \"tenant\": \"chat\"}\n");
+  CommandResult r = RunKvwatch("replay --format json --capacities 3,4 --isolated --bytes-per-token 100 "
+                               "--decode-tokens-per-second 8 " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  simdjson::dom::element chat;
+  for (simdjson::dom::element row : doc["interference"]["tenants"].get_array()) {
+    if (std::string_view(row["name"]) == "chat") chat = row;
+  }
+  ASSERT_TRUE(chat.is_object());
+  simdjson::dom::element at3 = chat["points"].at(0);
+  EXPECT_EQ(uint64_t(at3["capacity_pages"]), 3u);
+  EXPECT_EQ(uint64_t(at3["capacity_misses"]), 3u);
+  EXPECT_NEAR(double(at3["evicted_by"]["api"]), 2.35, 1e-9);
+  EXPECT_NEAR(double(at3["evicted_by"]["chat"]), 0.65, 1e-9);
+  EXPECT_EQ(double(at3["lost_hits"]), 3.0);
+  EXPECT_NEAR(double(chat["points"].at(1)["evicted_by"]["api"]), 1.35, 1e-9);
+  // "first" (every flood request starts a chain) evicts "turn2".
+  bool found = false;
+  for (simdjson::dom::element row : doc["interference"]["classes"].get_array()) {
+    if (std::string_view(row["name"]) != "turn2") continue;
+    found = true;
+    EXPECT_NEAR(double(row["points"].at(0)["evicted_by"]["first"]), 3.0, 1e-9);
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(uint64_t(doc["classes"]["turn2"]["requests"]), 1u);
+  // Footprints (input + output) x 100 bytes: first 6,400, 1,600 x 3; turn2 8,000.
+  for (simdjson::dom::element f : doc["footprint"].get_array()) {
+    if (std::string_view(f["class"]) == "turn2") EXPECT_EQ(double(f["max_bytes"]), 8000.0);
+    if (std::string_view(f["class"]) == "first") EXPECT_EQ(double(f["p50_bytes"]), 1600.0);
+  }
+  // Running: 6,400 bytes on [0, 2) s (16 output tokens at 8/s), 8,000 on [4, 6) s; the
+  // flood has no output (no lifetime). Mean over [0, 6): (12,800 + 16,000) / 6.
+  EXPECT_EQ(double(doc["running_kv"]["peak_bytes"]), 8000.0);
+  EXPECT_NEAR(double(doc["running_kv"]["mean_bytes"]), 28800.0 / 6, 1e-6);
+  // The table and the CSV carry the same sections.
+  CommandResult table = RunKvwatch("replay --capacities 3,4 --isolated --bytes-per-token 100 " + trace);
+  EXPECT_NE(table.out.find("interference by tenant"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("per class"), std::string::npos);
+  EXPECT_NE(table.out.find("running requests' KV"), std::string::npos);
+  CommandResult csv = RunKvwatch("replay --format csv --capacities 3,4 --isolated " + trace);
+  EXPECT_NE(csv.out.find("\ndimension,group,evictor,capacity_pages"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find("tenant,chat,api,3,,,,,,,2.35"), std::string::npos) << csv.out;
+}
+
 // --- Real traces against an independent computation ------------------------------------
 
 using OrderedTimes = __gnu_pbds::tree<std::uint64_t, __gnu_pbds::null_type, std::less<>,

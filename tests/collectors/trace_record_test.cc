@@ -119,6 +119,23 @@ TEST_F(TraceRecordTest, TenantFieldPriorityIsTenantThenClassThenType) {
   EXPECT_EQ(MustParse(R"({"hash_ids": [], "tenant": "a\"b\u00e9"})").tenant, "a\"b\xc3\xa9");
 }
 
+TEST_F(TraceRecordTest, RequestClassIsClassThenType) {
+  auto both = MustParse(R"({"type": "file", "class": "gold", "tenant": "acme", "hash_ids": []})");
+  EXPECT_EQ(both.tenant, "acme");
+  EXPECT_EQ(both.request_class, "gold");
+  auto type_only = MustParse(R"({"tenant": "acme", "hash_ids": [], "type": "image"})");
+  EXPECT_EQ(type_only.request_class, "image");
+  EXPECT_EQ(type_only.tenant, "acme");
+  // One field read once gives both labels when it is a candidate for both.
+  auto shared = MustParse(R"({"hash_ids": [], "type": 7})");
+  EXPECT_EQ(shared.tenant, "7");
+  EXPECT_EQ(shared.request_class, "7");
+  EXPECT_THAT(MustParse(R"({"hash_ids": [], "class": {"x": 1}})").request_class, IsEmpty());
+  curve::Request copy;
+  copy.CopyFactsFrom(both);
+  EXPECT_EQ(copy.request_class, "gold");
+}
+
 TEST_F(TraceRecordTest, TenantOfAnotherTypeFallsThroughToTheNextName) {
   EXPECT_EQ(MustParse(R"({"tenant": {"id": 1}, "class": "gold", "hash_ids": []})").tenant, "gold");
   EXPECT_EQ(MustParse(R"({"tenant": true, "hash_ids": []})").tenant, "");
