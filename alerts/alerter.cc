@@ -73,6 +73,22 @@ base::Status ValidateChangeTests(const std::vector<ChangeTestOptions>& tests) {
   return base::Status::Ok();
 }
 
+// Each sample's capacity_pages > 0 and its cumulative `value` >= 0; the error
+// names the field ("inputs.capacity_misses.evicted_by[2].pages").
+template <typename Sample>
+base::Status ValidateSamples(const std::string& field, const std::vector<Sample>& samples, double Sample::*value,
+                             const char* value_name) {
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string where = field + "[" + std::to_string(i) + "].";
+    if (auto status = FirstError({ValidatePositive(where + "capacity_pages", samples[i].capacity_pages),
+                                  ValidateNonNegative(where + value_name, samples[i].*value)});
+        !status.ok()) {
+      return status;
+    }
+  }
+  return base::Status::Ok();
+}
+
 }  // namespace
 
 base::Status AlerterOptions::Validate() const {
@@ -84,6 +100,7 @@ base::Status AlerterOptions::Validate() const {
       eviction_rate_shift.Validate("eviction_rate_shift"),
       rejection_rate_shift.Validate("rejection_rate_shift"),
       preemption_rate_shift.Validate("preemption_rate_shift"),
+      capacity_miss_share.Validate("capacity_miss_share"),
       ValidateChangeTests(change_tests),
       notify.Validate("notify"),
   });
@@ -94,7 +111,19 @@ base::Status ValidateInputs(const AlertInputs& inputs) {
     if (!value) return base::Status::Ok();
     return ValidateNonNegative(std::string("inputs.") + field, *value);
   };
+  const CapacityMissInputs& misses = inputs.capacity_misses;
+  if (auto status = ValidateSamples("inputs.capacity_misses.capacity_misses", misses.capacity_misses,
+                                    &CapacityMissSample::misses, "misses");
+      !status.ok()) {
+    return status;
+  }
+  if (auto status = ValidateSamples("inputs.capacity_misses.evicted_by", misses.evicted_by,
+                                    &EvictedBySample::pages, "pages");
+      !status.ok()) {
+    return status;
+  }
   return FirstError({
+      check("capacity_misses.page_references", misses.page_references),
       check("short_knee_pages", inputs.short_knee_pages),
       check("baseline_knee_pages", inputs.baseline_knee_pages),
       check("bytes_per_page", inputs.bytes_per_page),
@@ -141,11 +170,16 @@ Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
                                                     baseline_name),
                 rate_options->rule);
   }
+  // Anchors every short_window / 360 (10 s for 1h): window edges are exact to 0.3%.
+  const auto spacing = std::chrono::duration_cast<TimePoint::duration>(options_.short_window) / 360;
+  if (options_.capacity_miss_share.enabled) {
+    AddDetector(std::make_unique<CapacityMissShareDetector>(options_.capacity_miss_share, options_.short_window,
+                                                            options_.baseline_window, spacing),
+                options_.capacity_miss_share.rule);
+  }
   for (const ChangeTestOptions& test : options_.change_tests) {
     if (test.enabled) AddDetector(std::make_unique<ChangeTestDetector>(test), test.rule);
   }
-  // Anchors every short_window / 360 (10 s for 1h): window edges are exact to 0.3%.
-  const auto spacing = std::chrono::duration_cast<TimePoint::duration>(options_.short_window) / 360;
   for (std::size_t i = 0; i < kCounterKinds; ++i) {
     counters_.emplace_back(options_.baseline_window, spacing);
   }

@@ -20,6 +20,8 @@
 //   KVWatchEvictionRateShift        eviction rate 1h / 24h >= 2 (clear < 1.5), floor 1/s, for 15m
 //   KVWatchRejectionRateShift       same for rejected requests, floor 0.05/s
 //   KVWatchPreemptionRateShift      same for preemptions, floor 0.05/s
+//   KVWatchCapacityMissesRising     capacity-miss share 1h / 24h >= 2 (clear < 1.5), floor 1% of
+//                                   references, smallest capacity, for 15m
 //   KVWatchEvictionRateDrift        CUSUM on the per-minute eviction rate, h = 10 sigma
 //                                   (clear < 5), k = 0.75 sigma, for 5m
 //
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "alerts/alert.h"
+#include "alerts/capacity_miss_share.h"
 #include "alerts/capacity_shortfall.h"
 #include "alerts/change_test.h"
 #include "alerts/counter_rate.h"
@@ -93,6 +96,10 @@ struct AlerterOptions {
   // Preemption-rate shift. Defaults: fire 2.0, clear 1.5, floor 0.05 preemptions/s,
   // for 15m.
   RateShiftOptions preemption_rate_shift = RateShiftDefaults(CounterKind::kPreemptions);
+  // Capacity-miss share (kvwatch's own counters, AlertInputs::capacity_misses).
+  // Defaults: fire 2.0, clear 1.5, floor 0.01 of references, smallest capacity,
+  // 500 requests, for 15m.
+  CapacityMissShareOptions capacity_miss_share;
   // Sequential change tests, at most one per counter. Default: one CUSUM on the
   // eviction rate (ChangeTestOptions defaults: 60 s samples, 120 warm-up samples,
   // k 0.75, h 10, clear 5, relearn after 1h, for 5m). A CUSUM on the rejection rate

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvwatch::alerts {
 
@@ -37,6 +38,36 @@ struct CounterSample {
   std::optional<double> preemptions;        // running requests preempted (KV pressure)
   // Requests received, rejected ones included: the rate detectors' traffic volume.
   std::optional<double> requests;
+};
+
+// kvwatch's own capacity-miss counters (issue 11), cumulative and sampled at the
+// evaluation's `time` like CounterSample: the agent copies the values of the series
+// it exports. A capacity miss at C is a page reference that would hit in an
+// unlimited cache but misses in an LRU cache of C pages.
+struct CapacityMissSample {
+  double capacity_pages = 0;  // the label capacity_pages (a configured capacity)
+  double misses = 0;          // kvwatch_capacity_misses_total{capacity_pages}
+};
+
+// One cell of the evictor matrix: capacity misses of group `victim` at
+// capacity_pages attributed to group `evictor`, in pages (fractional).
+struct EvictedBySample {
+  std::string dimension;  // "class" or "tenant"
+  std::string victim;     // sanitized group labels (top K + "other")
+  std::string evictor;
+  double capacity_pages = 0;
+  double pages = 0;  // kvwatch_evicted_by_total{dimension, victim, evictor, capacity_pages}
+};
+
+struct CapacityMissInputs {
+  // kvwatch_page_references_total: every page reference. Absent: no data.
+  std::optional<double> page_references;
+  // One per configured capacity; empty: no data.
+  std::vector<CapacityMissSample> capacity_misses;
+  // The evictor matrix (optional: without it the alert names no evictor). A cell
+  // absent at one evaluation keeps its history; one absent for a whole short
+  // window is forgotten.
+  std::vector<EvictedBySample> evicted_by;
 };
 
 struct AlertInputs {
@@ -68,6 +99,7 @@ struct AlertInputs {
   std::optional<double> baseline_window_requests;
 
   CounterSample counters;
+  CapacityMissInputs capacity_misses;
 };
 
 }  // namespace kvwatch::alerts

@@ -7,8 +7,9 @@
 // by reason (a short, fixed, low-cardinality word such as "bad_record" or
 // "line_too_long") and logged with where it was found; it never stops a collector.
 //
-// Thread safety: a collector is used by one thread (the agent's loop); stats() is
-// read there too and copied out for scrapes.
+// Thread safety: a collector is used by one thread (the agent's loop); stats(),
+// engine_signals() and AppendSamples() are read there too, after each Poll, and
+// the agent hands copies to its scrapes and the alerter.
 #ifndef KVWATCH_COLLECTORS_COLLECTOR_H_
 #define KVWATCH_COLLECTORS_COLLECTOR_H_
 
@@ -21,8 +22,10 @@
 #include <utility>
 #include <vector>
 
-#include "curve/request.h"
+#include "base/metric_def.h"
 #include "base/status.h"
+#include "collectors/engine_signals.h"
+#include "curve/request.h"
 
 namespace kvwatch::collectors {
 
@@ -43,17 +46,24 @@ struct CollectorStats {
   double last_success_s = 0;                    // wall time of the last good read; 0: never
 };
 
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
 // A metric a collector contributes to /metrics beyond its CollectorStats (for
-// example the engine's eviction counters read from its KV events). Names follow
-// the Prometheus conventions (kvwatch_ prefix, base units, _total for counters);
-// labels stay low-cardinality.
+// example the engine's eviction counters read from its KV events), a sample of a
+// family declared in a table (base::MetricDef: the engine signals' in
+// engine_signals.h, each collector's own in its .cc). Names follow the Prometheus
+// conventions (kvwatch_ prefix, base units, _total for counters); labels stay
+// low-cardinality.
 struct MetricSample {
   std::string name;
   std::string help;
   bool counter = false;  // false: gauge
-  std::vector<std::pair<std::string, std::string>> labels;
+  Labels labels;
   double value = 0;
 };
+
+// A sample of `def` labelled collector=<collector> + extra.
+MetricSample MakeSample(const base::MetricDef& def, const std::string& collector, double value, Labels extra = {});
 
 // Log lines about bad input go through this (the agent prints them to stderr).
 using CollectorLog = std::function<void(std::string_view collector, std::string_view message)>;
@@ -105,7 +115,10 @@ class Collector {
   virtual int NotifyFd() const { return -1; }
 
   virtual CollectorStats stats() const = 0;
-  // Appends this collector's own metrics (none by default).
+  // What the collector knows of the engine (nothing by default).
+  virtual EngineSignals engine_signals() const { return {}; }
+  // Appends this collector's metrics: its engine signals' samples
+  // (engine_signals.h) and its own (none by default).
   virtual void AppendSamples(std::vector<MetricSample>* out) const {}
 };
 

@@ -4,10 +4,14 @@
 #include <type_traits>
 #include <utility>
 
-#include "collectors/engine_samples.h"
 
 namespace kvwatch::collectors {
 namespace {
+
+// The collector's own metric family (the engine's are engine_signals.h's).
+constexpr base::MetricDef kLogLines{"kvwatch_engine_log_lines_total", base::MetricType::kCounter,
+                                    "Engine log lines recognised (stats, preemption, retraction and access lines).",
+                                    "collector"};
 
 bool IsVllm(const EngineLogRecord& r) {
   return std::holds_alternative<VllmStatsRecord>(r) || std::holds_alternative<VllmV0PreemptionRecord>(r);
@@ -103,30 +107,25 @@ void EngineLogCollector::ApplySglangUsage(const SglangTokenUsage& usage) {
   }
 }
 
+EngineSignals EngineLogCollector::engine_signals() const {
+  const EngineLogSignals& l = signals_;
+  EngineSignals g;
+  g.preemptions = static_cast<double>(l.preemptions);
+  g.retracted_requests = static_cast<double>(l.retracted_requests);
+  g.rejections = {{"http_429", static_cast<double>(l.rejected_http_429)},
+                  {"http_503", static_cast<double>(l.rejected_http_503)}};
+  g.kv_cache_usage = l.kv_cache_usage;
+  g.prefix_cache_hit_ratio = l.prefix_cache_hit_ratio;
+  g.requests_running = l.requests_running;
+  g.requests_waiting = l.requests_waiting;
+  return g;
+}
+
 void EngineLogCollector::AppendSamples(std::vector<MetricSample>* out) const {
-  const std::string& c = options_.name;
-  const EngineLogSignals& g = signals_;
-  AppendEngineSample(out, c, kEnginePreemptionsName, kEnginePreemptionsHelp, true,
-                     static_cast<double>(g.preemptions));
-  AppendEngineSample(out, c, kEngineRetractedName, kEngineRetractedHelp, true,
-                     static_cast<double>(g.retracted_requests));
-  AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true,
-                     static_cast<double>(g.rejected_http_429), {{"reason", "http_429"}});
-  AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true,
-                     static_cast<double>(g.rejected_http_503), {{"reason", "http_503"}});
-  AppendEngineSample(out, c, "kvwatch_engine_log_lines_total",
-                     "Engine log lines recognised (stats, preemption, retraction and access lines).", true,
-                     static_cast<double>(g.lines));
-  if (g.kv_cache_usage) AppendEngineSample(out, c, kEngineKvUsageName, kEngineKvUsageHelp, false, *g.kv_cache_usage);
-  if (g.prefix_cache_hit_ratio) {
-    AppendEngineSample(out, c, kEngineHitRatioName, kEngineHitRatioHelp, false, *g.prefix_cache_hit_ratio);
-  }
-  if (g.requests_running) {
-    AppendEngineSample(out, c, kEngineRunningName, kEngineRunningHelp, false, *g.requests_running);
-  }
-  if (g.requests_waiting) {
-    AppendEngineSample(out, c, kEngineWaitingName, kEngineWaitingHelp, false, *g.requests_waiting);
-  }
+  const EngineSignals g = engine_signals();
+  AppendEngineCounterSamples(g, options_.name, out);
+  out->push_back(MakeSample(kLogLines, options_.name, static_cast<double>(signals_.lines)));
+  AppendEngineGaugeSamples(g, options_.name, out);
 }
 
 }  // namespace kvwatch::collectors

@@ -25,7 +25,8 @@
 // Lines that are not engine lines are ignored, never errors. The configured
 // `engine` only filters: kVllm ignores SGLang lines and vice versa.
 //
-// Metrics (AppendSamples), all labelled collector=<name>:
+// Metrics (AppendSamples; the engine's through engine_signals.h's table), all
+// labelled collector=<name>:
 //   kvwatch_engine_preemptions_total, kvwatch_engine_retracted_requests_total,
 //   kvwatch_engine_rejected_requests_total{reason="http_429"|"http_503"},
 //   kvwatch_engine_kv_cache_usage_ratio, kvwatch_engine_prefix_cache_hit_ratio,
@@ -89,6 +90,7 @@ class EngineLogCollector : public Collector {
   base::Status Checkpoint() override { return tailer_->Checkpoint(); }
   int NotifyFd() const override { return tailer_->NotifyFd(); }
   CollectorStats stats() const override { return stats_; }
+  EngineSignals engine_signals() const override;
   void AppendSamples(std::vector<MetricSample>* out) const override;
 
   const EngineLogSignals& signals() const { return signals_; }

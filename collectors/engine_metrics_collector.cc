@@ -10,7 +10,6 @@
 #include <thread>
 #include <utility>
 
-#include "collectors/engine_samples.h"
 
 namespace kvwatch::collectors {
 namespace {
@@ -19,6 +18,18 @@ namespace {
 constexpr std::size_t kMaxPendingLogs = 20;
 // Malformed exposition lines logged per scrape.
 constexpr std::size_t kBadLinesLogged = 3;
+
+// The scraper's own metric families (the engine's are engine_signals.h's).
+constexpr base::MetricDef kScrapeMetrics[] = {
+    {"kvwatch_engine_counter_resets_total", base::MetricType::kCounter,
+     "Scrapes in which some engine counter went back (engine restarts); exported engine counters keep a running "
+     "total across them.",
+     "collector"},
+    {"kvwatch_engine_scrape_backoff_seconds", base::MetricType::kGauge,
+     "Delay before the next scrape of the engine: the interval, doubled per consecutive failure up to the "
+     "interval x max_backoff_factor.",
+     "collector"},
+};
 
 // What one scrape found, before it is applied to the collector's state.
 struct ScrapeResult {
@@ -290,39 +301,34 @@ std::chrono::milliseconds EngineMetricsCollector::next_delay() const {
   return state_->next_delay;
 }
 
-void EngineMetricsCollector::AppendSamples(std::vector<MetricSample>* out) const {
+EngineSignals EngineMetricsCollector::engine_signals() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   const State& s = *state_;
-  const std::string& c = options_.name;
-  if (s.preemptions.seen()) {
-    AppendEngineSample(out, c, kEnginePreemptionsName, kEnginePreemptionsHelp, true, s.preemptions.total());
+  EngineSignals g;
+  if (s.preemptions.seen()) g.preemptions = s.preemptions.total();
+  if (s.retracted.seen()) g.retracted_requests = s.retracted.total();
+  if (s.admission.seen()) g.rejections.push_back({"admission", s.admission.total()});
+  if (s.aborted.seen()) g.rejections.push_back({"abort", s.aborted.total()});
+  g.kv_cache_usage = s.kv_cache_usage;
+  g.prefix_cache_hit_ratio = s.hit_ratio;
+  g.requests_running = s.running;
+  g.requests_waiting = s.waiting;
+  g.capacity_pages = s.capacity_pages;
+  return g;
+}
+
+void EngineMetricsCollector::AppendSamples(std::vector<MetricSample>* out) const {
+  const EngineSignals g = engine_signals();
+  AppendEngineCounterSamples(g, options_.name, out);
+  AppendEngineGaugeSamples(g, options_.name, out);
+  double resets = 0, backoff = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    resets = static_cast<double>(state_->counter_resets);
+    backoff = std::chrono::duration<double>(state_->next_delay).count();
   }
-  if (s.retracted.seen()) {
-    AppendEngineSample(out, c, kEngineRetractedName, kEngineRetractedHelp, true, s.retracted.total());
-  }
-  if (s.admission.seen()) {
-    AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true, s.admission.total(),
-                       {{"reason", "admission"}});
-  }
-  if (s.aborted.seen()) {
-    AppendEngineSample(out, c, kEngineRejectedName, kEngineRejectedHelp, true, s.aborted.total(),
-                       {{"reason", "abort"}});
-  }
-  if (s.kv_cache_usage) AppendEngineSample(out, c, kEngineKvUsageName, kEngineKvUsageHelp, false, *s.kv_cache_usage);
-  if (s.hit_ratio) AppendEngineSample(out, c, kEngineHitRatioName, kEngineHitRatioHelp, false, *s.hit_ratio);
-  if (s.running) AppendEngineSample(out, c, kEngineRunningName, kEngineRunningHelp, false, *s.running);
-  if (s.waiting) AppendEngineSample(out, c, kEngineWaitingName, kEngineWaitingHelp, false, *s.waiting);
-  if (s.capacity_pages) {
-    AppendEngineSample(out, c, kEngineCapacityName, kEngineCapacityHelp, false, *s.capacity_pages);
-  }
-  AppendEngineSample(out, c, "kvwatch_engine_counter_resets_total",
-                     "Scrapes in which some engine counter went back (engine restarts); exported engine counters "
-                     "keep a running total across them.",
-                     true, static_cast<double>(s.counter_resets));
-  AppendEngineSample(out, c, "kvwatch_engine_scrape_backoff_seconds",
-                     "Delay before the next scrape of the engine: the interval, doubled per consecutive failure up "
-                     "to the interval x max_backoff_factor.",
-                     false, std::chrono::duration<double>(s.next_delay).count());
+  out->push_back(MakeSample(kScrapeMetrics[0], options_.name, resets));
+  out->push_back(MakeSample(kScrapeMetrics[1], options_.name, backoff));
 }
 
 }  // namespace kvwatch::collectors

@@ -30,7 +30,8 @@
 // the restart are lost, as with Prometheus' own rate(). A counter the engine
 // does not export is not exported.
 //
-// Metrics (AppendSamples), all labelled collector=<name> (see engine_samples.h):
+// Signals (engine_signals(), rendered by AppendSamples through engine_signals.h's
+// table) and the scraper's own metrics, all labelled collector=<name>:
 //   kvwatch_engine_preemptions_total (vllm:num_preemptions_total),
 //   kvwatch_engine_retracted_requests_total (sglang:num_retracted_requests_total),
 //   kvwatch_engine_rejected_requests_total{reason="admission"|"abort"}
@@ -49,7 +50,8 @@
 //   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).
 //
 // Thread safety: the public methods may be called from any thread; the agent
-// calls them from its loop and its scrape handler.
+// calls them from its loop only (after each Poll it publishes a copy of stats(),
+// engine_signals() and AppendSamples() for its scrapes).
 #ifndef KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_
 #define KVWATCH_COLLECTORS_ENGINE_METRICS_COLLECTOR_H_
 
@@ -116,6 +118,7 @@ class EngineMetricsCollector : public Collector {
   // Never blocks on the engine: logs what the worker found since the last call.
   void Poll(RequestSink& sink, double wall_now_s) override;
   CollectorStats stats() const override;
+  EngineSignals engine_signals() const override;
   void AppendSamples(std::vector<MetricSample>* out) const override;
 
   // Scrapes finished (good or failed) so far.

@@ -5,6 +5,8 @@
 #include <utility>
 #include <variant>
 
+#include <msgpack.hpp>
+
 #include "base/mix.h"
 
 namespace kvwatch::collectors {
@@ -35,7 +37,81 @@ constexpr std::uint64_t kTagLoraName = 2;
 constexpr std::uint64_t kTagLoraId = 3;
 constexpr std::uint64_t kTagSalt = 4;
 
+bool UsesLora(KvTenantSource source) {
+  return source == KvTenantSource::kLora || source == KvTenantSource::kLoraOrSalt;
+}
+bool UsesSalt(KvTenantSource source) {
+  return source == KvTenantSource::kCacheSalt || source == KvTenantSource::kLoraOrSalt;
+}
+
+// Whether LoraTenant(e) is non-empty, without building it.
+bool HasLoraTenant(const BlockStored& e) {
+  return e.lora_name.has_value() ? !e.lora_name->empty() : e.lora_id.has_value();
+}
+
+std::string LoraTenant(const BlockStored& e) {
+  if (e.lora_name.has_value()) return *e.lora_name;
+  if (e.lora_id.has_value()) return "lora-" + std::to_string(*e.lora_id);
+  return "";
+}
+
+// vLLM's cache salt: the last str entry of block 0's extra_keys that is not the
+// LoRA name, in a root chain. "" when there is none or the bytes do not parse.
+std::string VllmSalt(const BlockStored& e) {
+  if (e.parent_block_hash.has_value() || !e.has_extra_keys || e.extra_keys_msgpack.empty()) return "";
+  try {
+    const msgpack::object_handle handle = msgpack::unpack(e.extra_keys_msgpack.data(), e.extra_keys_msgpack.size());
+    const msgpack::object& keys = handle.get();
+    if (keys.type != msgpack::type::ARRAY || keys.via.array.size == 0) return "";
+    const msgpack::object& first = keys.via.array.ptr[0];
+    if (first.type != msgpack::type::ARRAY) return "";
+    std::string salt;
+    for (std::uint32_t i = 0; i < first.via.array.size; ++i) {
+      const msgpack::object& entry = first.via.array.ptr[i];
+      if (entry.type != msgpack::type::STR) continue;
+      std::string value(entry.via.str.ptr, entry.via.str.size);
+      if (i == 0 && e.lora_name.has_value() && value == *e.lora_name) continue;
+      salt = std::move(value);
+    }
+    return salt;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 }  // namespace
+
+// ---- Tenants ------------------------------------------------------------------
+
+std::string_view KvTenantSourceName(KvTenantSource source) {
+  switch (source) {
+    case KvTenantSource::kNone: return "none";
+    case KvTenantSource::kLora: return "lora";
+    case KvTenantSource::kCacheSalt: return "cache_salt";
+    case KvTenantSource::kLoraOrSalt: return "lora_or_salt";
+  }
+  return "none";
+}
+
+std::optional<KvTenantSource> ParseKvTenantSource(std::string_view name) {
+  for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLora, KvTenantSource::kCacheSalt,
+                                KvTenantSource::kLoraOrSalt}) {
+    if (name == KvTenantSourceName(source)) return source;
+  }
+  return std::nullopt;
+}
+
+std::string KvEventTenant(KvTenantSource source, const BlockStored& e) {
+  if (UsesLora(source)) {
+    std::string lora = LoraTenant(e);
+    if (!lora.empty()) return lora;
+  }
+  if (UsesSalt(source)) {
+    if (e.cache_salt.has_value() && !e.cache_salt->empty()) return *e.cache_salt;
+    return VllmSalt(e);
+  }
+  return "";
+}
 
 // ---- Page scope ---------------------------------------------------------------
 
@@ -338,6 +414,7 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
     StartRequest(ts);
     AppendPages(e, &request_.pages);
     RecordLinks(e, 0);
+    SetTenant(e, /*walked_to_root=*/true);
     pending_.mergeable = true;
     pending_.tail = e.block_hashes.back();
     return;
@@ -347,14 +424,19 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
     const std::size_t first = request_.pages.size();
     AppendPages(e, &request_.pages);
     RecordLinks(e, first);
+    if (request_.tenant.empty()) SetTenant(e, /*walked_to_root=*/false);
     ++counters_.merged_chains;
     Flush(sink);
     return;
   }
   Flush(sink);
   StartRequest(ts);
+  bool walked_to_root = true;
   if (e.parent_block_hash.has_value()) {
-    switch (chains_.AppendChain(*e.parent_block_hash, options_.max_request_pages, &request_.pages)) {
+    const KvChainIndex::WalkEnd end = chains_.AppendChain(*e.parent_block_hash, options_.max_request_pages,
+                                                          &request_.pages);
+    walked_to_root = end == KvChainIndex::WalkEnd::kRoot;
+    switch (end) {
       case KvChainIndex::WalkEnd::kRoot: break;
       case KvChainIndex::WalkEnd::kUnknown: ++counters_.chains_truncated; break;
       case KvChainIndex::WalkEnd::kCycle: ++counters_.chain_cycles; break;
@@ -364,6 +446,7 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
   const std::size_t first = request_.pages.size();
   AppendPages(e, &request_.pages);
   RecordLinks(e, first);
+  SetTenant(e, walked_to_root);
   Flush(sink);
 }
 
@@ -405,8 +488,26 @@ void KvEventTracker::RecordLinks(const BlockStored& e, std::size_t first_page) {
   }
 }
 
+void KvEventTracker::SetTenant(const BlockStored& e, bool walked_to_root) {
+  const KvTenantSource source = options_.tenant_source;
+  if (source == KvTenantSource::kNone || request_.pages.empty()) return;
+  request_.tenant = KvEventTenant(source, e);
+  const bool lora = UsesLora(source) && HasLoraTenant(e);
+  if (lora || !UsesSalt(source)) return;
+  const curve::PageId root = request_.pages.front();
+  if (!e.parent_block_hash.has_value()) {
+    // A root chain: remember its salt for the requests that extend it.
+    if (request_.tenant.empty()) return;
+    if (root_tenants_.size() >= options_.parent_map_max_entries) root_tenants_.clear();
+    root_tenants_[root] = request_.tenant;
+  } else if (request_.tenant.empty() && walked_to_root) {
+    if (auto it = root_tenants_.find(root); it != root_tenants_.end()) request_.tenant = it->second;
+  }
+}
+
 void KvEventTracker::StartRequest(double ts) {
   request_.pages.clear();
+  request_.tenant.clear();
   request_.timestamp_s = ts;
   pending_.active = true;
   pending_.mergeable = false;

@@ -65,7 +65,26 @@
 //   - the ancestor chain is "as last known": a block stored before the tracker
 //     started (or whose store was lost and not replayed) truncates the chain at
 //     that point (counted as truncated chains);
-//   - per-request token counts and tenants are not known (left unset).
+//   - per-request token counts are not known (left unset).
+//
+// Tenants (options.tenant_source, default none: Request::tenant left empty).
+// Engines isolate tenants with a LoRA adapter or a cache salt, so a request's
+// tenant can be read from its events:
+//   - lora: the event's lora_name, else "lora-<lora_id>"; no LoRA: no tenant;
+//   - cache_salt: the event's cache_salt field (SGLang, TensorRT-LLM); for vLLM,
+//     which publishes the salt only inside extra_keys of the first block of a
+//     chain (after the LoRA name and the multimodal pairs, before the
+//     prompt-embeds digest, all untagged), the last string entry of block 0's
+//     extra_keys in a root chain (parent None) that is not the LoRA name. A
+//     request extending a chain whose events carry no salt (vLLM: every event
+//     but the root's) inherits the salt recorded for the chain's root page when
+//     the ancestor walk reached the root. The root map keeps salted roots only
+//     and is cleared when it reaches parent_map_max_entries (chains rooted
+//     before then lose their tenant until their root is stored again);
+//   - lora_or_salt: the LoRA tenant when there is one, else the salt tenant.
+// A reuse report merged with its new blocks keeps the report's tenant (or takes
+// the new blocks' when the report had none). Names are passed on raw: the
+// consumer sanitizes and folds them (bounded label cardinality).
 //
 // Parent map. Ancestors are found in a map block hash -> (parent hash, page id)
 // filled from primary-medium BlockStored events of the request group. An entry
@@ -87,6 +106,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "collectors/collector.h"
@@ -164,6 +184,18 @@ class KvChainIndex {
   std::vector<std::uint32_t> walk_reverse_;  // scratch: slots of one walk, newest first
 };
 
+// ---- Tenants ------------------------------------------------------------------
+
+// Where a KV-event request's tenant comes from (see the header comment).
+enum class KvTenantSource { kNone, kLora, kCacheSalt, kLoraOrSalt };
+// "none", "lora", "cache_salt", "lora_or_salt".
+std::string_view KvTenantSourceName(KvTenantSource source);
+// The inverse of KvTenantSourceName; std::nullopt for any other text.
+std::optional<KvTenantSource> ParseKvTenantSource(std::string_view name);
+// The tenant one BlockStored names by itself under `source` ("" when none); a
+// vLLM salt is found only in a root chain's first block.
+std::string KvEventTenant(KvTenantSource source, const BlockStored& event);
+
 // ---- Tracker ------------------------------------------------------------------
 
 struct KvEventTrackerOptions {
@@ -176,6 +208,8 @@ struct KvEventTrackerOptions {
   std::size_t parent_map_max_entries = std::size_t{1} << 22;
   // Longest request emitted (ancestors included), in pages.
   std::size_t max_request_pages = std::size_t{1} << 16;
+  // Where Request::tenant comes from. Default: none (no tenant).
+  KvTenantSource tenant_source = KvTenantSource::kNone;
 };
 
 // Per-medium counters, summed over publishers and groups.
@@ -274,6 +308,8 @@ class KvEventTracker {
   void AppendPages(const BlockStored& e, std::vector<curve::PageId>* pages);
   void RecordLinks(const BlockStored& e, std::size_t first_page);
   void StartRequest(double ts);
+  // Sets request_.tenant from the event (and, for salts, the chain's root).
+  void SetTenant(const BlockStored& e, bool walked_to_root);
   void Flush(RequestSink& sink);
 
   KvEventTrackerOptions options_;
@@ -285,6 +321,8 @@ class KvEventTracker {
   KvTrackerCounters counters_;
   Pending pending_;
   curve::Request request_;  // the request being built (reused storage)
+  // Root page of a salted chain -> its salt tenant (tenant_source with salts only).
+  std::unordered_map<curve::PageId, std::string> root_tenants_;
 };
 
 }  // namespace kvwatch::collectors

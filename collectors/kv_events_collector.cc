@@ -46,6 +46,44 @@ Frame AsFrame(const zmq::message_t& m) { return Frame(m.data<std::uint8_t>(), m.
 
 std::atomic<std::uint64_t> monitor_counter{0};
 
+// The transport's and tracker's own metric families (the engine's block
+// counters are engine_signals.h's).
+enum class KvMetric {
+  kBatches,
+  kLost,
+  kReplayed,
+  kRestarts,
+  kCacheClears,
+  kUnknownEvents,
+  kUnknownRemovals,
+  kChainAnomalies,
+  kParentMapEntries,
+  kParentMapEvictions,
+};
+using base::MetricType;
+constexpr base::MetricDef kKvMetrics[] = {
+    {"kvwatch_kv_events_batches_total", MetricType::kCounter, "KV event batches decoded and applied (live and replayed).",
+     "collector"},
+    {"kvwatch_kv_events_lost_total", MetricType::kCounter,
+     "KV event batches known missing (sequence gaps) and not recovered.", "collector"},
+    {"kvwatch_kv_events_replayed_total", MetricType::kCounter,
+     "KV event batches recovered from the engine's replay socket.", "collector"},
+    {"kvwatch_kv_events_publisher_restarts_total", MetricType::kCounter,
+     "Publisher restarts seen (a sequence number going back); the publisher's block state was reset.", "collector"},
+    {"kvwatch_kv_events_cache_clears_total", MetricType::kCounter,
+     "AllBlocksCleared events (prefix cache resets; not evictions).", "collector"},
+    {"kvwatch_kv_events_unknown_events_total", MetricType::kCounter, "KV events of a type this build does not know.",
+     "collector"},
+    {"kvwatch_kv_events_unknown_removals_total", MetricType::kCounter, "Removed block hashes that were not resident.",
+     "collector"},
+    {"kvwatch_kv_events_chain_anomalies_total", MetricType::kCounter,
+     "Reconstructed requests whose ancestor chain stopped early, by kind.", "collector,kind"},
+    {"kvwatch_kv_events_parent_map_entries", MetricType::kGauge, "Block parent links kept to rebuild request chains.",
+     "collector"},
+    {"kvwatch_kv_events_parent_map_evictions_total", MetricType::kCounter,
+     "Parent links evicted because the parent map reached its bound.", "collector"},
+};
+
 // One ZeroMQ context (one I/O thread) for every collector of the process: an
 // agent watching a fleet has one collector per replica, and 16 I/O threads cost
 // more in wake-ups than the receiving itself (1M block events/s from 16
@@ -371,66 +409,35 @@ CollectorStats KvEventsCollector::stats() const {
   return s;
 }
 
-void KvEventsCollector::AppendSamples(std::vector<MetricSample>* out) const {
-  const std::pair<std::string, std::string> collector{"collector", options_.name};
-  auto add = [&](std::string name, std::string help, bool counter, double value,
-                 std::vector<std::pair<std::string, std::string>> extra = {}) {
-    MetricSample s;
-    s.name = std::move(name);
-    s.help = std::move(help);
-    s.counter = counter;
-    s.labels.push_back(collector);
-    for (auto& l : extra) s.labels.push_back(std::move(l));
-    s.value = value;
-    out->push_back(std::move(s));
-  };
+EngineSignals KvEventsCollector::engine_signals() const {
+  EngineSignals g;
   for (const KvMediumCounters& m : tracker_.MediumCounters()) {
-    const std::vector<std::pair<std::string, std::string>> medium = {{"medium", m.medium}};
-    add("kvwatch_engine_stored_blocks_total",
-        "Blocks the engine reported stored (KV events BlockStored, tier moves included, reuse reports not).",
-        true, static_cast<double>(m.stored_blocks), medium);
-    add("kvwatch_engine_evicted_blocks_total", "Blocks the engine reported evicted (KV events BlockRemoved).",
-        true, static_cast<double>(m.evicted_blocks), medium);
-    add("kvwatch_engine_resident_blocks",
-        "Distinct block hashes resident per the engine's KV events, summed over publishers and groups.", false,
-        static_cast<double>(m.resident_blocks), medium);
-    add("kvwatch_engine_reused_blocks_total",
-        "Blocks the engine reported reused from its prefix cache (kv_cache_report_mode full).", true,
-        static_cast<double>(m.reused_blocks), medium);
-    add("kvwatch_engine_tier_moved_blocks_total",
-        "Stored blocks that were moves from another tier (offload placeholders, cache-level updates).", true,
-        static_cast<double>(m.tier_moves), medium);
+    g.blocks.push_back({m.medium, static_cast<double>(m.stored_blocks), static_cast<double>(m.evicted_blocks),
+                        static_cast<double>(m.resident_blocks), static_cast<double>(m.reused_blocks),
+                        static_cast<double>(m.tier_moves)});
   }
+  return g;
+}
+
+void KvEventsCollector::AppendSamples(std::vector<MetricSample>* out) const {
+  const std::string& c = options_.name;
+  AppendEngineCounterSamples(engine_signals(), c, out);
   const KvTrackerCounters& t = tracker_.counters();
-  add("kvwatch_kv_events_batches_total", "KV event batches decoded and applied (live and replayed).", true,
-      static_cast<double>(transport_.batches));
-  add("kvwatch_kv_events_lost_total", "KV event batches known missing (sequence gaps) and not recovered.", true,
-      static_cast<double>(transport_.lost));
-  add("kvwatch_kv_events_replayed_total", "KV event batches recovered from the engine's replay socket.", true,
-      static_cast<double>(transport_.replayed));
-  add("kvwatch_kv_events_publisher_restarts_total",
-      "Publisher restarts seen (a sequence number going back); the publisher's block state was reset.", true,
-      static_cast<double>(transport_.restarts));
-  add("kvwatch_kv_events_cache_clears_total", "AllBlocksCleared events (prefix cache resets; not evictions).",
-      true, static_cast<double>(t.cache_clears));
-  add("kvwatch_kv_events_unknown_events_total", "KV events of a type this build does not know.", true,
-      static_cast<double>(t.unknown_events));
-  add("kvwatch_kv_events_unknown_removals_total", "Removed block hashes that were not resident.", true,
-      static_cast<double>(t.unknown_removals));
-  add("kvwatch_kv_events_chain_anomalies_total",
-      "Reconstructed requests whose ancestor chain stopped early, by kind.", true,
-      static_cast<double>(t.chains_truncated), {{"kind", "truncated"}});
-  add("kvwatch_kv_events_chain_anomalies_total",
-      "Reconstructed requests whose ancestor chain stopped early, by kind.", true,
-      static_cast<double>(t.chain_cycles), {{"kind", "cycle"}});
-  add("kvwatch_kv_events_chain_anomalies_total",
-      "Reconstructed requests whose ancestor chain stopped early, by kind.", true,
-      static_cast<double>(t.chains_too_long), {{"kind", "too_long"}});
-  add("kvwatch_kv_events_parent_map_entries", "Block parent links kept to rebuild request chains.", false,
-      static_cast<double>(tracker_.parent_map_size()));
-  add("kvwatch_kv_events_parent_map_evictions_total",
-      "Parent links evicted because the parent map reached its bound.", true,
-      static_cast<double>(t.parent_map_evictions));
+  auto add = [&](KvMetric metric, double value, Labels extra = {}) {
+    out->push_back(MakeSample(kKvMetrics[static_cast<std::size_t>(metric)], c, value, std::move(extra)));
+  };
+  add(KvMetric::kBatches, static_cast<double>(transport_.batches));
+  add(KvMetric::kLost, static_cast<double>(transport_.lost));
+  add(KvMetric::kReplayed, static_cast<double>(transport_.replayed));
+  add(KvMetric::kRestarts, static_cast<double>(transport_.restarts));
+  add(KvMetric::kCacheClears, static_cast<double>(t.cache_clears));
+  add(KvMetric::kUnknownEvents, static_cast<double>(t.unknown_events));
+  add(KvMetric::kUnknownRemovals, static_cast<double>(t.unknown_removals));
+  add(KvMetric::kChainAnomalies, static_cast<double>(t.chains_truncated), {{"kind", "truncated"}});
+  add(KvMetric::kChainAnomalies, static_cast<double>(t.chain_cycles), {{"kind", "cycle"}});
+  add(KvMetric::kChainAnomalies, static_cast<double>(t.chains_too_long), {{"kind", "too_long"}});
+  add(KvMetric::kParentMapEntries, static_cast<double>(tracker_.parent_map_size()));
+  add(KvMetric::kParentMapEvictions, static_cast<double>(t.parent_map_evictions));
 }
 
 }  // namespace kvwatch::collectors

@@ -49,7 +49,8 @@
 // up: every connected endpoint has a live connection to its publisher (from
 // the socket monitor), and every bound endpoint is bound.
 //
-// Metrics (AppendSamples), all labelled collector=<name>:
+// Metrics (AppendSamples; the block counters through engine_signals.h's table),
+// all labelled collector=<name>:
 //   kvwatch_engine_stored_blocks_total{medium}, kvwatch_engine_evicted_blocks_total{medium},
 //   kvwatch_engine_resident_blocks{medium}, kvwatch_engine_reused_blocks_total{medium},
 //   kvwatch_engine_tier_moved_blocks_total{medium}, kvwatch_kv_events_batches_total,
@@ -92,7 +93,8 @@ struct KvEventsCollectorOptions {
   KvEventTrackerOptions tracker;
   // Per socket. Engines publish one batch per scheduler step (tens to hundreds
   // a second), so 1000 per poll is ample headroom, and a backlog is drained in
-  // bounded slices rather than holding the agent's loop (and its /metrics).
+  // bounded slices rather than holding the agent's loop (its other collectors,
+  // and the copy of this one's metrics that /metrics reads, wait for the poll).
   std::size_t max_messages_per_poll = 1000;
   std::chrono::milliseconds replay_timeout{100};
   std::chrono::milliseconds poll_interval{50};
@@ -126,6 +128,7 @@ class KvEventsCollector : public Collector {
   std::chrono::milliseconds poll_interval() const override { return options_.poll_interval; }
   void Poll(RequestSink& sink, double wall_now_s) override;
   CollectorStats stats() const override;
+  EngineSignals engine_signals() const override;  // the block counters per medium
   void AppendSamples(std::vector<MetricSample>* out) const override;
 
   // The endpoints as bound or connected: for a bind, the address ZeroMQ reports

@@ -79,11 +79,6 @@ Agent::Agent(AgentOptions options) : options_(std::move(options)), engine_(optio
   }
 }
 
-double Agent::Count(std::uint64_t weighted) const {
-  return sampled_ ? static_cast<double>(weighted) / static_cast<double>(curve::SampledEngine::kWeightUnit)
-                  : static_cast<double>(weighted);
-}
-
 curve::BucketedCurve Agent::LifetimeCurve() const {
   curve::BucketedCurve c = lifetime_;
   // SHARDS-adj: every page reference, sampled or not, stands for kWeightUnit;
@@ -126,6 +121,7 @@ base::Status Agent::Init() {
   }
   start_wall_s_ = WallNow();
   LoadState();
+  for (const auto& c : options_.collectors) published_.push_back(CollectorCopy::Of(*c));
 
   if (options_.alerts) {
     auto runner = AlertRunner::Create(*options_.alerts);
@@ -142,7 +138,53 @@ base::Status Agent::Init() {
 // --- Ingestion ------------------------------------------------------------------------
 
 void Agent::OnRequest(const curve::Request& request) {
-  // Called from a collector's Poll, with mu_ held by the loop.
+  base::MutexLock lock(mu_);
+  IngestLocked(request);
+}
+
+void Agent::Ingest(std::span<const curve::Request> requests) {
+  base::MutexLock lock(mu_);
+  for (const curve::Request& r : requests) IngestLocked(r);
+}
+
+// Collects a collector's requests while it polls (no lock) and hands them to the
+// agent kBatch at a time, so mu_ is taken once per batch, never across I/O.
+class Agent::BatchSink : public collectors::RequestSink {
+ public:
+  explicit BatchSink(Agent& agent) : agent_(agent) {}
+  void OnRequest(const curve::Request& request) override {
+    if (size_ < batch_.size()) {
+      batch_[size_] = request;  // reuses the page vector's storage
+    } else {
+      batch_.push_back(request);
+    }
+    if (++size_ == kBatch) Flush();
+  }
+  void Flush() {
+    if (size_ > 0) agent_.Ingest(std::span<const curve::Request>(batch_.data(), size_));
+    size_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kBatch = 256;
+  Agent& agent_;
+  std::vector<curve::Request> batch_;
+  std::size_t size_ = 0;
+};
+
+CollectorCopy CollectorCopy::Of(const collectors::Collector& c) {
+  CollectorCopy copy{c.name(), c.stats(), c.engine_signals(), {}};
+  c.AppendSamples(&copy.samples);
+  return copy;
+}
+
+void Agent::PublishCollector(std::size_t i) {
+  CollectorCopy copy = CollectorCopy::Of(*options_.collectors[i]);
+  base::MutexLock lock(mu_);
+  published_[i] = std::move(copy);
+}
+
+void Agent::IngestLocked(const curve::Request& request) {
   const double wall = WallNow();
   const double t = request.has_timestamp() ? request.timestamp_s : ClockNow(wall);
   std::uint64_t weight = 1;
@@ -216,6 +258,7 @@ int Agent::Run() {
   Clock::time_point next_alerts = Clock::now();
   if (alert_runner_) next_alerts += alert_runner_->options().alerter.evaluation_interval;
   boost::asio::steady_timer tick(io);
+  BatchSink sink(*this);
   constexpr auto kTick = std::chrono::milliseconds(50);
   std::function<void()> loop = [&]() {
     if (stop_) {
@@ -224,13 +267,16 @@ int Agent::Run() {
     }
     const Clock::time_point now = Clock::now();
     const double wall = WallNow();
+    // The collectors read their sources without mu_; the sink takes it per batch.
+    for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
+      if (now < next_poll[i]) continue;
+      options_.collectors[i]->Poll(sink, wall);
+      sink.Flush();
+      PublishCollector(i);
+      next_poll[i] = now + options_.collectors[i]->poll_interval();
+    }
     {
       base::MutexLock lock(mu_);
-      for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
-        if (now < next_poll[i]) continue;
-        options_.collectors[i]->Poll(*this, wall);
-        next_poll[i] = now + options_.collectors[i]->poll_interval();
-      }
       // The window clock starts with the first record: records may carry their
       // own time base (Mooncake's milliseconds since the trace began), which the
       // wall clock must not overtake before any arrives.
@@ -379,7 +425,192 @@ void Agent::LoadState() {
 
 // --- Exposition -----------------------------------------------------------------------
 
-curve::CurveReport Agent::WindowReport(std::size_t i) const {
+namespace {
+
+using base::MetricType;
+
+// The agent's metric families: curves, windows, collectors and state.
+constexpr base::MetricDef kBuildInfo{"kvwatch_build_info", MetricType::kGauge,
+                                     "kvwatch build: version and git revision. Always 1.", "version,revision"};
+constexpr base::MetricDef kPageHitCapacity{
+    "kvwatch_page_hit_capacity_pages", MetricType::kHistogram,
+    "Page references that hit at some tracked capacity, observed at the smallest capacity in pages where they hit "
+    "(prefix rule, LRU): bucket le=X counts the page hits of a cache of X pages."};
+constexpr base::MetricDef kRequiredCapacity{
+    "kvwatch_request_required_capacity_pages", MetricType::kHistogram,
+    "Each request's required capacity in pages to keep its share of unlimited page hits; requests beyond the "
+    "tracked range count only in +Inf. bucket le=X over _count is request coverage at X."};
+constexpr base::MetricDef kRequests{"kvwatch_requests_total", MetricType::kCounter,
+                                    "Requests processed by the curve engine (estimated when sampled)."};
+constexpr base::MetricDef kPageReferences{"kvwatch_page_references_total", MetricType::kCounter,
+                                          "Page references processed by the curve engine."};
+constexpr base::MetricDef kColdMisses{"kvwatch_page_cold_misses_total", MetricType::kCounter,
+                                      "Page references to pages never referenced before."};
+constexpr base::MetricDef kBeyondTracked{
+    "kvwatch_page_beyond_tracked_total", MetricType::kCounter,
+    "Page references to pages evicted from tracking (distance beyond the tracked range)."};
+constexpr base::MetricDef kReusedTokens{
+    "kvwatch_reused_tokens_unlimited_total", MetricType::kCounter,
+    "Tokens of page references that would hit in an unlimited cache (page hits times tokens per page)."};
+constexpr base::MetricDef kTrackedPages{
+    "kvwatch_tracked_pages", MetricType::kGauge,
+    "Distinct pages the curve engine tracks now (when sampled: sampled pages in the engine)."};
+constexpr base::MetricDef kSampleRate{
+    "kvwatch_engine_sample_rate", MetricType::kGauge,
+    "The curve engine's effective spatial sampling rate: 1 when exact; engine.sample_rate, or lower once "
+    "engine.sample_max_pages made it adapt."};
+constexpr base::MetricDef kTrackedPagesLimit{"kvwatch_tracked_pages_limit", MetricType::kGauge,
+                                             "The most distinct pages the curve engine tracks (engine.max_pages)."};
+constexpr base::MetricDef kEngineMemory{"kvwatch_engine_memory_bytes", MetricType::kGauge,
+                                        "Bytes held by the curve engine's data structures."};
+constexpr base::MetricDef kLateRequests{
+    "kvwatch_window_late_requests_total", MetricType::kCounter,
+    "Requests whose timestamp was older than a window's oldest slice (not counted in that window)."};
+constexpr base::MetricDef kWindowRequests{"kvwatch_window_requests", MetricType::kGauge,
+                                          "Requests that arrived within the window.", "window"};
+constexpr base::MetricDef kUnlimitedHitRatio{
+    "kvwatch_unlimited_page_hit_ratio", MetricType::kGauge,
+    "Page hit ratio of an unlimited cache over the window's requests (the theoretical ceiling).", "window"};
+constexpr base::MetricDef kWorkingSetPages{
+    "kvwatch_working_set_pages", MetricType::kGauge,
+    "Working set in pages: the smallest bucket capacity reaching the target (page_hit: that fraction of the "
+    "unlimited page hits; request_coverage: that fraction of requests). Absent when not converged within the "
+    "tracked range.",
+    "window,target,fraction"};
+constexpr base::MetricDef kWorkingSetBytes{
+    "kvwatch_working_set_bytes", MetricType::kGauge,
+    "The working set in bytes per GPU rank (pages x tokens x bytes/token).", "window,target,fraction"};
+constexpr base::MetricDef kKneePages{
+    "kvwatch_knee_pages", MetricType::kGauge,
+    "Knee (Kneedle) of the window's page hit ratio against capacity in pages: where more capacity starts buying "
+    "much less hit rate.",
+    "window"};
+constexpr base::MetricDef kKneeBytes{"kvwatch_knee_bytes", MetricType::kGauge, "The knee in bytes per GPU rank.",
+                                     "window"};
+constexpr base::MetricDef kPageHitRatio{"kvwatch_page_hit_ratio", MetricType::kGauge,
+                                        "Page hit ratio of an LRU cache of capacity_pages over the window.",
+                                        "window,capacity_pages"};
+constexpr base::MetricDef kCoverageRatio{"kvwatch_request_coverage_ratio", MetricType::kGauge,
+                                         "Fraction of the window's requests covered by an LRU cache of "
+                                         "capacity_pages.",
+                                         "window,capacity_pages"};
+constexpr base::MetricDef kBytesPerPage{"kvwatch_bytes_per_page", MetricType::kGauge,
+                                        "KV bytes of one page per GPU rank."};
+constexpr base::MetricDef kCollectorUp{"kvwatch_collector_up", MetricType::kGauge,
+                                       "Whether the collector reads its source (1) or not (0).", "collector"};
+constexpr base::MetricDef kCollectorRecords{"kvwatch_collector_records_total", MetricType::kCounter,
+                                            "Records the collector handed to the curve engine.", "collector"};
+constexpr base::MetricDef kCollectorDropped{"kvwatch_collector_dropped_total", MetricType::kCounter,
+                                            "Records the collector knows it lost.", "collector"};
+constexpr base::MetricDef kCollectorLastSuccess{"kvwatch_collector_last_success_timestamp_seconds",
+                                                MetricType::kGauge,
+                                                "Wall time of the collector's last successful read (0: never).",
+                                                "collector"};
+constexpr base::MetricDef kCollectorErrors{"kvwatch_collector_errors_total", MetricType::kCounter,
+                                           "Bad input and read errors by reason; never fatal.", "collector,reason"};
+constexpr base::MetricDef kPredictedHitRatio{
+    "kvwatch_model_predicted_page_hit_ratio", MetricType::kGauge,
+    "The window curve's page hit ratio at the engine's capacity (kvwatch_engine_capacity_pages of the collector), "
+    "read at the largest bucket bound <= that capacity.",
+    "collector,window"};
+constexpr base::MetricDef kCacheCapacity{
+    "kvwatch_cache_capacity_pages", MetricType::kGauge,
+    "The replica's KV-cache capacity in pages: the largest of curve.capacities (the working-set-over-capacity "
+    "alerts compare with it)."};
+constexpr base::MetricDef kStateSaves{"kvwatch_state_saves_total", MetricType::kCounter, "State checkpoints written."};
+constexpr base::MetricDef kStateSaveErrors{"kvwatch_state_save_errors_total", MetricType::kCounter,
+                                           "State checkpoints that failed."};
+
+// The policy canaries' metric families.
+constexpr base::MetricDef kPolicyHitRatio{
+    "kvwatch_policy_page_hit_ratio", MetricType::kGauge,
+    "Page hit ratio of the canary cache of capacity_pages under the eviction policy, over the window.",
+    "policy,capacity_pages,window"};
+constexpr base::MetricDef kPolicyCoverage{
+    "kvwatch_policy_request_coverage_ratio", MetricType::kGauge,
+    "Fraction of the window's requests covered by the canary cache of capacity_pages under the policy (absent "
+    "when the engine samples).",
+    "policy,capacity_pages,window"};
+constexpr base::MetricDef kPolicyGain{
+    "kvwatch_policy_gain_ratio", MetricType::kGauge,
+    "The policy's page hit ratio minus that of curve.engine_policy, at the same capacity and window.",
+    "policy,capacity_pages,window"};
+constexpr base::MetricDef kPolicyHits{"kvwatch_policy_page_hits_total", MetricType::kCounter,
+                                      "Page hits of the policy canary since start.", "policy,capacity_pages"};
+constexpr base::MetricDef kPolicyPreemptions{
+    "kvwatch_policy_preemptions_total", MetricType::kCounter,
+    "Requests the sglang or vllm canary could not hold whole (vllm: preemptions) since start.",
+    "policy,capacity_pages"};
+constexpr base::MetricDef kCanaryMemory{"kvwatch_policy_canary_memory_bytes", MetricType::kGauge,
+                                        "Memory of the policy canaries' simulations."};
+
+}  // namespace
+
+// What a scrape, the curve API or the alerter reads: copied under mu_ (cheap:
+// bucket arrays, totals and counters), used outside it.
+struct Agent::Snapshot {
+  bool sampled = false;
+  curve::BucketedCurve lifetime;  // LifetimeCurve()
+  std::uint64_t hit_capacity_sum = 0;
+  std::uint64_t required_capacity_sum = 0;
+  std::size_t tracked_pages = 0;
+  double sample_rate = 1.0;
+  std::size_t engine_memory_bytes = 0;
+  std::uint64_t late_requests = 0;
+  std::vector<curve::BucketedCurve> windows;  // when asked for: windows_->Window(i)
+  struct Canary {
+    curve::PolicyKind kind;
+    std::uint64_t capacity = 0;
+    curve::PolicyTotals lifetime;
+    std::vector<curve::PolicyTotals> windows;
+  };
+  bool has_canaries = false;      // asked for and configured
+  std::vector<Canary> canaries;
+  std::size_t canary_capacities = 0;  // per policy; canary k % this is the engine policy's
+  std::size_t canary_memory_bytes = 0;
+  std::vector<CollectorCopy> collectors;
+  std::uint64_t state_saves = 0;
+  std::uint64_t state_errors = 0;
+
+  // Exported counts: weighted counts over the weight unit when sampled.
+  double Count(std::uint64_t weighted) const {
+    return sampled ? static_cast<double>(weighted) / static_cast<double>(curve::SampledEngine::kWeightUnit)
+                   : static_cast<double>(weighted);
+  }
+};
+
+Agent::Snapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
+  Snapshot s;
+  base::MutexLock lock(mu_);
+  s.sampled = sampled();
+  s.lifetime = LifetimeCurve();
+  s.hit_capacity_sum = hit_capacity_sum_;
+  s.required_capacity_sum = required_capacity_sum_;
+  s.tracked_pages = engine().tracked_pages();
+  s.sample_rate = sampled_ ? sampled_->rate() : 1.0;
+  s.engine_memory_bytes = sampled_ ? sampled_->MemoryBytes() : engine_.MemoryBytes();
+  s.late_requests = windows_->late_requests();
+  if (windows) {
+    for (std::size_t i = 0; i < windows_->size(); ++i) s.windows.push_back(windows_->Window(i));
+  }
+  if (canaries && canaries_) {
+    const curve::PolicyCanaries& c = *canaries_;
+    s.has_canaries = true;
+    s.canary_capacities = c.options().capacities.size();
+    s.canary_memory_bytes = c.MemoryBytes();
+    for (std::size_t k = 0; k < c.size(); ++k) {
+      Snapshot::Canary canary{c.kind(k), c.capacity(k), c.Lifetime(k), {}};
+      for (std::size_t w = 0; w < options_.windows.size(); ++w) canary.windows.push_back(c.Window(k, w));
+      s.canaries.push_back(std::move(canary));
+    }
+  }
+  s.collectors = published_;
+  s.state_saves = state_saves_;
+  s.state_errors = state_errors_;
+  return s;
+}
+
+curve::CurveReport Agent::WindowReport(const curve::BucketedCurve& window, bool sampled) const {
   curve::ReportOptions ro;
   ro.capacities = options_.capacities;
   ro.page_hit_targets = options_.page_hit_targets;
@@ -387,10 +618,10 @@ curve::CurveReport Agent::WindowReport(std::size_t i) const {
   ro.page_tokens = options_.page_tokens;
   ro.bytes_per_token = options_.bytes_per_token;
   ro.knee_sensitivity = options_.knee_sensitivity;
-  if (!sampled_) return curve::BuildBucketedReport(windows_->Window(i), ro, options_.knee_min_requests);
+  if (!sampled) return curve::BuildBucketedReport(window, ro, options_.knee_min_requests);
   // Sampled: counts are weighted; divide them back to full-stream estimates.
   const std::uint64_t unit = curve::SampledEngine::kWeightUnit;
-  curve::CurveReport r = curve::BuildBucketedReport(windows_->Window(i), ro, options_.knee_min_requests * unit);
+  curve::CurveReport r = curve::BuildBucketedReport(window, ro, options_.knee_min_requests * unit);
   const double inv = 1.0 / static_cast<double>(unit);
   r.requests = static_cast<std::uint64_t>(std::llround(static_cast<double>(r.requests) * inv));
   r.page_refs *= inv;
@@ -408,62 +639,45 @@ curve::CurveReport Agent::WindowReport(std::size_t i) const {
 
 // The canaries' gauges: series = canaries (policies x capacities) x windows per
 // name, bounded by curve.policies' limit of 64 canaries.
-void Agent::AppendCanaryMetrics(MetricsBuilder& m) const {
-  const curve::PolicyCanaries& c = *canaries_;
-  const std::size_t nc = c.options().capacities.size();
+void Agent::AppendCanaryMetrics(MetricsBuilder& m, const Snapshot& s) const {
+  const std::size_t nc = s.canary_capacities;
   for (std::size_t w = 0; w < options_.windows.size(); ++w) {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      const curve::PolicyTotals t = c.Window(i, w);
-      const std::string policy(curve::PolicyName(c.kind(i)));
-      const Labels labels = {{"policy", policy},
-                             {"capacity_pages", std::to_string(c.capacity(i))},
+    for (std::size_t i = 0; i < s.canaries.size(); ++i) {
+      const curve::PolicyTotals& t = s.canaries[i].windows[w];
+      const Labels labels = {{"policy", std::string(curve::PolicyName(s.canaries[i].kind))},
+                             {"capacity_pages", std::to_string(s.canaries[i].capacity)},
                              {"window", options_.windows[w].name}};
-      m.Gauge("kvwatch_policy_page_hit_ratio",
-              "Page hit ratio of the canary cache of capacity_pages under the eviction policy, over the window.",
-              t.PageHitRatio(), labels);
+      m.Add(kPolicyHitRatio, t.PageHitRatio(), labels);
       // Coverage needs each request's unlimited hits, which a sampled engine
       // does not know: absent rather than wrong when sampling.
-      if (!sampled()) {
-        m.Gauge("kvwatch_policy_request_coverage_ratio",
-                "Fraction of the window's requests covered by the canary cache of capacity_pages under the policy "
-                "(absent when the engine samples).",
-                t.RequestCoverage(), labels);
-      }
+      if (!s.sampled) m.Add(kPolicyCoverage, t.RequestCoverage(), labels);
       // The engine's own policy is canary (0, j): curve.engine_policy comes first.
-      const curve::PolicyTotals engine = c.Window(i % nc, w);
-      m.Gauge("kvwatch_policy_gain_ratio",
-              "The policy's page hit ratio minus that of curve.engine_policy, at the same capacity and window.",
-              t.PageHitRatio() - engine.PageHitRatio(), labels);
+      const curve::PolicyTotals& engine = s.canaries[i % nc].windows[w];
+      m.Add(kPolicyGain, t.PageHitRatio() - engine.PageHitRatio(), labels);
     }
   }
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    const Labels labels = {{"policy", std::string(curve::PolicyName(c.kind(i)))},
-                           {"capacity_pages", std::to_string(c.capacity(i))}};
-    m.Counter("kvwatch_policy_page_hits_total", "Page hits of the policy canary since start.",
-              static_cast<double>(c.Lifetime(i).page_hits), labels);
-    if (c.kind(i) == curve::PolicyKind::kVllm || c.kind(i) == curve::PolicyKind::kSglang) {
-      m.Counter("kvwatch_policy_preemptions_total",
-                "Requests the sglang or vllm canary could not hold whole (vllm: preemptions) since start.",
-                static_cast<double>(c.Lifetime(i).preemptions), labels);
+  for (const Snapshot::Canary& c : s.canaries) {
+    const Labels labels = {{"policy", std::string(curve::PolicyName(c.kind))},
+                           {"capacity_pages", std::to_string(c.capacity)}};
+    m.Add(kPolicyHits, static_cast<double>(c.lifetime.page_hits), labels);
+    if (c.kind == curve::PolicyKind::kVllm || c.kind == curve::PolicyKind::kSglang) {
+      m.Add(kPolicyPreemptions, static_cast<double>(c.lifetime.preemptions), labels);
     }
   }
-  m.Gauge("kvwatch_policy_canary_memory_bytes", "Memory of the policy canaries' simulations.",
-          static_cast<double>(c.MemoryBytes()));
+  m.Add(kCanaryMemory, static_cast<double>(s.canary_memory_bytes));
 }
 
 std::string Agent::RenderMetrics() {
+  // Copy under the lock; the reports, knees and text are built outside it.
+  const Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/true);
   MetricsBuilder m;
-  base::MutexLock lock(mu_);
-  m.Gauge("kvwatch_build_info", "kvwatch build: version and git revision. Always 1.", 1,
-          {{"version", Version()}, {"revision", Revision()}});
+  m.Add(kBuildInfo, 1, {{"version", Version()}, {"revision", Revision()}});
 
   // Lifetime histograms: cumulative over the agent's life (and restored across
   // restarts), so Prometheus computes any window with increase().
-  const curve::BucketedCurve lifetime = LifetimeCurve();
+  const curve::BucketedCurve& lifetime = s.lifetime;
   // Histogram counts are integers: full-stream estimates are rounded when sampled.
-  auto whole = [this](std::uint64_t weighted) NO_THREAD_SAFETY_ANALYSIS {  // RenderMetrics holds mu_
-    return static_cast<std::uint64_t>(std::llround(Count(weighted)));
-  };
+  auto whole = [&s](std::uint64_t weighted) { return static_cast<std::uint64_t>(std::llround(s.Count(weighted))); };
   std::vector<std::pair<double, std::uint64_t>> hit_buckets, req_buckets;
   std::uint64_t hit_sum = 0, covered_sum = 0;
   for (std::size_t j = 0; j < bounds_.size(); ++j) {
@@ -472,154 +686,97 @@ std::string Agent::RenderMetrics() {
     hit_buckets.emplace_back(static_cast<double>(bounds_[j]), whole(hit_sum));
     req_buckets.emplace_back(static_cast<double>(bounds_[j]), whole(covered_sum));
   }
-  const std::uint64_t hits = whole(hit_sum);
-  m.Histogram("kvwatch_page_hit_capacity_pages",
-              "Page references that hit at some tracked capacity, observed at the smallest capacity in pages "
-              "where they hit (prefix rule, LRU): bucket le=X counts the page hits of a cache of X pages.",
-              hit_buckets, hits, static_cast<double>(hit_capacity_sum_));
-  m.Histogram("kvwatch_request_required_capacity_pages",
-              "Each request's required capacity in pages to keep its share of unlimited page hits; requests "
-              "beyond the tracked range count only in +Inf. bucket le=X over _count is request coverage at X.",
-              req_buckets, whole(lifetime.requests()), static_cast<double>(required_capacity_sum_));
-  m.Counter("kvwatch_requests_total", "Requests processed by the curve engine (estimated when sampled).",
-            Count(lifetime.requests()));
-  m.Counter("kvwatch_page_references_total", "Page references processed by the curve engine.",
-            Count(lifetime.page_refs()));
-  m.Counter("kvwatch_page_cold_misses_total", "Page references to pages never referenced before.",
-            Count(lifetime.cold_misses()));
-  m.Counter("kvwatch_page_beyond_tracked_total",
-            "Page references to pages evicted from tracking (distance beyond the tracked range).",
-            Count(lifetime.beyond_tracked()));
-  m.Counter("kvwatch_reused_tokens_unlimited_total",
-            "Tokens of page references that would hit in an unlimited cache (page hits times tokens per page).",
-            Count(lifetime.unlimited_page_hits()) * static_cast<double>(options_.page_tokens));
-  m.Gauge("kvwatch_tracked_pages",
-          "Distinct pages the curve engine tracks now (when sampled: sampled pages in the engine).",
-          static_cast<double>(engine().tracked_pages()));
-  m.Gauge("kvwatch_engine_sample_rate",
-          "The curve engine's effective spatial sampling rate: 1 when exact; engine.sample_rate, or lower once "
-          "engine.sample_max_pages made it adapt.",
-          sampled_ ? sampled_->rate() : 1.0);
-  m.Gauge("kvwatch_tracked_pages_limit", "The most distinct pages the curve engine tracks (engine.max_pages).",
-          static_cast<double>(options_.engine.max_pages));
-  m.Gauge("kvwatch_engine_memory_bytes", "Bytes held by the curve engine's data structures.",
-          static_cast<double>(sampled_ ? sampled_->MemoryBytes() : engine_.MemoryBytes()));
-  m.Counter("kvwatch_window_late_requests_total",
-            "Requests whose timestamp was older than a window's oldest slice (not counted in that window).",
-            static_cast<double>(windows_->late_requests()));
+  m.Histogram(kPageHitCapacity, hit_buckets, whole(hit_sum), static_cast<double>(s.hit_capacity_sum));
+  m.Histogram(kRequiredCapacity, req_buckets, whole(lifetime.requests()),
+              static_cast<double>(s.required_capacity_sum));
+  m.Add(kRequests, s.Count(lifetime.requests()));
+  m.Add(kPageReferences, s.Count(lifetime.page_refs()));
+  m.Add(kColdMisses, s.Count(lifetime.cold_misses()));
+  m.Add(kBeyondTracked, s.Count(lifetime.beyond_tracked()));
+  m.Add(kReusedTokens, s.Count(lifetime.unlimited_page_hits()) * static_cast<double>(options_.page_tokens));
+  m.Add(kTrackedPages, static_cast<double>(s.tracked_pages));
+  m.Add(kSampleRate, s.sample_rate);
+  m.Add(kTrackedPagesLimit, static_cast<double>(options_.engine.max_pages));
+  m.Add(kEngineMemory, static_cast<double>(s.engine_memory_bytes));
+  m.Add(kLateRequests, static_cast<double>(s.late_requests));
 
   // Windows.
-  const char* kWs = "Working set in pages: the smallest bucket capacity reaching the target (page_hit: that fraction "
-                    "of the unlimited page hits; request_coverage: that fraction of requests). Absent when not "
-                    "converged within the tracked range.";
   for (std::size_t i = 0; i < options_.windows.size(); ++i) {
     const std::string& w = options_.windows[i].name;
-    const curve::CurveReport r = WindowReport(i);
-    m.Gauge("kvwatch_window_requests", "Requests that arrived within the window.", static_cast<double>(r.requests),
-            {{"window", w}});
-    m.Gauge("kvwatch_unlimited_page_hit_ratio",
-            "Page hit ratio of an unlimited cache over the window's requests (the theoretical ceiling).",
-            r.unlimited_page_hit_ratio, {{"window", w}});
+    const curve::CurveReport r = WindowReport(s.windows[i], s.sampled);
+    m.Add(kWindowRequests, static_cast<double>(r.requests), {{"window", w}});
+    m.Add(kUnlimitedHitRatio, r.unlimited_page_hit_ratio, {{"window", w}});
     for (const curve::WorkingSetEntry& e : r.working_set) {
       if (!e.capacity_pages) continue;
       const Labels labels = {{"window", w}, {"target", e.target}, {"fraction", FractionLabel(e.fraction)}};
-      m.Gauge("kvwatch_working_set_pages", kWs, static_cast<double>(*e.capacity_pages), labels);
-      if (e.bytes) {
-        m.Gauge("kvwatch_working_set_bytes", "The working set in bytes per GPU rank (pages x tokens x bytes/token).",
-                *e.bytes, labels);
-      }
+      m.Add(kWorkingSetPages, static_cast<double>(*e.capacity_pages), labels);
+      if (e.bytes) m.Add(kWorkingSetBytes, *e.bytes, labels);
     }
     if (r.knee) {
-      m.Gauge("kvwatch_knee_pages",
-              "Knee (Kneedle) of the window's page hit ratio against capacity in pages: where more capacity "
-              "starts buying much less hit rate.",
-              static_cast<double>(r.knee->capacity_pages), {{"window", w}});
-      if (r.knee_bytes) {
-        m.Gauge("kvwatch_knee_bytes", "The knee in bytes per GPU rank.", *r.knee_bytes, {{"window", w}});
-      }
+      m.Add(kKneePages, static_cast<double>(r.knee->capacity_pages), {{"window", w}});
+      if (r.knee_bytes) m.Add(kKneeBytes, *r.knee_bytes, {{"window", w}});
     }
     for (const curve::CurvePoint& p : r.points) {
       if (options_.capacities.empty()) break;
       const Labels labels = {{"window", w}, {"capacity_pages", std::to_string(p.capacity_pages)}};
-      m.Gauge("kvwatch_page_hit_ratio", "Page hit ratio of an LRU cache of capacity_pages over the window.",
-              p.page_hit_ratio, labels);
-      m.Gauge("kvwatch_request_coverage_ratio",
-              "Fraction of the window's requests covered by an LRU cache of capacity_pages.", p.request_coverage,
-              labels);
+      m.Add(kPageHitRatio, p.page_hit_ratio, labels);
+      m.Add(kCoverageRatio, p.request_coverage, labels);
     }
   }
   if (options_.bytes_per_token) {
-    m.Gauge("kvwatch_bytes_per_page", "KV bytes of one page per GPU rank.",
-            *options_.bytes_per_token * static_cast<double>(options_.page_tokens));
+    m.Add(kBytesPerPage, *options_.bytes_per_token * static_cast<double>(options_.page_tokens));
   }
 
-  // Collectors.
-  for (const auto& c : options_.collectors) {
-    const collectors::CollectorStats s = c->stats();
-    const Labels labels = {{"collector", c->name()}};
-    m.Gauge("kvwatch_collector_up", "Whether the collector reads its source (1) or not (0).", s.up ? 1 : 0, labels);
-    m.Counter("kvwatch_collector_records_total", "Records the collector handed to the curve engine.",
-              static_cast<double>(s.records), labels);
-    m.Counter("kvwatch_collector_dropped_total", "Records the collector knows it lost.",
-              static_cast<double>(s.dropped), labels);
-    m.Gauge("kvwatch_collector_last_success_timestamp_seconds",
-            "Wall time of the collector's last successful read (0: never).", s.last_success_s, labels);
-    for (const auto& [reason, count] : s.errors) {
-      m.Counter("kvwatch_collector_errors_total", "Bad input and read errors by reason; never fatal.",
-                static_cast<double>(count), {{"collector", c->name()}, {"reason", reason}});
+  // Collectors, as of their last poll.
+  for (const CollectorCopy& c : s.collectors) {
+    const Labels labels = {{"collector", c.name}};
+    m.Add(kCollectorUp, c.stats.up ? 1 : 0, labels);
+    m.Add(kCollectorRecords, static_cast<double>(c.stats.records), labels);
+    m.Add(kCollectorDropped, static_cast<double>(c.stats.dropped), labels);
+    m.Add(kCollectorLastSuccess, c.stats.last_success_s, labels);
+    for (const auto& [reason, count] : c.stats.errors) {
+      m.Add(kCollectorErrors, static_cast<double>(count), {{"collector", c.name}, {"reason", reason}});
     }
   }
-  std::vector<collectors::MetricSample> samples;
-  for (const auto& c : options_.collectors) c->AppendSamples(&samples);
-  for (const collectors::MetricSample& s : samples) {
-    if (s.counter) {
-      m.Counter(s.name, s.help, s.value, s.labels);
-    } else {
-      m.Gauge(s.name, s.help, s.value, s.labels);
+  // Their samples: the engine signals (collectors/engine_signals.h's table) and
+  // each collector's own families (its table).
+  for (const CollectorCopy& c : s.collectors) {
+    for (const collectors::MetricSample& sample : c.samples) {
+      const base::MetricDef def{sample.name, sample.counter ? MetricType::kCounter : MetricType::kGauge, sample.help,
+                                "*"};
+      m.Add(def, sample.value, sample.labels);
     }
   }
   // The curve's prediction at the engine's actual capacity, beside the engine's
   // observed kvwatch_engine_prefix_cache_hit_ratio.
-  for (const collectors::MetricSample& s : samples) {
-    if (s.name != "kvwatch_engine_capacity_pages" || !(s.value >= 0)) continue;
-    const auto capacity = static_cast<std::uint64_t>(s.value);
+  for (const CollectorCopy& c : s.collectors) {
+    if (!c.signals.capacity_pages || !(*c.signals.capacity_pages >= 0)) continue;
+    const auto capacity = static_cast<std::uint64_t>(*c.signals.capacity_pages);
     for (std::size_t i = 0; i < options_.windows.size(); ++i) {
-      Labels labels = s.labels;
-      labels.emplace_back("window", options_.windows[i].name);
-      m.Gauge("kvwatch_model_predicted_page_hit_ratio",
-              "The window curve's page hit ratio at the engine's capacity (kvwatch_engine_capacity_pages of the "
-              "collector), read at the largest bucket bound <= that capacity.",
-              windows_->Window(i).PageHitRatio(capacity), labels);
+      m.Add(kPredictedHitRatio, s.windows[i].PageHitRatio(capacity),
+            {{"collector", c.name}, {"window", options_.windows[i].name}});
     }
   }
-  if (canaries_) AppendCanaryMetrics(m);
-  if (!options_.capacities.empty()) {
-    m.Gauge("kvwatch_cache_capacity_pages",
-            "The replica's KV-cache capacity in pages: the largest of curve.capacities (the working-set-over-"
-            "capacity alerts compare with it).",
-            static_cast<double>(options_.capacities.back()));
-  }
+  if (s.has_canaries) AppendCanaryMetrics(m, s);
+  if (!options_.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options_.capacities.back()));
   if (alert_runner_) alert_runner_->AppendMetrics(&m);
-  m.Counter("kvwatch_state_saves_total", "State checkpoints written.", static_cast<double>(state_saves_));
-  m.Counter("kvwatch_state_save_errors_total", "State checkpoints that failed.", static_cast<double>(state_errors_));
+  m.Add(kStateSaves, static_cast<double>(s.state_saves));
+  m.Add(kStateSaveErrors, static_cast<double>(s.state_errors));
   m.ProcessMetrics();
   return m.Serialize();
 }
 
 alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
   const AlertInputSpec& spec = options_.alerts->inputs;
+  const Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/false);
   AgentObservation o;
-  {
-    base::MutexLock lock(mu_);
-    auto observe = [&](std::optional<std::size_t> i) NO_THREAD_SAFETY_ANALYSIS -> std::optional<WindowObservation> {
-      // AlertInputsAt holds mu_.
-      if (!i || *i >= windows_->size()) return std::nullopt;
-      return ObserveWindow(windows_->Window(*i), WindowReport(*i), spec);
-    };
-    o.short_window = observe(spec.short_window);
-    o.baseline_window = observe(spec.baseline_window);
-    for (const auto& c : options_.collectors) c->AppendSamples(&o.samples);
-  }
+  auto observe = [&](std::optional<std::size_t> i) -> std::optional<WindowObservation> {
+    if (!i || *i >= s.windows.size()) return std::nullopt;
+    return ObserveWindow(s.windows[*i], WindowReport(s.windows[*i], s.sampled), spec);
+  };
+  o.short_window = observe(spec.short_window);
+  o.baseline_window = observe(spec.baseline_window);
+  for (const CollectorCopy& c : s.collectors) o.engine.push_back(c.signals);
   o.tracked_pages_limit = static_cast<double>(options_.engine.max_pages);
   if (options_.bytes_per_token) {
     o.bytes_per_page = *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
@@ -628,28 +785,26 @@ alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
 }
 
 std::string Agent::RenderCurveJson(const std::string& window) {
-  base::MutexLock lock(mu_);
   for (std::size_t i = 0; i < options_.windows.size(); ++i) {
     if (options_.windows[i].name != window) continue;
+    const Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/true);
     CurveApiContext context;
     context.window = window;
     context.window_seconds = options_.windows[i].seconds;
     context.replica = options_.replica;
     context.capacities = options_.capacities;
-    context.tracked_pages = engine().tracked_pages();
+    context.tracked_pages = s.tracked_pages;
     context.bucket_relative_error = std::exp2(1.0 / options_.buckets_per_octave) - 1;
-    if (canaries_) {
-      const std::size_t nc = canaries_->options().capacities.size();
-      for (std::size_t k = 0; k < canaries_->size(); ++k) {
-        const curve::PolicyTotals t = canaries_->Window(k, i);
-        const curve::PolicyTotals engine = canaries_->Window(k % nc, i);
-        context.policies.push_back({std::string(curve::PolicyName(canaries_->kind(k))), canaries_->capacity(k),
-                                    t.PageHitRatio(),
-                                    sampled() ? std::nullopt : std::optional<double>(t.RequestCoverage()),
-                                    t.PageHitRatio() - engine.PageHitRatio(), k < nc});
-      }
+    const std::size_t nc = s.canary_capacities;
+    for (std::size_t k = 0; k < s.canaries.size(); ++k) {
+      const curve::PolicyTotals& t = s.canaries[k].windows[i];
+      const curve::PolicyTotals& engine = s.canaries[k % nc].windows[i];
+      context.policies.push_back({std::string(curve::PolicyName(s.canaries[k].kind)), s.canaries[k].capacity,
+                                  t.PageHitRatio(),
+                                  s.sampled ? std::nullopt : std::optional<double>(t.RequestCoverage()),
+                                  t.PageHitRatio() - engine.PageHitRatio(), k < nc});
     }
-    return RenderCurveApiJson(WindowReport(i), context);
+    return RenderCurveApiJson(WindowReport(s.windows[i], s.sampled), context);
   }
   return {};
 }

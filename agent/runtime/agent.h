@@ -23,8 +23,14 @@
 // every page (their page-hit ratios stay exact); their request coverage, which needs
 // each request's unlimited hits, is not exported.
 //
-// Threads: the event loop (Run) owns collectors and ingestion; the HTTP server
-// answers on its own threads. mu_ guards everything both touch.
+// Threads: the event loop (Run) owns the collectors and polls them without mu_:
+// their I/O (file reads, ZeroMQ receives, the engine scraper's hand-over) runs
+// unlocked, and mu_ is taken only to hand over parsed requests (in batches) and,
+// after each poll, a copy of the collector's stats, engine signals and samples.
+// The HTTP server answers on its own threads: /metrics, /api/v1/curve and the
+// alert evaluation copy a snapshot under mu_ (the lifetime and window curves, the
+// canaries' totals, the published collector copies, counters) and build the
+// reports, knees and text outside it. mu_ guards everything both touch.
 #ifndef KVWATCH_AGENT_AGENT_H_
 #define KVWATCH_AGENT_AGENT_H_
 
@@ -33,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,6 +96,17 @@ struct AgentOptions {
   std::optional<AlertRunnerOptions> alerts;
 };
 
+// A collector's stats, engine signals and samples, copied on the loop thread
+// after a poll and published for the scrapes and the alerter.
+struct CollectorCopy {
+  std::string name;
+  collectors::CollectorStats stats;
+  collectors::EngineSignals signals;
+  std::vector<collectors::MetricSample> samples;
+
+  static CollectorCopy Of(const collectors::Collector& collector);
+};
+
 class Agent : public collectors::RequestSink {
  public:
   static base::Result<std::unique_ptr<Agent>> Create(AgentOptions options);
@@ -100,8 +118,9 @@ class Agent : public collectors::RequestSink {
   // Asks Run() to return (any thread).
   void Stop();
 
-  // RequestSink: one request from a collector (loop thread).
-  void OnRequest(const curve::Request& request) override REQUIRES(mu_);
+  // RequestSink: one request (any thread; takes mu_). The loop hands the
+  // collectors' requests over in batches (Ingest).
+  void OnRequest(const curve::Request& request) override EXCLUDES(mu_);
 
   // For tests and the HTTP handlers.
   std::string RenderMetrics() EXCLUDES(mu_);
@@ -113,15 +132,28 @@ class Agent : public collectors::RequestSink {
   base::Status SaveState() EXCLUDES(mu_);
 
   // What the alert detectors see at `time`: requests, knee and working set of the
-  // alert windows, the collectors' engine counters (any thread; takes mu_).
+  // alert windows, the collectors' engine signals (any thread; takes mu_ for a
+  // snapshot only).
   // REQUIRES: options.alerts set.
   alerts::AlertInputs AlertInputsAt(alerts::TimePoint time) EXCLUDES(mu_);
   // The alerting, or nullptr when alerts are disabled.
   AlertRunner* alert_runner() const { return alert_runner_.get(); }
 
  private:
+  struct Snapshot;
+  class BatchSink;
+  // What the scrape needs, copied under mu_: the window curves when `windows`,
+  // the canaries' totals when `canaries`.
+  Snapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_);
+
   explicit Agent(AgentOptions options);
   base::Status Init();
+  // Runs requests through the engine and the curves.
+  void Ingest(std::span<const curve::Request> requests) EXCLUDES(mu_);
+  void IngestLocked(const curve::Request& request) REQUIRES(mu_);
+  // Copies collector i's stats, signals and samples (loop thread, without mu_)
+  // and publishes them for the scrapes (under mu_).
+  void PublishCollector(std::size_t i) EXCLUDES(mu_);
   // At start-up, under mu_ (no other thread runs yet).
   void LoadState() REQUIRES(mu_);
   // Forgets the curves' state (a rejected state file).
@@ -129,13 +161,12 @@ class Agent : public collectors::RequestSink {
   // The windows' clock: record time when records carry it, advanced at wall speed
   // while idle (see Run).
   double ClockNow(double wall_now_s) const REQUIRES(mu_);
-  curve::CurveReport WindowReport(std::size_t i) const REQUIRES(mu_);
-  void AppendCanaryMetrics(class MetricsBuilder& m) const REQUIRES(mu_);  // REQUIRES: canaries_
+  // The report of a window curve (from a snapshot); `sampled`: the engine samples.
+  curve::CurveReport WindowReport(const curve::BucketedCurve& window, bool sampled) const;
+  void AppendCanaryMetrics(class MetricsBuilder& m, const Snapshot& s) const;  // REQUIRES: s.has_canaries
   std::string ConfigFingerprint() const REQUIRES(mu_);
   void RegisterRoutes();
   bool sampled() const REQUIRES(mu_) { return sampled_ != nullptr; }
-  // Exported counts: weighted counts over the weight unit when sampled.
-  double Count(std::uint64_t weighted) const REQUIRES(mu_);
   // The lifetime curve, SHARDS-adj corrected when sampled.
   curve::BucketedCurve LifetimeCurve() const REQUIRES(mu_);
   const curve::StackDistanceEngine& engine() const REQUIRES(mu_) { return sampled_ ? sampled_->engine() : engine_; }
@@ -143,7 +174,7 @@ class Agent : public collectors::RequestSink {
   AgentOptions options_;
   std::vector<std::uint64_t> bounds_;
 
-  mutable base::Mutex mu_;  // guards the state below and the collectors' polls
+  mutable base::Mutex mu_;  // guards the state below (not the collectors: the loop owns them)
   curve::StackDistanceEngine engine_ GUARDED_BY(mu_);                // exact mode (unused when sampled)
   std::unique_ptr<curve::SampledEngine> sampled_ GUARDED_BY(mu_);    // sampled mode, else null
   std::uint64_t all_page_refs_ GUARDED_BY(mu_) = 0;                  // sampled mode: every page reference, sampled or not
@@ -159,6 +190,8 @@ class Agent : public collectors::RequestSink {
   std::uint64_t state_saves_ GUARDED_BY(mu_) = 0;
   std::uint64_t state_errors_ GUARDED_BY(mu_) = 0;
   std::string state_restore_result_ GUARDED_BY(mu_) = "none";
+  // Per collector, its stats, signals and samples as of its last poll.
+  std::vector<CollectorCopy> published_ GUARDED_BY(mu_);
   double start_wall_s_ GUARDED_BY(mu_) = 0;
 
   std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled

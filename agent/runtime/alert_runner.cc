@@ -11,18 +11,32 @@
 namespace kvwatch::agent {
 namespace {
 
-constexpr char kEvictedBlocks[] = "kvwatch_engine_evicted_blocks_total";
-constexpr char kRejectedRequests[] = "kvwatch_engine_rejected_requests_total";
-constexpr char kPreemptions[] = "kvwatch_engine_preemptions_total";
+// The alert runner's metric families.
+using base::MetricType;
+constexpr base::MetricDef kAlertState{"kvwatch_alert_state", MetricType::kGauge,
+                                      "State of the agent's alert: 0 inactive or resolved, 1 pending, 2 firing.", "*"};
+constexpr base::MetricDef kAlertValue{
+    "kvwatch_alert_value", MetricType::kGauge,
+    "The alert's condition value at the last evaluation (relative knee change, working set / capacity, rate ratio "
+    "or CUSUM statistic); absent without data.",
+    "*"};
+constexpr base::MetricDef kAlertEvaluations{"kvwatch_alert_evaluations_total", MetricType::kCounter,
+                                            "Evaluations of the alert detectors."};
+constexpr base::MetricDef kAlertEvaluationFailures{"kvwatch_alert_evaluation_failures_total", MetricType::kCounter,
+                                                   "Evaluations rejected (bad inputs or a clock going back)."};
+constexpr base::MetricDef kAlertNotifications{
+    "kvwatch_alert_notifications_total", MetricType::kCounter,
+    "Notifications by notifier (log: a line per transition; alertmanager, webhook: a POST) and result.",
+    "notifier,result"};
+constexpr base::MetricDef kAlertNotificationsDropped{
+    "kvwatch_alert_notifications_dropped_total", MetricType::kCounter,
+    "Alert items a notifier dropped: queue_full (outbox over capacity), expired (a firing item whose endsAt passed "
+    "while waiting), rejected (the receiver refused the payload).",
+    "notifier,reason"};
+constexpr base::MetricDef kAlertQueueLength{"kvwatch_alert_notification_queue_length", MetricType::kGauge,
+                                            "Alert items waiting to be delivered.", "notifier"};
 
 void AddTo(std::optional<double>* sum, double value) { *sum = sum->value_or(0) + value; }
-
-bool HasLabel(const collectors::MetricSample& sample, std::string_view name, std::string_view value) {
-  for (const auto& [k, v] : sample.labels) {
-    if (k == name) return v == value;
-  }
-  return false;
-}
 
 // kvwatch_alert_state: 0 inactive (and resolved), 1 pending, 2 firing.
 double StateValue(alerts::AlertState state) {
@@ -80,12 +94,14 @@ WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::
   return o;
 }
 
-alerts::CounterSample SumEngineCounters(std::span<const collectors::MetricSample> samples) {
+alerts::CounterSample SumEngineCounters(std::span<const collectors::EngineSignals> signals) {
   alerts::CounterSample c;
-  for (const collectors::MetricSample& s : samples) {
-    if (s.name == kEvictedBlocks && HasLabel(s, "medium", "GPU")) AddTo(&c.evicted_blocks, s.value);
-    if (s.name == kRejectedRequests) AddTo(&c.rejected_requests, s.value);
-    if (s.name == kPreemptions) AddTo(&c.preemptions, s.value);
+  for (const collectors::EngineSignals& g : signals) {
+    for (const collectors::EngineBlockSignals& b : g.blocks) {
+      if (b.medium == "GPU") AddTo(&c.evicted_blocks, b.evicted);
+    }
+    for (const collectors::EngineRejection& r : g.rejections) AddTo(&c.rejected_requests, r.requests);
+    if (g.preemptions) AddTo(&c.preemptions, *g.preemptions);
   }
   return c;
 }
@@ -107,7 +123,7 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
   in.bytes_per_page = observation.bytes_per_page;
   in.capacity_pages = spec.capacity_pages;
   in.working_set_target = spec.working_set.Text();
-  in.counters = SumEngineCounters(observation.samples);
+  in.counters = SumEngineCounters(observation.engine);
   return in;
 }
 
@@ -271,22 +287,12 @@ void AlertRunner::AppendMetrics(MetricsBuilder* m) const {
     errors = evaluation_errors_;
     log_lines = log_lines_;
   }
+  for (const alerts::AlertStatus& s : statuses) m->Add(kAlertState, StateValue(s.state), MetricLabels(s.labels));
   for (const alerts::AlertStatus& s : statuses) {
-    m->Gauge("kvwatch_alert_state",
-             "State of the agent's alert: 0 inactive or resolved, 1 pending, 2 firing.", StateValue(s.state),
-             MetricLabels(s.labels));
+    if (!std::isnan(s.value)) m->Add(kAlertValue, s.value, MetricLabels(s.labels));
   }
-  for (const alerts::AlertStatus& s : statuses) {
-    if (std::isnan(s.value)) continue;
-    m->Gauge("kvwatch_alert_value",
-             "The alert's condition value at the last evaluation (relative knee change, working set / capacity, "
-             "rate ratio or CUSUM statistic); absent without data.",
-             s.value, MetricLabels(s.labels));
-  }
-  m->Counter("kvwatch_alert_evaluations_total", "Evaluations of the alert detectors.",
-             static_cast<double>(evaluations));
-  m->Counter("kvwatch_alert_evaluation_failures_total", "Evaluations rejected (bad inputs or a clock going back).",
-             static_cast<double>(errors));
+  m->Add(kAlertEvaluations, static_cast<double>(evaluations));
+  m->Add(kAlertEvaluationFailures, static_cast<double>(errors));
 
   // Per notifier kind: the log, then every Alertmanager and webhook summed by kind.
   struct Totals {
@@ -305,29 +311,18 @@ void AlertRunner::AppendMetrics(MetricsBuilder* m) const {
       t.queued += static_cast<double>(s.queued);
     }
   }
-  const char* kNotifications =
-      "Notifications by notifier (log: a line per transition; alertmanager, webhook: a POST) and result.";
   for (const auto& [kind, t] : by_kind) {
-    m->Counter("kvwatch_alert_notifications_total", kNotifications, t.ok, {{"notifier", kind}, {"result", "success"}});
-    m->Counter("kvwatch_alert_notifications_total", kNotifications, t.failed,
-               {{"notifier", kind}, {"result", "failure"}});
+    m->Add(kAlertNotifications, t.ok, {{"notifier", kind}, {"result", "success"}});
+    m->Add(kAlertNotifications, t.failed, {{"notifier", kind}, {"result", "failure"}});
   }
   for (const auto& [kind, t] : by_kind) {
     if (kind == "log") continue;
-    const char* kDropped =
-        "Alert items a notifier dropped: queue_full (outbox over capacity), expired (a firing item whose endsAt "
-        "passed while waiting), rejected (the receiver refused the payload).";
-    m->Counter("kvwatch_alert_notifications_dropped_total", kDropped, t.queue_full,
-               {{"notifier", kind}, {"reason", "queue_full"}});
-    m->Counter("kvwatch_alert_notifications_dropped_total", kDropped, t.expired,
-               {{"notifier", kind}, {"reason", "expired"}});
-    m->Counter("kvwatch_alert_notifications_dropped_total", kDropped, t.rejected,
-               {{"notifier", kind}, {"reason", "rejected"}});
+    m->Add(kAlertNotificationsDropped, t.queue_full, {{"notifier", kind}, {"reason", "queue_full"}});
+    m->Add(kAlertNotificationsDropped, t.expired, {{"notifier", kind}, {"reason", "expired"}});
+    m->Add(kAlertNotificationsDropped, t.rejected, {{"notifier", kind}, {"reason", "rejected"}});
   }
   for (const auto& [kind, t] : by_kind) {
-    if (kind == "log") continue;
-    m->Gauge("kvwatch_alert_notification_queue_length", "Alert items waiting to be delivered.", t.queued,
-             {{"notifier", kind}});
+    if (kind != "log") m->Add(kAlertQueueLength, t.queued, {{"notifier", kind}});
   }
 }
 

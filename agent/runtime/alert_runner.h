@@ -5,12 +5,12 @@
 // webhooks, on threads of their own), and renders the alerts as metrics and as the
 // JSON of /api/v1/alerts.
 //
-// Inputs. The agent turns its state into an AgentObservation (the requests, knee
-// and working set of the two alert windows, the collectors' own samples) under its
-// lock; MakeAlertInputs() turns that into alerts::AlertInputs. Engine counters are
-// the sums of the collectors' samples kvwatch_engine_evicted_blocks_total
-// {medium="GPU"}, kvwatch_engine_rejected_requests_total and
-// kvwatch_engine_preemptions_total; a counter no collector exports is absent, and
+// Inputs. The agent turns a snapshot of its state into an AgentObservation (the
+// requests, knee and working set of the two alert windows, the collectors' engine
+// signals); MakeAlertInputs() turns that into alerts::AlertInputs. Engine
+// counters are the sums over the collectors' typed signals
+// (collectors/engine_signals.h) of the GPU evicted blocks, the rejected requests
+// (every reason) and the preemptions; a counter no collector knows is absent, and
 // the detectors that need it stay quiet.
 //
 // Time. Evaluations carry the runner's clock (Now()): the wall time at creation
@@ -85,7 +85,7 @@ struct AgentObservation {
   std::optional<WindowObservation> baseline_window;
   double tracked_pages_limit = 0;  // engine.max_pages: the range M of the working set
   std::optional<double> bytes_per_page;
-  std::vector<collectors::MetricSample> samples;  // the collectors' own samples
+  std::vector<collectors::EngineSignals> engine;  // per collector
 };
 
 // The window's requests, knee (of `report`) and working set at the spec's target
@@ -93,8 +93,9 @@ struct AgentObservation {
 WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::CurveReport& report,
                                 const AlertInputSpec& spec);
 
-// The engine counters of the collectors' samples (sums; absent when no sample).
-alerts::CounterSample SumEngineCounters(std::span<const collectors::MetricSample> samples);
+// The engine counters of the collectors' signals (sums; absent when no collector
+// knows them).
+alerts::CounterSample SumEngineCounters(std::span<const collectors::EngineSignals> signals);
 
 // The detectors' inputs at `time`.
 alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObservation& observation,

@@ -1,6 +1,18 @@
-// Metric families for /metrics, built at scrape time from the agent's state and
-// serialized by prometheus-cpp's TextSerializer (text format 0.0.4). Every name,
-// type and help text of kvwatch's metrics is defined here.
+// Metric families for /metrics, built at scrape time from a snapshot of the
+// agent's state and serialized by prometheus-cpp's TextSerializer (text format
+// 0.0.4). Every family is added through its base::MetricDef (name, type, help,
+// label names), and each component declares its families in one table:
+//   - the agent's curves, windows, collectors' stats and state, then the policy
+//     canaries': the constants at the head of agent/runtime/agent.cc's exposition
+//     section (kBuildInfo ... kStateSaveErrors; kPolicyHitRatio ... kCanaryMemory);
+//   - the alert runner's: kAlertState ... kAlertQueueLength in alert_runner.cc;
+//   - the engine signals any collector reports: kEngineSignalMetrics in
+//     collectors/engine_signals.cc; each collector's own in its .cc
+//     (kScrapeMetrics, kLogLines, kKvMetrics), reaching the agent as
+//     collectors::MetricSample;
+//   - the process_* families: kProcessMetrics in metrics.cc.
+//
+// Thread safety: a MetricsBuilder belongs to one thread (one scrape).
 #ifndef KVWATCH_AGENT_METRICS_H_
 #define KVWATCH_AGENT_METRICS_H_
 
@@ -11,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/metric_def.h"
+
 namespace kvwatch::agent {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -18,12 +32,12 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 // Collects families in order; one family per name, samples added to it.
 class MetricsBuilder {
  public:
-  void Counter(const std::string& name, const std::string& help, double value, const Labels& labels = {});
-  void Gauge(const std::string& name, const std::string& help, double value, const Labels& labels = {});
-  // Buckets: (upper bound, cumulative count); +Inf (= count) is appended.
-  void Histogram(const std::string& name, const std::string& help,
-                 const std::vector<std::pair<double, std::uint64_t>>& buckets, std::uint64_t count, double sum,
-                 const Labels& labels = {});
+  // A counter or gauge sample of `def` (labels named as def.labels, in order).
+  void Add(const base::MetricDef& def, double value, const Labels& labels = {});
+  // A histogram of `def`. Buckets: (upper bound, cumulative count); +Inf (= count)
+  // is appended.
+  void Histogram(const base::MetricDef& def, const std::vector<std::pair<double, std::uint64_t>>& buckets,
+                 std::uint64_t count, double sum, const Labels& labels = {});
 
   // Adds process_* metrics read from /proc/self (Linux).
   void ProcessMetrics();
@@ -32,8 +46,7 @@ class MetricsBuilder {
   const std::vector<prometheus::MetricFamily>& families() const { return families_; }
 
  private:
-  prometheus::ClientMetric& Add(const std::string& name, const std::string& help, prometheus::MetricType type,
-                                const Labels& labels);
+  prometheus::ClientMetric& Family(const base::MetricDef& def, const Labels& labels);
   std::vector<prometheus::MetricFamily> families_;
 };
 

@@ -1,5 +1,5 @@
 // Tests of the agent's alerting pieces (agent/alert_runner.h, agent/notifier.h):
-//   - the inputs: engine counters summed from the collectors' samples (GPU
+//   - the inputs: engine counters summed from the collectors' typed signals (GPU
 //     evictions only), windows and capacity mapped into AlertInputs, and an
 //     in-process agent's AlertInputsAt() agreeing with its own /metrics;
 //   - the config mapping (alerts.* keys into AlerterOptions and the notifier);
@@ -156,26 +156,15 @@ NotifierOptions FastOptions(int port, NotifierKind kind = NotifierKind::kAlertma
 
 // ------------------------------------------------------------------ inputs
 
-collectors::MetricSample Sample(const std::string& name, double value,
-                                std::vector<std::pair<std::string, std::string>> labels = {}) {
-  collectors::MetricSample s;
-  s.name = name;
-  s.counter = true;
-  s.value = value;
-  s.labels = std::move(labels);
-  return s;
-}
-
 TEST(AlertInputsTest, EngineCountersAreSummedAndGpuEvictionsOnly) {
-  const std::vector<collectors::MetricSample> samples = {
-      Sample("kvwatch_engine_evicted_blocks_total", 10, {{"collector", "a"}, {"medium", "GPU"}}),
-      Sample("kvwatch_engine_evicted_blocks_total", 5, {{"collector", "b"}, {"medium", "GPU"}}),
-      Sample("kvwatch_engine_evicted_blocks_total", 1000, {{"collector", "a"}, {"medium", "CPU"}}),
-      Sample("kvwatch_engine_preemptions_total", 3),
-      Sample("kvwatch_engine_preemptions_total", 4, {{"collector", "b"}}),
-      Sample("kvwatch_something_else_total", 99),
-  };
-  const alerts::CounterSample c = SumEngineCounters(samples);
+  collectors::EngineSignals a, b, log;
+  a.blocks = {{"GPU", 0, 10}, {"CPU", 0, 1000}};
+  b.blocks = {{"GPU", 0, 5}};
+  log.preemptions = 3;
+  b.preemptions = 4;
+  b.requests_running = 99;
+  const std::vector<collectors::EngineSignals> signals = {a, b, log};
+  const alerts::CounterSample c = SumEngineCounters(signals);
   EXPECT_EQ(c.evicted_blocks, 15);
   EXPECT_EQ(c.preemptions, 7);
   EXPECT_FALSE(c.rejected_requests.has_value());
@@ -193,7 +182,9 @@ TEST(AlertInputsTest, ObservationMapsIntoInputs) {
   o.baseline_window = WindowObservation{9000, 1000.0, std::nullopt};
   o.tracked_pages_limit = 1 << 20;
   o.bytes_per_page = 2048;
-  o.samples = {Sample("kvwatch_engine_rejected_requests_total", 2)};
+  collectors::EngineSignals engine;
+  engine.rejections = {{"http_429", 2}};
+  o.engine = {engine};
   const alerts::AlertInputs in = MakeAlertInputs(spec, o, At(42));
   EXPECT_EQ(in.time, At(42));
   EXPECT_EQ(in.short_knee_pages, 1200);
@@ -270,6 +261,88 @@ TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
                                           {"severity", "warning"}}),
             0);
   EXPECT_EQ(value("kvwatch_alert_notifications_total", {{"notifier", "log"}, {"result", "success"}}), 0);
+}
+
+// A collector that knows engine signals and, while it polls, scrapes the agent:
+// the agent polls its collectors without holding its lock (a scrape from inside
+// a poll deadlocked when polls held it).
+class SignalCollector : public collectors::Collector {
+ public:
+  const std::string& name() const override { return name_; }
+  std::string_view kind() const override { return "test"; }
+  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(10); }
+  void Poll(collectors::RequestSink& /*sink*/, double /*wall_now_s*/) override {
+    if (agent != nullptr && !scraped.load()) {
+      body = agent->RenderMetrics();
+      scraped = true;
+    }
+  }
+  collectors::CollectorStats stats() const override {
+    collectors::CollectorStats s;
+    s.up = true;
+    return s;
+  }
+  collectors::EngineSignals engine_signals() const override {
+    collectors::EngineSignals g;
+    g.blocks = {{"GPU", 20, 7}, {"CPU", 0, 100}};
+    g.preemptions = 5;
+    g.rejections = {{"admission", 2}};
+    g.capacity_pages = 1000;
+    return g;
+  }
+  void AppendSamples(std::vector<collectors::MetricSample>* out) const override {
+    collectors::AppendEngineCounterSamples(engine_signals(), name_, out);
+    collectors::AppendEngineGaugeSamples(engine_signals(), name_, out);
+  }
+
+  Agent* agent = nullptr;
+  std::atomic<bool> scraped{false};
+  std::string body;  // read after `scraped`
+
+ private:
+  std::string name_ = "sig";
+};
+
+TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
+  AgentOptions o;
+  o.engine.max_pages = 1 << 12;
+  o.windows = {{"1m", 60}, {"10m", 600}};
+  o.http.port = 0;
+  config::AlertSettings settings;
+  settings.alerter.short_window = seconds(60);
+  settings.alerter.baseline_window = seconds(600);
+  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, {}});
+  ASSERT_TRUE(alerts.ok()) << alerts.error();
+  o.alerts = std::move(alerts).value();
+  auto owned = std::make_unique<SignalCollector>();
+  SignalCollector* collector = owned.get();
+  o.collectors.push_back(std::move(owned));
+  auto created = Agent::Create(std::move(o));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Agent& agent = *created.value();
+  collector->agent = &agent;
+  std::thread loop([&] { agent.Run(); });
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!collector->scraped.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool scraped = collector->scraped.load();
+  agent.Stop();
+  loop.join();
+  ASSERT_TRUE(scraped) << "a scrape from inside a poll did not return";
+  EXPECT_NE(collector->body.find("kvwatch_collector_up"), std::string::npos);
+
+  const alerts::AlertInputs in = agent.AlertInputsAt(At(1));
+  EXPECT_EQ(in.counters.evicted_blocks, 7) << "GPU evictions only";
+  EXPECT_EQ(in.counters.preemptions, 5);
+  EXPECT_EQ(in.counters.rejected_requests, 2);
+  const std::string metrics = agent.RenderMetrics();
+  EXPECT_NE(metrics.find("kvwatch_engine_evicted_blocks_total{collector=\"sig\",medium=\"GPU\"} 7"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kvwatch_engine_preemptions_total{collector=\"sig\"} 5"), std::string::npos);
+  EXPECT_NE(metrics.find("kvwatch_model_predicted_page_hit_ratio{collector=\"sig\",window=\"1m\"}"),
+            std::string::npos);
 }
 
 // ------------------------------------------------------------------ config

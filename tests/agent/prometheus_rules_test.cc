@@ -83,7 +83,7 @@ TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
     EXPECT_EQ(rule["labels"]["window"].as<std::string>(""), status.labels.at("window"));
     ++mirrored;
   }
-  EXPECT_EQ(mirrored, 5);
+  EXPECT_EQ(mirrored, 6);
 
   // `for` and the thresholds, detector by detector.
   auto expect = [&](const std::string& alert, const alerts::RuleOptions& rule, double fire, double clear) {
@@ -105,6 +105,8 @@ TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
          defaults.rejection_rate_shift.fire_threshold, defaults.rejection_rate_shift.clear_threshold);
   expect("KVWatchPreemptionRateShift", defaults.preemption_rate_shift.rule,
          defaults.preemption_rate_shift.fire_threshold, defaults.preemption_rate_shift.clear_threshold);
+  expect("KVWatchCapacityMissesRising", defaults.capacity_miss_share.rule, defaults.capacity_miss_share.fire_threshold,
+         defaults.capacity_miss_share.clear_threshold);
 
   // Guards: minimum volumes, the knee's minimum move, the rate floors.
   const std::string knee = rules.at("KVWatchKneeShift")["expr"].as<std::string>();
@@ -125,6 +127,22 @@ TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
     EXPECT_TRUE(Contains(records.at(record), "), " + alerts::FormatNumber(options->rate_floor_per_second) + ")"))
         << record << ": " << records.at(record);
   }
+  // The capacity-miss share's floor and the names the agent exports (issue 11).
+  ASSERT_EQ(records.count("kvwatch:capacity_miss_share:ratio_1h_24h"), 1u);
+  EXPECT_TRUE(Contains(records.at("kvwatch:capacity_miss_share:ratio_1h_24h"),
+                       "clamp_min(kvwatch:capacity_miss_share:24h, " +
+                           alerts::FormatNumber(defaults.capacity_miss_share.share_floor) + ")"));
+  for (const char* window : {"1h", "24h"}) {
+    const std::string record = std::string("kvwatch:capacity_miss_share:") + window;
+    ASSERT_EQ(records.count(record), 1u) << record;
+    EXPECT_TRUE(Contains(records.at(record), "rate(kvwatch_capacity_misses_total[" + std::string(window) + "])"));
+    EXPECT_TRUE(Contains(records.at(record), "rate(kvwatch_page_references_total[" + std::string(window) + "])"));
+  }
+  EXPECT_TRUE(Contains(rules.at("KVWatchCapacityMissesRising")["annotations"]["top_evictor_class"].as<std::string>(),
+                       "kvwatch_evicted_by_total{dimension=\\\"class\\\""));
+  EXPECT_TRUE(Contains(rules.at("KVWatchCapacityMissesRising")["expr"].as<std::string>(),
+                       "kvwatch_window_requests{window=\"1h\"} >= " +
+                           alerts::FormatCount(defaults.capacity_miss_share.min_short_window_requests)));
   // The exact names the engine collectors export.
   EXPECT_TRUE(Contains(records.at("kvwatch:engine_evicted_blocks:rate_ratio_1h_24h"),
                        "kvwatch_engine_evicted_blocks_total{medium=\"GPU\"}"));

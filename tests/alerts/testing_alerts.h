@@ -30,6 +30,19 @@ class TestRng {
   std::uint64_t state_;
 };
 
+// AlerterOptions with every detector disabled, for tests that enable one.
+inline AlerterOptions NoDetectors() {
+  AlerterOptions options;
+  options.knee_shift.enabled = false;
+  options.capacity_shortfall.enabled = false;
+  options.eviction_rate_shift.enabled = false;
+  options.rejection_rate_shift.enabled = false;
+  options.preemption_rate_shift.enabled = false;
+  options.capacity_miss_share.enabled = false;
+  options.change_tests.clear();
+  return options;
+}
+
 // An Alerter with the given options, stepped by the test.
 class SteppedAlerter {
  public:

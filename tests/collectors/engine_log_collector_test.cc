@@ -130,6 +130,16 @@ TEST_F(EngineLogCollectorTest, VllmLinesAppendedWhilePolling) {
   EXPECT_DOUBLE_EQ(m["kvwatch_engine_prefix_cache_hit_ratio"], 0.0);
   EXPECT_EQ(m["kvwatch_engine_rejected_requests_total{reason=http_429}"], 1);
   EXPECT_EQ(m["kvwatch_engine_rejected_requests_total{reason=http_503}"], 2);
+  // The typed signals the alerter reads say the same.
+  const EngineSignals g = c->engine_signals();
+  EXPECT_EQ(g.preemptions, 2);
+  ASSERT_EQ(g.rejections.size(), 2u);
+  EXPECT_EQ(g.rejections[0].reason, "http_429");
+  EXPECT_EQ(g.rejections[0].requests, 1);
+  EXPECT_EQ(g.rejections[1].requests, 2);
+  EXPECT_DOUBLE_EQ(g.requests_running.value_or(-1), 8);
+  EXPECT_FALSE(g.capacity_pages.has_value()) << "a log does not say the capacity";
+  EXPECT_TRUE(g.blocks.empty());
 
   Append({kVllmStats3});
   c->Poll(sink_, 103);

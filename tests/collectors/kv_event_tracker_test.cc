@@ -3,6 +3,7 @@
 #include "collectors/kv_event_tracker.h"
 
 #include <gtest/gtest.h>
+#include <msgpack.hpp>
 
 #include <cstdio>
 #include <map>
@@ -10,6 +11,9 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "collectors/kv_event_decoder.h"
+#include "collectors/testing/kv_event_encoder.h"
 
 namespace kvwatch::collectors {
 namespace {
@@ -377,6 +381,151 @@ TEST(KvChainIndexTest, BoundEvictsTheOldestStored) {
   EXPECT_EQ(index.AppendChain(1, 100, &pages), KvChainIndex::WalkEnd::kRoot);
   EXPECT_EQ(pages, (std::vector<curve::PageId>{11}));
   EXPECT_EQ(index.size(), 2u);
+}
+
+// ---- Tenants, from events that went through the wire encoding and the decoder.
+
+// The batch as the engine sends it (map form, as vLLM >= v0.26 and SGLang) and as
+// the collector decodes it.
+KvEventBatch OverTheWire(const KvEventBatch& batch) {
+  KvResult<KvEventBatch> decoded = DecodeKvEventBatch(EncodeKvEventBatch(batch, KvEncoding::kMap));
+  EXPECT_TRUE(decoded.ok()) << (decoded.ok() ? "" : decoded.error().ToString());
+  return decoded.ok() ? decoded.value() : KvEventBatch{};
+}
+
+// vLLM's extra_keys for a chain of `blocks` blocks: block 0 carries the LoRA name
+// (when any), one multimodal pair and the cache salt; the others the LoRA name.
+std::string VllmExtraKeys(std::size_t blocks, const std::string& lora, const std::string& salt) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  pk.pack_array(static_cast<std::uint32_t>(blocks));
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const bool first = i == 0;
+    const std::uint32_t n = (lora.empty() ? 0 : 1) + (first ? 2 : 0);
+    if (n == 0) {
+      pk.pack_nil();
+      continue;
+    }
+    pk.pack_array(n);
+    if (!lora.empty()) pk.pack(lora);
+    if (first) {
+      pk.pack_array(2);
+      pk.pack(std::string("mm-image-7"));
+      pk.pack(3);
+      pk.pack(salt);
+    }
+  }
+  return std::string(buffer.data(), buffer.size());
+}
+
+KvEventTrackerOptions WithTenants(KvTenantSource source) {
+  KvEventTrackerOptions options;
+  options.tenant_source = source;
+  return options;
+}
+
+std::vector<std::string> Tenants(KvTenantSource source, const std::vector<KvEventBatch>& batches) {
+  KvEventTracker t(WithTenants(source));
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  for (const KvEventBatch& batch : batches) t.Apply(p, OverTheWire(batch), sink);
+  std::vector<std::string> out;
+  for (const curve::Request& r : sink.requests) out.push_back(r.tenant);
+  return out;
+}
+
+TEST(KvEventTrackerTenantTest, SourceNamesRoundTrip) {
+  for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLora, KvTenantSource::kCacheSalt,
+                                KvTenantSource::kLoraOrSalt}) {
+    EXPECT_EQ(ParseKvTenantSource(KvTenantSourceName(source)), source);
+  }
+  EXPECT_FALSE(ParseKvTenantSource("salt").has_value());
+  EXPECT_EQ(KvEventTrackerOptions{}.tenant_source, KvTenantSource::kNone);
+}
+
+TEST(KvEventTrackerTenantTest, LoraNameOrIdNamesTheTenant) {
+  BlockStored named = Stored({1, 2}, std::nullopt);
+  named.lora_name = "adapter-a";
+  BlockStored by_id = Stored({11}, std::nullopt);
+  by_id.lora_id = 7;
+  BlockStored plain = Stored({21}, std::nullopt);
+  plain.cache_salt = "salt-x";
+  const std::vector<KvEventBatch> batches = {Batch({named}), Batch({by_id}), Batch({plain})};
+  EXPECT_EQ(Tenants(KvTenantSource::kNone, batches), (std::vector<std::string>{"", "", ""}));
+  EXPECT_EQ(Tenants(KvTenantSource::kLora, batches), (std::vector<std::string>{"adapter-a", "lora-7", ""}));
+  EXPECT_EQ(Tenants(KvTenantSource::kCacheSalt, batches), (std::vector<std::string>{"", "", "salt-x"}));
+  EXPECT_EQ(Tenants(KvTenantSource::kLoraOrSalt, batches),
+            (std::vector<std::string>{"adapter-a", "lora-7", "salt-x"}));
+}
+
+// SGLang: every BlockStored of a salted request carries cache_salt.
+TEST(KvEventTrackerTenantTest, SglangCacheSaltOnEveryEvent) {
+  BlockStored root = Stored({1, 2}, std::nullopt);
+  root.cache_salt = "tenant-a";
+  BlockStored next = Stored({3}, 2);
+  next.cache_salt = "tenant-a";
+  BlockStored other = Stored({4}, 2);
+  other.cache_salt = "tenant-b";  // a salted chain cannot really share tenant-a's blocks; the event decides
+  EXPECT_EQ(Tenants(KvTenantSource::kCacheSalt, {Batch({root}), Batch({next}), Batch({other})}),
+            (std::vector<std::string>{"tenant-a", "tenant-a", "tenant-b"}));
+}
+
+// vLLM: the salt is only in block 0's extra_keys of the root chain; requests that
+// extend the chain inherit it through the root, with or without a LoRA.
+TEST(KvEventTrackerTenantTest, VllmSaltFromTheRootsExtraKeysIsInherited) {
+  BlockStored root = Stored({1, 2}, std::nullopt);
+  root.has_extra_keys = true;
+  root.extra_keys_msgpack = VllmExtraKeys(2, "", "tenant-a");
+  BlockStored child = Stored({3}, 2);  // no extra_keys: a later step of the same chain
+  BlockStored lora_root = Stored({10, 11}, std::nullopt);
+  lora_root.lora_name = "adapter-b";
+  lora_root.has_extra_keys = true;
+  lora_root.extra_keys_msgpack = VllmExtraKeys(2, "adapter-b", "tenant-b");
+  BlockStored lora_child = Stored({12}, 11);
+  lora_child.lora_name = "adapter-b";
+  lora_child.has_extra_keys = true;
+  lora_child.extra_keys_msgpack = VllmExtraKeys(1, "adapter-b", "");
+  BlockStored orphan = Stored({30}, 29);  // parent never seen: no root, no tenant
+  BlockStored unsalted = Stored({40}, std::nullopt);
+  const std::vector<KvEventBatch> batches = {Batch({root}),       Batch({child}),  Batch({lora_root}),
+                                             Batch({lora_child}), Batch({orphan}), Batch({unsalted})};
+  const KvEventBatch wire = OverTheWire(Batch({root}));
+  ASSERT_EQ(wire.events.size(), 1u);
+  ASSERT_TRUE(std::get<BlockStored>(wire.events[0]).has_extra_keys);
+  EXPECT_EQ(Tenants(KvTenantSource::kCacheSalt, batches),
+            (std::vector<std::string>{"tenant-a", "tenant-a", "tenant-b", "tenant-b", "", ""}));
+  EXPECT_EQ(Tenants(KvTenantSource::kLoraOrSalt, batches),
+            (std::vector<std::string>{"tenant-a", "tenant-a", "adapter-b", "adapter-b", "", ""}));
+  EXPECT_EQ(Tenants(KvTenantSource::kLora, batches),
+            (std::vector<std::string>{"", "", "adapter-b", "adapter-b", "", ""}));
+}
+
+// A reuse report (vLLM full mode) names the tenant of the request it starts, and
+// the merged new blocks keep it.
+TEST(KvEventTrackerTenantTest, ReuseReportKeepsItsTenantThroughTheMerge) {
+  BlockStored root = Stored({1, 2}, std::nullopt);
+  root.has_extra_keys = true;
+  root.extra_keys_msgpack = VllmExtraKeys(2, "", "tenant-a");
+  BlockStored report = root;  // all resident, parent None: a reuse report
+  BlockStored fresh = Stored({3}, 2);
+  EXPECT_EQ(Tenants(KvTenantSource::kCacheSalt, {Batch({root}), Batch({report, fresh})}),
+            (std::vector<std::string>{"tenant-a", "tenant-a"}));
+}
+
+TEST(KvEventTrackerTenantTest, TenantsDoNotChangePageIds) {
+  BlockStored named = Stored({1, 2}, std::nullopt);
+  named.lora_name = "adapter-a";
+  named.cache_salt = "salt";
+  std::vector<std::vector<curve::PageId>> pages;
+  for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLoraOrSalt}) {
+    KvEventTracker t(WithTenants(source));
+    CaptureSink sink;
+    t.Apply(t.AddPublisher(), OverTheWire(Batch({named, Stored({3}, 2)})), sink);
+    ASSERT_EQ(sink.requests.size(), 2u);
+    pages.push_back(sink.requests[0].pages);
+    pages.back().insert(pages.back().end(), sink.requests[1].pages.begin(), sink.requests[1].pages.end());
+  }
+  EXPECT_EQ(pages[0], pages[1]);
 }
 
 }  // namespace

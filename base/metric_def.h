@@ -1,0 +1,28 @@
+// MetricDef: one metric family as a component declares it (name, type, help,
+// label names), so each component lists its /metrics families in one table and
+// the exposition is driven from those tables: agent/runtime/metrics.h renders
+// them, collectors (collectors/engine_signals.h, the collectors' own tables)
+// and the alert runner declare theirs with it.
+//
+// Thread safety: constant data.
+#ifndef KVWATCH_BASE_METRIC_DEF_H_
+#define KVWATCH_BASE_METRIC_DEF_H_
+
+#include <string_view>
+
+namespace kvwatch::base {
+
+enum class MetricType { kCounter, kGauge, kHistogram };
+
+struct MetricDef {
+  std::string_view name;
+  MetricType type;
+  std::string_view help;
+  // The label names, in order, comma-separated ("collector,medium"); empty: none;
+  // "*": each sample's own (an alert's labels).
+  std::string_view labels = {};
+};
+
+}  // namespace kvwatch::base
+
+#endif  // KVWATCH_BASE_METRIC_DEF_H_
