@@ -76,6 +76,8 @@ struct CapacityMissShareOptions {
   RuleOptions rule;
 
   base::Status Validate(std::string_view prefix) const;
+
+  bool operator==(const CapacityMissShareOptions&) const = default;
 };
 
 // The top (evictor, victim) pair of one dimension over the short window.
