@@ -64,7 +64,10 @@ std::map<std::string, std::string> RecordingRules() {
 bool Contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
-  const alerts::AlerterOptions defaults;
+  // Every detector the agent can run, the capacity-miss share included (off by
+  // default until the agent feeds it; its rule must mirror it all the same).
+  alerts::AlerterOptions defaults;
+  defaults.capacity_miss_share.enabled = true;
   auto alerter = alerts::Alerter::Create(defaults);
   ASSERT_TRUE(alerter.ok()) << alerter.error();
   const auto rules = AlertRules();

@@ -22,6 +22,7 @@ AlerterOptions Named() {
   AlerterOptions options;
   options.replica = "vllm-0";
   options.model = "llama-3-70b";
+  options.capacity_miss_share.enabled = true;  // off by default; every detector here
   return options;
 }
 
@@ -259,7 +260,7 @@ TEST(AlerterTest, DisabledDetectorsAreAbsent) {
   options.knee_shift.enabled = false;
   options.change_tests.clear();
   Alerter alerter = Alerter::Create(options).value();
-  EXPECT_EQ(alerter.Statuses().size(), 5u);
+  EXPECT_EQ(alerter.Statuses().size(), 4u);  // the capacity-miss share is off by default too
   for (const AlertStatus& status : alerter.Statuses()) {
     EXPECT_NE(status.labels.at("alertname"), "KVWatchKneeShift");
   }
