@@ -88,6 +88,7 @@ class Parser {
       if (k == "state") return ParseStateSection(r_, e, &c->state);
       if (k == "collectors") return ParseCollectorsSection(r_, e, &c->collectors);
       if (k == "alerts") return ParseAlertsSection(r_, e, &c->alerts);
+      if (k == "tenants") return ParseTenantsSection(r_, e, &c->tenants);
       return r_.Unhandled(e);
     });
   }
@@ -129,6 +130,7 @@ class Parser {
   Status Resolve(AgentConfig* c) {
     if (Status s = ResolveCurve(r_, curve_notes_, c); !s.ok()) return s;
     if (Status s = ResolveAlertWindows(r_, *c); !s.ok()) return s;
+    if (Status s = ResolveTenants(r_, c); !s.ok()) return s;
     return ResolveModel(*c);
   }
 

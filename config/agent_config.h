@@ -58,6 +58,7 @@
 #include "alerts/alerter.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "curve/group_accounting.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"
 #include "curve/stack_distance.h"
@@ -321,6 +322,8 @@ struct AgentConfig {
   StateSettings state;
   CollectorSettings collectors;
   AlertSettings alerts;
+  // tenants.*, straight into the accounting's own options (curve/group_accounting.h).
+  curve::TenantOptions tenants;
 
   bool operator==(const AgentConfig&) const = default;
 };

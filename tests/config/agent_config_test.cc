@@ -599,6 +599,20 @@ alerts:
     relearn_after: 2h
     min_requests: 50
     for: 10m
+  capacity_miss_share:
+    enabled: true
+    fire_threshold: 3
+    clear_threshold: 2
+    share_floor: 0.02
+    every_capacity: true
+    min_requests: 100
+    for: 5m
+
+tenants:
+  enabled: false
+  top_k: 12
+  class_top_k: 6
+  isolated: true
 )";
 
 TEST(AgentConfigTest, FullRealisticConfig) {
@@ -704,8 +718,37 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   drift.relearn_after = seconds(7200);
   drift.min_short_window_requests = 50;
   drift.rule.for_duration = seconds(600);
+  alerts::CapacityMissShareOptions& miss = a.capacity_miss_share;
+  miss.fire_threshold = 3;
+  miss.clear_threshold = 2;
+  miss.share_floor = 0.02;
+  miss.every_capacity = true;
+  miss.min_short_window_requests = 100;
+  miss.rule.for_duration = seconds(300);
   EXPECT_EQ(c.alerts.alerter, a);
   EXPECT_EQ(c.alerts.alerter.rejection_rate_shift.rate_floor_per_second, 0.05);  // its own floor
+  curve::TenantOptions t;
+  t.enabled = false;
+  t.top_k = 12;
+  t.class_top_k = 6;
+  t.isolated = true;
+  EXPECT_EQ(c.tenants, t);
+}
+
+TEST(AgentConfigTest, TenantsNeedTheExactEngine) {
+  // Not written: off with a sampled engine, on with the exact one.
+  EXPECT_FALSE(MustParse("engine: {sample_rate: 0.5}\n").tenants.enabled);
+  EXPECT_FALSE(MustParse("engine: {sample_max_pages: 1000}\n").tenants.enabled);
+  EXPECT_TRUE(MustParse("").tenants.enabled);
+  // Written: an error naming the key.
+  ExpectError("engine: {sample_rate: 0.5}\ntenants:\n  enabled: true\n", 3, "tenants.enabled",
+              "tenants need the exact engine");
+  ExpectError("tenants:\n  top_k: 0\n", 2, "tenants.top_k", "");
+  ExpectError("tenants:\n  class_top_k: 255\n", 2, "tenants.class_top_k", "");
+  ExpectError("alerts:\n  capacity_miss_share:\n    share_floor: 2\n", 3,
+              "alerts.capacity_miss_share.share_floor", "in [0, 1]");
+  ExpectError("alerts:\n  capacity_miss_share:\n    fire_threshold: 1\n    clear_threshold: 1.5\n", 4,
+              "alerts.capacity_miss_share.clear_threshold", "at most fire_threshold");
 }
 
 // The full example exercises every key of the table, so no described key is left
