@@ -59,6 +59,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
   o.capacities = c.curve.capacities;
   o.knee_sensitivity = c.curve.knee_sensitivity;
   o.knee_min_requests = c.curve.knee_window_min_requests;
+  o.tenants = c.tenants;
   if (!c.curve.policies.empty()) {
     // The engine's own policy first, so every canary compares with canary (0, capacity).
     curve::CanaryOptions canaries;
