@@ -167,6 +167,12 @@ curve::EngineOptions ToEngineOptions(const EngineSettings& engine) {
   return options;
 }
 
+bool CollectorSettings::operator==(const CollectorSettings& other) const {
+  if (source != other.source || configured != other.configured) return false;
+  if (!section || !other.section) return section == other.section;
+  return YAML::Dump(section->node) == YAML::Dump(other.section->node);
+}
+
 AgentConfig DefaultAgentConfig() {
   return AgentConfig{};
 }
@@ -186,9 +192,6 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
   if (in.bad()) return Result<AgentConfig>::Error(path + ": cannot read the agent config");
   return ParseAgentConfig(text.str(), path);
 }
-
-std::string_view StartAtName(StartAt start_at) { return internal::ChoiceName(internal::kStartAts, start_at); }
-
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {
   return internal::ChoiceName(base::kEngineLogKindSpellings, engine);
