@@ -167,10 +167,18 @@ curve::EngineOptions ToEngineOptions(const EngineSettings& engine) {
   return options;
 }
 
+namespace {
+
+// The section's YAML text; "" when absent, empty or written with no value.
+std::string SectionText(const std::shared_ptr<const internal::Entry>& section) {
+  if (!section || section->node.IsNull() || (section->node.IsMap() && section->node.size() == 0)) return "";
+  return YAML::Dump(section->node);
+}
+
+}  // namespace
+
 bool CollectorSettings::operator==(const CollectorSettings& other) const {
-  if (source != other.source || configured != other.configured) return false;
-  if (!section || !other.section) return section == other.section;
-  return YAML::Dump(section->node) == YAML::Dump(other.section->node);
+  return configured == other.configured && SectionText(section) == SectionText(other.section);
 }
 
 AgentConfig DefaultAgentConfig() {

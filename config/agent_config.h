@@ -13,9 +13,10 @@
 // (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
 // alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
 // drives them. alerts.* is read straight into alerts::AlerterOptions, so the
-// detectors' defaults are only alerts/'s. The collectors' settings below are the
-// YAML's shape of each collector; agent/runtime/collector_registry.cc turns each
-// into its collector's options, in one place per kind.
+// detectors' defaults are only alerts/'s. collectors.* is checked for shape here
+// and kept as written; agent/runtime/collector_registry.cc reads each kind's
+// values (with FieldReader) straight into its collector's options, so the
+// collectors' defaults are only collectors/'s (see CollectorSettings).
 //
 // Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
 // stands for every item of a list of maps ("collectors.trace_files[].paths").
@@ -37,7 +38,8 @@
 //   "agent.yaml:7: collectors.trace_files[0].poll_interval: expected a duration
 //    such as 250ms, 30s or 1h30m, got \"fast\"".
 // A YAML syntax error reads "SOURCE:LINE: invalid YAML: <yaml-cpp's message>".
-// Only the first error is reported.
+// Only the first error is reported: the first in the document, except that the
+// collectors' values are read after the rest (agent::ParseCollectors).
 //
 // Files named in the config (model_config, web.config_file, trace paths, state)
 // are not opened here: the agent does that. Parsing is pure.
@@ -216,7 +218,8 @@ struct CollectorSettings {
   std::size_t configured = 0;
 
   bool HasAnyCollector() const { return configured > 0; }
-  // Same source, count and YAML text.
+  // The same section as written (absent, empty and `collectors:` are the same);
+  // the source name is not compared.
   bool operator==(const CollectorSettings& other) const;
 };
 
