@@ -62,10 +62,10 @@
 #include "alerts/alerter.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "config/web_config.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"
 #include "curve/stack_distance.h"
-#include "config/web_config.h"
 
 namespace kvwatch::config {
 
@@ -178,9 +178,9 @@ struct CurveSettings {
 // options (agent/web/http_server.h) read too.
 struct WebSettings {
   std::string listen_address{kDefaultListenAddress};  // web.listen_address, non-empty
-  int port = kDefaultPort;  // web.port, 0..65535 (0: any free port)
-  std::string config_file;                   // web.config_file: exporter-toolkit web config
-  int refresh_seconds = 5;                   // web.refresh_seconds, >= 1
+  int port = kDefaultPort;                            // web.port, 0..65535 (0: any free port)
+  std::string config_file;                            // web.config_file: exporter-toolkit web config
+  int refresh_seconds = 5;                            // web.refresh_seconds, >= 1
 
   bool operator==(const WebSettings&) const = default;
 };
