@@ -169,6 +169,20 @@ curve::EngineOptions ToEngineOptions(const EngineSettings& engine) {
   return options;
 }
 
+namespace {
+
+// The section's YAML text; "" when absent, empty or written with no value.
+std::string SectionText(const std::shared_ptr<const internal::Entry>& section) {
+  if (!section || section->node.IsNull() || (section->node.IsMap() && section->node.size() == 0)) return "";
+  return YAML::Dump(section->node);
+}
+
+}  // namespace
+
+bool CollectorSettings::operator==(const CollectorSettings& other) const {
+  return configured == other.configured && SectionText(section) == SectionText(other.section);
+}
+
 AgentConfig DefaultAgentConfig() {
   return AgentConfig{};
 }
@@ -188,9 +202,6 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
   if (in.bad()) return Result<AgentConfig>::Error(path + ": cannot read the agent config");
   return ParseAgentConfig(text.str(), path);
 }
-
-std::string_view StartAtName(StartAt start_at) { return internal::ChoiceName(internal::kStartAts, start_at); }
-
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {
   return internal::ChoiceName(base::kEngineLogKindSpellings, engine);

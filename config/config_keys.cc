@@ -160,6 +160,9 @@ constexpr ConfigKey kKeys[] = {
      "The publisher's replay endpoint, to fetch missed events; empty: none."},
     {"collectors.kv_events[].bind", Type::kBool, "false", true,
      "Bind the endpoints instead of connecting to them."},
+    {"collectors.kv_events[].tenant_source", Type::kString, R"("none")", true,
+     "Where a request's tenant comes from in KV events: `none`, `lora` (the LoRA adapter "
+     "name), `cache_salt` (vLLM's cache salt of the chain's root block), `lora_or_salt`."},
 
     {"collectors.engine_log", Type::kMapList, "[]", true,
      "Serving-engine log files (vLLM stats lines, SGLang prefill lines)."},

@@ -6,7 +6,8 @@
 //
 //   curve_section.cc       engine.*, curve.*
 //   web_state_section.cc   web.*, state.*
-//   collectors_section.cc  collectors.* (collector names and checkpoints unique)
+//   collectors_section.cc  collectors.*: its shape only; the collector registry
+//                          (agent/runtime/collector_registry.cc) reads the values
 //   alerts_section.cc      alerts.*, straight into alerts::AlerterOptions
 //   tenants_section.cc     tenants.*, straight into curve::TenantOptions
 //
@@ -51,7 +52,6 @@ base::Status ParseTenantsSection(FieldReader& r, const Entry& section, curve::Te
 base::Status ResolveTenants(const FieldReader& r, AgentConfig* config);
 
 // Spellings in the file, shared by the parser and the names in agent_config.h.
-inline constexpr const auto& kStartAts = base::kTailStartPositionSpellings;
 inline constexpr const auto& kWorkingSetTargets = alerts::kWorkingSetTargetSpellings;
 
 }  // namespace kvwatch::config::internal
