@@ -881,6 +881,27 @@ std::string Agent::RenderGroupsJson(const std::string& window) {
   return {};
 }
 
+namespace {
+
+// A JSON answer, or a 404 with {"error": error} when there is none (empty body).
+HttpResponse JsonOrNotFound(std::string body, const std::string& error) {
+  HttpResponse r;
+  r.content_type = "application/json";
+  r.body = std::move(body);
+  if (r.body.empty()) {
+    r.status = 404;
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("error");
+    w.String(error);
+    w.EndObject();
+    r.body = w.Take();
+  }
+  return r;
+}
+
+}  // namespace
+
 void Agent::RegisterRoutes() {
   http_->Handle("/metrics", [this](const HttpRequest&) {
     HttpResponse r;
@@ -923,37 +944,14 @@ void Agent::RegisterRoutes() {
     return r;
   });
   http_->Handle("/api/v1/curve", [this](const HttpRequest& req) {
-    HttpResponse r;
-    r.content_type = "application/json";
     const std::string window = req.Query("window").value_or(options_.windows.front().name);
-    r.body = RenderCurveJson(window);
-    if (r.body.empty()) {
-      r.status = 404;
-      JsonWriter w;
-      w.BeginObject();
-      w.Key("error");
-      w.String("unknown window '" + window + "'");
-      w.EndObject();
-      r.body = w.Take();
-    }
-    return r;
+    return JsonOrNotFound(RenderCurveJson(window), "unknown window '" + window + "'");
   });
   http_->Handle("/api/v1/groups", [this](const HttpRequest& req) {
-    HttpResponse r;
-    r.content_type = "application/json";
     const std::string window = req.Query("window").value_or(options_.windows.front().name);
-    r.body = RenderGroupsJson(window);
-    if (r.body.empty()) {
-      r.status = 404;
-      JsonWriter w;
-      w.BeginObject();
-      w.Key("error");
-      w.String(TenantsOn(options_) ? "unknown window '" + window + "'"
-                                   : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
-      w.EndObject();
-      r.body = w.Take();
-    }
-    return r;
+    return JsonOrNotFound(RenderGroupsJson(window), TenantsOn(options_)
+                                                        ? "unknown window '" + window + "'"
+                                                        : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
   });
   http_->Handle("/", [this](const HttpRequest& req) {
     HttpResponse r;
