@@ -162,17 +162,9 @@ RunResult Run(const Options& o) {
                             "\"]\n      start_at: beginning\n      timestamp_unit: ms\n");
 
   std::string error;
-  auto agent = ts::ChildProcess::Start({o.kvwatch, "agent", "--config", config}, dir.Sub("agent.out"),
-                                       dir.Sub("agent.err"), &error);
-  if (!agent) {
-    std::fprintf(stderr, "agent_load_bench: %s\n", error.c_str());
-    return result;
-  }
-  const int port = kvwatch::bench::WaitForAgentPort(*agent);
-  if (port == 0) {
-    std::fprintf(stderr, "agent_load_bench: the agent did not start:\n%s\n", agent->Stderr().c_str());
-    return result;
-  }
+  int port = 0;
+  auto agent = kvwatch::bench::StartAgent("agent_load_bench", o.kvwatch, config, dir, &port);
+  if (!agent) return result;
   const pid_t pid = agent->pid();
 
   // The writer: every tick, records until the cumulative references reach
