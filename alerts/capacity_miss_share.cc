@@ -48,6 +48,7 @@ CapacityMissShareDetector::CapacityMissShareDetector(CapacityMissShareOptions op
       references_(baseline_window, sample_spacing) {}
 
 void CapacityMissShareDetector::Observe(const AlertInputs& inputs) {
+  const TimePoint previous = now_;
   now_ = inputs.time;
   const CapacityMissInputs& in = inputs.capacity_misses;
   if (in.page_references) references_.Observe(now_, *in.page_references);
@@ -57,7 +58,10 @@ void CapacityMissShareDetector::Observe(const AlertInputs& inputs) {
   }
   for (const EvictedBySample& cell : in.evicted_by) {
     CellKey key{cell.capacity_pages, cell.dimension, cell.victim, cell.evictor};
-    auto it = cells_.try_emplace(std::move(key), short_window_, spacing_).first;
+    auto [it, added] = cells_.try_emplace(std::move(key), short_window_, spacing_);
+    // A cell appears once it is not zero (the agent exports no zero cells): it was
+    // 0 at the previous evaluation, so its first increase counts at once.
+    if (added && previous != TimePoint{} && previous < now_) it->second.Observe(previous, 0);
     it->second.Observe(now_, cell.pages);
   }
   DropStale(misses_, now_ - short_window_);

@@ -29,6 +29,10 @@
 // than min_short_window_requests requests in the short window
 // (ShortWindowRequests()).
 //
+// A cell that appears (the agent exports only cells that are not zero) counts as 0
+// at the previous evaluation, so the alert names the evictor from its first
+// firing evaluation on.
+//
 // Memory: the reference and miss counters keep baseline_window / sample_spacing
 // samples each; evictor cells only the short window's, and only at the capacities
 // reported, and a cell not reported for a short window is dropped (the folder

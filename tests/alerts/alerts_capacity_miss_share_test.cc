@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "alerts/alerter.h"
 #include "tests/alerts/testing_alerts.h"
 
@@ -147,6 +149,36 @@ TEST_F(CapacityMissShareTest, FloodFiresAfterForAndNamesTheFloodingClass) {
   EXPECT_EQ(a.at("top_victim_tenant"), "tenant-a");
   EXPECT_NE(a.at("summary").find("class first evicts class turn2"), std::string::npos) << a.at("summary");
   EXPECT_NE(a.at("summary").find("tenant tenant-b evicts tenant tenant-a"), std::string::npos) << a.at("summary");
+}
+
+// An evictor cell that appears with the flood (the agent exports no zero cell)
+// counts from its first report: the first firing evaluation already names it.
+AlerterOptions CapacityMissesWithoutFor() {
+  AlerterOptions options = CapacityMissesOnly();
+  options.capacity_miss_share.rule.for_duration = seconds(0);
+  return options;
+}
+class ImmediateTest : public CapacityMissShareTest {
+ protected:
+  ImmediateTest() : CapacityMissShareTest(CapacityMissesWithoutFor()) {}
+};
+
+TEST_F(ImmediateTest, ANewEvictorCellIsNamedAtTheFirstFiringEvaluation) {
+  const std::vector<std::tuple<std::string, std::string, std::string, double>> quiet = {
+      {"class", "turn2", "turn2", 1.0}};
+  int t = 0;
+  for (; t <= 24 * 3600; t += 60) {
+    Step(t);
+    agent_.Advance(60, 100, 0.02, 0.01, quiet);
+  }
+  // The flood brings a cell never reported before: (class, turn2, first).
+  const std::vector<std::tuple<std::string, std::string, std::string, double>> flood = {
+      {"class", "turn2", "first", 0.9}, {"class", "turn2", "turn2", 0.1}};
+  agent_.Advance(60, 1000, 1.0, 0.01, flood);  // ten times the traffic, every reference a miss
+  t += 60;
+  Step(t);
+  ASSERT_EQ(Status().state, AlertState::kFiring) << Status().value;
+  EXPECT_EQ(Status().annotations.at("top_evictor_class"), "first");
 }
 
 TEST_F(CapacityMissShareTest, ValueIsTheShareRatioExactly) {
