@@ -84,19 +84,15 @@ std::string VllmSalt(const BlockStored& e) {
 // ---- Tenants ------------------------------------------------------------------
 
 std::string_view KvTenantSourceName(KvTenantSource source) {
-  switch (source) {
-    case KvTenantSource::kNone: return "none";
-    case KvTenantSource::kLora: return "lora";
-    case KvTenantSource::kCacheSalt: return "cache_salt";
-    case KvTenantSource::kLoraOrSalt: return "lora_or_salt";
+  for (const auto& spelling : kKvTenantSourceSpellings) {
+    if (spelling.value == source) return spelling.name;
   }
   return "none";
 }
 
 std::optional<KvTenantSource> ParseKvTenantSource(std::string_view name) {
-  for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLora, KvTenantSource::kCacheSalt,
-                                KvTenantSource::kLoraOrSalt}) {
-    if (name == KvTenantSourceName(source)) return source;
+  for (const auto& spelling : kKvTenantSourceSpellings) {
+    if (spelling.name == name) return spelling.value;
   }
   return std::nullopt;
 }

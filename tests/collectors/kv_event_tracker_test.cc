@@ -443,6 +443,19 @@ TEST(KvEventTrackerTenantTest, SourceNamesRoundTrip) {
   EXPECT_EQ(KvEventTrackerOptions{}.tenant_source, KvTenantSource::kNone);
 }
 
+// The spelling table (collectors.kv_events[].tenant_source reads it) names every
+// source once, in the enum's order.
+TEST(KvEventTrackerTenantTest, SpellingTableNamesEverySource) {
+  std::vector<std::string> names;
+  int expected = 0;
+  for (const auto& spelling : kKvTenantSourceSpellings) {
+    EXPECT_EQ(static_cast<int>(spelling.value), expected++);
+    EXPECT_EQ(KvTenantSourceName(spelling.value), spelling.name);
+    names.emplace_back(spelling.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "lora", "cache_salt", "lora_or_salt"}));
+}
+
 TEST(KvEventTrackerTenantTest, LoraNameOrIdNamesTheTenant) {
   BlockStored named = Stored({1, 2}, std::nullopt);
   named.lora_name = "adapter-a";
