@@ -10,8 +10,9 @@
 // rate/increase); the checker itself is shown to catch each kind of mistake.
 //
 // Live: a real `kvwatch agent` (synthetic replica at 200 requests/s, capacities
-// 1000 and 2000 pages with sglang and s3fifo canaries, a model for bytes, and a trace file with a bad line so
-// that collector errors exist) is scraped every second by a real Prometheus
+// 1000 and 2000 pages with sglang and s3fifo canaries, isolated tenant curves
+// (tenants.isolated, for the interference panel), a model for bytes, and a
+// trace file with a bad line so that collector errors exist) is scraped every second by a real Prometheus
 // that also evaluates the rules (every group every second) and one
 // always-firing test alert (so that ALERTS has a series). Once a few scrapes
 // are in, every query runs as an instant query with $__range, $__rate_interval
@@ -52,15 +53,6 @@ using namespace deploy_checks;     // NOLINT(build/namespaces): test helpers
 const std::string kSource = KVWATCH_SOURCE_DIR;
 const std::string kDashboard = kSource + "/packaging/grafana/kvwatch.json";
 const std::string kPrometheusRule = kSource + "/packaging/kubernetes/prometheusrule.yaml";
-
-// Series the rules already use but the agent does not export yet: the issue-11
-// capacity-miss and group counters (and the rules recorded from them), which
-// come with the agent-side wiring. Remove this exemption when they land.
-bool AwaitsAgentWiring(const std::string& expr) {
-  static const std::regex kComing(
-      R"(\bkvwatch(_capacity_misses_total|_evicted_by_total|_group_[A-Za-z0-9_]+|:capacity_miss_share:[A-Za-z0-9_]+)\b)");
-  return std::regex_search(expr, kComing);
-}
 
 // Series that exist only with a serving engine: the engine collectors' (all
 // kvwatch_engine_* but the curve engine's own kvwatch_engine_memory_bytes), and
@@ -299,6 +291,7 @@ class DashboardLiveTest : public ::testing::Test {
     const std::string config =
         "replica: dashboard-test\nmodel: llama-3-70b\n"
         "curve:\n  capacities: [1000, 2000]\n  policies: [sglang, s3fifo]\n"
+        "tenants:\n  isolated: true\n"
         "web:\n  port: 0\n"
         "collectors:\n  synth: {rate: 200}\n  trace_files:\n" +
         TraceFileCollectorYaml("bad-input", bad);
@@ -440,12 +433,11 @@ TEST_F(DashboardLiveTest, EveryRuleIsValidAndEvaluatesCleanly) {
         const std::string name = recording ? rule["record"].as<std::string>() : rule["alert"].as<std::string>();
         const QueryAnswer a = prometheus_->Query(SubstituteVariables(expr, values));
         EXPECT_TRUE(a.success) << file << ": " << name << ": " << a.error;
-        if (recording && !NeedsEngine(expr) && !AwaitsAgentWiring(expr)) {
+        if (recording && !NeedsEngine(expr)) {
           EXPECT_GT(a.finite, 0u) << file << ": recording rule " << name << " has no data";
         }
         listed.push_back(name + (recording ? " (record)" : " (alert)") + ": " + std::to_string(a.series) +
-                         " series" + (NeedsEngine(expr) ? ", no data here (engine series)" : "") +
-                         (AwaitsAgentWiring(expr) ? ", no data yet (issue 11 series)" : ""));
+                         " series" + (NeedsEngine(expr) ? ", no data here (engine series)" : ""));
       }
     }
   }
