@@ -11,7 +11,8 @@
 //     round robin; turn 1 has kFirstPages new pages and each later turn extends
 //     the previous turn's hash_ids by kTurnPages, so the derived classes are first
 //     (turn 1), turn2, turn3-4, turn5-8 and turn9+; after kTurns turns a
-//     conversation ends and a new one starts. Every live conversation fits in the
+//     conversation ends and a new one starts (the first ones end early, so the
+//     conversations are at different turns). Every live conversation fits in the
 //     cache (16 x 70 pages at most), and a conversation comes back every 0.8 s,
 //     after about 750 other pages: no capacity misses.
 //   - from kFloodStartS on, a one-shot flood, tenant "batch": kFloodRate
@@ -105,14 +106,18 @@ Workload MakeWorkload() {
   struct Conversation {
     std::vector<std::uint64_t> ids;
     int turns = 0;
+    int length = kTurns;
   };
+  // Staggered: conversation c's first one ends after 1 + c % kTurns turns, so
+  // every class runs at once rather than all conversations in lockstep.
   std::vector<Conversation> conversations(kConversations);
+  for (int c = 0; c < kConversations; ++c) conversations[c].length = 1 + c % kTurns;
   // Conversation requests and flood requests, merged by time.
   std::vector<std::pair<std::int64_t, std::string>> all;
   const int conv_requests = kConvRate * kDurationS;
   for (int i = 0; i < conv_requests; ++i) {
     Conversation& c = conversations[i % kConversations];
-    if (c.turns == kTurns) c = Conversation{};
+    if (c.turns == c.length) c = Conversation{};
     const int add = c.turns == 0 ? kFirstPages : kTurnPages;
     for (int p = 0; p < add; ++p) c.ids.push_back(next_id++);
     ++c.turns;
