@@ -27,6 +27,8 @@
 //     "chat";
 //   - the conversation classes' kvwatch_group_capacity_misses_total rose (and
 //     were ~0 before the flood); chat's isolated hits exceed its shared hits;
+//   - the evictor matrix and the groups' capacity misses at the end equal what
+//     `kvwatch replay --classes` computes over the same trace file;
 //   - the agent's KVWatchCapacityMissesRising (alerts.capacity_miss_share, short
 //     window 10s against 60s, `for: 0s`) fires after the flood starts, not
 //     before, and while firing names class first (and tenant batch) as the top
@@ -80,8 +82,8 @@ constexpr int kTurnPages = 5;
 constexpr int kConvRate = 20;     // conversation requests per second, all conversations
 constexpr int kFloodRate = 40;    // flood requests per second
 constexpr int kFloodPages = 64;   // new pages per flood request
-constexpr int kFloodStartS = 30;  // seconds of conversations alone
-constexpr int kDurationS = 60;    // the whole workload
+constexpr int kFloodStartS = 40;  // seconds of conversations alone
+constexpr int kDurationS = 65;    // the whole workload
 constexpr int kPageTokens = 16;   // page_tokens default
 const std::vector<std::string> kConversationClasses = {"turn2", "turn3-4", "turn5-8", "turn9+"};
 
@@ -294,6 +296,47 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
   return s;
 }
 
+// ------------------------------------------------------------------ kvwatch replay
+
+// `kvwatch replay --format json --classes` over the trace at kCapacity: per
+// dimension ("tenant", "class") and victim, its capacity misses and evicted_by
+// cells, keyed "victim" and "victim<-evictor".
+base::Result<std::map<std::string, double>> ReplayInterference(const std::string& trace, const std::string& dimension) {
+  using R = base::Result<std::map<std::string, double>>;
+  CommandResult run = RunCommand({KVWATCH_BINARY, "replay", "--format", "json", "--capacities",
+                                  std::to_string(kCapacity), "--classes", "--progress", "never", trace},
+                                 Millis(120000));
+  if (!run.Exited(0)) return R::Error("kvwatch replay: " + run.Describe());
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array groups;
+  const std::string key = dimension == "tenant" ? "tenants" : "classes";
+  if (parser.parse(run.out).get(doc) || doc["interference"][key].get(groups)) {
+    return R::Error("kvwatch replay: no interference." + key + " in " + Tail(run.out, 400));
+  }
+  std::map<std::string, double> out;
+  for (simdjson::dom::element g : groups) {
+    std::string_view name;
+    simdjson::dom::array points;
+    if (g["name"].get(name) || g["points"].get(points)) return R::Error("kvwatch replay: bad group");
+    for (simdjson::dom::element point : points) {
+      double misses = 0;
+      simdjson::dom::object evicted_by;
+      if (point["capacity_misses"].get(misses) || point["evicted_by"].get(evicted_by)) {
+        return R::Error("kvwatch replay: bad point of " + std::string(name));
+      }
+      out[std::string(name)] = misses;
+      for (auto cell : evicted_by) {
+        double pages = 0;
+        if (cell.value.get(pages) == simdjson::SUCCESS) {
+          out[std::string(name) + "<-" + std::string(cell.key)] = pages;
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------ The agent's alert
 
 struct AgentAlert {
@@ -499,6 +542,32 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
   std::printf("tenant chat: isolated page hits %.0f, shared page hits %.0f\n", isolated.value()[0].value,
               shared.value()[0].value);
   EXPECT_GT(isolated.value()[0].value, shared.value()[0].value + 1000);
+
+  // Offline, the same records give the same matrix and misses: kvwatch replay
+  // over the trace file the agent read.
+  for (const std::string dimension : {"class", "tenant"}) {
+    auto replayed = ReplayInterference(trace, dimension);
+    ASSERT_TRUE(replayed.ok()) << replayed.error();
+    auto cells = QueryAt(prom, "sum by (victim, evictor) (kvwatch_evicted_by_total{dimension=\"" + dimension +
+                                   "\"," + cap + "})");
+    auto groups = QueryAt(prom, "sum by (group) (kvwatch_group_capacity_misses_total{dimension=\"" + dimension +
+                                    "\"," + cap + "})");
+    ASSERT_TRUE(cells.ok() && groups.ok());
+    std::map<std::string, double> live;
+    for (const Series& c : cells.value()) live[c.labels.at("victim") + "<-" + c.labels.at("evictor")] = c.value;
+    for (const Series& g : groups.value()) {
+      if (g.value != 0) live[g.labels.at("group")] = g.value;
+    }
+    std::map<std::string, double> offline;
+    for (const auto& [k, v] : replayed.value()) {
+      if (v != 0) offline[k] = v;
+    }
+    ASSERT_EQ(live.size(), offline.size()) << dimension << ": the agent's non-zero cells and misses differ from replay's";
+    for (const auto& [k, v] : offline) {
+      ASSERT_TRUE(live.count(k)) << dimension << " " << k << " is in replay (" << v << ") but not in Prometheus";
+      EXPECT_NEAR(live.at(k), v, 1e-6 * std::max(1.0, v)) << dimension << " " << k;
+    }
+  }
 
   // The agent's alert: fired after the flood started, naming class first.
   EXPECT_FALSE(fired_before_flood) << "KVWatchCapacityMissesRising fired before the flood";
