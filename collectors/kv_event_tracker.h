@@ -329,6 +329,7 @@ class KvEventTracker {
   KvTrackerCounters counters_;
   Pending pending_;
   curve::Request request_;  // the request being built (reused storage)
+  std::int64_t block_size_ = 0;  // the engine's block size, from the last BlockStored that had one
   // Root page of a salted chain -> its salt tenant (tenant_source with salts only).
   std::unordered_map<curve::PageId, std::string> root_tenants_;
 };

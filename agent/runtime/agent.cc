@@ -865,6 +865,22 @@ std::string Agent::RenderCurveJson(const std::string& window) {
   return {};
 }
 
+std::string Agent::RenderGroupsJson(const std::string& window) {
+  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
+    if (options_.windows[i].name != window) continue;
+    Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/false);
+    if (!s.groups || i >= s.groups->windows.size()) return {};
+    GroupsApiContext context;
+    context.window = window;
+    context.window_seconds = options_.windows[i].seconds;
+    context.replica = options_.replica;
+    context.tenant_labels = std::move(s.groups->tenant_labels);
+    context.class_labels = std::move(s.groups->class_labels);
+    return RenderGroupsApiJson(s.groups->windows[i], context);
+  }
+  return {};
+}
+
 void Agent::RegisterRoutes() {
   http_->Handle("/metrics", [this](const HttpRequest&) {
     HttpResponse r;
@@ -917,6 +933,23 @@ void Agent::RegisterRoutes() {
       w.BeginObject();
       w.Key("error");
       w.String("unknown window '" + window + "'");
+      w.EndObject();
+      r.body = w.Take();
+    }
+    return r;
+  });
+  http_->Handle("/api/v1/groups", [this](const HttpRequest& req) {
+    HttpResponse r;
+    r.content_type = "application/json";
+    const std::string window = req.Query("window").value_or(options_.windows.front().name);
+    r.body = RenderGroupsJson(window);
+    if (r.body.empty()) {
+      r.status = 404;
+      JsonWriter w;
+      w.BeginObject();
+      w.Key("error");
+      w.String(TenantsOn(options_) ? "unknown window '" + window + "'"
+                                   : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
       w.EndObject();
       r.body = w.Take();
     }

@@ -4,7 +4,7 @@
 // agent runs them through one StackDistanceEngine (one continuous cache state),
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
-// serves /metrics, /api/v1/curve, /api/v1/windows, /api/v1/alerts, /healthz,
+// serves /metrics, /api/v1/curve, /api/v1/groups, /api/v1/windows, /api/v1/alerts, /healthz,
 // /readyz and a page at /. State (engine, curves, clock) is checkpointed on an
 // interval and at shutdown and restored at start-up. With alerts enabled the loop
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
@@ -135,6 +135,8 @@ class Agent : public collectors::RequestSink {
   // For tests and the HTTP handlers.
   std::string RenderMetrics() EXCLUDES(mu_);
   std::string RenderCurveJson(const std::string& window) EXCLUDES(mu_);  // empty: unknown window
+  // GET /api/v1/groups (agent/web/api_json.h); empty: unknown window or tenants off.
+  std::string RenderGroupsJson(const std::string& window) EXCLUDES(mu_);
   int port() const;
   bool ready() const { return ready_.load(); }
 

@@ -7,6 +7,7 @@
 // labels at K + 1; a sampled agent exports no group series; the counters survive
 // a restart through the state file.
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -132,6 +133,44 @@ TEST(AgentTenantsTest, AFloodIsAttributedToTheFloodingClassAndTenant) {
   EXPECT_EQ(At(m, "kvwatch_request_footprint_bytes_sum{class=first,}"), (5.0 * 116 + 132) * 1024);
   EXPECT_EQ(At(m, "kvwatch_request_footprint_bytes_bucket{class=first,le=1048576,}"), 6);  // all <= 1 MiB
   EXPECT_EQ(m.count("kvwatch_group_isolated_page_hits_total{group=chat,capacity_pages=4,}"), 0u);
+}
+
+TEST(AgentTenantsTest, TheGroupsApiGivesEveryBucketAndTheEvictors) {
+  AgentOptions o = Options();
+  o.tenants.isolated = true;
+  auto agent = MakeAgent(std::move(o));
+  ASSERT_NE(agent, nullptr);
+  Flood(agent.get());
+  const std::string json = agent->RenderGroupsJson("1h");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_FALSE(parser.parse(json).get(doc)) << json;
+  EXPECT_EQ(std::string_view(doc["window"]), "1h");
+  EXPECT_TRUE(bool(doc["isolated"]));
+  bool found = false;
+  for (simdjson::dom::element g : doc["dimensions"]["class"].get_array()) {
+    if (std::string_view(g["group"]) != "turn3-4") continue;
+    found = true;
+    EXPECT_EQ(std::uint64_t(g["requests"]), 1u);
+    EXPECT_EQ(std::uint64_t(g["page_refs"]), 4u);
+    // Every bucket bound of the window curve, increasing, ratios in [0, 1].
+    std::size_t points = 0;
+    std::uint64_t last = 0;
+    for (simdjson::dom::element p : g["points"].get_array()) {
+      EXPECT_GT(std::uint64_t(p["capacity_pages"]), last);
+      last = std::uint64_t(p["capacity_pages"]);
+      EXPECT_GE(double(p["page_hit_ratio"]), 0);
+      EXPECT_LE(double(p["page_hit_ratio"]), 1);
+      ++points;
+    }
+    EXPECT_GT(points, 10u);
+    simdjson::dom::element at = g["at_capacities"].at(0);
+    EXPECT_EQ(std::uint64_t(at["capacity_pages"]), 4u);
+    EXPECT_EQ(std::uint64_t(at["capacity_misses"]), 3u);
+    EXPECT_DOUBLE_EQ(double(at["evicted_by"]["first"]), 1 + 5.0 / 6 + 5.0 / 7);
+  }
+  EXPECT_TRUE(found) << json;
+  EXPECT_TRUE(agent->RenderGroupsJson("5m").empty());  // not a window
 }
 
 TEST(AgentTenantsTest, TheCapacityMissAlertSeesTheCountersAndTheEvictors) {

@@ -68,8 +68,20 @@ TEST(KvEventTrackerTest, StoredChainsBecomeRequestsWithTheirKnownAncestors) {
   EXPECT_EQ(sink.requests[1].pages, Ids({1, 2, 3, 4, 5}));
   EXPECT_EQ(sink.requests[2].pages, Ids({1, 2, 6}));
   EXPECT_DOUBLE_EQ(sink.requests[1].timestamp_s, 11.0);
+  // The prompt's tokens for the footprint: its blocks x the block size (4 here).
+  EXPECT_EQ(sink.requests[1].input_tokens, 20);
+  EXPECT_EQ(sink.requests[2].input_tokens, 12);
   EXPECT_EQ(t.counters().chains_truncated, 0u);
   EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 6u);
+}
+
+TEST(KvEventTrackerTest, WithoutABlockSizeThePromptTokensAreUnknown) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt, std::nullopt, /*tokens=*/false)}), sink);
+  ASSERT_EQ(sink.requests.size(), 1u);
+  EXPECT_EQ(sink.requests[0].input_tokens, -1);
 }
 
 TEST(KvEventTrackerTest, UnknownParentTruncatesTheChainAndIsCounted) {
