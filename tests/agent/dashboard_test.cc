@@ -10,16 +10,18 @@
 // rate/increase); the checker itself is shown to catch each kind of mistake.
 //
 // Live: a real `kvwatch agent` (synthetic replica at 200 requests/s, capacities
-// 1000 and 2000 pages with sglang and s3fifo canaries, a model for bytes, and a trace file with a bad line so
-// that collector errors exist) is scraped every second by a real Prometheus
+// 1000 and 2000 pages with sglang and s3fifo canaries, isolated tenant curves
+// (tenants.isolated, for the interference panel), a model for bytes, and a
+// trace file with a bad line so that collector errors exist) is scraped every second by a real Prometheus
 // that also evaluates the rules (every group every second) and one
 // always-firing test alert (so that ALERTS has a series). Once a few scrapes
 // are in, every query runs as an instant query with $__range, $__rate_interval
 // and $__interval = 1m and the variables set to the agent's job, instance and
-// window 5m. Each must succeed and return data, except expressions over the
-// engine collectors' series (kvwatch_engine_* but kvwatch_engine_memory_bytes),
-// which have no data without a serving engine: those must only succeed, and
-// are listed as "no data here". (kvwatch_alert_state comes from the agent's
+// window 5m (capacity 1000). Each must succeed and return data, except
+// expressions over the engine collectors' series (kvwatch_engine_* but
+// kvwatch_engine_memory_bytes, and kvwatch_running_kv_bytes), which have no
+// data without a serving engine: those must only succeed, and are listed as
+// "no data here". (kvwatch_alert_state comes from the agent's
 // alerting, on by default.) Every variable query must offer the value
 // substituted for it. Every rule must pass `promtool check rules` and evaluate
 // with health ok; recording rules over the agent's own series return data.
@@ -52,19 +54,11 @@ const std::string kSource = KVWATCH_SOURCE_DIR;
 const std::string kDashboard = kSource + "/packaging/grafana/kvwatch.json";
 const std::string kPrometheusRule = kSource + "/packaging/kubernetes/prometheusrule.yaml";
 
-// Series the rules already use but the agent does not export yet: the issue-11
-// capacity-miss and group counters (and the rules recorded from them), which
-// come with the agent-side wiring. Remove this exemption when they land.
-bool AwaitsAgentWiring(const std::string& expr) {
-  static const std::regex kComing(
-      R"(\bkvwatch(_capacity_misses_total|_evicted_by_total|_group_[A-Za-z0-9_]+|:capacity_miss_share:[A-Za-z0-9_]+)\b)");
-  return std::regex_search(expr, kComing);
-}
-
 // Series that exist only with a serving engine: the engine collectors' (all
-// kvwatch_engine_* but the curve engine's own kvwatch_engine_memory_bytes).
+// kvwatch_engine_* but the curve engine's own kvwatch_engine_memory_bytes), and
+// kvwatch_running_kv_bytes (KV of running requests, from an engine's /metrics).
 bool NeedsEngine(const std::string& expr) {
-  static const std::regex kEngine(R"(\bkvwatch_engine_(?!memory_bytes\b)[A-Za-z0-9_]+)");
+  static const std::regex kEngine(R"(\bkvwatch_(engine_(?!memory_bytes\b)[A-Za-z0-9_]+|running_kv_bytes\b))");
   return std::regex_search(expr, kEngine);
 }
 
@@ -90,7 +84,7 @@ TEST(DashboardStructureTest, ShippedDashboardPassesEveryCheck) {
   simdjson::dom::parser parser;
   const DashboardCheck check = CheckText(ReadFile(kDashboard), &parser);
   EXPECT_TRUE(check.problems.empty()) << kDashboard << ":\n" << Join(check.problems);
-  for (const char* v : {"datasource", "job", "instance", "window"}) {
+  for (const char* v : {"datasource", "job", "instance", "window", "capacity"}) {
     EXPECT_EQ(check.variables.count(v), 1u) << v;
   }
   // The panels the issue asks for, by the series they query.
@@ -102,7 +96,15 @@ TEST(DashboardStructureTest, ShippedDashboardPassesEveryCheck) {
         "kvwatch_engine_preemptions_total", "kvwatch_engine_rejected_requests_total",
         "kvwatch_engine_prefix_cache_hit_ratio", "kvwatch_page_hit_ratio", "ALERTS", "kvwatch_alert_state",
         "kvwatch_collector_up", "kvwatch_collector_errors_total", "kvwatch_policy_page_hit_ratio",
-        "kvwatch_policy_request_coverage_ratio", "kvwatch_policy_gain_ratio"}) {
+        "kvwatch_policy_request_coverage_ratio", "kvwatch_policy_gain_ratio",
+        // Issue 11: the tenants row and the admission row.
+        "kvwatch_group_page_hit_ratio{job=~\"$job\",instance=~\"$instance\",dimension=\"tenant\"",
+        "kvwatch_group_page_hit_ratio{job=~\"$job\",instance=~\"$instance\",dimension=\"class\"",
+        "kvwatch_group_isolated_page_hit_ratio", "kvwatch_group_isolated_page_hits_total",
+        "kvwatch_group_page_hits_total", "kvwatch_evicted_by_total", "kvwatch_group_capacity_misses_total",
+        "kvwatch_request_footprint_bytes_bucket", "kvwatch_running_kv_bytes", "kvwatch_capacity_misses_total",
+        "kvwatch:capacity_miss_share:1h", "kvwatch:capacity_miss_share:24h",
+        "kvwatch:capacity_miss_share:ratio_1h_24h"}) {
     EXPECT_NE(all.find(needed), std::string::npos) << "no panel queries " << needed;
   }
   EXPECT_GE(check.queries.size(), 30u);
@@ -289,6 +291,7 @@ class DashboardLiveTest : public ::testing::Test {
     const std::string config =
         "replica: dashboard-test\nmodel: llama-3-70b\n"
         "curve:\n  capacities: [1000, 2000]\n  policies: [sglang, s3fifo]\n"
+        "tenants:\n  isolated: true\n"
         "web:\n  port: 0\n"
         "collectors:\n  synth: {rate: 200}\n  trace_files:\n" +
         TraceFileCollectorYaml("bad-input", bad);
@@ -337,7 +340,8 @@ class DashboardLiveTest : public ::testing::Test {
 
   std::map<std::string, std::string> Values() const {
     return {{"__range", "1m"},   {"__rate_interval", "1m"}, {"__interval", "1m"},
-            {"job", "kvwatch"},  {"instance", instance_},   {"window", "5m"},     {"datasource", "Prometheus"}};
+            {"job", "kvwatch"},  {"instance", instance_},   {"window", "5m"},     {"datasource", "Prometheus"},
+            {"capacity", "1000"}};
   }
 
   static inline std::string skip_;
@@ -429,12 +433,11 @@ TEST_F(DashboardLiveTest, EveryRuleIsValidAndEvaluatesCleanly) {
         const std::string name = recording ? rule["record"].as<std::string>() : rule["alert"].as<std::string>();
         const QueryAnswer a = prometheus_->Query(SubstituteVariables(expr, values));
         EXPECT_TRUE(a.success) << file << ": " << name << ": " << a.error;
-        if (recording && !NeedsEngine(expr) && !AwaitsAgentWiring(expr)) {
+        if (recording && !NeedsEngine(expr)) {
           EXPECT_GT(a.finite, 0u) << file << ": recording rule " << name << " has no data";
         }
         listed.push_back(name + (recording ? " (record)" : " (alert)") + ": " + std::to_string(a.series) +
-                         " series" + (NeedsEngine(expr) ? ", no data here (engine series)" : "") +
-                         (AwaitsAgentWiring(expr) ? ", no data yet (issue 11 series)" : ""));
+                         " series" + (NeedsEngine(expr) ? ", no data here (engine series)" : ""));
       }
     }
   }
