@@ -262,9 +262,16 @@ std::size_t GroupCurves::Cell(std::uint32_t, std::uint32_t group, std::size_t c)
 void GroupCurves::Add(const GroupRequest& r) {
   const std::size_t caps = layout_->capacities.size();
   const std::uint64_t w = r.weight;
+  // Both dimensions' curves count the same outcome: read it once.
+  if (!shared_[0].empty() && !shared_[1].empty()) {
+    BucketedCurve* const curves[2] = {&shared_[0][r.tenant], &shared_[1][r.cls]};
+    BucketedCurve::AddToEach(curves, *r.shared, w);
+  } else {
+    if (!shared_[0].empty()) shared_[0][r.tenant].Add(*r.shared, w);
+    if (!shared_[1].empty()) shared_[1][r.cls].Add(*r.shared, w);
+  }
   for (std::uint32_t d = 0; d < 2; ++d) {
     const std::uint32_t g = d == 0 ? r.tenant : r.cls;
-    if (!shared_[d].empty()) shared_[d][g].Add(*r.shared, w);
     requests_[d][g] += w;
     page_refs_[d][g] += r.shared->size() * w;
     unlimited_[d][g] += static_cast<std::uint64_t>(r.shared->unlimited_hits) * w;
