@@ -178,19 +178,56 @@ void StackDistanceEngine::GroupRebuild() {
 }
 
 // The slot `from` (kNoSlot: none) stops being live and `to` becomes live, owned
-// by new_owner.
+// by new_owner. As in MoveLive, the two update paths are walked together until
+// they meet; from their common ancestor up only the dimensions whose owner
+// changed move a count (none when the page's groups are unchanged).
 void StackDistanceEngine::GroupMove(std::uint32_t from, std::uint32_t to, const std::uint8_t* new_owner) {
   const std::size_t dims = options_.group_dimensions.size();
   const std::size_t t = total_groups_;
   const std::size_t n = fenwick_.size();
   if (new_owner == nullptr) new_owner = no_groups_.data();
-  if (from != kNoSlot) GroupClear(from);
-  for (std::size_t d = 0; d < dims; ++d) {
-    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
-    ++group_live_[group_offset_[d] + new_owner[d]];
+  if (from == kNoSlot || dims > kMaxFastDims) {
+    if (from != kNoSlot) GroupClear(from);
+    for (std::size_t d = 0; d < dims; ++d) {
+      owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+      ++group_live_[group_offset_[d] + new_owner[d]];
+    }
+    for (std::size_t i = to / kBlockBits + 1; i < n; i += i & (~i + 1)) {
+      for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[i * t + group_offset_[d] + new_owner[d]];
+    }
+    return;
   }
-  for (std::size_t i = to / kBlockBits + 1; i < n; i += i & (~i + 1)) {
-    for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[i * t + group_offset_[d] + new_owner[d]];
+  // Counter indices of the old and new owners, and the dimensions that changed.
+  std::size_t old_k[kMaxFastDims], new_k[kMaxFastDims], changed[kMaxFastDims];
+  std::size_t changes = 0;
+  for (std::size_t d = 0; d < dims; ++d) {
+    old_k[d] = group_offset_[d] + owner_[static_cast<std::size_t>(from) * dims + d];
+    new_k[d] = group_offset_[d] + new_owner[d];
+    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+    if (old_k[d] != new_k[d]) {
+      --group_live_[old_k[d]];
+      ++group_live_[new_k[d]];
+      changed[changes++] = d;
+    }
+  }
+  std::size_t i = from / kBlockBits + 1, j = to / kBlockBits + 1;
+  while (i != j) {
+    if (i < j) {
+      if (i >= n) return;
+      for (std::size_t d = 0; d < dims; ++d) --group_fenwick_[i * t + old_k[d]];
+      i += i & (~i + 1);
+    } else {
+      if (j >= n) return;
+      for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[j * t + new_k[d]];
+      j += j & (~j + 1);
+    }
+  }
+  if (changes == 0) return;
+  for (; i < n; i += i & (~i + 1)) {
+    for (std::size_t c = 0; c < changes; ++c) {
+      --group_fenwick_[i * t + old_k[changed[c]]];
+      ++group_fenwick_[i * t + new_k[changed[c]]];
+    }
   }
 }
 
@@ -203,6 +240,18 @@ void StackDistanceEngine::GroupClear(std::uint32_t slot) {
   for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) {
     for (std::size_t d = 0; d < dims; ++d) --group_fenwick_[i * t + group_offset_[d] + old[d]];
   }
+}
+
+void StackDistanceEngine::PrefetchGroups(std::uint32_t slot) const {
+  const std::size_t dims = options_.group_dimensions.size();
+  __builtin_prefetch(&owner_[static_cast<std::size_t>(slot) * dims]);
+  __builtin_prefetch(&owner_[static_cast<std::size_t>(slot / kBlockBits) * kBlockBits * dims]);
+  const std::size_t node = static_cast<std::size_t>(slot / kBlockBits) * total_groups_;
+  const std::size_t end = node + 2 * static_cast<std::size_t>(total_groups_);  // nodes block and block + 1
+  for (std::size_t k = node; k < end && k < group_fenwick_.size(); k += 64 / sizeof(std::int32_t)) {
+    __builtin_prefetch(&group_fenwick_[k]);
+  }
+  __builtin_prefetch(&group_fenwick_[std::min(end, group_fenwick_.size()) - 1]);
 }
 
 // d_g of the live slot `slot`, for every counter, into out[0 .. total_groups_).
@@ -408,6 +457,10 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
     std::uint32_t* slot = map_.Find(pages[i]);
     entries_[i] = slot;
     if (slot != nullptr) {
+      // The page's owners and its block's group counters are read soon (by the
+      // decomposition of a setter, and when the page moves): start fetching them
+      // while Distance walks the plain tree.
+      if (total_groups_ != 0) PrefetchGroups(*slot);
       d = Distance(*slot);
     } else if (remembers && WasEvicted(pages[i])) {
       d = kBeyondTracked;
