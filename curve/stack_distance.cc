@@ -244,8 +244,11 @@ void StackDistanceEngine::GroupClear(std::uint32_t slot) {
 
 void StackDistanceEngine::PrefetchGroups(std::uint32_t slot) const {
   const std::size_t dims = options_.group_dimensions.size();
+  // The block's owners (read by GroupDistance), the slot's among them.
+  const std::size_t first = static_cast<std::size_t>(slot / kBlockBits) * kBlockBits * dims;
+  __builtin_prefetch(&owner_[first]);
   __builtin_prefetch(&owner_[static_cast<std::size_t>(slot) * dims]);
-  __builtin_prefetch(&owner_[static_cast<std::size_t>(slot / kBlockBits) * kBlockBits * dims]);
+  __builtin_prefetch(&owner_[first + kBlockBits * dims - 1]);
   const std::size_t node = static_cast<std::size_t>(slot / kBlockBits) * total_groups_;
   const std::size_t end = node + 2 * static_cast<std::size_t>(total_groups_);  // nodes block and block + 1
   for (std::size_t k = node; k < end && k < group_fenwick_.size(); k += 64 / sizeof(std::int32_t)) {
@@ -255,19 +258,39 @@ void StackDistanceEngine::PrefetchGroups(std::uint32_t slot) const {
 }
 
 // d_g of the live slot `slot`, for every counter, into out[0 .. total_groups_).
+// d_g = live pages of g - those in the blocks before slot's block - those of its
+// block at or before slot; or, when that is cheaper (fewer live slots above slot
+// in its block), live - those in the blocks up to and including slot's block +
+// those of its block above slot.
 void StackDistanceEngine::GroupDistance(std::uint32_t slot, std::uint32_t* out) const {
   const std::size_t dims = options_.group_dimensions.size();
   const std::size_t t = total_groups_;
   const std::uint32_t block = slot / kBlockBits;
   const std::uint32_t bit = slot % kBlockBits;
+  const std::uint64_t mask = bit == 63 ? ~0ULL : (2ULL << bit) - 1;
+  const std::uint64_t at_or_below = live_bits_[block] & mask;
+  const std::uint64_t above = live_bits_[block] & ~mask;
+  // Cost in counter updates: t per tree node, dims per slot read (indirect: x2).
+  const std::size_t below_cost =
+      std::popcount(block) * t + static_cast<std::size_t>(std::popcount(at_or_below)) * dims * 2;
+  const std::size_t above_cost =
+      std::popcount(block + 1) * t + static_cast<std::size_t>(std::popcount(above)) * dims * 2;
+  const bool from_above = above_cost < below_cost;
   for (std::size_t k = 0; k < t; ++k) out[k] = static_cast<std::uint32_t>(group_live_[k]);
-  for (std::uint32_t i = block; i > 0; i &= i - 1) {
+  for (std::uint32_t i = from_above ? block + 1 : block; i > 0; i &= i - 1) {
     for (std::size_t k = 0; k < t; ++k) out[k] -= group_fenwick_[i * t + k];
   }
-  const std::uint64_t mask = bit == 63 ? ~0ULL : (2ULL << bit) - 1;
-  for (std::uint64_t bits = live_bits_[block] & mask; bits != 0; bits &= bits - 1) {
-    const std::size_t s = static_cast<std::size_t>(block) * kBlockBits + std::countr_zero(bits);
-    for (std::size_t d = 0; d < dims; ++d) --out[group_offset_[d] + owner_[s * dims + d]];
+  const std::uint8_t* owners = &owner_[static_cast<std::size_t>(block) * kBlockBits * dims];
+  if (from_above) {
+    for (std::uint64_t bits = above; bits != 0; bits &= bits - 1) {
+      const std::uint8_t* o = owners + std::countr_zero(bits) * dims;
+      for (std::size_t d = 0; d < dims; ++d) ++out[group_offset_[d] + o[d]];
+    }
+  } else {
+    for (std::uint64_t bits = at_or_below; bits != 0; bits &= bits - 1) {
+      const std::uint8_t* o = owners + std::countr_zero(bits) * dims;
+      for (std::size_t d = 0; d < dims; ++d) --out[group_offset_[d] + o[d]];
+    }
   }
 }
 
