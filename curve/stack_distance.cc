@@ -249,12 +249,21 @@ void StackDistanceEngine::PrefetchGroups(std::uint32_t slot) const {
   __builtin_prefetch(&owner_[first]);
   __builtin_prefetch(&owner_[static_cast<std::size_t>(slot) * dims]);
   __builtin_prefetch(&owner_[first + kBlockBits * dims - 1]);
-  const std::size_t node = static_cast<std::size_t>(slot / kBlockBits) * total_groups_;
-  const std::size_t end = node + 2 * static_cast<std::size_t>(total_groups_);  // nodes block and block + 1
-  for (std::size_t k = node; k < end && k < group_fenwick_.size(); k += 64 / sizeof(std::int32_t)) {
-    __builtin_prefetch(&group_fenwick_[k]);
+  // The low nodes of the query path (block down) and of the update path (block
+  // + 1 up) of the group tree: the high ones are shared by most walks and cached.
+  const std::size_t t = total_groups_;
+  auto fetch = [&](std::size_t i) {
+    const std::int32_t* node = &group_fenwick_[i * t];
+    for (std::size_t k = 0; k < t; k += 64 / sizeof(std::int32_t)) __builtin_prefetch(node + k);
+    __builtin_prefetch(node + t - 1);
+  };
+  const std::size_t block = slot / kBlockBits;
+  const std::size_t n = fenwick_.size();
+  std::size_t i = block, j = block + 1;
+  for (int level = 0; level < kPrefetchNodes; ++level) {
+    if (i > 0) fetch(i), i &= i - 1;
+    if (j < n) fetch(j), j += j & (~j + 1);
   }
-  __builtin_prefetch(&group_fenwick_[std::min(end, group_fenwick_.size()) - 1]);
 }
 
 // d_g of the live slot `slot`, for every counter, into out[0 .. total_groups_).
@@ -480,11 +489,10 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
     std::uint32_t* slot = map_.Find(pages[i]);
     entries_[i] = slot;
     if (slot != nullptr) {
-      // The page's owners and its block's group counters are read soon (by the
-      // decomposition of a setter, and when the page moves): start fetching them
-      // while Distance walks the plain tree.
-      if (total_groups_ != 0) PrefetchGroups(*slot);
       d = Distance(*slot);
+      // A far page's owners and group tree nodes are cold, and read soon (by the
+      // decomposition of a setter, and when the page moves): fetch them together.
+      if (total_groups_ != 0 && d >= options_.decompose_from) PrefetchGroups(*slot);
     } else if (remembers && WasEvicted(pages[i])) {
       d = kBeyondTracked;
       ++out->beyond_tracked;

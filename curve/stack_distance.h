@@ -191,6 +191,7 @@ class StackDistanceEngine {
   void GroupRebuild();
   void GroupDistance(std::uint32_t slot, std::uint32_t* out) const;
   void PrefetchGroups(std::uint32_t slot) const;
+  static constexpr int kPrefetchNodes = 4;  // tree levels PrefetchGroups fetches per path
   void GroupShift(std::uint32_t from, std::uint32_t to, std::uint32_t* out) const;
   // Setters this close below the previous one are decomposed by GroupShift.
   static constexpr std::uint32_t kNearSlots = 96;
