@@ -55,10 +55,9 @@ namespace kvwatch::alerts {
 inline constexpr std::string_view kCapacityMissAlertName = "KVWatchCapacityMissesRising";
 
 struct CapacityMissShareOptions {
-  // Whether the Alerter evaluates this detector. Default: false until the live
-  // agent fills AlertInputs::capacity_misses (issue 11's wiring); the library and
-  // its PromQL twin (packaging/prometheus) are complete and tested.
-  bool enabled = false;
+  // Whether the Alerter evaluates this detector. Default: true (quiet without
+  // capacity-miss counters, i.e. without curve.capacities).
+  bool enabled = true;
   // share(short) / max(share(baseline), floor) at or above which the alert goes
   // pending. Default: 2.0 (the share doubled).
   double fire_threshold = 2.0;

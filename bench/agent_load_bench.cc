@@ -64,15 +64,22 @@ struct Options {
   // Live policy canaries (curve.policies at curve.capacities); empty: none.
   std::string policies;
   std::string capacities = "20000,100000";
+  // The tenant and class accounting: "" (the agent's default, no capacities
+  // written unless --policies), "off", "on", "isolated" (each with curve.capacities
+  // = --capacities), or "compare" (off, on and isolated one after the other in
+  // this run, and the CPU ratios against off).
+  std::string tenants;
 };
 
 void Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--duration SECONDS] [--refs-per-second N] [--max-pages N] [--kvwatch PATH]\n"
-               "          [--policies LIST [--capacities LIST]]\n"
+               "          [--policies LIST] [--capacities LIST] [--tenants off|on|isolated|compare]\n"
                "  defaults: 30 s, 100000 page references per second, 1048576 tracked pages,\n"
                "  kvwatch from ../agent/kvwatch beside this program, no policy canaries\n"
-               "  (--policies sglang,vllm,s3fifo runs them at --capacities, default 20000,100000)\n",
+               "  (--policies sglang,vllm,s3fifo runs them at --capacities, default 20000,100000;\n"
+               "  --tenants sets tenants.enabled / tenants.isolated with curve.capacities = --capacities,\n"
+               "  compare runs off, on and isolated in turn and prints the CPU ratios against off)\n",
                argv0);
 }
 
@@ -93,6 +100,11 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->policies = v;
     } else if (a == "--capacities") {
       o->capacities = v;
+    } else if (a == "--tenants") {
+      o->tenants = v;
+      if (o->tenants != "off" && o->tenants != "on" && o->tenants != "isolated" && o->tenants != "compare") {
+        return false;
+      }
     } else {
       return false;
     }
@@ -121,41 +133,38 @@ double Metric(const std::string& body, const std::string& name) {
   return NAN;
 }
 
-}  // namespace
+// What one run measured, for the comparison of --tenants compare.
+struct RunResult {
+  bool ok = false;
+  double cpu_pct = NAN;  // mean, % of one core
+  double peak_rss = NAN;
+  double scrape_p50_ms = NAN;
+  std::size_t metrics_bytes = 0;
+};
 
-int main(int argc, char** argv) {
-  Options o;
-  if (!ParseArgs(argc, argv, &o)) {
-    Usage(argv[0]);
-    return 2;
-  }
-  if (::access(o.kvwatch.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "agent_load_bench: no kvwatch binary at %s (use --kvwatch)\n", o.kvwatch.c_str());
-    return 2;
-  }
+// One agent under load (see the file comment); prints its table.
+RunResult Run(const Options& o) {
+  RunResult result;
   ts::TempDir dir("kvwatch_agent_load");
-  if (!dir.ok()) return 1;
+  if (!dir.ok()) return result;
   const std::string trace = dir.Sub("trace.jsonl");
-  if (!ts::WriteFile(trace, "")) return 1;
+  if (!ts::WriteFile(trace, "")) return result;
   const std::string config = dir.Sub("agent.yaml");
-  const std::string canaries =
-      o.policies.empty() ? "" : "curve: {capacities: [" + o.capacities + "], policies: [" + o.policies + "]}\n";
-  ts::WriteFile(config, "web: {port: 0}\nengine: {max_pages: " + std::to_string(o.max_pages) + "}\n" + canaries +
+  std::string curve;
+  if (!o.policies.empty() || !o.tenants.empty()) {
+    curve = "curve: {capacities: [" + o.capacities + "]" + (o.policies.empty() ? "" : ", policies: [" + o.policies + "]") +
+            "}\n";
+  }
+  if (o.tenants == "off") curve += "tenants: {enabled: false}\n";
+  if (o.tenants == "isolated") curve += "tenants: {isolated: true}\n";
+  ts::WriteFile(config, "web: {port: 0}\nengine: {max_pages: " + std::to_string(o.max_pages) + "}\n" + curve +
                             "collectors:\n  trace_files:\n    - name: load\n      paths: [\"" + trace +
                             "\"]\n      start_at: beginning\n      timestamp_unit: ms\n");
 
   std::string error;
-  auto agent = ts::ChildProcess::Start({o.kvwatch, "agent", "--config", config}, dir.Sub("agent.out"),
-                                       dir.Sub("agent.err"), &error);
-  if (!agent) {
-    std::fprintf(stderr, "agent_load_bench: %s\n", error.c_str());
-    return 1;
-  }
-  const int port = kvwatch::bench::WaitForAgentPort(*agent);
-  if (port == 0) {
-    std::fprintf(stderr, "agent_load_bench: the agent did not start:\n%s\n", agent->Stderr().c_str());
-    return 1;
-  }
+  int port = 0;
+  auto agent = kvwatch::bench::StartAgent("agent_load_bench", o.kvwatch, config, dir, &port);
+  if (!agent) return result;
   const pid_t pid = agent->pid();
 
   // The writer: every tick, records until the cumulative references reach
@@ -166,10 +175,10 @@ int main(int argc, char** argv) {
   auto generator = kvwatch::collectors::SynthGenerator::Create(synth);
   if (!generator.ok()) {
     std::fprintf(stderr, "agent_load_bench: %s\n", generator.error().c_str());
-    return 1;
+    return result;
   }
   std::FILE* out = std::fopen(trace.c_str(), "ab");
-  if (!out) return 1;
+  if (!out) return result;
 
   std::atomic<bool> loading{true};
   std::mutex mu;
@@ -283,8 +292,9 @@ int main(int argc, char** argv) {
   double max_cpu = 0, max_rss = 0;
   for (double c : cpu_pct) max_cpu = std::max(max_cpu, c);
   for (double b : rss) max_rss = std::max(max_rss, b);
-  std::printf("agent load: %.0f s at %.0f page references/s in batches every %.0f ms (%" PRIu64 " late ticks)\n",
-              o.duration_s, o.refs_per_s, o.tick_ms, late_ticks);
+  std::printf("agent load: %.0f s at %.0f page references/s in batches every %.0f ms (%" PRIu64
+              " late ticks), tenants %s\n",
+              o.duration_s, o.refs_per_s, o.tick_ms, late_ticks, o.tenants.empty() ? "default" : o.tenants.c_str());
   std::printf("  written            %" PRIu64 " requests, %" PRIu64 " page references (%.0f/s), %s of JSON Lines\n",
               requests, refs, static_cast<double>(refs) / load_wall, Mib(trace_bytes).c_str());
   std::printf("  agent counted      %.0f page references; caught up %.2f s after the last write%s\n", agent_refs,
@@ -307,5 +317,44 @@ int main(int argc, char** argv) {
   const bool ok =
       drained && agent_exit && WIFEXITED(*agent_exit) && WEXITSTATUS(*agent_exit) == 0 && !std::isnan(replay_cpu);
   if (!ok) std::fprintf(stderr, "agent stderr:\n%s\n", ts::Tail(ts::ReadFile(dir.Sub("agent.err"))).c_str());
+  result.ok = ok;
+  result.cpu_pct = 100.0 * cpu_load / load_wall;
+  result.peak_rss = peak_rss;
+  result.scrape_p50_ms = Percentile(load_ms, 0.5);
+  result.metrics_bytes = metrics_bytes;
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    Usage(argv[0]);
+    return 2;
+  }
+  if (::access(o.kvwatch.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "agent_load_bench: no kvwatch binary at %s (use --kvwatch)\n", o.kvwatch.c_str());
+    return 2;
+  }
+  if (o.tenants != "compare") return Run(o).ok ? 0 : 1;
+  // Tenants off, on and isolated in turn, each against the off run of this process.
+  std::vector<std::pair<std::string, RunResult>> runs;
+  for (const char* mode : {"off", "on", "isolated"}) {
+    Options one = o;
+    one.tenants = mode;
+    runs.emplace_back(mode, Run(one));
+    std::printf("\n");
+  }
+  const RunResult& off = runs.front().second;
+  std::printf("tenants compare (K = 8, capacities %s): CPU and memory against tenants off\n", o.capacities.c_str());
+  std::printf("%-10s %12s %8s %12s %8s %14s %12s\n", "tenants", "CPU %core", "ratio", "peak RSS", "ratio",
+              "/metrics p50", "body bytes");
+  bool ok = true;
+  for (const auto& [mode, r] : runs) {
+    ok = ok && r.ok;
+    std::printf("%-10s %12.2f %8.2f %12s %8.2f %11.2f ms %12zu\n", mode.c_str(), r.cpu_pct, r.cpu_pct / off.cpu_pct,
+                Mib(r.peak_rss).c_str(), r.peak_rss / off.peak_rss, r.scrape_p50_ms, r.metrics_bytes);
+  }
   return ok ? 0 : 1;
 }

@@ -388,17 +388,9 @@ bool RunMode(const Options& o, const std::string& mode) {
     }
   }
   ts::WriteFile(dir.Sub("agent.yaml"), config);
-  auto agent = ts::ChildProcess::Start({o.kvwatch, "agent", "--config", dir.Sub("agent.yaml")}, dir.Sub("agent.out"),
-                                       dir.Sub("agent.err"), &error);
-  if (!agent) {
-    std::fprintf(stderr, "fleet_ingest_bench: %s\n", error.c_str());
-    return false;
-  }
-  const int port = kvwatch::bench::WaitForAgentPort(*agent);
-  if (port == 0) {
-    std::fprintf(stderr, "fleet_ingest_bench: the agent did not start:\n%s\n", agent->Stderr().c_str());
-    return false;
-  }
+  int port = 0;
+  auto agent = kvwatch::bench::StartAgent("fleet_ingest_bench", o.kvwatch, dir.Sub("agent.yaml"), dir, &port);
+  if (!agent) return false;
   const pid_t pid = agent->pid();
   if (!ts::PollUntil([&] { return publishers->Stdout().find("SENDING\n") != std::string::npos || !publishers->Running(); },
                      std::chrono::milliseconds(60000)) ||

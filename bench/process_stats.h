@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -36,6 +37,29 @@ inline int WaitForAgentPort(agent::testing_support::ChildProcess& agent) {
       },
       std::chrono::milliseconds(20000));
   return port;
+}
+
+// Starts `kvwatch agent --config CONFIG` with its stdout and stderr in `dir`
+// (agent.out, agent.err) and waits for its port; on failure says why on stderr,
+// prefixed with `bench`, and returns null.
+inline std::unique_ptr<agent::testing_support::ChildProcess> StartAgent(const std::string& bench,
+                                                                       const std::string& kvwatch,
+                                                                       const std::string& config,
+                                                                       const agent::testing_support::TempDir& dir,
+                                                                       int* port) {
+  std::string error;
+  auto agent = agent::testing_support::ChildProcess::Start({kvwatch, "agent", "--config", config},
+                                                           dir.Sub("agent.out"), dir.Sub("agent.err"), &error);
+  if (!agent) {
+    std::fprintf(stderr, "%s: %s\n", bench.c_str(), error.c_str());
+    return nullptr;
+  }
+  *port = WaitForAgentPort(*agent);
+  if (*port == 0) {
+    std::fprintf(stderr, "%s: the agent did not start:\n%s\n", bench.c_str(), agent->Stderr().c_str());
+    return nullptr;
+  }
+  return agent;
 }
 
 // utime + stime of pid in seconds; -1 when it cannot be read.

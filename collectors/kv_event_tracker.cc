@@ -84,19 +84,15 @@ std::string VllmSalt(const BlockStored& e) {
 // ---- Tenants ------------------------------------------------------------------
 
 std::string_view KvTenantSourceName(KvTenantSource source) {
-  switch (source) {
-    case KvTenantSource::kNone: return "none";
-    case KvTenantSource::kLora: return "lora";
-    case KvTenantSource::kCacheSalt: return "cache_salt";
-    case KvTenantSource::kLoraOrSalt: return "lora_or_salt";
+  for (const auto& spelling : kKvTenantSourceSpellings) {
+    if (spelling.value == source) return spelling.name;
   }
   return "none";
 }
 
 std::optional<KvTenantSource> ParseKvTenantSource(std::string_view name) {
-  for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLora, KvTenantSource::kCacheSalt,
-                                KvTenantSource::kLoraOrSalt}) {
-    if (name == KvTenantSourceName(source)) return source;
+  for (const auto& spelling : kKvTenantSourceSpellings) {
+    if (spelling.name == name) return spelling.value;
   }
   return std::nullopt;
 }
@@ -408,6 +404,7 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
     for (std::uint64_t hash : e.block_hashes) AddCopy(s, hash);
   }
   if (!IsRequestState(s)) return;
+  if (e.block_size > 0) block_size_ = e.block_size;
 
   if (reuse) {
     Flush(sink);
@@ -523,6 +520,9 @@ void KvEventTracker::Flush(RequestSink& sink) {
   }
   ++counters_.requests;
   counters_.request_pages += request_.pages.size();
+  // The prompt's tokens: its full blocks x the engine's block size (the footprint
+  // of curve/tenants.h; the partial last block and the output are not known).
+  request_.input_tokens = block_size_ > 0 ? static_cast<std::int64_t>(request_.pages.size()) * block_size_ : -1;
   sink.OnRequest(request_);
 }
 

@@ -109,6 +109,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/source_kinds.h"
 #include "collectors/collector.h"
 #include "collectors/kv_event.h"
 #include "curve/page_map.h"
@@ -188,6 +189,13 @@ class KvChainIndex {
 
 // Where a KV-event request's tenant comes from (see the header comment).
 enum class KvTenantSource { kNone, kLora, kCacheSalt, kLoraOrSalt };
+// Its spellings (collectors.kv_events[].tenant_source), in this order.
+inline constexpr base::Spelling<KvTenantSource> kKvTenantSourceSpellings[] = {
+    {"none", KvTenantSource::kNone},
+    {"lora", KvTenantSource::kLora},
+    {"cache_salt", KvTenantSource::kCacheSalt},
+    {"lora_or_salt", KvTenantSource::kLoraOrSalt},
+};
 // "none", "lora", "cache_salt", "lora_or_salt".
 std::string_view KvTenantSourceName(KvTenantSource source);
 // The inverse of KvTenantSourceName; std::nullopt for any other text.
@@ -321,6 +329,7 @@ class KvEventTracker {
   KvTrackerCounters counters_;
   Pending pending_;
   curve::Request request_;  // the request being built (reused storage)
+  std::int64_t block_size_ = 0;  // the engine's block size, from the last BlockStored that had one
   // Root page of a salted chain -> its salt tenant (tenant_source with salts only).
   std::unordered_map<curve::PageId, std::string> root_tenants_;
 };

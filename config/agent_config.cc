@@ -88,6 +88,7 @@ class Parser {
       if (k == "state") return ParseStateSection(r_, e, &c->state);
       if (k == "collectors") return ParseCollectorsSection(r_, e, &c->collectors);
       if (k == "alerts") return ParseAlertsSection(r_, e, &c->alerts);
+      if (k == "tenants") return ParseTenantsSection(r_, e, &c->tenants);
       return r_.Unhandled(e);
     });
   }
@@ -129,6 +130,7 @@ class Parser {
   Status Resolve(AgentConfig* c) {
     if (Status s = ResolveCurve(r_, curve_notes_, c); !s.ok()) return s;
     if (Status s = ResolveAlertWindows(r_, *c); !s.ok()) return s;
+    if (Status s = ResolveTenants(r_, c); !s.ok()) return s;
     return ResolveModel(*c);
   }
 
@@ -167,6 +169,20 @@ curve::EngineOptions ToEngineOptions(const EngineSettings& engine) {
   return options;
 }
 
+namespace {
+
+// The section's YAML text; "" when absent, empty or written with no value.
+std::string SectionText(const std::shared_ptr<const internal::Entry>& section) {
+  if (!section || section->node.IsNull() || (section->node.IsMap() && section->node.size() == 0)) return "";
+  return YAML::Dump(section->node);
+}
+
+}  // namespace
+
+bool CollectorSettings::operator==(const CollectorSettings& other) const {
+  return configured == other.configured && SectionText(section) == SectionText(other.section);
+}
+
 AgentConfig DefaultAgentConfig() {
   return AgentConfig{};
 }
@@ -186,9 +202,6 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
   if (in.bad()) return Result<AgentConfig>::Error(path + ": cannot read the agent config");
   return ParseAgentConfig(text.str(), path);
 }
-
-std::string_view StartAtName(StartAt start_at) { return internal::ChoiceName(internal::kStartAts, start_at); }
-
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {
   return internal::ChoiceName(base::kEngineLogKindSpellings, engine);

@@ -13,9 +13,10 @@
 // (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
 // alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
 // drives them. alerts.* is read straight into alerts::AlerterOptions, so the
-// detectors' defaults are only alerts/'s. The collectors' settings below are the
-// YAML's shape of each collector; agent/runtime/collector_registry.cc turns each
-// into its collector's options, in one place per kind.
+// detectors' defaults are only alerts/'s. collectors.* is checked for shape here
+// and kept as written; agent/runtime/collector_registry.cc reads each kind's
+// values (with FieldReader) straight into its collector's options, so the
+// collectors' defaults are only collectors/'s (see CollectorSettings).
 //
 // Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
 // stands for every item of a list of maps ("collectors.trace_files[].paths").
@@ -37,7 +38,8 @@
 //   "agent.yaml:7: collectors.trace_files[0].poll_interval: expected a duration
 //    such as 250ms, 30s or 1h30m, got \"fast\"".
 // A YAML syntax error reads "SOURCE:LINE: invalid YAML: <yaml-cpp's message>".
-// Only the first error is reported.
+// Only the first error is reported: the first in the document, except that the
+// collectors' values are read after the rest (agent::ParseCollectors).
 //
 // Files named in the config (model_config, web.config_file, trace paths, state)
 // are not opened here: the agent does that. Parsing is pure.
@@ -48,7 +50,9 @@
 #define KVWATCH_CONFIG_AGENT_CONFIG_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -58,6 +62,8 @@
 #include "alerts/alerter.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "config/web_config.h"
+#include "curve/group_accounting.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"
 #include "curve/stack_distance.h"
@@ -169,11 +175,13 @@ struct CurveSettings {
   bool operator==(const CurveSettings&) const = default;
 };
 
+// The listen address and port defaults are web_config.h's, which the HTTP server's
+// options (agent/web/http_server.h) read too.
 struct WebSettings {
-  std::string listen_address = "127.0.0.1";  // web.listen_address, non-empty
-  int port = 8477;                           // web.port, 0..65535 (0: any free port)
-  std::string config_file;                   // web.config_file: exporter-toolkit web config
-  int refresh_seconds = 5;                   // web.refresh_seconds, >= 1
+  std::string listen_address{kDefaultListenAddress};  // web.listen_address, non-empty
+  int port = kDefaultPort;                            // web.port, 0..65535 (0: any free port)
+  std::string config_file;                            // web.config_file: exporter-toolkit web config
+  int refresh_seconds = 5;                            // web.refresh_seconds, >= 1
 
   bool operator==(const WebSettings&) const = default;
 };
@@ -190,83 +198,30 @@ struct StateSettings {
   bool operator==(const StateSettings&) const = default;
 };
 
-// collectors.synth: the built-in synthetic replica.
-struct SynthSettings {
-  double rate_per_s = 5;           // rate, > 0
-  std::uint64_t seed = 1;          // seed
-  int tenants = 4;                 // tenants, 1..60000
-  int sessions = 50;               // sessions (open sessions), 1..1000000
-  double one_shot_fraction = 0.3;  // one_shot_fraction, [0, 1]
-  // shift_start / shift_end, seconds after the agent starts: both or neither,
-  // end > start. Unset: no workload shift.
-  std::optional<double> shift_start_seconds;
-  std::optional<double> shift_end_seconds;
+namespace internal {
+struct Entry;  // field_reader.h
+}  // namespace internal
 
-  bool operator==(const SynthSettings&) const = default;
-};
-
-// collectors.trace_files[].start_at: the tailer's own enum (base/source_kinds.h).
-using StartAt = base::TailStartPosition;
-
-// collectors.trace_files[]: JSON Lines request traces tailed from files.
-struct TraceFileSettings {
-  std::string name;                  // required: [A-Za-z0-9_.-], 1..64 chars, unique
-  std::vector<std::string> paths;    // required, non-empty: paths or globs
-  StartAt start_at = StartAt::kEnd;  // "end" | "beginning"
-  std::string checkpoint;            // as written; empty: see the table
-  base::TimestampUnit timestamp_unit = base::TimestampUnit::kAuto;
-  std::vector<std::string> tenant_fields = {"tenant", "class", "type"};
-  std::uint64_t max_line_bytes = 1u << 20;  // 1..1GiB
-  double poll_interval_seconds = 0.25;      // > 0
-
-  bool operator==(const TraceFileSettings&) const = default;
-};
-
-// collectors.kv_events[]: engine KV-cache event streams over ZeroMQ.
-struct KvEventsSettings {
-  std::string name;
-  std::vector<std::string> endpoints;  // required, non-empty: tcp:// ipc:// inproc://
-  std::string topic;
-  std::string replay_endpoint;  // empty or a ZeroMQ endpoint
-  bool bind = false;
-
-  bool operator==(const KvEventsSettings&) const = default;
-};
-
-// collectors.engine_log[]: engine log files.
-struct EngineLogSettings {
-  std::string name;
-  std::vector<std::string> paths;  // required, non-empty
-  base::EngineLogKind engine = base::EngineLogKind::kAuto;  // "auto" | "vllm" | "sglang"
-
-  bool operator==(const EngineLogSettings&) const = default;
-};
-
-// collectors.engine_metrics[]: an engine's Prometheus endpoint.
-struct EngineMetricsSettings {
-  std::string name;
-  std::string url;               // required: http:// or https://
-  double interval_seconds = 15;  // > 0
-  double timeout_seconds = 5;    // > 0, <= interval
-
-  bool operator==(const EngineMetricsSettings&) const = default;
-};
-
+// collectors.*: the section as written. config/ checks its shape here (unknown and
+// duplicate keys, maps and lists of maps); the values are read by the collector
+// registry (agent/runtime/collector_registry.cc) with this file's FieldReader,
+// each kind straight into its collector's own options, so that every default of
+// a collector is written once, by the collector (config/ must not depend on
+// collectors/). Errors keep this file's form ("SOURCE:LINE: KEY: message"): the
+// section keeps the source name and the YAML with its positions. The key table
+// still lists every collectors.* key (the registry's tests check its defaults).
 struct CollectorSettings {
-  // Set when collectors.synth is present (even empty). When no collector at all
-  // is configured, the agent runs synth with SynthSettings{} (not filled in here:
-  // see HasAnyCollector()).
-  std::optional<SynthSettings> synth;
-  std::vector<TraceFileSettings> trace_files;
-  std::vector<KvEventsSettings> kv_events;
-  std::vector<EngineLogSettings> engine_log;
-  std::vector<EngineMetricsSettings> engine_metrics;
+  std::string source;  // the config's source name, for the registry's errors
+  // The "collectors" entry of the document; null when the section is absent.
+  std::shared_ptr<const internal::Entry> section;
+  // Collectors configured: 1 for collectors.synth when present (even empty), plus
+  // the items of the lists. When 0, the agent runs synth with its defaults.
+  std::size_t configured = 0;
 
-  bool HasAnyCollector() const {
-    return synth.has_value() || !trace_files.empty() || !kv_events.empty() || !engine_log.empty() ||
-           !engine_metrics.empty();
-  }
-  bool operator==(const CollectorSettings&) const = default;
+  bool HasAnyCollector() const { return configured > 0; }
+  // The same section as written (absent, empty and `collectors:` are the same);
+  // the source name is not compared.
+  bool operator==(const CollectorSettings& other) const;
 };
 
 // alerts.over_capacity.target: alerts/'s (alerts/capacity_shortfall.h).
@@ -321,6 +276,8 @@ struct AgentConfig {
   StateSettings state;
   CollectorSettings collectors;
   AlertSettings alerts;
+  // tenants.*, straight into the accounting's own options (curve/group_accounting.h).
+  curve::TenantOptions tenants;
 
   bool operator==(const AgentConfig&) const = default;
 };
@@ -339,7 +296,6 @@ base::Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text,
 base::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
 
 // Spellings used in the file.
-std::string_view StartAtName(StartAt start_at);
 std::string_view EngineLogKindName(base::EngineLogKind engine);  // "auto", "vllm", "sglang"
 using alerts::WorkingSetTargetName;  // "page_hit", "request_coverage"
 

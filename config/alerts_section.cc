@@ -110,6 +110,16 @@ Status ParseDrift(FieldReader& r, const Entry& section, alerts::ChangeTestOption
   });
 }
 
+Status ParseCapacityMissShare(FieldReader& r, const Entry& section, alerts::CapacityMissShareOptions* a) {
+  return ParseDetector(r, section, a, [&](const Entry& e, const std::string& key) -> Status {
+    if (key == "share_floor") {
+      return r.ReadNumber(e, [](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", &a->share_floor);
+    }
+    if (key == "every_capacity") return r.ReadBool(e, &a->every_capacity);
+    return r.Unhandled(e);
+  });
+}
+
 // alerts.resend_interval: a duration > 0, kept as whole seconds rounded up (>= 1s).
 Status ReadResendInterval(const FieldReader& r, const Entry& e, std::chrono::seconds* out) {
   double seconds = 0;
@@ -136,6 +146,7 @@ Status ParseAlertsSection(FieldReader& r, const Entry& section, AlertSettings* a
     if (k == "alerts.over_capacity") return ParseOverCapacity(r, e, &a.capacity_shortfall);
     if (k == "alerts.rate_shift") return ParseRateShift(r, e, &a);
     if (k == "alerts.drift") return ParseDrift(r, e, &a.change_tests.at(0));
+    if (k == "alerts.capacity_miss_share") return ParseCapacityMissShare(r, e, &a.capacity_miss_share);
     return r.Unhandled(e);
   });
 }

@@ -160,6 +160,9 @@ constexpr ConfigKey kKeys[] = {
      "The publisher's replay endpoint, to fetch missed events; empty: none."},
     {"collectors.kv_events[].bind", Type::kBool, "false", true,
      "Bind the endpoints instead of connecting to them."},
+    {"collectors.kv_events[].tenant_source", Type::kString, R"("none")", true,
+     "Where a request's tenant comes from in KV events: `none`, `lora` (the LoRA adapter "
+     "name), `cache_salt` (vLLM's cache salt of the chain's root block), `lora_or_salt`."},
 
     {"collectors.engine_log", Type::kMapList, "[]", true,
      "Serving-engine log files (vLLM stats lines, SGLang prefill lines)."},
@@ -266,6 +269,41 @@ constexpr ConfigKey kKeys[] = {
      "Requests needed in the short window for a sample to count, >= 0."},
     {"alerts.drift.for", Type::kDuration, R"("5m")", true,
      "How long the statistic must hold, whole seconds >= 0."},
+    {"alerts.capacity_miss_share", Type::kMap, "{}", true,
+     "`KVWatchCapacityMissesRising`: the share of page references that are capacity misses "
+     "(they would hit in an unlimited cache but miss at the smallest of `curve.capacities`) "
+     "over the short window against the baseline window's; the annotations name the top "
+     "evicting class and tenant. Needs `curve.capacities`."},
+    {"alerts.capacity_miss_share.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.capacity_miss_share.fire_threshold", Type::kNumber, "2.0", true,
+     "Share ratio, short / max(baseline, `share_floor`), at which the alert goes pending, > 0."},
+    {"alerts.capacity_miss_share.clear_threshold", Type::kNumber, "1.5", true,
+     "Share ratio below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
+    {"alerts.capacity_miss_share.share_floor", Type::kNumber, "0.01", true,
+     "Floor of the baseline share, in [0, 1], so a cache that almost never misses does not "
+     "\"double\" on a handful of misses."},
+    {"alerts.capacity_miss_share.every_capacity", Type::kBool, "false", true,
+     "Compare at every one of `curve.capacities` (the largest ratio counts) instead of the "
+     "smallest only."},
+    {"alerts.capacity_miss_share.min_requests", Type::kInt, "500", true,
+     "Requests needed in the short window, >= 0."},
+    {"alerts.capacity_miss_share.for", Type::kDuration, R"("15m")", true,
+     "How long the ratio must hold, whole seconds >= 0."},
+
+    {"tenants", Type::kMap, "{}", true,
+     "Per-tenant and per-class accounting in the one shared cache: hit ratios, capacity "
+     "misses, who evicts whom, request footprints (README: Tenants, classes and admission "
+     "signals). Needs the exact engine (`engine.sample_rate` 1, `engine.sample_max_pages` 0)."},
+    {"tenants.enabled", Type::kBool, "true", true,
+     "Keep the accounting. When not written and the engine samples, it is off."},
+    {"tenants.top_k", Type::kInt, "8", true,
+     "Tenants with their own label (the top K by page references), 1 to 254; the others are "
+     "`other`."},
+    {"tenants.class_top_k", Type::kInt, "8", true,
+     "Request classes with their own label, 1 to 254; the others are `other`."},
+    {"tenants.isolated", Type::kBool, "false", true,
+     "Also keep each tenant group alone in an LRU cache of its own (isolated curves), so that "
+     "the hits lost to other tenants can be read; costs one more engine per tenant group."},
 };
 
 std::string EscapeCell(std::string_view text) {

@@ -3,7 +3,9 @@
 // lists against the key table (ConfigKeys()) and reads each value as the type the
 // table gives, with errors "SOURCE:LINE: KEY: message". The section parsers
 // (sections.h: curve_section.cc, collectors_section.cc, alerts_section.cc,
-// web_state_section.cc) are written with it; agent_config.cc drives them.
+// web_state_section.cc) are written with it; agent_config.cc drives them. The
+// collector registry (agent/runtime/collector_registry.cc) reads collectors.*
+// values with it too, so that each collector's defaults stay in collectors/.
 //
 // Thread safety: a FieldReader belongs to one parse; the free functions are pure.
 #ifndef KVWATCH_CONFIG_FIELD_READER_H_

@@ -6,8 +6,10 @@
 //
 //   curve_section.cc       engine.*, curve.*
 //   web_state_section.cc   web.*, state.*
-//   collectors_section.cc  collectors.* (collector names and checkpoints unique)
+//   collectors_section.cc  collectors.*: its shape only; the collector registry
+//                          (agent/runtime/collector_registry.cc) reads the values
 //   alerts_section.cc      alerts.*, straight into alerts::AlerterOptions
+//   tenants_section.cc     tenants.*, straight into curve::TenantOptions
 //
 // Thread safety: as FieldReader's (one parse at a time per reader).
 #ifndef KVWATCH_CONFIG_SECTIONS_H_
@@ -44,8 +46,12 @@ base::Status ParseAlertsSection(FieldReader& r, const Entry& section, AlertSetti
 // alerts.short_window < alerts.baseline_window; each, when written, one of curve.windows.
 base::Status ResolveAlertWindows(const FieldReader& r, const AgentConfig& config);
 
+base::Status ParseTenantsSection(FieldReader& r, const Entry& section, curve::TenantOptions* tenants);
+// Tenants need the exact engine: an error naming tenants.enabled when it was
+// written true and the engine samples; off when not written.
+base::Status ResolveTenants(const FieldReader& r, AgentConfig* config);
+
 // Spellings in the file, shared by the parser and the names in agent_config.h.
-inline constexpr const auto& kStartAts = base::kTailStartPositionSpellings;
 inline constexpr const auto& kWorkingSetTargets = alerts::kWorkingSetTargetSpellings;
 
 }  // namespace kvwatch::config::internal

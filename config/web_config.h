@@ -58,6 +58,12 @@
 
 namespace kvwatch::config {
 
+// Where the agent's HTTP server listens unless told otherwise: the defaults of
+// web.listen_address and web.port (agent_config.h's WebSettings) and of
+// HttpServerOptions (agent/web/http_server.h), written once here.
+inline constexpr std::string_view kDefaultListenAddress = "127.0.0.1";
+inline constexpr int kDefaultPort = 8477;
+
 // The client certificate policy, with Go's crypto/tls meaning.
 enum class ClientAuthType {
   kNoClientCert,                // no certificate is requested

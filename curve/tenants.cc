@@ -336,6 +336,29 @@ void GroupCurves::Clear() {
   zero(footprint_sum_);
 }
 
+void GroupCurves::ClearGroup(std::uint32_t d, std::uint32_t group) {
+  const std::size_t caps = layout_->capacities.size();
+  const std::uint32_t groups = Groups(d);
+  if (group >= groups) return;
+  if (group < shared_[d].size()) shared_[d][group].Clear();
+  for (std::size_t c = 0; c < caps; ++c) {
+    hits_[d][Cell(d, group, c)] = 0;
+    unattributed_[d][Cell(d, group, c)] = 0;
+    for (std::uint32_t other = 0; other < groups; ++other) {
+      blame_[d][(c * groups + group) * groups + other] = 0;  // as victim
+      blame_[d][(c * groups + other) * groups + group] = 0;  // as evictor
+    }
+  }
+  requests_[d][group] = page_refs_[d][group] = unlimited_[d][group] = 0;
+  if (d == 0) {
+    if (group < isolated_.size()) isolated_[group].Clear();
+    for (std::size_t c = 0; c < caps && !isolated_hits_.empty(); ++c) isolated_hits_[Cell(0, group, c)] = 0;
+  } else {
+    std::fill_n(footprint_.begin() + static_cast<std::ptrdiff_t>(group) * kFootprintBuckets, kFootprintBuckets, 0);
+    footprint_sum_[group] = 0;
+  }
+}
+
 void GroupCurves::Serialize(std::vector<std::uint8_t>* out) const {
   auto put = [&](const auto& v) {
     for (const auto& x : v) base::AppendPod(out, x);

@@ -273,6 +273,9 @@ class GroupCurves {
   // the sum of footprints.
   std::span<const std::uint64_t> footprint_buckets(std::uint32_t class_group) const;
   double footprint_sum(std::uint32_t class_group) const { return footprint_sum_[class_group]; }
+  // Forgets everything counted for `group` of `dimension`, as a victim and as an
+  // evictor (after the folder gave its slot to another label).
+  void ClearGroup(std::uint32_t dimension, std::uint32_t group);
 
  private:
   std::size_t Cell(std::uint32_t dimension, std::uint32_t group, std::size_t c) const;

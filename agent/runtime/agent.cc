@@ -18,6 +18,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "agent/runtime/group_metrics.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/version.h"
 #include "agent/web/api_json.h"
@@ -65,6 +66,32 @@ base::Status WriteFileAtomically(const std::string& path, const std::vector<std:
 constexpr char kStateMagic[8] = {'K', 'V', 'W', 'S', 'T', 'A', 'T', 'E'};
 constexpr std::uint32_t kStateVersion = 1;
 
+bool Sampled(const AgentOptions& o) { return o.sample_rate < 1.0 || o.sample_max_pages > 0; }
+bool TenantsOn(const AgentOptions& o) { return o.tenants.enabled && !Sampled(o); }
+
+// The tenant and class accounting's options from the agent's.
+curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vector<std::uint64_t>* bounds) {
+  curve::GroupAccountingOptions go;
+  go.tenants = o.tenants;
+  go.engine = o.engine;
+  go.bounds = bounds;
+  go.coverage_share = o.coverage_share;
+  for (std::uint64_t c : o.capacities) {
+    if (c >= 1 && c <= o.engine.max_pages) go.capacities.push_back(c);
+  }
+  std::sort(go.capacities.begin(), go.capacities.end());
+  go.capacities.erase(std::unique(go.capacities.begin(), go.capacities.end()), go.capacities.end());
+  go.bytes_per_token = o.bytes_per_token.value_or(0);
+  for (const WindowSpec& w : o.windows) go.windows_s.push_back(w.seconds);
+  go.classifier_max_chains = std::max<std::size_t>(o.engine.max_pages, 1024);
+  return go;
+}
+
+// The exact engine's options: with tenants, the group decomposition.
+curve::EngineOptions ExactEngineOptions(const AgentOptions& o) {
+  return TenantsOn(o) ? curve::GroupAccounting::SharedEngineOptions(GroupOptions(o, nullptr)) : o.engine;
+}
+
 }  // namespace
 
 base::Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
@@ -73,8 +100,8 @@ base::Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   return agent;
 }
 
-Agent::Agent(AgentOptions options) : options_(std::move(options)), engine_(options_.engine) {
-  if (options_.sample_rate < 1.0 || options_.sample_max_pages > 0) {
+Agent::Agent(AgentOptions options) : options_(std::move(options)), engine_(ExactEngineOptions(options_)) {
+  if (Sampled(options_)) {
     sampled_ = std::make_unique<curve::SampledEngine>(options_.engine, options_.sample_rate, options_.sample_max_pages);
   }
 }
@@ -108,6 +135,10 @@ base::Status Agent::Init() {
   lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
   std::vector<double> seconds;
   for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
+  if (TenantsOn(options_)) {
+    if (base::Status s = options_.tenants.Validate("tenants."); !s.ok()) return s;
+    groups_ = std::make_unique<curve::GroupAccounting>(GroupOptions(options_, &bounds_));
+  }
   windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
@@ -188,6 +219,7 @@ void Agent::IngestLocked(const curve::Request& request) {
   const double wall = WallNow();
   const double t = request.has_timestamp() ? request.timestamp_s : ClockNow(wall);
   std::uint64_t weight = 1;
+  curve::GroupTags tags{};
   if (sampled_) {
     all_page_refs_ += request.pages.size();
     ++all_requests_;
@@ -205,6 +237,9 @@ void Agent::IngestLocked(const curve::Request& request) {
       last_record_wall_ = wall;
       return;
     }
+  } else if (groups_) {
+    tags = groups_->Classify(request);
+    engine_.Process(request.pages, tags, &outcome_);
   } else {
     engine_.Process(request.pages, &outcome_);
   }
@@ -224,6 +259,7 @@ void Agent::IngestLocked(const curve::Request& request) {
   const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
   if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
   windows_->Add(outcome_, t, weight);
+  if (groups_) groups_->Add(request, tags, outcome_, t);
   // A sampled engine does not know the request's unlimited hits: the canaries'
   // coverage is then not exported (their page hits are exact either way).
   if (canaries_) canaries_->Add(request, sampled_ ? 0 : outcome_.unlimited_hits, t);
@@ -283,6 +319,7 @@ int Agent::Run() {
       if (last_record_time_ >= 0) {
         windows_->Advance(ClockNow(wall));
         if (canaries_) canaries_->Advance(ClockNow(wall));
+        if (groups_) groups_->Advance(ClockNow(wall));
       }
     }
     if (alert_runner_ && now >= next_alerts) {
@@ -323,6 +360,12 @@ std::string Agent::ConfigFingerprint() const {
     << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back()
     << " windows=";
   for (const WindowSpec& w : options_.windows) f << w.seconds << ",";
+  // Only with tenants: the engine then keeps page owners, and the accounting's layout must match.
+  if (groups_) {
+    f << " tenants=" << options_.tenants.top_k << "/" << options_.tenants.class_top_k << "/"
+      << (options_.tenants.isolated ? "isolated" : "shared") << " group_capacities=";
+    for (std::uint64_t c : groups_->options().capacities) f << c << ",";
+  }
   // Only when sampled, so exact-mode state files stay as they were.
   if (sampled_) {
     f << " sample_rate=" << std::setprecision(17) << options_.sample_rate
@@ -353,6 +396,7 @@ base::Status Agent::SaveState() {
       base::AppendPod(&bytes, all_page_refs_);
       base::AppendPod(&bytes, all_requests_);
     }
+    if (groups_) groups_->Serialize(&bytes);
   }
   base::Status s = WriteFileAtomically(options_.state_path, bytes);  // I/O outside the lock
   {
@@ -376,6 +420,7 @@ void Agent::ResetState() {
   for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
   windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
   hit_capacity_sum_ = required_capacity_sum_ = 0;
+  if (groups_) groups_->Clear();
   last_record_time_ = -1;
 }
 
@@ -415,7 +460,7 @@ void Agent::LoadState() {
   if (!lifetime_.Deserialize(&in) || !base::ReadPod(&in, &hit_capacity_sum_) || !base::ReadPod(&in, &required_capacity_sum_) ||
       !windows_->Deserialize(&in) || !base::ReadPod(&in, &last_record_time_) || !base::ReadPod(&in, &last_record_wall_) ||
       (sampled_ && (!base::ReadPod(&in, &all_page_refs_) || !base::ReadPod(&in, &all_requests_))) ||
-      !in.empty()) {
+      (groups_ && !groups_->Deserialize(&in)) || !in.empty()) {
     return reject("curves");
   }
   state_restore_result_ = "restored";
@@ -569,6 +614,8 @@ struct Agent::Snapshot {
   std::size_t canary_capacities = 0;  // per policy; canary k % this is the engine policy's
   std::size_t canary_memory_bytes = 0;
   std::vector<CollectorCopy> collectors;
+  // Tenants and classes (their windows when `windows` was asked for); nullopt without.
+  std::optional<curve::GroupAccounting::View> groups;
   std::uint64_t state_saves = 0;
   std::uint64_t state_errors = 0;
 
@@ -605,6 +652,7 @@ Agent::Snapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
     }
   }
   s.collectors = published_;
+  if (groups_) s.groups = groups_->Snapshot(windows);
   s.state_saves = state_saves_;
   s.state_errors = state_errors_;
   return s;
@@ -699,6 +747,7 @@ std::string Agent::RenderMetrics() {
   m.Add(kTrackedPagesLimit, static_cast<double>(options_.engine.max_pages));
   m.Add(kEngineMemory, static_cast<double>(s.engine_memory_bytes));
   m.Add(kLateRequests, static_cast<double>(s.late_requests));
+  AppendCapacityMisses(m, CapacityMissesOf(lifetime, options_.capacities, s.Count(1)));
 
   // Windows.
   for (std::size_t i = 0; i < options_.windows.size(); ++i) {
@@ -757,6 +806,12 @@ std::string Agent::RenderMetrics() {
             {{"collector", c.name}, {"window", options_.windows[i].name}});
     }
   }
+  for (const CollectorCopy& c : s.collectors) AppendRunningKv(m, c.name, c.signals, BytesPerPage());
+  if (s.groups) {
+    std::vector<std::string> names;
+    for (const WindowSpec& w : options_.windows) names.push_back(w.name);
+    AppendGroupMetrics(m, *s.groups, names);
+  }
   if (s.has_canaries) AppendCanaryMetrics(m, s);
   if (!options_.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options_.capacities.back()));
   if (alert_runner_) alert_runner_->AppendMetrics(&m);
@@ -778,9 +833,10 @@ alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
   o.baseline_window = observe(spec.baseline_window);
   for (const CollectorCopy& c : s.collectors) o.engine.push_back(c.signals);
   o.tracked_pages_limit = static_cast<double>(options_.engine.max_pages);
-  if (options_.bytes_per_token) {
-    o.bytes_per_page = *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
-  }
+  o.bytes_per_page = BytesPerPage();
+  o.capacity_misses = CapacityMissInputsOf(s.Count(s.lifetime.page_refs()),
+                                           CapacityMissesOf(s.lifetime, options_.capacities, s.Count(1)),
+                                           s.groups ? &*s.groups : nullptr);
   return MakeAlertInputs(spec, o, time);
 }
 
@@ -808,6 +864,43 @@ std::string Agent::RenderCurveJson(const std::string& window) {
   }
   return {};
 }
+
+std::string Agent::RenderGroupsJson(const std::string& window) {
+  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
+    if (options_.windows[i].name != window) continue;
+    Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/false);
+    if (!s.groups || i >= s.groups->windows.size()) return {};
+    GroupsApiContext context;
+    context.window = window;
+    context.window_seconds = options_.windows[i].seconds;
+    context.replica = options_.replica;
+    context.tenant_labels = std::move(s.groups->tenant_labels);
+    context.class_labels = std::move(s.groups->class_labels);
+    return RenderGroupsApiJson(s.groups->windows[i], context);
+  }
+  return {};
+}
+
+namespace {
+
+// A JSON answer, or a 404 with {"error": error} when there is none (empty body).
+HttpResponse JsonOrNotFound(std::string body, const std::string& error) {
+  HttpResponse r;
+  r.content_type = "application/json";
+  r.body = std::move(body);
+  if (r.body.empty()) {
+    r.status = 404;
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("error");
+    w.String(error);
+    w.EndObject();
+    r.body = w.Take();
+  }
+  return r;
+}
+
+}  // namespace
 
 void Agent::RegisterRoutes() {
   http_->Handle("/metrics", [this](const HttpRequest&) {
@@ -851,20 +944,14 @@ void Agent::RegisterRoutes() {
     return r;
   });
   http_->Handle("/api/v1/curve", [this](const HttpRequest& req) {
-    HttpResponse r;
-    r.content_type = "application/json";
     const std::string window = req.Query("window").value_or(options_.windows.front().name);
-    r.body = RenderCurveJson(window);
-    if (r.body.empty()) {
-      r.status = 404;
-      JsonWriter w;
-      w.BeginObject();
-      w.Key("error");
-      w.String("unknown window '" + window + "'");
-      w.EndObject();
-      r.body = w.Take();
-    }
-    return r;
+    return JsonOrNotFound(RenderCurveJson(window), "unknown window '" + window + "'");
+  });
+  http_->Handle("/api/v1/groups", [this](const HttpRequest& req) {
+    const std::string window = req.Query("window").value_or(options_.windows.front().name);
+    return JsonOrNotFound(RenderGroupsJson(window), TenantsOn(options_)
+                                                        ? "unknown window '" + window + "'"
+                                                        : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
   });
   http_->Handle("/", [this](const HttpRequest& req) {
     HttpResponse r;

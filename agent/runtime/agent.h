@@ -4,11 +4,18 @@
 // agent runs them through one StackDistanceEngine (one continuous cache state),
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
-// serves /metrics, /api/v1/curve, /api/v1/windows, /api/v1/alerts, /healthz,
+// serves /metrics, /api/v1/curve, /api/v1/groups, /api/v1/windows, /api/v1/alerts, /healthz,
 // /readyz and a page at /. State (engine, curves, clock) is checkpointed on an
 // interval and at shutdown and restored at start-up. With alerts enabled the loop
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
 // notifications are sent on the runner's own threads.
+//
+// Tenants and classes (tenants.enabled, the default, exact engine only): each
+// request is folded into a tenant group and a class group (curve/group_accounting.h),
+// the engine runs with those groups as tags (so capacity misses can be attributed
+// to the groups whose references pushed a page out), and the per-group counters,
+// window curves and footprints are exported (agent/runtime/group_metrics.h) and
+// feed the capacity-miss alert. They are checkpointed with the rest.
 //
 // Sampling: when engine.sample_rate < 1 or engine.sample_max_pages > 0 the engine
 // is a SampledEngine (curve/sampled_engine.h). Each sampled request is counted with
@@ -50,6 +57,7 @@
 #include "collectors/collector.h"
 #include "config/agent_config.h"
 #include "curve/bucketed_curve.h"
+#include "curve/group_accounting.h"
 #include "curve/policy_canaries.h"
 #include "curve/report.h"
 #include "curve/sampled_engine.h"
@@ -94,6 +102,8 @@ struct AgentOptions {
   std::string engine_policy = config::CurveSettings{}.engine_policy;
   // The detectors and notifiers; nullopt when alerts.enabled is false.
   std::optional<AlertRunnerOptions> alerts;
+  // Per-tenant and per-class accounting (tenants.*); ignored when the engine samples.
+  curve::TenantOptions tenants;
 };
 
 // A collector's stats, engine signals and samples, copied on the loop thread
@@ -125,6 +135,8 @@ class Agent : public collectors::RequestSink {
   // For tests and the HTTP handlers.
   std::string RenderMetrics() EXCLUDES(mu_);
   std::string RenderCurveJson(const std::string& window) EXCLUDES(mu_);  // empty: unknown window
+  // GET /api/v1/groups (agent/web/api_json.h); empty: unknown window or tenants off.
+  std::string RenderGroupsJson(const std::string& window) EXCLUDES(mu_);
   int port() const;
   bool ready() const { return ready_.load(); }
 
@@ -167,6 +179,11 @@ class Agent : public collectors::RequestSink {
   std::string ConfigFingerprint() const REQUIRES(mu_);
   void RegisterRoutes();
   bool sampled() const REQUIRES(mu_) { return sampled_ != nullptr; }
+  // page_tokens x bytes_per_token; nullopt without a model.
+  std::optional<double> BytesPerPage() const {
+    if (!options_.bytes_per_token) return std::nullopt;
+    return *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
+  }
   // The lifetime curve, SHARDS-adj corrected when sampled.
   curve::BucketedCurve LifetimeCurve() const REQUIRES(mu_);
   const curve::StackDistanceEngine& engine() const REQUIRES(mu_) { return sampled_ ? sampled_->engine() : engine_; }
@@ -183,6 +200,9 @@ class Agent : public collectors::RequestSink {
   curve::BucketedCurve lifetime_ GUARDED_BY(mu_);
   std::unique_ptr<curve::WindowedCurves> windows_ GUARDED_BY(mu_);
   std::unique_ptr<curve::PolicyCanaries> canaries_ GUARDED_BY(mu_);  // null without curve.policies
+  // Tenants and classes (tenants.enabled, exact engine only), else null; the
+  // engine then decomposes distances by group.
+  std::unique_ptr<curve::GroupAccounting> groups_ GUARDED_BY(mu_);
   std::uint64_t hit_capacity_sum_ GUARDED_BY(mu_) = 0;      // for the histograms' _sum
   std::uint64_t required_capacity_sum_ GUARDED_BY(mu_) = 0;
   double last_record_time_ GUARDED_BY(mu_) = -1;            // window clock at the last request

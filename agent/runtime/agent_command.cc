@@ -16,6 +16,16 @@ namespace {
 
 using Options = base::Result<AgentOptions>;
 
+// The config file, with collectors.* read too (collector_registry.h), so that
+// every error in the file reads "SOURCE:LINE: KEY: message".
+base::Result<config::AgentConfig> LoadConfig(const std::string& path) {
+  auto config = config::LoadAgentConfigFile(path);
+  if (!config.ok()) return config;
+  auto collectors = ParseCollectors(config.value());
+  if (!collectors.ok()) return base::Result<config::AgentConfig>::Error(collectors.error());
+  return config;
+}
+
 }  // namespace
 
 Options BuildAgentOptions(const config::AgentConfig& c) {
@@ -59,6 +69,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
   o.capacities = c.curve.capacities;
   o.knee_sensitivity = c.curve.knee_sensitivity;
   o.knee_min_requests = c.curve.knee_window_min_requests;
+  o.tenants = c.tenants;
   if (!c.curve.policies.empty()) {
     // The engine's own policy first, so every canary compares with canary (0, capacity).
     curve::CanaryOptions canaries;
@@ -119,7 +130,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
 
 int RunAgent(const std::string& config_path) {
   auto config = config_path.empty() ? base::Result<config::AgentConfig>(config::DefaultAgentConfig())
-                                    : config::LoadAgentConfigFile(config_path);
+                                    : LoadConfig(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch agent: %s\n", config.error().c_str());
     return 1;
@@ -139,7 +150,7 @@ int RunAgent(const std::string& config_path) {
 }
 
 int RunCheckConfig(const std::string& config_path) {
-  auto config = config::LoadAgentConfigFile(config_path);
+  auto config = LoadConfig(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch check-config: %s\n", config.error().c_str());
     return 1;

@@ -124,6 +124,7 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
   in.capacity_pages = spec.capacity_pages;
   in.working_set_target = spec.working_set.Text();
   in.counters = SumEngineCounters(observation.engine);
+  in.capacity_misses = observation.capacity_misses;
   return in;
 }
 

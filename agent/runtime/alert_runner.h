@@ -86,6 +86,8 @@ struct AgentObservation {
   double tracked_pages_limit = 0;  // engine.max_pages: the range M of the working set
   std::optional<double> bytes_per_page;
   std::vector<collectors::EngineSignals> engine;  // per collector
+  // kvwatch's own capacity-miss counters and evictor matrix (agent/runtime/group_metrics.h).
+  alerts::CapacityMissInputs capacity_misses;
 };
 
 // The window's requests, knee (of `report`) and working set at the spec's target

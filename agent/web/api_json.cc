@@ -130,3 +130,98 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
 }
 
 }  // namespace kvwatch::agent
+
+namespace kvwatch::agent {
+
+std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsApiContext& context) {
+  const curve::GroupLayout& layout = window.layout();
+  const std::vector<std::string>* labels[2] = {&context.tenant_labels, &context.class_labels};
+  constexpr const char* kDimensions[2] = {"tenant", "class"};
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("window");
+  w.String(context.window);
+  w.Key("window_seconds");
+  w.Number(context.window_seconds);
+  w.Key("replica");
+  w.String(context.replica);
+  w.Key("capacities");
+  w.BeginArray();
+  for (std::uint64_t c : layout.capacities) w.Uint(c);
+  w.EndArray();
+  w.Key("isolated");
+  w.Bool(layout.isolated);
+  w.Key("dimensions");
+  w.BeginObject();
+  for (std::uint32_t d = 0; d < 2; ++d) {
+    w.Key(kDimensions[d]);
+    w.BeginArray();
+    for (std::uint32_t g = 0; g < labels[d]->size(); ++g) {
+      const std::string& label = (*labels[d])[g];
+      if (label.empty() || window.requests(d, g) == 0) continue;
+      const curve::BucketedCurve& shared = window.shared(d, g);
+      const bool isolated = d == 0 && layout.isolated;
+      w.BeginObject();
+      w.Key("group");
+      w.String(label);
+      w.Key("requests");
+      w.Uint(window.requests(d, g));
+      w.Key("page_refs");
+      w.Uint(window.page_refs(d, g));
+      w.Key("unlimited_page_hit_ratio");
+      w.Number(shared.totals().UnlimitedPageHitRatio());
+      w.Key("points");
+      w.BeginArray();
+      for (std::uint64_t bound : shared.bounds()) {
+        w.BeginObject();
+        w.Key("capacity_pages");
+        w.Uint(bound);
+        w.Key("page_hit_ratio");
+        w.Number(shared.PageHitRatio(bound));
+        w.Key("request_coverage");
+        w.Number(shared.RequestCoverage(bound));
+        if (isolated) {
+          w.Key("isolated_page_hit_ratio");
+          w.Number(window.isolated(g).PageHitRatio(bound));
+        }
+        w.EndObject();
+      }
+      w.EndArray();
+      w.Key("at_capacities");
+      w.BeginArray();
+      for (std::size_t c = 0; c < layout.capacities.size(); ++c) {
+        w.BeginObject();
+        w.Key("capacity_pages");
+        w.Uint(layout.capacities[c]);
+        w.Key("page_hits");
+        w.Uint(window.shared_hits(d, g, c));
+        w.Key("capacity_misses");
+        w.Uint(window.capacity_misses(d, g, c));
+        w.Key("unattributed_misses");
+        w.Uint(window.unattributed(d, g, c));
+        if (isolated) {
+          w.Key("isolated_page_hits");
+          w.Uint(window.isolated_hits(g, c));
+        }
+        w.Key("evicted_by");
+        w.BeginObject();
+        for (std::uint32_t e = 0; e < labels[d]->size(); ++e) {
+          const double pages = window.evicted_by(d, c, g, e);
+          if (!(pages > 0) || (*labels[d])[e].empty()) continue;
+          w.Key((*labels[d])[e]);
+          w.Number(pages);
+        }
+        w.EndObject();
+        w.EndObject();
+      }
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndObject();
+  w.EndObject();
+  return w.Take();
+}
+
+}  // namespace kvwatch::agent

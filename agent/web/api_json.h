@@ -12,6 +12,7 @@
 
 #include "agent/web/json_writer.h"
 #include "curve/report.h"
+#include "curve/tenants.h"
 
 namespace kvwatch::agent {
 
@@ -42,6 +43,22 @@ struct CurveApiContext {
   std::vector<Canary> policies;
 };
 std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& context);
+
+// The agent's GET /api/v1/groups answer for one window: per dimension ("tenant",
+// "class") and labelled group, its requests and page references in the window,
+// its curve in the one shared cache at every bucket bound (`points`: page hit
+// ratio, request coverage, and with isolated curves the isolated page hit ratio),
+// and at each configured capacity (`at_capacities`: page hits, capacity misses,
+// unattributed misses, isolated page hits, and `evicted_by`: evictor group ->
+// attributed misses). Groups without requests in the window are left out.
+struct GroupsApiContext {
+  std::string window;
+  double window_seconds = 0;
+  std::string replica;
+  std::vector<std::string> tenant_labels;  // by group id; "" for a slot never owned
+  std::vector<std::string> class_labels;
+};
+std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsApiContext& context);
 
 }  // namespace kvwatch::agent
 

@@ -109,8 +109,9 @@ using AccessLogger = std::function<void(const AccessLogEntry&)>;
 struct HttpServerOptions {
   // Host to bind: an IPv4/IPv6 literal or a name; "0.0.0.0" for every IPv4
   // interface, "::" for IPv6 (dual-stack where the kernel allows).
-  std::string listen_address = "127.0.0.1";
-  int port = 9477;  // 0: pick a free port (tests)
+  // Defaults: config/web_config.h's, shared with the agent config's web.* keys.
+  std::string listen_address{config::kDefaultListenAddress};
+  int port = config::kDefaultPort;  // 0: pick a free port (tests)
   std::optional<config::WebConfig> web;  // nullopt: plain HTTP, no auth
   std::size_t max_request_body_bytes = 64 * 1024;
   std::chrono::seconds read_timeout{5};

@@ -260,9 +260,15 @@ TEST(AlerterTest, DisabledDetectorsAreAbsent) {
   options.knee_shift.enabled = false;
   options.change_tests.clear();
   Alerter alerter = Alerter::Create(options).value();
-  EXPECT_EQ(alerter.Statuses().size(), 4u);  // the capacity-miss share is off by default too
+  EXPECT_EQ(alerter.Statuses().size(), 5u);  // over capacity, 3 rate shifts, capacity-miss share
   for (const AlertStatus& status : alerter.Statuses()) {
     EXPECT_NE(status.labels.at("alertname"), "KVWatchKneeShift");
+  }
+  options.capacity_miss_share.enabled = false;
+  Alerter without = Alerter::Create(options).value();
+  EXPECT_EQ(without.Statuses().size(), 4u);
+  for (const AlertStatus& status : without.Statuses()) {
+    EXPECT_NE(status.labels.at("alertname"), "KVWatchCapacityMissesRising");
   }
 }
 

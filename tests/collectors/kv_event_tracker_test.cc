@@ -68,8 +68,20 @@ TEST(KvEventTrackerTest, StoredChainsBecomeRequestsWithTheirKnownAncestors) {
   EXPECT_EQ(sink.requests[1].pages, Ids({1, 2, 3, 4, 5}));
   EXPECT_EQ(sink.requests[2].pages, Ids({1, 2, 6}));
   EXPECT_DOUBLE_EQ(sink.requests[1].timestamp_s, 11.0);
+  // The prompt's tokens for the footprint: its blocks x the block size (4 here).
+  EXPECT_EQ(sink.requests[1].input_tokens, 20);
+  EXPECT_EQ(sink.requests[2].input_tokens, 12);
   EXPECT_EQ(t.counters().chains_truncated, 0u);
   EXPECT_EQ(t.ResidentBlocks(p, "GPU", 0), 6u);
+}
+
+TEST(KvEventTrackerTest, WithoutABlockSizeThePromptTokensAreUnknown) {
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt, std::nullopt, /*tokens=*/false)}), sink);
+  ASSERT_EQ(sink.requests.size(), 1u);
+  EXPECT_EQ(sink.requests[0].input_tokens, -1);
 }
 
 TEST(KvEventTrackerTest, UnknownParentTruncatesTheChainAndIsCounted) {
@@ -441,6 +453,19 @@ TEST(KvEventTrackerTenantTest, SourceNamesRoundTrip) {
   }
   EXPECT_FALSE(ParseKvTenantSource("salt").has_value());
   EXPECT_EQ(KvEventTrackerOptions{}.tenant_source, KvTenantSource::kNone);
+}
+
+// The spelling table (collectors.kv_events[].tenant_source reads it) names every
+// source once, in the enum's order.
+TEST(KvEventTrackerTenantTest, SpellingTableNamesEverySource) {
+  std::vector<std::string> names;
+  int expected = 0;
+  for (const auto& spelling : kKvTenantSourceSpellings) {
+    EXPECT_EQ(static_cast<int>(spelling.value), expected++);
+    EXPECT_EQ(KvTenantSourceName(spelling.value), spelling.name);
+    names.emplace_back(spelling.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "lora", "cache_salt", "lora_or_salt"}));
 }
 
 TEST(KvEventTrackerTenantTest, LoraNameOrIdNamesTheTenant) {

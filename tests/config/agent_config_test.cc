@@ -16,10 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/config/testing_config_documents.h"
+
 namespace kvwatch::config {
 namespace {
 
 using base::Result;
+using testing_support::DocumentFor;
 
 constexpr char kSource[] = "agent.yaml";
 
@@ -87,59 +90,14 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(options.touch_order, curve::TouchOrder::kTailFirst);
 }
 
-// The required keys of one item of each list of maps, with valid values.
-YAML::Node RequiredItem(const std::string& list_path) {
-  YAML::Node item(YAML::NodeType::Map);
-  item["name"] = "item";
-  if (list_path == "collectors.trace_files" || list_path == "collectors.engine_log") {
-    item["paths"].push_back("/tmp/a.log");
-  } else if (list_path == "collectors.kv_events") {
-    item["endpoints"].push_back("tcp://127.0.0.1:5557");
-  } else if (list_path == "collectors.engine_metrics") {
-    item["url"] = "http://127.0.0.1:8000/metrics";
-  } else {
-    ADD_FAILURE() << "no required keys known for " << list_path;
-  }
-  return item;
-}
-
-// A document holding the parents of a table path (maps, and lists with one item
-// holding the item's required keys), plus the key itself when value is given.
-std::string DocumentFor(const std::string& table_path, std::optional<YAML::Node> value) {
-  YAML::Node root(YAML::NodeType::Map);
-  YAML::Node current = root;
-  std::string walked;
-  std::stringstream segments(table_path);
-  std::vector<std::string> parts;
-  for (std::string part; std::getline(segments, part, '.');) parts.push_back(part);
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    std::string part = parts[i];
-    bool list = part.size() > 2 && part.substr(part.size() - 2) == "[]";
-    if (list) part.resize(part.size() - 2);
-    walked += (walked.empty() ? "" : ".") + part;
-    if (i + 1 == parts.size()) {
-      if (value) current[part] = *value;
-      break;
-    }
-    if (!current[part].IsDefined()) {
-      if (list) {
-        current[part].push_back(RequiredItem(walked));
-      } else {
-        current[part] = YAML::Node(YAML::NodeType::Map);
-      }
-    }
-    YAML::Node next = list ? current[part][0] : current[part];
-    current.reset(next);
-  }
-  return YAML::Dump(root) + "\n";
-}
-
 // The key table is the documentation: every literal default it states must be
 // what the parser fills in when the key is absent.
 TEST(AgentConfigTest, EveryLiteralDefaultInTheTableIsTheRealDefault) {
   int checked = 0;
   for (const ConfigKey& key : ConfigKeys()) {
     if (!key.default_is_literal) continue;
+    // The collectors' defaults are theirs: tests/agent/collector_registry_test.cc.
+    if (key.path.substr(0, 11) == "collectors.") continue;
     SCOPED_TRACE(std::string(key.path));
     std::string without = DocumentFor(std::string(key.path), std::nullopt);
     std::string with =
@@ -191,10 +149,6 @@ TEST(AgentConfigTest, BadDurationsNameTheKey) {
                 "expected a duration such as 250ms, 30s or 1h30m");
   }
   ExpectError("state:\n  interval: 0s\n", 2, "state.interval", "expected a duration > 0");
-  ExpectError(
-      "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n"
-      "      poll_interval: fast\n",
-      5, "collectors.trace_files[0].poll_interval", "got \"fast\"");
 }
 
 TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
@@ -205,27 +159,20 @@ TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
   for (Case c :
        {Case{"1048576", 1048576}, Case{"64KiB", 65536}, Case{"1MiB", 1048576},
         Case{"1 MiB", 1048576}, Case{"2KB", 2000}, Case{"1GiB", 1u << 30}, Case{"100B", 100}}) {
-    AgentConfig config = MustParse(std::string("collectors:\n  trace_files:\n    - name: a\n"
-                                               "      paths: [x]\n      max_line_bytes: ") +
-                                   c.text + "\n");
-    ASSERT_EQ(config.collectors.trace_files.size(), 1u);
-    EXPECT_EQ(config.collectors.trace_files[0].max_line_bytes, c.bytes) << c.text;
+    AgentConfig config = MustParse(std::string("bytes_per_token: ") + c.text + "\n");
+    EXPECT_EQ(config.bytes_per_token, std::optional<std::uint64_t>(c.bytes)) << c.text;
   }
   AgentConfig big = MustParse("bytes_per_token: 320KiB\n");
   EXPECT_EQ(big.bytes_per_token, std::optional<std::uint64_t>(327680));
 }
 
 TEST(AgentConfigTest, BadSizesNameTheKey) {
-  const std::string head = "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n";
+  // Ranges: tests/agent/collector_registry_test.cc (collectors.trace_files[].max_line_bytes).
   for (const char* text : {"1.5MiB", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
     SCOPED_TRACE(text);
-    ExpectError(head + "      max_line_bytes: " + text + "\n", 5,
-                "collectors.trace_files[0].max_line_bytes", "expected a size");
+    ExpectError(std::string("bytes_per_token: ") + text + "\n", 1, "bytes_per_token",
+                "expected a size");
   }
-  ExpectError(head + "      max_line_bytes: 2GiB\n", 5, "collectors.trace_files[0].max_line_bytes",
-              "from 1 to 1073741824 bytes");
-  ExpectError(head + "      max_line_bytes: 0\n", 5, "collectors.trace_files[0].max_line_bytes",
-              "from 1 to");
   ExpectError("bytes_per_token: 0\n", 1, "bytes_per_token", "expected a size from 1");
 }
 
@@ -259,8 +206,6 @@ TEST(AgentConfigTest, EmptyValuesMeanEmptyStringsListsAndMaps) {
       MustParse("replica:\nstate:\ncurve:\n  capacities: ~\nalerts:\n  webhooks:\n");
   EXPECT_EQ(config, DefaultAgentConfig());
   AgentConfig synth = MustParse("collectors:\n  synth:\n");
-  ASSERT_TRUE(synth.collectors.synth.has_value());
-  EXPECT_EQ(*synth.collectors.synth, SynthSettings{});
   EXPECT_TRUE(synth.collectors.HasAnyCollector());
   ExpectError("web:\n  port:\n", 2, "web.port", "got no value");
 }
@@ -294,10 +239,6 @@ TEST(AgentConfigTest, WrongTypesNameKeyAndLine) {
   ExpectError("engine: 5\n", 1, "engine", "expected a map, got \"5\"");
   ExpectError("replica: [a, b]\n", 1, "replica", "expected a string, got a list");
   ExpectError("alerts:\n  enabled: maybe\n", 2, "alerts.enabled", "expected true or false");
-  ExpectError(
-      "collectors:\n  kv_events:\n    - name: k\n      endpoints: [tcp://h:1]\n"
-      "      bind: 'true'\n",
-      5, "collectors.kv_events[0].bind", "expected true or false");
   ExpectError("collectors:\n  trace_files:\n    - just-a-string\n", 3, "collectors.trace_files[0]",
               "expected a map");
   ExpectError("collectors:\n  trace_files:\n    name: a\n", 3, "collectors.trace_files",
@@ -343,46 +284,26 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("curve:\n  capacities: [10, 10]\n", 2, "curve.capacities[1]", "duplicate");
   ExpectError("curve:\n  capacities:\n    - 100\n    - 2000\nengine:\n  max_pages: 1000\n", 4,
               "curve.capacities[1]", "beyond engine.max_pages (1000)");
-  ExpectError("collectors:\n  synth:\n    rate: 0\n", 3, "collectors.synth.rate", "> 0");
-  ExpectError("collectors:\n  synth:\n    one_shot_fraction: 2\n", 3,
-              "collectors.synth.one_shot_fraction", "in [0, 1]");
-  ExpectError("collectors:\n  synth:\n    tenants: 60001\n", 3, "collectors.synth.tenants",
-              "1 to 60000");
-  ExpectError("collectors:\n  synth:\n    shift_start: 5m\n", 3, "collectors.synth.shift_start",
-              "set together with collectors.synth.shift_end");
-  ExpectError("collectors:\n  synth:\n    shift_start: 5m\n    shift_end: 5m\n", 4,
-              "collectors.synth.shift_end", "must be after shift_start");
 }
 
-TEST(AgentConfigTest, CollectorValuesAreChecked) {
-  const std::string kv = "collectors:\n  kv_events:\n    - name: k\n";
-  ExpectError(kv + "      endpoints: [tcp://127.0.0.1:1, 'http://x']\n", 4,
-              "collectors.kv_events[0].endpoints[1]", "tcp://, ipc:// or inproc://");
-  ExpectError(kv + "      endpoints: []\n", 4, "collectors.kv_events[0].endpoints",
-              "at least one item");
-  ExpectError(kv + "      endpoints: [ipc:///tmp/kv]\n      replay_endpoint: 'localhost:1'\n", 5,
-              "collectors.kv_events[0].replay_endpoint", "ZeroMQ endpoint");
-  const std::string metrics = "collectors:\n  engine_metrics:\n    - name: m\n";
-  ExpectError(metrics + "      url: 127.0.0.1:8000/metrics\n", 4,
-              "collectors.engine_metrics[0].url", "http:// or https://");
-  ExpectError(metrics + "      url: http://h/metrics\n      timeout: 20s\n", 5,
-              "collectors.engine_metrics[0].timeout", "20s is longer than interval (15s)");
-  ExpectError("collectors:\n  engine_log:\n    - name: l\n      paths: [a]\n      engine: tgi\n", 5,
-              "collectors.engine_log[0].engine", "one of auto, vllm, sglang");
-  ExpectError("collectors:\n  trace_files:\n    - name: a\n      paths: ['']\n", 4,
-              "collectors.trace_files[0].paths[0]", "empty string");
-  ExpectError("collectors:\n  trace_files:\n    - name: 'a b'\n      paths: [x]\n", 3,
-              "collectors.trace_files[0].name", "A-Z a-z 0-9 _ . -");
-  ExpectError("collectors:\n  trace_files:\n    - name: synth\n      paths: [x]\n", 3,
-              "collectors.trace_files[0].name", "reserved");
-  ExpectError(
-      "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n"
-      "      timestamp_unit: us\n",
-      5, "collectors.trace_files[0].timestamp_unit", "one of auto, ms, s");
-  ExpectError(
-      "collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n"
-      "      tenant_fields: ['a\"b']\n",
-      5, "collectors.trace_files[0].tenant_fields[0]", "without '\"'");
+// collectors.* values are read by the collector registry: their errors are
+// tested in tests/agent/collector_registry_test.cc. Here, the section's shape.
+TEST(AgentConfigTest, CollectorsSectionShapeIsChecked) {
+  ExpectError("collectors:\n  synth: 5\n", 2, "collectors.synth", "expected a map");
+  ExpectError("collectors:\n  kv_events:\n    - name: k\n      name: j\n", 4,
+              "collectors.kv_events[0].name", "duplicate key");
+  ExpectError("collectors:\n  synth:\n    rates: 5\n", 3, "collectors.synth.rates", "unknown key");
+  AgentConfig c = MustParse("collectors:\n  trace_files: []\n");
+  EXPECT_FALSE(c.collectors.HasAnyCollector());
+  c = MustParse("collectors:\n  trace_files: [{name: a}]\n  kv_events: [{}, {}]\n");
+  EXPECT_EQ(c.collectors.configured, 3u);
+  EXPECT_EQ(c.collectors.source, kSource);
+  // Values are not read here (the registry reports the missing paths).
+  EXPECT_EQ(c, MustParse("collectors:\n  trace_files: [{name: a}]\n  kv_events: [{}, {}]\n"));
+  EXPECT_NE(c, MustParse("collectors:\n  trace_files: [{name: b}]\n  kv_events: [{}, {}]\n"));
+}
+
+TEST(AgentConfigTest, UrlListsAreChecked) {
   ExpectError("alerts:\n  alertmanagers: [alertmanager:9093]\n", 2, "alerts.alertmanagers[0]",
               "http:// or https://");
   ExpectError("alerts:\n  webhooks: ['https://a b']\n", 2, "alerts.webhooks[0]", "URL");
@@ -417,33 +338,6 @@ TEST(AgentConfigTest, AlertSettingsAreCheckedWhereWritten) {
   EXPECT_EQ(short_ones.alerts.alerter.baseline_window, std::chrono::seconds(120));
   EXPECT_EQ(short_ones.alerts.alerter.knee_shift.rule.for_duration, std::chrono::seconds(2));
   EXPECT_EQ(WorkingSetTargetName(WorkingSetTarget::kRequestCoverage), "request_coverage");
-}
-
-TEST(AgentConfigTest, MissingRequiredKeysNameTheItem) {
-  ExpectError("collectors:\n  trace_files:\n    - name: a\n", 3, "collectors.trace_files[0].paths",
-              "required key missing");
-  ExpectError("collectors:\n  engine_metrics:\n    - url: http://h/m\n", 3,
-              "collectors.engine_metrics[0].name", "required key missing");
-  ExpectError("collectors:\n  kv_events:\n    - name: k\n", 3, "collectors.kv_events[0].endpoints",
-              "required key missing");
-}
-
-TEST(AgentConfigTest, DuplicateCollectorNamesAreErrors) {
-  ExpectError(
-      "collectors:\n"
-      "  trace_files:\n"
-      "    - name: a\n"
-      "      paths: [x]\n"
-      "  engine_log:\n"
-      "    - name: a\n"
-      "      paths: [y]\n",
-      6, "collectors.engine_log[0].name", "already used by collectors.trace_files[0].name");
-  ExpectError(
-      "collectors:\n"
-      "  trace_files:\n"
-      "    - {name: a, paths: [x], checkpoint: /s/c}\n"
-      "    - {name: b, paths: [y], checkpoint: /s/c}\n",
-      4, "collectors.trace_files[1].checkpoint", "already used by collectors.trace_files[0]");
 }
 
 TEST(AgentConfigTest, DuplicateKeysAreErrors) {
@@ -543,6 +437,7 @@ collectors:
       topic: kv
       replay_endpoint: tcp://127.0.0.1:5558
       bind: true
+      tenant_source: lora_or_salt
   engine_log:
     - name: vllm-log
       paths: [/var/log/vllm/engine.log]
@@ -599,6 +494,20 @@ alerts:
     relearn_after: 2h
     min_requests: 50
     for: 10m
+  capacity_miss_share:
+    enabled: true
+    fire_threshold: 3
+    clear_threshold: 2
+    share_floor: 0.02
+    every_capacity: true
+    min_requests: 100
+    for: 5m
+
+tenants:
+  enabled: false
+  top_k: 12
+  class_top_k: 6
+  isolated: true
 )";
 
 TEST(AgentConfigTest, FullRealisticConfig) {
@@ -639,34 +548,8 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.state.path, "/var/lib/kvwatch");
   EXPECT_EQ(c.state.interval_seconds, 300);
 
-  const CollectorSettings& col = c.collectors;
-  ASSERT_EQ(col.trace_files.size(), 2u);
-  const TraceFileSettings& mooncake = col.trace_files[0];
-  EXPECT_EQ(mooncake.name, "mooncake");
-  EXPECT_EQ(mooncake.paths, (std::vector<std::string>{"/var/log/vllm/requests-*.jsonl"}));
-  EXPECT_EQ(mooncake.start_at, StartAt::kBeginning);
-  EXPECT_EQ(mooncake.checkpoint, "/var/lib/kvwatch/mooncake.ckpt");
-  EXPECT_EQ(mooncake.timestamp_unit, base::TimestampUnit::kMilliseconds);
-  EXPECT_EQ(mooncake.tenant_fields, (std::vector<std::string>{"tenant"}));
-  EXPECT_EQ(mooncake.max_line_bytes, 4u << 20);
-  EXPECT_EQ(mooncake.poll_interval_seconds, 1);
-  TraceFileSettings bailian;
-  bailian.name = "bailian";
-  bailian.paths = {"/data/a.jsonl", "/data/b.jsonl"};
-  EXPECT_EQ(col.trace_files[1], bailian);  // everything else defaulted
-
-  ASSERT_EQ(col.kv_events.size(), 1u);
-  EXPECT_EQ(col.kv_events[0],
-            (KvEventsSettings{
-                "vllm-events", {"tcp://127.0.0.1:5557"}, "kv", "tcp://127.0.0.1:5558", true}));
-  ASSERT_EQ(col.engine_log.size(), 1u);
-  EXPECT_EQ(col.engine_log[0],
-            (EngineLogSettings{"vllm-log", {"/var/log/vllm/engine.log"}, base::EngineLogKind::kVllm}));
-  ASSERT_EQ(col.engine_metrics.size(), 1u);
-  EXPECT_EQ(col.engine_metrics[0],
-            (EngineMetricsSettings{"vllm-metrics", "http://127.0.0.1:8000/metrics", 30, 10}));
-  ASSERT_TRUE(col.synth.has_value());
-  EXPECT_EQ(*col.synth, (SynthSettings{20, 7, 8, 100, 0.5, 600.0, 1200.0}));
+  // collectors.*: tests/agent/collector_registry_test.cc reads the same items.
+  EXPECT_EQ(c.collectors.configured, 6u);
 
   EXPECT_FALSE(c.alerts.enabled);
   EXPECT_EQ(c.alerts.alertmanagers, (std::vector<std::string>{"http://alertmanager:9093"}));
@@ -704,8 +587,37 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   drift.relearn_after = seconds(7200);
   drift.min_short_window_requests = 50;
   drift.rule.for_duration = seconds(600);
+  alerts::CapacityMissShareOptions& miss = a.capacity_miss_share;
+  miss.fire_threshold = 3;
+  miss.clear_threshold = 2;
+  miss.share_floor = 0.02;
+  miss.every_capacity = true;
+  miss.min_short_window_requests = 100;
+  miss.rule.for_duration = seconds(300);
   EXPECT_EQ(c.alerts.alerter, a);
   EXPECT_EQ(c.alerts.alerter.rejection_rate_shift.rate_floor_per_second, 0.05);  // its own floor
+  curve::TenantOptions t;
+  t.enabled = false;
+  t.top_k = 12;
+  t.class_top_k = 6;
+  t.isolated = true;
+  EXPECT_EQ(c.tenants, t);
+}
+
+TEST(AgentConfigTest, TenantsNeedTheExactEngine) {
+  // Not written: off with a sampled engine, on with the exact one.
+  EXPECT_FALSE(MustParse("engine: {sample_rate: 0.5}\n").tenants.enabled);
+  EXPECT_FALSE(MustParse("engine: {sample_max_pages: 1000}\n").tenants.enabled);
+  EXPECT_TRUE(MustParse("").tenants.enabled);
+  // Written: an error naming the key.
+  ExpectError("engine: {sample_rate: 0.5}\ntenants:\n  enabled: true\n", 3, "tenants.enabled",
+              "tenants need the exact engine");
+  ExpectError("tenants:\n  top_k: 0\n", 2, "tenants.top_k", "");
+  ExpectError("tenants:\n  class_top_k: 255\n", 2, "tenants.class_top_k", "");
+  ExpectError("alerts:\n  capacity_miss_share:\n    share_floor: 2\n", 3,
+              "alerts.capacity_miss_share.share_floor", "in [0, 1]");
+  ExpectError("alerts:\n  capacity_miss_share:\n    fire_threshold: 1\n    clear_threshold: 1.5\n", 4,
+              "alerts.capacity_miss_share.clear_threshold", "at most fire_threshold");
 }
 
 // The full example exercises every key of the table, so no described key is left
