@@ -12,13 +12,22 @@
 //   - ExactGroups:  Exact plus the tenant/class accounting of curve/tenants.h
 //                   (group decomposition with 9 tenant x 9 class groups assigned
 //                   round-robin, GroupTracker + GroupCurves at 3 capacities;
-//                   isolated curves off (arg 0) or on (arg 1)).
+//                   isolated curves off (arg 0) or on (arg 1));
+//   - ExactAgent:   the live agent's per-request work without (tenants 0) and with
+//                   (tenants 1) tenants: Process + a BucketedCurve, plus
+//                   Process with {tenant, class} + GroupTracker::Observe +
+//                   GroupCurves::Add (bucketed, 3 capacities, isolated off) with
+//                   the workload's own tenant and class groups. Their ratio is
+//                   the issue 11 acceptance figure (at most 2x).
 // Inputs: the ~12 M-reference coding-agent trace in ../shared/data/weka and the
-// Mooncake traces (skipped when absent), and a synthetic Zipf stream.
+// Mooncake traces (skipped when absent), a synthetic Zipf stream, and a synthetic
+// multi-tenant chat stream (workload 6: 12 tenants folded to K = 8 + other,
+// multi-page prefix-sharing requests, derived turn classes).
 //
 //   build/bench/curve_engine_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +37,7 @@
 #include <vector>
 
 #include "collectors/trace_reader.h"
+#include "curve/bucketed_curve.h"
 #include "curve/curve_accumulator.h"
 #include "base/mix.h"
 #include "curve/sampled_engine.h"
@@ -41,6 +51,8 @@ using Trace = std::vector<std::vector<PageId>>;
 
 struct Workload {
   Trace requests;
+  // Per request (multi-tenant workload only): tenant group 0..8, class group 0..4.
+  std::vector<std::uint8_t> tenant, cls;
   std::uint64_t refs = 0;
   std::uint64_t distinct = 0;
 };
@@ -98,6 +110,57 @@ const Workload& Zipf() {
   return w;
 }
 
+// Multi-tenant chats: 12 tenants with Zipf(1) volume (the top 8 keep their own
+// group, the rest fold to "other", group 8). A request picks a tenant, then one of
+// its 20000 conversations by Zipf(0.9); it references the tenant's 4-page system
+// prompt, the conversation's whole history, and 1-4 new pages, which extend the
+// history (a conversation restarts with new ids past 64 pages). Its class is the
+// turn: first, 2, 3-4, 5-8, 9+ (groups 0..4). About 8 M page references.
+const Workload& MultiTenant() {
+  static Workload w = [] {
+    constexpr std::size_t kTenants = 12, kConversations = 20000, kRefs = 8'000'000;
+    constexpr std::uint32_t kSystemPages = 4, kMaxPages = 64;
+    auto cdf_of = [](std::size_t n, double alpha) {
+      std::vector<double> cdf(n);
+      double sum = 0;
+      for (std::size_t i = 0; i < n; ++i) cdf[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), alpha);
+      return cdf;
+    };
+    const std::vector<double> tenant_cdf = cdf_of(kTenants, 1.0), conv_cdf = cdf_of(kConversations, 0.9);
+    std::mt19937_64 rng(7);
+    auto draw = [&](const std::vector<double>& cdf) {
+      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * cdf.back();
+      return static_cast<std::size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+    };
+    struct Conversation {
+      std::uint64_t epoch = 0;
+      std::uint32_t pages = 0;
+      std::uint32_t turn = 0;
+    };
+    std::vector<Conversation> convs(kTenants * kConversations);
+    Workload w;
+    std::uint64_t next_epoch = 1;
+    while (w.refs < kRefs) {
+      const std::size_t t = draw(tenant_cdf);
+      Conversation& c = convs[t * kConversations + draw(conv_cdf)];
+      const std::uint32_t added = 1 + static_cast<std::uint32_t>(rng() % 4);
+      if (c.epoch == 0 || c.pages + added > kMaxPages) c = Conversation{next_epoch++, 0, 0};
+      std::vector<PageId> pages;
+      for (std::uint32_t i = 0; i < kSystemPages; ++i) pages.push_back(kvwatch::base::Mix64((t << 8) | i));
+      c.pages += added;
+      for (std::uint32_t i = 0; i < c.pages; ++i) pages.push_back(kvwatch::base::Mix64((c.epoch << 8 | i) + (1ULL << 40)));
+      ++c.turn;
+      w.refs += pages.size();
+      w.requests.push_back(std::move(pages));
+      w.tenant.push_back(static_cast<std::uint8_t>(std::min<std::size_t>(t, 8)));
+      w.cls.push_back(c.turn == 1 ? 0 : c.turn == 2 ? 1 : c.turn <= 4 ? 2 : c.turn <= 8 ? 3 : 4);
+    }
+    w.distinct = CountDistinct(w.requests);
+    return w;
+  }();
+  return w;
+}
+
 const Workload& Mooncake(int which) {
   static Workload w[3] = {Load("mooncake/conversation_trace.jsonl"), Load("mooncake/synthetic_trace.jsonl"),
                           Load("mooncake/toolagent_trace_hash_ids.jsonl")};
@@ -120,12 +183,14 @@ const Workload& WekaHashed() {
 }
 
 // 0: the weka trace, 1: the Zipf stream, 2-4: the Mooncake conversation,
-// synthetic and tool-agent traces, 5: the weka trace with hashed ids.
+// synthetic and tool-agent traces, 5: the weka trace with hashed ids, 6: the
+// multi-tenant chat stream.
 const Workload& Get(int which) {
   switch (which) {
     case 0: return Weka();
     case 1: return Zipf();
     case 5: return WekaHashed();
+    case 6: return MultiTenant();
     default: return Mooncake(which - 2);
   }
 }
@@ -173,7 +238,8 @@ void ExactGroups(benchmark::State& state) {
     kvwatch::curve::Request facts;
     std::uint32_t i = 0;
     for (const auto& r : w.requests) {
-      const std::uint8_t g[2] = {static_cast<std::uint8_t>(i % 9), static_cast<std::uint8_t>((i / 7) % 9)};
+      std::uint8_t g[2] = {static_cast<std::uint8_t>(i % 9), static_cast<std::uint8_t>((i / 7) % 9)};
+      if (!w.tenant.empty()) g[0] = w.tenant[i], g[1] = w.cls[i];
       ++i;
       engine.Process(r, g, &out);
       acc.Add(out);
@@ -187,6 +253,43 @@ void ExactGroups(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
   state.counters["tracked_pages"] = static_cast<double>(tracked);
   state.counters["engine_bytes_per_page"] = static_cast<double>(bytes) / static_cast<double>(tracked);
+}
+
+void ExactAgent(benchmark::State& state) {
+  const Workload& w = Get(static_cast<int>(state.range(0)));
+  if (Skip(state, w)) return;
+  const bool tenants = state.range(1) != 0;
+  const kvwatch::curve::EngineOptions base;
+  const std::vector<std::uint64_t> bounds = kvwatch::curve::LogBucketBounds(base.max_pages, 8);
+  kvwatch::curve::GroupLayout layout;
+  layout.bounds = &bounds;
+  layout.capacities = {1000, 10000, 100000};
+  for (auto _ : state) {
+    kvwatch::curve::StackDistanceEngine engine(
+        tenants ? kvwatch::curve::GroupTracker::SharedEngineOptions(base, layout) : base);
+    kvwatch::curve::BucketedCurve curve(&bounds, 1.0);
+    kvwatch::curve::GroupTracker tracker(&layout);
+    kvwatch::curve::GroupCurves curves(&layout);
+    kvwatch::curve::RequestOutcome out;
+    kvwatch::curve::Request facts;
+    std::uint32_t i = 0;
+    for (const auto& r : w.requests) {
+      std::uint8_t g[2] = {static_cast<std::uint8_t>(i % 9), static_cast<std::uint8_t>((i / 7) % 9)};
+      if (!w.tenant.empty()) g[0] = w.tenant[i], g[1] = w.cls[i];
+      ++i;
+      if (tenants) {
+        engine.Process(r, g, &out);
+        curve.Add(out);
+        curves.Add(tracker.Observe(g[0], g[1], facts, r, out));
+      } else {
+        engine.Process(r, &out);
+        curve.Add(out);
+      }
+    }
+    benchmark::DoNotOptimize(curve.PageHitsAt(10));
+    benchmark::DoNotOptimize(curves.evicted_by(0, 0, 0, 1));
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
 }
 
 void Sampled(benchmark::State& state) {
@@ -299,9 +402,11 @@ void BareHashMap(benchmark::State& state) {
 }
 
 // range(0): the workload (see Get).
-BENCHMARK(Exact)->ArgNames({"workload"})->Arg(0)->Arg(5)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(Exact)->ArgNames({"workload"})->Arg(0)->Arg(5)->Arg(1)->Arg(6)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(ExactGroups)->ArgNames({"workload", "isolated"})->Args({0, 0})->Args({5, 0})->Args({0, 1})->Args({1, 0})
-    ->Unit(benchmark::kMillisecond)->Iterations(3);
+    ->Args({6, 0})->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(ExactAgent)->ArgNames({"workload", "tenants"})->Args({1, 0})->Args({1, 1})->Args({6, 0})->Args({6, 1})
+    ->Args({0, 0})->Args({0, 1})->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(Sampled)->ArgNames({"workload", "rate_permille"})->Args({0, 10})->Args({5, 10})->Args({1, 10})->Args({0, 100})
     ->Args({2, 10})->Args({3, 10})->Args({4, 10})->Args({2, 100})->Args({3, 100})->Args({4, 100})
     ->Unit(benchmark::kMillisecond)->Iterations(3);

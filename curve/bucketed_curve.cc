@@ -58,24 +58,59 @@ std::size_t BucketedCurve::BucketOf(std::uint64_t capacity) const {
 }
 
 void BucketedCurve::Add(const RequestOutcome& outcome, std::uint64_t weight) {
-  totals_.Add(outcome, weight);
+  BucketedCurve* self = this;
+  AddToEach(std::span<BucketedCurve* const>(&self, 1), outcome, weight);
+}
+
+void BucketedCurve::AddToEach(std::span<BucketedCurve* const> curves, const RequestOutcome& outcome,
+                              std::uint64_t weight) {
+  if (curves.empty()) return;
+  const BucketedCurve& first = *curves[0];
+  for (BucketedCurve* c : curves.subspan(1)) {
+    if (c->bounds_ != first.bounds_ || c->coverage_share_ != first.coverage_share_) {
+      for (BucketedCurve* each : curves) each->AddToEach(std::span<BucketedCurve* const>(&each, 1), outcome, weight);
+      return;
+    }
+  }
+  const std::vector<std::uint64_t>& bounds = *first.bounds_;
+  for (BucketedCurve* c : curves) c->totals_.Add(outcome, weight);
   // m is non-decreasing: the hits are a prefix, and their buckets non-decreasing,
-  // so the bucket search restarts from the previous one.
+  // so the bucket search resumes from the previous one (a binary search when the
+  // next bound is short). Pages of one bucket are counted as a run: its hits and
+  // the sum of its page indices.
   std::size_t j = 0;
-  for (std::size_t i = 0; i < outcome.size(); ++i) {
+  std::size_t run_start = 0;  // first page of the current bucket's run
+  auto flush = [&](std::size_t end) {
+    if (end == run_start) return;
+    const std::uint64_t n = end - run_start;
+    // sum of i over [run_start, end), exact in 64 bits as the per-page sums were.
+    const std::uint64_t index_sum = (n % 2 == 0 ? n / 2 * (run_start + end - 1) : (run_start + end - 1) / 2 * n);
+    for (BucketedCurve* c : curves) {
+      c->hits_[j] += n * weight;
+      c->depth_[j] += index_sum * weight;
+    }
+  };
+  std::size_t i = 0;
+  for (; i < outcome.size(); ++i) {
     const std::uint32_t c = outcome.hit_capacity(i);
     if (c == 0) break;
-    while (j < bounds_->size() && (*bounds_)[j] < c) ++j;
-    if (j == bounds_->size()) break;  // beyond the last bound: not a tracked hit
-    hits_[j] += weight;
-    depth_[j] += i * weight;
+    if (j < bounds.size() && bounds[j] < c) {
+      flush(i);
+      run_start = i;
+      j = static_cast<std::size_t>(std::lower_bound(bounds.begin() + static_cast<std::ptrdiff_t>(j), bounds.end(), c) -
+                                   bounds.begin());
+    }
+    if (j == bounds.size()) break;  // beyond the last bound: not a tracked hit
   }
-  const std::uint32_t r = outcome.Requirement(coverage_share_);
-  const std::size_t rb = r == 0 ? 0 : BucketOf(r);
-  if (r == kBeyondTracked || rb == bounds_->size()) {
-    totals_.requests_beyond += weight;
-  } else {
-    required_[rb] += weight;
+  if (j < bounds.size()) flush(i);
+  const std::uint32_t r = outcome.Requirement(first.coverage_share_);
+  const std::size_t rb = r == 0 ? 0 : first.BucketOf(r);
+  for (BucketedCurve* c : curves) {
+    if (r == kBeyondTracked || rb == bounds.size()) {
+      c->totals_.requests_beyond += weight;
+    } else {
+      c->required_[rb] += weight;
+    }
   }
 }
 

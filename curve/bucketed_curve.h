@@ -46,6 +46,11 @@ class BucketedCurve {
   // weight: how many requests this outcome stands for (sampled engines count each
   // sampled request with SampledEngine::weight(); every count is multiplied by it).
   void Add(const RequestOutcome& outcome, std::uint64_t weight = 1);
+  // The same as curve->Add(outcome, weight) for each curve, reading the outcome
+  // once when the curves share their bounds and coverage share (the tenant and
+  // class curves of one request).
+  static void AddToEach(std::span<BucketedCurve* const> curves, const RequestOutcome& outcome,
+                        std::uint64_t weight = 1);
   void Merge(const BucketedCurve& other);
   // SHARDS-adj (see CurveAccumulator::AdjustReferences), over buckets: sets the
   // reference count to page_refs (the expected weighted count) and moves the

@@ -178,19 +178,56 @@ void StackDistanceEngine::GroupRebuild() {
 }
 
 // The slot `from` (kNoSlot: none) stops being live and `to` becomes live, owned
-// by new_owner.
+// by new_owner. As in MoveLive, the two update paths are walked together until
+// they meet; from their common ancestor up only the dimensions whose owner
+// changed move a count (none when the page's groups are unchanged).
 void StackDistanceEngine::GroupMove(std::uint32_t from, std::uint32_t to, const std::uint8_t* new_owner) {
   const std::size_t dims = options_.group_dimensions.size();
   const std::size_t t = total_groups_;
   const std::size_t n = fenwick_.size();
   if (new_owner == nullptr) new_owner = no_groups_.data();
-  if (from != kNoSlot) GroupClear(from);
-  for (std::size_t d = 0; d < dims; ++d) {
-    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
-    ++group_live_[group_offset_[d] + new_owner[d]];
+  if (from == kNoSlot || dims > kMaxFastDims) {
+    if (from != kNoSlot) GroupClear(from);
+    for (std::size_t d = 0; d < dims; ++d) {
+      owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+      ++group_live_[group_offset_[d] + new_owner[d]];
+    }
+    for (std::size_t i = to / kBlockBits + 1; i < n; i += i & (~i + 1)) {
+      for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[i * t + group_offset_[d] + new_owner[d]];
+    }
+    return;
   }
-  for (std::size_t i = to / kBlockBits + 1; i < n; i += i & (~i + 1)) {
-    for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[i * t + group_offset_[d] + new_owner[d]];
+  // Counter indices of the old and new owners, and the dimensions that changed.
+  std::size_t old_k[kMaxFastDims], new_k[kMaxFastDims], changed[kMaxFastDims];
+  std::size_t changes = 0;
+  for (std::size_t d = 0; d < dims; ++d) {
+    old_k[d] = group_offset_[d] + owner_[static_cast<std::size_t>(from) * dims + d];
+    new_k[d] = group_offset_[d] + new_owner[d];
+    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+    if (old_k[d] != new_k[d]) {
+      --group_live_[old_k[d]];
+      ++group_live_[new_k[d]];
+      changed[changes++] = d;
+    }
+  }
+  std::size_t i = from / kBlockBits + 1, j = to / kBlockBits + 1;
+  while (i != j) {
+    if (i < j) {
+      if (i >= n) return;
+      for (std::size_t d = 0; d < dims; ++d) --group_fenwick_[i * t + old_k[d]];
+      i += i & (~i + 1);
+    } else {
+      if (j >= n) return;
+      for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[j * t + new_k[d]];
+      j += j & (~j + 1);
+    }
+  }
+  if (changes == 0) return;
+  for (; i < n; i += i & (~i + 1)) {
+    for (std::size_t c = 0; c < changes; ++c) {
+      --group_fenwick_[i * t + old_k[changed[c]]];
+      ++group_fenwick_[i * t + new_k[changed[c]]];
+    }
   }
 }
 
@@ -205,20 +242,64 @@ void StackDistanceEngine::GroupClear(std::uint32_t slot) {
   }
 }
 
+void StackDistanceEngine::PrefetchGroups(std::uint32_t slot) const {
+  const std::size_t dims = options_.group_dimensions.size();
+  // The block's owners (read by GroupDistance), the slot's among them.
+  const std::size_t first = static_cast<std::size_t>(slot / kBlockBits) * kBlockBits * dims;
+  __builtin_prefetch(&owner_[first]);
+  __builtin_prefetch(&owner_[static_cast<std::size_t>(slot) * dims]);
+  __builtin_prefetch(&owner_[first + kBlockBits * dims - 1]);
+  // The low nodes of the query path (block down) and of the update path (block
+  // + 1 up) of the group tree: the high ones are shared by most walks and cached.
+  const std::size_t t = total_groups_;
+  auto fetch = [&](std::size_t i) {
+    const std::int32_t* node = &group_fenwick_[i * t];
+    for (std::size_t k = 0; k < t; k += 64 / sizeof(std::int32_t)) __builtin_prefetch(node + k);
+    __builtin_prefetch(node + t - 1);
+  };
+  const std::size_t block = slot / kBlockBits;
+  const std::size_t n = fenwick_.size();
+  std::size_t i = block, j = block + 1;
+  for (int level = 0; level < kPrefetchNodes; ++level) {
+    if (i > 0) fetch(i), i &= i - 1;
+    if (j < n) fetch(j), j += j & (~j + 1);
+  }
+}
+
 // d_g of the live slot `slot`, for every counter, into out[0 .. total_groups_).
+// d_g = live pages of g - those in the blocks before slot's block - those of its
+// block at or before slot; or, when that is cheaper (fewer live slots above slot
+// in its block), live - those in the blocks up to and including slot's block +
+// those of its block above slot.
 void StackDistanceEngine::GroupDistance(std::uint32_t slot, std::uint32_t* out) const {
   const std::size_t dims = options_.group_dimensions.size();
   const std::size_t t = total_groups_;
   const std::uint32_t block = slot / kBlockBits;
   const std::uint32_t bit = slot % kBlockBits;
+  const std::uint64_t mask = bit == 63 ? ~0ULL : (2ULL << bit) - 1;
+  const std::uint64_t at_or_below = live_bits_[block] & mask;
+  const std::uint64_t above = live_bits_[block] & ~mask;
+  // Cost in counter updates: t per tree node, dims per slot read (indirect: x2).
+  const std::size_t below_cost =
+      std::popcount(block) * t + static_cast<std::size_t>(std::popcount(at_or_below)) * dims * 2;
+  const std::size_t above_cost =
+      std::popcount(block + 1) * t + static_cast<std::size_t>(std::popcount(above)) * dims * 2;
+  const bool from_above = above_cost < below_cost;
   for (std::size_t k = 0; k < t; ++k) out[k] = static_cast<std::uint32_t>(group_live_[k]);
-  for (std::uint32_t i = block; i > 0; i &= i - 1) {
+  for (std::uint32_t i = from_above ? block + 1 : block; i > 0; i &= i - 1) {
     for (std::size_t k = 0; k < t; ++k) out[k] -= group_fenwick_[i * t + k];
   }
-  const std::uint64_t mask = bit == 63 ? ~0ULL : (2ULL << bit) - 1;
-  for (std::uint64_t bits = live_bits_[block] & mask; bits != 0; bits &= bits - 1) {
-    const std::size_t s = static_cast<std::size_t>(block) * kBlockBits + std::countr_zero(bits);
-    for (std::size_t d = 0; d < dims; ++d) --out[group_offset_[d] + owner_[s * dims + d]];
+  const std::uint8_t* owners = &owner_[static_cast<std::size_t>(block) * kBlockBits * dims];
+  if (from_above) {
+    for (std::uint64_t bits = above; bits != 0; bits &= bits - 1) {
+      const std::uint8_t* o = owners + std::countr_zero(bits) * dims;
+      for (std::size_t d = 0; d < dims; ++d) ++out[group_offset_[d] + o[d]];
+    }
+  } else {
+    for (std::uint64_t bits = at_or_below; bits != 0; bits &= bits - 1) {
+      const std::uint8_t* o = owners + std::countr_zero(bits) * dims;
+      for (std::size_t d = 0; d < dims; ++d) --out[group_offset_[d] + o[d]];
+    }
   }
 }
 
@@ -409,6 +490,9 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
     entries_[i] = slot;
     if (slot != nullptr) {
       d = Distance(*slot);
+      // A far page's owners and group tree nodes are cold, and read soon (by the
+      // decomposition of a setter, and when the page moves): fetch them together.
+      if (total_groups_ != 0 && d >= options_.decompose_from) PrefetchGroups(*slot);
     } else if (remembers && WasEvicted(pages[i])) {
       d = kBeyondTracked;
       ++out->beyond_tracked;

@@ -190,9 +190,13 @@ class StackDistanceEngine {
   void GroupClear(std::uint32_t slot);
   void GroupRebuild();
   void GroupDistance(std::uint32_t slot, std::uint32_t* out) const;
+  void PrefetchGroups(std::uint32_t slot) const;
+  static constexpr int kPrefetchNodes = 4;  // tree levels PrefetchGroups fetches per path
   void GroupShift(std::uint32_t from, std::uint32_t to, std::uint32_t* out) const;
   // Setters this close below the previous one are decomposed by GroupShift.
   static constexpr std::uint32_t kNearSlots = 96;
+  // GroupMove walks the two update paths together up to this many dimensions.
+  static constexpr std::size_t kMaxFastDims = 8;
   std::uint32_t total_groups_ = 0;
   std::vector<std::uint32_t> group_offset_;   // dimension -> first counter index
   std::vector<std::uint8_t> owner_;           // [slot * dimensions + d]: group of the latest reference

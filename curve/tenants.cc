@@ -262,9 +262,16 @@ std::size_t GroupCurves::Cell(std::uint32_t, std::uint32_t group, std::size_t c)
 void GroupCurves::Add(const GroupRequest& r) {
   const std::size_t caps = layout_->capacities.size();
   const std::uint64_t w = r.weight;
+  // Both dimensions' curves count the same outcome: read it once.
+  if (!shared_[0].empty() && !shared_[1].empty()) {
+    BucketedCurve* const curves[2] = {&shared_[0][r.tenant], &shared_[1][r.cls]};
+    BucketedCurve::AddToEach(curves, *r.shared, w);
+  } else {
+    if (!shared_[0].empty()) shared_[0][r.tenant].Add(*r.shared, w);
+    if (!shared_[1].empty()) shared_[1][r.cls].Add(*r.shared, w);
+  }
   for (std::uint32_t d = 0; d < 2; ++d) {
     const std::uint32_t g = d == 0 ? r.tenant : r.cls;
-    if (!shared_[d].empty()) shared_[d][g].Add(*r.shared, w);
     requests_[d][g] += w;
     page_refs_[d][g] += r.shared->size() * w;
     unlimited_[d][g] += static_cast<std::uint64_t>(r.shared->unlimited_hits) * w;
@@ -279,10 +286,13 @@ void GroupCurves::Add(const GroupRequest& r) {
       isolated_hits_[Cell(0, r.tenant, c)] += static_cast<std::uint64_t>(r.isolated_hits[c]) * w;
     }
   }
+  const std::size_t groups[2] = {Groups(0), Groups(1)};
+  const std::size_t victims[2] = {r.tenant, r.cls};
+  double* const blame[2] = {blame_[0].data(), blame_[1].data()};
+  const double wd = static_cast<double>(w);
   for (const GroupRequest::Blame& b : r.blame) {
-    const std::uint32_t g = Groups(b.dimension);
-    const std::uint32_t victim = b.dimension == 0 ? r.tenant : r.cls;
-    blame_[b.dimension][(b.capacity_index * g + victim) * g + b.evictor] += b.pages * static_cast<double>(w);
+    const std::uint32_t d = b.dimension;
+    blame[d][(b.capacity_index * groups[d] + victims[d]) * groups[d] + b.evictor] += b.pages * wd;
   }
   if (r.footprint_bytes >= 0) {
     footprint_[static_cast<std::size_t>(r.cls) * kFootprintBuckets + FootprintBucket(r.footprint_bytes)] += w;
@@ -519,15 +529,21 @@ const GroupRequest& GroupTracker::Observe(std::uint32_t tenant, std::uint32_t cl
     for (std::size_t c = caps.size() - 1; c-- > 0;) {
       for (std::size_t x = 0; x < groups_total; ++x) dense_[c * groups_total + x] += dense_[(c + 1) * groups_total + x];
     }
+    // The non-zero cells in (capacity, dimension, group) order, written without
+    // a branch per cell (most cells of a missing request are non-zero).
+    r.blame.resize(dense_.size());
+    std::size_t used = 0;
     for (std::size_t c = 0; c < caps.size(); ++c) {
+      const double* row = &dense_[c * groups_total];
       std::size_t x = 0;
       for (std::uint32_t d = 0; d < 2; ++d) {
         for (std::uint32_t g = 0; g < dims_groups[d]; ++g, ++x) {
-          const double v = dense_[c * groups_total + x];
-          if (v != 0) r.blame.push_back(GroupRequest::Blame{static_cast<std::uint32_t>(c), d, g, v});
+          r.blame[used] = GroupRequest::Blame{static_cast<std::uint32_t>(c), d, g, row[x]};
+          used += row[x] != 0 ? 1 : 0;
         }
       }
     }
+    r.blame.resize(used);
   }
 
   r.footprint_bytes = -1;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -35,6 +36,50 @@ std::vector<std::vector<PageId>> Trace(std::uint64_t seed, int n) {
     trace.push_back(s);
   }
   return trace;
+}
+
+// AddToEach (and Add, which is AddToEach of one curve) count page runs and
+// search bounds by bisection: the same counts as the per-page definition.
+TEST(BucketedCurveTest, AddToEachMatchesPerPageCounting) {
+  std::mt19937_64 rng(11);
+  for (std::uint64_t max_pages : {1ull, 7ull, 300ull, 1ull << 20}) {
+    const auto bounds = LogBucketBounds(max_pages, 8);
+    BucketedCurve a(&bounds, 0.8), b(&bounds, 0.8), c(&bounds, 0.8);
+    std::vector<std::uint64_t> hits(bounds.size()), depth(bounds.size());
+    for (int r = 0; r < 3000; ++r) {
+      RequestOutcome o;
+      const std::size_t n = rng() % 40;
+      std::uint32_t m = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint64_t step = rng() % 4 == 0 ? rng() % (2 * max_pages + 2) : rng() % 3;
+        m = rng() % 50 == 0 ? (rng() % 2 ? kBeyondTracked : kCold)
+                            : static_cast<std::uint32_t>(std::min<std::uint64_t>(m + step, kBeyondTracked - 1));
+        if (!o.prefix_max.empty()) m = std::max(m, o.prefix_max.back());
+        o.distance.push_back(m);
+        o.prefix_max.push_back(m);
+        if (m != kCold) ++o.unlimited_hits;
+      }
+      const std::uint64_t w = 1 + rng() % 3;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t h = o.hit_capacity(i);
+        if (h == 0) break;
+        const std::size_t j = std::lower_bound(bounds.begin(), bounds.end(), h) - bounds.begin();
+        if (j == bounds.size()) break;
+        hits[j] += w;
+        depth[j] += i * w;
+      }
+      a.Add(o, w);
+      BucketedCurve* const both[2] = {&b, &c};
+      BucketedCurve::AddToEach(both, o, w);
+    }
+    for (const BucketedCurve* x : {&a, &b, &c}) {
+      EXPECT_EQ(x->hits(), hits);
+      EXPECT_EQ(x->depth(), depth);
+      EXPECT_EQ(x->required(), a.required());
+      EXPECT_EQ(x->required_beyond(), a.required_beyond());
+      EXPECT_EQ(x->page_refs(), a.page_refs());
+    }
+  }
 }
 
 TEST(BucketedCurveTest, ExactAtEveryBound) {
