@@ -6,7 +6,14 @@
 //
 // Slice needs Clear() and Merge(const Slice&).
 //
-// Thread safety: none.
+// Reading a window merges its 60 slices. Per window, the merge of the slices other
+// than the newest is cached: it stays valid while the clock stays in the same
+// newest slice and only the newest slice is added to, so repeated reads (scrapes)
+// cost two merges. Adding to an older slice (a late record), moving the clock to
+// another slice, Restore() and any use of the mutable rings() drop it.
+//
+// Thread safety: none; Window() is const but updates the cache, so even reads
+// must be serialized (the agent reads under its mutex).
 #ifndef KVWATCH_CURVE_SLIDING_WINDOWS_H_
 #define KVWATCH_CURVE_SLIDING_WINDOWS_H_
 
@@ -36,6 +43,7 @@ class SlidingWindows {
       w.ring.assign(kSlicesPerWindow, empty);
       windows_.push_back(std::move(w));
     }
+    cache_.resize(windows_.size());
   }
 
   // Moves the clock to t (no-op when t is not later or not finite), expiring old slices.
@@ -67,6 +75,7 @@ class SlidingWindows {
         everywhere = false;
         continue;
       }
+      if (s != w.newest_slice) cache_[&w - windows_.data()].valid = false;
       add(w.ring[Index(s)]);
     }
     return everywhere;
@@ -74,7 +83,20 @@ class SlidingWindows {
 
   // The merge of window i's slices into `sum` (pass an empty slice).
   Slice Window(std::size_t i, Slice sum) const {
-    for (const Slice& slice : windows_[i].ring) sum.Merge(slice);
+    const Ring& w = windows_[i];
+    const std::size_t newest = Index(w.newest_slice);
+    Cache& c = cache_[i];
+    if (!c.valid || c.newest_slice != w.newest_slice) {
+      c.older = sum;
+      c.older.Clear();
+      for (std::size_t k = 0; k < w.ring.size(); ++k) {
+        if (k != newest) c.older.Merge(w.ring[k]);
+      }
+      c.newest_slice = w.newest_slice;
+      c.valid = true;
+    }
+    sum.Merge(c.older);
+    sum.Merge(w.ring[newest]);
     return sum;
   }
 
@@ -82,10 +104,14 @@ class SlidingWindows {
   double window_seconds(std::size_t i) const { return windows_[i].duration_s; }
   double now() const { return now_; }
   bool started() const { return started_; }
-  // For serialization.
-  std::vector<Ring>& rings() { return windows_; }
+  // For serialization and in-place edits (drops the cached merges).
+  std::vector<Ring>& rings() {
+    DropCache();
+    return windows_;
+  }
   const std::vector<Ring>& rings() const { return windows_; }
   void Restore(bool started, double now) {
+    DropCache();
     started_ = started;
     now_ = now;
   }
@@ -105,7 +131,18 @@ class SlidingWindows {
     w->newest_slice = slice;
   }
 
+  // Per window: the merge of every slice but the newest, while valid.
+  struct Cache {
+    bool valid = false;
+    std::int64_t newest_slice = 0;
+    Slice older;
+  };
+  void DropCache() {
+    for (Cache& c : cache_) c.valid = false;
+  }
+
   std::vector<Ring> windows_;
+  mutable std::vector<Cache> cache_;
   double now_ = 0;
   bool started_ = false;
 };
