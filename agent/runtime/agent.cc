@@ -76,13 +76,13 @@ curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vec
   go.engine = o.engine;
   go.bounds = bounds;
   go.coverage_share = o.coverage_share;
-  for (std::uint64_t c : o.capacities) {
+  for (std::uint64_t c : o.curve.capacities) {
     if (c >= 1 && c <= o.engine.max_pages) go.capacities.push_back(c);
   }
   std::sort(go.capacities.begin(), go.capacities.end());
   go.capacities.erase(std::unique(go.capacities.begin(), go.capacities.end()), go.capacities.end());
   go.bytes_per_token = o.bytes_per_token.value_or(0);
-  for (const WindowSpec& w : o.windows) go.windows_s.push_back(w.seconds);
+  for (const WindowSpec& w : o.curve.windows) go.windows_s.push_back(w.seconds);
   go.classifier_max_chains = std::max<std::size_t>(o.engine.max_pages, 1024);
   return go;
 }
@@ -124,8 +124,8 @@ Agent::~Agent() {
 base::Status Agent::Init() {
   // Bucket bounds: log-spaced to the tracked range, plus the replica's real cache
   // sizes so the hit ratio there is exact.
-  bounds_ = curve::LogBucketBounds(options_.engine.max_pages, options_.buckets_per_octave);
-  for (std::uint64_t c : options_.capacities) {
+  bounds_ = curve::LogBucketBounds(options_.engine.max_pages, options_.curve.buckets_per_octave);
+  for (std::uint64_t c : options_.curve.capacities) {
     if (c <= options_.engine.max_pages) bounds_.push_back(c);
   }
   std::sort(bounds_.begin(), bounds_.end());
@@ -134,7 +134,7 @@ base::Status Agent::Init() {
   base::MutexLock lock(mu_);
   lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
   std::vector<double> seconds;
-  for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
+  for (const WindowSpec& w : options_.curve.windows) seconds.push_back(w.seconds);
   if (TenantsOn(options_)) {
     if (base::Status s = options_.tenants.Validate("tenants."); !s.ok()) return s;
     groups_ = std::make_unique<curve::GroupAccounting>(GroupOptions(options_, &bounds_));
@@ -143,7 +143,7 @@ base::Status Agent::Init() {
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
     co.windows_s = seconds;
-    co.capacities = options_.capacities;
+    co.capacities = options_.curve.capacities;
     co.touch_order = options_.engine.touch_order;
     co.coverage_share = options_.coverage_share;
     auto canaries = curve::PolicyCanaries::Create(co);
@@ -359,7 +359,7 @@ std::string Agent::ConfigFingerprint() const {
     << " touch=" << (options_.engine.touch_order == curve::TouchOrder::kTailFirst ? "tail" : "head")
     << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back()
     << " windows=";
-  for (const WindowSpec& w : options_.windows) f << w.seconds << ",";
+  for (const WindowSpec& w : options_.curve.windows) f << w.seconds << ",";
   // Only with tenants: the engine then keeps page owners, and the accounting's layout must match.
   if (groups_) {
     f << " tenants=" << options_.tenants.top_k << "/" << options_.tenants.class_top_k << "/"
@@ -417,7 +417,7 @@ void Agent::ResetState() {
   all_page_refs_ = all_requests_ = 0;
   lifetime_.Clear();
   std::vector<double> seconds;
-  for (const WindowSpec& w : options_.windows) seconds.push_back(w.seconds);
+  for (const WindowSpec& w : options_.curve.windows) seconds.push_back(w.seconds);
   windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
   hit_capacity_sum_ = required_capacity_sum_ = 0;
   if (groups_) groups_->Clear();
@@ -647,7 +647,7 @@ Agent::Snapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
     s.canary_memory_bytes = c.MemoryBytes();
     for (std::size_t k = 0; k < c.size(); ++k) {
       Snapshot::Canary canary{c.kind(k), c.capacity(k), c.Lifetime(k), {}};
-      for (std::size_t w = 0; w < options_.windows.size(); ++w) canary.windows.push_back(c.Window(k, w));
+      for (std::size_t w = 0; w < options_.curve.windows.size(); ++w) canary.windows.push_back(c.Window(k, w));
       s.canaries.push_back(std::move(canary));
     }
   }
@@ -660,16 +660,16 @@ Agent::Snapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
 
 curve::CurveReport Agent::WindowReport(const curve::BucketedCurve& window, bool sampled) const {
   curve::ReportOptions ro;
-  ro.capacities = options_.capacities;
-  ro.page_hit_targets = options_.page_hit_targets;
-  ro.coverage_targets = options_.coverage_targets;
+  ro.capacities = options_.curve.capacities;
+  ro.page_hit_targets = options_.curve.page_hit_targets;
+  ro.coverage_targets = options_.curve.coverage_targets;
   ro.page_tokens = options_.page_tokens;
   ro.bytes_per_token = options_.bytes_per_token;
-  ro.knee_sensitivity = options_.knee_sensitivity;
-  if (!sampled) return curve::BuildBucketedReport(window, ro, options_.knee_min_requests);
+  ro.knee_sensitivity = options_.curve.knee_sensitivity;
+  if (!sampled) return curve::BuildBucketedReport(window, ro, options_.curve.knee_window_min_requests);
   // Sampled: counts are weighted; divide them back to full-stream estimates.
   const std::uint64_t unit = curve::SampledEngine::kWeightUnit;
-  curve::CurveReport r = curve::BuildBucketedReport(window, ro, options_.knee_min_requests * unit);
+  curve::CurveReport r = curve::BuildBucketedReport(window, ro, options_.curve.knee_window_min_requests * unit);
   const double inv = 1.0 / static_cast<double>(unit);
   r.requests = static_cast<std::uint64_t>(std::llround(static_cast<double>(r.requests) * inv));
   r.page_refs *= inv;
@@ -689,12 +689,12 @@ curve::CurveReport Agent::WindowReport(const curve::BucketedCurve& window, bool 
 // name, bounded by curve.policies' limit of 64 canaries.
 void Agent::AppendCanaryMetrics(MetricsBuilder& m, const Snapshot& s) const {
   const std::size_t nc = s.canary_capacities;
-  for (std::size_t w = 0; w < options_.windows.size(); ++w) {
+  for (std::size_t w = 0; w < options_.curve.windows.size(); ++w) {
     for (std::size_t i = 0; i < s.canaries.size(); ++i) {
       const curve::PolicyTotals& t = s.canaries[i].windows[w];
       const Labels labels = {{"policy", std::string(curve::PolicyName(s.canaries[i].kind))},
                              {"capacity_pages", std::to_string(s.canaries[i].capacity)},
-                             {"window", options_.windows[w].name}};
+                             {"window", options_.curve.windows[w].name}};
       m.Add(kPolicyHitRatio, t.PageHitRatio(), labels);
       // Coverage needs each request's unlimited hits, which a sampled engine
       // does not know: absent rather than wrong when sampling.
@@ -747,11 +747,11 @@ std::string Agent::RenderMetrics() {
   m.Add(kTrackedPagesLimit, static_cast<double>(options_.engine.max_pages));
   m.Add(kEngineMemory, static_cast<double>(s.engine_memory_bytes));
   m.Add(kLateRequests, static_cast<double>(s.late_requests));
-  AppendCapacityMisses(m, CapacityMissesOf(lifetime, options_.capacities, s.Count(1)));
+  AppendCapacityMisses(m, CapacityMissesOf(lifetime, options_.curve.capacities, s.Count(1)));
 
   // Windows.
-  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
-    const std::string& w = options_.windows[i].name;
+  for (std::size_t i = 0; i < options_.curve.windows.size(); ++i) {
+    const std::string& w = options_.curve.windows[i].name;
     const curve::CurveReport r = WindowReport(s.windows[i], s.sampled);
     m.Add(kWindowRequests, static_cast<double>(r.requests), {{"window", w}});
     m.Add(kUnlimitedHitRatio, r.unlimited_page_hit_ratio, {{"window", w}});
@@ -766,7 +766,7 @@ std::string Agent::RenderMetrics() {
       if (r.knee_bytes) m.Add(kKneeBytes, *r.knee_bytes, {{"window", w}});
     }
     for (const curve::CurvePoint& p : r.points) {
-      if (options_.capacities.empty()) break;
+      if (options_.curve.capacities.empty()) break;
       const Labels labels = {{"window", w}, {"capacity_pages", std::to_string(p.capacity_pages)}};
       m.Add(kPageHitRatio, p.page_hit_ratio, labels);
       m.Add(kCoverageRatio, p.request_coverage, labels);
@@ -801,19 +801,19 @@ std::string Agent::RenderMetrics() {
   for (const CollectorCopy& c : s.collectors) {
     if (!c.signals.capacity_pages || !(*c.signals.capacity_pages >= 0)) continue;
     const auto capacity = static_cast<std::uint64_t>(*c.signals.capacity_pages);
-    for (std::size_t i = 0; i < options_.windows.size(); ++i) {
+    for (std::size_t i = 0; i < options_.curve.windows.size(); ++i) {
       m.Add(kPredictedHitRatio, s.windows[i].PageHitRatio(capacity),
-            {{"collector", c.name}, {"window", options_.windows[i].name}});
+            {{"collector", c.name}, {"window", options_.curve.windows[i].name}});
     }
   }
   for (const CollectorCopy& c : s.collectors) AppendRunningKv(m, c.name, c.signals, BytesPerPage());
   if (s.groups) {
     std::vector<std::string> names;
-    for (const WindowSpec& w : options_.windows) names.push_back(w.name);
+    for (const WindowSpec& w : options_.curve.windows) names.push_back(w.name);
     AppendGroupMetrics(m, *s.groups, names);
   }
   if (s.has_canaries) AppendCanaryMetrics(m, s);
-  if (!options_.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options_.capacities.back()));
+  if (!options_.curve.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options_.curve.capacities.back()));
   if (alert_runner_) alert_runner_->AppendMetrics(&m);
   m.Add(kStateSaves, static_cast<double>(s.state_saves));
   m.Add(kStateSaveErrors, static_cast<double>(s.state_errors));
@@ -835,22 +835,22 @@ alerts::AlertInputs Agent::AlertInputsAt(alerts::TimePoint time) {
   o.tracked_pages_limit = static_cast<double>(options_.engine.max_pages);
   o.bytes_per_page = BytesPerPage();
   o.capacity_misses = CapacityMissInputsOf(s.Count(s.lifetime.page_refs()),
-                                           CapacityMissesOf(s.lifetime, options_.capacities, s.Count(1)),
+                                           CapacityMissesOf(s.lifetime, options_.curve.capacities, s.Count(1)),
                                            s.groups ? &*s.groups : nullptr);
   return MakeAlertInputs(spec, o, time);
 }
 
 std::string Agent::RenderCurveJson(const std::string& window) {
-  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
-    if (options_.windows[i].name != window) continue;
+  for (std::size_t i = 0; i < options_.curve.windows.size(); ++i) {
+    if (options_.curve.windows[i].name != window) continue;
     const Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/true);
     CurveApiContext context;
     context.window = window;
-    context.window_seconds = options_.windows[i].seconds;
+    context.window_seconds = options_.curve.windows[i].seconds;
     context.replica = options_.replica;
-    context.capacities = options_.capacities;
+    context.capacities = options_.curve.capacities;
     context.tracked_pages = s.tracked_pages;
-    context.bucket_relative_error = std::exp2(1.0 / options_.buckets_per_octave) - 1;
+    context.bucket_relative_error = std::exp2(1.0 / options_.curve.buckets_per_octave) - 1;
     const std::size_t nc = s.canary_capacities;
     for (std::size_t k = 0; k < s.canaries.size(); ++k) {
       const curve::PolicyTotals& t = s.canaries[k].windows[i];
@@ -866,13 +866,13 @@ std::string Agent::RenderCurveJson(const std::string& window) {
 }
 
 std::string Agent::RenderGroupsJson(const std::string& window) {
-  for (std::size_t i = 0; i < options_.windows.size(); ++i) {
-    if (options_.windows[i].name != window) continue;
+  for (std::size_t i = 0; i < options_.curve.windows.size(); ++i) {
+    if (options_.curve.windows[i].name != window) continue;
     Snapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/false);
     if (!s.groups || i >= s.groups->windows.size()) return {};
     GroupsApiContext context;
     context.window = window;
-    context.window_seconds = options_.windows[i].seconds;
+    context.window_seconds = options_.curve.windows[i].seconds;
     context.replica = options_.replica;
     context.tenant_labels = std::move(s.groups->tenant_labels);
     context.class_labels = std::move(s.groups->class_labels);
@@ -925,7 +925,7 @@ void Agent::RegisterRoutes() {
     w.BeginObject();
     w.Key("windows");
     w.BeginArray();
-    for (const WindowSpec& spec : options_.windows) w.String(spec.name);
+    for (const WindowSpec& spec : options_.curve.windows) w.String(spec.name);
     w.EndArray();
     w.EndObject();
     HttpResponse r;
@@ -944,11 +944,11 @@ void Agent::RegisterRoutes() {
     return r;
   });
   http_->Handle("/api/v1/curve", [this](const HttpRequest& req) {
-    const std::string window = req.Query("window").value_or(options_.windows.front().name);
+    const std::string window = req.Query("window").value_or(options_.curve.windows.front().name);
     return JsonOrNotFound(RenderCurveJson(window), "unknown window '" + window + "'");
   });
   http_->Handle("/api/v1/groups", [this](const HttpRequest& req) {
-    const std::string window = req.Query("window").value_or(options_.windows.front().name);
+    const std::string window = req.Query("window").value_or(options_.curve.windows.front().name);
     return JsonOrNotFound(RenderGroupsJson(window), TenantsOn(options_)
                                                         ? "unknown window '" + window + "'"
                                                         : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
@@ -964,7 +964,7 @@ void Agent::RegisterRoutes() {
     page.title = "kvwatch";
     page.replica = options_.replica;
     page.refresh_seconds = options_.refresh_seconds;
-    for (const WindowSpec& w : options_.windows) page.windows.push_back(w.name);
+    for (const WindowSpec& w : options_.curve.windows) page.windows.push_back(w.name);
     r.content_type = kIndexPageContentType;
     r.headers.emplace_back("Content-Security-Policy", kIndexPageContentSecurityPolicy);
     r.body = RenderIndexPage(page);

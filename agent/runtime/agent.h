@@ -84,13 +84,6 @@ struct AgentOptions {
   std::uint64_t page_tokens = static_cast<std::uint64_t>(config::AgentConfig{}.page_tokens);
   std::optional<double> bytes_per_token;   // per GPU rank
   std::optional<std::string> model_name;
-  std::vector<WindowSpec> windows;         // ascending
-  std::uint32_t buckets_per_octave = config::CurveSettings{}.buckets_per_octave;
-  std::vector<double> page_hit_targets;
-  std::vector<double> coverage_targets;
-  std::vector<std::uint64_t> capacities;   // the replica's real cache sizes
-  double knee_sensitivity = config::CurveSettings{}.knee_sensitivity;
-  std::uint64_t knee_min_requests = config::CurveSettings{}.knee_window_min_requests;
   HttpServerOptions http;
   int refresh_seconds = config::WebSettings{}.refresh_seconds;
   std::string state_path;                  // empty: no persistence
@@ -99,11 +92,15 @@ struct AgentOptions {
   // Eviction-policy canaries (curve.policies, with curve.engine_policy first);
   // nullopt when none is configured. Windows and capacities are filled in by the agent.
   std::optional<curve::CanaryOptions> canaries;
-  std::string engine_policy = config::CurveSettings{}.engine_policy;
   // The detectors and notifiers; nullopt when alerts.enabled is false.
   std::optional<AlertRunnerOptions> alerts;
   // Per-tenant and per-class accounting (tenants.*); ignored when the engine samples.
   curve::TenantOptions tenants;
+  // The curve section as parsed (config/agent_config.h): windows ascending, the
+  // targets, capacities (the replica's real cache sizes), the knee settings; its
+  // policy names are resolved into `canaries` above. Last, because the member's
+  // name hides the curve namespace below it.
+  config::CurveSettings curve;
 };
 
 // A collector's stats, engine signals and samples, copied on the loop thread

@@ -62,13 +62,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     o.bytes_per_token = static_cast<double>(*c.bytes_per_token);
   }
 
-  o.windows = c.curve.windows;
-  o.buckets_per_octave = c.curve.buckets_per_octave;
-  o.page_hit_targets = c.curve.page_hit_targets;
-  o.coverage_targets = c.curve.coverage_targets;
-  o.capacities = c.curve.capacities;
-  o.knee_sensitivity = c.curve.knee_sensitivity;
-  o.knee_min_requests = c.curve.knee_window_min_requests;
+  o.curve = c.curve;
   o.tenants = c.tenants;
   if (!c.curve.policies.empty()) {
     // The engine's own policy first, so every canary compares with canary (0, capacity).
@@ -88,7 +82,6 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     if (!rules.ok()) return Options::Error("curve.policy_priorities: " + rules.error());
     canaries.priorities = rules.value();
     o.canaries = std::move(canaries);
-    o.engine_policy = c.curve.engine_policy;
   }
 
   o.http.listen_address = c.web.listen_address;
@@ -119,8 +112,8 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     AlertRunnerContext context;
     context.replica = o.replica;
     context.model = c.model_label.empty() ? o.model_name.value_or("") : c.model_label;
-    for (const WindowSpec& w : o.windows) context.window_seconds.push_back(w.seconds);
-    context.capacities = o.capacities;
+    for (const WindowSpec& w : o.curve.windows) context.window_seconds.push_back(w.seconds);
+    context.capacities = o.curve.capacities;
     auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context);
     if (!alerts.ok()) return Options::Error(alerts.error());
     o.alerts = std::move(alerts).value();

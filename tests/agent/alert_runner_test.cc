@@ -210,17 +210,17 @@ TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
   AgentOptions o;
   o.engine.max_pages = 1 << 16;
   o.engine.remembered_evictions = 1 << 16;
-  o.windows = {{"1m", 60}, {"10m", 600}};
-  o.capacities = {4000};
-  o.page_hit_targets = {0.95};
-  o.coverage_targets = {0.9};
+  o.curve.windows = {{"1m", 60}, {"10m", 600}};
+  o.curve.capacities = {4000};
+  o.curve.page_hit_targets = {0.95};
+  o.curve.coverage_targets = {0.9};
   o.bytes_per_token = 100;
   o.page_tokens = 16;
   o.http.port = 0;
   config::AlertSettings settings;
   settings.alerter.short_window = seconds(60);
   settings.alerter.baseline_window = seconds(600);
-  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, o.capacities});
+  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, o.curve.capacities});
   ASSERT_TRUE(alerts.ok()) << alerts.error();
   o.alerts = std::move(alerts).value();
   auto agent = Agent::Create(std::move(o));
@@ -306,7 +306,7 @@ class SignalCollector : public collectors::Collector {
 TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
   AgentOptions o;
   o.engine.max_pages = 1 << 12;
-  o.windows = {{"1m", 60}, {"10m", 600}};
+  o.curve.windows = {{"1m", 60}, {"10m", 600}};
   o.http.port = 0;
   config::AlertSettings settings;
   settings.alerter.short_window = seconds(60);

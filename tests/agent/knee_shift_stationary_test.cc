@@ -66,7 +66,7 @@ class DetectorReplay {
     o.replica = "test";
     o.engine.max_pages = 1u << 20;
     o.engine.remembered_evictions = 1u << 20;
-    o.windows = {{w.short_name, static_cast<double>(w.short_seconds)},
+    o.curve.windows = {{w.short_name, static_cast<double>(w.short_seconds)},
                  {w.baseline_name, static_cast<double>(w.baseline_seconds)}};
     o.http.port = 0;
     AlertRunnerOptions alerts;

@@ -25,12 +25,12 @@ std::string Render() {
   o.replica = "golden";
   o.engine.max_pages = 1u << 16;
   o.engine.remembered_evictions = 1u << 16;
-  o.windows = {{"5m", 300}, {"1h", 3600}};
-  o.capacities = {200, 2000};
+  o.curve.windows = {{"5m", 300}, {"1h", 3600}};
+  o.curve.capacities = {200, 2000};
   o.bytes_per_token = 131072;
   o.page_tokens = 16;
-  o.page_hit_targets = {0.5, 0.9};
-  o.coverage_targets = {0.9};
+  o.curve.page_hit_targets = {0.5, 0.9};
+  o.curve.coverage_targets = {0.9};
   curve::CanaryOptions canaries;
   canaries.policies = {curve::PolicyKind::kLru, curve::PolicyKind::kS3Fifo};
   o.canaries = canaries;

@@ -42,8 +42,8 @@ std::unique_ptr<Agent> MakeAgent(double rate, std::uint32_t max_sampled, const s
   o.engine.remembered_evictions = 1u << 20;
   o.sample_rate = rate;
   o.sample_max_pages = max_sampled;
-  o.windows = {{"24h", 86400}};
-  o.capacities = {10, 100, 1000, 3000, 10000, 30000, 100000};
+  o.curve.windows = {{"24h", 86400}};
+  o.curve.capacities = {10, 100, 1000, 3000, 10000, 30000, 100000};
   o.http.port = 0;
   auto agent = Agent::Create(std::move(o));
   EXPECT_TRUE(agent.ok()) << agent.error();
