@@ -239,6 +239,42 @@ TEST(AgentTenantsTest, ManyTenantNamesKeepTheLabelsAtTheBound) {
   EXPECT_LE(series, 36u + 3 * 18 + 2 * 81 + 18 + 2 * 18 + 1);
 }
 
+// An engine collector that knows the KV-cache usage and capacity.
+class FakeEngine : public collectors::Collector {
+ public:
+  const std::string& name() const override { return name_; }
+  std::string_view kind() const override { return "fake"; }
+  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(1000); }
+  void Poll(collectors::RequestSink&, double) override {}
+  collectors::CollectorStats stats() const override { return {}; }
+  collectors::EngineSignals engine_signals() const override {
+    collectors::EngineSignals s;
+    s.kv_cache_usage = 0.25;
+    s.capacity_pages = 1000;
+    return s;
+  }
+
+ private:
+  std::string name_ = "vllm";
+};
+
+TEST(AgentTenantsTest, RunningKvIsTheEnginesUsageInBytes) {
+  AgentOptions o = Options();
+  o.collectors.push_back(std::make_unique<FakeEngine>());
+  auto agent = MakeAgent(std::move(o));
+  ASSERT_NE(agent, nullptr);
+  // 0.25 x 1000 pages x 16 tokens x 1024 bytes per token.
+  EXPECT_EQ(At(Series(agent.get(), "kvwatch_running_kv_bytes"), "kvwatch_running_kv_bytes{collector=vllm,}"),
+            0.25 * 1000 * 16 * 1024);
+  // Without bytes per token there is no byte figure.
+  AgentOptions pages_only = Options();
+  pages_only.bytes_per_token.reset();
+  pages_only.collectors.push_back(std::make_unique<FakeEngine>());
+  auto other = MakeAgent(std::move(pages_only));
+  ASSERT_NE(other, nullptr);
+  EXPECT_TRUE(Series(other.get(), "kvwatch_running_kv_bytes").empty());
+}
+
 TEST(AgentTenantsTest, ASampledAgentKeepsNoGroups) {
   AgentOptions o = Options();
   o.sample_rate = 0.5;
