@@ -143,7 +143,7 @@ TEST(CollectorRegistryTest, NoCollectorRunsTheAgentsSynth) {
 
 // ------------------------------------------------------------------ Values
 
-constexpr char kCollectors[] = R"(model: llama-3-70b
+const std::string kCollectors = R"(model: llama-3-70b
 engine:
   max_pages: 1000
 state:
@@ -157,36 +157,7 @@ collectors:
     one_shot_fraction: 0.5
     shift_start: 10m
     shift_end: 20m
-  trace_files:
-    - name: mooncake
-      paths: ["/var/log/vllm/requests-*.jsonl"]
-      start_at: beginning
-      checkpoint: /var/lib/kvwatch/mooncake.ckpt
-      timestamp_unit: ms
-      tenant_fields: [tenant]
-      max_line_bytes: 4MiB
-      poll_interval: 1s
-    - name: bailian
-      paths:
-        - /data/a.jsonl
-        - /data/b.jsonl
-  kv_events:
-    - name: vllm-events
-      endpoints: [tcp://127.0.0.1:5557]
-      topic: kv
-      replay_endpoint: tcp://127.0.0.1:5558
-      bind: true
-      tenant_source: lora_or_salt
-  engine_log:
-    - name: vllm-log
-      paths: [/var/log/vllm/engine.log]
-      engine: vllm
-  engine_metrics:
-    - name: vllm-metrics
-      url: http://127.0.0.1:8000/metrics
-      interval: 30s
-      timeout: 10s
-)";
+)" + std::string(config::testing_support::kCollectorListsExample) + R"()";
 
 TEST(CollectorRegistryTest, EveryKeyReachesItsCollectorsOptions) {
   std::vector<CollectorSpec> specs = MustParse(kCollectors);

@@ -204,48 +204,11 @@ std::string AgentConfig(const std::string& trace) {
 
 // ------------------------------------------------------------------ Prometheus
 
-struct Series {
-  LabelMap labels;
-  double value = 0;
-};
-
-// An instant query at `time_s` (Unix seconds; now when absent): the vector's samples.
+using Series = PromSample;
+// An instant query at `time_s` (Unix seconds; now when absent).
 base::Result<std::vector<Series>> QueryAt(int port, const std::string& expr,
                                           std::optional<double> time_s = std::nullopt) {
-  using R = base::Result<std::vector<Series>>;
-  httplib::Params params = {{"query", expr}};
-  if (time_s) {
-    char t[64];
-    std::snprintf(t, sizeof(t), "%.3f", *time_s);
-    params.emplace("time", t);
-  }
-  const HttpResult r = HttpPostForm(port, "/api/v1/query", params);
-  if (r.status != 200) return R::Error("query " + expr + ": " + (r.status ? std::to_string(r.status) + " " + r.body : r.error));
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  std::string_view status, type;
-  simdjson::dom::array result;
-  if (parser.parse(r.body).get(doc) || doc["status"].get(status) || status != "success" ||
-      doc["data"]["resultType"].get(type) || type != "vector" || doc["data"]["result"].get(result)) {
-    return R::Error("query " + expr + ": unexpected answer " + Tail(r.body, 400));
-  }
-  std::vector<Series> out;
-  for (simdjson::dom::element item : result) {
-    Series s;
-    simdjson::dom::object metric;
-    simdjson::dom::array value;
-    std::string_view text;
-    if (item["metric"].get(metric) || item["value"].get(value) || value.at(1).get(text)) {
-      return R::Error("query " + expr + ": bad sample in " + Tail(r.body, 400));
-    }
-    for (auto field : metric) {
-      std::string_view v;
-      if (field.value.get(v) == simdjson::SUCCESS) s.labels[std::string(field.key)] = std::string(v);
-    }
-    s.value = std::strtod(std::string(text).c_str(), nullptr);
-    out.push_back(std::move(s));
-  }
-  return out;
+  return PromQuery(port, expr, time_s);
 }
 
 std::string Describe(const std::vector<Series>& series) {

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -321,6 +322,48 @@ struct PromSample {
   double value = 0;
 };
 
+// An instant query (vector result) to the Prometheus on 127.0.0.1:port, at
+// `time_s` (Unix seconds) when given, else now.
+inline base::Result<std::vector<PromSample>> PromQuery(int port, const std::string& expr,
+                                                       std::optional<double> time_s = std::nullopt) {
+  using R = base::Result<std::vector<PromSample>>;
+  httplib::Params params = {{"query", expr}};
+  if (time_s) {
+    char t[64];
+    std::snprintf(t, sizeof(t), "%.3f", *time_s);
+    params.emplace("time", t);
+  }
+  HttpResult r = HttpPostForm(port, "/api/v1/query", params);
+  if (r.status != 200) {
+    return R::Error("query " + expr + ": " + (r.status ? std::to_string(r.status) + " " + r.body : r.error));
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view status, type;
+  simdjson::dom::array result;
+  if (parser.parse(r.body).get(doc) || doc["status"].get(status) || status != "success" ||
+      doc["data"]["resultType"].get(type) || type != "vector" || doc["data"]["result"].get(result)) {
+    return R::Error("query " + expr + ": unexpected answer " + Tail(r.body, 400));
+  }
+  std::vector<PromSample> out;
+  for (simdjson::dom::element item : result) {
+    PromSample s;
+    simdjson::dom::object metric;
+    simdjson::dom::array value;
+    std::string_view text;
+    if (item["metric"].get(metric) || item["value"].get(value) || value.at(1).get(text)) {
+      return R::Error("query " + expr + ": bad sample in " + Tail(r.body, 400));
+    }
+    for (auto field : metric) {
+      std::string_view v;
+      if (field.value.get(v) == simdjson::SUCCESS) s.labels[std::string(field.key)] = std::string(v);
+    }
+    s.value = std::strtod(std::string(text).c_str(), nullptr);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 class PrometheusProcess {
  public:
   // Whether the prometheus binary is installed.
@@ -381,38 +424,7 @@ class PrometheusProcess {
   std::string Log() const { return process_->Stderr(); }
 
   // An instant query (vector result).
-  base::Result<std::vector<PromSample>> Query(const std::string& expr) const {
-    using R = base::Result<std::vector<PromSample>>;
-    HttpResult r = HttpPostForm(port_, "/api/v1/query", {{"query", expr}});
-    if (r.status != 200) {
-      return R::Error("query " + expr + ": " + (r.status ? std::to_string(r.status) + " " + r.body : r.error));
-    }
-    simdjson::dom::parser parser;
-    simdjson::dom::element doc;
-    std::string_view status, type;
-    simdjson::dom::array result;
-    if (parser.parse(r.body).get(doc) || doc["status"].get(status) || status != "success" ||
-        doc["data"]["resultType"].get(type) || type != "vector" || doc["data"]["result"].get(result)) {
-      return R::Error("query " + expr + ": unexpected answer " + Tail(r.body, 400));
-    }
-    std::vector<PromSample> out;
-    for (simdjson::dom::element item : result) {
-      PromSample s;
-      simdjson::dom::object metric;
-      simdjson::dom::array value;
-      std::string_view text;
-      if (item["metric"].get(metric) || item["value"].get(value) || value.at(1).get(text)) {
-        return R::Error("query " + expr + ": bad sample in " + Tail(r.body, 400));
-      }
-      for (auto field : metric) {
-        std::string_view v;
-        if (field.value.get(v) == simdjson::SUCCESS) s.labels[std::string(field.key)] = std::string(v);
-      }
-      s.value = std::strtod(std::string(text).c_str(), nullptr);
-      out.push_back(std::move(s));
-    }
-    return out;
-  }
+  base::Result<std::vector<PromSample>> Query(const std::string& expr) const { return PromQuery(port_, expr); }
 
   std::optional<int> Stop(Millis timeout = kStopTimeout) { return process_->Terminate(timeout); }
 

@@ -378,7 +378,7 @@ TEST(AgentConfigTest, YamlSyntaxErrorsAndExtraDocumentsGiveTheLine) {
 
 // ------------------------------------------------------------------ A full config
 
-constexpr char kFullConfig[] = R"(# kvwatch beside replica 3 of the chat deployment
+const std::string kFullConfig = R"(# kvwatch beside replica 3 of the chat deployment
 replica: chat-3
 model_label: llama-3-70b-instruct
 model: llama-3-70b
@@ -418,36 +418,7 @@ state:
   interval: 5m
 
 collectors:
-  trace_files:
-    - name: mooncake
-      paths: ["/var/log/vllm/requests-*.jsonl"]
-      start_at: beginning
-      checkpoint: /var/lib/kvwatch/mooncake.ckpt
-      timestamp_unit: ms
-      tenant_fields: [tenant]
-      max_line_bytes: 4MiB
-      poll_interval: 1s
-    - name: bailian
-      paths:
-        - /data/a.jsonl
-        - /data/b.jsonl
-  kv_events:
-    - name: vllm-events
-      endpoints: [tcp://127.0.0.1:5557]
-      topic: kv
-      replay_endpoint: tcp://127.0.0.1:5558
-      bind: true
-      tenant_source: lora_or_salt
-  engine_log:
-    - name: vllm-log
-      paths: [/var/log/vllm/engine.log]
-      engine: vllm
-  engine_metrics:
-    - name: vllm-metrics
-      url: http://127.0.0.1:8000/metrics
-      interval: 30s
-      timeout: 10s
-  synth:
+)" + std::string(testing_support::kCollectorListsExample) + R"(  synth:
     rate: 20
     seed: 7
     tenants: 8

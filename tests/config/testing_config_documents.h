@@ -16,6 +16,39 @@
 
 namespace kvwatch::config::testing_support {
 
+// Every list-of-maps collector key written once, with realistic values: the
+// collectors part of the config tests' full example and of the registry's.
+inline constexpr char kCollectorListsExample[] = R"(  trace_files:
+    - name: mooncake
+      paths: ["/var/log/vllm/requests-*.jsonl"]
+      start_at: beginning
+      checkpoint: /var/lib/kvwatch/mooncake.ckpt
+      timestamp_unit: ms
+      tenant_fields: [tenant]
+      max_line_bytes: 4MiB
+      poll_interval: 1s
+    - name: bailian
+      paths:
+        - /data/a.jsonl
+        - /data/b.jsonl
+  kv_events:
+    - name: vllm-events
+      endpoints: [tcp://127.0.0.1:5557]
+      topic: kv
+      replay_endpoint: tcp://127.0.0.1:5558
+      bind: true
+      tenant_source: lora_or_salt
+  engine_log:
+    - name: vllm-log
+      paths: [/var/log/vllm/engine.log]
+      engine: vllm
+  engine_metrics:
+    - name: vllm-metrics
+      url: http://127.0.0.1:8000/metrics
+      interval: 30s
+      timeout: 10s
+)";
+
 // The required keys of one item of each list of maps, with valid values.
 inline YAML::Node RequiredItem(const std::string& list_path) {
   YAML::Node item(YAML::NodeType::Map);
