@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -110,6 +111,25 @@ class Collector {
   virtual void Poll(RequestSink& sink, double wall_now_s) = 0;
   // Persists positions (files) so a restart neither loses nor repeats records.
   virtual base::Status Checkpoint() { return base::Status::Ok(); }
+
+  // The collector's part of the agent's state file (agent/runtime/state_file.h):
+  // its positions, and whatever else must be restored with them so that each
+  // record is counted exactly once (the KV-event collector's last sequence number
+  // per publisher and its block state). The agent calls it on the loop thread
+  // between polls, with every request of the last poll already ingested, and
+  // commits these bytes in the same atomic step as the curves they led to.
+  // Default: nothing to keep.
+  virtual void AppendState(std::vector<std::uint8_t>* out) const {}
+  // Restores what AppendState wrote, before the first Poll. An error says what is
+  // wrong with the bytes; the agent then sets the whole state file aside and
+  // starts fresh. Default: accepts only an empty part.
+  virtual base::Status RestoreState(std::span<const std::uint8_t> in) {
+    return in.empty() ? base::Status::Ok() : base::Status::Error("unexpected collector state");
+  }
+  // True when something happened since the last AppendState that makes an early
+  // save worthwhile (the tailer saw a rotation, a publisher restarted): the agent
+  // then saves sooner than state.interval (rate-limited).
+  virtual bool WantsSave() const { return false; }
   // A file descriptor that becomes readable when there is something to poll, or
   // -1 (the agent then polls on the interval only).
   virtual int NotifyFd() const { return -1; }
