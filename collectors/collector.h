@@ -43,7 +43,10 @@ struct CollectorStats {
   bool up = false;                              // the source is reachable and read
   std::uint64_t records = 0;                    // requests handed to the sink
   std::map<std::string, std::uint64_t> errors;  // by reason
-  std::uint64_t dropped = 0;                    // records lost where the loss is known
+  std::uint64_t dropped = 0;                    // records lost where the loss is known (the total)
+  // The part of `dropped` whose reason is known, by reason ("unread_rotation",
+  // "lost_bytes", ...); the rest is exported with reason "lost".
+  std::map<std::string, std::uint64_t> dropped_by;
   double last_success_s = 0;                    // wall time of the last good read; 0: never
 };
 
@@ -89,6 +92,13 @@ class RateLimitedLog {
 
 // Seconds since the Unix epoch, from the system clock.
 double WallNow();
+
+// The counters of `stats` (records, errors, dropped, not up or last success)
+// appended to / read from a collector's part of the agent's state file, so that
+// they continue across restarts exactly as the curves do. ReadStats: false when
+// the bytes are malformed (counts are bounded before anything is allocated).
+void AppendStats(const CollectorStats& stats, std::vector<std::uint8_t>* out);
+bool ReadStats(std::span<const std::uint8_t>* in, CollectorStats* stats);
 
 struct TailEvent;  // collectors/file_tailer.h
 // The stats every file-tailing collector keeps from its tailer's events: errors

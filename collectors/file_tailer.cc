@@ -1,5 +1,6 @@
 #include "collectors/file_tailer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,6 +91,8 @@ std::string_view TailEventKindName(TailEventKind kind) {
       return "lost_bytes";
     case TailEventKind::kCheckpointError:
       return "checkpoint_error";
+    case TailEventKind::kUnreadRotation:
+      return "unread_rotation";
   }
   return "unknown";
 }
@@ -185,6 +188,8 @@ TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
   for (const TailedFilePtr& file : files_) known.push_back(file.get());
   for (TailedFile* file : known) CheckTruncation(*file, found, pass);
   OpenNewFiles(found, pass);
+  for (const auto& [source, since_ns] : unread_scan_) ReportUnreadRotations(source, since_ns, pass);
+  unread_scan_.clear();
   // Old content first: files being drained (closed, with their final partial
   // line, when done), then the live ones, each in the order they were opened.
   for (const TailedFilePtr& file : files_) {
@@ -226,6 +231,7 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
       EmitFor(pass, TailEventKind::kDeleted, *file, 1,
               "deleted while open; reading what is left, then closing it");
     } else if (file->state == FileState::kActive) {
+      ScheduleUnreadScan(*file);
       file->state = FileState::kRotated;
       file->rotated_at = pass.now;
       const std::string old_path = file->pos.path;
@@ -237,6 +243,45 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
       file->pos.path = name;
     }
   }
+}
+
+namespace {
+
+bool HasGlob(std::string_view pattern) { return pattern.find_first_of("*?[") != std::string_view::npos; }
+
+// Whether `name` is a rotated name of `base` (base.1, base-20250101, base_old...).
+bool IsRotationName(std::string_view name, std::string_view base) {
+  if (name.size() <= base.size() + 1 || name.substr(0, base.size()) != base) return false;
+  const char sep = name[base.size()];
+  return sep == '.' || sep == '-' || sep == '_';
+}
+
+std::string Basename(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+// The pattern a checkpointed file belongs to: the one that matches its last known
+// name, or else the exact-path pattern it is a rotated file of (a copytruncate copy
+// or a renamed file being drained when the checkpoint was taken).
+std::size_t FileTailer::SourceForEntry(const std::string& path) const {
+  const std::size_t source = tail::SourceForPath(options_.patterns, path);
+  if (source < options_.patterns.size()) return source;
+  for (std::size_t i = 0; i < options_.patterns.size(); ++i) {
+    const std::string& p = options_.patterns[i];
+    if (!HasGlob(p) && tail::Dirname(p) == tail::Dirname(path) && IsRotationName(Basename(path), Basename(p))) return i;
+  }
+  return options_.patterns.size();
+}
+
+// A file of an exact-path pattern was rotated away or truncated: anything rotated
+// after it was last validated and not followed by now was never seen.
+void FileTailer::ScheduleUnreadScan(const TailedFile& file) {
+  if (file.source >= options_.patterns.size() || HasGlob(options_.patterns[file.source])) return;
+  auto [it, added] = unread_scan_.emplace(file.source, file.pos.validated_ns);
+  if (!added) it->second = std::min(it->second, file.pos.validated_ns);
 }
 
 // First Poll() only: put each checkpoint entry back where it was, in three
@@ -261,7 +306,7 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
   for (const Position& entry : entries) {
     if (FindFile(entry.dev, entry.ino)) continue;
     const Candidate* c = tail::FindCandidate(found, entry.dev, entry.ino);
-    const std::size_t source = c ? c->source : tail::SourceForPath(options_.patterns, entry.path);
+    const std::size_t source = c ? c->source : SourceForEntry(entry.path);
     if (source == options_.patterns.size()) continue;  // no longer configured
     const std::string path = c ? c->path : tail::FindInode(tail::Dirname(entry.path), entry.dev, entry.ino);
     TailedFilePtr file = path.empty() ? nullptr : OpenFile(path, source, pass);
@@ -286,8 +331,87 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
   for (Deferred& d : deferred) {
     ResolveDeferred(*d.entry, d.source, d.matched, std::move(d.file), d.holds, d.copy, pass);
   }
+  // Rotations of exact-path patterns written after the checkpointed positions
+  // were last validated (at the end of this pass, once every file is open).
+  for (std::size_t source = 0; source < options_.patterns.size(); ++source) {
+    if (HasGlob(options_.patterns[source])) continue;
+    for (const Position& e : entries) {
+      if (SourceForEntry(e.path) != source) continue;
+      auto [it, added] = unread_scan_.emplace(source, e.validated_ns);
+      if (!added) it->second = std::max(it->second, e.validated_ns);
+    }
+  }
 }
 
+namespace {
+
+bool Compressed(std::string_view name) {
+  for (std::string_view ext : {".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip"}) {
+    if (name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext) return true;
+  }
+  return false;
+}
+
+// Lines in a file: its newlines, plus one for a final unterminated line; nullopt
+// when it cannot be read.
+std::optional<std::uint64_t> CountLines(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  std::uint64_t lines = 0;
+  char last = '\n';
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n';
+    last = buf[n - 1];
+  }
+  ::close(fd);
+  return lines + (last != '\n' ? 1 : 0);
+}
+
+}  // namespace
+
+// The rotated files of exact-path pattern `source` written after since_ns that the
+// tailer does not follow: they appeared and were rotated away while it was down or
+// between two passes (see "Unread rotations" in the header).
+void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns, Pass& pass) {
+  const std::string& pattern = options_.patterns[source];
+  const std::string dir = tail::Dirname(pattern);
+  const std::string base = Basename(pattern);
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(d)) {
+    if (IsRotationName(entry->d_name, base)) names.emplace_back(entry->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const auto dev = static_cast<std::uint64_t>(st.st_dev);
+    const auto ino = static_cast<std::uint64_t>(st.st_ino);
+    if (FindFile(dev, ino) || tail::ToNs(st.st_mtim) <= since_ns) continue;
+    if (!unread_.insert({dev, ino}).second) continue;  // reported already
+    if (Compressed(name)) {
+      Emit(pass, TailEventKind::kUnreadRotation, source, path, 0,
+           "rotated away unseen and compressed: never read, its records are not counted");
+      continue;
+    }
+    const std::optional<std::uint64_t> lines = CountLines(path);
+    if (!lines) continue;
+    Emit(pass, TailEventKind::kUnreadRotation, source, path, *lines,
+         "rotated away unseen (the pattern does not match rotated names): " + std::to_string(*lines) +
+             " lines never read, counted as dropped");
+  }
+}
 // Adds `file` (which holds `entry`) at the entry's position. A file no
 // pattern finds was renamed while we were down: it is drained like a rotated one.
 void FileTailer::ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass) {
@@ -377,6 +501,7 @@ void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>&
 void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size,
                                   const std::string& reason, const std::vector<Candidate>& found,
                                   Pass& pass) {
+  ScheduleUnreadScan(file);
   TailedFilePtr copy = FindCopy(file.pos, file.source, found, pass);
   const std::uint64_t known = std::max(file.last_size, file.read_offset);
   const std::uint64_t lost = copy ? 0 : known - file.pos.offset;
@@ -725,6 +850,18 @@ std::vector<FileTailer::Position> FileTailer::CollectPositions() const {
     if (file->state != FileState::kDeleted) positions.push_back(file->pos);
   }
   return positions;
+}
+
+std::string FileTailer::SavePositions() const { return tail::SerializeCheckpoint(CollectPositions()); }
+
+Status FileTailer::RestorePositions(std::string_view text) {
+  if (polled_) return Status::Error("positions can only be restored before the first poll");
+  Result<std::vector<Position>> parsed = tail::ParseCheckpoint(text, "saved positions");
+  if (!parsed.ok()) return Status::Error(parsed.error());
+  restored_ = std::move(parsed).value();
+  checkpoint_loaded_ = true;
+  checkpoint_error_.clear();
+  return Status::Ok();
 }
 
 Status FileTailer::Checkpoint() {

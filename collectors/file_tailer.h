@@ -79,6 +79,19 @@
 // Format: a text file, "kvwatch-file-tailer-checkpoint 1", one "file ..." line
 // per entry, and "end <count> <hash>" guarding against truncated or edited files.
 //
+// Unread rotations (exact-path patterns): a pattern without glob characters does
+// not find its rotated files (app.log.1, app.log-20250101), so a file that was
+// created and rotated away while the tailer was down, or between two passes (the
+// loop stalled longer than the writer's rotation period), is never read. When the
+// tailer sees its file rotated away or truncated, and at the first Poll() after
+// a checkpoint was loaded, every regular file in the pattern's directory whose name
+// is the pattern's name plus a separator (. - _) and more, that the tailer does not
+// follow, and that was modified after the tailer last validated that pattern's
+// file (or its checkpointed positions), is such a file: it is reported once as
+// kUnreadRotation with its line count (and its path), never read.
+// A compressed one (.gz, .bz2, .xz, .zst, .lz4, .zip) is reported with count 0 and
+// says so. A glob that matches the rotated names ("app.log*") reads them instead.
+//
 // Change notification (Linux, optional): NotifyFd() is an inotify descriptor
 // that becomes readable when a watched directory or open file changes. Wait on it
 // (e.g. boost::asio::posix::stream_descriptor over a dup() of it: the descriptor
@@ -112,6 +125,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -169,10 +183,12 @@ enum class TailEventKind {
   kReadError,        // stat/open/read failed (reported once until it recovers); count = errno
   kLostBytes,        // known bytes that will never be delivered; count = bytes
   kCheckpointError,  // checkpoint unreadable or corrupt, ignored; count = 0
+  kUnreadRotation,   // a rotated file that appeared and was rotated away while the
+                     // tailer was down, never read (see "Unread rotations"); count = its lines
 };
 
 // "opened", "rotated", "truncated", "deleted", "closed", "line_too_long",
-// "read_error", "lost_bytes", "checkpoint_error": stable, for metric labels.
+// "read_error", "lost_bytes", "checkpoint_error", "unread_rotation": stable, for metric labels.
 std::string_view TailEventKindName(TailEventKind kind);
 
 struct TailEvent {
@@ -222,6 +238,15 @@ class FileTailer {
   // failing step; the previous checkpoint is then still intact.
   base::Status Checkpoint();
 
+  // The positions Checkpoint() would write, as text (tail_checkpoint.h's format),
+  // for a caller that commits them in its own atomic step with the state they led
+  // to (the agent's state file: collectors/collector.h, AppendState).
+  std::string SavePositions() const;
+  // Before the first Poll() only: resume from positions saved by SavePositions(),
+  // exactly as from a loaded checkpoint file (and instead of it). An error names
+  // what is wrong with the text; nothing is changed then.
+  base::Status RestorePositions(std::string_view text);
+
   // The inotify descriptor, or -1 when disabled or unavailable. Owned by the
   // tailer; readable when Poll() has something to look at.
   int NotifyFd() const { return watch_.fd(); }
@@ -245,6 +270,9 @@ class FileTailer {
   void HandleRotation(const std::vector<Candidate>& found, Pass& pass);
   void ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass& pass);
   void ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass);
+  void ScheduleUnreadScan(const TailedFile& file);
+  void ReportUnreadRotations(std::size_t source, std::int64_t since_ns, Pass& pass);
+  std::size_t SourceForEntry(const std::string& path) const;
   void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
                        bool holds, const std::string& copy, Pass& pass);
   void CheckTruncation(TailedFile& file, const std::vector<Candidate>& found, Pass& pass);
@@ -295,6 +323,8 @@ class FileTailer {
   bool polled_ = false;                             // the first Poll() has run
   std::map<std::string, std::string> open_errors_;  // path -> last reported error
   std::vector<char> buffer_;                        // read_chunk_bytes
+  std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
+  std::set<std::pair<std::uint64_t, std::uint64_t>> unread_;  // (dev, ino) reported unread
 };
 
 }  // namespace kvwatch::collectors

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/atomic_file.h"
 #include "collectors/file_scan.h"
 
 namespace kvwatch::collectors::tail {
@@ -79,70 +80,6 @@ std::string Hex16(std::uint64_t value) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
   return buf;
-}
-
-Result<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Result<std::string>::Error(path + ": cannot open: " + std::strerror(errno));
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      return Result<std::string>::Error(path + ": read error: " + std::strerror(error));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxCheckpointBytes) {
-      ::close(fd);
-      return Result<std::string>::Error(path + ": larger than " +
-                                        std::to_string(kMaxCheckpointBytes) + " bytes");
-    }
-  }
-  ::close(fd);
-  return text;
-}
-
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Error(path + ": write error: " + std::strerror(errno));
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return Status::Ok();
-}
-
-// tmp file in the same directory, fsync, rename over `path`, fsync the directory.
-Status WriteFileAtomically(const std::string& path, std::string_view text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Error(tmp + ": cannot create: " + std::strerror(errno));
-  Status written = WriteAll(fd, text, tmp);
-  if (written.ok() && ::fsync(fd) != 0)
-    written = Status::Error(tmp + ": fsync: " + std::strerror(errno));
-  if (::close(fd) != 0 && written.ok())
-    written = Status::Error(tmp + ": close: " + std::strerror(errno));
-  if (!written.ok()) {
-    ::unlink(tmp.c_str());
-    return written;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    return Status::Error("rename " + tmp + " -> " + path + ": " + std::strerror(error));
-  }
-  const std::string dir = Dirname(path);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Status::Error(dir + ": cannot open directory: " + std::strerror(errno));
-  const bool synced = ::fsync(dir_fd) == 0;
-  const int error = errno;
-  ::close(dir_fd);
-  if (!synced) return Status::Error(dir + ": fsync of directory: " + std::strerror(error));
-  return Status::Ok();
 }
 
 }  // namespace
@@ -245,7 +182,7 @@ std::string SerializeCheckpoint(const std::vector<FilePosition>& entries) {
 
 
 Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries) {
-  return WriteFileAtomically(path, SerializeCheckpoint(entries));
+  return base::WriteFileAtomically(path, SerializeCheckpoint(entries));
 }
 
 // A complete "<path>.tmp" is newer than <path> (a crash came between its fsync
@@ -253,7 +190,7 @@ Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>&
 // is ignored silently.
 LoadedCheckpoint LoadCheckpoint(const std::string& path) {
   LoadedCheckpoint loaded;
-  Result<std::string> tmp = ReadSmallFile(path + ".tmp");
+  Result<std::string> tmp = base::ReadWholeFile(path + ".tmp", kMaxCheckpointBytes);
   if (tmp.ok()) {
     Result<std::vector<FilePosition>> parsed = ParseCheckpoint(tmp.value(), path + ".tmp");
     if (parsed.ok()) {
@@ -263,7 +200,7 @@ LoadedCheckpoint LoadCheckpoint(const std::string& path) {
     }
   }
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return loaded;  // first start
-  Result<std::string> text = ReadSmallFile(path);
+  Result<std::string> text = base::ReadWholeFile(path, kMaxCheckpointBytes);
   if (!text.ok()) {
     loaded.error = "checkpoint unreadable: " + text.error();
     return loaded;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/byte_io.h"
+
 namespace kvwatch::collectors {
 
 base::Result<std::unique_ptr<TraceFileCollector>> TraceFileCollector::Create(TraceFileCollectorOptions options,
@@ -32,12 +34,51 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
     stats_.last_success_s = wall_now_s;
   };
   bool read_error = false;
-  callbacks.on_event = [&](const TailEvent& e) { read_error = CountTailEvent(e, &stats_, log_) || read_error; };
+  callbacks.on_event = [&](const TailEvent& e) {
+    if (e.kind == TailEventKind::kRotated || e.kind == TailEventKind::kTruncated ||
+        e.kind == TailEventKind::kDeleted || e.kind == TailEventKind::kClosed) {
+      rotated_ = true;
+    }
+    read_error = CountTailEvent(e, &stats_, log_) || read_error;
+  };
   const TailPollSummary summary = tailer_->Poll(callbacks);
   // Up while the tailer reads without errors (no file yet is not an error: the
   // collector waits for it, as tail -F does).
   stats_.up = !read_error;
   (void)summary;
+}
+
+// The collector's part of the agent's state: a version, its counters (so they
+// continue across restarts with the curves they fed) and the tailer's positions.
+namespace {
+constexpr std::uint32_t kTraceFileStateVersion = 1;
+}  // namespace
+
+void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
+  base::AppendPod(out, kTraceFileStateVersion);
+  AppendStats(stats_, out);
+  const std::string text = tailer_->SavePositions();
+  base::AppendPod<std::uint64_t>(out, text.size());
+  out->insert(out->end(), text.begin(), text.end());
+  rotated_ = false;
+}
+
+base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) {
+  std::uint32_t version = 0;
+  std::uint64_t len = 0;
+  CollectorStats stats;
+  if (!base::ReadPod(&in, &version)) return base::Status::Error("truncated");
+  if (version != kTraceFileStateVersion) return base::Status::Error("version " + std::to_string(version));
+  if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &len) || len != in.size()) {
+    return base::Status::Error("malformed counters or positions");
+  }
+  base::Status s = tailer_->RestorePositions(std::string_view(reinterpret_cast<const char*>(in.data()), in.size()));
+  if (!s.ok()) return s;
+  stats_.records = stats.records;
+  stats_.dropped = stats.dropped;
+  stats_.dropped_by = std::move(stats.dropped_by);
+  stats_.errors = std::move(stats.errors);
+  return base::Status::Ok();
 }
 
 }  // namespace kvwatch::collectors

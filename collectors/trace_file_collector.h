@@ -6,6 +6,10 @@
 // "line_too_long", "read_error", "checkpoint_error". "dropped" counts loss events
 // the tailer reports (bytes written and truncated away between two reads, as
 // copytruncate can do); each is logged with its byte count.
+//
+// State: with the agent's state file (state.path) the tailer's positions are
+// committed in the same atomic step as the curves (AppendState), so a restart
+// counts every line once; see docs/guarantees.md for each rotation mode.
 #ifndef KVWATCH_COLLECTORS_TRACE_FILE_COLLECTOR_H_
 #define KVWATCH_COLLECTORS_TRACE_FILE_COLLECTOR_H_
 
@@ -35,6 +39,12 @@ class TraceFileCollector : public Collector {
   std::chrono::milliseconds poll_interval() const override { return options_.poll_interval; }
   void Poll(RequestSink& sink, double wall_now_s) override;
   base::Status Checkpoint() override { return tailer_->Checkpoint(); }
+  // The tailer's positions (FileTailer::SavePositions), for the agent's state file.
+  void AppendState(std::vector<std::uint8_t>* out) const override;
+  base::Status RestoreState(std::span<const std::uint8_t> in) override;
+  // After the tailer saw a rotation, truncation or deletion: positions saved soon
+  // keep a restart from having to find files that have moved on since.
+  bool WantsSave() const override { return rotated_; }
   int NotifyFd() const override { return tailer_->NotifyFd(); }
   CollectorStats stats() const override { return stats_; }
 
@@ -47,6 +57,7 @@ class TraceFileCollector : public Collector {
   RateLimitedLog log_;  // bad input: the counters keep the totals
   curve::Request request_;
   CollectorStats stats_;
+  mutable bool rotated_ = false;  // since the last AppendState
 };
 
 }  // namespace kvwatch::collectors

@@ -81,6 +81,10 @@ void GroupAccounting::Add(const Request& request, GroupTags tags, const RequestO
 
 void GroupAccounting::Advance(double t) { windows_.Advance(t); }
 
+void GroupAccounting::ResetWindows() {
+  windows_ = SlidingWindows<GroupCurves>(options_.windows_s, GroupCurves(&window_layout_));
+}
+
 void GroupAccounting::Clear() {
   tenants_ = TenantFolder(FolderOptions(options_.tenants.top_k, options_.tenants.refresh_every));
   classes_ = TenantFolder(FolderOptions(options_.tenants.class_top_k, options_.tenants.refresh_every));

@@ -116,6 +116,9 @@ class GroupAccounting {
   void Advance(double t);
   // Forgets everything (a rejected state file).
   void Clear();
+  // Empties the windows and restarts their clock, keeping the lifetime counters
+  // and folders (a restored clock that was beyond the allowed skew).
+  void ResetWindows();
 
   // What a scrape renders, copied. The curves refer to this accounting's layouts:
   // valid while it lives.

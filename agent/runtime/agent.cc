@@ -20,6 +20,7 @@
 
 #include "agent/runtime/group_metrics.h"
 #include "agent/runtime/metrics.h"
+#include "agent/runtime/state_file.h"
 #include "agent/runtime/version.h"
 #include "agent/web/api_json.h"
 #include "agent/web/json_writer.h"
@@ -33,38 +34,6 @@ using collectors::WallNow;
 namespace {
 
 void Log(const std::string& message) { std::fprintf(stderr, "kvwatch agent: %s\n", message.c_str()); }
-
-// Writes bytes to path atomically: a temp file in the same folder, fsync, rename
-// over path, fsync the folder. A crash leaves the old file or the new one.
-base::Status WriteFileAtomically(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return base::Status::Error(tmp + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string err = std::strerror(errno);
-      ::close(fd);
-      return base::Status::Error(tmp + ": " + err);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return base::Status::Error(tmp + ": " + std::strerror(errno));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return base::Status::Error(path + ": " + std::strerror(errno));
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return base::Status::Ok();
-}
-
-// State file: magic, version, the configuration fingerprint, then sections.
-constexpr char kStateMagic[8] = {'K', 'V', 'W', 'S', 'T', 'A', 'T', 'E'};
-constexpr std::uint32_t kStateVersion = 1;
 
 bool Sampled(const AgentOptions& o) { return o.sample_rate < 1.0 || o.sample_max_pages > 0; }
 bool TenantsOn(const AgentOptions& o) { return o.tenants.enabled && !Sampled(o); }
@@ -291,6 +260,8 @@ int Agent::Run() {
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> next_poll(options_.collectors.size(), Clock::now());
   Clock::time_point next_save = Clock::now() + options_.state_interval;
+  Clock::time_point next_early_save = Clock::now();
+  bool first_pass = true;
   Clock::time_point next_alerts = Clock::now();
   if (alert_runner_) next_alerts += alert_runner_->options().alerter.evaluation_interval;
   boost::asio::steady_timer tick(io);
@@ -327,10 +298,24 @@ int Agent::Run() {
       (void)alert_runner_->Evaluate(AlertInputsAt(alert_runner_->Now()));
       next_alerts = now + alert_runner_->options().alerter.evaluation_interval;
     }
-    if (!options_.state_path.empty() && now >= next_save) {
-      if (base::Status s = SaveState(); !s.ok()) Log(s.error());
-      next_save = now + options_.state_interval;
+    if (!options_.state_path.empty()) {
+      // Besides every state.interval: once right after start-up (the restored
+      // positions resolved against the files as they are now, so back-to-back
+      // restarts do not all fall back to one old save), and soon after a collector
+      // saw a rotation or a publisher restart. Early saves are rate-limited so they
+      // cannot starve ingestion: at least 1 s apart, and at most a fifth of the time.
+      bool wants = first_pass;
+      for (const auto& c : options_.collectors) wants = wants || c->WantsSave();
+      if (now >= next_save || (wants && now >= next_early_save)) {
+        if (base::Status s = SaveState(); !s.ok()) Log(s.error());
+        const Clock::time_point done = Clock::now();
+        next_save = done + options_.state_interval;
+        next_early_save = done + std::max<Clock::duration>(
+                                     std::chrono::seconds(1),
+                                     std::chrono::duration_cast<Clock::duration>(4 * (done - now)));
+      }
     }
+    first_pass = false;
     tick.expires_after(kTick);
     tick.async_wait([&](const boost::system::error_code& ec) {
       if (!ec) loop();
@@ -376,38 +361,39 @@ std::string Agent::ConfigFingerprint() const {
 
 base::Status Agent::SaveState() {
   if (options_.state_path.empty()) return base::Status::Ok();
-  std::vector<std::uint8_t> bytes(kStateMagic, kStateMagic + sizeof(kStateMagic));
+  const auto started = std::chrono::steady_clock::now();
+  StateParts parts;
   {
     base::MutexLock lock(mu_);
-    base::AppendPod(&bytes, kStateVersion);
-    const std::string fp = ConfigFingerprint();
-    base::AppendPod<std::uint64_t>(&bytes, fp.size());
-    bytes.insert(bytes.end(), fp.begin(), fp.end());
-    const std::vector<std::uint8_t> engine = sampled_ ? sampled_->Serialize() : engine_.Serialize();
-    base::AppendPod<std::uint64_t>(&bytes, engine.size());
-    bytes.insert(bytes.end(), engine.begin(), engine.end());
-    lifetime_.Serialize(&bytes);
-    base::AppendPod(&bytes, hit_capacity_sum_);
-    base::AppendPod(&bytes, required_capacity_sum_);
-    windows_->Serialize(&bytes);
-    base::AppendPod(&bytes, last_record_time_);
-    base::AppendPod(&bytes, last_record_wall_);
+    parts.fingerprint = ConfigFingerprint();
+    parts.engine = sampled_ ? sampled_->Serialize() : engine_.Serialize();
+    lifetime_.Serialize(&parts.curves);
+    base::AppendPod(&parts.curves, hit_capacity_sum_);
+    base::AppendPod(&parts.curves, required_capacity_sum_);
+    windows_->Serialize(&parts.curves);
+    base::AppendPod(&parts.curves, last_record_time_);
+    base::AppendPod(&parts.curves, last_record_wall_);
     if (sampled_) {
-      base::AppendPod(&bytes, all_page_refs_);
-      base::AppendPod(&bytes, all_requests_);
+      base::AppendPod(&parts.curves, all_page_refs_);
+      base::AppendPod(&parts.curves, all_requests_);
     }
-    if (groups_) groups_->Serialize(&bytes);
+    if (groups_) groups_->Serialize(&parts.groups);
   }
-  base::Status s = WriteFileAtomically(options_.state_path, bytes);  // I/O outside the lock
+  // The collectors' positions, taken on the loop thread between two polls: every
+  // request they handed on is in the curves copied above, and none other.
+  for (const auto& c : options_.collectors) {
+    StateBytes bytes;
+    c->AppendState(&bytes);
+    parts.collectors.emplace_back(c->name(), std::move(bytes));
+  }
+  base::Status s = WriteStateFile(options_.state_path, parts);  // I/O outside the lock
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   {
     base::MutexLock lock(mu_);
     ++(s.ok() ? state_saves_ : state_errors_);
+    last_save_seconds_ = seconds;
   }
   if (!s.ok()) return base::Status::Error("state: " + s.error());
-  // The collectors' positions right after the state they led to.
-  for (auto& c : options_.collectors) {
-    if (base::Status cs = c->Checkpoint(); !cs.ok()) Log(c->name() + ": checkpoint: " + cs.error());
-  }
   return base::Status::Ok();
 }
 
@@ -416,56 +402,95 @@ void Agent::ResetState() {
   if (sampled_) sampled_->Clear();
   all_page_refs_ = all_requests_ = 0;
   lifetime_.Clear();
+  ResetWindows();
+  hit_capacity_sum_ = required_capacity_sum_ = 0;
+  if (groups_) groups_->Clear();
+}
+
+void Agent::ResetWindows() {
   std::vector<double> seconds;
   for (const WindowSpec& w : options_.curve.windows) seconds.push_back(w.seconds);
   windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
-  hit_capacity_sum_ = required_capacity_sum_ = 0;
-  if (groups_) groups_->Clear();
+  if (groups_) groups_->ResetWindows();
   last_record_time_ = -1;
+  last_record_wall_ = 0;
 }
 
 void Agent::LoadState() {
   if (options_.state_path.empty()) return;
-  std::ifstream f(options_.state_path, std::ios::binary);
-  if (!f) {
+  LoadedState loaded = ReadStateFile(options_.state_path);
+  if (loaded.outcome == LoadedState::Outcome::kNone) {
     state_restore_result_ = "none";
     return;
   }
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // A state that cannot be restored whole is set aside (kept for inspection, never
+  // read again) and the agent starts fresh: a partial restore would count some
+  // records twice or not at all.
   auto reject = [&](const std::string& why) NO_THREAD_SAFETY_ANALYSIS {  // LoadState holds mu_
-    const std::string aside = options_.state_path + ".rejected-" + std::to_string(static_cast<long long>(WallNow()));
-    std::error_code ec;
-    std::filesystem::rename(options_.state_path, aside, ec);
-    Log("state " + options_.state_path + " not restored (" + why + "); set aside as " + aside);
+    const std::string suffix = ".rejected-" + std::to_string(static_cast<long long>(WallNow()));
+    std::string aside;
+    for (const std::string& file : {options_.state_path, options_.state_path + ".tmp"}) {
+      std::error_code ec;
+      if (!std::filesystem::exists(file, ec)) continue;
+      std::filesystem::rename(file, file + suffix, ec);
+      aside += (aside.empty() ? "" : ", ") + file + suffix;
+    }
+    Log("state " + loaded.from + " not restored (" + why + "); set aside as " + aside + "; starting fresh");
     ResetState();
     state_restore_result_ = "rejected";
   };
-  std::span<const std::uint8_t> in(bytes);
-  std::uint32_t version = 0;
-  std::uint64_t n = 0;
-  if (in.size() < sizeof(kStateMagic) || std::memcmp(in.data(), kStateMagic, sizeof(kStateMagic)) != 0) {
-    return reject("not a kvwatch state file");
-  }
-  in = in.subspan(sizeof(kStateMagic));
-  if (!base::ReadPod(&in, &version) || version != kStateVersion) return reject("version " + std::to_string(version));
-  if (!base::ReadPod(&in, &n) || n > in.size()) return reject("truncated");
-  const std::string fp(reinterpret_cast<const char*>(in.data()), n);
-  in = in.subspan(n);
-  if (fp != ConfigFingerprint()) return reject("saved with other settings: " + fp);
-  if (!base::ReadPod(&in, &n) || n > in.size() ||
-      !(sampled_ ? sampled_->Deserialize(in.subspan(0, n)) : engine_.Deserialize(in.subspan(0, n)))) {
+  if (loaded.outcome == LoadedState::Outcome::kRejected) return reject(loaded.error);
+  const StateParts& parts = loaded.parts;
+  if (parts.fingerprint != ConfigFingerprint()) return reject("saved with other settings: " + parts.fingerprint);
+  if (!(sampled_ ? sampled_->Deserialize(parts.engine) : engine_.Deserialize(parts.engine))) {
     return reject("engine state");
   }
-  in = in.subspan(n);
-  if (!lifetime_.Deserialize(&in) || !base::ReadPod(&in, &hit_capacity_sum_) || !base::ReadPod(&in, &required_capacity_sum_) ||
-      !windows_->Deserialize(&in) || !base::ReadPod(&in, &last_record_time_) || !base::ReadPod(&in, &last_record_wall_) ||
-      (sampled_ && (!base::ReadPod(&in, &all_page_refs_) || !base::ReadPod(&in, &all_requests_))) ||
-      (groups_ && !groups_->Deserialize(&in)) || !in.empty()) {
+  std::span<const std::uint8_t> in(parts.curves);
+  if (!lifetime_.Deserialize(&in) || !base::ReadPod(&in, &hit_capacity_sum_) ||
+      !base::ReadPod(&in, &required_capacity_sum_) || !windows_->Deserialize(&in) ||
+      !base::ReadPod(&in, &last_record_time_) || !base::ReadPod(&in, &last_record_wall_) ||
+      (sampled_ && (!base::ReadPod(&in, &all_page_refs_) || !base::ReadPod(&in, &all_requests_))) || !in.empty()) {
     return reject("curves");
   }
+  if (groups_) {
+    std::span<const std::uint8_t> g(parts.groups);
+    if (!groups_->Deserialize(&g) || !g.empty()) return reject("tenant and class groups");
+  }
+  // Collectors last: a collector whose part is missing (added since) starts as on
+  // a first start; a part whose collector is gone is dropped with a log line.
+  for (const auto& c : options_.collectors) {
+    const StateBytes* bytes = parts.Collector(c->name());
+    if (bytes == nullptr) {
+      Log("state: collector " + c->name() + " has no saved positions (new since the last save)");
+      continue;
+    }
+    if (base::Status cs = c->RestoreState(*bytes); !cs.ok()) {
+      return reject("collector " + c->name() + ": " + cs.error());
+    }
+  }
+  for (const auto& [name, bytes] : parts.collectors) {
+    const bool known = std::any_of(options_.collectors.begin(), options_.collectors.end(),
+                                   [&](const auto& c) { return c->name() == name; });
+    if (!known) Log("state: collector " + name + " is no longer configured; its saved positions are dropped");
+  }
   state_restore_result_ = "restored";
-  Log("state restored from " + options_.state_path + ": " + std::to_string(sampled_ ? all_requests_ : lifetime_.requests()) + " requests, " +
+  Log("state restored from " + loaded.from + ": " +
+      std::to_string(sampled_ ? all_requests_ : lifetime_.requests()) + " requests, " +
       std::to_string(engine().tracked_pages()) + " tracked pages");
+  RepairClock(WallNow());
+}
+
+void Agent::RepairClock(double wall_now_s) {
+  // A windows' clock beyond the allowed skew (a state saved before records from
+  // the future were rejected, or a host clock set back) would leave every later
+  // record out of every window: the windows restart, the lifetime counters stay.
+  if (last_record_time_ < 0) return;
+  const double now = ClockNow(wall_now_s);
+  if (now <= wall_now_s + max_clock_skew_s()) return;
+  Log("state: the windows' clock was " + std::to_string(now - wall_now_s) +
+      " s ahead of the wall clock (more than curve.max_clock_skew); the windows restart, lifetime counters kept");
+  ResetWindows();
+  ++clock_repairs_;
 }
 
 // --- Exposition -----------------------------------------------------------------------
@@ -545,8 +570,12 @@ constexpr base::MetricDef kCollectorUp{"kvwatch_collector_up", MetricType::kGaug
                                        "Whether the collector reads its source (1) or not (0).", "collector"};
 constexpr base::MetricDef kCollectorRecords{"kvwatch_collector_records_total", MetricType::kCounter,
                                             "Records the collector handed to the curve engine.", "collector"};
-constexpr base::MetricDef kCollectorDropped{"kvwatch_collector_dropped_total", MetricType::kCounter,
-                                            "Records the collector knows it lost.", "collector"};
+constexpr base::MetricDef kCollectorDropped{
+    "kvwatch_collector_dropped_total", MetricType::kCounter,
+    "Records the collector knows it lost, by reason: unread_rotation (lines of a rotated file never read), "
+    "lost_bytes (loss events of bytes seen but not delivered before a truncation), lost (KV-event batches the "
+    "replay endpoint could not return, and other losses).",
+    "collector,reason"};
 constexpr base::MetricDef kCollectorLastSuccess{"kvwatch_collector_last_success_timestamp_seconds",
                                                 MetricType::kGauge,
                                                 "Wall time of the collector's last successful read (0: never).",
@@ -562,7 +591,19 @@ constexpr base::MetricDef kCacheCapacity{
     "kvwatch_cache_capacity_pages", MetricType::kGauge,
     "The replica's KV-cache capacity in pages: the largest of curve.capacities (the working-set-over-capacity "
     "alerts compare with it)."};
-constexpr base::MetricDef kStateSaves{"kvwatch_state_saves_total", MetricType::kCounter, "State checkpoints written."};
+constexpr base::MetricDef kStateSaves{"kvwatch_state_saves_total", MetricType::kCounter,
+                                      "State checkpoints written (curves and collectors' positions, one atomic "
+                                      "step each)."};
+constexpr base::MetricDef kStateSaveSeconds{"kvwatch_state_last_save_duration_seconds", MetricType::kGauge,
+                                            "How long the last state checkpoint took (copy and write)."};
+constexpr base::MetricDef kStateRestore{
+    "kvwatch_state_restore", MetricType::kGauge,
+    "What start-up found in the state file, 1 for the outcome: none (first start), restored, or rejected (set "
+    "aside, started fresh).",
+    "outcome"};
+constexpr base::MetricDef kClockRepairs{
+    "kvwatch_state_clock_repairs_total", MetricType::kCounter,
+    "Restored window clocks that were beyond curve.max_clock_skew ahead of the wall clock (the windows restarted)."};
 constexpr base::MetricDef kStateSaveErrors{"kvwatch_state_save_errors_total", MetricType::kCounter,
                                            "State checkpoints that failed."};
 
@@ -618,6 +659,9 @@ struct Agent::Snapshot {
   std::optional<curve::GroupAccounting::View> groups;
   std::uint64_t state_saves = 0;
   std::uint64_t state_errors = 0;
+  double last_save_seconds = 0;
+  std::uint64_t clock_repairs = 0;
+  std::string restore_result;
 
   // Exported counts: weighted counts over the weight unit when sampled.
   double Count(std::uint64_t weighted) const {
@@ -655,6 +699,9 @@ Agent::Snapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
   if (groups_) s.groups = groups_->Snapshot(windows);
   s.state_saves = state_saves_;
   s.state_errors = state_errors_;
+  s.last_save_seconds = last_save_seconds_;
+  s.clock_repairs = clock_repairs_;
+  s.restore_result = state_restore_result_;
   return s;
 }
 
@@ -781,7 +828,16 @@ std::string Agent::RenderMetrics() {
     const Labels labels = {{"collector", c.name}};
     m.Add(kCollectorUp, c.stats.up ? 1 : 0, labels);
     m.Add(kCollectorRecords, static_cast<double>(c.stats.records), labels);
-    m.Add(kCollectorDropped, static_cast<double>(c.stats.dropped), labels);
+    // By reason; what a collector counts without one is "lost".
+    std::uint64_t with_reason = 0;
+    for (const auto& [reason, count] : c.stats.dropped_by) {
+      m.Add(kCollectorDropped, static_cast<double>(count), {{"collector", c.name}, {"reason", reason}});
+      with_reason += count;
+    }
+    if (c.stats.dropped > with_reason || c.stats.dropped_by.empty()) {
+      m.Add(kCollectorDropped, static_cast<double>(c.stats.dropped - std::min(with_reason, c.stats.dropped)),
+            {{"collector", c.name}, {"reason", "lost"}});
+    }
     m.Add(kCollectorLastSuccess, c.stats.last_success_s, labels);
     for (const auto& [reason, count] : c.stats.errors) {
       m.Add(kCollectorErrors, static_cast<double>(count), {{"collector", c.name}, {"reason", reason}});
@@ -816,6 +872,13 @@ std::string Agent::RenderMetrics() {
   if (!options_.curve.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options_.curve.capacities.back()));
   if (alert_runner_) alert_runner_->AppendMetrics(&m);
   m.Add(kStateSaves, static_cast<double>(s.state_saves));
+  m.Add(kStateSaveSeconds, s.last_save_seconds);
+  if (!options_.state_path.empty()) {
+    for (const char* outcome : {"none", "restored", "rejected"}) {
+      m.Add(kStateRestore, s.restore_result == outcome ? 1 : 0, {{"outcome", outcome}});
+    }
+  }
+  m.Add(kClockRepairs, static_cast<double>(s.clock_repairs));
   m.Add(kStateSaveErrors, static_cast<double>(s.state_errors));
   m.ProcessMetrics();
   return m.Serialize();

@@ -5,8 +5,10 @@
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
 // serves /metrics, /api/v1/curve, /api/v1/groups, /api/v1/windows, /api/v1/alerts, /healthz,
-// /readyz and a page at /. State (engine, curves, clock) is checkpointed on an
-// interval and at shutdown and restored at start-up. With alerts enabled the loop
+// /readyz and a page at /. State (engine, curves, clock, groups, and every
+// collector's positions) is committed in one atomic step (agent/runtime/state_file.h)
+// right after start-up, on an interval, soon after a rotation, and at shutdown, and
+// restored at start-up. With alerts enabled the loop
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
 // notifications are sent on the runner's own threads.
 //
@@ -55,6 +57,7 @@
 #include "base/thread_annotations.h"
 #include "agent/web/http_server.h"
 #include "collectors/collector.h"
+#include "collectors/time_sanity.h"
 #include "config/agent_config.h"
 #include "curve/bucketed_curve.h"
 #include "curve/group_accounting.h"
@@ -167,6 +170,11 @@ class Agent : public collectors::RequestSink {
   void LoadState() REQUIRES(mu_);
   // Forgets the curves' state (a rejected state file).
   void ResetState() REQUIRES(mu_);
+  // Empties the windows (curves and groups) and restarts their clock.
+  void ResetWindows() REQUIRES(mu_);
+  // After a restore: restarts the windows when their clock is beyond the skew.
+  void RepairClock(double wall_now_s) REQUIRES(mu_);
+  double max_clock_skew_s() const { return collectors::kDefaultMaxClockSkewS; }
   // The windows' clock: record time when records carry it, advanced at wall speed
   // while idle (see Run).
   double ClockNow(double wall_now_s) const REQUIRES(mu_);
@@ -206,6 +214,8 @@ class Agent : public collectors::RequestSink {
   double last_record_wall_ GUARDED_BY(mu_) = 0;             // wall time of the last request
   std::uint64_t state_saves_ GUARDED_BY(mu_) = 0;
   std::uint64_t state_errors_ GUARDED_BY(mu_) = 0;
+  double last_save_seconds_ GUARDED_BY(mu_) = 0;           // duration of the last save
+  std::uint64_t clock_repairs_ GUARDED_BY(mu_) = 0;         // restored clocks beyond the skew
   std::string state_restore_result_ GUARDED_BY(mu_) = "none";
   // Per collector, its stats, signals and samples as of its last poll.
   std::vector<CollectorCopy> published_ GUARDED_BY(mu_);

@@ -54,7 +54,7 @@ std::string ZmqEndpointProblem(const std::string& endpoint) {
 }
 
 // One parse of collectors.*: the reader, and what spans the rows (collector
-// names are unique among all collectors; a checkpoint file serves one collector).
+// names are unique among all collectors).
 class SectionParser {
  public:
   explicit SectionParser(const config::AgentConfig& config) : config(config), r(config.collectors.source) {}
@@ -87,18 +87,8 @@ class SectionParser {
     return r.RequireNonEmptyList(e, paths->empty());
   }
 
-  Status Checkpoint(const Entry& e, std::string* checkpoint) {
-    if (Status s = r.ReadString(e, checkpoint); !s.ok()) return s;
-    if (checkpoint->empty()) return Status::Ok();
-    if (auto [it, added] = checkpoints_.emplace(*checkpoint, e.path); !added) {
-      return r.Fail(e, "the checkpoint \"" + *checkpoint + "\" is already used by " + it->second);
-    }
-    return Status::Ok();
-  }
-
  private:
   std::map<std::string, std::string> names_;        // name -> path of its name key
-  std::map<std::string, std::string> checkpoints_;  // checkpoint -> path
 };
 
 // ------------------------------------------------------------------ The rows' parsers
@@ -115,7 +105,10 @@ Status ParseTraceFile(SectionParser& p, const Entry& item, CollectorOptions* out
     if (k == "collectors.trace_files[].start_at") {
       return r.ReadChoice(e, base::kTailStartPositionSpellings, &o.tailer.start_position);
     }
-    if (k == "collectors.trace_files[].checkpoint") return p.Checkpoint(e, &o.tailer.checkpoint_path);
+    if (k == "collectors.trace_files[].checkpoint") {
+      return r.Fail(e, "removed: a collector's read positions are committed with the agent's state file "
+                       "(state.path), in the same atomic step as the curves; remove this key");
+    }
     if (k == "collectors.trace_files[].timestamp_unit") {
       return r.ReadChoice(e, base::kTimestampUnitSpellings, &o.record.timestamp_unit);
     }
@@ -140,10 +133,6 @@ Status ParseTraceFile(SectionParser& p, const Entry& item, CollectorOptions* out
     return r.Unhandled(e);
   });
   if (!status.ok()) return status;
-  const std::string& state = p.config.state.path;
-  if (o.tailer.checkpoint_path.empty() && !state.empty()) {
-    o.tailer.checkpoint_path = (std::filesystem::path(state) / ("tail-" + o.name + ".ckpt")).string();
-  }
   *out = std::move(o);
   return Status::Ok();
 }

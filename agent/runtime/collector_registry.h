@@ -9,8 +9,8 @@
 //
 // Errors are the config's: "SOURCE:LINE: KEY: message", e.g.
 // "agent.yaml:9: collectors.kv_events[1].endpoints: expected at least one item".
-// Collector names are unique among all collectors, and a checkpoint file serves
-// one collector only.
+// Collector names are unique among all collectors: a collector's part of the
+// agent's state file is found by its name.
 //
 // Thread safety: the table is immutable; the functions are pure except that
 // BuildCollectors() creates collectors; any thread.

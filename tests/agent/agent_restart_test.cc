@@ -171,20 +171,22 @@ class RejectedStateTest : public ::testing::Test {
     auto agent = AgentProcess::Start(dir_.path(), "rejecting", AgentConfig(trace_, state_dir_, max_pages), &error);
     ASSERT_NE(agent, nullptr) << error;
     ASSERT_TRUE(AppendFile(trace_, JsonLines(records_, first, first + fresh, WallNowMs())));
+    // The positions were in the rejected file too: the trace is read again from
+    // start_at (beginning), the `first` records already in it and the fresh ones.
+    const std::size_t total = first + fresh;
     ASSERT_TRUE(PollUntil(
         [&] {
           return agent->Value("kvwatch_collector_records_total", {{"collector", "trace"}}) ==
-                 static_cast<double>(fresh);
+                 static_cast<double>(total);
         },
         kIngestTimeout))
-        << "the agent should read the " << fresh << " new records; it read "
+        << "the agent should read the " << total << " records; it read "
         << agent->Value("kvwatch_collector_records_total", {{"collector", "trace"}}) << "\n"
         << Tail(agent->Stderr());
     // Nothing restored: everything the engine counted was read by this run.
-    EXPECT_EQ(agent->Value("kvwatch_requests_total"), static_cast<double>(fresh));
-    EXPECT_EQ(agent->Value("kvwatch_window_requests", {{"window", "1h"}}), static_cast<double>(fresh));
-    EXPECT_EQ(agent->Value("kvwatch_page_references_total"),
-              static_cast<double>(TotalPages(records_, first, first + fresh)));
+    EXPECT_EQ(agent->Value("kvwatch_requests_total"), static_cast<double>(total));
+    EXPECT_EQ(agent->Value("kvwatch_window_requests", {{"window", "1h"}}), static_cast<double>(total));
+    EXPECT_EQ(agent->Value("kvwatch_page_references_total"), static_cast<double>(TotalPages(records_, 0, total)));
     if (max_pages) {
       EXPECT_EQ(agent->Value("kvwatch_tracked_pages_limit"), static_cast<double>(max_pages));
     }
@@ -201,13 +203,13 @@ class RejectedStateTest : public ::testing::Test {
     ASSERT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
     auto again = AgentProcess::Start(dir_.path(), "restored", AgentConfig(trace_, state_dir_, max_pages), &error);
     ASSERT_NE(again, nullptr) << error;
-    EXPECT_EQ(again->Value("kvwatch_requests_total"), static_cast<double>(fresh)) << Tail(again->Stderr());
+    EXPECT_EQ(again->Value("kvwatch_requests_total"), static_cast<double>(total)) << Tail(again->Stderr());
     EXPECT_EQ(FilesStartingWith(state_dir_, std::string(kStateFile) + ".rejected-").size(), 1u);
     EXPECT_EQ(DescribeWaitStatus(again->Stop()), "exit 0") << Tail(again->Stderr());
   }
 
   // Runs an agent over the first n records with this max_pages and SIGTERMs it,
-  // leaving a valid state file (and tail checkpoint) in state_dir_.
+  // leaving a valid state file (curves and tail positions) in state_dir_.
   void SaveStateOf(std::size_t n, std::uint64_t max_pages) {
     ASSERT_TRUE(WriteFile(trace_, JsonLines(records_, 0, n, WallNowMs())));
     std::string error;

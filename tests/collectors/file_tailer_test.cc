@@ -929,5 +929,113 @@ TEST_F(FileTailerCheckpointTest, PathsWithSpacesAndNewlinesRoundTrip) {
   EXPECT_THAT(recorder_.Of(TailEventKind::kCheckpointError), IsEmpty());
 }
 
+// --- Positions kept by the caller, and rotations never seen -----------------------
+
+// SavePositions/RestorePositions: the same positions as a checkpoint file, kept
+// by the caller (the agent commits them with its curves).
+TEST_F(FileTailerTest, RestoredPositionsResumeExactlyOnce) {
+  Append("app.log", "1\n2\n");
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  Append("app.log", "3\n");
+  tailer = Make(Options({"app.log"}, TailStartPosition::kEnd));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "2", "3"));
+  EXPECT_FALSE(tailer->RestorePositions(saved).ok()) << "only before the first poll";
+  auto other = Make(Options({"app.log"}));
+  base::Status bad = other->RestorePositions(saved.substr(0, saved.size() - 3));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error(), HasSubstr("saved positions"));
+}
+
+// Two copytruncates while down: the first copy continues the checkpointed data,
+// the second was never seen by anyone: its lines are counted, not read.
+TEST_F(FileTailerTest, CopiesMadeWhileDownBeyondTheFirstAreCountedAsUnread) {
+  Append("app.log", "1\n2\n");
+  Append("old.log.1", "unrelated\n");
+  Append("app.log.0", "an old rotation, read before the checkpoint\n");
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", "3\n");
+  Copy("app.log", Path("app.log.1"));
+  Truncate("app.log", 0);
+  Append("app.log", "4\n5\n6\n");
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "7\n");
+  // Leave app.log.0 with its old time: it predates the checkpoint.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, Path("app.log.0").c_str(), times, 0), 0);
+  tailer = Make(Options({"app.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("3", "7"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 3u);
+  EXPECT_THAT(unread[0]->message, HasSubstr("3 lines never read"));
+}
+
+// Renamed twice while down with an exact-path pattern: the checkpointed file is
+// found by its inode and drained; the file rotated in between is counted.
+TEST_F(FileTailerTest, RenameRotationsWhileDownAreDrainedOrCounted) {
+  Append("app.log", "1\n");
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", "2\n");
+  Rename("app.log", "app.log.1");
+  Append("app.log", "3\n4\n");
+  Rename("app.log", "app.log.2");
+  Append("app.log", "5\n");
+  Append("app.log.3.gz", "compressed bytes");
+  tailer = Make(Options({"app.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2", "5"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 2u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 2u);
+  EXPECT_EQ(unread[1]->path, Path("app.log.3.gz"));
+  EXPECT_EQ(unread[1]->count, 0u);
+  EXPECT_THAT(unread[1]->message, HasSubstr("compressed"));
+}
+
+// Saved while a copytruncate copy was being drained: the copy's name matches no
+// pattern, yet it belongs to app.log and is resumed where it was.
+TEST_F(FileTailerTest, ACopyBeingDrainedWhenSavedIsResumed) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", "1\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  Append("app.log", "2\n");
+  Copy("app.log", Path("app.log.1"));
+  Truncate("app.log", 0);
+  Append("app.log", "3\n");
+  Poll(*tailer);
+  ASSERT_THAT(recorder_.Texts(), ElementsAre("1", "2", "3"));
+  const std::string saved = tailer->SavePositions();
+  ASSERT_THAT(saved, HasSubstr("app.log.1"));
+  tailer.reset();
+  recorder_.Clear();
+  std::ofstream(Path("app.log.1"), std::ios::app) << "late\n";  // the writer still had it open
+  tailer = Make(options);
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("late"));
+  EXPECT_TRUE(recorder_.Of(TailEventKind::kUnreadRotation).empty());
+}
+
 }  // namespace
 }  // namespace kvwatch::collectors
