@@ -149,6 +149,8 @@ class Alerter {
   // Every configured alert's state after the last evaluation, in a fixed order.
   std::vector<AlertStatus> Statuses() const;
   const AlerterOptions& options() const { return options_; }
+  // The time of the last accepted evaluation; nullopt before the first.
+  std::optional<TimePoint> last_evaluation() const { return last_time_; }
 
   // Checkpoint encoding (appends): the last evaluation's time, the counter
   // histories, and per alert its identity (labels), its life cycle (Rule), its
