@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -344,6 +345,35 @@ TEST(PolicyCheckpointTest, CorruptCacheBytesAreRefusedOrHarmless) {
     }
     EXPECT_GT(refused, 0) << PolicyName(kind);
   }
+}
+
+// The size the header documents: at most 32 bytes a resident page (lru; vllm: 9 a
+// block plus its running holdings), 40 per (window slice, canary), 12 per
+// remembered chain. Two policies at capacities of 10,000 and 20,000 pages, full.
+TEST(PolicyCheckpointTest, TypicalCheckpointSizeIsAsDocumented) {
+  CanaryOptions o;
+  o.policies = {PolicyKind::kLru, PolicyKind::kVllm};
+  o.capacities = {10000, 20000};
+  o.windows_s = {3600, 86400};
+  const std::vector<Request> stream = Stream(10, 30000);
+  Driver d(o);
+  for (const Request& r : stream) d.Feed(r);
+  const std::vector<std::uint8_t> bytes = Bytes(d.canaries());
+  std::uint64_t resident = 0;
+  for (std::size_t i = 0; i < d.canaries().size(); ++i) resident += d.canaries().capacity(i);
+  std::vector<std::uint8_t> classifier;
+  RequestClassifier c;
+  for (const Request& r : stream) c.Classify(r.pages);
+  c.Serialize(&classifier);
+  const std::size_t windows = 2 * SlidingWindows<int>::kSlicesPerWindow * d.canaries().size() * 40;
+  RecordProperty("checkpoint_bytes", static_cast<int>(bytes.size()));
+  RecordProperty("classifier_bytes", static_cast<int>(classifier.size()));
+  std::printf("canaries checkpoint: %zu bytes (classifier %zu, windows %zu, caches of %llu pages)\n", bytes.size(),
+              classifier.size(), windows, static_cast<unsigned long long>(resident));
+  EXPECT_LE(bytes.size(), 32 * resident + classifier.size() + windows + 4096);
+  std::span<const std::uint8_t> in(bytes);
+  auto restored = PolicyCanaries::Create(o).value();
+  EXPECT_TRUE(restored->Deserialize(&in));
 }
 
 }  // namespace
