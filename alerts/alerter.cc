@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "alerts/checkpoint.h"
 #include "alerts/format.h"
 #include "alerts/thresholds.h"
 
@@ -276,6 +277,90 @@ std::vector<AlertStatus> Alerter::Statuses() const {
   statuses.reserve(entries_.size());
   for (const Entry& entry : entries_) statuses.push_back(entry.status);
   return statuses;
+}
+
+namespace {
+
+// Marks the start of an Alerter checkpoint ("KVAL"), and its layout version.
+constexpr std::uint32_t kCheckpointTag = 0x4c41564b;
+constexpr std::uint32_t kCheckpointVersion = 1;
+
+// The status but its labels (written first, as the alert's identity) and its
+// state (the rule's).
+void AppendStatus(std::vector<std::uint8_t>* out, const AlertStatus& s) {
+  checkpoint::AppendStringMap(out, s.annotations);
+  base::AppendPod<std::uint8_t>(out, static_cast<std::uint8_t>(s.observation));
+  base::AppendString(out, s.quiet_reason);
+  base::AppendPod(out, s.value);
+  checkpoint::AppendOptionalTime(out, s.active_since);
+  checkpoint::AppendOptionalTime(out, s.fired_at);
+  checkpoint::AppendOptionalTime(out, s.resolved_at);
+  checkpoint::AppendOptionalTime(out, s.last_sent_at);
+  base::AppendPod<std::uint8_t>(out, s.resolution_sent ? 1 : 0);
+  checkpoint::AppendTime(out, s.evaluated_at);
+}
+
+bool ReadStatus(std::span<const std::uint8_t>* in, AlertStatus* s) {
+  std::uint8_t observation = 0, resolution_sent = 0;
+  if (!checkpoint::ReadStringMap(in, &s->annotations) || !base::ReadPod(in, &observation) ||
+      observation > static_cast<std::uint8_t>(ObservationKind::kValid) || !base::ReadString(in, &s->quiet_reason) ||
+      !base::ReadPod(in, &s->value) || !checkpoint::ReadOptionalTime(in, &s->active_since) ||
+      !checkpoint::ReadOptionalTime(in, &s->fired_at) || !checkpoint::ReadOptionalTime(in, &s->resolved_at) ||
+      !checkpoint::ReadOptionalTime(in, &s->last_sent_at) || !base::ReadPod(in, &resolution_sent) ||
+      resolution_sent > 1 || !checkpoint::ReadTime(in, &s->evaluated_at)) {
+    return false;
+  }
+  s->observation = static_cast<ObservationKind>(observation);
+  s->resolution_sent = resolution_sent != 0;
+  return true;
+}
+
+}  // namespace
+
+void Alerter::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod(out, kCheckpointTag);
+  base::AppendPod(out, kCheckpointVersion);
+  checkpoint::AppendOptionalTime(out, last_time_);
+  base::AppendPod<std::uint64_t>(out, counters_.size());
+  for (const CounterHistory& history : counters_) history.Serialize(out);
+  base::AppendPod<std::uint64_t>(out, entries_.size());
+  for (const Entry& entry : entries_) {
+    checkpoint::AppendStringMap(out, entry.status.labels);
+    entry.rule.Serialize(out);
+    AppendStatus(out, entry.status);
+    checkpoint::AppendBlob(out, [&](std::vector<std::uint8_t>* o) { entry.detector->Serialize(o); });
+  }
+}
+
+bool Alerter::Deserialize(std::span<const std::uint8_t>* in) {
+  // Restored into a fresh Alerter of the same options, swapped in on success.
+  Alerter fresh(options_);
+  std::span<const std::uint8_t> at = *in;
+  std::uint32_t tag = 0, version = 0;
+  std::uint64_t n = 0;
+  if (!base::ReadPod(&at, &tag) || tag != kCheckpointTag || !base::ReadPod(&at, &version) ||
+      version != kCheckpointVersion || !checkpoint::ReadOptionalTime(&at, &fresh.last_time_) ||
+      !base::ReadPod(&at, &n) || n != fresh.counters_.size()) {
+    return false;
+  }
+  for (CounterHistory& history : fresh.counters_) {
+    if (!history.Deserialize(&at)) return false;
+  }
+  if (!base::ReadPod(&at, &n) || n != fresh.entries_.size()) return false;
+  for (Entry& entry : fresh.entries_) {
+    Labels labels;
+    if (!checkpoint::ReadStringMap(&at, &labels) || labels != entry.status.labels || !entry.rule.Deserialize(&at) ||
+        !ReadStatus(&at, &entry.status) ||
+        !checkpoint::ReadBlob(&at, [&](std::span<const std::uint8_t>* blob) { return entry.detector->Deserialize(blob); })) {
+      return false;
+    }
+    entry.status.state = entry.rule.state();
+  }
+  entries_ = std::move(fresh.entries_);
+  counters_ = std::move(fresh.counters_);
+  last_time_ = fresh.last_time_;
+  *in = at;
+  return true;
 }
 
 }  // namespace kvwatch::alerts

@@ -36,7 +36,9 @@
 
 #include <chrono>
 #include <memory>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,27 @@ class Alerter {
   // Every configured alert's state after the last evaluation, in a fixed order.
   std::vector<AlertStatus> Statuses() const;
   const AlerterOptions& options() const { return options_; }
+  // The time of the last accepted evaluation; nullopt before the first.
+  std::optional<TimePoint> last_evaluation() const { return last_time_; }
+
+  // Checkpoint encoding (appends): the last evaluation's time, the counter
+  // histories, and per alert its identity (labels), its life cycle (Rule), its
+  // status (annotations, times, what was handed out to be sent) and its
+  // detector's state (the change test's CUSUM, the capacity-miss histories).
+  // Times are stored as they are (system_clock ticks): a restored firing alert
+  // keeps its startsAt, and its next re-send is due resend_interval after the
+  // last one recorded here.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  // Consumes what Serialize wrote. True: this Alerter now behaves exactly as the
+  // one that wrote it did at that moment (same alerts, events and items due for
+  // the same inputs). False (the Alerter is unchanged): truncated or malformed
+  // bytes, or bytes of another set of alerts (the alerts' labels differ: other
+  // detectors enabled, other windows, severities, replica, model or extra
+  // labels) or of other windows (the counter histories' retention). Thresholds
+  // and `for` durations are not compared: a checkpoint restores into an Alerter
+  // whose thresholds were retuned, and the new ones apply from the next
+  // evaluation.
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
   struct Entry {

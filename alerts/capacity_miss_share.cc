@@ -1,9 +1,11 @@
 #include "alerts/capacity_miss_share.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
+#include "alerts/checkpoint.h"
 #include "alerts/format.h"
 #include "alerts/thresholds.h"
 
@@ -150,6 +152,58 @@ Annotations CapacityMissShareDetector::Annotate(const Share& share, double short
       "runs beyond its eviction-free region. Fires at " + FormatNumber(options_.fire_threshold) +
       "x and clears below " + FormatNumber(options_.clear_threshold) + "x." + evictors;
   return a;
+}
+
+void CapacityMissShareDetector::Serialize(std::vector<std::uint8_t>* out) const {
+  checkpoint::AppendTime(out, now_);
+  references_.Serialize(out);
+  base::AppendPod<std::uint64_t>(out, misses_.size());
+  for (const auto& [capacity, history] : misses_) {
+    base::AppendPod(out, capacity);
+    history.Serialize(out);
+  }
+  base::AppendPod<std::uint64_t>(out, cells_.size());
+  for (const auto& [key, history] : cells_) {
+    const auto& [capacity, dimension, victim, evictor] = key;
+    base::AppendPod(out, capacity);
+    base::AppendString(out, dimension);
+    base::AppendString(out, victim);
+    base::AppendString(out, evictor);
+    history.Serialize(out);
+  }
+}
+
+bool CapacityMissShareDetector::Deserialize(std::span<const std::uint8_t>* in) {
+  // A history is at least its retention, spacing, sample count, presence byte,
+  // last raw value and resets.
+  constexpr std::size_t kHistoryBytes = 5 * sizeof(std::uint64_t) + 1;
+  std::uint64_t n = 0;
+  if (!checkpoint::ReadTime(in, &now_) || !references_.Deserialize(in) ||
+      !base::ReadCount(in, &n, sizeof(double) + kHistoryBytes)) {
+    return false;
+  }
+  misses_.clear();
+  for (std::uint64_t k = 0; k < n; ++k) {
+    double capacity = 0;
+    if (!base::ReadPod(in, &capacity) || std::isnan(capacity)) return false;  // a NaN key breaks the map's order
+    auto [it, added] = misses_.try_emplace(capacity, baseline_window_, spacing_);
+    if (!added || !it->second.Deserialize(in)) return false;
+  }
+  if (!base::ReadCount(in, &n, sizeof(double) + 3 * sizeof(std::uint64_t) + kHistoryBytes)) return false;
+  cells_.clear();
+  for (std::uint64_t k = 0; k < n; ++k) {
+    double capacity = 0;
+    std::string dimension, victim, evictor;
+    if (!base::ReadPod(in, &capacity) || std::isnan(capacity) || !base::ReadString(in, &dimension) ||
+        !base::ReadString(in, &victim) ||
+        !base::ReadString(in, &evictor)) {
+      return false;
+    }
+    auto [it, added] = cells_.try_emplace(CellKey{capacity, std::move(dimension), std::move(victim), std::move(evictor)},
+                                          short_window_, spacing_);
+    if (!added || !it->second.Deserialize(in)) return false;
+  }
+  return true;
 }
 
 }  // namespace kvwatch::alerts

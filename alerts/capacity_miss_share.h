@@ -107,6 +107,10 @@ class CapacityMissShareDetector : public Detector {
   // the last evaluation; std::nullopt without an attributed page.
   std::optional<TopEvictor> TopEvictorOf(std::string_view dimension, double capacity_pages) const;
 
+  // The reference, miss and evictor-cell histories and the last evaluation's time.
+  void Serialize(std::vector<std::uint8_t>* out) const override;
+  bool Deserialize(std::span<const std::uint8_t>* in) override;
+
  private:
   struct Share {
     double capacity_pages = 0;

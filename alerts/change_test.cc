@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "alerts/checkpoint.h"
 #include "alerts/format.h"
 #include "alerts/thresholds.h"
 
@@ -203,6 +204,63 @@ Annotations ChangeTestDetector::Annotate() const {
       FormatNumber(options_.clear_threshold) + " sigma; a shift too small for the window "
       "comparison accumulates here.";
   return a;
+}
+
+void Cusum::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod<std::int32_t>(out, learned_);
+  base::AppendPod(out, mean_);
+  base::AppendPod(out, m2_);
+  base::AppendPod(out, sigma_);
+  for (const Side* side : {&up_, &down_}) {
+    base::AppendPod(out, side->statistic);
+    base::AppendPod(out, side->run_sum);
+    base::AppendPod<std::int32_t>(out, side->run_length);
+  }
+}
+
+bool Cusum::Deserialize(std::span<const std::uint8_t>* in) {
+  std::int32_t learned = 0;
+  if (!base::ReadPod(in, &learned) || !base::ReadPod(in, &mean_) || !base::ReadPod(in, &m2_) ||
+      !base::ReadPod(in, &sigma_)) {
+    return false;
+  }
+  if (learned < 0 || learned > options_.warmup_samples) return false;
+  learned_ = learned;
+  if (!learning() && !(sigma_ > 0 && std::isfinite(sigma_))) return false;  // z divides by it
+  for (Side* side : {&up_, &down_}) {
+    std::int32_t run_length = 0;
+    if (!base::ReadPod(in, &side->statistic) || !base::ReadPod(in, &side->run_sum) || !base::ReadPod(in, &run_length) ||
+        run_length < 0) {
+      return false;
+    }
+    side->run_length = run_length;
+  }
+  return true;
+}
+
+void ChangeTestDetector::Serialize(std::vector<std::uint8_t>* out) const {
+  cusum_.Serialize(out);
+  checkpoint::AppendOptional(out, anchor_, [](std::vector<std::uint8_t>* o, const Point& p) {
+    checkpoint::AppendTime(o, p.time);
+    base::AppendPod(o, p.total);
+  });
+  checkpoint::AppendOptionalDouble(out, last_rate_);
+  checkpoint::AppendOptionalTime(out, alarm_since_);
+  base::AppendPod<std::int32_t>(out, relearned_);
+}
+
+bool ChangeTestDetector::Deserialize(std::span<const std::uint8_t>* in) {
+  std::int32_t relearned = 0;
+  const auto read_point = [](std::span<const std::uint8_t>* i, Point* p) {
+    return checkpoint::ReadTime(i, &p->time) && base::ReadPod(i, &p->total);
+  };
+  if (!cusum_.Deserialize(in) || !checkpoint::ReadOptional(in, &anchor_, read_point) ||
+      !checkpoint::ReadOptionalDouble(in, &last_rate_) || !checkpoint::ReadOptionalTime(in, &alarm_since_) ||
+      !base::ReadPod(in, &relearned) || relearned < 0) {
+    return false;
+  }
+  relearned_ = relearned;
+  return true;
 }
 
 }  // namespace kvwatch::alerts

@@ -109,6 +109,13 @@ class Cusum {
   // shifted mean); NaN when the statistic is 0.
   double ShiftedMean() const;
 
+  // Checkpoint encoding (appends / consumes): the warm-up's progress, the frozen
+  // baseline and both statistics. Deserialize is false when truncated or
+  // inconsistent with this test's options (more samples learned than the
+  // warm-up has, a learned sigma that is not positive).
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
+
  private:
   struct Side {
     double statistic = 0;
@@ -167,6 +174,10 @@ class ChangeTestDetector : public Detector {
   const Cusum& cusum() const { return cusum_; }
   // How many times the baseline was learned again after a long alarm.
   int relearned() const { return relearned_; }
+
+  // The CUSUM, the current sample period's start, the last rate and the alarm's start.
+  void Serialize(std::vector<std::uint8_t>* out) const override;
+  bool Deserialize(std::span<const std::uint8_t>* in) override;
 
  private:
   struct Point {

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "alerts/inputs.h"
 
@@ -57,6 +59,14 @@ class CounterHistory {
   double corrected_total() const { return latest_ ? latest_->total : 0.0; }
   std::optional<TimePoint> latest_time() const;
   std::uint64_t resets() const { return resets_; }
+
+  // Checkpoint encoding (appends / consumes): the retention and spacing (a
+  // history of other windows is refused), the stored samples, the latest sample,
+  // the last raw value and the resets. Deserialize is false when truncated or
+  // inconsistent (times not increasing, a latest sample missing); the history is
+  // then unspecified: discard it.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
   struct Sample {

@@ -22,8 +22,10 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "alerts/alert.h"
 #include "alerts/counter_rate.h"
@@ -95,6 +97,13 @@ class Detector {
   virtual std::string_view Window() const = 0;
   // Evaluates the condition on this evaluation's inputs.
   virtual Observation Evaluate(const DetectorInput& input) = 0;
+
+  // Checkpoint of the state Evaluate keeps between evaluations (appends /
+  // consumes); stateless detectors write nothing. Deserialize is false when the
+  // bytes are truncated or inconsistent; the detector is then unspecified:
+  // discard it. REQUIRES for Deserialize: a detector made with the same options.
+  virtual void Serialize(std::vector<std::uint8_t>* out) const {}
+  virtual bool Deserialize(std::span<const std::uint8_t>* in) { return true; }
 };
 
 }  // namespace kvwatch::alerts

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "alerts/checkpoint.h"
+
 namespace kvwatch::alerts {
 
 base::Status RuleOptions::Validate(std::string_view prefix) const {
@@ -77,6 +79,30 @@ std::optional<EventKind> Rule::StepFiring(TimePoint now, bool holds) {
   resolved_at_ = now;
   clear_since_.reset();
   return EventKind::kResolved;
+}
+
+void Rule::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod<std::uint8_t>(out, static_cast<std::uint8_t>(state_));
+  checkpoint::AppendOptionalTime(out, active_since_);
+  checkpoint::AppendOptionalTime(out, fired_at_);
+  checkpoint::AppendOptionalTime(out, resolved_at_);
+  checkpoint::AppendOptionalTime(out, clear_since_);
+  checkpoint::AppendTime(out, last_step_);
+}
+
+bool Rule::Deserialize(std::span<const std::uint8_t>* in) {
+  std::uint8_t state = 0;
+  if (!base::ReadPod(in, &state) || state > static_cast<std::uint8_t>(AlertState::kResolved) ||
+      !checkpoint::ReadOptionalTime(in, &active_since_) || !checkpoint::ReadOptionalTime(in, &fired_at_) ||
+      !checkpoint::ReadOptionalTime(in, &resolved_at_) || !checkpoint::ReadOptionalTime(in, &clear_since_) ||
+      !checkpoint::ReadTime(in, &last_step_)) {
+    return false;
+  }
+  state_ = static_cast<AlertState>(state);
+  // StepPending reads active_since; a firing alert is sent with fired_at.
+  if (state_ == AlertState::kPending && !active_since_) return false;
+  if (state_ == AlertState::kFiring && !fired_at_) return false;
+  return true;
 }
 
 }  // namespace kvwatch::alerts

@@ -22,9 +22,12 @@
 #define KVWATCH_ALERTS_RULE_H_
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "alerts/alert.h"
 #include "alerts/detector.h"
@@ -60,6 +63,13 @@ class Rule {
   std::optional<TimePoint> fired_at() const { return fired_at_; }
   std::optional<TimePoint> resolved_at() const { return resolved_at_; }
   const RuleOptions& options() const { return options_; }
+
+  // Checkpoint encoding (appends / consumes): the state and its times, as they
+  // are. Deserialize is false (the rule then unspecified: discard it) when
+  // truncated or inconsistent (an unknown state, pending without its start,
+  // firing without its start).
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
   std::optional<EventKind> StepQuiet(TimePoint now, bool above_fire);

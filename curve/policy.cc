@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 
+#include "base/byte_io.h"
 #include "curve/page_map.h"
 #include "curve/policy_internal.h"
 
@@ -57,6 +58,77 @@ class KeyedCache final : public PolicyCache {
   std::uint64_t resident() const override { return live_; }
   std::size_t MemoryBytes() const override {
     return map_.MemoryBytes() + slots_.MemoryBytes() + heap_.capacity() * sizeof(HeapEntry);
+  }
+
+  // Every policy here evicts the page with the smallest key (hi, lo), and keys are
+  // unique (lo is a reference sequence number). So the live pages sorted by key are
+  // the eviction order, and appending them in that order to fresh lists (or a fresh
+  // heap) rebuilds the same cache: slot numbers and stale heap entries are not
+  // observable.
+  void Serialize(std::vector<std::uint8_t>* out) const override {
+    base::AppendPod(out, seq_);
+    base::AppendPod(out, age_);
+    std::vector<std::uint32_t> order;
+    order.reserve(live_);
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].live) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const Slot& x = slots_[a];
+      const Slot& y = slots_[b];
+      return x.hi != y.hi ? x.hi < y.hi : x.lo < y.lo;
+    });
+    base::AppendPod<std::uint64_t>(out, order.size());
+    for (std::uint32_t i : order) {
+      const Slot& s = slots_[i];
+      base::AppendPod(out, s.page);
+      base::AppendPod(out, s.hi);
+      base::AppendPod(out, s.lo);
+      base::AppendPod(out, s.freq);
+    }
+  }
+
+  bool Deserialize(std::span<const std::uint8_t>* in) override {
+    std::uint64_t n = 0;
+    if (live_ != 0 || !base::ReadPod(in, &seq_) || !base::ReadPod(in, &age_) ||
+        !base::ReadCount(in, &n, 4 * sizeof(std::uint64_t)) || n > options_.capacity) {
+      return false;
+    }
+    map_.Reserve(n);
+    bool first = true;
+    std::uint64_t prev_hi = 0, prev_lo = 0;
+    for (std::uint64_t k = 0; k < n; ++k) {
+      PageId page = 0;
+      std::uint64_t hi = 0, lo = 0, freq = 0;
+      if (!base::ReadPod(in, &page) || !base::ReadPod(in, &hi) || !base::ReadPod(in, &lo) || !base::ReadPod(in, &freq)) {
+        return false;
+      }
+      // Strictly increasing keys (the eviction order, no ties), none newer than
+      // the sequence, and each page once.
+      if ((!first && (hi < prev_hi || (hi == prev_hi && lo <= prev_lo))) || lo > seq_ || map_.Find(page) != nullptr) {
+        return false;
+      }
+      first = false;
+      prev_hi = hi;
+      prev_lo = lo;
+      const std::uint32_t index = slots_.Allocate();
+      Slot& s = slots_[index];
+      s = Slot{};
+      s.page = page;
+      s.hi = hi;
+      s.lo = lo;
+      s.freq = freq;
+      s.live = true;
+      map_.Insert(page, index);
+      ++live_;
+      if (lists_) {
+        Append(index);
+      } else {
+        heap_.push_back(HeapEntry{hi, lo, index, 0});
+      }
+    }
+    if (!lists_) std::make_heap(heap_.begin(), heap_.end(), Later);
+    return true;
   }
 
  private:
@@ -256,6 +328,91 @@ class WorkloadAwareCache final : public PolicyCache {
     return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.MemoryBytes() + ghost_.size() * sizeof(Ghost);
   }
 
+  // The clocks, every category's statistics, the resident blocks by reference seq
+  // (each category's list is LRU, i.e. in seq order, so appending them in seq
+  // order rebuilds every list), and the live ghosts oldest first (stale ghost
+  // entries and ghost ids only pace the compaction: not observable).
+  void Serialize(std::vector<std::uint8_t>* out) const override {
+    base::AppendPod(out, now_);
+    base::AppendPod(out, seq_);
+    for (const Stats& st : stats_) {
+      base::AppendPod(out, st.references);
+      base::AppendPod(out, st.reuses);
+      base::AppendPod(out, st.interval_sum);
+    }
+    std::vector<std::uint32_t> order;
+    order.reserve(live_);
+    for (std::uint32_t c = 0; c < kMaxCategories; ++c) {
+      for (std::uint32_t i = lists_[c].oldest; i != kNil; i = nodes_[i].next) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return nodes_[a].seq < nodes_[b].seq; });
+    base::AppendPod<std::uint64_t>(out, order.size());
+    for (std::uint32_t i : order) {
+      const Node& n = nodes_[i];
+      base::AppendPod(out, n.page);
+      base::AppendPod(out, n.last);
+      base::AppendPod(out, n.seq);
+      base::AppendPod(out, n.category);
+    }
+    std::uint64_t ghosts = 0;
+    for (const Ghost& g : ghost_) ghosts += LiveGhost(g) ? 1 : 0;
+    base::AppendPod(out, ghosts);
+    for (const Ghost& g : ghost_) {
+      if (!LiveGhost(g)) continue;
+      base::AppendPod(out, g.page);
+      base::AppendPod(out, g.last);
+      base::AppendPod(out, g.category);
+    }
+  }
+
+  bool Deserialize(std::span<const std::uint8_t>* in) override {
+    if (live_ != 0 || !base::ReadPod(in, &now_) || !base::ReadPod(in, &seq_)) return false;
+    for (Stats& st : stats_) {
+      if (!base::ReadPod(in, &st.references) || !base::ReadPod(in, &st.reuses) || !base::ReadPod(in, &st.interval_sum)) {
+        return false;
+      }
+    }
+    constexpr std::size_t kNodeBytes = sizeof(PageId) + 2 * sizeof(std::uint64_t) + sizeof(std::uint32_t);
+    std::uint64_t n = 0;
+    if (!base::ReadCount(in, &n, kNodeBytes) || n > options_.capacity) return false;
+    map_.Reserve(n);
+    std::uint64_t prev_seq = 0;
+    for (std::uint64_t k = 0; k < n; ++k) {
+      Node node;
+      if (!base::ReadPod(in, &node.page) || !base::ReadPod(in, &node.last) || !base::ReadPod(in, &node.seq) ||
+          !base::ReadPod(in, &node.category)) {
+        return false;
+      }
+      if (node.category >= kMaxCategories || node.last > now_ || node.seq > seq_ || (k > 0 && node.seq <= prev_seq) ||
+          map_.Find(node.page) != nullptr) {
+        return false;
+      }
+      prev_seq = node.seq;
+      const std::uint32_t index = nodes_.Allocate();
+      nodes_[index] = node;
+      map_.Insert(node.page, index);
+      ++live_;
+      Append(index);
+    }
+    constexpr std::size_t kGhostBytes = sizeof(PageId) + sizeof(std::uint64_t) + sizeof(std::uint32_t);
+    std::uint64_t ghosts = 0;
+    if (!base::ReadCount(in, &ghosts, kGhostBytes) || ghosts > options_.capacity) return false;
+    ghost_map_.Reserve(ghosts);
+    for (std::uint64_t k = 0; k < ghosts; ++k) {
+      Ghost g{};
+      if (!base::ReadPod(in, &g.page) || !base::ReadPod(in, &g.last) || !base::ReadPod(in, &g.category)) return false;
+      // A block that came back is no longer a ghost.
+      if (g.category >= kMaxCategories || g.last > now_ || map_.Find(g.page) != nullptr ||
+          ghost_map_.Find(g.page) != nullptr) {
+        return false;
+      }
+      g.id = ghost_.size();
+      ghost_.push_back(g);
+      ghost_map_.Insert(g.page, static_cast<std::uint32_t>(g.id));
+    }
+    return true;
+  }
+
  private:
   static constexpr std::uint32_t kNil = 0xffffffffu;
   struct Node {
@@ -359,7 +516,7 @@ class WorkloadAwareCache final : public PolicyCache {
     if (ghost_.size() > 2 * options_.capacity + 16) CompactGhosts();
   }
 
-  bool LiveGhost(const Ghost& g) {
+  bool LiveGhost(const Ghost& g) const {
     const std::uint32_t* id = ghost_map_.Find(g.page);
     return id != nullptr && *id == static_cast<std::uint32_t>(g.id);
   }
@@ -444,6 +601,55 @@ class S3FifoCache final : public PolicyCache {
   std::size_t MemoryBytes() const override {
     return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.MemoryBytes() +
            (small_.size() + main_.size()) * sizeof(std::uint32_t) + ghost_.size() * sizeof(GhostEntry);
+  }
+
+  // S and M in queue order with each page's frequency, then the live ghosts oldest
+  // first (stale ghost entries only pace the compaction; ids are renumbered).
+  void Serialize(std::vector<std::uint8_t>* out) const override {
+    for (const std::deque<std::uint32_t>* q : {&small_, &main_}) {
+      base::AppendPod<std::uint64_t>(out, q->size());
+      for (std::uint32_t index : *q) {
+        base::AppendPod(out, nodes_[index].page);
+        base::AppendPod(out, nodes_[index].freq);
+      }
+    }
+    std::uint64_t ghosts = 0;
+    for (const GhostEntry& g : ghost_) ghosts += LiveGhost(g) ? 1 : 0;
+    base::AppendPod(out, ghosts);
+    for (const GhostEntry& g : ghost_) {
+      if (LiveGhost(g)) base::AppendPod(out, g.page);
+    }
+  }
+
+  bool Deserialize(std::span<const std::uint8_t>* in) override {
+    if (resident() != 0) return false;
+    for (std::deque<std::uint32_t>* q : {&small_, &main_}) {
+      std::uint64_t n = 0;
+      if (!base::ReadCount(in, &n, sizeof(PageId) + 1) || resident() + n > options_.capacity) return false;
+      map_.Reserve(resident() + n);
+      for (std::uint64_t k = 0; k < n; ++k) {
+        Node node;
+        if (!base::ReadPod(in, &node.page) || !base::ReadPod(in, &node.freq) || node.freq > 3 ||
+            map_.Find(node.page) != nullptr) {
+          return false;
+        }
+        const std::uint32_t index = nodes_.Allocate();
+        nodes_[index] = node;
+        map_.Insert(node.page, index);
+        q->push_back(index);
+      }
+    }
+    std::uint64_t ghosts = 0;
+    if (!base::ReadCount(in, &ghosts, sizeof(PageId)) || ghosts > ghost_target_) return false;
+    ghost_map_.Reserve(ghosts);
+    for (std::uint64_t k = 0; k < ghosts; ++k) {
+      PageId page = 0;
+      if (!base::ReadPod(in, &page) || map_.Find(page) != nullptr || ghost_map_.Find(page) != nullptr) return false;
+      const std::uint64_t id = ghost_next_++;
+      ghost_.push_back(GhostEntry{page, id});
+      ghost_map_.Insert(page, static_cast<std::uint32_t>(id));
+    }
+    return true;
   }
 
  private:
@@ -550,7 +756,7 @@ class S3FifoCache final : public PolicyCache {
     }
   }
 
-  bool LiveGhost(const GhostEntry& g) {
+  bool LiveGhost(const GhostEntry& g) const {
     const std::uint32_t* id = ghost_map_.Find(g.page);
     return id != nullptr && *id == static_cast<std::uint32_t>(g.id);
   }

@@ -111,6 +111,21 @@ class PolicyCache {
   virtual std::uint64_t resident() const = 0;
   // Bytes held by the simulation's data structures.
   virtual std::size_t MemoryBytes() const = 0;
+
+  // Checkpoint encoding (appends). What is written is the cache's logical content,
+  // not its memory layout: the resident pages in eviction order with their keys,
+  // the running requests (sglang, vllm), the ghost entries that are still live
+  // (s3fifo, workload-aware) and the policy's counters. A cache made by
+  // MakePolicyCache with the same options and restored from it behaves exactly as
+  // this one from then on (same hits, same evictions, same preemptions).
+  virtual void Serialize(std::vector<std::uint8_t>* out) const = 0;
+  // Consumes what Serialize wrote; false when the bytes are truncated or do not
+  // describe a valid state for this cache's options (a count over the capacity, a
+  // page twice, an index out of range). Every count is checked against the bytes
+  // left before anything is allocated. REQUIRES: the cache is fresh (nothing
+  // processed yet). After false the cache is in an unspecified (but safe to
+  // destroy) state: discard it.
+  virtual bool Deserialize(std::span<const std::uint8_t>* in) = 0;
 };
 
 // A cache for `options`; an error naming the option when it is invalid.

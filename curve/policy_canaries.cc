@@ -1,8 +1,57 @@
 #include "curve/policy_canaries.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "base/byte_io.h"
 
 namespace kvwatch::curve {
+
+namespace {
+
+// Marks the start of a canaries checkpoint ("KVPC"), and its layout version.
+constexpr std::uint32_t kCheckpointTag = 0x4350564b;
+constexpr std::uint32_t kCheckpointVersion = 1;
+
+// Every option that shapes the canaries' state or its future, in a fixed order:
+// a checkpoint restores only into canaries whose encoding is byte-identical.
+std::vector<std::uint8_t> EncodeOptions(const CanaryOptions& o) {
+  std::vector<std::uint8_t> out;
+  out.reserve(256);  // also spares g++ 12 a false -Wstringop-overflow on the first insert
+  base::AppendPod<std::uint64_t>(&out, o.policies.size());
+  for (PolicyKind kind : o.policies) base::AppendPod<std::uint8_t>(&out, static_cast<std::uint8_t>(kind));
+  base::AppendPod<std::uint64_t>(&out, o.capacities.size());
+  for (std::uint64_t c : o.capacities) base::AppendPod(&out, c);
+  base::AppendPod<std::uint8_t>(&out, static_cast<std::uint8_t>(o.touch_order));
+  base::AppendPod(&out, o.coverage_share);
+  base::AppendPod(&out, o.lifetime.decode_tokens_per_s);
+  base::AppendPod(&out, o.lifetime.page_tokens);
+  for (const auto* rules : {&o.priorities.tenant, &o.priorities.cls}) {
+    base::AppendPod<std::uint64_t>(&out, rules->size());
+    for (const auto& [name, level] : *rules) {
+      base::AppendString(&out, name);
+      base::AppendPod(&out, level);
+    }
+  }
+  base::AppendPod<std::uint64_t>(&out, o.windows_s.size());
+  for (double w : o.windows_s) base::AppendPod(&out, w);
+  return out;
+}
+
+void AppendTotals(std::vector<std::uint8_t>* out, const PolicyTotals& t) {
+  for (std::uint64_t v : {t.requests, t.page_refs, t.page_hits, t.covered_requests, t.preemptions}) {
+    base::AppendPod(out, v);
+  }
+}
+
+bool ReadTotals(std::span<const std::uint8_t>* in, PolicyTotals* t) {
+  for (std::uint64_t* v : {&t->requests, &t->page_refs, &t->page_hits, &t->covered_requests, &t->preemptions}) {
+    if (!base::ReadPod(in, v)) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 PolicyCanaries::PolicyCanaries(const CanaryOptions& options, std::size_t canaries)
     : options_(options),
@@ -64,6 +113,88 @@ std::size_t PolicyCanaries::MemoryBytes() const {
   std::size_t bytes = classifier_.MemoryBytes();
   for (const Canary& c : canaries_) bytes += c.cache->MemoryBytes();
   return bytes + windows_.size() * SlidingWindows<Slice>::kSlicesPerWindow * canaries_.size() * sizeof(PolicyTotals);
+}
+
+void PolicyCanaries::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod(out, kCheckpointTag);
+  base::AppendPod(out, kCheckpointVersion);
+  const std::vector<std::uint8_t> options = EncodeOptions(options_);
+  base::AppendPod<std::uint64_t>(out, options.size());
+  out->insert(out->end(), options.begin(), options.end());
+  classifier_.Serialize(out);
+  std::vector<std::uint8_t> cache;
+  for (const Canary& c : canaries_) {
+    AppendTotals(out, c.lifetime);
+    // Length-prefixed, so that a cache must consume exactly its own bytes.
+    cache.clear();
+    c.cache->Serialize(&cache);
+    base::AppendPod<std::uint64_t>(out, cache.size());
+    out->insert(out->end(), cache.begin(), cache.end());
+  }
+  base::AppendPod<std::uint8_t>(out, windows_.started() ? 1 : 0);
+  base::AppendPod(out, windows_.now());
+  for (const auto& w : windows_.rings()) {
+    base::AppendPod(out, w.newest_slice);
+    for (const Slice& slice : w.ring) {
+      for (const PolicyTotals& t : slice.totals) AppendTotals(out, t);
+    }
+  }
+}
+
+bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
+  // Everything is read into new parts first; the object changes only on success.
+  std::span<const std::uint8_t> at = *in;
+  std::uint32_t tag = 0, version = 0;
+  std::uint64_t options_size = 0;
+  if (!base::ReadPod(&at, &tag) || tag != kCheckpointTag || !base::ReadPod(&at, &version) ||
+      version != kCheckpointVersion || !base::ReadCount(&at, &options_size, 1)) {
+    return false;
+  }
+  const std::vector<std::uint8_t> options = EncodeOptions(options_);
+  if (options_size != options.size() || std::memcmp(at.data(), options.data(), options.size()) != 0) return false;
+  at = at.subspan(options.size());
+
+  RequestClassifier classifier;
+  if (!classifier.Deserialize(&at, kMaxClassifierChains + 1)) return false;
+  std::vector<PolicyTotals> lifetimes(canaries_.size());
+  std::vector<std::unique_ptr<PolicyCache>> caches;
+  for (std::size_t i = 0; i < canaries_.size(); ++i) {
+    std::uint64_t size = 0;
+    if (!ReadTotals(&at, &lifetimes[i]) || !base::ReadCount(&at, &size, 1)) return false;
+    PolicyOptions po;
+    po.kind = canaries_[i].kind;
+    po.capacity = canaries_[i].capacity;
+    po.touch_order = options_.touch_order;
+    auto cache = MakePolicyCache(po);
+    if (!cache.ok()) return false;
+    std::span<const std::uint8_t> bytes = at.first(static_cast<std::size_t>(size));
+    if (!cache.value()->Deserialize(&bytes) || !bytes.empty()) return false;
+    at = at.subspan(static_cast<std::size_t>(size));
+    caches.push_back(std::move(cache.value()));
+  }
+
+  std::uint8_t started = 0;
+  double now = 0;
+  if (!base::ReadPod(&at, &started) || started > 1 || !base::ReadPod(&at, &now)) return false;
+  SlidingWindows<Slice> windows(options_.windows_s, Slice{std::vector<PolicyTotals>(canaries_.size())});
+  windows.Restore(started != 0, now);
+  for (auto& w : windows.rings()) {
+    if (!base::ReadPod(&at, &w.newest_slice)) return false;
+    for (Slice& slice : w.ring) {
+      for (PolicyTotals& t : slice.totals) {
+        if (!ReadTotals(&at, &t)) return false;
+      }
+    }
+  }
+
+  classifier_ = std::move(classifier);
+  for (std::size_t i = 0; i < canaries_.size(); ++i) {
+    canaries_[i].cache = std::move(caches[i]);
+    canaries_[i].lifetime = lifetimes[i];
+  }
+  windows_ = std::move(windows);
+  *in = at;
+  return true;
 }
 
 }  // namespace kvwatch::curve

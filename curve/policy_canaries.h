@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "curve/policy.h"
@@ -57,6 +58,22 @@ class PolicyCanaries {
   PolicyTotals Window(std::size_t canary, std::size_t w) const;
   const PolicyTotals& Lifetime(std::size_t canary) const { return canaries_[canary].lifetime; }
   std::size_t MemoryBytes() const;
+
+  // Checkpoint encoding (appends): the options (to refuse a checkpoint of other
+  // options), the request classifier, then per canary its lifetime totals and its
+  // cache (PolicyCache::Serialize: the logical content, rebuilt on restore), and
+  // the windows' slices and clock. Per resident page: 32 bytes (lru, fifo, lfu,
+  // priority), 28 (workload-aware, plus 20 a ghost), 21 (sglang), 9 (s3fifo,
+  // plus 8 a ghost; vllm, per block); 4 bytes per page a running request holds;
+  // 40 per (window slice, canary); 12 per chain the classifier remembers. E.g.
+  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.7 MB.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  // Consumes what Serialize wrote. True: this object now behaves exactly as the
+  // one that wrote it did at that moment (same totals, windows and future hits).
+  // False (the object is unchanged): truncated or malformed bytes, or bytes written
+  // by canaries with other options (policies, capacities, touch order, coverage
+  // share, lifetimes, priorities or windows).
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
   struct Slice {

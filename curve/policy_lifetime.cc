@@ -16,6 +16,7 @@
 #include <queue>
 #include <vector>
 
+#include "base/byte_io.h"
 #include "curve/page_map.h"
 #include "curve/policy.h"
 #include "curve/policy_internal.h"
@@ -70,6 +71,51 @@ class RunningSet {
   }
 
   std::size_t size() const { return running_.size(); }
+
+  // Checkpoint: the next order, then every running request (order, end, its held
+  // slots as map_slot(slot)). The end heap is not written: it is rebuilt from the
+  // running requests (its entries of preempted requests are skipped anyway).
+  template <typename MapSlot>
+  void Serialize(std::vector<std::uint8_t>* out, MapSlot&& map_slot) const {
+    base::AppendPod(out, next_order_);
+    base::AppendPod<std::uint64_t>(out, running_.size());
+    for (const auto& [order, r] : running_) {
+      base::AppendPod(out, order);
+      base::AppendPod(out, r.end);
+      base::AppendPod<std::uint64_t>(out, r.slots.size());
+      for (std::uint32_t slot : r.slots) base::AppendPod<std::uint32_t>(out, map_slot(slot));
+    }
+  }
+  // Consumes what Serialize wrote; every slot must be below `slots`, and
+  // hold(slot) is called once per holding. REQUIRES: nothing runs.
+  template <typename Hold>
+  bool Deserialize(std::span<const std::uint8_t>* in, std::uint32_t slots, Hold&& hold) {
+    std::uint64_t n = 0;
+    // Orders are counted from 0 and never wrap in practice; a larger one is corrupt.
+    if (!running_.empty() || !base::ReadPod(in, &next_order_) || next_order_ > (std::uint64_t{1} << 62) ||
+        !base::ReadCount(in, &n, 3 * sizeof(std::uint64_t))) {
+      return false;
+    }
+    for (std::uint64_t k = 0; k < n; ++k) {
+      std::uint64_t order = 0, held = 0;
+      double end = 0;
+      if (!base::ReadPod(in, &order) || !base::ReadPod(in, &end) || std::isnan(end) || order >= next_order_ ||
+          (!running_.empty() && order <= std::prev(running_.end())->first) ||
+          !base::ReadCount(in, &held, sizeof(std::uint32_t))) {
+        return false;
+      }
+      Running& r = running_[order];
+      r.end = end;
+      r.slots.resize(held);
+      for (std::uint32_t& slot : r.slots) {
+        if (!base::ReadPod(in, &slot) || slot >= slots) return false;
+        hold(slot);
+      }
+      ends_.push(End{end, order});
+    }
+    return true;
+  }
+
   std::size_t MemoryBytes() const {
     std::size_t bytes = ends_.size() * sizeof(End);
     for (const auto& [order, r] : running_) bytes += sizeof(r) + r.slots.capacity() * sizeof(std::uint32_t) + 48;
@@ -156,6 +202,66 @@ class SglangCache final : public PolicyCache {
   std::uint64_t resident() const override { return live_; }
   std::size_t MemoryBytes() const override {
     return map_.MemoryBytes() + nodes_.MemoryBytes() + heap_.capacity() * sizeof(Leaf) + running_.MemoryBytes();
+  }
+
+  // The live nodes renumbered densely (page, last use, parent, anonymous), then
+  // the running requests. Children and locks are not written: a node's children
+  // are the live nodes naming it as parent, its lock the running requests holding
+  // it. The leaf heap is rebuilt from the evictable nodes: among valid entries it
+  // orders by last use, which is unique, so slot numbers are not observable.
+  void Serialize(std::vector<std::uint8_t>* out) const override {
+    base::AppendPod(out, seq_);
+    std::vector<std::uint32_t> remap(nodes_.size(), kNil);
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].live) remap[i] = n++;
+    }
+    base::AppendPod<std::uint64_t>(out, n);
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      const Node& node = nodes_[i];
+      if (!node.live) continue;
+      base::AppendPod(out, node.page);
+      base::AppendPod(out, node.last);
+      base::AppendPod<std::uint32_t>(out, node.parent == kNil ? kNil : remap[node.parent]);
+      base::AppendPod<std::uint8_t>(out, node.anonymous ? 1 : 0);
+    }
+    running_.Serialize(out, [&](std::uint32_t slot) { return remap[slot]; });
+  }
+
+  bool Deserialize(std::span<const std::uint8_t>* in) override {
+    constexpr std::size_t kNodeBytes = sizeof(PageId) + sizeof(std::uint64_t) + sizeof(std::uint32_t) + 1;
+    std::uint64_t n = 0;
+    if (live_ != 0 || nodes_.size() != 0 || !base::ReadPod(in, &seq_) || !base::ReadCount(in, &n, kNodeBytes) ||
+        n > options_.capacity) {
+      return false;
+    }
+    map_.Reserve(n);
+    for (std::uint64_t k = 0; k < n; ++k) {
+      const std::uint32_t index = nodes_.Allocate();  // k: the pool is fresh
+      Node& node = nodes_[index];
+      std::uint8_t anonymous = 0;
+      if (!base::ReadPod(in, &node.page) || !base::ReadPod(in, &node.last) || !base::ReadPod(in, &node.parent) ||
+          !base::ReadPod(in, &anonymous) || anonymous > 1 || node.last > seq_ ||
+          (node.parent != kNil && (node.parent >= n || node.parent == index))) {
+        return false;
+      }
+      node.anonymous = anonymous != 0;
+      node.live = true;
+      if (!node.anonymous) {
+        if (map_.Find(node.page) != nullptr) return false;
+        map_.Insert(node.page, index);
+      }
+    }
+    live_ = n;
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].parent != kNil) ++nodes_[nodes_[i].parent].children;
+    }
+    if (!running_.Deserialize(in, nodes_.size(), [&](std::uint32_t slot) { ++nodes_[slot].lock; })) return false;
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      if (Evictable(nodes_[i])) heap_.push_back(Leaf{nodes_[i].last, i});
+    }
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<Leaf>());
+    return true;
   }
 
  private:
@@ -318,6 +424,52 @@ class VllmCache final : public PolicyCache {
   std::uint64_t resident() const override { return map_.size(); }
   std::size_t MemoryBytes() const override {
     return map_.MemoryBytes() + blocks_.capacity() * sizeof(Block) + running_.MemoryBytes();
+  }
+
+  // The blocks in slot order (page, cached), the running requests, then the free
+  // queue head first. Reference counts are not written: a block's is the number of
+  // running requests holding it, and the queue must hold exactly the used blocks
+  // nobody holds.
+  void Serialize(std::vector<std::uint8_t>* out) const override {
+    base::AppendPod<std::uint64_t>(out, blocks_.size());
+    for (const Block& b : blocks_) {
+      base::AppendPod(out, b.page);
+      base::AppendPod<std::uint8_t>(out, b.cached ? 1 : 0);
+    }
+    running_.Serialize(out, [](std::uint32_t slot) { return slot; });
+    base::AppendPod(out, queued_);
+    for (std::uint32_t slot = head_; slot != kNil; slot = blocks_[slot].next) base::AppendPod(out, slot);
+  }
+
+  bool Deserialize(std::span<const std::uint8_t>* in) override {
+    std::uint64_t n = 0;
+    if (!blocks_.empty() || !base::ReadCount(in, &n, sizeof(PageId) + 1) || n > options_.capacity) return false;
+    blocks_.resize(n);
+    map_.Reserve(n);
+    for (std::uint32_t slot = 0; slot < n; ++slot) {
+      Block& b = blocks_[slot];
+      std::uint8_t cached = 0;
+      if (!base::ReadPod(in, &b.page) || !base::ReadPod(in, &cached) || cached > 1) return false;
+      b.cached = cached != 0;
+      if (b.cached) {
+        if (map_.Find(b.page) != nullptr) return false;
+        map_.Insert(b.page, slot);
+      }
+    }
+    if (!running_.Deserialize(in, static_cast<std::uint32_t>(n), [&](std::uint32_t slot) { ++blocks_[slot].ref; })) {
+      return false;
+    }
+    std::uint64_t queued = 0;
+    if (!base::ReadCount(in, &queued, sizeof(std::uint32_t)) || queued > n) return false;
+    for (std::uint64_t k = 0; k < queued; ++k) {
+      std::uint32_t slot = 0;
+      if (!base::ReadPod(in, &slot) || slot >= n || blocks_[slot].ref != 0 || blocks_[slot].queued) return false;
+      Enqueue(slot);
+    }
+    for (const Block& b : blocks_) {
+      if (b.ref == 0 && !b.queued) return false;  // neither held nor free
+    }
+    return true;
   }
 
  private:

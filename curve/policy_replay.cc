@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/byte_io.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve {
@@ -23,6 +24,32 @@ std::uint32_t RequestClassifier::Turn(std::span<const PageId> pages) {
     turns_.Insert(pages.back(), turn);
   }
   return turn;
+}
+
+void RequestClassifier::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod<std::uint64_t>(out, turns_.size());
+  turns_.ForEach([&](std::uint64_t page, std::uint32_t turn) {
+    base::AppendPod(out, page);
+    base::AppendPod(out, turn);
+  });
+}
+
+bool RequestClassifier::Deserialize(std::span<const std::uint8_t>* in, std::size_t max_chains) {
+  std::uint64_t n = 0;
+  if (turns_.size() != 0 || !base::ReadCount(in, &n, sizeof(PageId) + sizeof(std::uint32_t)) || n > max_chains) {
+    return false;
+  }
+  turns_.Reserve(n);
+  for (std::uint64_t k = 0; k < n; ++k) {
+    PageId page = 0;
+    std::uint32_t turn = 0;
+    if (!base::ReadPod(in, &page) || !base::ReadPod(in, &turn) || turn == 0 || turn == PageMap::kEmpty ||
+        turns_.Find(page) != nullptr) {
+      return false;
+    }
+    turns_.Insert(page, turn);
+  }
+  return true;
 }
 
 std::string_view RequestClassifier::ClassOfTurn(std::uint32_t turn) {

@@ -46,6 +46,12 @@ class RequestClassifier {
   void Clear() { turns_ = PageMap(); }
   std::size_t size() const { return turns_.size(); }
 
+  // Checkpoint encoding (appends / consumes): every chain end with its turn.
+  // Deserialize is false when truncated, when a page is listed twice or a turn is 0,
+  // or with more than max_chains chains. REQUIRES: the classifier is empty.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in, std::size_t max_chains);
+
  private:
   PageMap turns_;  // last page of an earlier prompt -> its request's turn
 };

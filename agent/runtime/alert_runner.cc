@@ -7,6 +7,7 @@
 
 #include "agent/web/json_writer.h"
 #include "alerts/format.h"
+#include "base/byte_io.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -193,12 +194,14 @@ base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOption
   if (!alerter.ok()) return R::Error(alerter.error());
   const auto start_wall = std::chrono::system_clock::now();
   const auto start_steady = std::chrono::steady_clock::now();
+  auto clock_offset = std::make_shared<std::atomic<std::int64_t>>(0);
   if (options.notifier.timeout.count() == 0) options.notifier.timeout = options.alerter.notify.request_timeout;
   if (!options.notifier.clock) {
     // The notifiers judge expiry on the alerts' own clock.
-    options.notifier.clock = [start_wall, start_steady] {
-      return start_wall + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                              std::chrono::steady_clock::now() - start_steady);
+    options.notifier.clock = [start_wall, start_steady, clock_offset] {
+      return start_wall + std::chrono::system_clock::duration(clock_offset->load()) +
+             std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::steady_clock::now() -
+                                                                              start_steady);
     };
   }
   std::unique_ptr<Notifier> notifier;
@@ -208,15 +211,18 @@ base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOption
     notifier = std::move(created).value();
   }
   return std::unique_ptr<AlertRunner>(new AlertRunner(std::move(options), std::move(alerter).value(),
-                                                       std::move(notifier), start_wall, start_steady));
+                                                       std::move(notifier), start_wall, start_steady,
+                                                       std::move(clock_offset)));
 }
 
 AlertRunner::AlertRunner(AlertRunnerOptions options, alerts::Alerter alerter, std::unique_ptr<Notifier> notifier,
                          std::chrono::system_clock::time_point start_wall,
-                         std::chrono::steady_clock::time_point start_steady)
+                         std::chrono::steady_clock::time_point start_steady,
+                         std::shared_ptr<std::atomic<std::int64_t>> clock_offset)
     : options_(std::move(options)),
       start_wall_(start_wall),
       start_steady_(start_steady),
+      clock_offset_(std::move(clock_offset)),
       notifier_(std::move(notifier)),
       alerter_(std::move(alerter)) {}
 
@@ -228,7 +234,59 @@ void AlertRunner::Stop() {
 
 alerts::TimePoint AlertRunner::Now() const {
   const auto elapsed = std::chrono::steady_clock::now() - start_steady_;
-  return start_wall_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(elapsed);
+  return start_wall_ + std::chrono::system_clock::duration(clock_offset_->load()) +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(elapsed);
+}
+
+namespace {
+
+// Marks the start of the runner's state ("KVAR"), and its layout version.
+constexpr std::uint32_t kStateTag = 0x5241564b;
+constexpr std::uint32_t kStateVersion = 1;
+
+}  // namespace
+
+void AlertRunner::AppendState(std::vector<std::uint8_t>* out) const {
+  base::MutexLock lock(mu_);
+  base::AppendPod(out, kStateTag);
+  base::AppendPod(out, kStateVersion);
+  base::AppendPod(out, evaluations_);
+  base::AppendPod(out, evaluation_errors_);
+  base::AppendPod(out, log_lines_);
+  alerter_.Serialize(out);
+}
+
+bool AlertRunner::RestoreState(std::span<const std::uint8_t> in) {
+  std::uint32_t tag = 0, version = 0;
+  std::uint64_t evaluations = 0, errors = 0, log_lines = 0;
+  if (!base::ReadPod(&in, &tag) || tag != kStateTag || !base::ReadPod(&in, &version) || version != kStateVersion ||
+      !base::ReadPod(&in, &evaluations) || !base::ReadPod(&in, &errors) || !base::ReadPod(&in, &log_lines)) {
+    return false;
+  }
+  std::optional<alerts::TimePoint> last;
+  {
+    base::MutexLock lock(mu_);
+    // Alerter::Deserialize changes nothing when it fails, but trailing bytes show
+    // only after it succeeded: check the whole on a fresh Alerter first (this
+    // runs once, at start).
+    auto probe = alerts::Alerter::Create(options_.alerter);
+    std::span<const std::uint8_t> at = in;
+    if (!probe.ok() || !probe.value().Deserialize(&at) || !at.empty()) return false;
+    at = in;
+    if (!alerter_.Deserialize(&at)) return false;
+    evaluations_ = evaluations;
+    evaluation_errors_ = errors;
+    log_lines_ = log_lines;
+    last = alerter_.last_evaluation();
+  }
+  // Evaluations earlier than the restored one are refused: a wall clock that
+  // stands earlier after the restart must not silence the alerts until it
+  // catches up.
+  if (last) {
+    const alerts::TimePoint now = Now();
+    if (*last > now) clock_offset_->fetch_add((*last - now).count());
+  }
+  return true;
 }
 
 base::Status AlertRunner::Evaluate(const alerts::AlertInputs& inputs) {

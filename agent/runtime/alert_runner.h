@@ -17,11 +17,27 @@
 // plus the steady time since, so it never goes backwards and startsAt/endsAt are
 // real times Alertmanager understands.
 //
+// Restarts. AppendState/RestoreState carry the alert state across a restart (the
+// agent's one state file): every alert's life cycle and status, the detectors'
+// histories, and what was already handed to the notifiers (each alert's
+// last_sent_at and resolution_sent), plus the runner's counters. So after a
+// restart a firing alert stays firing with its startsAt, the log notifier does not
+// print its transition again, and it is re-sent to Alertmanager on the normal
+// schedule (resend_interval after the last send recorded), not at once; a
+// resolution is re-sent until resolved_retention has passed. Items that were
+// queued but not delivered when the process died are lost with the notifier's
+// queue; the re-send schedule covers them (a firing item's endsAt is 4 resend
+// intervals ahead, so Alertmanager keeps the alert until the next send). If the
+// wall clock stands earlier than the restored last evaluation, Now() is moved
+// forward to it (evaluations earlier than the last one are refused), and the
+// notifiers' default clock with it.
+//
 // Thread safety: Evaluate() is called by one thread (the agent's loop); Now(),
 // AppendMetrics(), AlertsJson() and Stop() may be called from any thread.
 #ifndef KVWATCH_AGENT_ALERT_RUNNER_H_
 #define KVWATCH_AGENT_ALERT_RUNNER_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -147,16 +163,30 @@ class AlertRunner {
   // Stops the notifiers (idempotent).
   void Stop();
 
+  // The runner's part of the agent's state file (appends): its counters
+  // (evaluations, failures, log lines) and the Alerter's checkpoint
+  // (alerts::Alerter::Serialize). Takes the runner's lock: callable from any thread.
+  void AppendState(std::vector<std::uint8_t>* out) const;
+  // Restores what AppendState wrote; false (nothing changes) when the bytes are
+  // truncated, malformed, or of another set of alerts (Alerter::Deserialize).
+  // Call it before the first Evaluate; it consumes exactly `in`.
+  bool RestoreState(std::span<const std::uint8_t> in);
+
   const AlertRunnerOptions& options() const { return options_; }
 
  private:
   AlertRunner(AlertRunnerOptions options, alerts::Alerter alerter, std::unique_ptr<Notifier> notifier,
-              std::chrono::system_clock::time_point start_wall, std::chrono::steady_clock::time_point start_steady);
+              std::chrono::system_clock::time_point start_wall, std::chrono::steady_clock::time_point start_steady,
+              std::shared_ptr<std::atomic<std::int64_t>> clock_offset);
   void LogEvent(const alerts::AlertEvent& event);
 
   const AlertRunnerOptions options_;
   const std::chrono::system_clock::time_point start_wall_;
   const std::chrono::steady_clock::time_point start_steady_;
+  // Added to Now() (system_clock ticks, >= 0): set by RestoreState when the wall
+  // clock stands earlier than the restored last evaluation. Shared with the
+  // notifiers' default clock.
+  const std::shared_ptr<std::atomic<std::int64_t>> clock_offset_;
   std::unique_ptr<Notifier> notifier_;  // null without targets
 
   mutable base::Mutex mu_;

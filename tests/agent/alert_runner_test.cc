@@ -21,8 +21,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -535,6 +537,134 @@ TEST(AlertRunnerTest, TransitionsAreLoggedExportedAndDelivered) {
                std::string::npos;
       },
       kWait));
+}
+
+// A knee at `short_knee` and a working set of `working_set` pages against a
+// capacity of 1000.
+alerts::AlertInputs KneeAndCapacityInputs(double t, double short_knee, double working_set) {
+  alerts::AlertInputs in = KneeInputs(t, short_knee);
+  in.capacity_pages = 1000;
+  in.working_set_pages = working_set;
+  return in;
+}
+
+AlertRunnerOptions RestartOptions(int port, std::vector<std::string>* lines) {
+  AlertRunnerOptions o;
+  o.alerter.replica = "r1";
+  o.alerter.knee_shift.rule.for_duration = seconds(30);
+  o.alerter.notify.resend_interval = seconds(60);
+  o.notifier = FastOptions(port);
+  o.notifier.clock = [] { return At(0); };  // nothing expires in this test
+  o.log = [lines](const std::string& line) { lines->push_back(line); };
+  return o;
+}
+
+TEST(AlertRunnerTest, RestoredStateKeepsAlertsAndDoesNotNotifyTwice) {
+  Receiver am1, am2;
+  ASSERT_GT(am1.port(), 0);
+  ASSERT_GT(am2.port(), 0);
+  std::vector<std::string> lines1, lines2;
+  auto first = AlertRunner::Create(RestartOptions(am1.port(), &lines1));
+  ASSERT_TRUE(first.ok()) << first.error();
+  AlertRunner& a = *first.value();
+  ASSERT_TRUE(a.Evaluate(KneeAndCapacityInputs(1000, 1000, 900)).ok());
+  ASSERT_TRUE(a.Evaluate(KneeAndCapacityInputs(1015, 1500, 900)).ok());   // knee pending
+  ASSERT_TRUE(a.Evaluate(KneeAndCapacityInputs(1045, 1500, 900)).ok());   // knee firing, sent
+  ASSERT_TRUE(a.Evaluate(KneeAndCapacityInputs(1050, 1500, 1100)).ok());  // over capacity pending
+  ASSERT_TRUE(PollUntil([&] { return am1.Bodies().size() >= 1; }, kWait));
+  ASSERT_EQ(lines1.size(), 3u);
+
+  std::vector<std::uint8_t> state;
+  a.AppendState(&state);
+  // The restarted agent: a new runner (sending elsewhere here, to tell the sends
+  // apart) restored from the state.
+  auto second = AlertRunner::Create(RestartOptions(am2.port(), &lines2));
+  ASSERT_TRUE(second.ok()) << second.error();
+  AlertRunner& b = *second.value();
+  ASSERT_TRUE(b.RestoreState(state));
+  EXPECT_EQ(b.AlertsJson(), a.AlertsJson());
+  std::map<std::string, alerts::AlertState> states;
+  for (const alerts::AlertStatus& st : b.Statuses()) states[st.labels.at("alertname")] = st.state;
+  EXPECT_EQ(states["KVWatchKneeShift"], alerts::AlertState::kFiring);
+  EXPECT_EQ(states["KVWatchWorkingSetOverCapacity"], alerts::AlertState::kPending);
+  MetricsBuilder restored;
+  b.AppendMetrics(&restored);
+  const std::string text = restored.Serialize();
+  EXPECT_NE(text.find("kvwatch_alert_evaluations_total 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvwatch_alert_notifications_total{notifier=\"log\",result=\"success\"} 3"), std::string::npos)
+      << text;
+
+  // Both continue on the same inputs: the same transitions, no transition logged
+  // again, and the firing alert re-sent only resend_interval after its last send.
+  const std::size_t cut = lines1.size();
+  for (double t : {1080.0, 1110.0}) {
+    ASSERT_TRUE(a.Evaluate(KneeAndCapacityInputs(t, 1500, 1100)).ok());
+    ASSERT_TRUE(b.Evaluate(KneeAndCapacityInputs(t, 1500, 1100)).ok());
+  }
+  EXPECT_TRUE(lines2.empty()) << lines2.front();
+  ASSERT_TRUE(PollUntil([&] { return am2.Bodies().size() >= 1; }, kWait));
+  simdjson::dom::parser parser;
+  simdjson::dom::element sent;
+  ASSERT_EQ(parser.parse(am2.Bodies()[0]).get(sent), simdjson::SUCCESS);
+  std::string_view starts, ends;
+  ASSERT_FALSE(sent.at(0)["startsAt"].get(starts));
+  ASSERT_FALSE(sent.at(0)["endsAt"].get(ends));
+  EXPECT_EQ(starts, alerts::FormatRfc3339(At(1045)));     // the same alert instance
+  EXPECT_EQ(ends, alerts::FormatRfc3339(At(1110 + 240)));  // the 1110 re-send, not one at 1080
+
+  // The knee comes back: the restored runner resolves it and sends the resolution.
+  ASSERT_TRUE(a.Evaluate(KneeAndCapacityInputs(1120, 1000, 1100)).ok());
+  ASSERT_TRUE(b.Evaluate(KneeAndCapacityInputs(1120, 1000, 1100)).ok());
+  ASSERT_EQ(lines2.size(), 1u);
+  EXPECT_NE(lines2[0].find("KVWatchKneeShift"), std::string::npos) << lines2[0];
+  EXPECT_NE(lines2[0].find("} resolved: "), std::string::npos) << lines2[0];
+  EXPECT_EQ(std::vector<std::string>(lines1.begin() + static_cast<std::ptrdiff_t>(cut), lines1.end()), lines2);
+  ASSERT_TRUE(PollUntil([&] { return am2.Bodies().size() >= 2; }, kWait));
+  ASSERT_EQ(parser.parse(am2.Bodies()[1]).get(sent), simdjson::SUCCESS);
+  ASSERT_FALSE(sent.at(0)["endsAt"].get(ends));
+  EXPECT_EQ(ends, alerts::FormatRfc3339(At(1120)));
+  EXPECT_EQ(b.AlertsJson(), a.AlertsJson());
+}
+
+TEST(AlertRunnerTest, RestoreStateRefusesBadBytesAndCatchesUpAClockThatStandsEarlier) {
+  AlertRunnerOptions o;
+  o.alerter.replica = "r1";
+  auto first = AlertRunner::Create(o);
+  ASSERT_TRUE(first.ok()) << first.error();
+  // The last evaluation an hour ahead of this process's clock (the wall clock
+  // stepped back across the restart).
+  const alerts::TimePoint ahead = first.value()->Now() + std::chrono::hours(1);
+  alerts::AlertInputs inputs = KneeInputs(0, 1500);
+  inputs.time = ahead;
+  ASSERT_TRUE(first.value()->Evaluate(inputs).ok());
+  std::vector<std::uint8_t> state;
+  first.value()->AppendState(&state);
+
+  auto second = AlertRunner::Create(o);
+  ASSERT_TRUE(second.ok()) << second.error();
+  AlertRunner& b = *second.value();
+  const std::string before = b.AlertsJson();
+  for (std::size_t len = 0; len < state.size(); ++len) {
+    ASSERT_FALSE(b.RestoreState(std::span<const std::uint8_t>(state.data(), len))) << "length " << len;
+  }
+  std::vector<std::uint8_t> longer = state;
+  longer.push_back(0);
+  EXPECT_FALSE(b.RestoreState(longer));
+  std::vector<std::uint8_t> garbage(state.size());
+  for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  EXPECT_FALSE(b.RestoreState(garbage));
+  AlertRunnerOptions other = o;
+  other.alerter.replica = "r2";
+  auto third = AlertRunner::Create(other);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third.value()->RestoreState(state));  // other alerts (labels)
+  EXPECT_EQ(b.AlertsJson(), before);
+  EXPECT_LT(b.Now(), ahead);
+
+  ASSERT_TRUE(b.RestoreState(state));
+  EXPECT_GE(b.Now(), ahead);
+  inputs.time = b.Now();
+  EXPECT_TRUE(b.Evaluate(inputs).ok());
 }
 
 TEST(AlertRunnerTest, BadOptionsNameTheField) {
