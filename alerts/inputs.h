@@ -74,11 +74,11 @@ struct AlertInputs {
   // The evaluation time. REQUIRES: not earlier than the previous evaluation's.
   TimePoint time{};
 
-  // Kneedle knee (curve-semantics.md section 3) of the short window's and of the
+  // Kneedle knee (docs/semantics.md section 3) of the short window's and of the
   // baseline window's curve, in pages.
   std::optional<double> short_knee_pages;
   std::optional<double> baseline_knee_pages;
-  // Bytes per page (page tokens * bytes per token, curve-semantics.md section 4), to
+  // Bytes per page (page tokens * bytes per token, docs/semantics.md section 4), to
   // show pages as bytes in annotations. Absent: annotations give pages only.
   std::optional<double> bytes_per_page;
 

@@ -8,7 +8,7 @@
 // 25% "shift"); it clears when the value is < clear_threshold.
 //
 // Stationary workloads: the curve engine keeps one cache state over the whole
-// stream and a window only selects which requests count (curve-semantics.md
+// stream and a window only selects which requests count (docs/semantics.md
 // section 5), so on a stationary workload the short and baseline knees estimate the
 // same point and differ by noise only. The defaults (25% to fire, 15% to clear,
 // held for 15 minutes, 500 requests in the short window) are chosen so that such

@@ -9,6 +9,7 @@
 #define KVWATCH_BASE_METRIC_DEF_H_
 
 #include <string_view>
+#include <vector>
 
 namespace kvwatch::base {
 
@@ -22,6 +23,10 @@ struct MetricDef {
   // "*": each sample's own (an alert's labels).
   std::string_view labels = {};
 };
+
+// A component's table as a list, in the order the component exports it: what
+// agent/runtime/metric_catalog.h gathers into the metrics reference.
+using MetricDefs = std::vector<const MetricDef*>;
 
 }  // namespace kvwatch::base
 

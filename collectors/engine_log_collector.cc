@@ -128,4 +128,8 @@ void EngineLogCollector::AppendSamples(std::vector<MetricSample>* out) const {
   AppendEngineGaugeSamples(g, options_.name, out);
 }
 
+base::MetricDefs EngineLogMetricDefs() {
+  return {&kLogLines};
+}
+
 }  // namespace kvwatch::collectors

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "base/metric_def.h"
 #include "collectors/collector.h"
 #include "collectors/engine_log_parser.h"
 #include "collectors/file_tailer.h"
@@ -111,6 +112,10 @@ class EngineLogCollector : public Collector {
   CollectorStats stats_;
   EngineLogSignals signals_;
 };
+
+// The log collector's own metric family (the engine signals' are
+// engine_signals.h's), for the metrics reference.
+base::MetricDefs EngineLogMetricDefs();
 
 }  // namespace kvwatch::collectors
 

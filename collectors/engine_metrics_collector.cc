@@ -331,4 +331,10 @@ void EngineMetricsCollector::AppendSamples(std::vector<MetricSample>* out) const
   out->push_back(MakeSample(kScrapeMetrics[1], options_.name, backoff));
 }
 
+base::MetricDefs EngineMetricsScrapeMetricDefs() {
+  base::MetricDefs defs;
+  for (const base::MetricDef& def : kScrapeMetrics) defs.push_back(&def);
+  return defs;
+}
+
 }  // namespace kvwatch::collectors

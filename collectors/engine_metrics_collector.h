@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "base/metric_def.h"
 #include "collectors/collector.h"
 #include "collectors/exposition_parser.h"
 #include "base/status.h"
@@ -136,6 +137,10 @@ class EngineMetricsCollector : public Collector {
   std::unique_ptr<State> state_;    // shared with the worker, behind its mutex
   std::unique_ptr<Worker> worker_;  // the thread and its HTTP client
 };
+
+// The scraper's own metric families (the engine signals' are engine_signals.h's),
+// for the metrics reference.
+base::MetricDefs EngineMetricsScrapeMetricDefs();
 
 }  // namespace kvwatch::collectors
 

@@ -48,7 +48,7 @@
 // Page ids are scoped: each block hash is mixed (a 64-bit bijective mix, see
 // KvScopedPageId) with the collector's scope string (the model), the event's
 // LoRA (lora_name, else lora_id), its cache_salt and the block's extra_keys
-// digest, so pages of different scopes never match (curve-semantics.md section 1).
+// digest, so pages of different scopes never match (docs/semantics.md section 1).
 //
 // What the reconstruction misses (without full report mode):
 //   - a request that hits on blocks already cached produces no event at all when
@@ -207,7 +207,7 @@ std::string KvEventTenant(KvTenantSource source, const BlockStored& event);
 // ---- Tracker ------------------------------------------------------------------
 
 struct KvEventTrackerOptions {
-  // Folded into every page id (curve-semantics.md section 1): the model or
+  // Folded into every page id (docs/semantics.md section 1): the model or
   // revision these events come from. Empty: no model scope.
   std::string scope;
   // The KV-cache group whose primary-medium stores become requests.

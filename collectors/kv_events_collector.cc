@@ -440,4 +440,10 @@ void KvEventsCollector::AppendSamples(std::vector<MetricSample>* out) const {
   add(KvMetric::kParentMapEvictions, static_cast<double>(t.parent_map_evictions));
 }
 
+base::MetricDefs KvEventsMetricDefs() {
+  base::MetricDefs defs;
+  for (const base::MetricDef& def : kKvMetrics) defs.push_back(&def);
+  return defs;
+}
+
 }  // namespace kvwatch::collectors

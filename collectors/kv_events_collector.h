@@ -78,6 +78,7 @@
 #include <string>
 #include <vector>
 
+#include "base/metric_def.h"
 #include "collectors/collector.h"
 #include "collectors/kv_event_tracker.h"
 #include "base/status.h"
@@ -159,6 +160,10 @@ class KvEventsCollector : public Collector {
   CollectorStats stats_;
   std::chrono::steady_clock::duration replay_budget_{};
 };
+
+// The KV-events collector's own metric families (the engine signals' are
+// engine_signals.h's), for the metrics reference.
+base::MetricDefs KvEventsMetricDefs();
 
 }  // namespace kvwatch::collectors
 

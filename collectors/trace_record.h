@@ -1,5 +1,5 @@
 // TraceRecordParser: parses ONE JSON Lines record of a request trace into a
-// curve::Request (../shared/docs/curve-semantics.md sections 1 and 7).
+// curve::Request (docs/semantics.md sections 1 and 7).
 //
 // Accepted shapes (unknown fields are ignored, field order does not matter):
 //   Mooncake:      {"timestamp": 27482, "input_length": 6955, "output_length": 52,

@@ -4,10 +4,10 @@
 // Single source of truth. One static table of key descriptors (ConfigKeys():
 // dotted path, type, default, meaning) drives three things: the parser rejects
 // any key that is not in it, the parser reads each value as the type the table
-// gives, and ConfigReferenceMarkdown() renders it as the README's reference
-// table. A test checks that every literal default in the table is what
-// DefaultAgentConfig() holds, and another that README.md carries the current
-// rendering, so the code, the defaults and the documentation cannot drift apart.
+// gives, and ConfigReferenceMarkdown() renders it as the reference table of
+// docs/configuration.md. A test checks that every literal default in the table is
+// what DefaultAgentConfig() holds, and another that docs/configuration.md carries
+// the current rendering, so the code, the defaults and the documentation cannot drift apart.
 //
 // Layout. The table is in config_keys.cc; the parser is split by section
 // (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
@@ -107,7 +107,7 @@ const ConfigKey* FindConfigKey(std::string_view path);
 std::string_view ConfigTypeName(ConfigType type);
 
 // The reference table rendered from ConfigKeys() plus a short legend of the value
-// syntax; ends with a newline. This is the text README.md holds between the lines
+// syntax; ends with a newline. This is the text docs/configuration.md holds between the lines
 // "<!-- config-reference:begin -->" and "<!-- config-reference:end -->".
 std::string ConfigReferenceMarkdown();
 

@@ -1,5 +1,5 @@
 // The key table (ConfigKeys()): the single source of truth of the agent config's
-// keys, types, defaults and meanings, and the README reference rendered from it.
+// keys, types, defaults and meanings, and the reference (docs/configuration.md) rendered from it.
 #include <string>
 #include <string_view>
 
@@ -292,8 +292,8 @@ constexpr ConfigKey kKeys[] = {
 
     {"tenants", Type::kMap, "{}", true,
      "Per-tenant and per-class accounting in the one shared cache: hit ratios, capacity "
-     "misses, who evicts whom, request footprints (README: Tenants, classes and admission "
-     "signals). Needs the exact engine (`engine.sample_rate` 1, `engine.sample_max_pages` 0)."},
+     "misses, who evicts whom, request footprints (docs/tenants.md). "
+     "Needs the exact engine (`engine.sample_rate` 1, `engine.sample_max_pages` 0)."},
     {"tenants.enabled", Type::kBool, "true", true,
      "Keep the accounting. When not written and the engine samples, it is off."},
     {"tenants.top_k", Type::kInt, "8", true,

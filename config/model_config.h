@@ -1,5 +1,5 @@
 // Model config: a Hugging Face config.json turned into the KV geometry of
-// curve::ModelSpec (see curve/sizing.h and ../shared/docs/curve-semantics.md
+// curve::ModelSpec (see curve/sizing.h and docs/semantics.md
 // section 4).
 //
 // Keys read (a null value counts as absent):

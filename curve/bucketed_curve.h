@@ -1,5 +1,5 @@
 // BucketedCurve and WindowedCurves: the live agent's curves, over log-spaced
-// capacity buckets and recent time windows (../shared/docs/curve-semantics.md
+// capacity buckets and recent time windows (docs/semantics.md
 // section 5).
 //
 // Capacity buckets. The bounds are integer page counts, log-spaced with

@@ -1,4 +1,4 @@
-// CurveAccumulator: the numbers of ../shared/docs/curve-semantics.md section 3 for
+// CurveAccumulator: the numbers of docs/semantics.md section 3 for
 // a set of requests (a window, a tenant, a whole trace), exact at every integer
 // capacity up to the engine's tracked range.
 //

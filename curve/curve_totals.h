@@ -1,5 +1,5 @@
 // CurveTotals: the per-request sums every curve keeps beside its histograms
-// (../shared/docs/curve-semantics.md section 3), shared by the exact
+// (docs/semantics.md section 3), shared by the exact
 // CurveAccumulator and the bucketed curves of the live agent so that both count
 // requests, references, unlimited hits and the unknowns the same way.
 //

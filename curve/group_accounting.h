@@ -13,7 +13,7 @@
 // and Advance(t) to move the windows' clock while idle. Snapshot() copies what a
 // scrape renders.
 //
-// What the numbers mean (../shared/docs/curve-semantics.md; curve/tenants.h):
+// What the numbers mean (docs/semantics.md; curve/tenants.h):
 //   - lifetime: counters since the accounting started (or was restored), without
 //     bucketed curves: per group the requests, page references, unlimited hits,
 //     hits in the shared cache at each configured capacity (exact), capacity

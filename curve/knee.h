@@ -2,7 +2,7 @@
 // and Raghavan, "Finding a 'Kneedle' in a Haystack: Detecting Knee Points in System
 // Behavior" (ICDCS Workshops 2011), exactly as arvkevi/kneed's KneeLocator computes
 // it with interp_method="interp1d" (no smoothing). See
-// ../shared/docs/operations-conventions.md section 7.3 and curve-semantics.md
+// ../shared/docs/operations-conventions.md section 7.3 and docs/semantics.md
 // section 3 ("Knee").
 //
 // Algorithm (indices refer to the input arrays, n points, x strictly increasing):
@@ -78,7 +78,7 @@ std::optional<Knee> FindKnee(std::span<const double> x, std::span<const double> 
 std::vector<Knee> FindAllKnees(std::span<const double> x, std::span<const double> y,
                                const KneeOptions& options = {});
 
-// --- kvwatch's knee of the capacity-to-hit-rate curve (curve-semantics.md section 3).
+// --- kvwatch's knee of the capacity-to-hit-rate curve (docs/semantics.md section 3).
 
 struct CapacityKneeOptions {
   // Kneedle sensitivity S. Default 1.0.

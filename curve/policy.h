@@ -1,7 +1,7 @@
 // Eviction-policy simulation: one cache of C pages under policy P, fed the same
 // requests as the stack-distance engine, giving each request's prefix hits.
 //
-// The prefix rule is the curve's (../shared/docs/curve-semantics.md section 2): a
+// The prefix rule is the curve's (docs/semantics.md section 2): a
 // request's pages are looked up in the cache as it was when the request arrived,
 // and reuse stops at the first page that is not resident. Then the request's pages
 // are referenced in the engine's touch order (tail-first by default), each one

@@ -85,7 +85,7 @@ struct PolicyTotals {
   std::uint64_t page_refs = 0;
   std::uint64_t page_hits = 0;
   // Requests that kept at least the coverage share of their unlimited hits (the
-  // curve's request coverage, curve-semantics.md section 3).
+  // curve's request coverage, docs/semantics.md section 3).
   std::uint64_t covered_requests = 0;
   std::uint64_t preemptions = 0;  // vllm: preempted requests; sglang: not admitted whole
 

@@ -1,6 +1,6 @@
 // CurveReport: the capacity worksheet of a set of requests, as plain data that the
 // replay command prints as a table, JSON, CSV or SVG and the agent serves. Every
-// field follows ../shared/docs/curve-semantics.md; JSON names are in section 7.
+// field follows docs/semantics.md; JSON names are in section 7.
 //
 // Thread safety: plain values.
 #ifndef KVWATCH_CURVE_REPORT_H_

@@ -1,6 +1,6 @@
 // A request as the curve engine sees it: an ordered list of prefix-page ids plus
 // the optional facts a trace or engine gives about it. See
-// ../shared/docs/curve-semantics.md section 1.
+// docs/semantics.md section 1.
 #ifndef KVWATCH_CURVE_REQUEST_H_
 #define KVWATCH_CURVE_REQUEST_H_
 

@@ -1,6 +1,6 @@
 // Sizing: a model's KV-cache geometry, pages to bytes, a stated capacity plan, and
 // the depth-weighted prefill cost of a page. Normative text:
-// ../shared/docs/curve-semantics.md sections 3 ("Depth weighting") and 4.
+// docs/semantics.md sections 3 ("Depth weighting") and 4.
 //
 // Bytes per token per rank (section 4):
 //   standard attention: B = 2 (K and V) * layers * kv_heads * head_dim * bytes_per_element

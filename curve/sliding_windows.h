@@ -2,7 +2,7 @@
 // bucketed curve, a policy's totals). Each window of duration D keeps a ring of
 // kSlicesPerWindow slices of D / kSlicesPerWindow; the window's value is the merge
 // of the slices that start after now - D, so it covers between D - D/60 and D of
-// arrivals (../shared/docs/curve-semantics.md section 5).
+// arrivals (docs/semantics.md section 5).
 //
 // Slice needs Clear() and Merge(const Slice&).
 //

@@ -1,5 +1,5 @@
 // StackDistanceEngine: Mattson's LRU stack-distance algorithm, incremental, with
-// the prefix rule of ../shared/docs/curve-semantics.md section 2.
+// the prefix rule of docs/semantics.md section 2.
 //
 // For each request the engine reads every page's stack distance d(p) against the
 // cache state left by earlier requests (the arrival state), computes the prefix
@@ -76,7 +76,7 @@ struct EngineOptions {
 
 // k = ceil(share * unlimited_hits), capped at unlimited_hits: the prefix hits a
 // request must keep to count as covered at coverage share `share`
-// (curve-semantics.md section 3). Guarded against share * T landing a hair above
+// (docs/semantics.md section 3). Guarded against share * T landing a hair above
 // an integer.
 std::uint32_t RequiredHits(double share, std::uint32_t unlimited_hits);
 

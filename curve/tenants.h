@@ -1,6 +1,6 @@
 // Tenants and classes in the one shared cache: who gets hits, who loses them to
 // whom, and the footprint signals admission control watches (issue 11). Numbers
-// follow ../shared/docs/curve-semantics.md sections 2, 3 and 5.
+// follow docs/semantics.md sections 2, 3 and 5.
 //
 // Pieces, in the order a caller (the live agent, `kvwatch replay`) uses them:
 //

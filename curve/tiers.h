@@ -1,5 +1,5 @@
 // Tiers: an exclusive LRU hierarchy (HBM, DRAM, SSD, ...) read off the stack
-// distances, as in ../shared/docs/curve-semantics.md section 6.
+// distances, as in docs/semantics.md section 6.
 //
 // Tiers with capacities C1, C2, ... behave as one LRU cache of C1 + C2 + ... pages;
 // a page at distance d sits in tier k when C1 + ... + C(k-1) <= d < C1 + ... + Ck.

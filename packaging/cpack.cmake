@@ -10,7 +10,7 @@
 #   /usr/share/kvwatch/grafana/                 dashboard and provisioning examples
 #   /usr/share/kvwatch/prometheus/              alerting and recording rules (packaging/prometheus/)
 #   /usr/share/kvwatch/kubernetes/, container/  deployment examples
-#   /usr/share/doc/kvwatch/README.md
+#   /usr/share/doc/kvwatch/README.md, docs/   the README and the docs/ it links to
 # Dependencies come from dpkg-shlibdeps (dpkg-dev). The maintainer scripts in
 # packaging/debian/ do what debhelper's dh_installsystemd would: enable and start
 # the unit on install, restart it on upgrade, stop it on removal. The unit runs
@@ -41,6 +41,9 @@ if(KVWATCH_PROMETHEUS_FILES)
   install(FILES ${KVWATCH_PROMETHEUS_FILES} DESTINATION share/kvwatch/prometheus)
 endif()
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION share/doc/kvwatch)
+# docs/ beside the README (not flattened into it), so the README's relative links
+# docs/*.md resolve in the installed copy too.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs DESTINATION share/doc/kvwatch)
 
 find_program(KVWATCH_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(NOT KVWATCH_DPKG_SHLIBDEPS)

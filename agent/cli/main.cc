@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agent/runtime/agent_command.h"
+#include "agent/runtime/metric_catalog.h"
 #include "agent/cli/replay_command.h"
 #include "agent/cli/synth_command.h"
 #include "agent/runtime/version.h"
@@ -94,7 +95,7 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
                   "Also simulate these eviction policies at every capacity, comma-separated, or all: lru, fifo, lfu, "
-                  "s3fifo, sglang, vllm, priority, workload-aware, belady (see the README)");
+                  "s3fifo, sglang, vllm, priority, workload-aware, belady (see docs/replay.md)");
   cmd->add_option("--decode-tokens-per-second", o.decode_tokens_per_s,
                   "sglang and vllm: a request runs for output_length / this after it arrives, holding its pages")
       ->capture_default_str();
@@ -145,7 +146,7 @@ void AddAgent(CLI::App& app, std::string& config_path) {
       "Run beside a serving replica: ingest its requests (KV events, trace files; with no config, a built-in "
       "synthetic replica) and health signals (engine logs and /metrics), keep windowed curves, raise alerts, "
       "serve /metrics, /api/v1/curve, /api/v1/alerts and a live page.");
-  cmd->add_option("-c,--config", config_path, "YAML config file (see the README's config reference)");
+  cmd->add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)");
   cmd->callback([&config_path]() { std::exit(kvwatch::agent::RunAgent(config_path)); });
 
   CLI::App* check = app.add_subcommand("check-config", "Validate an agent config file as start-up would, and exit");
@@ -155,6 +156,12 @@ void AddAgent(CLI::App& app, std::string& config_path) {
   CLI::App* reference = app.add_subcommand("config-reference", "Print the agent config reference (markdown)");
   reference->callback([]() {
     std::fputs(kvwatch::config::ConfigReferenceMarkdown().c_str(), stdout);
+    std::exit(0);
+  });
+
+  CLI::App* metrics = app.add_subcommand("metrics-reference", "Print the /metrics reference (markdown)");
+  metrics->callback([]() {
+    std::fputs(kvwatch::agent::MetricsReferenceMarkdown().c_str(), stdout);
     std::exit(0);
   });
 }

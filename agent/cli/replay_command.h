@@ -1,5 +1,5 @@
 // `kvwatch replay`: runs the curve engine offline over request traces and prints
-// the capacity worksheet (../shared/docs/curve-semantics.md section 7).
+// the capacity worksheet (docs/semantics.md section 7).
 //
 // Replayer is the computation, fed one request at a time, so tests and benchmarks
 // can drive it without files; RunReplay adds reading, progress and output.

@@ -1,6 +1,6 @@
 // ReplayResult: everything `kvwatch replay` computed over a trace, and its renderings
 // (a table for people; JSON and CSV for scripts; an SVG plot). The JSON field names
-// follow the contract of ../shared/docs/curve-semantics.md section 7: fields may be
+// follow the contract of docs/semantics.md section 7: fields may be
 // added, none renamed.
 #ifndef KVWATCH_AGENT_REPLAY_RESULT_H_
 #define KVWATCH_AGENT_REPLAY_RESULT_H_

@@ -632,6 +632,14 @@ constexpr base::MetricDef kCanaryMemory{"kvwatch_policy_canary_memory_bytes", Me
 
 }  // namespace
 
+base::MetricDefs AgentMetricDefs() {
+  return {&kBuildInfo, &kPageHitCapacity, &kRequiredCapacity, &kRequests, &kPageReferences, &kColdMisses, &kBeyondTracked, &kReusedTokens, &kTrackedPages, &kSampleRate, &kTrackedPagesLimit, &kEngineMemory, &kLateRequests, &kWindowRequests, &kUnlimitedHitRatio, &kWorkingSetPages, &kWorkingSetBytes, &kKneePages, &kKneeBytes, &kPageHitRatio, &kCoverageRatio, &kBytesPerPage, &kCollectorUp, &kCollectorRecords, &kCollectorDropped, &kCollectorLastSuccess, &kCollectorErrors, &kPredictedHitRatio, &kCacheCapacity, &kStateSaves, &kStateSaveErrors};
+}
+
+base::MetricDefs CanaryMetricDefs() {
+  return {&kPolicyHitRatio, &kPolicyCoverage, &kPolicyGain, &kPolicyHits, &kPolicyPreemptions, &kCanaryMemory};
+}
+
 // What a scrape, the curve API or the alerter reads: copied under mu_ (cheap:
 // bucket arrays, totals and counters), used outside it.
 struct Agent::Snapshot {

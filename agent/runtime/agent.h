@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "agent/runtime/alert_runner.h"
+#include "base/metric_def.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "agent/web/http_server.h"
@@ -226,6 +227,11 @@ class Agent : public collectors::RequestSink {
   std::atomic<bool> ready_{false};
   std::atomic<bool> stop_{false};
 };
+
+// The agent's own metric families (curves, windows, collectors' stats, state)
+// and the policy canaries', in exposition order, for the metrics reference.
+base::MetricDefs AgentMetricDefs();
+base::MetricDefs CanaryMetricDefs();
 
 }  // namespace kvwatch::agent
 

@@ -82,6 +82,11 @@ void WriteTime(JsonWriter& w, const std::optional<alerts::TimePoint>& time) {
 
 }  // namespace
 
+base::MetricDefs AlertRunnerMetricDefs() {
+  return {&kAlertState, &kAlertValue, &kAlertEvaluations, &kAlertEvaluationFailures, &kAlertNotifications,
+          &kAlertNotificationsDropped, &kAlertQueueLength};
+}
+
 WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::CurveReport& report,
                                 const AlertInputSpec& spec) {
   WindowObservation o;

@@ -52,6 +52,7 @@
 #include "base/thread_annotations.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/notifier.h"
+#include "base/metric_def.h"
 #include "alerts/alerter.h"
 #include "collectors/collector.h"
 #include "config/agent_config.h"
@@ -195,6 +196,9 @@ class AlertRunner {
   std::uint64_t evaluation_errors_ GUARDED_BY(mu_) = 0;
   std::uint64_t log_lines_ GUARDED_BY(mu_) = 0;
 };
+
+// The alert runner's metric families (AppendMetrics), for the metrics reference.
+base::MetricDefs AlertRunnerMetricDefs();
 
 }  // namespace kvwatch::agent
 

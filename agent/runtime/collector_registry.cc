@@ -161,7 +161,7 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
     return r.Unhandled(e);
   });
   if (!status.ok()) return status;
-  // Page ids are scoped by the model (curve-semantics.md section 1); the parent
+  // Page ids are scoped by the model (docs/semantics.md section 1); the parent
   // map is bounded at 4x the tracked pages (see collectors/kv_event_tracker.h).
   const config::AgentConfig& c = p.config;
   o.tracker.scope = c.model.empty() ? c.model_label : c.model;

@@ -49,6 +49,10 @@ prometheus::MetricType PrometheusType(MetricType type) {
 
 }  // namespace
 
+base::MetricDefs ProcessMetricDefs() {
+  return {&kProcessCpu, &kProcessVirtual, &kProcessResident, &kProcessStart, &kProcessFds};
+}
+
 prometheus::ClientMetric& MetricsBuilder::Family(const base::MetricDef& def, const Labels& labels) {
   assert(LabelsMatch(def, labels));
   prometheus::MetricFamily* family = nullptr;

@@ -10,7 +10,9 @@
 //     collectors/engine_signals.cc; each collector's own in its .cc
 //     (kScrapeMetrics, kLogLines, kKvMetrics), reaching the agent as
 //     collectors::MetricSample;
-//   - the process_* families: kProcessMetrics in metrics.cc.
+//   - the process_* families: the constants at the head of metrics.cc.
+// agent/runtime/metric_catalog.h gathers every table into the metrics
+// reference (docs/metrics.md).
 //
 // Thread safety: a MetricsBuilder belongs to one thread (one scrape).
 #ifndef KVWATCH_AGENT_METRICS_H_
@@ -49,6 +51,9 @@ class MetricsBuilder {
   prometheus::ClientMetric& Family(const base::MetricDef& def, const Labels& labels);
   std::vector<prometheus::MetricFamily> families_;
 };
+
+// The process_* families MetricsBuilder::ProcessMetrics adds.
+base::MetricDefs ProcessMetricDefs();
 
 }  // namespace kvwatch::agent
 

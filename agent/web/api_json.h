@@ -1,6 +1,6 @@
 // The JSON of the agent's live API (GET /api/v1/curve) and the curve-report
 // fields it shares with `kvwatch replay --format json`. The field names follow the
-// contract of ../shared/docs/curve-semantics.md section 7: fields may be added,
+// contract of docs/semantics.md section 7: fields may be added,
 // none renamed. Pure functions: no I/O, no state.
 #ifndef KVWATCH_AGENT_WEB_API_JSON_H_
 #define KVWATCH_AGENT_WEB_API_JSON_H_

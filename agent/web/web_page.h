@@ -1,7 +1,7 @@
 // The live agent's web page: one self-contained HTML document (inline CSS and
 // JavaScript, no external resources) that the agent serves at `/`. In the browser
 // it fetches `{api}/api/v1/windows` and `{api}/api/v1/curve?window=NAME` (the JSON
-// of ../shared/docs/curve-semantics.md section 7 plus `window`, `plot` and
+// of docs/semantics.md section 7 plus `window`, `plot` and
 // `capacity_pages_configured`), draws the capacity-to-hit-rate curves as an SVG
 // (log capacity axis in pages, bytes on a second axis when known; page hit ratio
 // and request coverage as step lines; the unlimited ratio dashed; the knee, the

@@ -1,4 +1,4 @@
-// A knee-shift alert on a stationary workload is a bug (alerts/README.md). These
+// A knee-shift alert on a stationary workload is a bug (docs/alerts.md). These
 // tests replay long stationary workloads through the agent itself, in-process:
 // every record goes through Agent::OnRequest (one engine, the windowed curves, on
 // record time), and every evaluation_interval of record time the agent's own

@@ -273,6 +273,20 @@ TEST_F(DebPackageTest, FilesLandWhereTheUnitExpectsThem) {
     ASSERT_TRUE(fs::is_regular_file(InRoot(installed))) << installed << " is not in the package";
     EXPECT_EQ(ReadFile(InRoot(installed)), ReadFile(kPackaging + source)) << installed;
   }
+  // The README and every file of docs/ (which the README links to), side by
+  // side as in the repository, so the README's relative links resolve.
+  const fs::path source = fs::path(KVWATCH_SOURCE_DIR);
+  ASSERT_TRUE(fs::is_regular_file(InRoot("/usr/share/doc/kvwatch/README.md"))) << "README.md is not in the package";
+  EXPECT_EQ(ReadFile(InRoot("/usr/share/doc/kvwatch/README.md")), ReadFile((source / "README.md").string()));
+  std::size_t docs = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(source / "docs")) {
+    if (!entry.is_regular_file()) continue;
+    const std::string installed = "/usr/share/doc/kvwatch/docs/" + fs::relative(entry.path(), source / "docs").string();
+    ++docs;
+    ASSERT_TRUE(fs::is_regular_file(InRoot(installed))) << installed << " is not in the package";
+    EXPECT_EQ(ReadFile(InRoot(installed)), ReadFile(entry.path().string())) << installed;
+  }
+  EXPECT_GT(docs, 0u) << (source / "docs") << " has no files";
   // Grafana's provisioning points at the packaged dashboard.
   const YAML::Node provisioning =
       YAML::LoadFile(InRoot("/usr/share/kvwatch/grafana/provisioning/dashboards/kvwatch.yml"));

@@ -32,7 +32,7 @@ TEST(FormatTest, Bytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
   EXPECT_EQ(FormatBytes(2.0 * 1024 * 1024 * 1024), "2 GiB");
-  // curve-semantics.md: 100,000 pages * 16 tokens * 60 KiB = about 91.6 GiB.
+  // docs/semantics.md: 100,000 pages * 16 tokens * 60 KiB = about 91.6 GiB.
   EXPECT_EQ(FormatBytes(100000.0 * 16 * 60 * 1024), "91.6 GiB");
 }
 

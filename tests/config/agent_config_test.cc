@@ -1,6 +1,6 @@
 // Tests of config/agent_config.h: defaults (and that the key table documents them
 // truthfully), value syntax, every kind of error naming its key and line, a full
-// realistic config, and the README reference generated from the key table.
+// realistic config, and the reference in docs/configuration.md generated from the key table.
 #include "config/agent_config.h"
 
 #include <gtest/gtest.h>
@@ -669,10 +669,10 @@ TEST(AgentConfigTest, ReferenceRendersEveryKeyOnce) {
 constexpr char kBegin[] = "<!-- config-reference:begin -->";
 constexpr char kEnd[] = "<!-- config-reference:end -->";
 
-// README.md holds ConfigReferenceMarkdown() between the marker lines. Run with
-// KVWATCH_UPDATE_CONFIG_REFERENCE=1 to rewrite that section in place.
-TEST(AgentConfigTest, ReadmeHoldsTheGeneratedReference) {
-  const std::string readme_path = std::string(KVWATCH_SOURCE_DIR) + "/README.md";
+// docs/configuration.md holds ConfigReferenceMarkdown() between the marker
+// lines. Run with KVWATCH_UPDATE_CONFIG_REFERENCE=1 to rewrite that section in place.
+TEST(AgentConfigTest, DocsHoldTheGeneratedReference) {
+  const std::string readme_path = std::string(KVWATCH_SOURCE_DIR) + "/docs/configuration.md";
   std::ifstream in(readme_path, std::ios::binary);
   ASSERT_TRUE(in) << "cannot open " << readme_path;
   std::stringstream buffer;
@@ -680,7 +680,7 @@ TEST(AgentConfigTest, ReadmeHoldsTheGeneratedReference) {
   const std::string readme = buffer.str();
   const std::string how =
       "Regenerate it: run this test with KVWATCH_UPDATE_CONFIG_REFERENCE=1 (it rewrites the "
-      "text between the marker lines of README.md), or paste the output of "
+      "text between the marker lines of docs/configuration.md), or paste the output of "
       "`kvwatch config-reference` (config::ConfigReferenceMarkdown()) between the lines\n  " +
       std::string(kBegin) + "\n  " + kEnd + "\n";
 

@@ -1,4 +1,4 @@
-// Tests of curve/sizing.h: the test vectors of curve-semantics.md section 4, tensor
+// Tests of curve/sizing.h: the test vectors of docs/semantics.md section 4, tensor
 // parallelism, MLA, the capacity plan, the depth-weighted cost and the presets.
 #include "curve/sizing.h"
 

@@ -1,5 +1,5 @@
 // The stack-distance engine and the curve accumulator against the worked examples of
-// ../shared/docs/curve-semantics.md and against a brute-force LRU oracle.
+// docs/semantics.md and against a brute-force LRU oracle.
 #include "curve/stack_distance.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Tiers (curve-semantics.md section 6), the report builder, and spatial sampling.
+// Tiers (docs/semantics.md section 6), the report builder, and spatial sampling.
 #include "curve/tiers.h"
 
 #include <gtest/gtest.h>
