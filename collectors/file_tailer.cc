@@ -400,6 +400,11 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     if (FindFile(dev, ino) || tail::ToNs(st.st_mtim) <= since_ns) continue;
     if (!unread_.insert({dev, ino}).second) continue;  // reported already
+    unread_order_.emplace_back(dev, ino);
+    if (unread_order_.size() > kMaxUnreadReported) {
+      unread_.erase(unread_order_.front());
+      unread_order_.erase(unread_order_.begin());
+    }
     if (Compressed(name)) {
       Emit(pass, TailEventKind::kUnreadRotation, source, path, 0,
            "rotated away unseen and compressed: never read, its records are not counted");
@@ -862,6 +867,12 @@ Status FileTailer::RestorePositions(std::string_view text) {
   checkpoint_loaded_ = true;
   checkpoint_error_.clear();
   return Status::Ok();
+}
+
+void FileTailer::RestoreUnreadReported(std::vector<FileId> ids) {
+  if (ids.size() > kMaxUnreadReported) ids.erase(ids.begin(), ids.end() - kMaxUnreadReported);
+  unread_order_ = std::move(ids);
+  unread_ = std::set<FileId>(unread_order_.begin(), unread_order_.end());
 }
 
 Status FileTailer::Checkpoint() {

@@ -246,6 +246,14 @@ class FileTailer {
   // exactly as from a loaded checkpoint file (and instead of it). An error names
   // what is wrong with the text; nothing is changed then.
   base::Status RestorePositions(std::string_view text);
+  // The rotated files already reported as kUnreadRotation, as (dev, ino), oldest
+  // first (the last kMaxUnreadReported): kept by the caller with the positions so
+  // that a restart does not report (and count) them again. Restore before the
+  // first Poll().
+  using FileId = std::pair<std::uint64_t, std::uint64_t>;
+  static constexpr std::size_t kMaxUnreadReported = 4096;
+  const std::vector<FileId>& UnreadReported() const { return unread_order_; }
+  void RestoreUnreadReported(std::vector<FileId> ids);
 
   // The inotify descriptor, or -1 when disabled or unavailable. Owned by the
   // tailer; readable when Poll() has something to look at.
@@ -324,7 +332,8 @@ class FileTailer {
   std::map<std::string, std::string> open_errors_;  // path -> last reported error
   std::vector<char> buffer_;                        // read_chunk_bytes
   std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
-  std::set<std::pair<std::uint64_t, std::uint64_t>> unread_;  // (dev, ino) reported unread
+  std::set<FileId> unread_;                           // reported unread ...
+  std::vector<FileId> unread_order_;                  // ... in the order reported (bounded)
 };
 
 }  // namespace kvwatch::collectors

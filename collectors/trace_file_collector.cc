@@ -49,14 +49,22 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
 }
 
 // The collector's part of the agent's state: a version, its counters (so they
-// continue across restarts with the curves they fed) and the tailer's positions.
+// continue across restarts with the curves they fed), the rotated files already
+// counted as unread (so a restart does not count them again) and the tailer's
+// positions.
 namespace {
-constexpr std::uint32_t kTraceFileStateVersion = 1;
+constexpr std::uint32_t kTraceFileStateVersion = 2;
 }  // namespace
 
 void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
   base::AppendPod(out, kTraceFileStateVersion);
   AppendStats(stats_, out);
+  const auto& unread = tailer_->UnreadReported();
+  base::AppendPod<std::uint64_t>(out, unread.size());
+  for (const auto& [dev, ino] : unread) {
+    base::AppendPod(out, dev);
+    base::AppendPod(out, ino);
+  }
   const std::string text = tailer_->SavePositions();
   base::AppendPod<std::uint64_t>(out, text.size());
   out->insert(out->end(), text.begin(), text.end());
@@ -69,11 +77,19 @@ base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) 
   CollectorStats stats;
   if (!base::ReadPod(&in, &version)) return base::Status::Error("truncated");
   if (version != kTraceFileStateVersion) return base::Status::Error("version " + std::to_string(version));
-  if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &len) || len != in.size()) {
-    return base::Status::Error("malformed counters or positions");
+  std::uint64_t n_unread = 0;
+  if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &n_unread) ||
+      n_unread > FileTailer::kMaxUnreadReported || n_unread * 16 > in.size()) {
+    return base::Status::Error("malformed counters");
   }
+  std::vector<FileTailer::FileId> unread(n_unread);
+  for (auto& [dev, ino] : unread) {
+    if (!base::ReadPod(&in, &dev) || !base::ReadPod(&in, &ino)) return base::Status::Error("malformed counters");
+  }
+  if (!base::ReadPod(&in, &len) || len != in.size()) return base::Status::Error("malformed positions");
   base::Status s = tailer_->RestorePositions(std::string_view(reinterpret_cast<const char*>(in.data()), in.size()));
   if (!s.ok()) return s;
+  tailer_->RestoreUnreadReported(std::move(unread));
   stats_.records = stats.records;
   stats_.dropped = stats.dropped;
   stats_.dropped_by = std::move(stats.dropped_by);

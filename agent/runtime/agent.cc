@@ -118,6 +118,7 @@ base::Status Agent::Init() {
     auto canaries = curve::PolicyCanaries::Create(co);
     if (!canaries.ok()) return base::Status::Error("curve.policies: " + canaries.error());
     canaries_ = std::move(canaries).value();
+    canary_options_ = co;
   }
   start_wall_s_ = WallNow();
   LoadState();
@@ -127,7 +128,13 @@ base::Status Agent::Init() {
     auto runner = AlertRunner::Create(*options_.alerts);
     if (!runner.ok()) return base::Status::Error(runner.error());
     alert_runner_ = std::move(runner).value();
+    // The alert state restored with the rest (LoadState kept its bytes): pending
+    // and firing alerts, the detectors' baselines, what was already sent.
+    if (!restored_alerts_.empty() && !alert_runner_->RestoreState(restored_alerts_)) {
+      Log("state: the saved alert state does not fit the configured alerts; alerts start fresh");
+    }
   }
+  restored_alerts_.clear();
   auto server = HttpServer::Create(options_.http);
   if (!server.ok()) return base::Status::Error(server.error());
   http_ = std::move(server).value();
@@ -378,7 +385,9 @@ base::Status Agent::SaveState() {
       base::AppendPod(&parts.curves, all_requests_);
     }
     if (groups_) groups_->Serialize(&parts.groups);
+    if (canaries_) canaries_->Serialize(&parts.canaries);
   }
+  if (alert_runner_) alert_runner_->AppendState(&parts.alerts);  // under the runner's own lock
   // The collectors' positions, taken on the loop thread between two polls: every
   // request they handed on is in the curves copied above, and none other.
   for (const auto& c : options_.collectors) {
@@ -405,6 +414,8 @@ void Agent::ResetState() {
   ResetWindows();
   hit_capacity_sum_ = required_capacity_sum_ = 0;
   if (groups_) groups_->Clear();
+  ResetCanaries();
+  restored_alerts_.clear();
 }
 
 void Agent::ResetWindows() {
@@ -456,6 +467,16 @@ void Agent::LoadState() {
     std::span<const std::uint8_t> g(parts.groups);
     if (!groups_->Deserialize(&g) || !g.empty()) return reject("tenant and class groups");
   }
+  // The canaries and the alerts are restored when their settings are unchanged;
+  // otherwise they alone start fresh (their numbers are not the curves').
+  if (canaries_ && !parts.canaries.empty()) {
+    std::span<const std::uint8_t> c(parts.canaries);
+    if (!canaries_->Deserialize(&c) || !c.empty()) {
+      Log("state: the saved policy canaries do not fit curve.policies as configured now; the canaries start cold");
+      ResetCanaries();
+    }
+  }
+  restored_alerts_ = parts.alerts;  // restored once the alert runner exists (Init)
   // Collectors last: a collector whose part is missing (added since) starts as on
   // a first start; a part whose collector is gone is dropped with a log line.
   for (const auto& c : options_.collectors) {
@@ -490,7 +511,14 @@ void Agent::RepairClock(double wall_now_s) {
   Log("state: the windows' clock was " + std::to_string(now - wall_now_s) +
       " s ahead of the wall clock (more than curve.max_clock_skew); the windows restart, lifetime counters kept");
   ResetWindows();
+  ResetCanaries();
   ++clock_repairs_;
+}
+
+void Agent::ResetCanaries() {
+  if (!canary_options_) return;
+  auto fresh = curve::PolicyCanaries::Create(*canary_options_);
+  if (fresh.ok()) canaries_ = std::move(fresh).value();
 }
 
 // --- Exposition -----------------------------------------------------------------------

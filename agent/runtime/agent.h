@@ -176,6 +176,9 @@ class Agent : public collectors::RequestSink {
   // After a restore: restarts the windows when their clock is beyond the skew.
   void RepairClock(double wall_now_s) REQUIRES(mu_);
   double max_clock_skew_s() const { return collectors::kDefaultMaxClockSkewS; }
+  // Recreates the policy canaries empty (their saved state did not fit, or the
+  // clock was repaired).
+  void ResetCanaries() REQUIRES(mu_);
   // The windows' clock: record time when records carry it, advanced at wall speed
   // while idle (see Run).
   double ClockNow(double wall_now_s) const REQUIRES(mu_);
@@ -206,6 +209,8 @@ class Agent : public collectors::RequestSink {
   curve::BucketedCurve lifetime_ GUARDED_BY(mu_);
   std::unique_ptr<curve::WindowedCurves> windows_ GUARDED_BY(mu_);
   std::unique_ptr<curve::PolicyCanaries> canaries_ GUARDED_BY(mu_);  // null without curve.policies
+  std::optional<curve::CanaryOptions> canary_options_;               // as created (for a reset)
+  std::vector<std::uint8_t> restored_alerts_ GUARDED_BY(mu_);        // saved alert state, until Init restores it
   // Tenants and classes (tenants.enabled, exact engine only), else null; the
   // engine then decomposes distances by group.
   std::unique_ptr<curve::GroupAccounting> groups_ GUARDED_BY(mu_);
