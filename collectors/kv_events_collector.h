@@ -75,11 +75,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "collectors/collector.h"
 #include "collectors/kv_event_tracker.h"
+#include "collectors/time_sanity.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
@@ -100,7 +102,14 @@ struct KvEventsCollectorOptions {
   std::chrono::milliseconds poll_interval{50};
   int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
   std::size_t max_publishers = 256;
+  // How far ahead of the wall clock a batch's ts may be (time_sanity.h); the
+  // config's curve.max_clock_skew.
+  double max_clock_skew_s = kDefaultMaxClockSkewS;
 };
+
+// A sequence number more than this many beyond a publisher's last is a restart,
+// not a gap (see above).
+inline constexpr std::uint64_t kKvMaxSeqJump = std::uint64_t{1} << 20;
 
 // Counters of the transport, beside the tracker's.
 struct KvTransportCounters {
@@ -130,6 +139,12 @@ class KvEventsCollector : public Collector {
   CollectorStats stats() const override;
   EngineSignals engine_signals() const override;  // the block counters per medium
   void AppendSamples(std::vector<MetricSample>* out) const override;
+  // Per publisher its last sequence number, and the tracker's state (see above).
+  void AppendState(std::vector<std::uint8_t>* out) const override;
+  // Before the first Poll; an empty part is a fresh start.
+  base::Status RestoreState(std::span<const std::uint8_t> in) override;
+  // After a publisher restart or a gap recovered from a replay socket.
+  bool WantsSave() const override { return save_events_ != save_events_at_append_; }
 
   // The endpoints as bound or connected: for a bind, the address ZeroMQ reports
   // (with the port it chose for "tcp://host:*").
@@ -158,6 +173,9 @@ class KvEventsCollector : public Collector {
   KvTransportCounters transport_;
   CollectorStats stats_;
   std::chrono::steady_clock::duration replay_budget_{};
+  std::uint64_t withheld_requests_ = 0;  // requests of batches with a bad ts, not handed on
+  std::uint64_t save_events_ = 0;        // restarts and recovered gaps seen
+  mutable std::uint64_t save_events_at_append_ = 0;  // save_events_ at the last AppendState
 };
 
 }  // namespace kvwatch::collectors
