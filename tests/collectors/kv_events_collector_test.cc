@@ -739,6 +739,8 @@ struct RestoreParam {
   std::size_t replay_buffer;  // batches the publisher's replay buffer keeps
 };
 
+void PrintTo(const RestoreParam& p, std::ostream* os) { *os << p.name; }
+
 class KvEventsRestoreTest : public ::testing::TestWithParam<RestoreParam> {};
 
 // Collector A receives batches [0, a) and saves its state; A goes away; the
