@@ -620,7 +620,9 @@ base::Status KvEventTracker::RestoreState(std::span<const std::uint8_t> bytes, s
   if (!publishers_.empty() || chains_.size() != 0 || counters_.batches != 0) {
     return Status::Error("KV-event tracker state restored into a tracker already in use");
   }
-  auto truncated = [](std::string_view what) { return Status::Error("KV-event tracker state: truncated " + std::string(what)); };
+  auto truncated = [](std::string_view what) {
+    return Status::Error("KV-event tracker state: truncated " + std::string(what));
+  };
   std::uint64_t scope = 0;
   std::int64_t request_group = 0;
   std::int64_t block_size = 0;

@@ -64,7 +64,9 @@
 //     appear);
 //   - the ancestor chain is "as last known": a block stored before the tracker
 //     started (or whose store was lost and not replayed) truncates the chain at
-//     that point (counted as truncated chains);
+//     that point (counted as truncated chains). Across agent restarts the
+//     parent map and block state are restored (AppendState / RestoreState), so
+//     only blocks stored while the agent was down and not replayed truncate;
 //   - per-request token counts are not known (left unset).
 //
 // Tenants (options.tenant_source, default none: Request::tenant left empty).

@@ -84,7 +84,9 @@ constexpr base::MetricDef kKvMetrics[] = {
     {"kvwatch_kv_events_replayed_total", MetricType::kCounter,
      "KV event batches recovered from the engine's replay socket.", "collector"},
     {"kvwatch_kv_events_publisher_restarts_total", MetricType::kCounter,
-     "Publisher restarts seen (a sequence number going back); the publisher's block state was reset.", "collector"},
+     "Publisher restarts seen (a sequence number going back, or jumping more than 2^20 ahead); the publisher's "
+     "block state was reset.",
+     "collector"},
     {"kvwatch_kv_events_cache_clears_total", MetricType::kCounter,
      "AllBlocksCleared events (prefix cache resets; not evictions).", "collector"},
     {"kvwatch_kv_events_unknown_events_total", MetricType::kCounter, "KV events of a type this build does not know.",

@@ -16,21 +16,29 @@
 // mode one per endpoint; in bind mode engines sharing an endpoint must use
 // distinct topics (llm-d's kv@<pod>@<model> convention), or their sequence
 // numbers interleave and read as gaps and restarts. Per publisher the last seq
-// is kept:
+// is kept (unsigned 64-bit, as the 8 big-endian bytes read):
 //   - seq == last + 1: in order;
-//   - seq >  last + 1: batches were lost. With a replay endpoint the collector
-//     asks for them at once on a DEALER socket ([empty delimiter, 8-byte BE start
-//     seq]; replies in the 2-frame [seq, payload] or 3-frame [topic, seq, payload]
-//     form; the end marker, seq -1 or an empty payload, stops it), applies the
-//     batches of the missing range in order, then the live one. The wait is
-//     bounded: at most options.replay_timeout per Poll in total, so the agent's
-//     loop never stalls longer; what did not arrive in time, or had already left
-//     the engine's replay buffer, is counted as lost. Without a replay endpoint
-//     the gap is counted as lost. Lost batches also count as CollectorStats
-//     dropped;
-//   - seq <= last: the publisher restarted (seq starts at 0 per process): its
-//     block state is reset and the restart counted.
-// The first message of a publisher is taken as is (the agent joins mid-stream).
+//   - last + 1 < seq <= last + kKvMaxSeqJump (2^20): batches were lost. With a
+//     replay endpoint the collector asks for them at once on a DEALER socket
+//     ([empty delimiter, 8-byte BE start seq]; replies in the 2-frame [seq,
+//     payload] or 3-frame [topic, seq, payload] form; the end marker, seq -1 or
+//     an empty payload, stops it), applies the batches of the missing range in
+//     order, then the live one. The wait is bounded: at most
+//     options.replay_timeout per Poll in total, so the agent's loop never stalls
+//     longer; what did not arrive in time, or had already left the engine's
+//     replay buffer, is counted as lost. Without a replay endpoint the gap is
+//     counted as lost. Lost batches also count as CollectorStats dropped;
+//   - seq <= last, or seq > last + 2^20: the publisher restarted (seq starts at
+//     0 per process; a jump that far is no loss a replay buffer could answer,
+//     and read as a gap a seq of -5 would count 2^64 batches lost): its block
+//     state is reset, the restart counted
+//     (kvwatch_kv_events_publisher_restarts_total) and logged with the endpoint,
+//     topic and both seqs; nothing is counted lost. 2^20 batches is hours of a
+//     busy engine's steps (one batch per scheduler step), far beyond any replay
+//     buffer (vLLM keeps 10000). A publisher whose seq goes wild and back counts
+//     a restart each way.
+// The first message of a publisher is taken as is (the agent joins mid-stream),
+// unless its last seq was restored (below).
 // The replay endpoint of the endpoint with index i is options.replay_endpoint
 // offset as vLLM offsets it per rank: tcp port + i; inproc and ipc get "_dp<i>".
 // Replay assumes one publisher per endpoint.
@@ -60,9 +68,37 @@
 //   kvwatch_kv_events_chain_anomalies_total{kind="truncated"|"cycle"|"too_long"},
 //   kvwatch_kv_events_parent_map_entries, kvwatch_kv_events_parent_map_evictions_total.
 //
-// Not persisted: block state and the parent map start empty when the agent
-// starts, so chains through blocks cached before then are truncated until the
-// engine stores them again.
+// Batch timestamps. A batch's ts (wall-clock epoch seconds) becomes its
+// requests' timestamp_s, which drives the windows' clock, so it is checked
+// (time_sanity.h) against the poll's wall time: more than
+// options.max_clock_skew_s ahead is error "future_timestamp", not finite or
+// negative is "bad_timestamp", each logged with the publisher and seq. Such a
+// batch's block events are still applied (the block state and parent map stay
+// the engine's, and later batches rebuild their chains through its blocks);
+// its requests are not handed on (nor counted in CollectorStats records).
+//
+// State across agent restarts (AppendState / RestoreState, the collector's part
+// of the agent's one atomic state file). Saved: per publisher its endpoint index,
+// the endpoint as configured, its topic and last seq, and the tracker's state
+// (KvEventTracker::AppendState: block state per publisher, the parent map, the
+// salted roots' tenants, the block size). Encoding: a magic, a version (1),
+// then little fixed-size fields and length-prefixed strings in host byte order;
+// RestoreState checks every count and length against the bytes left, rejects
+// another magic or version, bytes left over, duplicate publishers and a tracker
+// state of another scope or request group, and is all or nothing. After a
+// restore each publisher continues from its saved seq as if the agent had never
+// stopped: a first message with seq == saved + 1 is in order; with a larger seq
+// (within 2^20) the missed range is fetched from the replay endpoint, so every
+// batch is applied exactly once, or counted lost when the replay buffer no
+// longer holds it; with seq <= saved the engine restarted while the agent was
+// down (a restart, as above). A saved publisher whose endpoint index no longer
+// holds the same configured endpoint keeps nothing (its block state is dropped,
+// logged). Not saved: counters (Prometheus counters restart with the process).
+// Limit: an engine that restarted while the agent was down and has already
+// published more than saved + 1 batches is taken for a gap (the seq alone cannot
+// tell); its replay returns the new process's batches, applied onto the old
+// block state. WantsSave is true after a restart or a gap recovered from a
+// replay socket, until the next AppendState.
 //
 // Every collector of a process shares one ZeroMQ context (one I/O thread),
 // released with the last collector: one collector per replica of a fleet must

@@ -469,7 +469,8 @@ double SampleValue(const KvEventsCollector& c, const std::string& name) {
 }
 
 bool Logged(const std::vector<std::string>& log, const std::string& needle) {
-  return std::any_of(log.begin(), log.end(), [&](const std::string& m) { return m.find(needle) != std::string::npos; });
+  return std::any_of(log.begin(), log.end(),
+                     [&](const std::string& m) { return m.find(needle) != std::string::npos; });
 }
 
 // Batches 0..9 in order, then one whose seq is `jump`: a restart, never a loss.
@@ -505,7 +506,9 @@ TEST(KvEventsRestartTest, SeqMinusFiveIsARestartNotALoss) {
   ExpectRestartNotLoss(static_cast<std::uint64_t>(std::int64_t{-5}));
 }
 
-TEST(KvEventsRestartTest, JumpOfTwoToTheFortyIsARestartNotALoss) { ExpectRestartNotLoss(9 + (std::uint64_t{1} << 40)); }
+TEST(KvEventsRestartTest, JumpOfTwoToTheFortyIsARestartNotALoss) {
+  ExpectRestartNotLoss(9 + (std::uint64_t{1} << 40));
+}
 
 TEST(KvEventsGapTest, GapAtTheBoundIsCountedLostWithoutReplay) {
   ReplayFixture f;
@@ -970,8 +973,11 @@ TEST(KvEventsRestoreTest, FlippedBytesNeverCrash) {
     KvEventTracker t(KvEventTrackerOptions{.scope = kScope});
     const base::Status s = t.RestoreState(bytes, 1);
     rejected += !s.ok();
-    if (!s.ok()) EXPECT_EQ(t.publishers(), 0u);
-    if (s.ok()) t.Apply(0, f.run.batches[60], sink);  // usable
+    if (s.ok()) {
+      t.Apply(0, f.run.batches[60], sink);  // usable
+    } else {
+      EXPECT_EQ(t.publishers(), 0u);
+    }
   }
   EXPECT_GT(rejected, 0u);
 }
