@@ -64,7 +64,9 @@
 //     appear);
 //   - the ancestor chain is "as last known": a block stored before the tracker
 //     started (or whose store was lost and not replayed) truncates the chain at
-//     that point (counted as truncated chains);
+//     that point (counted as truncated chains). Across agent restarts the
+//     parent map and block state are restored (AppendState / RestoreState), so
+//     only blocks stored while the agent was down and not replayed truncate;
 //   - per-request token counts are not known (left unset).
 //
 // Tenants (options.tenant_source, default none: Request::tenant left empty).
@@ -104,12 +106,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "base/source_kinds.h"
+#include "base/status.h"
 #include "collectors/collector.h"
 #include "collectors/kv_event.h"
 #include "curve/page_map.h"
@@ -159,6 +163,16 @@ class KvChainIndex {
 
   std::size_t MemoryBytes() const;
 
+  // Calls fn(hash, parent, page) for every entry, oldest first (the order in
+  // which Put calls rebuild the same index, eviction order included).
+  template <class Fn>
+  void ForEachOldestFirst(Fn&& fn) const {
+    for (std::uint32_t slot = oldest_; slot != kNone; slot = links_[slot].next) {
+      const Link& l = links_[slot];
+      fn(l.hash, l.has_parent ? std::optional<std::uint64_t>(l.parent) : std::nullopt, l.page);
+    }
+  }
+
  private:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
   struct Link {
@@ -203,6 +217,17 @@ std::optional<KvTenantSource> ParseKvTenantSource(std::string_view name);
 // The tenant one BlockStored names by itself under `source` ("" when none); a
 // vLLM salt is found only in a root chain's first block.
 std::string KvEventTenant(KvTenantSource source, const BlockStored& event);
+
+// ---- State encoding -------------------------------------------------------------
+
+// The string and count encodings of the KV-event state (a u32 count or length,
+// host order, as base/byte_io.h). ReadKvStateString fails when the length is
+// beyond the bytes left or max_length; ReadKvStateCount when count x
+// min_element_bytes is beyond the bytes left, so no reader reserves or loops on
+// a count the bytes cannot hold.
+void AppendKvStateString(std::vector<std::uint8_t>* out, std::string_view s);
+bool ReadKvStateString(std::span<const std::uint8_t>* in, std::size_t max_length, std::string* s);
+bool ReadKvStateCount(std::span<const std::uint8_t>* in, std::size_t min_element_bytes, std::uint32_t* count);
 
 // ---- Tracker ------------------------------------------------------------------
 
@@ -264,6 +289,26 @@ class KvEventTracker {
   // Drops a publisher's block state (a restart: its cache is empty again).
   void ResetPublisher(std::size_t publisher);
 
+  // State across agent restarts (kv_events_collector.h's part of the agent's
+  // state file). AppendState appends what the page-reference stream depends on
+  // beyond the batches still to come: the options it was built under (the scope
+  // digest and request group: page ids in the parent map were made with them),
+  // the engine's block size, the parent map oldest first (so the bound evicts in
+  // the same order), the salted roots' tenants, and the block state of
+  // `publishers`, in that order. A batch applied after RestoreState then gives
+  // the requests it would have given without the restart. Counters are not kept
+  // (Prometheus counters restart with the process) and the media are kept by
+  // name.
+  void AppendState(std::span<const std::size_t> publishers, std::vector<std::uint8_t>* out) const;
+  // Restores what AppendState wrote (all of `in`, nothing after it) into this
+  // tracker, which must be fresh (no publisher added): the saved publishers,
+  // which must be `publishers` many, become 0..publishers-1 in the saved order.
+  // Every count and length is checked against the bytes left; bytes left over,
+  // another number of publishers, zero or duplicate reference counts, duplicate
+  // groups and other options (scope, request group) are errors. All or nothing:
+  // on an error the tracker is unchanged.
+  base::Status RestoreState(std::span<const std::uint8_t> in, std::size_t publishers);
+
   const KvTrackerCounters& counters() const { return counters_; }
   // One entry per medium seen ("GPU" always first).
   std::vector<KvMediumCounters> MediumCounters() const;
@@ -299,6 +344,8 @@ class KvEventTracker {
   };
 
   std::uint32_t MediumIndex(const std::optional<std::string>& medium);
+  // MediumIndex over a given list of names (RestoreState resolves into a copy).
+  static std::uint32_t MediumIndexIn(std::vector<std::string>* media, const std::optional<std::string>& medium);
   std::optional<std::uint32_t> FindMedium(std::string_view medium) const;
   GroupState& State(std::size_t publisher, std::uint32_t medium, std::int64_t group);
   const GroupState* FindState(std::size_t publisher, std::uint32_t medium, std::int64_t group) const;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <zmq.hpp>
 
+#include "base/byte_io.h"
 #include "collectors/kv_event_decoder.h"
 
 namespace kvwatch::collectors {
@@ -46,6 +47,20 @@ Frame AsFrame(const zmq::message_t& m) { return Frame(m.data<std::uint8_t>(), m.
 
 std::atomic<std::uint64_t> monitor_counter{0};
 
+// The collector's state part (AppendState): kStateMagic, kStateVersion, the
+// publisher count, per publisher [endpoint index u32, configured endpoint,
+// topic, last seq u64], then the tracker's part (KvEventTracker::AppendState,
+// its publishers in the same order) to the end. Host byte order (base/byte_io.h).
+constexpr std::uint32_t kStateMagic = 0x5645564b;  // "KVEV" read little-endian
+constexpr std::uint32_t kStateVersion = 1;
+constexpr std::size_t kSavedPublisherBytes = 4 + 4 + 4 + 8;
+
+// Where the requests of a batch whose ts is not sane go (its block events are
+// still applied).
+struct DiscardSink : RequestSink {
+  void OnRequest(const curve::Request&) override {}
+};
+
 // The transport's and tracker's own metric families (the engine's block
 // counters are engine_signals.h's).
 enum class KvMetric {
@@ -69,7 +84,9 @@ constexpr base::MetricDef kKvMetrics[] = {
     {"kvwatch_kv_events_replayed_total", MetricType::kCounter,
      "KV event batches recovered from the engine's replay socket.", "collector"},
     {"kvwatch_kv_events_publisher_restarts_total", MetricType::kCounter,
-     "Publisher restarts seen (a sequence number going back); the publisher's block state was reset.", "collector"},
+     "Publisher restarts seen (a sequence number going back, or jumping more than 2^20 ahead); the publisher's "
+     "block state was reset.",
+     "collector"},
     {"kvwatch_kv_events_cache_clears_total", MetricType::kCounter,
      "AllBlocksCleared events (prefix cache resets; not evictions).", "collector"},
     {"kvwatch_kv_events_unknown_events_total", MetricType::kCounter, "KV events of a type this build does not know.",
@@ -140,7 +157,8 @@ struct KvEventsCollector::Io {
     std::size_t tracker_id = 0;
     bool has_seq = false;
     std::uint64_t last_seq = 0;
-    std::string label;  // for logs
+    bool restored = false;  // last_seq came from RestoreState; no message since
+    std::string label;      // for logs
   };
 
   // Declared first: destroyed after every socket of this collector.
@@ -165,9 +183,13 @@ struct KvEventsCollector::Io {
     p.endpoint = endpoint;
     p.topic = std::string(topic);
     p.tracker_id = tracker->AddPublisher();
-    p.label = endpoints[endpoint].address + (topic.empty() ? "" : " topic '" + p.topic + "'");
+    p.label = Label(endpoint, topic);
     publishers.push_back(std::move(p));
     return publishers.size() - 1;
+  }
+
+  std::string Label(std::size_t endpoint, std::string_view topic) const {
+    return endpoints[endpoint].address + (topic.empty() ? "" : " topic '" + std::string(topic) + "'");
   }
 };
 
@@ -282,18 +304,25 @@ void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, d
   {
     Io::Publisher& pub = io_->publishers[p];
     if (pub.has_seq && m.seq != pub.last_seq + 1) {
-      if (m.seq > pub.last_seq + 1) {
+      // Unsigned: a seq below last (a restart, or -5 on the wire) is not a gap,
+      // and neither is a jump past the bound (it cannot be replayed and would
+      // count 2^64 batches lost).
+      if (m.seq > pub.last_seq && m.seq - pub.last_seq <= kKvMaxSeqJump) {
         Recover(p, pub.last_seq + 1, m.seq, sink, wall_now_s);
       } else {
         ++transport_.restarts;
+        ++save_events_;
         tracker_.ResetPublisher(pub.tracker_id);
         log_(pub.label + ": seq " + std::to_string(m.seq) + " after " + std::to_string(pub.last_seq) +
-            ": publisher restarted, its block state was reset");
+             (m.seq > pub.last_seq ? " (a jump of more than 2^20)" : "") +
+             (pub.restored ? " (the last before the agent restarted)" : "") +
+             ": publisher restarted, its block state was reset");
       }
     }
   }
   Io::Publisher& pub = io_->publishers[p];
   pub.has_seq = true;
+  pub.restored = false;
   pub.last_seq = m.seq;
   ApplyPayload(p, m.seq, m.payload.data(), m.payload.size(), sink, wall_now_s, false);
 }
@@ -307,7 +336,26 @@ void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, c
                                                          std::to_string(seq) + ": " + status.message());
     return;
   }
-  tracker_.Apply(pub.tracker_id, io_->batch, sink);
+  const TimestampVerdict verdict = CheckTimestamp(io_->batch.ts, wall_now_s, options_.max_clock_skew_s);
+  if (verdict == TimestampVerdict::kOk) {
+    tracker_.Apply(pub.tracker_id, io_->batch, sink);
+  } else {
+    // Its block events are still applied, so the block state and parent map
+    // stay the engine's and later batches rebuild their chains; only its
+    // requests (which would carry the bad time to the windows' clock) are not
+    // handed on.
+    CountError(TimestampReason(verdict),
+               pub.label + (replayed ? " replayed" : "") + " seq " + std::to_string(seq) + ": ts " +
+                   std::to_string(io_->batch.ts) +
+                   (verdict == TimestampVerdict::kFuture
+                        ? " is more than " + std::to_string(options_.max_clock_skew_s) + " s ahead of the wall clock"
+                        : " is not a time") +
+                   "; its requests are not handed on");
+    DiscardSink discard;
+    const std::uint64_t before = tracker_.counters().requests;
+    tracker_.Apply(pub.tracker_id, io_->batch, discard);
+    withheld_requests_ += tracker_.counters().requests - before;
+  }
   ++transport_.batches;
   stats_.last_success_s = wall_now_s;
 }
@@ -320,6 +368,7 @@ void KvEventsCollector::Recover(std::size_t publisher, std::uint64_t from, std::
   if (!endpoint.replay.empty() && replay_budget_ > Clock::duration::zero()) {
     received = Replay(publisher, from, to, sink, wall_now_s);
   }
+  if (received > 0) ++save_events_;
   const std::uint64_t lost = gap - received;
   if (lost == 0) return;
   transport_.lost += lost;
@@ -399,11 +448,94 @@ void KvEventsCollector::ReadMonitors() {
   }
 }
 
+// ---- State ----------------------------------------------------------------------
+
+void KvEventsCollector::AppendState(std::vector<std::uint8_t>* out) const {
+  save_events_at_append_ = save_events_;
+  std::vector<std::size_t> tracker_ids;
+  std::uint32_t count = 0;
+  for (const Io::Publisher& pub : io_->publishers) count += pub.has_seq;
+  base::AppendPod<std::uint32_t>(out, kStateMagic);
+  base::AppendPod<std::uint32_t>(out, kStateVersion);
+  base::AppendPod<std::uint32_t>(out, count);
+  for (const Io::Publisher& pub : io_->publishers) {
+    if (!pub.has_seq) continue;
+    base::AppendPod<std::uint32_t>(out, static_cast<std::uint32_t>(pub.endpoint));
+    AppendKvStateString(out, options_.endpoints[pub.endpoint]);
+    AppendKvStateString(out, pub.topic);
+    base::AppendPod<std::uint64_t>(out, pub.last_seq);
+    tracker_ids.push_back(pub.tracker_id);
+  }
+  tracker_.AppendState(tracker_ids, out);
+}
+
+base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
+  using base::Status;
+  if (in.empty()) return Status::Ok();
+  const std::string what = "kv_events collector '" + options_.name + "' state: ";
+  if (!io_->publishers.empty() || tracker_.publishers() != 0) {
+    return Status::Error(what + "restored after the first message");
+  }
+  std::uint32_t magic = 0, version = 0, count = 0;
+  if (!base::ReadPod(&in, &magic) || !base::ReadPod(&in, &version)) return Status::Error(what + "truncated header");
+  if (magic != kStateMagic) return Status::Error(what + "not a KV-events collector's state");
+  if (version != kStateVersion) {
+    return Status::Error(what + "version " + std::to_string(version) + "; this build reads version " +
+                         std::to_string(kStateVersion));
+  }
+  if (!ReadKvStateCount(&in, kSavedPublisherBytes, &count)) return Status::Error(what + "truncated publishers");
+  struct Saved {
+    std::uint32_t endpoint = 0;
+    std::string address;
+    std::string topic;
+    std::uint64_t seq = 0;
+  };
+  std::vector<Saved> saved(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Saved& s = saved[i];
+    if (!base::ReadPod(&in, &s.endpoint) || !ReadKvStateString(&in, in.size(), &s.address) ||
+        !ReadKvStateString(&in, in.size(), &s.topic) || !base::ReadPod(&in, &s.seq)) {
+      return Status::Error(what + "truncated publishers");
+    }
+    for (std::uint32_t j = 0; j < i; ++j) {
+      if (saved[j].endpoint == s.endpoint && saved[j].topic == s.topic) {
+        return Status::Error(what + "publisher " + std::to_string(s.endpoint) + " topic '" + s.topic + "' twice");
+      }
+    }
+  }
+  if (Status restored = tracker_.RestoreState(in, count); !restored.ok()) {
+    return Status::Error(what + restored.error());
+  }
+  // Restored: tracker publishers 0..count-1 are the saved ones, in order. A
+  // publisher of an endpoint no longer configured at its index keeps nothing.
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const Saved& s = saved[i];
+    const bool configured = s.endpoint < options_.endpoints.size() && options_.endpoints[s.endpoint] == s.address;
+    if (!configured || io_->publishers.size() >= options_.max_publishers) {
+      tracker_.ResetPublisher(i);
+      log_("saved state of " + s.address + (s.topic.empty() ? "" : " topic '" + s.topic + "'") +
+           " not restored: " + (configured ? "more than max_publishers" : "no longer endpoints[" +
+                                                                                std::to_string(s.endpoint) + "]"));
+      continue;
+    }
+    Io::Publisher p;
+    p.endpoint = s.endpoint;
+    p.topic = s.topic;
+    p.tracker_id = i;
+    p.has_seq = true;
+    p.last_seq = s.seq;
+    p.restored = true;
+    p.label = io_->Label(s.endpoint, s.topic);
+    io_->publishers.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
 // ---- Reporting ----------------------------------------------------------------
 
 CollectorStats KvEventsCollector::stats() const {
   CollectorStats s = stats_;
-  s.records = tracker_.counters().requests;
+  s.records = tracker_.counters().requests - withheld_requests_;
   s.up = std::all_of(io_->endpoints.begin(), io_->endpoints.end(),
                      [](const Io::Endpoint& e) { return e.bound || e.peers > 0; });
   return s;

@@ -16,21 +16,29 @@
 // mode one per endpoint; in bind mode engines sharing an endpoint must use
 // distinct topics (llm-d's kv@<pod>@<model> convention), or their sequence
 // numbers interleave and read as gaps and restarts. Per publisher the last seq
-// is kept:
+// is kept (unsigned 64-bit, as the 8 big-endian bytes read):
 //   - seq == last + 1: in order;
-//   - seq >  last + 1: batches were lost. With a replay endpoint the collector
-//     asks for them at once on a DEALER socket ([empty delimiter, 8-byte BE start
-//     seq]; replies in the 2-frame [seq, payload] or 3-frame [topic, seq, payload]
-//     form; the end marker, seq -1 or an empty payload, stops it), applies the
-//     batches of the missing range in order, then the live one. The wait is
-//     bounded: at most options.replay_timeout per Poll in total, so the agent's
-//     loop never stalls longer; what did not arrive in time, or had already left
-//     the engine's replay buffer, is counted as lost. Without a replay endpoint
-//     the gap is counted as lost. Lost batches also count as CollectorStats
-//     dropped;
-//   - seq <= last: the publisher restarted (seq starts at 0 per process): its
-//     block state is reset and the restart counted.
-// The first message of a publisher is taken as is (the agent joins mid-stream).
+//   - last + 1 < seq <= last + kKvMaxSeqJump (2^20): batches were lost. With a
+//     replay endpoint the collector asks for them at once on a DEALER socket
+//     ([empty delimiter, 8-byte BE start seq]; replies in the 2-frame [seq,
+//     payload] or 3-frame [topic, seq, payload] form; the end marker, seq -1 or
+//     an empty payload, stops it), applies the batches of the missing range in
+//     order, then the live one. The wait is bounded: at most
+//     options.replay_timeout per Poll in total, so the agent's loop never stalls
+//     longer; what did not arrive in time, or had already left the engine's
+//     replay buffer, is counted as lost. Without a replay endpoint the gap is
+//     counted as lost. Lost batches also count as CollectorStats dropped;
+//   - seq <= last, or seq > last + 2^20: the publisher restarted (seq starts at
+//     0 per process; a jump that far is no loss a replay buffer could answer,
+//     and read as a gap a seq of -5 would count 2^64 batches lost): its block
+//     state is reset, the restart counted
+//     (kvwatch_kv_events_publisher_restarts_total) and logged with the endpoint,
+//     topic and both seqs; nothing is counted lost. 2^20 batches is hours of a
+//     busy engine's steps (one batch per scheduler step), far beyond any replay
+//     buffer (vLLM keeps 10000). A publisher whose seq goes wild and back counts
+//     a restart each way.
+// The first message of a publisher is taken as is (the agent joins mid-stream),
+// unless its last seq was restored (below).
 // The replay endpoint of the endpoint with index i is options.replay_endpoint
 // offset as vLLM offsets it per rank: tcp port + i; inproc and ipc get "_dp<i>".
 // Replay assumes one publisher per endpoint.
@@ -60,9 +68,37 @@
 //   kvwatch_kv_events_chain_anomalies_total{kind="truncated"|"cycle"|"too_long"},
 //   kvwatch_kv_events_parent_map_entries, kvwatch_kv_events_parent_map_evictions_total.
 //
-// Not persisted: block state and the parent map start empty when the agent
-// starts, so chains through blocks cached before then are truncated until the
-// engine stores them again.
+// Batch timestamps. A batch's ts (wall-clock epoch seconds) becomes its
+// requests' timestamp_s, which drives the windows' clock, so it is checked
+// (time_sanity.h) against the poll's wall time: more than
+// options.max_clock_skew_s ahead is error "future_timestamp", not finite or
+// negative is "bad_timestamp", each logged with the publisher and seq. Such a
+// batch's block events are still applied (the block state and parent map stay
+// the engine's, and later batches rebuild their chains through its blocks);
+// its requests are not handed on (nor counted in CollectorStats records).
+//
+// State across agent restarts (AppendState / RestoreState, the collector's part
+// of the agent's one atomic state file). Saved: per publisher its endpoint index,
+// the endpoint as configured, its topic and last seq, and the tracker's state
+// (KvEventTracker::AppendState: block state per publisher, the parent map, the
+// salted roots' tenants, the block size). Encoding: a magic, a version (1),
+// then little fixed-size fields and length-prefixed strings in host byte order;
+// RestoreState checks every count and length against the bytes left, rejects
+// another magic or version, bytes left over, duplicate publishers and a tracker
+// state of another scope or request group, and is all or nothing. After a
+// restore each publisher continues from its saved seq as if the agent had never
+// stopped: a first message with seq == saved + 1 is in order; with a larger seq
+// (within 2^20) the missed range is fetched from the replay endpoint, so every
+// batch is applied exactly once, or counted lost when the replay buffer no
+// longer holds it; with seq <= saved the engine restarted while the agent was
+// down (a restart, as above). A saved publisher whose endpoint index no longer
+// holds the same configured endpoint keeps nothing (its block state is dropped,
+// logged). Not saved: counters (Prometheus counters restart with the process).
+// Limit: an engine that restarted while the agent was down and has already
+// published more than saved + 1 batches is taken for a gap (the seq alone cannot
+// tell); its replay returns the new process's batches, applied onto the old
+// block state. WantsSave is true after a restart or a gap recovered from a
+// replay socket, until the next AppendState.
 //
 // Every collector of a process shares one ZeroMQ context (one I/O thread),
 // released with the last collector: one collector per replica of a fleet must
@@ -75,12 +111,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/metric_def.h"
 #include "collectors/collector.h"
 #include "collectors/kv_event_tracker.h"
+#include "collectors/time_sanity.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
@@ -101,7 +139,14 @@ struct KvEventsCollectorOptions {
   std::chrono::milliseconds poll_interval{50};
   int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
   std::size_t max_publishers = 256;
+  // How far ahead of the wall clock a batch's ts may be (time_sanity.h); the
+  // config's curve.max_clock_skew.
+  double max_clock_skew_s = kDefaultMaxClockSkewS;
 };
+
+// A sequence number more than this many beyond a publisher's last is a restart,
+// not a gap (see above).
+inline constexpr std::uint64_t kKvMaxSeqJump = std::uint64_t{1} << 20;
 
 // Counters of the transport, beside the tracker's.
 struct KvTransportCounters {
@@ -131,6 +176,12 @@ class KvEventsCollector : public Collector {
   CollectorStats stats() const override;
   EngineSignals engine_signals() const override;  // the block counters per medium
   void AppendSamples(std::vector<MetricSample>* out) const override;
+  // Per publisher its last sequence number, and the tracker's state (see above).
+  void AppendState(std::vector<std::uint8_t>* out) const override;
+  // Before the first Poll; an empty part is a fresh start.
+  base::Status RestoreState(std::span<const std::uint8_t> in) override;
+  // After a publisher restart or a gap recovered from a replay socket.
+  bool WantsSave() const override { return save_events_ != save_events_at_append_; }
 
   // The endpoints as bound or connected: for a bind, the address ZeroMQ reports
   // (with the port it chose for "tcp://host:*").
@@ -159,6 +210,9 @@ class KvEventsCollector : public Collector {
   KvTransportCounters transport_;
   CollectorStats stats_;
   std::chrono::steady_clock::duration replay_budget_{};
+  std::uint64_t withheld_requests_ = 0;  // requests of batches with a bad ts, not handed on
+  std::uint64_t save_events_ = 0;        // restarts and recovered gaps seen
+  mutable std::uint64_t save_events_at_append_ = 0;  // save_events_ at the last AppendState
 };
 
 // The KV-events collector's own metric families (the engine signals' are

@@ -96,6 +96,13 @@ class PageMap {
       if (e.value != kEmpty) fn(static_cast<std::uint64_t>(e.key), e.value);
     }
   }
+  // Calls fn(key, value) for every entry (read only).
+  template <class Fn>
+  void ForEach(Fn&& fn) const {
+    for (const Entry& e : entries_) {
+      if (e.value != kEmpty) fn(static_cast<std::uint64_t>(e.key), static_cast<std::uint32_t>(e.value));
+    }
+  }
 
   template <class Fn>
   void ForEach(Fn&& fn) const {

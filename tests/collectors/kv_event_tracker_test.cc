@@ -553,5 +553,167 @@ TEST(KvEventTrackerTenantTest, TenantsDoNotChangePageIds) {
   EXPECT_EQ(pages[0], pages[1]);
 }
 
+// ---- State across agent restarts -------------------------------------------------
+
+// Random batches over 3 publishers, two media besides the GPU, two groups,
+// salted root chains and removals, against a parent map small enough to evict.
+std::vector<std::pair<std::size_t, KvEventBatch>> RandomBatches(std::uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  const std::vector<std::optional<std::string>> media = {std::nullopt, "GPU", "CPU", "DISK"};
+  std::vector<std::pair<std::size_t, KvEventBatch>> out;
+  for (int step = 0; step < n; ++step) {
+    const std::size_t p = rng() % 3;
+    const std::optional<std::string>& medium = media[rng() % 100 < 70 ? rng() % 2 : 2 + rng() % 2];
+    std::vector<std::uint64_t> hashes(1 + rng() % 4);
+    for (auto& h : hashes) h = rng() % 96;
+    const std::uint64_t roll = rng() % 100;
+    KvEvent event;
+    if (roll < 1) {
+      event = AllBlocksCleared{};
+    } else if (roll < 60) {
+      std::optional<std::uint64_t> parent;
+      if (rng() % 3 != 0) parent = rng() % 96;
+      BlockStored stored = Stored(hashes, parent, medium, rng() % 2 == 0);
+      stored.group_idx = rng() % 10 == 0 ? 1 : 0;
+      if (rng() % 4 == 0) stored.cache_salt = "salt-" + std::to_string(rng() % 3);
+      event = std::move(stored);
+    } else {
+      BlockRemoved removed = Removed(hashes, medium);
+      removed.group_idx = rng() % 10 == 0 ? 1 : 0;
+      event = std::move(removed);
+    }
+    out.emplace_back(p, Batch({std::move(event)}, 1000.0 + step));
+  }
+  return out;
+}
+
+KvEventTrackerOptions StateOptions() {
+  KvEventTrackerOptions o;
+  o.scope = "model";
+  o.parent_map_max_entries = 40;
+  o.tenant_source = KvTenantSource::kCacheSalt;
+  return o;
+}
+
+// A tracker restored from another's state, its publishers saved in another
+// order, then fed the same batches, hands out the same requests (pages, tenant,
+// time, tokens) and holds the same block state as the one that never stopped.
+TEST(KvEventTrackerStateTest, RestoredTrackerContinuesAsTheOriginal) {
+  const auto batches = RandomBatches(23, 6000);
+  KvEventTracker original(StateOptions());
+  for (int i = 0; i < 3; ++i) original.AddPublisher();
+  CaptureSink before;
+  for (std::size_t i = 0; i < 3000; ++i) original.Apply(batches[i].first, batches[i].second, before);
+  ASSERT_GT(original.counters().parent_map_evictions, 0u);
+  const std::vector<std::size_t> order = {2, 0, 1};  // saved publisher k is original's order[k]
+  std::vector<std::uint8_t> state;
+  original.AppendState(order, &state);
+
+  KvEventTracker restored(StateOptions());
+  const base::Status s = restored.RestoreState(state, order.size());
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(restored.publishers(), 3u);
+  EXPECT_EQ(restored.parent_map_size(), original.parent_map_size());
+  std::size_t restored_id[3];
+  for (std::size_t k = 0; k < order.size(); ++k) restored_id[order[k]] = k;
+
+  const std::uint64_t truncated_before = original.counters().chains_truncated;
+  CaptureSink want, got;
+  for (std::size_t i = 3000; i < batches.size(); ++i) {
+    original.Apply(batches[i].first, batches[i].second, want);
+    restored.Apply(restored_id[batches[i].first], batches[i].second, got);
+  }
+  ASSERT_GT(want.requests.size(), 500u);
+  ASSERT_EQ(got.requests.size(), want.requests.size());
+  std::size_t tenants = 0;
+  for (std::size_t i = 0; i < want.requests.size(); ++i) {
+    ASSERT_EQ(got.requests[i].pages, want.requests[i].pages) << "request " << i;
+    ASSERT_EQ(got.requests[i].tenant, want.requests[i].tenant) << "request " << i;
+    ASSERT_EQ(got.requests[i].timestamp_s, want.requests[i].timestamp_s) << "request " << i;
+    ASSERT_EQ(got.requests[i].input_tokens, want.requests[i].input_tokens) << "request " << i;
+    tenants += !want.requests[i].tenant.empty();
+  }
+  EXPECT_GT(tenants, 0u);
+  EXPECT_EQ(restored.counters().chains_truncated, original.counters().chains_truncated - truncated_before);
+  for (std::size_t p = 0; p < 3; ++p) {
+    for (const char* medium : {"GPU", "CPU", "DISK"}) {
+      for (std::int64_t group : {0, 1}) {
+        ASSERT_EQ(restored.ResidentBlocks(restored_id[p], medium, group), original.ResidentBlocks(p, medium, group));
+        for (std::uint64_t h = 0; h < 96; ++h) {
+          ASSERT_EQ(restored.References(restored_id[p], medium, group, h), original.References(p, medium, group, h));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(restored.parent_map_size(), original.parent_map_size());
+}
+
+TEST(KvEventTrackerStateTest, OtherOptionsAndBadBytesAreErrorsAndChangeNothing) {
+  const auto batches = RandomBatches(5, 500);
+  KvEventTracker original(StateOptions());
+  original.AddPublisher();
+  original.AddPublisher();
+  original.AddPublisher();
+  CaptureSink sink;
+  for (const auto& [p, batch] : batches) original.Apply(p, batch, sink);
+  const std::vector<std::size_t> all = {0, 1, 2};
+  std::vector<std::uint8_t> state;
+  original.AppendState(all, &state);
+
+  auto error_of = [](KvEventTrackerOptions o, const std::vector<std::uint8_t>& bytes, std::size_t publishers) {
+    KvEventTracker t(std::move(o));
+    const base::Status s = t.RestoreState(bytes, publishers);
+    EXPECT_EQ(t.publishers(), s.ok() ? publishers : 0u);
+    EXPECT_EQ(t.parent_map_size() > 0, s.ok());
+    return s.ok() ? std::string() : s.error();
+  };
+  EXPECT_EQ(error_of(StateOptions(), state, 3), "");
+  KvEventTrackerOptions other_scope = StateOptions();
+  other_scope.scope = "other-model";
+  EXPECT_NE(error_of(other_scope, state, 3).find("scope"), std::string::npos);
+  KvEventTrackerOptions other_group = StateOptions();
+  other_group.request_group = 1;
+  EXPECT_NE(error_of(other_group, state, 3).find("request_group 0, not 1"), std::string::npos);
+  EXPECT_NE(error_of(StateOptions(), state, 2).find("holds 3 publishers, expected 2"), std::string::npos);
+  std::vector<std::uint8_t> longer = state;
+  longer.push_back(1);
+  EXPECT_NE(error_of(StateOptions(), longer, 3).find("1 bytes left over"), std::string::npos);
+  for (std::size_t size = 0; size < state.size(); ++size) {
+    const std::vector<std::uint8_t> cut(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(size));
+    ASSERT_NE(error_of(StateOptions(), cut, 3), "") << size;
+  }
+  // A tracker in use refuses a state (its ids would clash).
+  KvEventTracker used(StateOptions());
+  used.AddPublisher();
+  EXPECT_FALSE(used.RestoreState(state, 3).ok());
+  EXPECT_EQ(used.publishers(), 1u);
+}
+
+// vLLM names a chain's salt only in its root's event: a request extending,
+// after the agent's restart, a root stored before it still gets the tenant and
+// the whole chain.
+TEST(KvEventTrackerStateTest, ChainsAndSaltsStoredBeforeTheRestartCarryOver) {
+  BlockStored root = Stored({1, 2}, std::nullopt);
+  root.has_extra_keys = true;
+  root.extra_keys_msgpack = VllmExtraKeys(2, "", "tenant-a");
+  KvEventTracker before(WithTenants(KvTenantSource::kCacheSalt));
+  const std::vector<std::size_t> publishers = {before.AddPublisher()};
+  CaptureSink sink;
+  before.Apply(0, OverTheWire(Batch({root})), sink);
+  std::vector<std::uint8_t> state;
+  before.AppendState(publishers, &state);
+
+  KvEventTracker after(WithTenants(KvTenantSource::kCacheSalt));
+  ASSERT_TRUE(after.RestoreState(state, 1).ok());
+  after.Apply(0, OverTheWire(Batch({Stored({3}, 2)})), sink);
+  ASSERT_EQ(sink.requests.size(), 2u);
+  EXPECT_EQ(sink.requests[1].tenant, "tenant-a");
+  ASSERT_EQ(sink.requests[1].pages.size(), 3u);
+  EXPECT_EQ(std::vector<curve::PageId>(sink.requests[1].pages.begin(), sink.requests[1].pages.begin() + 2),
+            sink.requests[0].pages);
+  EXPECT_EQ(after.counters().chains_truncated, 0u);
+  EXPECT_EQ(after.References(0, "GPU", 0, 2), 1u);
+}
+
 }  // namespace
 }  // namespace kvwatch::collectors

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -150,9 +151,10 @@ std::unique_ptr<KvEventsCollector> MakeCollector(KvEventsCollectorOptions o, std
 }
 
 // Polls until done() or a generous bound (a failure, never a timing assertion).
+// The wall clock is the real one: batch timestamps are checked against it.
 bool PollUntil(KvEventsCollector& c, RequestSink& sink, const std::function<bool()>& done) {
   for (int i = 0; i < 30000; ++i) {
-    c.Poll(sink, 1.0);
+    c.Poll(sink, WallNow());
     if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -455,6 +457,75 @@ TEST(KvEventsRestartTest, SeqGoingBackResetsThePublishersState) {
   EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& m) { return m.find("restarted") != std::string::npos; }));
 }
 
+// ---- (e2) sequence numbers that are not a gap -------------------------------------
+
+double SampleValue(const KvEventsCollector& c, const std::string& name) {
+  std::vector<MetricSample> samples;
+  c.AppendSamples(&samples);
+  for (const MetricSample& s : samples) {
+    if (s.name == name) return s.value;
+  }
+  return -1.0;
+}
+
+bool Logged(const std::vector<std::string>& log, const std::string& needle) {
+  return std::any_of(log.begin(), log.end(),
+                     [&](const std::string& m) { return m.find(needle) != std::string::npos; });
+}
+
+// Batches 0..9 in order, then one whose seq is `jump`: a restart, never a loss.
+void ExpectRestartNotLoss(std::uint64_t jump) {
+  ReplayFixture f;
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  for (std::size_t i = 0; i < 10; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 10; }));
+  std::vector<std::uint8_t> state;
+  collector->AppendState(&state);
+  EXPECT_FALSE(collector->WantsSave());
+  pub.SetNextSeq(jump);
+  pub.PublishBatch(f.run.batches[10], KvEncoding::kMap);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 11; }));
+  EXPECT_EQ(collector->transport().restarts, 1u);
+  EXPECT_EQ(collector->transport().lost, 0u);
+  EXPECT_EQ(collector->stats().dropped, 0u);
+  EXPECT_EQ(collector->transport().replay_requests, 0u);
+  EXPECT_EQ(SampleValue(*collector, "kvwatch_kv_events_lost_total"), 0.0);
+  EXPECT_EQ(SampleValue(*collector, "kvwatch_kv_events_publisher_restarts_total"), 1.0);
+  EXPECT_EQ(collector->tracker().counters().publisher_resets, 1u);
+  EXPECT_TRUE(collector->WantsSave());
+  // Logged with the publisher (endpoint and topic) and both sequence numbers.
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events': seq " + std::to_string(jump) + " after 9"));
+}
+
+TEST(KvEventsRestartTest, SeqMinusFiveIsARestartNotALoss) {
+  ExpectRestartNotLoss(static_cast<std::uint64_t>(std::int64_t{-5}));
+}
+
+TEST(KvEventsRestartTest, JumpOfTwoToTheFortyIsARestartNotALoss) {
+  ExpectRestartNotLoss(9 + (std::uint64_t{1} << 40));
+}
+
+TEST(KvEventsGapTest, GapAtTheBoundIsCountedLostWithoutReplay) {
+  ReplayFixture f;
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  for (std::size_t i = 0; i < 10; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+  pub.SetNextSeq(9 + kKvMaxSeqJump);  // the furthest jump that is still a gap
+  pub.PublishBatch(f.run.batches[10], KvEncoding::kMap);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 11; }));
+  EXPECT_EQ(collector->transport().restarts, 0u);
+  EXPECT_EQ(collector->transport().lost, kKvMaxSeqJump - 1);
+  EXPECT_EQ(collector->stats().dropped, kKvMaxSeqJump - 1);
+}
+
 // ---- (f) malformed input --------------------------------------------------------
 
 std::string Bytes(const std::vector<std::uint8_t>& v) { return std::string(v.begin(), v.end()); }
@@ -511,7 +582,7 @@ TEST(KvEventsTransportTest, BindModeAcceptsConnectingEngines) {
   po.connect_to = bound;
   KvEventsTestPublisher pub(po);
   CaptureSink sink;
-  ASSERT_TRUE(pub.WaitForSubscriber([&] { collector->Poll(sink, 1.0); }));
+  ASSERT_TRUE(pub.WaitForSubscriber([&] { collector->Poll(sink, WallNow()); }));
   const Trace trace = PrefixSharingTrace(9, 50);
   EngineCacheModel model(EngineModelOptions{});
   const SimRun run = Simulate(trace, &model);
@@ -595,6 +666,320 @@ TEST(KvEventsTransportTest, SamplesCarryTheCollectorAndMediumLabels) {
   EXPECT_EQ(gpu.at("kvwatch_engine_stored_blocks_total"), static_cast<double>(model.stored_blocks()));
   EXPECT_EQ(gpu.at("kvwatch_engine_resident_blocks"), static_cast<double>(model.Resident().size()));
   EXPECT_EQ(collector->stats().records, sink.requests.size());
+}
+
+// ---- (g) batch timestamps ---------------------------------------------------------
+
+TEST(KvEventsTimestampTest, FutureAndInvalidTimesAreCountedAndTheirRequestsWithheld) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  const double now = WallNow();
+  auto batch = [](double ts, std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent) {
+    KvEventBatch b;
+    b.ts = ts;
+    BlockStored stored;
+    stored.block_hashes = std::move(hashes);
+    stored.parent_block_hash = parent;
+    b.events.emplace_back(stored);
+    return b;
+  };
+  pub.PublishBatch(batch(now + 86400, {1, 2}, std::nullopt), KvEncoding::kMap);  // seq 0: a day ahead
+  pub.PublishBatch(batch(-1, {3}, 2), KvEncoding::kMap);                         // seq 1: not a time
+  pub.PublishBatch(batch(now - 1, {4}, 3), KvEncoding::kMap);                    // seq 2: good
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 3; }));
+  const CollectorStats s = collector->stats();
+  EXPECT_EQ(s.errors.at("future_timestamp"), 1u);
+  EXPECT_EQ(s.errors.at("bad_timestamp"), 1u);
+  // Only the good batch's request, its chain rebuilt through the blocks of the
+  // two withheld batches (their block events were applied).
+  ASSERT_EQ(sink.requests.size(), 1u);
+  EXPECT_EQ(sink.requests[0].pages, Scoped({1, 2, 3, 4}));
+  EXPECT_EQ(s.records, 1u);
+  EXPECT_EQ(collector->tracker().ResidentBlocks(0, "GPU", 0), 4u);
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 0: ts"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 1: ts"));
+}
+
+TEST(KvEventsTimestampTest, SkewIsAnOption) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  KvEventsCollectorOptions o = CollectorOptions({pub.endpoint()});
+  o.max_clock_skew_s = 7200;
+  auto collector = MakeCollector(o, nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  KvEventBatch b;
+  b.ts = WallNow() + 3600;  // an hour ahead: within the option, beyond the default
+  BlockStored stored;
+  stored.block_hashes = {1};
+  b.events.emplace_back(stored);
+  pub.PublishBatch(b, KvEncoding::kMap);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
+  EXPECT_TRUE(collector->stats().errors.empty());
+  EXPECT_EQ(sink.requests.size(), 1u);
+}
+
+// ---- (h) state across agent restarts ----------------------------------------------
+
+// What a tracker hands out when it applies batches [0, a) and [from, end).
+std::vector<curve::Request> RequestsOf(const std::vector<KvEventBatch>& batches, std::size_t a, std::size_t from) {
+  KvEventTracker t(KvEventTrackerOptions{.scope = kScope});
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    if (i < a || i >= from) t.Apply(p, batches[i], sink);
+  }
+  return sink.requests;
+}
+
+struct RestoreParam {
+  const char* name;
+  std::size_t missed;         // batches published while no collector listens
+  std::size_t replay_buffer;  // batches the publisher's replay buffer keeps
+};
+
+void PrintTo(const RestoreParam& p, std::ostream* os) { *os << p.name; }
+
+class KvEventsRestoreTest : public ::testing::TestWithParam<RestoreParam> {};
+
+// Collector A receives batches [0, a) and saves its state; A goes away; the
+// engine publishes [a, b) to no one; collector B restores A's state and
+// receives [b, n). Between them, every batch is applied exactly once when the
+// replay buffer still holds [a, b); otherwise exactly what it no longer holds
+// is counted lost.
+TEST_P(KvEventsRestoreTest, EachBatchIsAppliedOnceAcrossTheRestart) {
+  ReplayFixture f;
+  const std::size_t n = f.run.batches.size();
+  const std::size_t a = 100;
+  const std::size_t b = a + GetParam().missed;
+  ASSERT_GT(n, b + 20);
+  TestPublisherOptions po;
+  po.replay = true;
+  po.replay_buffer = GetParam().replay_buffer;
+  KvEventsTestPublisher pub(po);
+  const KvEventsCollectorOptions options = CollectorOptions({pub.endpoint()}, pub.replay_endpoint());
+
+  CaptureSink sink_a;
+  std::vector<std::uint8_t> state;
+  {
+    auto collector = MakeCollector(options, nullptr);
+    ASSERT_NE(collector, nullptr);
+    ASSERT_TRUE(pub.WaitForSubscriber());
+    for (std::size_t i = 0; i < a; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+    ASSERT_TRUE(PollUntil(*collector, sink_a, [&] { return collector->transport().batches == a; }));
+    collector->AppendState(&state);
+  }
+  ASSERT_TRUE(pub.WaitForUnsubscribe());
+  for (std::size_t i = a; i < b; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);  // to no one
+
+  std::vector<std::string> log;
+  auto collector = MakeCollector(options, &log);
+  ASSERT_NE(collector, nullptr);
+  const base::Status restored = collector->RestoreState(state);
+  ASSERT_TRUE(restored.ok()) << restored.error();
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink_b;
+  // Seq b first, so that the recovery sees the replay buffer as it is then.
+  pub.PublishBatch(f.run.batches[b], KvEncoding::kMap);
+  const KvTransportCounters& t = collector->transport();
+  ASSERT_TRUE(PollUntil(*collector, sink_b, [&] { return t.batches + t.lost == b - a + 1; }));
+  for (std::size_t i = b + 1; i < n; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+  ASSERT_TRUE(PollUntil(*collector, sink_b, [&] { return t.batches + t.lost == n - a; }));
+
+  // The replay buffer held the last replay_buffer seqs up to b when asked.
+  const std::size_t held = std::min(b - a, GetParam().replay_buffer - 1);
+  EXPECT_EQ(t.replayed, held);
+  EXPECT_EQ(t.lost, b - a - held);
+  EXPECT_EQ(collector->stats().dropped, b - a - held);
+  EXPECT_EQ(SampleValue(*collector, "kvwatch_kv_events_lost_total"), static_cast<double>(b - a - held));
+  EXPECT_EQ(t.restarts, 0u);
+  EXPECT_EQ(t.replay_requests, b > a ? 1u : 0u);
+  EXPECT_EQ(collector->WantsSave(), held > 0);
+  EXPECT_TRUE(collector->stats().errors.empty());
+
+  std::vector<curve::Request> both = sink_a.requests;
+  both.insert(both.end(), sink_b.requests.begin(), sink_b.requests.end());
+  ExpectSameRequests(both, RequestsOf(f.run.batches, a, b - held));
+  if (held == b - a) {
+    ExpectSameRequests(both, f.Reference());  // the same as one collector that saw everything
+    ExpectSameState(collector->tracker(), 0, f.model);
+    EXPECT_EQ(collector->tracker().counters().chains_truncated, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gaps, KvEventsRestoreTest,
+    ::testing::Values(RestoreParam{"NothingMissed", 0, 10000}, RestoreParam{"ReplayedAll", 60, 10000},
+                      RestoreParam{"ReplayBufferTooShort", 60, 15}),
+    [](const ::testing::TestParamInfo<RestoreParam>& p) { return std::string(p.param.name); });
+
+TEST(KvEventsRestoreTest, PublisherRestartedWhileTheAgentWasDown) {
+  ReplayFixture f;
+  EngineCacheModel second(EngineModelOptions{.capacity_blocks = 300});
+  const SimRun after = Simulate(PrefixSharingTrace(8, 100), &second);
+  TestPublisherOptions po;
+  po.replay = true;
+  KvEventsTestPublisher pub(po);
+  const KvEventsCollectorOptions options = CollectorOptions({pub.endpoint()}, pub.replay_endpoint());
+  std::vector<std::uint8_t> state;
+  {
+    auto collector = MakeCollector(options, nullptr);
+    ASSERT_NE(collector, nullptr);
+    ASSERT_TRUE(pub.WaitForSubscriber());
+    CaptureSink sink;
+    for (std::size_t i = 0; i < 100; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+    ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 100; }));
+    collector->AppendState(&state);
+  }
+  ASSERT_TRUE(pub.WaitForUnsubscribe());
+  pub.Restart();  // a new engine process while the agent is down: seq 0, empty cache
+  std::vector<std::string> log;
+  auto collector = MakeCollector(options, &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(collector->RestoreState(state).ok());
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  for (const KvEventBatch& batch : after.batches) pub.PublishBatch(batch, KvEncoding::kMap);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == after.batches.size(); }));
+  EXPECT_EQ(collector->transport().restarts, 1u);
+  EXPECT_EQ(collector->transport().lost, 0u);
+  EXPECT_EQ(collector->transport().replay_requests, 0u);
+  EXPECT_TRUE(collector->WantsSave());
+  ExpectSameState(collector->tracker(), 0, second);
+  EXPECT_TRUE(Logged(log, "seq 0 after 99 (the last before the agent restarted)"));
+}
+
+TEST(KvEventsRestoreTest, PublishersOfEndpointsNoLongerConfiguredKeepNothing) {
+  ReplayFixture f;
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  std::vector<std::uint8_t> state;
+  {
+    auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+    ASSERT_NE(collector, nullptr);
+    ASSERT_TRUE(pub.WaitForSubscriber());
+    CaptureSink sink;
+    for (std::size_t i = 0; i < 50; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+    ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 50; }));
+    ASSERT_GT(collector->tracker().parent_map_size(), 0u);
+    collector->AppendState(&state);
+  }
+  KvEventsTestPublisher other(TestPublisherOptions{});
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({other.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  const base::Status restored = collector->RestoreState(state);
+  ASSERT_TRUE(restored.ok()) << restored.error();
+  EXPECT_EQ(collector->tracker().ResidentBlocks(0, "GPU", 0), 0u);
+  EXPECT_EQ(collector->tracker().parent_map_size(), 0u);  // its links went with its blocks
+  EXPECT_TRUE(Logged(log, "not restored: no longer endpoints[0]"));
+  // The publisher at the new endpoint starts as any first publisher does.
+  ASSERT_TRUE(other.WaitForSubscriber());
+  other.SetNextSeq(5000);
+  other.PublishBatch(f.run.batches[0], KvEncoding::kMap);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
+  EXPECT_EQ(collector->transport().lost + collector->transport().restarts, 0u);
+}
+
+TEST(KvEventsRestoreTest, GarbageTruncatedAndOtherVersionsAreErrorsAndChangeNothing) {
+  ReplayFixture f;
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  const KvEventsCollectorOptions options = CollectorOptions({pub.endpoint()});
+  std::vector<std::uint8_t> state;
+  {
+    auto collector = MakeCollector(options, nullptr);
+    ASSERT_NE(collector, nullptr);
+    ASSERT_TRUE(pub.WaitForSubscriber());
+    CaptureSink sink;
+    for (std::size_t i = 0; i < 60; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
+    ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 60; }));
+    collector->AppendState(&state);
+  }
+  ASSERT_GT(state.size(), 1000u);
+  auto collector = MakeCollector(options, nullptr);
+  ASSERT_NE(collector, nullptr);
+  auto error_of = [&](const std::vector<std::uint8_t>& bytes) {
+    const base::Status s = collector->RestoreState(bytes);
+    return s.ok() ? std::string() : s.error();
+  };
+
+  std::mt19937_64 rng(1);
+  std::vector<std::uint8_t> garbage(2000);
+  for (std::uint8_t& byte : garbage) byte = static_cast<std::uint8_t>(rng());
+  EXPECT_NE(error_of(garbage).find("not a KV-events collector's state"), std::string::npos) << error_of(garbage);
+
+  std::vector<std::uint8_t> other_version = state;
+  other_version[4] = 2;
+  EXPECT_NE(error_of(other_version).find("version 2; this build reads version 1"), std::string::npos)
+      << error_of(other_version);
+
+  std::vector<std::uint8_t> longer = state;
+  longer.push_back(0);
+  EXPECT_NE(error_of(longer).find("left over"), std::string::npos) << error_of(longer);
+
+  // Every truncation is an error (the empty part is a fresh start).
+  std::size_t accepted = 0;
+  for (std::size_t size = 1; size < state.size(); ++size) {
+    accepted += error_of(std::vector<std::uint8_t>(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(size)))
+                    .empty();
+  }
+  EXPECT_EQ(accepted, 0u);
+
+  // Garbage behind a valid header: a count field set to all ones and random
+  // bytes after the header are errors, never a crash or a huge allocation.
+  std::vector<std::uint8_t> big_count = state;
+  for (std::size_t i = 8; i < 12; ++i) big_count[i] = 0xff;
+  EXPECT_FALSE(error_of(big_count).empty());
+  std::vector<std::uint8_t> random_body(state.begin(), state.begin() + 8);
+  for (int i = 0; i < 3000; ++i) random_body.push_back(static_cast<std::uint8_t>(rng()));
+  EXPECT_FALSE(error_of(random_body).empty());
+
+  // Other options: the page ids in the state were made under another scope.
+  KvEventsCollectorOptions other_scope = options;
+  other_scope.tracker.scope = "another-model";
+  auto rescoped = MakeCollector(other_scope, nullptr);
+  ASSERT_NE(rescoped, nullptr);
+  const base::Status scoped = rescoped->RestoreState(state);
+  ASSERT_FALSE(scoped.ok());
+  EXPECT_NE(scoped.error().find("scope"), std::string::npos) << scoped.error();
+
+  // None of it changed the collector: the real state still restores.
+  EXPECT_EQ(collector->tracker().publishers(), 0u);
+  EXPECT_EQ(error_of(state), "");
+  EXPECT_GT(collector->tracker().parent_map_size(), 0u);
+  EXPECT_NE(error_of(state).find("restored after the first message"), std::string::npos);
+}
+
+// Random single-byte changes: each is an error or a state that restores without
+// a crash (AddressSanitizer builds check the reads).
+TEST(KvEventsRestoreTest, FlippedBytesNeverCrash) {
+  ReplayFixture f;
+  KvEventTracker source(KvEventTrackerOptions{.scope = kScope});
+  const std::size_t p = source.AddPublisher();
+  CaptureSink sink;
+  for (std::size_t i = 0; i < 60; ++i) source.Apply(p, f.run.batches[i], sink);
+  std::vector<std::uint8_t> state;
+  const std::vector<std::size_t> publishers = {p};
+  source.AppendState(publishers, &state);
+  std::mt19937_64 rng(2);
+  std::size_t rejected = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<std::uint8_t> bytes = state;
+    bytes[rng() % bytes.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+    KvEventTracker t(KvEventTrackerOptions{.scope = kScope});
+    const base::Status s = t.RestoreState(bytes, 1);
+    rejected += !s.ok();
+    if (s.ok()) {
+      t.Apply(0, f.run.batches[60], sink);  // usable
+    } else {
+      EXPECT_EQ(t.publishers(), 0u);
+    }
+  }
+  EXPECT_GT(rejected, 0u);
 }
 
 }  // namespace

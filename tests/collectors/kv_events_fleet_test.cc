@@ -121,7 +121,7 @@ TEST(KvEventsFleetTest, SixteenPublishersWithAGapEachAreAllRecoveredFromTheirRep
   };
   bool done = false;
   for (int round = 0; round < 20000 && !done; ++round) {  // ~20 s at most
-    for (Replica& r : fleet) r.collector->Poll(sink, 1.0);
+    for (Replica& r : fleet) r.collector->Poll(sink, WallNow());
     done = all_applied();
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -281,17 +281,20 @@ class KvEventsTestPublisher {
   // peers only when its own thread calls into it (the collector's Poll).
   bool WaitForSubscriber(const std::function<void()>& pump = nullptr,
                          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (pump) pump();
-      zmq::message_t m;
-      pub_.set(zmq::sockopt::rcvtimeo, 50);
-      if (pub_.recv(m, zmq::recv_flags::none).has_value() && m.size() >= 1 && m.data<std::uint8_t>()[0] == 1) {
-        return true;
-      }
-    }
-    return false;
+    return WaitForSubscription(1, pump, timeout);
   }
+
+  // Waits (bounded) until the last subscriber has gone (its unsubscription,
+  // which the XPUB passes on when the subscriber disconnects, arrived): from
+  // then on published batches reach no one, and the next subscriber's
+  // subscription is passed on again.
+  bool WaitForUnsubscribe(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    return WaitForSubscription(0, nullptr, timeout);
+  }
+
+  // The next Publish uses this seq (a publisher whose seq jumps, or goes back
+  // without a restart).
+  void SetNextSeq(std::uint64_t seq) { next_seq_ = seq; }
 
   // Publishes a payload with the next seq; deliver=false keeps it for replay
   // only (a loss on the way).
@@ -330,6 +333,20 @@ class KvEventsTestPublisher {
   std::uint64_t replay_requests() const { return replay_requests_; }
 
  private:
+  // kind 1: a subscription; 0: an unsubscription.
+  bool WaitForSubscription(std::uint8_t kind, const std::function<void()>& pump, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pump) pump();
+      zmq::message_t m;
+      pub_.set(zmq::sockopt::rcvtimeo, 50);
+      if (pub_.recv(m, zmq::recv_flags::none).has_value() && m.size() >= 1 && m.data<std::uint8_t>()[0] == kind) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   void ServeReplay() {
     while (!stop_) {
       zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
