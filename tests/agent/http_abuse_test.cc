@@ -374,6 +374,25 @@ TEST_F(HttpAbuseTest, TlsAnswersWithinASecondUnderStalledHandshakes) {
          abuser);
 }
 
+// The same with a cap below the number of abusers: the server keeps at most 256
+// connections (its memory bound) by closing the ones that have waited longest,
+// and the probes still get through.
+TEST_F(HttpAbuseTest, TlsCappedAnswersWithinASecond) {
+  HttpServerOptions options;
+  options.max_connections = 256;
+  std::unique_ptr<HttpServer> server = StartServer(true, options);
+  ASSERT_NE(server, nullptr);
+  long rss_before = RssKib();
+  Abuser abuser(server->port(),
+                Mix({Abuse::kIdle, Abuse::kSlowHello, Abuse::kStalledHello}, kAbusers),
+                milliseconds(500));
+  std::this_thread::sleep_for(milliseconds(500));
+  Probes probes = Probe(*server, kAbuseFor);
+  Report("TLS, max_connections 256, the same 1000", probes, rss_before, abuser);
+  // The cap, not the deadline, closed most of them.
+  EXPECT_GT(abuser.closed_by_server(), 3 * kAbusers);
+}
+
 // Not a bound (wall time is not asserted): the figure for the report. A
 // keep-alive connection must not wait for the delayed ACK (TCP_NODELAY).
 TEST_F(HttpAbuseTest, KeepAliveLatency) {
