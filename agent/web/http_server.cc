@@ -330,6 +330,11 @@ class HttpServer::Network {
     }
   }
 
+  // Network thread only. Declared before io: sessions still in io's queues
+  // when it is destroyed unlink themselves from here.
+  std::list<Connection*> waiting;  // longest waiting first
+  std::size_t open = 0;            // connections counted against max_connections
+
   asio::io_context io{1};
   std::optional<asio::ssl::context> ssl;  // set by Create() when TLS is on
   asio::thread_pool handlers;             // runs Answer() and the access log
@@ -340,8 +345,6 @@ class HttpServer::Network {
   // Network thread only (and Start() before the thread runs).
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
-  std::list<Connection*> waiting;  // longest waiting first
-  std::size_t open = 0;            // connections counted against max_connections
 };
 
 // What goes to a handler thread and back for one request.
@@ -488,11 +491,34 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
     }
     if (ec) return;
     if (!response_.keep_alive()) {
-      Close();
+      Linger();
       return;
     }
     response_ = {};
     ReadRequest(/*fresh=*/false);
+  }
+
+  // Ends the connection after a response that said `Connection: close`: sends
+  // the FIN, then reads and drops what the client still sends (for up to 1 s)
+  // until it closes too. Closing at once with unread bytes (say, the body of a
+  // request answered 413) would send an RST, which can destroy the response
+  // before the client has read it.
+  void Linger() {
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Lowest().expires_after(std::chrono::seconds(1));
+    Drain();
+  }
+  void Drain() {
+    buffer_.clear();
+    Lowest().async_read_some(buffer_.prepare(512), [self = this->shared_from_this()](
+                                                       beast::error_code ec, std::size_t) {
+      if (ec) {
+        self->Close();
+        return;
+      }
+      self->Drain();
+    });
   }
 
   const HttpServer& server_;
