@@ -182,6 +182,7 @@ struct WebSettings {
   int port = kDefaultPort;                            // web.port, 0..65535 (0: any free port)
   std::string config_file;                            // web.config_file: exporter-toolkit web config
   int refresh_seconds = 5;                            // web.refresh_seconds, >= 1
+  int max_connections = kDefaultMaxConnections;       // web.max_connections, 1..1048576
 
   bool operator==(const WebSettings&) const = default;
 };

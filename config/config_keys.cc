@@ -100,6 +100,9 @@ constexpr ConfigKey kKeys[] = {
      "plain HTTP without authentication."},
     {"web.refresh_seconds", Type::kInt, "5", true,
      "Seconds between redraws of the web page, >= 1."},
+    {"web.max_connections", Type::kInt, "1024", true,
+     "Open HTTP connections at most, 1 to 1048576; a new one closes the one that has waited "
+     "longest for its request or TLS handshake. Each needs a file descriptor."},
 
     {"state", Type::kMap, "{}", true, "State kept across restarts."},
     {"state.path", Type::kString, R"("")", true,

@@ -63,6 +63,9 @@ namespace kvwatch::config {
 // HttpServerOptions (agent/web/http_server.h), written once here.
 inline constexpr std::string_view kDefaultListenAddress = "127.0.0.1";
 inline constexpr int kDefaultPort = 8477;
+// Open connections the HTTP server keeps at most (web.max_connections): enough
+// for Prometheus, browsers and the API; each costs a socket and a few KiB.
+inline constexpr int kDefaultMaxConnections = 1024;
 
 // The client certificate policy, with Go's crypto/tls meaning.
 enum class ClientAuthType {

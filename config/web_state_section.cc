@@ -19,6 +19,7 @@ Status ParseWebSection(FieldReader& r, const Entry& section, WebSettings* web) {
     }
     if (k == "web.port") return r.ReadInt(e, 0, 65535, &web->port);
     if (k == "web.config_file") return r.ReadString(e, &web->config_file);
+    if (k == "web.max_connections") return r.ReadInt(e, 1, 1 << 20, &web->max_connections);
     if (k == "web.refresh_seconds") {
       return r.ReadInt(e, 1, std::numeric_limits<int>::max(), &web->refresh_seconds);
     }

@@ -86,6 +86,7 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
 
   o.http.listen_address = c.web.listen_address;
   o.http.port = c.web.port;
+  o.http.max_connections = static_cast<std::size_t>(c.web.max_connections);
   if (!c.web.config_file.empty()) {
     auto web = config::ReadWebConfigFile(c.web.config_file);
     if (!web.ok()) return Options::Error("web.config_file: " + web.error());

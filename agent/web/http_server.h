@@ -1,6 +1,6 @@
 // HttpServer: the agent's one HTTP(S) server (/metrics, landing page, health),
-// a thin wrapper over cpp-httplib 0.11.4's httplib::Server / httplib::SSLServer
-// that applies the exporter-toolkit web config (config/web_config.h):
+// event-driven on Boost.Asio with Boost.Beast's HTTP/1.1 parser, applying the
+// exporter-toolkit web config (config/web_config.h):
 //
 //   - TLS with OpenSSL when tls_server_config is set: certificate chain, key,
 //     min/max version, and the client certificate policy (client_auth_type,
@@ -11,32 +11,48 @@
 //     (agent/basic_auth.h).
 //   - http_server_config.headers on every response (a header the handler set
 //     itself wins, as in the toolkit).
-//   - Compression: cpp-httplib compresses a response whose Content-Type is
-//     text/*, application/json, application/xml, application/javascript,
-//     application/xhtml+xml or image/svg+xml when Accept-Encoding names gzip,
-//     or brotli when it names br (brotli wins when both are named). Debian's
-//     build has CPPHTTPLIB_ZLIB_SUPPORT and CPPHTTPLIB_BROTLI_SUPPORT (see
-//     `pkg-config --cflags cpp-httplib`). Handlers return plain bodies; every
-//     response carries `Vary: Accept-Encoding`. httplib matches the names as
-//     substrings, so "gzip;q=0" still gets gzip.
+//   - Compression, with cpp-httplib's compressors and its choice of encoding: a
+//     response whose Content-Type is text/*, application/json, application/xml,
+//     application/javascript, application/xhtml+xml or image/svg+xml is
+//     compressed when Accept-Encoding names gzip, or brotli when it names br
+//     (brotli wins when both are named; the names are matched as substrings, so
+//     "gzip;q=0" still gets gzip). Handlers return plain bodies; every response
+//     carries `Vary: Accept-Encoding`.
+//   - Range headers are ignored: every answer is the whole body (a Range with
+//     many ranges cannot multiply a response).
+//
+// Abusive clients (slowloris, idle connections, stalled TLS handshakes) cost a
+// socket and a few KiB each, no thread, and are bounded three ways:
+//   - read_timeout is a deadline for the whole TLS handshake and for the whole
+//     request (headers and body), however slowly the bytes arrive;
+//   - an idle keep-alive connection is closed after keep_alive_timeout;
+//   - at most max_connections are open; a new one closes the connection that has
+//     waited longest for its request (or handshake), or is itself closed when all
+//     are busy answering.
+// Every accepted connection sets TCP_NODELAY (a keep-alive response does not
+// wait for the client's delayed ACK).
 //
 // Routing is by exact path. GET and HEAD reach the handler (HEAD gets the same
 // headers without the body); other methods get 405 with `Allow: GET, HEAD`;
 // unknown paths get 404. A handler that throws gets a 500 (and nothing about the
-// exception is sent).
+// exception is sent). A request whose headers pass 8 KiB gets 431, whose body
+// passes max_request_body_bytes 413, one that cannot be parsed 400; each closes
+// the connection.
 //
 // The server logs nothing itself; set HttpServerOptions::access_log for an
 // access log. Start() binds the socket before returning, so port() is the real
 // port at once (also for port 0, which picks a free one) and connections made
-// after Start() returns are queued even before the accept thread runs. The
-// listening socket does not set SO_REUSEPORT (cpp-httplib 0.11.4 does by
-// default, which lets two servers share a port silently): a port in use is an
-// error naming the address.
+// after Start() returns are queued even before the network thread runs. The
+// listening socket does not set SO_REUSEPORT: a port in use is an error naming
+// the address.
+//
+// Threads: one network thread runs every socket (accepting, TLS, parsing,
+// writing); handlers, the basic-auth check (bcrypt) and compression run on a
+// small pool of handler threads, so a slow handler does not stall the sockets.
 //
 // Thread safety: Handle() may be called at any time from any thread. Handlers
-// run on cpp-httplib's worker threads (several at once) and must be
-// thread-safe. Start() and Stop() must not race each other; the destructor
-// stops the server.
+// run on the handler threads (several at once) and must be thread-safe. Start()
+// and Stop() must not race each other; the destructor stops the server.
 #ifndef KVWATCH_AGENT_HTTP_SERVER_H_
 #define KVWATCH_AGENT_HTTP_SERVER_H_
 
@@ -58,12 +74,6 @@
 #include "base/thread_annotations.h"
 #include "config/web_config.h"
 #include "base/status.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace kvwatch::agent {
 
@@ -114,13 +124,21 @@ struct HttpServerOptions {
   int port = config::kDefaultPort;  // 0: pick a free port (tests)
   std::optional<config::WebConfig> web;  // nullopt: plain HTTP, no auth
   std::size_t max_request_body_bytes = 64 * 1024;
-  std::chrono::seconds read_timeout{5};
-  std::chrono::seconds write_timeout{10};
-  // How long an idle keep-alive connection is kept. Each open connection holds
-  // one of cpp-httplib's worker threads, and Stop() waits this long for idle
-  // ones (cpp-httplib 0.11.4 does not interrupt them). Prometheus scrapes every
-  // 15 s or more, so it reconnects anyway.
-  std::chrono::seconds keep_alive_timeout{2};
+  // Deadline for the whole TLS handshake, and for a whole request from the time
+  // the server starts waiting for it on a new connection or from its first byte
+  // on a kept-alive one. Not per byte: a client that trickles is cut off.
+  std::chrono::milliseconds read_timeout{5000};
+  // Deadline for writing a whole response.
+  std::chrono::milliseconds write_timeout{10000};
+  // How long a kept-alive connection may wait for the next request's first byte.
+  // Prometheus keeps its connection between scrapes and reconnects when it was
+  // closed, so a short one costs it a TCP (and TLS) handshake per scrape.
+  std::chrono::milliseconds keep_alive_timeout{2000};
+  // Open connections at most (>= 1). Default: config/web_config.h's, the agent
+  // config's web.max_connections.
+  std::size_t max_connections = config::kDefaultMaxConnections;
+  // Threads that run handlers, the basic-auth check and compression (>= 1).
+  int handler_threads = 4;
   AccessLogger access_log;  // may be empty; called on worker threads
 };
 
@@ -142,11 +160,12 @@ class HttpServer {
   // 127.0.0.1:9477: Address already in use", or when already started.
   base::Status Start();
 
-  // Stops accepting, lets requests in flight finish, joins the thread. May take
-  // up to keep_alive_timeout when a client holds an idle connection. Idempotent.
+  // Stops accepting, closes the connections that wait for a request, lets
+  // requests in flight finish (their responses say `Connection: close`), joins
+  // the threads. Idempotent.
   void Stop();
 
-  // Started, not stopped, and the accept loop has not ended.
+  // Started, not stopped, and the network thread has not ended.
   bool is_running() const;
   // The bound port after Start(); options.port before.
   int port() const { return port_.load(); }
@@ -155,28 +174,29 @@ class HttpServer {
   std::string url() const;
 
  private:
-  HttpServer(HttpServerOptions options, std::unique_ptr<httplib::Server> server, bool tls,
-             std::unique_ptr<BasicAuthenticator> auth);
-  void Configure();
-  bool Route(const httplib::Request& req, httplib::Response& res);
-  HttpResponse Dispatch(const HttpRequest& request);
-  void AddConfiguredHeaders(httplib::Response& res) const;
-  void LogAccess(const httplib::Request& req, const httplib::Response& res) const;
+  class Network;
+  template <class Stream>
+  class Session;
+  struct Exchange;
+
+  HttpServer(HttpServerOptions options, bool tls, std::unique_ptr<BasicAuthenticator> auth);
+  // Runs on a handler thread: authenticates, routes and encodes one request.
+  void Answer(Exchange& exchange) const;
+  HttpResponse Dispatch(const HttpRequest& request) const;
 
   // Constant after construction.
   const HttpServerOptions options_;
-  const std::unique_ptr<httplib::Server> server_;
   const bool tls_;
   const std::unique_ptr<BasicAuthenticator> auth_;  // null when auth is off
+  const std::unique_ptr<Network> network_;          // sockets, TLS context, threads
 
-  base::Mutex handlers_mutex_;
+  mutable base::Mutex handlers_mutex_;
   std::map<std::string, HttpHandler> handlers_ GUARDED_BY(handlers_mutex_);
 
   std::atomic<int> port_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
-  std::atomic<bool> listen_returned_{false};
-  std::thread thread_;
+  std::atomic<bool> network_returned_{false};
 };
 
 // Parses a --web.listen-address value: "host:port", "[v6]:port" or ":port" (":port"

@@ -10,10 +10,16 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -683,6 +689,191 @@ TEST(HttpServerTest, CreateErrorsNameTheFile) {
   e = create_error(web);
   EXPECT_NE(e.find("basic_auth_users.carol"), std::string::npos) << e;
   EXPECT_EQ(e.find("tooshort"), std::string::npos) << "the hash is not echoed: " << e;
+}
+
+// ---------------------------------------------------------------------------
+// Abusive clients (tests/agent/http_abuse_test.cc has the 1,000-connection ones)
+
+// A raw TCP connection to the server, closed on destruction.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+  ~RawConnection() { close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  // False once the server has closed the connection.
+  bool Send(const std::string& bytes) {
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // Waits up to wait_ms for bytes and returns the first that arrive ("" if none);
+  // sets *closed when the server closed the connection.
+  std::string Read(int wait_ms, bool* closed) {
+    *closed = false;
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, wait_ms) <= 0) return "";
+    char buffer[16384];
+    ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    if (n <= 0) {
+      *closed = true;
+      return "";
+    }
+    return std::string(buffer, static_cast<std::size_t>(n));
+  }
+  // Whether the server closed it within wait_ms (whatever it sent first).
+  bool ClosedWithin(int wait_ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    bool closed = false;
+    do {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      Read(static_cast<int>(std::max<std::int64_t>(0, left.count())), &closed);
+    } while (!closed && std::chrono::steady_clock::now() < end);
+    return closed;
+  }
+
+ private:
+  int fd_;
+};
+
+TEST(HttpServerTest, RangeHeadersAreIgnored) {
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::string body = "kvwatch_test_series 1\nkvwatch_test_series 2\n";
+  server->Handle("/metrics", [&body](const HttpRequest&) {
+    HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = body;
+    return response;
+  });
+  auto client = PlainClient(*server);
+  for (const char* range : {"bytes=0-,0-,0-,0-,0-,0-", "bytes=2-4", "bytes=-3"}) {
+    for (const char* path : {"/metrics", "/hello"}) {
+      httplib::Result r = client->Get(path, {{"Range", range}});
+      ASSERT_TRUE(r) << range;
+      EXPECT_EQ(r->status, 200) << path << " " << range;
+      EXPECT_EQ(r->body, std::string(path) == "/hello" ? "hello\n" : body) << path << " " << range;
+      EXPECT_FALSE(r->has_header("Content-Range")) << path << " " << range;
+    }
+  }
+}
+
+// read_timeout bounds the whole request, not the wait for each byte.
+TEST(HttpServerTest, TricklingRequestIsCutOffAtTheDeadline) {
+  HttpServerOptions options;
+  options.read_timeout = std::chrono::milliseconds(300);
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  RawConnection slow(server->port());
+  ASSERT_TRUE(slow.Send("GET /hello HTTP/1.1\r\nHost: x\r\n"));
+  bool closed = false;
+  for (int line = 0; line < 200 && !closed; ++line) {  // 50 ms apart: 10 s at most
+    slow.Send("X-Slow-" + std::to_string(line) + ": y\r\n");
+    closed = slow.ClosedWithin(50);
+  }
+  EXPECT_TRUE(closed) << "a header line every 50 ms kept the connection open for 10 s";
+  // The server still answers.
+  httplib::Result r = PlainClient(*server)->Get("/hello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST(HttpServerTest, TlsHandshakeHasADeadline) {
+  HttpServerOptions options;
+  options.web = TlsConfig();
+  options.read_timeout = std::chrono::milliseconds(300);
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  RawConnection silent(server->port());  // never starts the handshake
+  RawConnection partial(server->port());
+  ASSERT_TRUE(partial.Send(std::string("\x16\x03\x01\x02\x00\x01", 6)));  // a ClientHello's start
+  EXPECT_TRUE(silent.ClosedWithin(10000));
+  EXPECT_TRUE(partial.ClosedWithin(10000));
+}
+
+TEST(HttpServerTest, IdleKeptAliveConnectionIsClosed) {
+  HttpServerOptions options;
+  options.keep_alive_timeout = std::chrono::milliseconds(200);
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  RawConnection c(server->port());
+  ASSERT_TRUE(c.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool closed = false;
+  std::string got;
+  while (!closed && got.find("hello\n") == std::string::npos) got += c.Read(10000, &closed);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << got;
+  EXPECT_NE(got.find("hello\n"), std::string::npos) << got;
+  EXPECT_TRUE(closed || c.ClosedWithin(10000));
+}
+
+TEST(HttpServerTest, ConnectionCapClosesTheLongestWaiting) {
+  HttpServerOptions options;
+  options.max_connections = 4;
+  options.read_timeout = std::chrono::seconds(60);  // only the cap closes them here
+  options.keep_alive_timeout = std::chrono::seconds(60);
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server->port()));
+    // Accepted in order: the server answers each connection's request, so the
+    // order of arrival is the order of acceptance.
+    ASSERT_TRUE(idle.back()->Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+    bool closed = false;
+    std::string got;
+    while (got.find("hello\n") == std::string::npos && !closed) {
+      got += idle.back()->Read(10000, &closed);
+    }
+    ASSERT_FALSE(closed);
+  }
+  // A fifth connection is served; the first (longest idle) is closed for it.
+  httplib::Result r = PlainClient(*server)->Get("/hello");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(idle[0]->ClosedWithin(10000));
+  for (int i = 1; i < 4; ++i) EXPECT_FALSE(idle[i]->ClosedWithin(0)) << i;
+}
+
+TEST(HttpServerTest, UnreadableRequestsGetAnErrorAndClose) {
+  HttpServerOptions options;
+  options.max_request_body_bytes = 1024;
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::pair<std::string, std::string> cases[] = {
+      {"GET /hello HTTP/1.1\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n", "431"},
+      {"POST /hello HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'b'), "413"},
+      {"GET /hello HTTP/1.1\r\nContent-Length: x\r\n\r\n", "400"},
+  };
+  for (const auto& [request, status] : cases) {
+    RawConnection c(server->port());
+    c.Send(request);
+    bool closed = false;
+    std::string got;
+    while (!closed && got.find("\r\n") == std::string::npos) got += c.Read(10000, &closed);
+    EXPECT_EQ(got.rfind("HTTP/1.1 " + status + " ", 0), 0u) << status << ": " << got.substr(0, 80);
+    EXPECT_TRUE(closed || c.ClosedWithin(10000)) << status;
+  }
+}
+
+TEST(HttpServerTest, StopClosesWaitingConnectionsAtOnce) {
+  HttpServerOptions options;
+  options.read_timeout = std::chrono::seconds(60);
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  RawConnection idle(server->port());
+  RawConnection partial(server->port());
+  ASSERT_TRUE(partial.Send("GET /hello HTTP/1.1\r\n"));
+  ASSERT_TRUE(PlainClient(*server)->Get("/hello"));  // both have been accepted by now
+  server->Stop();  // would wait 60 s if it waited for them
+  EXPECT_TRUE(idle.ClosedWithin(10000));
+  EXPECT_TRUE(partial.ClosedWithin(10000));
 }
 
 // ---------------------------------------------------------------------------

@@ -78,6 +78,7 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.web.listen_address, "127.0.0.1");
   EXPECT_EQ(c.web.port, 8477);
   EXPECT_EQ(c.web.refresh_seconds, 5);
+  EXPECT_EQ(c.web.max_connections, 1024);
   EXPECT_EQ(c.state.path, "");
   EXPECT_EQ(c.state.interval_seconds, 60);
   EXPECT_FALSE(c.collectors.HasAnyCollector());
@@ -250,6 +251,8 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("web:\n  port: 70000\n", 2, "web.port", "0 to 65535");
   ExpectError("web:\n  port: -1\n", 2, "web.port", "0 to 65535");
   ExpectError("web:\n  refresh_seconds: 0\n", 2, "web.refresh_seconds", "1 to 2147483647");
+  ExpectError("web:\n  max_connections: 0\n", 2, "web.max_connections", "1 to 1048576");
+  ExpectError("web:\n  max_connections: 2000000\n", 2, "web.max_connections", "1 to 1048576");
   ExpectError("web:\n  listen_address: ''\n", 2, "web.listen_address", "expected an address");
   ExpectError("page_tokens: 0\n", 1, "page_tokens", "1 to 2147483647");
   ExpectError("tensor_parallel: 0\n", 1, "tensor_parallel", "1 to 2147483647");
@@ -412,6 +415,7 @@ web:
   port: 18477
   config_file: /etc/kvwatch/web.yml
   refresh_seconds: 10
+  max_connections: 64
 
 state:
   path: /var/lib/kvwatch
@@ -516,6 +520,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.web.port, 18477);
   EXPECT_EQ(c.web.config_file, "/etc/kvwatch/web.yml");
   EXPECT_EQ(c.web.refresh_seconds, 10);
+  EXPECT_EQ(c.web.max_connections, 64);
   EXPECT_EQ(c.state.path, "/var/lib/kvwatch");
   EXPECT_EQ(c.state.interval_seconds, 300);
 
