@@ -104,13 +104,6 @@ class PageMap {
     }
   }
 
-  template <class Fn>
-  void ForEach(Fn&& fn) const {
-    for (const Entry& e : entries_) {
-      if (e.value != kEmpty) fn(static_cast<std::uint64_t>(e.key), e.value);
-    }
-  }
-
   void Clear() { Reset(kMinCapacity); }
 
   // Sizes the table for n entries at once (no-op when it is already large enough).

@@ -15,6 +15,10 @@
 //     (copies made and copied again while the agent was down are counted, never
 //     read).
 //   - Rename rotation with an exact-path pattern: likewise.
+//   - KV events from a publisher that keeps a replay buffer (as vLLM's
+//     ROUTER socket does): each batch is one request of one new block, and every
+//     batch is counted exactly once (the saved sequence numbers ask the replay
+//     socket for what was published while the agent was down).
 //
 // The default run makes 210 kills in all (70 per mode) in about two minutes;
 // KVWATCH_LONG=1 makes 5 times as many with a faster writer.
@@ -35,6 +39,7 @@
 
 #include "tests/agent/testing_agent.h"
 #include "tests/agent/testing_process.h"
+#include "tests/collectors/kv_events_test_publisher.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -116,6 +121,8 @@ class Writer {
   std::thread thread_;
 };
 
+int KillRepeatedly(const TempDir& dir, const std::string& config_path, int kills);
+
 struct Counts {
   double requests = NAN, references = NAN, cold = NAN, unread = NAN, lost_bytes = NAN;
 };
@@ -138,37 +145,7 @@ class CrashConsistencyTest : public ::testing::Test {
 
     const bool long_run = LongRun();
     Writer writer(logs, rotation, long_run ? 20000 : 4000, long_run ? 20000 : 1500);
-    std::mt19937_64 rng(testing::UnitTest::GetInstance()->random_seed() + kills);
-    static const char* const kPoints[] = {"created", "written", "synced", "renamed", "done"};
-    int fault_kills = 0;
-    for (int k = 0; k < kills; ++k) {
-      // Every other run dies at a fault point inside a save; the others are
-      // killed from outside at a random moment (start-up, restore, reading, saving).
-      const bool fault = k % 2 == 0;
-      std::string at;
-      if (fault) {
-        at = std::string(kPoints[(k / 2) % 5]) + ":" + std::to_string(1 + (k / 10) % 3);
-        ::setenv("KVWATCH_CRASH_AT", at.c_str(), 1);
-      }
-      std::string error;
-      const std::string base = dir_.Sub("run" + std::to_string(k));
-      auto child = ChildProcess::Start({KVWATCH_CRASH_AGENT, config_path}, base + ".out", base + ".err", &error);
-      ::unsetenv("KVWATCH_CRASH_AT");
-      ASSERT_NE(child, nullptr) << error;
-      if (fault) {
-        // The save reaches its point within a few intervals; kill it anyway if not.
-        child->Wait(Millis(3000));
-        if (!child->Running() && child->Stderr().find("SIGKILL at") != std::string::npos) ++fault_kills;
-      } else {
-        std::this_thread::sleep_for(Millis(std::uniform_int_distribution<int>(0, 600)(rng)));
-      }
-      child->Signal(SIGKILL);
-      child->Wait(Millis(5000));
-      const std::string err = child->Stderr();
-      ASSERT_EQ(err.find("terminate called"), std::string::npos) << err;
-      ASSERT_EQ(err.find("Sanitizer"), std::string::npos) << err;
-      if (k + 1 < kills) std::filesystem::remove(base + ".err");
-    }
+    const int fault_kills = KillRepeatedly(dir_, config_path, kills);
     writer.Stop();
     ASSERT_FALSE(writer.failed());
     // Most fault-point runs really died inside a save (some are killed before
@@ -225,6 +202,45 @@ class CrashConsistencyTest : public ::testing::Test {
   TempDir dir_{"kvwatch_crash"};
 };
 
+// Kills an agent (kvwatch_crash_agent CONFIG) `kills` times, every other time at a
+// fault point inside a save, the others at a random moment; returns how many
+// died at their fault point.
+int KillRepeatedly(const TempDir& dir, const std::string& config_path, int kills) {
+  std::mt19937_64 rng(testing::UnitTest::GetInstance()->random_seed() + kills);
+  static const char* const kPoints[] = {"created", "written", "synced", "renamed", "done"};
+  int fault_kills = 0;
+  for (int k = 0; k < kills; ++k) {
+    const bool fault = k % 2 == 0;
+    if (fault) {
+      const std::string at = std::string(kPoints[(k / 2) % 5]) + ":" + std::to_string(1 + (k / 10) % 3);
+      ::setenv("KVWATCH_CRASH_AT", at.c_str(), 1);
+    }
+    std::string error;
+    const std::string base = dir.Sub("run" + std::to_string(k));
+    auto child = ChildProcess::Start({KVWATCH_CRASH_AGENT, config_path}, base + ".out", base + ".err", &error);
+    ::unsetenv("KVWATCH_CRASH_AT");
+    if (child == nullptr) {
+      ADD_FAILURE() << error;
+      return fault_kills;
+    }
+    if (fault) {
+      // The save reaches its point within a few intervals; killed anyway if not.
+      child->Wait(Millis(3000));
+      if (!child->Running() && child->Stderr().find("SIGKILL at") != std::string::npos) ++fault_kills;
+    } else {
+      std::this_thread::sleep_for(Millis(std::uniform_int_distribution<int>(0, 600)(rng)));
+    }
+    child->Signal(SIGKILL);
+    child->Wait(Millis(5000));
+    const std::string err = child->Stderr();
+    EXPECT_EQ(err.find("terminate called"), std::string::npos) << err;
+    EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
+    std::filesystem::remove(base + ".err");
+    std::filesystem::remove(base + ".out");
+  }
+  return fault_kills;
+}
+
 int Kills() { return LongRun() ? 350 : 70; }
 
 TEST_F(CrashConsistencyTest, RenameRotationWithAGlobIsExactlyOnce) { Run(Rotation::kRename, /*glob=*/true, Kills()); }
@@ -235,6 +251,87 @@ TEST_F(CrashConsistencyTest, CopyTruncateDoublesNothingAndCountsWhatItMisses) {
 
 TEST_F(CrashConsistencyTest, RenameRotationWithAnExactPathCountsWhatItMisses) {
   Run(Rotation::kRename, /*glob=*/false, Kills());
+}
+
+TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOnce) {
+  using collectors::testing::EngineCacheModel;
+  using collectors::testing::EngineModelOptions;
+  using collectors::testing::KvEventsTestPublisher;
+  using collectors::testing::TestPublisherOptions;
+  ASSERT_TRUE(dir_.ok());
+  TestPublisherOptions po;
+  po.replay = true;
+  po.replay_buffer = std::size_t{1} << 22;  // holds everything: nothing may be lost
+  KvEventsTestPublisher publisher(po);
+  const std::string state = dir_.Sub("state");
+  ASSERT_TRUE(std::filesystem::create_directories(state));
+  const std::string config = "web: {port: 0}\nstate: {path: \"" + state +
+                             "\", interval: 150ms}\ncollectors:\n  kv_events:\n    - name: kv\n      endpoints: [\"" +
+                             publisher.endpoint() + "\"]\n      replay_endpoint: \"" + publisher.replay_endpoint() +
+                             "\"\n";
+  const std::string config_path = dir_.Sub("agent.yaml");
+  ASSERT_TRUE(WriteFile(config_path, config));
+
+  // One batch per request of one new block (a unique page each), as an engine
+  // publishes one batch per scheduler step.
+  EngineModelOptions mo;
+  mo.capacity_blocks = std::size_t{1} << 22;
+  mo.tokens_per_block = 0;
+  EngineCacheModel model(mo);
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> published{0};
+  auto publish_next = [&] {
+    model.Run({published.load() + 1});
+    for (const auto& batch : model.TakeBatches()) publisher.PublishBatch(batch, collectors::KvEncoding::kMap);
+    ++published;
+  };
+  // A first agent sees the publisher's first batch and saves its sequence number:
+  // an agent that knows nothing of a publisher takes its first batch as is (it
+  // joins mid-stream), and from then on every batch is accounted for.
+  {
+    std::string error;
+    auto first = AgentProcess::Start(dir_.path(), "first", config, &error);
+    ASSERT_NE(first, nullptr) << error;
+    ASSERT_TRUE(publisher.WaitForSubscriber());
+    publish_next();
+    ASSERT_TRUE(first->WaitForRequests(1)) << Tail(first->Stderr());
+    ASSERT_EQ(DescribeWaitStatus(first->Stop()), "exit 0");
+  }
+  const double rate = LongRun() ? 4000 : 1000;
+  std::thread feeder([&] {
+    const auto start = SteadyClock::now();
+    while (!stop) {
+      const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+      while (published < 1 + static_cast<std::uint64_t>(elapsed * rate)) publish_next();
+      std::this_thread::sleep_for(Millis(2));
+    }
+  });
+  const int fault_kills = KillRepeatedly(dir_, config_path, Kills());
+  stop = true;
+  feeder.join();
+  EXPECT_GT(fault_kills, Kills() / 4);
+
+  std::string error;
+  auto agent = AgentProcess::Start(dir_.path(), "final", config, &error);
+  ASSERT_NE(agent, nullptr) << error;
+  const auto total = static_cast<double>(published.load());
+  const bool caught_up =
+      PollUntil([&] { return agent->Value("kvwatch_page_cold_misses_total") >= total; }, Millis(60000), Millis(200));
+  std::this_thread::sleep_for(Millis(500));
+  const double cold = agent->Value("kvwatch_page_cold_misses_total");
+  const double refs = agent->Value("kvwatch_page_references_total");
+  const double lost = agent->Value("kvwatch_kv_events_lost_total", {{"collector", "kv"}});
+  const double replayed = agent->Value("kvwatch_kv_events_replayed_total", {{"collector", "kv"}});
+  const std::string log = agent->Stderr();
+  EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0");
+  SCOPED_TRACE("published " + std::to_string(published.load()) + "; counted " + std::to_string(cold) +
+               " distinct, " + std::to_string(refs) + " references; lost " + std::to_string(lost) + "\n" + Tail(log));
+  EXPECT_TRUE(caught_up);
+  EXPECT_EQ(cold, total) << "batches not counted: " << total - cold;
+  EXPECT_EQ(refs, cold) << "batches counted twice: " << refs - cold;
+  EXPECT_EQ(lost, 0);
+  std::printf("crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed by the last run\n",
+              Kills(), fault_kills, static_cast<unsigned long long>(published.load()), replayed);
 }
 
 }  // namespace
