@@ -100,6 +100,7 @@ struct KvEventsCollectorOptions {
   std::chrono::milliseconds poll_interval{50};
   int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
   std::size_t max_publishers = 256;
+  double max_clock_skew_s = kDefaultMaxClockSkewS;
 };
 
 // Counters of the transport, beside the tracker's.

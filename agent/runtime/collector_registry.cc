@@ -140,6 +140,7 @@ Status ParseTraceFile(SectionParser& p, const Entry& item, CollectorOptions* out
     return r.Unhandled(e);
   });
   if (!status.ok()) return status;
+  o.max_clock_skew_s = p.config.curve.max_clock_skew_s;
   const std::string& state = p.config.state.path;
   if (o.tailer.checkpoint_path.empty() && !state.empty()) {
     o.tailer.checkpoint_path = (std::filesystem::path(state) / ("tail-" + o.name + ".ckpt")).string();
@@ -177,6 +178,7 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
   const config::AgentConfig& c = p.config;
   o.tracker.scope = c.model.empty() ? c.model_label : c.model;
   o.tracker.parent_map_max_entries = std::size_t{4} * c.engine.max_pages;
+  o.max_clock_skew_s = c.curve.max_clock_skew_s;
   *out = std::move(o);
   return Status::Ok();
 }

@@ -75,6 +75,7 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.curve.coverage_targets, (std::vector<double>{0.5, 0.9, 0.95, 0.99}));
   EXPECT_TRUE(c.curve.capacities.empty());
   EXPECT_EQ(c.curve.knee_window_min_requests, 100u);
+  EXPECT_EQ(c.curve.max_clock_skew_s, 300);
   EXPECT_EQ(c.web.listen_address, "127.0.0.1");
   EXPECT_EQ(c.web.port, 8477);
   EXPECT_EQ(c.web.refresh_seconds, 5);
@@ -272,6 +273,9 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("curve:\n  buckets_per_octave: 65\n", 2, "curve.buckets_per_octave", "4 to 64");
   ExpectError("curve:\n  knee_sensitivity: 0\n", 2, "curve.knee_sensitivity", "> 0");
   ExpectError("curve:\n  knee_sensitivity: .nan\n", 2, "curve.knee_sensitivity", "> 0");
+  ExpectError("curve:\n  max_clock_skew: 0s\n", 2, "curve.max_clock_skew", "a duration > 0");
+  ExpectError("curve:\n  max_clock_skew: -5m\n", 2, "curve.max_clock_skew", "a duration");
+  ExpectError("curve:\n  max_clock_skew: 300\n", 2, "curve.max_clock_skew", "a duration");
   ExpectError("curve:\n  page_hit_targets:\n    - 0.5\n    - 1.5\n", 4, "curve.page_hit_targets[1]",
               "in (0, 1]");
   ExpectError("curve:\n  coverage_targets: [0.9, 0.9]\n", 2, "curve.coverage_targets[1]",
@@ -406,6 +410,7 @@ curve:
   engine_policy: vllm
   decode_tokens_per_second: 30
   policy_priorities: "tenant:gold=2,class:turn2=1"
+  max_clock_skew: 90s
 
 web:
   listen_address: 0.0.0.0
@@ -511,6 +516,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.curve.engine_policy, "vllm");
   EXPECT_EQ(c.curve.decode_tokens_per_second, 30);
   EXPECT_EQ(c.curve.policy_priorities, "tenant:gold=2,class:turn2=1");
+  EXPECT_EQ(c.curve.max_clock_skew_s, 90);
 
   EXPECT_EQ(c.web.listen_address, "0.0.0.0");
   EXPECT_EQ(c.web.port, 18477);
