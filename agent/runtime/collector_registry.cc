@@ -346,6 +346,36 @@ base::Result<std::vector<CollectorSpec>> ParseCollectors(const config::AgentConf
   return out;
 }
 
+Status ValidateCollector(const CollectorSpec& spec) {
+  return std::visit(
+      Overloaded{
+          [](const collectors::TraceFileCollectorOptions& o) { return collectors::FileTailer::ValidateOptions(o.tailer); },
+          [](const collectors::KvEventsCollectorOptions& o) {
+            // KvEventsCollector::Create's checks before its sockets.
+            if (o.endpoints.empty()) return Status::Error("endpoints: expected at least one ZeroMQ endpoint");
+            if (o.replay_endpoint.empty()) return Status::Ok();
+            for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
+              base::Result<std::string> replay = collectors::OffsetKvEndpoint(o.replay_endpoint, i);
+              if (!replay.ok()) return Status::Error("replay_endpoint: " + replay.error());
+            }
+            return Status::Ok();
+          },
+          [](const collectors::EngineLogCollectorOptions& o) {
+            if (o.name.empty()) return Status::Error("engine_log collector: a name is required");
+            Status s = collectors::FileTailer::ValidateOptions(o.tailer);
+            return s.ok() ? s : Status::Error("engine_log collector '" + o.name + "': " + s.error());
+          },
+          [](const collectors::EngineMetricsCollectorOptions& o) {
+            return collectors::EngineMetricsCollector::ValidateOptions(o);
+          },
+          [](const collectors::SynthOptions& o) {
+            base::Result<collectors::SynthGenerator> generator = collectors::SynthGenerator::Create(o);
+            return generator.ok() ? Status::Ok() : Status::Error(generator.error());
+          },
+      },
+      spec.options);
+}
+
 Made MakeCollector(CollectorSpec spec, const collectors::CollectorLog& log) {
   return std::visit(
       Overloaded{
