@@ -16,6 +16,7 @@
 
 #include "config/field_reader.h"
 #include "config/sections.h"
+#include "config/text_file.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::config {
@@ -197,10 +198,11 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
     return Result<AgentConfig>::Error(path +
                                       ": cannot open the agent config: " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Result<AgentConfig>::Error(path + ": cannot read the agent config");
-  return ParseAgentConfig(text.str(), path);
+  std::string text;
+  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+    return Result<AgentConfig>::Error(path + ": the agent config " + problem);
+  }
+  return ParseAgentConfig(text, path);
 }
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {

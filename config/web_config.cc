@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "config/text_file.h"
+
 namespace kvwatch::config {
 namespace {
 
@@ -391,11 +393,11 @@ Result<WebConfig> ReadWebConfigFile(const std::string& path) {
   if (!in) {
     return Result<WebConfig>::Error(path + ": cannot open web config: " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Result<WebConfig>::Error(path + ": cannot read web config");
-  Result<WebConfig> config =
-      ParseWebConfig(text.str(), std::filesystem::path(path).parent_path().string());
+  std::string text;
+  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+    return Result<WebConfig>::Error(path + ": web config " + problem);
+  }
+  Result<WebConfig> config = ParseWebConfig(text, std::filesystem::path(path).parent_path().string());
   if (!config.ok()) return Result<WebConfig>::Error(path + ": " + config.error());
   return config;
 }

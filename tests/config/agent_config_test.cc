@@ -653,6 +653,17 @@ TEST(AgentConfigTest, LoadAgentConfigFileUsesThePathAsSource) {
   std::filesystem::remove_all(dir);
 }
 
+// A path naming a directory or a device is an error that says so: not an empty
+// (all defaults) document, and not a read without end.
+TEST(AgentConfigTest, LoadAgentConfigFileRefusesDirectoriesAndEndlessFiles) {
+  Result<AgentConfig> dir = LoadAgentConfigFile(testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.error().find("the agent config is a directory"), std::string::npos) << dir.error();
+  Result<AgentConfig> zero = LoadAgentConfigFile("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error(), "/dev/zero: the agent config is larger than 16 MiB (not a config file?)");
+}
+
 // ------------------------------------------------------------------ The reference
 
 TEST(AgentConfigTest, ReferenceRendersEveryKeyOnce) {

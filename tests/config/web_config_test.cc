@@ -289,5 +289,14 @@ TEST(WebConfigTest, ReadFileResolvesRelativeToItsDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(WebConfigTest, ReadWebConfigFileRefusesDirectoriesAndEndlessFiles) {
+  Result<WebConfig> dir = ReadWebConfigFile(testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.error().find("web config is a directory"), std::string::npos) << dir.error();
+  Result<WebConfig> zero = ReadWebConfigFile("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error(), "/dev/zero: web config is larger than 16 MiB (not a config file?)");
+}
+
 }  // namespace
 }  // namespace kvwatch::config
