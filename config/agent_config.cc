@@ -17,6 +17,7 @@
 #include "config/field_reader.h"
 #include "config/sections.h"
 #include "config/text_file.h"
+#include "config/yaml_guard.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::config {
@@ -40,6 +41,10 @@ class Parser {
  private:
   Status ParseText(std::string_view text, AgentConfig* config) {
     std::vector<YAML::Node> documents;
+    if (std::optional<YAML::Mark> mark = RunawayYamlMark(std::string(text))) {
+      return Status::Error(r_.source() + ":" + std::to_string(mark->line + 1) +
+                           ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
+    }
     try {
       documents = YAML::LoadAll(std::string(text));
     } catch (const YAML::Exception& ex) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "config/text_file.h"
+#include "config/yaml_guard.h"
 
 namespace kvwatch::config {
 namespace {
@@ -377,6 +378,11 @@ std::string_view TlsVersionName(TlsVersion version) {
 }
 
 Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir) {
+  if (std::optional<YAML::Mark> mark = internal::RunawayYamlMark(std::string(yaml_text))) {
+    return Result<WebConfig>::Error("line " + std::to_string(mark->line + 1) + ", column " +
+                                    std::to_string(mark->column + 1) +
+                                    ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
+  }
   try {
     YAML::Node root = YAML::Load(std::string(yaml_text));
     return ParseDocument(root, base_dir);

@@ -344,6 +344,19 @@ TEST(AgentConfigTest, AlertSettingsAreCheckedWhereWritten) {
   EXPECT_EQ(WorkingSetTargetName(WorkingSetTarget::kRequestCoverage), "request_coverage");
 }
 
+// yaml-cpp 0.7 never ends on a ',' where a block node is expected (it builds
+// nodes until memory runs out; found by agent_config_fuzz): an error naming the
+// line instead.
+TEST(AgentConfigTest, YamlThatNeverEndsInYamlCppIsAnError) {
+  const std::pair<const char*, int> cases[] = {
+      {",\n", 1}, {"replica: a\n---\n,\n", 3}, {"# kvwatch\n    ,in_requests: 1000\n", 2}, {"\"x\" ,\n", 1}};
+  for (const auto& [text, line] : cases) {
+    EXPECT_EQ(MustFail(text), "agent.yaml:" + std::to_string(line) +
+                                  ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
+  }
+  EXPECT_EQ(MustParse("replica: \"a, b\"\ncurve: {windows: [5m, 1h]}\n").replica, "a, b");
+}
+
 TEST(AgentConfigTest, DuplicateKeysAreErrors) {
   ExpectError("web:\n  port: 1\n  port: 2\n", 3, "web.port", "duplicate key");
 }

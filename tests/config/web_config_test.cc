@@ -298,5 +298,15 @@ TEST(WebConfigTest, ReadWebConfigFileRefusesDirectoriesAndEndlessFiles) {
   EXPECT_EQ(zero.error(), "/dev/zero: web config is larger than 16 MiB (not a config file?)");
 }
 
+// yaml-cpp 0.7 never ends on a ',' where a block node is expected: an error.
+TEST(WebConfigTest, YamlThatNeverEndsInYamlCppIsAnError) {
+  Result<WebConfig> parsed = ParseWebConfig(",\n");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().find("line 1, column 1: invalid YAML: the parser does not end here"), std::string::npos)
+      << parsed.error();
+  parsed = ParseWebConfig("http_server_config:\n  headers: {X-Frame-Options: deny}\n");
+  EXPECT_TRUE(parsed.ok()) << parsed.error();
+}
+
 }  // namespace
 }  // namespace kvwatch::config
