@@ -26,6 +26,7 @@
 #include "base/metric_def.h"
 #include "base/status.h"
 #include "collectors/engine_signals.h"
+#include "collectors/time_sanity.h"
 #include "curve/request.h"
 
 namespace kvwatch::collectors {

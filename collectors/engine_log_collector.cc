@@ -44,7 +44,7 @@ EngineLogCollector::EngineLogCollector(EngineLogCollectorOptions options, std::u
 
 void EngineLogCollector::Poll(RequestSink& /*sink*/, double wall_now_s) {
   TailCallbacks callbacks;
-  callbacks.on_line = [&](std::string_view, std::uint64_t, std::string_view line) {
+  callbacks.on_line = [&](std::string_view, std::string_view, std::uint64_t, std::string_view line) {
     const std::optional<EngineLogRecord> record = ParseEngineLogLine(line);
     if (record && Apply(*record)) stats_.last_success_s = wall_now_s;
   };

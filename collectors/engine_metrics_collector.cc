@@ -219,17 +219,25 @@ struct EngineMetricsCollector::Worker {
   std::thread thread;
 };
 
+base::Status EngineMetricsCollector::ValidateOptions(const EngineMetricsCollectorOptions& options) {
+  using base::Status;
+  const std::string where = "engine_metrics collector '" + options.name + "': ";
+  if (options.name.empty()) return Status::Error("engine_metrics collector: a name is required");
+  if (options.interval.count() <= 0) return Status::Error(where + "expected an interval > 0");
+  if (options.timeout.count() <= 0) return Status::Error(where + "expected a timeout > 0");
+  if (options.max_backoff_factor < 1) return Status::Error(where + "expected max_backoff_factor >= 1");
+  if (options.page_tokens == 0) return Status::Error(where + "expected page_tokens > 0");
+  auto target = ParseScrapeUrl(options.url);
+  if (!target.ok()) return Status::Error(where + "url: " + target.error());
+  return Status::Ok();
+}
+
 base::Result<std::unique_ptr<EngineMetricsCollector>> EngineMetricsCollector::Create(
     EngineMetricsCollectorOptions options, CollectorLog log) {
   using R = base::Result<std::unique_ptr<EngineMetricsCollector>>;
-  const std::string where = "engine_metrics collector '" + options.name + "': ";
-  if (options.name.empty()) return R::Error("engine_metrics collector: a name is required");
-  if (options.interval.count() <= 0) return R::Error(where + "expected an interval > 0");
-  if (options.timeout.count() <= 0) return R::Error(where + "expected a timeout > 0");
-  if (options.max_backoff_factor < 1) return R::Error(where + "expected max_backoff_factor >= 1");
-  if (options.page_tokens == 0) return R::Error(where + "expected page_tokens > 0");
+  if (base::Status s = ValidateOptions(options); !s.ok()) return R::Error(s.error());
   auto target = ParseScrapeUrl(options.url);
-  if (!target.ok()) return R::Error(where + "url: " + target.error());
+  if (!target.ok()) return R::Error(target.error());
   return std::unique_ptr<EngineMetricsCollector>(
       new EngineMetricsCollector(std::move(options), std::move(target).value(), std::move(log)));
 }

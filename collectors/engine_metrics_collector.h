@@ -109,6 +109,9 @@ class EngineMetricsCollector : public Collector {
  public:
   static base::Result<std::unique_ptr<EngineMetricsCollector>> Create(EngineMetricsCollectorOptions options,
                                                                         CollectorLog log);
+  // The checks of Create() on the options alone, creating nothing (no client, no
+  // thread): what `kvwatch check-config` runs.
+  static base::Status ValidateOptions(const EngineMetricsCollectorOptions& options);
   ~EngineMetricsCollector() override;
   EngineMetricsCollector(const EngineMetricsCollector&) = delete;
   EngineMetricsCollector& operator=(const EngineMetricsCollector&) = delete;

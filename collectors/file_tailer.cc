@@ -126,32 +126,38 @@ void FileTailer::ReportReadError(Pass& pass, TailedFile& file, const std::string
 // ---------------------------------------------------------------------------
 // Construction.
 
-Result<std::unique_ptr<FileTailer>> FileTailer::Create(FileTailerOptions options) {
-  using R = Result<std::unique_ptr<FileTailer>>;
+base::Status FileTailer::ValidateOptions(const FileTailerOptions& options) {
+  using base::Status;
   if (options.patterns.empty()) {
-    return R::Error("FileTailerOptions.patterns: expected at least one path or glob pattern");
+    return Status::Error("FileTailerOptions.patterns: expected at least one path or glob pattern");
   }
   for (std::size_t i = 0; i < options.patterns.size(); ++i) {
     if (options.patterns[i].empty()) {
-      return R::Error("FileTailerOptions.patterns[" + std::to_string(i) +
-                      "]: expected a path or glob pattern, got an empty string");
+      return Status::Error("FileTailerOptions.patterns[" + std::to_string(i) +
+                           "]: expected a path or glob pattern, got an empty string");
     }
   }
   if (options.max_line_bytes == 0) {
-    return R::Error("FileTailerOptions.max_line_bytes: expected at least 1");
+    return Status::Error("FileTailerOptions.max_line_bytes: expected at least 1");
   }
   if (options.read_chunk_bytes == 0 || options.read_chunk_bytes > (std::size_t{64} << 20)) {
-    return R::Error("FileTailerOptions.read_chunk_bytes: expected 1 to 64 MiB, got " +
-                    std::to_string(options.read_chunk_bytes));
+    return Status::Error("FileTailerOptions.read_chunk_bytes: expected 1 to 64 MiB, got " +
+                         std::to_string(options.read_chunk_bytes));
   }
   if (options.fingerprint_bytes > kMaxFingerprintBytes) {
-    return R::Error("FileTailerOptions.fingerprint_bytes: expected at most " +
-                    std::to_string(kMaxFingerprintBytes) + ", got " +
-                    std::to_string(options.fingerprint_bytes));
+    return Status::Error("FileTailerOptions.fingerprint_bytes: expected at most " +
+                         std::to_string(kMaxFingerprintBytes) + ", got " +
+                         std::to_string(options.fingerprint_bytes));
   }
   if (options.rotate_wait.count() < 0) {
-    return R::Error("FileTailerOptions.rotate_wait: expected a duration >= 0");
+    return Status::Error("FileTailerOptions.rotate_wait: expected a duration >= 0");
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<FileTailer>> FileTailer::Create(FileTailerOptions options) {
+  using R = Result<std::unique_ptr<FileTailer>>;
+  if (base::Status s = ValidateOptions(options); !s.ok()) return R::Error(s.error());
   if (!options.clock) options.clock = [] { return std::chrono::steady_clock::now(); };
   std::unique_ptr<FileTailer> tailer(new FileTailer(std::move(options)));
   return R(std::move(tailer));
@@ -786,7 +792,7 @@ void FileTailer::DeliverLine(TailedFile& file, std::string_view line, Pass& pass
   ++file.pos.line;
   ++pass.summary.lines;
   if (pass.callbacks.on_line) {
-    pass.callbacks.on_line(options_.patterns[file.source], file.pos.line, line);
+    pass.callbacks.on_line(options_.patterns[file.source], file.pos.path, file.pos.line, line);
   }
 }
 

@@ -101,7 +101,8 @@
 //
 // Labels: the source name passed to on_line and TailEvent::source is the
 // configured pattern string (low-cardinality, fit for a metric label), never
-// the name of a rotated file; TailEvent::path carries the real path for logs.
+// the name of a rotated file; the path passed to on_line and TailEvent::path
+// carry the real path, for logs.
 //
 // Limitations: files must be append-only (a rewrite in place is a truncation).
 // A file created and rotated away between two passes was never seen and is only
@@ -200,10 +201,14 @@ struct TailEvent {
 };
 
 struct TailCallbacks {
-  // One complete line, without "\n" (and without one trailing "\r").
-  // line_number is 1-based within the file (see "Start position" above).
-  // The views are valid only during the call.
-  std::function<void(std::string_view source, std::uint64_t line_number, std::string_view line)>
+  // One complete line, without "\n" (and without one trailing "\r"), of the
+  // file at `path` (its current name: the file a glob found, or the rotated name
+  // of a file still being drained), found through the pattern `source`.
+  // line_number is 1-based within the file (see "Start position" above). Logs
+  // name path:line_number; metrics label by source. The views are valid only
+  // during the call.
+  std::function<void(std::string_view source, std::string_view path, std::uint64_t line_number,
+                     std::string_view line)>
       on_line;
   // Anomalies and lifecycle events; may be empty.
   std::function<void(const TailEvent& event)> on_event;
@@ -224,6 +229,9 @@ class FileTailer {
   // an error: it is reported by the first Poll) and creates the inotify
   // descriptor if asked. Touches no log file until Poll().
   static base::Result<std::unique_ptr<FileTailer>> Create(FileTailerOptions options);
+  // The checks of Create() on the options alone, touching nothing (no file, no
+  // inotify descriptor): what `kvwatch check-config` runs.
+  static base::Status ValidateOptions(const FileTailerOptions& options);
 
   FileTailer(const FileTailer&) = delete;
   FileTailer& operator=(const FileTailer&) = delete;

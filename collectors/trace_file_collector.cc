@@ -1,5 +1,7 @@
 #include "collectors/trace_file_collector.h"
 
+#include <iomanip>
+#include <sstream>
 #include <string>
 
 #include "base/byte_io.h"
@@ -19,16 +21,30 @@ TraceFileCollector::TraceFileCollector(TraceFileCollectorOptions options, std::u
     : options_(std::move(options)), tailer_(std::move(tailer)), parser_(options_.record), log_(options_.name, std::move(log)) {}
 
 void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
-  std::string current_path;
   TailCallbacks callbacks;
-  callbacks.on_line = [&](std::string_view source, std::uint64_t line_number, std::string_view line) {
+  callbacks.on_line = [&](std::string_view, std::string_view path, std::uint64_t line_number,
+                          std::string_view line) {
+    auto bad = [&](std::string_view reason, const std::string& message) {
+      ++stats_.errors[std::string(reason)];
+      log_(std::string(path) + ":" + std::to_string(line_number) + ": " + message);
+    };
     auto parsed = parser_.Parse(line, &request_);
-    if (!parsed.ok()) {
-      ++stats_.errors["bad_record"];
-      log_(std::string(source) + ":" + std::to_string(line_number) + ": " + parsed.error());
-      return;
-    }
+    if (!parsed.ok()) return bad("bad_record", parsed.error());
     if (parsed.value() == ParseOutcome::kBlank) return;
+    if (request_.has_timestamp()) {
+      const TimestampVerdict verdict = CheckTimestamp(request_.timestamp_s, wall_now_s, options_.max_clock_skew_s);
+      if (verdict != TimestampVerdict::kOk) {
+        std::ostringstream message;
+        message << std::setprecision(17) << "timestamp " << request_.timestamp_s << " s is ";
+        if (verdict == TimestampVerdict::kFuture) {
+          message << request_.timestamp_s - wall_now_s << " s ahead of the clock (curve.max_clock_skew "
+                  << options_.max_clock_skew_s << " s); record skipped";
+        } else {
+          message << "negative or not finite; record skipped";
+        }
+        return bad(TimestampReason(verdict), message.str());
+      }
+    }
     sink.OnRequest(request_);
     ++stats_.records;
     stats_.last_success_s = wall_now_s;

@@ -3,7 +3,11 @@
 // handled by FileTailer, and parses each line with TraceRecordParser.
 //
 // Errors by reason: "bad_record" (a line that is not a request record),
-// "line_too_long", "read_error", "checkpoint_error". "dropped" counts loss events
+// "future_timestamp" (a timestamp more than max_clock_skew_s ahead of the wall
+// clock: one such record would move the windows' clock past every later record),
+// "bad_timestamp" (negative or not finite; collectors/time_sanity.h),
+// "line_too_long", "read_error", "checkpoint_error". A bad record is logged with
+// the path of the file it came from and its line number, and not handed on. "dropped" counts loss events
 // the tailer reports (bytes written and truncated away between two reads, as
 // copytruncate can do); each is logged with its byte count.
 //
@@ -27,6 +31,8 @@ struct TraceFileCollectorOptions {
   FileTailerOptions tailer;
   TraceRecordOptions record;
   std::chrono::milliseconds poll_interval{250};
+  // How far ahead of the wall clock a timestamp may be (curve.max_clock_skew).
+  double max_clock_skew_s = kDefaultMaxClockSkewS;
 };
 
 class TraceFileCollector : public Collector {

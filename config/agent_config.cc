@@ -16,6 +16,8 @@
 
 #include "config/field_reader.h"
 #include "config/sections.h"
+#include "config/text_file.h"
+#include "config/yaml_guard.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::config {
@@ -39,6 +41,10 @@ class Parser {
  private:
   Status ParseText(std::string_view text, AgentConfig* config) {
     std::vector<YAML::Node> documents;
+    if (std::optional<YAML::Mark> mark = RunawayYamlMark(std::string(text))) {
+      return Status::Error(r_.source() + ":" + std::to_string(mark->line + 1) +
+                           ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
+    }
     try {
       documents = YAML::LoadAll(std::string(text));
     } catch (const YAML::Exception& ex) {
@@ -197,10 +203,11 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
     return Result<AgentConfig>::Error(path +
                                       ": cannot open the agent config: " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Result<AgentConfig>::Error(path + ": cannot read the agent config");
-  return ParseAgentConfig(text.str(), path);
+  std::string text;
+  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+    return Result<AgentConfig>::Error(path + ": the agent config " + problem);
+  }
+  return ParseAgentConfig(text, path);
 }
 
 std::string_view EngineLogKindName(base::EngineLogKind engine) {

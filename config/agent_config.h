@@ -171,6 +171,12 @@ struct CurveSettings {
   double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
   std::string policy_priorities;
+  // curve.max_clock_skew: how far ahead of the agent's wall clock a record's
+  // timestamp may be, in seconds, > 0; a record further ahead is bad input (it
+  // would move every window past all later records). The default equals
+  // collectors::kDefaultMaxClockSkewS (collectors/time_sanity.h; config/ does not
+  // include collectors/, so collector_registry_test checks that they agree).
+  double max_clock_skew_s = 300;
 
   bool operator==(const CurveSettings&) const = default;
 };

@@ -91,6 +91,12 @@ constexpr ConfigKey kKeys[] = {
      "Retention priorities for the priority canary: `tenant:NAME=P,class:NAME=P` (higher kept "
      "longer; others 0; classes: first, turn2, turn3-4, turn5-8, turn9+)."},
 
+    {"curve.max_clock_skew", Type::kDuration, R"("5m")", true,
+     "How far ahead of the agent's clock a record's timestamp may be, > 0. A record further "
+     "ahead (a trace line, a KV event) is bad input: counted in "
+     "`kvwatch_collector_errors_total{reason=\"future_timestamp\"}`, logged with where it came "
+     "from, and left out, since one would move every window past all later records."},
+
     {"web", Type::kMap, "{}", true, "The HTTP server: `/metrics`, the API and the web page."},
     {"web.listen_address", Type::kString, R"("127.0.0.1")", true,
      "Address to listen on (`0.0.0.0`: every IPv4 interface)."},

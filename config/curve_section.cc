@@ -124,6 +124,7 @@ Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* cu
     if (k == "curve.decode_tokens_per_second") {
       return r.ReadNumber(e, Positive, "> 0", &curve->decode_tokens_per_second);
     }
+    if (k == "curve.max_clock_skew") return r.ReadDuration(e, true, &curve->max_clock_skew_s);
     if (k == "curve.policy_priorities") {
       if (Status s = r.ReadString(e, &curve->policy_priorities); !s.ok()) return s;
       auto rules = curve::ParsePriorityRules(curve->policy_priorities);

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "config/text_file.h"
 #include "simdjson.h"
 
 namespace kvwatch::config {
@@ -388,10 +389,11 @@ base::Result<ModelSpec> ReadModelConfigFile(const std::string& path,
   using R = Result<ModelSpec>;
   std::ifstream in(path, std::ios::binary);
   if (!in) return R::Error(path + ": cannot open the file (" + std::strerror(errno) + ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return R::Error(path + ": cannot read the file (" + std::strerror(errno) + ")");
-  R spec = ParseModelConfig(text.str(), options);
+  std::string text;
+  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+    return R::Error(path + ": " + problem);
+  }
+  R spec = ParseModelConfig(text, options);
   if (!spec.ok()) return R::Error(path + ": " + spec.error());
   if (spec.value().name.empty()) spec.value().name = path;
   return spec;

@@ -11,6 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "config/text_file.h"
+#include "config/yaml_guard.h"
+
 namespace kvwatch::config {
 namespace {
 
@@ -375,6 +378,11 @@ std::string_view TlsVersionName(TlsVersion version) {
 }
 
 Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir) {
+  if (std::optional<YAML::Mark> mark = internal::RunawayYamlMark(std::string(yaml_text))) {
+    return Result<WebConfig>::Error("line " + std::to_string(mark->line + 1) + ", column " +
+                                    std::to_string(mark->column + 1) +
+                                    ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
+  }
   try {
     YAML::Node root = YAML::Load(std::string(yaml_text));
     return ParseDocument(root, base_dir);
@@ -391,11 +399,11 @@ Result<WebConfig> ReadWebConfigFile(const std::string& path) {
   if (!in) {
     return Result<WebConfig>::Error(path + ": cannot open web config: " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Result<WebConfig>::Error(path + ": cannot read web config");
-  Result<WebConfig> config =
-      ParseWebConfig(text.str(), std::filesystem::path(path).parent_path().string());
+  std::string text;
+  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+    return Result<WebConfig>::Error(path + ": web config " + problem);
+  }
+  Result<WebConfig> config = ParseWebConfig(text, std::filesystem::path(path).parent_path().string());
   if (!config.ok()) return Result<WebConfig>::Error(path + ": " + config.error());
   return config;
 }

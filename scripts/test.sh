@@ -17,7 +17,8 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 # The same clang tree checks the thread-safety annotations (base/thread_annotations.h)
 # of the agent as errors (-Werror=thread-safety, CMakeLists.txt).
 cmake --build build-fuzz --parallel "$(nproc)" \
-  --target kv_event_decoder_fuzz engine_log_parser_fuzz exposition_parser_fuzz kvwatch_cli
+  --target kv_event_decoder_fuzz engine_log_parser_fuzz exposition_parser_fuzz trace_record_fuzz \
+  web_config_fuzz agent_config_fuzz kvwatch_cli
 ctest --test-dir build-fuzz --output-on-failure --parallel "$(nproc)" -R '_fuzz_smoke$'
 
 # ThreadSanitizer over the agent's threaded tests: the HTTP server, the alert

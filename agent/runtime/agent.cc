@@ -193,7 +193,11 @@ void Agent::PublishCollector(std::size_t i) {
 
 void Agent::IngestLocked(const curve::Request& request) {
   const double wall = WallNow();
-  const double t = request.has_timestamp() ? request.timestamp_s : ClockNow(wall);
+  // A timestamp beyond wall + curve.max_clock_skew never drives the clock (agent.h, "Clock").
+  const bool timed = request.has_timestamp() && collectors::CheckTimestamp(request.timestamp_s, wall,
+                                                                           options_.curve.max_clock_skew_s) ==
+                                                   collectors::TimestampVerdict::kOk;
+  const double t = timed ? request.timestamp_s : ClockNow(wall);
   std::uint64_t weight = 1;
   curve::GroupTags tags{};
   if (sampled_) {

@@ -32,6 +32,16 @@
 // every page (their page-hit ratios stay exact); their request coverage, which needs
 // each request's unlimited hits, is not exported.
 //
+// Clock: the windows' clock follows the requests' own timestamps (a request
+// without one is placed at the clock's time: the last timestamp plus the wall time
+// since). The collectors drop records whose timestamp is more than
+// curve.max_clock_skew ahead of the wall clock, or negative or not finite, as bad
+// input (collectors/time_sanity.h). As a backstop for requests that reach Ingest()
+// by another road, such a timestamp is treated as absent: the request is counted at
+// the clock's time and never moves the clock (one request from the year 33658 would
+// otherwise leave every later request out of every window). No counter of its own:
+// the bad input is counted where it enters, by the collector.
+//
 // Threads: the event loop (Run) owns the collectors and polls them without mu_:
 // their I/O (file reads, ZeroMQ receives, the engine scraper's hand-over) runs
 // unlocked, and mu_ is taken only to hand over parsed requests (in batches) and,
@@ -175,7 +185,7 @@ class Agent : public collectors::RequestSink {
   void ResetWindows() REQUIRES(mu_);
   // After a restore: restarts the windows when their clock is beyond the skew.
   void RepairClock(double wall_now_s) REQUIRES(mu_);
-  double max_clock_skew_s() const { return collectors::kDefaultMaxClockSkewS; }
+  double max_clock_skew_s() const { return options_.curve.max_clock_skew_s; }
   // Recreates the policy canaries empty (their saved state did not fit, or the
   // clock was repaired).
   void ResetCanaries() REQUIRES(mu_);

@@ -1,12 +1,21 @@
 #include "agent/runtime/agent_command.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "agent/runtime/collector_registry.h"
+#include "agent/web/http_server.h"
 #include "config/model_config.h"
+#include "curve/policy_canaries.h"
 #include "config/web_config.h"
 #include "curve/sizing.h"
 
@@ -26,10 +35,53 @@ base::Result<config::AgentConfig> LoadConfig(const std::string& path) {
   return config;
 }
 
+// "" when the HTTP server can resolve its listen address as it will when it
+// starts (cpp-httplib 0.11.4's getaddrinfo: any family, a stream socket, passive);
+// else why not. Whether the port is free is a fact of the run, not of the config.
+std::string ListenAddressProblem(const std::string& host, int port, bool resolve_names) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | (resolve_names ? 0 : AI_NUMERICHOST);
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc == 0 || (!resolve_names && rc == EAI_NONAME)) return "";
+  return "cannot resolve \"" + host + "\": " + ::gai_strerror(rc);
+}
+
+// "" when create_directories(path) can make path a directory, checked without
+// creating anything: every component that exists is a directory, and the deepest
+// existing one is writable when something is left to create.
+std::string DirectoryProblem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::absolute(path, ec);
+  if (ec) return "'" + path + "': " + ec.message();
+  for (fs::path p = target;; p = p.parent_path()) {
+    const fs::file_status st = fs::status(p, ec);
+    if (st.type() == fs::file_type::not_found) {
+      if (p == p.parent_path()) return "'" + path + "': no existing parent directory";
+      continue;
+    }
+    if (ec) return "'" + p.string() + "': " + ec.message();
+    if (st.type() != fs::file_type::directory) {
+      return "cannot create '" + path + "': '" + p.string() + "' exists and is not a directory";
+    }
+    if (p != target && ::access(p.c_str(), W_OK | X_OK) != 0) {
+      return "cannot create '" + path + "': '" + p.string() + "': " + std::strerror(errno);
+    }
+    return "";
+  }
+}
+
 }  // namespace
 
-Options BuildAgentOptions(const config::AgentConfig& c) {
-  AgentOptions o;
+base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, const ValidationOptions& options) {
+  using R = base::Result<ValidatedConfig>;
+  ValidatedConfig v;
+  AgentOptions& o = v.options;
   o.replica = c.replica;
   o.engine = config::ToEngineOptions(c.engine);
   o.coverage_share = c.engine.coverage_share;
@@ -41,21 +93,21 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
   std::optional<curve::ModelSpec> spec;
   if (!c.model.empty()) {
     auto preset = curve::LookupModelPreset(c.model);
-    if (!preset.ok()) return Options::Error("model: " + preset.error());
+    if (!preset.ok()) return R::Error("model: " + preset.error());
     spec = preset.value();
   } else if (!c.model_config.empty()) {
     auto parsed = config::ReadModelConfigFile(c.model_config);
-    if (!parsed.ok()) return Options::Error("model_config: " + parsed.error());
+    if (!parsed.ok()) return R::Error("model_config: " + parsed.error());
     spec = parsed.value();
   }
   if (spec) {
     if (!c.kv_dtype.empty()) {
       auto bytes = curve::DtypeBytes(c.kv_dtype);
-      if (!bytes.ok()) return Options::Error("kv_dtype: " + bytes.error());
+      if (!bytes.ok()) return R::Error("kv_dtype: " + bytes.error());
       spec->bytes_per_element = bytes.value();
     }
     auto bpt = curve::BytesPerTokenPerRank(*spec, c.tensor_parallel);
-    if (!bpt.ok()) return Options::Error("tensor_parallel: " + bpt.error());
+    if (!bpt.ok()) return R::Error("tensor_parallel: " + bpt.error());
     o.bytes_per_token = static_cast<double>(bpt.value());
     o.model_name = spec->name;
   } else if (c.bytes_per_token) {
@@ -64,6 +116,11 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
 
   o.curve = c.curve;
   o.tenants = c.tenants;
+  // Agent::Init's checks of the tenant accounting (exact engine only).
+  const bool sampled = o.sample_rate < 1.0 || o.sample_max_pages > 0;
+  if (o.tenants.enabled && !sampled) {
+    if (base::Status s = o.tenants.Validate("tenants."); !s.ok()) return R::Error(s.error());
+  }
   if (!c.curve.policies.empty()) {
     // The engine's own policy first, so every canary compares with canary (0, capacity).
     curve::CanaryOptions canaries;
@@ -73,42 +130,61 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     }
     for (const std::string& name : names) {
       auto kind = curve::ParsePolicyName(name);
-      if (!kind.ok()) return Options::Error("curve.policies: " + kind.error());
+      if (!kind.ok()) return R::Error("curve.policies: " + kind.error());
       canaries.policies.push_back(kind.value());
     }
     canaries.lifetime.decode_tokens_per_s = c.curve.decode_tokens_per_second;
     canaries.lifetime.page_tokens = o.page_tokens;
     auto rules = curve::ParsePriorityRules(c.curve.policy_priorities);
-    if (!rules.ok()) return Options::Error("curve.policy_priorities: " + rules.error());
+    if (!rules.ok()) return R::Error("curve.policy_priorities: " + rules.error());
     canaries.priorities = rules.value();
+    // The canaries as Agent::Init creates them (in memory only).
+    curve::CanaryOptions as_run = canaries;
+    for (const WindowSpec& w : o.curve.windows) as_run.windows_s.push_back(w.seconds);
+    as_run.capacities = o.curve.capacities;
+    as_run.touch_order = o.engine.touch_order;
+    as_run.coverage_share = o.coverage_share;
+    auto created = curve::PolicyCanaries::Create(as_run);
+    if (!created.ok()) return R::Error("curve.policies: " + created.error());
     o.canaries = std::move(canaries);
   }
 
+  // The HTTP server as Agent::Init creates it: the web config file read, its TLS
+  // certificates and key loaded and checked against each other, its users'
+  // hashes checked. No socket: HttpServer::Create does not listen.
   o.http.listen_address = c.web.listen_address;
   o.http.port = c.web.port;
   o.http.max_connections = static_cast<std::size_t>(c.web.max_connections);
   if (!c.web.config_file.empty()) {
     auto web = config::ReadWebConfigFile(c.web.config_file);
-    if (!web.ok()) return Options::Error("web.config_file: " + web.error());
+    if (!web.ok()) return R::Error("web.config_file: " + web.error());
     o.http.web = web.value();
+  }
+  {
+    auto server = HttpServer::Create(o.http);
+    if (!server.ok()) return R::Error((o.http.web ? "web.config_file: " : "web: ") + server.error());
+  }
+  if (std::string problem = ListenAddressProblem(o.http.listen_address, o.http.port, options.resolve_host_names);
+      !problem.empty()) {
+    return R::Error("web.listen_address: " + problem);
   }
   o.refresh_seconds = c.web.refresh_seconds;
   // state.path is a directory: the agent's state file and the tail positions.
   if (!c.state.path.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(c.state.path, ec);
-    if (ec) return Options::Error("state.path: cannot create '" + c.state.path + "': " + ec.message());
+    if (std::string problem = DirectoryProblem(c.state.path); !problem.empty()) {
+      return R::Error("state.path: " + problem);
+    }
+    v.state_dir = c.state.path;
     o.state_path = (std::filesystem::path(c.state.path) / "state.bin").string();
   }
   o.state_interval = c.state.SaveInterval();
 
-  auto log = [](std::string_view collector, std::string_view message) {
-    std::fprintf(stderr, "kvwatch agent: %.*s: %.*s\n", static_cast<int>(collector.size()), collector.data(),
-                 static_cast<int>(message.size()), message.data());
-  };
-  auto collectors = BuildCollectors(c, log);
-  if (!collectors.ok()) return Options::Error(collectors.error());
-  o.collectors = std::move(collectors).value();
+  auto collectors = ParseCollectors(c);
+  if (!collectors.ok()) return R::Error(collectors.error());
+  for (const CollectorSpec& spec : collectors.value()) {
+    if (base::Status s = ValidateCollector(spec); !s.ok()) return R::Error(spec.where + ": " + s.error());
+  }
+  v.collectors = std::move(collectors).value();
   if (c.alerts.enabled) {
     AlertRunnerContext context;
     context.replica = o.replica;
@@ -116,10 +192,41 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     for (const WindowSpec& w : o.curve.windows) context.window_seconds.push_back(w.seconds);
     context.capacities = o.curve.capacities;
     auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context);
-    if (!alerts.ok()) return Options::Error(alerts.error());
+    if (!alerts.ok()) return R::Error(alerts.error());
+    if (base::Status s = AlertRunner::ValidateOptions(alerts.value()); !s.ok()) return R::Error(s.error());
     o.alerts = std::move(alerts).value();
   }
+  return v;
+}
+
+Options BuildAgentOptions(const config::AgentConfig& c) {
+  auto validated = ValidateAgentConfig(c);
+  if (!validated.ok()) return Options::Error(validated.error());
+  ValidatedConfig& v = validated.value();
+  AgentOptions o = std::move(v.options);
+  if (!v.state_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(v.state_dir, ec);
+    if (ec) return Options::Error("state.path: cannot create '" + v.state_dir + "': " + ec.message());
+  }
+  auto log = [](std::string_view collector, std::string_view message) {
+    std::fprintf(stderr, "kvwatch agent: %.*s: %.*s\n", static_cast<int>(collector.size()), collector.data(),
+                 static_cast<int>(message.size()), message.data());
+  };
+  for (CollectorSpec& spec : v.collectors) {
+    const std::string where = spec.where;
+    auto collector = MakeCollector(std::move(spec), log);
+    if (!collector.ok()) return Options::Error(where + ": " + collector.error());
+    o.collectors.push_back(std::move(collector).value());
+  }
   return o;
+}
+
+base::Status CheckConfigText(std::string_view yaml, const std::string& source, const ValidationOptions& options) {
+  auto config = config::ParseAgentConfig(yaml, source);
+  if (!config.ok()) return config.status();
+  auto validated = ValidateAgentConfig(config.value(), options);
+  return validated.ok() ? base::Status::Ok() : base::Status::Error(source + ": " + validated.error());
 }
 
 int RunAgent(const std::string& config_path) {
@@ -149,9 +256,9 @@ int RunCheckConfig(const std::string& config_path) {
     std::fprintf(stderr, "kvwatch check-config: %s\n", config.error().c_str());
     return 1;
   }
-  auto options = BuildAgentOptions(config.value());
-  if (!options.ok()) {
-    std::fprintf(stderr, "kvwatch check-config: %s: %s\n", config_path.c_str(), options.error().c_str());
+  auto validated = ValidateAgentConfig(config.value());
+  if (!validated.ok()) {
+    std::fprintf(stderr, "kvwatch check-config: %s: %s\n", config_path.c_str(), validated.error().c_str());
     return 1;
   }
   std::printf("%s: valid\n", config_path.c_str());

@@ -187,20 +187,41 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
   return o;
 }
 
-base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOptions options) {
-  using R = base::Result<std::unique_ptr<AlertRunner>>;
+namespace {
+
+// The notifier's options as Create() gives them to Notifier::Create (the alerter's
+// request timeout when none is set).
+NotifierOptions EffectiveNotifierOptions(const AlertRunnerOptions& options) {
+  NotifierOptions n = options.notifier;
+  if (n.timeout.count() == 0) n.timeout = options.alerter.notify.request_timeout;
+  return n;
+}
+
+}  // namespace
+
+base::Status AlertRunner::ValidateOptions(const AlertRunnerOptions& options) {
+  using base::Status;
   if (options.alerter.evaluation_interval.count() <= 0) {
-    return R::Error("alerts.evaluation_interval: expected a duration > 0");
+    return Status::Error("alerts.evaluation_interval: expected a duration > 0");
   }
   if (!(options.inputs.working_set.fraction > 0 && options.inputs.working_set.fraction <= 1)) {
-    return R::Error("alerts.over_capacity.fraction: expected a number in (0, 1]");
+    return Status::Error("alerts.over_capacity.fraction: expected a number in (0, 1]");
   }
+  auto alerter = alerts::Alerter::Create(options.alerter);
+  if (!alerter.ok()) return Status::Error(alerter.error());
+  if (!options.notifier.targets.empty()) return Notifier::ValidateOptions(EffectiveNotifierOptions(options));
+  return Status::Ok();
+}
+
+base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOptions options) {
+  using R = base::Result<std::unique_ptr<AlertRunner>>;
+  if (base::Status s = ValidateOptions(options); !s.ok()) return R::Error(s.error());
   auto alerter = alerts::Alerter::Create(options.alerter);
   if (!alerter.ok()) return R::Error(alerter.error());
   const auto start_wall = std::chrono::system_clock::now();
   const auto start_steady = std::chrono::steady_clock::now();
   auto clock_offset = std::make_shared<std::atomic<std::int64_t>>(0);
-  if (options.notifier.timeout.count() == 0) options.notifier.timeout = options.alerter.notify.request_timeout;
+  options.notifier.timeout = EffectiveNotifierOptions(options).timeout;
   if (!options.notifier.clock) {
     // The notifiers judge expiry on the alerts' own clock.
     options.notifier.clock = [start_wall, start_steady, clock_offset] {

@@ -141,6 +141,8 @@ class AlertRunner {
  public:
   // Validates the options (errors name the field) and starts the notifiers.
   static base::Result<std::unique_ptr<AlertRunner>> Create(AlertRunnerOptions options);
+  // The checks of Create() alone, starting nothing (`kvwatch check-config`).
+  static base::Status ValidateOptions(const AlertRunnerOptions& options);
   ~AlertRunner();
   AlertRunner(const AlertRunner&) = delete;
   AlertRunner& operator=(const AlertRunner&) = delete;

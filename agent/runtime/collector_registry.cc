@@ -133,6 +133,7 @@ Status ParseTraceFile(SectionParser& p, const Entry& item, CollectorOptions* out
     return r.Unhandled(e);
   });
   if (!status.ok()) return status;
+  o.max_clock_skew_s = p.config.curve.max_clock_skew_s;
   *out = std::move(o);
   return Status::Ok();
 }
@@ -166,6 +167,7 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
   const config::AgentConfig& c = p.config;
   o.tracker.scope = c.model.empty() ? c.model_label : c.model;
   o.tracker.parent_map_max_entries = std::size_t{4} * c.engine.max_pages;
+  o.max_clock_skew_s = c.curve.max_clock_skew_s;
   *out = std::move(o);
   return Status::Ok();
 }
@@ -331,6 +333,36 @@ base::Result<std::vector<CollectorSpec>> ParseCollectors(const config::AgentConf
     for (CollectorSpec& spec : specs) out.push_back(std::move(spec));
   }
   return out;
+}
+
+Status ValidateCollector(const CollectorSpec& spec) {
+  return std::visit(
+      Overloaded{
+          [](const collectors::TraceFileCollectorOptions& o) { return collectors::FileTailer::ValidateOptions(o.tailer); },
+          [](const collectors::KvEventsCollectorOptions& o) {
+            // KvEventsCollector::Create's checks before its sockets.
+            if (o.endpoints.empty()) return Status::Error("endpoints: expected at least one ZeroMQ endpoint");
+            if (o.replay_endpoint.empty()) return Status::Ok();
+            for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
+              base::Result<std::string> replay = collectors::OffsetKvEndpoint(o.replay_endpoint, i);
+              if (!replay.ok()) return Status::Error("replay_endpoint: " + replay.error());
+            }
+            return Status::Ok();
+          },
+          [](const collectors::EngineLogCollectorOptions& o) {
+            if (o.name.empty()) return Status::Error("engine_log collector: a name is required");
+            Status s = collectors::FileTailer::ValidateOptions(o.tailer);
+            return s.ok() ? s : Status::Error("engine_log collector '" + o.name + "': " + s.error());
+          },
+          [](const collectors::EngineMetricsCollectorOptions& o) {
+            return collectors::EngineMetricsCollector::ValidateOptions(o);
+          },
+          [](const collectors::SynthOptions& o) {
+            base::Result<collectors::SynthGenerator> generator = collectors::SynthGenerator::Create(o);
+            return generator.ok() ? Status::Ok() : Status::Error(generator.error());
+          },
+      },
+      spec.options);
 }
 
 Made MakeCollector(CollectorSpec spec, const collectors::CollectorLog& log) {

@@ -13,7 +13,7 @@
 // agent's state file is found by its name.
 //
 // Thread safety: the table is immutable; the functions are pure except that
-// BuildCollectors() creates collectors; any thread.
+// MakeCollector() and BuildCollectors() create collectors; any thread.
 #ifndef KVWATCH_AGENT_RUNTIME_COLLECTOR_REGISTRY_H_
 #define KVWATCH_AGENT_RUNTIME_COLLECTOR_REGISTRY_H_
 
@@ -54,6 +54,12 @@ collectors::SynthOptions AgentSynthOptions(const config::AgentConfig& config);
 // trace_files, kv_events, engine_log, engine_metrics, synth (synth also, with its
 // defaults, when no collector at all is configured).
 base::Result<std::vector<CollectorSpec>> ParseCollectors(const config::AgentConfig& config);
+
+// The checks the collector's Create() makes on spec's options, creating nothing
+// (no socket, thread, descriptor or file): what `kvwatch check-config` runs.
+// Whether a ZeroMQ endpoint can be bound or reached, a URL answers or a file
+// exists are facts of the run, not of the config, and are not checked.
+base::Status ValidateCollector(const CollectorSpec& spec);
 
 // Creates (does not start) the collector of spec; errors are the collector's.
 base::Result<std::unique_ptr<collectors::Collector>> MakeCollector(CollectorSpec spec,

@@ -154,23 +154,33 @@ std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items
   return out;
 }
 
+base::Status Notifier::ValidateOptions(const NotifierOptions& options) {
+  using base::Status;
+  if (options.timeout.count() <= 0) return Status::Error("alerts.timeout: expected a duration > 0");
+  if (options.initial_backoff.count() <= 0 || options.max_backoff < options.initial_backoff) {
+    return Status::Error("notifier backoff: expected 0 < initial_backoff <= max_backoff");
+  }
+  if (options.queue_capacity == 0) return Status::Error("notifier queue_capacity: expected at least 1");
+  for (const NotifierTarget& target : options.targets) {
+    std::string origin, path;
+    if (!SplitUrl(target.url, &origin, &path)) {
+      return Status::Error(std::string(target.kind == NotifierKind::kAlertmanager ? "alerts.alertmanagers"
+                                                                                   : "alerts.webhooks") +
+                           ": \"" + target.url + "\": expected an http:// or https:// URL with a host");
+    }
+  }
+  return Status::Ok();
+}
+
 base::Result<std::unique_ptr<Notifier>> Notifier::Create(NotifierOptions options) {
   using R = base::Result<std::unique_ptr<Notifier>>;
-  if (options.timeout.count() <= 0) return R::Error("alerts.timeout: expected a duration > 0");
-  if (options.initial_backoff.count() <= 0 || options.max_backoff < options.initial_backoff) {
-    return R::Error("notifier backoff: expected 0 < initial_backoff <= max_backoff");
-  }
-  if (options.queue_capacity == 0) return R::Error("notifier queue_capacity: expected at least 1");
+  if (base::Status s = ValidateOptions(options); !s.ok()) return R::Error(s.error());
   std::vector<std::unique_ptr<Worker>> workers;
   for (const NotifierTarget& target : options.targets) {
     auto worker = std::make_unique<Worker>();
     worker->target = target;
     std::string path;
-    if (!SplitUrl(target.url, &worker->scheme_host_port, &path)) {
-      return R::Error(std::string(target.kind == NotifierKind::kAlertmanager ? "alerts.alertmanagers"
-                                                                              : "alerts.webhooks") +
-                      ": \"" + target.url + "\": expected an http:// or https:// URL with a host");
-    }
+    SplitUrl(target.url, &worker->scheme_host_port, &path);  // checked by ValidateOptions
     worker->path = TargetPath(target, path);
     {
       base::MutexLock lock(worker->mu);  // no thread yet; for the analysis

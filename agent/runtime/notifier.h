@@ -99,6 +99,8 @@ class Notifier {
   // Validates the URLs and starts one worker per target. Errors name the target:
   // "alerts.alertmanagers: \"x\": expected an http:// or https:// URL".
   static base::Result<std::unique_ptr<Notifier>> Create(NotifierOptions options);
+  // The checks of Create() alone, starting nothing (`kvwatch check-config`).
+  static base::Status ValidateOptions(const NotifierOptions& options);
   ~Notifier();
   Notifier(const Notifier&) = delete;
   Notifier& operator=(const Notifier&) = delete;

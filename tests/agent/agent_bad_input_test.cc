@@ -178,5 +178,53 @@ TEST_F(AgentBadInputTest, BadLinesAreCountedAndLoggedAndNeverStopTheAgent) {
   EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
 }
 
+// One record from the far future (1e15 ms: the year 33658) among 2,000 good ones
+// in files found by a glob: it is bad input, counted and logged with its file's
+// path and line, and the windows' clock stays with the good records, so every one
+// of them counts in the window (it used to count 1 after 2,001 requests). A bad
+// line in the glob's second file is logged with that file's path, not the glob.
+TEST_F(AgentBadInputTest, FarFutureRecordIsRejectedAndEveryGoodRecordCountsInTheWindows) {
+  const std::vector<Record> records = SynthRecords(2000);
+  ASSERT_EQ(records.size(), 2000u);
+  const std::string traces = dir_.Sub("traces");
+  ASSERT_TRUE(std::filesystem::create_directories(traces));
+  const std::string first = traces + "/a.jsonl", second = traces + "/b.jsonl";
+  const std::int64_t now_ms = WallNowMs();
+  auto good = [&](std::size_t begin, std::size_t end) { return JsonLines(records, begin, end, now_ms); };
+  // a.jsonl: 2 good records, the future one (line 3), 998 good ones.
+  ASSERT_TRUE(WriteFile(first, good(0, 2) + "{\"timestamp\": 1e15, \"hash_ids\": [10]}\n" + good(2, 1000)));
+  // b.jsonl: 500 good records, a broken one (line 501), 500 good ones.
+  ASSERT_TRUE(WriteFile(second, good(1000, 1500) + "{\"timestamp\": 1, \"hash_ids\": [1,\n" + good(1500, 2000)));
+
+  const std::string config = "web: {port: 0}\ncurve: {windows: [\"5m\", \"1h\"], max_clock_skew: 1m}\n"
+                             "collectors:\n  trace_files:\n" +
+                             TraceFileCollectorYaml("glob", traces + "/*.jsonl");
+  std::string error;
+  auto agent = AgentProcess::Start(dir_.path(), "agent", config, &error);
+  ASSERT_NE(agent, nullptr) << error;
+  ASSERT_TRUE(agent->WaitForRequests(2000)) << "kvwatch_requests_total=" << agent->Value("kvwatch_requests_total")
+                                            << "\n"
+                                            << Tail(agent->Stderr());
+  auto metrics = agent->Metrics(&error);
+  ASSERT_TRUE(metrics.has_value()) << error;
+  auto value = [&](const std::string& name, const LabelMap& labels) {
+    return SampleValue(*metrics, name, labels).value_or(-1);
+  };
+  EXPECT_EQ(value("kvwatch_requests_total", {}), 2000);
+  EXPECT_EQ(value("kvwatch_window_requests", {{"window", "5m"}}), 2000);
+  EXPECT_EQ(value("kvwatch_window_requests", {{"window", "1h"}}), 2000);
+  EXPECT_EQ(value("kvwatch_collector_errors_total", {{"collector", "glob"}, {"reason", "future_timestamp"}}), 1);
+  EXPECT_EQ(value("kvwatch_collector_errors_total", {{"collector", "glob"}, {"reason", "bad_record"}}), 1);
+  EXPECT_EQ(value("kvwatch_page_references_total", {}), static_cast<double>(TotalPages(records, 0, 2000)));
+
+  const std::string log = agent->Stderr();
+  EXPECT_NE(log.find(first + ":3: timestamp 1000000000000 s is "), std::string::npos) << Tail(log);
+  EXPECT_NE(log.find("curve.max_clock_skew 60 s"), std::string::npos) << Tail(log);
+  EXPECT_NE(log.find(second + ":501: "), std::string::npos) << Tail(log);
+  EXPECT_EQ(log.find("*.jsonl:"), std::string::npos) << "a bad line is logged with its file, not the glob\n"
+                                                      << Tail(log);
+  EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+}
+
 }  // namespace
 }  // namespace kvwatch::agent

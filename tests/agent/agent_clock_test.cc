@@ -9,6 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include "agent/runtime/agent.h"
+#include "collectors/exposition_parser.h"
+#include "collectors/time_sanity.h"
 #include "tests/agent/testing_agent.h"
 #include "tests/agent/testing_process.h"
 
@@ -43,6 +46,37 @@ TEST(AgentClockTest, RelativeTimestampsCountInWindowsAfterIdle) {
   EXPECT_EQ(agent->Value("kvwatch_window_requests", {{"window", "5m"}}), 300);
   EXPECT_EQ(agent->Value("kvwatch_window_requests", {{"window", "1h"}}), 300);
   EXPECT_EQ(agent->Stop(), 0);
+}
+
+// The agent's backstop, for requests that reach it without a collector's check:
+// a timestamp beyond wall + curve.max_clock_skew is treated as absent (the request
+// counts at the clock's time) and never moves the windows' clock, so the requests
+// after it still count in the windows.
+TEST(AgentClockTest, FutureTimestampNeverMovesTheWindowsClock) {
+  AgentOptions o;
+  o.curve.windows = {{"5m", 300}};
+  o.curve.max_clock_skew_s = 60;
+  o.http.port = 0;
+  auto created = Agent::Create(std::move(o));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Agent& agent = *created.value();
+  const double now = collectors::WallNow();
+  curve::Request r;
+  r.pages = {1, 2, 3};
+  r.timestamp_s = now;
+  agent.OnRequest(r);
+  r.timestamp_s = now + 3600;  // an hour ahead: beyond the skew
+  agent.OnRequest(r);
+  r.timestamp_s = now + 30;  // within the skew: a real timestamp
+  agent.OnRequest(r);
+  for (int i = 0; i < 100; ++i) {
+    r.timestamp_s = now + 30;
+    agent.OnRequest(r);
+  }
+  const collectors::Exposition e = collectors::ParseExposition(agent.RenderMetrics());
+  EXPECT_EQ(SampleValue(e, "kvwatch_requests_total").value_or(-1), 103);
+  EXPECT_EQ(SampleValue(e, "kvwatch_window_requests", {{"window", "5m"}}).value_or(-1), 103);
+  EXPECT_EQ(SampleValue(e, "kvwatch_window_late_requests_total").value_or(-1), 0);
 }
 
 }  // namespace

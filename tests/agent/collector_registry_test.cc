@@ -256,6 +256,19 @@ TEST(CollectorRegistryTest, TenantSourceTakesTheTrackersSpellings) {
               "expected a string");
 }
 
+// curve.max_clock_skew reaches every collector that checks timestamps; its
+// default in config/ (which cannot include collectors/) is the collectors' own.
+TEST(CollectorRegistryTest, MaxClockSkewReachesTheTimestampCheckingCollectors) {
+  EXPECT_EQ(config::CurveSettings{}.max_clock_skew_s, collectors::kDefaultMaxClockSkewS);
+  const std::string trace = "collectors:\n  trace_files:\n    - name: t\n      paths: [x]\n";
+  const std::string kv = "collectors:\n  kv_events:\n    - name: k\n      endpoints: [tcp://h:1]\n";
+  EXPECT_EQ(Only<TraceFileCollectorOptions>(MustParse(trace)).max_clock_skew_s, collectors::kDefaultMaxClockSkewS);
+  EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse(kv)).max_clock_skew_s, collectors::kDefaultMaxClockSkewS);
+  EXPECT_EQ(Only<TraceFileCollectorOptions>(MustParse("curve: {max_clock_skew: 1m30s}\n" + trace)).max_clock_skew_s,
+            90);
+  EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse("curve: {max_clock_skew: 2s}\n" + kv)).max_clock_skew_s, 2);
+}
+
 // ------------------------------------------------------------------ Errors
 
 TEST(CollectorRegistryTest, DurationsAndSizesNameTheKey) {

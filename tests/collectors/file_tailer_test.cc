@@ -46,9 +46,10 @@ class Recorder {
  public:
   TailCallbacks Callbacks() {
     TailCallbacks callbacks;
-    callbacks.on_line = [this](std::string_view source, std::uint64_t number,
-                               std::string_view text) {
+    callbacks.on_line = [this](std::string_view source, std::string_view path,
+                               std::uint64_t number, std::string_view text) {
       lines.push_back(Line{std::string(source), number, std::string(text)});
+      paths.push_back(std::string(path));
     };
     callbacks.on_event = [this](const TailEvent& e) {
       events.push_back(Event{e.kind, std::string(e.source), e.path, e.count, e.message});
@@ -74,10 +75,12 @@ class Recorder {
   }
   void Clear() {
     lines.clear();
+    paths.clear();
     events.clear();
   }
 
   std::vector<Line> lines;
+  std::vector<std::string> paths;  // the file each line came from, in step with lines
   std::vector<Event> events;
 };
 
@@ -267,6 +270,28 @@ TEST_F(FileTailerTest, SourceIsThePatternAndEventsCarryTheRealPath) {
   EXPECT_EQ(opened[1]->path, Path("b-1.txt"));
   EXPECT_EQ(TailEventKindName(TailEventKind::kLineTooLong), "line_too_long");
   EXPECT_EQ(TailEventKindName(TailEventKind::kLostBytes), "lost_bytes");
+}
+
+// A line's path is the file a glob found, not the pattern: a log of a bad line
+// names the file to open. A rotated file being drained gives its new name.
+TEST_F(FileTailerTest, LinesCarryThePathOfTheFileTheyCameFrom) {
+  Append("t-1.jsonl", "one\n");
+  Append("t-2.jsonl", "two\nthree\n");
+  auto tailer = Make(Options({"t-*.jsonl"}));
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("one", "two", "three"));
+  EXPECT_THAT(recorder_.paths, ElementsAre(Path("t-1.jsonl"), Path("t-2.jsonl"), Path("t-2.jsonl")));
+  EXPECT_EQ(recorder_.lines[2].source, Path("t-*.jsonl"));
+
+  recorder_.Clear();
+  Append("app.log", "");
+  auto single = Make(Options({"app.log"}));
+  Poll(*single);
+  Append("app.log", "before\n");
+  Rename("app.log", "app.log.1");
+  Poll(*single);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("before"));
+  EXPECT_THAT(recorder_.paths, ElementsAre(Path("app.log.1")));
 }
 
 TEST_F(FileTailerTest, FileMatchedByTwoPatternsIsReadOnce) {

@@ -359,7 +359,7 @@ class TortureRun {
 
   TailCallbacks Callbacks() {
     TailCallbacks callbacks;
-    callbacks.on_line = [this](std::string_view source, std::uint64_t, std::string_view line) {
+    callbacks.on_line = [this](std::string_view, std::string_view, std::uint64_t, std::string_view line) {
       OnLine(line);
     };
     callbacks.on_event = [this](const TailEvent& event) {

@@ -436,5 +436,14 @@ TEST(ModelConfigTest, ReadsAFileAndNamesThePathInErrors) {
   for (const std::string& path : {good, unnamed, bad}) std::remove(path.c_str());
 }
 
+TEST(ModelConfigTest, ReadModelConfigFileRefusesDirectoriesAndEndlessFiles) {
+  Result<ModelSpec> spec = ReadModelConfigFile(testing::TempDir());
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.error().find("is a directory, not a file"), std::string::npos) << spec.error();
+  spec = ReadModelConfigFile("/dev/zero");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.error(), "/dev/zero: is larger than 16 MiB (not a config file?)");
+}
+
 }  // namespace
 }  // namespace kvwatch::config

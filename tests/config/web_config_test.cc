@@ -289,5 +289,24 @@ TEST(WebConfigTest, ReadFileResolvesRelativeToItsDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(WebConfigTest, ReadWebConfigFileRefusesDirectoriesAndEndlessFiles) {
+  Result<WebConfig> dir = ReadWebConfigFile(testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.error().find("web config is a directory"), std::string::npos) << dir.error();
+  Result<WebConfig> zero = ReadWebConfigFile("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error(), "/dev/zero: web config is larger than 16 MiB (not a config file?)");
+}
+
+// yaml-cpp 0.7 never ends on a ',' where a block node is expected: an error.
+TEST(WebConfigTest, YamlThatNeverEndsInYamlCppIsAnError) {
+  Result<WebConfig> parsed = ParseWebConfig(",\n");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().find("line 1, column 1: invalid YAML: the parser does not end here"), std::string::npos)
+      << parsed.error();
+  parsed = ParseWebConfig("http_server_config:\n  headers: {X-Frame-Options: deny}\n");
+  EXPECT_TRUE(parsed.ok()) << parsed.error();
+}
+
 }  // namespace
 }  // namespace kvwatch::config
