@@ -18,8 +18,9 @@
 #                tsan_files below, and the libFuzzer targets: a fuzzer needs ASan and
 #                cannot share TSan's instrumentation, so tests/fuzz compiles the three
 #                parser sources and the encoder again with its own flags (four files,
-#                not a third copy of the libraries). -O1 with line tables: what TSan
-#                and libFuzzer recommend, and about half the compile time of -O3 -g.
+#                not a third copy of the libraries). -O1 with line tables: enough for
+#                TSan's and libFuzzer's reports, and a third less compile time than
+#                -O3 -g (agent/runtime/agent.cc with TSan: 12.1 s CPU instead of 18.3 s).
 # The slow stages print "stage <name>: N s" so a slow run shows where its time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
