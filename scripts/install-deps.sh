@@ -12,8 +12,9 @@ packages=(g++ cmake ninja-build pkg-config libssl-dev
 if [[ "${1:-}" == "--test" ]]; then
   # clang: libFuzzer targets; prometheus (with promtool) and prometheus-alertmanager:
   # the end-to-end tests run the real ones on 127.0.0.1; chromium: the page test;
-  # openssl: test certificates.
-  packages+=(clang prometheus prometheus-alertmanager chromium openssl)
+  # openssl: test certificates; ccache: rebuilds of unchanged files are cache hits
+  # (the build scripts use it when installed).
+  packages+=(clang prometheus prometheus-alertmanager chromium openssl ccache)
 fi
 
 missing=()
