@@ -151,6 +151,45 @@ TEST(AgentRestartTest, SigtermAndRestartEqualAnUninterruptedRun) {
   EXPECT_EQ(DescribeWaitStatus(b->Stop()), "exit 0") << Tail(b->Stderr());
 }
 
+// A state saved with a windows' clock far ahead of the wall clock (here: by an
+// agent whose curve.max_clock_skew let a record from 10 days ahead through; before
+// time sanity, by any agent that read such a record) would leave every later
+// record out of every window. It is repaired on load: the windows restart (the
+// lifetime counters stay), the log says so and kvwatch_state_clock_repairs_total
+// counts it.
+TEST(AgentRestartTest, AStateWhoseClockIsBeyondTheSkewIsRepairedOnLoad) {
+  TempDir dir("kvwatch_clock_repair");
+  ASSERT_TRUE(dir.ok());
+  const std::string trace = dir.Sub("trace.jsonl"), state = dir.Sub("state");
+  const std::int64_t ten_days_ms = 10LL * 24 * 3600 * 1000;
+  ASSERT_TRUE(WriteFile(trace, "{\"timestamp\": " + std::to_string(WallNowMs() + ten_days_ms) +
+                                   ", \"hash_ids\": [1, 2]}\n"));
+  std::string error;
+  {
+    std::string lenient = AgentConfig(trace, state);
+    lenient.replace(lenient.find("curve:\n"), 7, "curve:\n  max_clock_skew: 8760h\n");
+    auto a = AgentProcess::Start(dir.path(), "lenient", lenient, &error);
+    ASSERT_NE(a, nullptr) << error;
+    ASSERT_TRUE(a->WaitForRequests(1)) << Tail(a->Stderr());
+    ASSERT_EQ(DescribeWaitStatus(a->Stop()), "exit 0") << Tail(a->Stderr());
+  }
+  auto b = AgentProcess::Start(dir.path(), "default", AgentConfig(trace, state), &error);
+  ASSERT_NE(b, nullptr) << error;
+  EXPECT_NE(b->Stderr().find("ahead of the wall clock"), std::string::npos) << Tail(b->Stderr());
+  EXPECT_EQ(b->Value("kvwatch_state_clock_repairs_total"), 1);
+  EXPECT_EQ(b->Value("kvwatch_requests_total"), 1) << "the lifetime counters are kept";
+  const std::vector<Record> records = SynthRecords(50);
+  ASSERT_TRUE(AppendFile(trace, JsonLines(records, 0, records.size(), WallNowMs())));
+  ASSERT_TRUE(b->WaitForRequests(1 + static_cast<double>(records.size()))) << Tail(b->Stderr());
+  // Every new record is in the windows (a poisoned clock would leave them all late).
+  EXPECT_TRUE(PollUntil(
+      [&] { return b->Value("kvwatch_window_requests", {{"window", "5m"}}) == static_cast<double>(records.size()); },
+      kIngestTimeout))
+      << b->Value("kvwatch_window_requests", {{"window", "5m"}}) << "\n" << Tail(b->Stderr());
+  EXPECT_EQ(b->Value("kvwatch_window_late_requests_total"), 0);
+  EXPECT_EQ(DescribeWaitStatus(b->Stop()), "exit 0");
+}
+
 class RejectedStateTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -172,16 +172,17 @@ TEST(CollectorRegistryTest, EveryKeyReachesItsCollectorsOptions) {
   EXPECT_EQ(mooncake.name, "mooncake");
   EXPECT_EQ(mooncake.tailer.patterns, (std::vector<std::string>{"/var/log/vllm/requests-*.jsonl"}));
   EXPECT_EQ(mooncake.tailer.start_position, base::TailStartPosition::kBeginning);
-  EXPECT_EQ(mooncake.tailer.checkpoint_path, "/var/lib/kvwatch/mooncake.ckpt");
+  // Positions are kept in the agent's state file, never in a tailer checkpoint file.
+  EXPECT_EQ(mooncake.tailer.checkpoint_path, "");
   EXPECT_EQ(mooncake.record.timestamp_unit, base::TimestampUnit::kMilliseconds);
   EXPECT_EQ(mooncake.record.tenant_fields, (std::vector<std::string>{"tenant"}));
   EXPECT_EQ(mooncake.tailer.max_line_bytes, 4u << 20);
   EXPECT_EQ(mooncake.poll_interval, std::chrono::milliseconds(1000));
-  // Everything else defaulted; the checkpoint follows state.path.
+  // Everything else defaulted.
   const auto& bailian = std::get<TraceFileCollectorOptions>(specs[1].options);
   TraceFileCollectorOptions defaults;
   EXPECT_EQ(bailian.tailer.patterns, (std::vector<std::string>{"/data/a.jsonl", "/data/b.jsonl"}));
-  EXPECT_EQ(bailian.tailer.checkpoint_path, "/var/lib/kvwatch/tail-bailian.ckpt");
+  EXPECT_EQ(bailian.tailer.checkpoint_path, "");
   EXPECT_EQ(bailian.tailer.start_position, defaults.tailer.start_position);
   EXPECT_EQ(bailian.record.tenant_fields, defaults.record.tenant_fields);
   EXPECT_EQ(bailian.poll_interval, defaults.poll_interval);
@@ -359,9 +360,8 @@ TEST(CollectorRegistryTest, DuplicateCollectorNamesAreErrors) {
   ExpectError(
       "collectors:\n"
       "  trace_files:\n"
-      "    - {name: a, paths: [x], checkpoint: /s/c}\n"
-      "    - {name: b, paths: [y], checkpoint: /s/c}\n",
-      4, "collectors.trace_files[1].checkpoint", "already used by collectors.trace_files[0]");
+      "    - {name: a, paths: [x], checkpoint: /s/c}\n",
+      3, "collectors.trace_files[0].checkpoint", "committed with the agent's state file (state.path)");
 }
 
 TEST(CollectorRegistryTest, BuildCollectorsReportsConfigErrorsAsParsed) {

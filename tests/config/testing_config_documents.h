@@ -22,7 +22,6 @@ inline constexpr char kCollectorListsExample[] = R"(  trace_files:
     - name: mooncake
       paths: ["/var/log/vllm/requests-*.jsonl"]
       start_at: beginning
-      checkpoint: /var/lib/kvwatch/mooncake.ckpt
       timestamp_unit: ms
       tenant_fields: [tenant]
       max_line_bytes: 4MiB
