@@ -665,7 +665,7 @@ constexpr base::MetricDef kCanaryMemory{"kvwatch_policy_canary_memory_bytes", Me
 }  // namespace
 
 base::MetricDefs AgentMetricDefs() {
-  return {&kBuildInfo, &kPageHitCapacity, &kRequiredCapacity, &kRequests, &kPageReferences, &kColdMisses, &kBeyondTracked, &kReusedTokens, &kTrackedPages, &kSampleRate, &kTrackedPagesLimit, &kEngineMemory, &kLateRequests, &kWindowRequests, &kUnlimitedHitRatio, &kWorkingSetPages, &kWorkingSetBytes, &kKneePages, &kKneeBytes, &kPageHitRatio, &kCoverageRatio, &kBytesPerPage, &kCollectorUp, &kCollectorRecords, &kCollectorDropped, &kCollectorLastSuccess, &kCollectorErrors, &kPredictedHitRatio, &kCacheCapacity, &kStateSaves, &kStateSaveErrors};
+  return {&kBuildInfo, &kPageHitCapacity, &kRequiredCapacity, &kRequests, &kPageReferences, &kColdMisses, &kBeyondTracked, &kReusedTokens, &kTrackedPages, &kSampleRate, &kTrackedPagesLimit, &kEngineMemory, &kLateRequests, &kWindowRequests, &kUnlimitedHitRatio, &kWorkingSetPages, &kWorkingSetBytes, &kKneePages, &kKneeBytes, &kPageHitRatio, &kCoverageRatio, &kBytesPerPage, &kCollectorUp, &kCollectorRecords, &kCollectorDropped, &kCollectorLastSuccess, &kCollectorErrors, &kPredictedHitRatio, &kCacheCapacity, &kStateSaves, &kStateSaveErrors, &kStateSaveSeconds, &kStateRestore, &kClockRepairs};
 }
 
 base::MetricDefs CanaryMetricDefs() {
