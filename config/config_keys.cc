@@ -145,9 +145,6 @@ constexpr ConfigKey kKeys[] = {
      "Files or globs to tail, at least one."},
     {"collectors.trace_files[].start_at", Type::kString, R"("end")", true,
      "Where to start in a file without a saved position: `end` or `beginning`."},
-    {"collectors.trace_files[].checkpoint", Type::kString, R"("")", true,
-     "Removed: the read positions are committed with the agent's state file "
-     "(`state.path`), in the same atomic step as the curves; setting it stops start-up."},
     {"collectors.trace_files[].timestamp_unit", Type::kString, R"("auto")", true,
      "Unit of the records' `timestamp`: `auto` (decided once per trace), `ms` or `s`."},
     {"collectors.trace_files[].tenant_fields", Type::kStringList, R"(["tenant", "class", "type"])",

@@ -177,6 +177,14 @@ std::string Got(const YAML::Node& node) {
 
 namespace {
 
+// Keys earlier versions took, with what replaces them: a config that still sets one
+// stops start-up with that, rather than with "unknown key".
+constexpr std::pair<std::string_view, std::string_view> kRemovedKeys[] = {
+    {"collectors.trace_files[].checkpoint",
+     "a collector's read positions are committed with the agent's state file (state.path), in the same atomic "
+     "step as the curves; remove this key"},
+};
+
 std::string UnknownKeyMessage(const std::string& parent_pattern) {
   std::string prefix = parent_pattern.empty() ? "" : parent_pattern + ".";
   std::string names;
@@ -238,7 +246,12 @@ Status FieldReader::ForEachKey(const Entry& e, const Visitor& visit) {
     child.mark =
         child.node.IsNull() || child.node.Mark().is_null() ? key.Mark() : child.node.Mark();
     const ConfigKey* described = FindConfigKey(child.pattern);
-    if (described == nullptr) return FailAtKey(child, UnknownKeyMessage(e.pattern));
+    if (described == nullptr) {
+      for (const auto& [removed, why] : kRemovedKeys) {
+        if (child.pattern == removed) return FailAtKey(child, "removed: " + std::string(why));
+      }
+      return FailAtKey(child, UnknownKeyMessage(e.pattern));
+    }
     if (!seen.insert(key.Scalar()).second) return FailAtKey(child, "duplicate key");
     child.type = described->type;
     key_marks_[child.path] = child.key_mark;

@@ -105,10 +105,6 @@ Status ParseTraceFile(SectionParser& p, const Entry& item, CollectorOptions* out
     if (k == "collectors.trace_files[].start_at") {
       return r.ReadChoice(e, base::kTailStartPositionSpellings, &o.tailer.start_position);
     }
-    if (k == "collectors.trace_files[].checkpoint") {
-      return r.Fail(e, "removed: a collector's read positions are committed with the agent's state file "
-                       "(state.path), in the same atomic step as the curves; remove this key");
-    }
     if (k == "collectors.trace_files[].timestamp_unit") {
       return r.ReadChoice(e, base::kTimestampUnitSpellings, &o.record.timestamp_unit);
     }

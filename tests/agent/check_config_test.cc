@@ -243,6 +243,9 @@ TEST_F(CheckConfigTest, CheckConfigBesideARunningAgentTouchesNothing) {
   ASSERT_FALSE(CanBind(kv_port)) << "the agent should hold the ZeroMQ port";
   ASSERT_EQ(agent->Get("/healthz").status, 200);
   const double up_before = agent->Value("kvwatch_collector_up", {{"collector", "kv"}});
+  // The agent's own save right after start-up (the next is an hour away).
+  ASSERT_TRUE(PollUntil([&] { return agent->Value("kvwatch_state_saves_total") >= 1; }, Millis(30000)))
+      << Tail(agent->Stderr());
 
   // The same config, and one whose state directory does not exist yet.
   const std::string other = dir_.Sub("other.yaml");
