@@ -15,6 +15,19 @@ namespace kvwatch::base {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
+// The type's name in the text format's # TYPE line: "counter", "gauge", "histogram".
+constexpr std::string_view MetricTypeName(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kHistogram:
+      return "histogram";
+    case MetricType::kGauge:
+      break;
+  }
+  return "gauge";
+}
+
 struct MetricDef {
   std::string_view name;
   MetricType type;

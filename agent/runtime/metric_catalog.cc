@@ -19,17 +19,6 @@ base::MetricDefs Pointers(const base::MetricDef (&table)[N]) {
   return defs;
 }
 
-std::string_view TypeName(base::MetricType type) {
-  switch (type) {
-    case base::MetricType::kCounter:
-      return "counter";
-    case base::MetricType::kHistogram:
-      return "histogram";
-    default:
-      return "gauge";
-  }
-}
-
 // A markdown table cell: '|' would end the cell, a newline the row.
 std::string Cell(std::string_view text) {
   std::string out;
@@ -88,7 +77,7 @@ std::string MetricsReferenceMarkdown() {
     out += "### " + std::string(table.title) + "\n\nDeclared in `" + std::string(table.source) + "`.\n\n";
     out += "| metric | type | labels | meaning |\n|---|---|---|---|\n";
     for (const base::MetricDef* def : table.defs) {
-      out += "| `" + std::string(def->name) + "` | " + std::string(TypeName(def->type)) + " | " + LabelNames(*def) +
+      out += "| `" + std::string(def->name) + "` | " + std::string(base::MetricTypeName(def->type)) + " | " + LabelNames(*def) +
              " | " + Cell(def->help) + " |\n";
     }
   }

@@ -36,22 +36,12 @@ const std::string kDocs = (kSource / "docs" / "metrics.md").string();
 constexpr char kBegin[] = "<!-- metrics-reference:begin -->";
 constexpr char kEnd[] = "<!-- metrics-reference:end -->";
 
-std::string TypeName(base::MetricType type) {
-  switch (type) {
-    case base::MetricType::kCounter:
-      return "counter";
-    case base::MetricType::kHistogram:
-      return "histogram";
-    default:
-      return "gauge";
-  }
-}
 
 // name -> type of every family in the catalog.
 std::map<std::string, std::string> Catalog() {
   std::map<std::string, std::string> out;
   for (const MetricTable& table : MetricTables()) {
-    for (const base::MetricDef* def : table.defs) out[std::string(def->name)] = TypeName(def->type);
+    for (const base::MetricDef* def : table.defs) out[std::string(def->name)] = std::string(base::MetricTypeName(def->type));
   }
   return out;
 }
