@@ -493,10 +493,10 @@ void Agent::LoadState() {
       return reject("collector " + c->name() + ": " + cs.error());
     }
   }
-  for (const auto& [name, bytes] : parts.collectors) {
+  for (const auto& saved : parts.collectors) {
     const bool known = std::any_of(options_.collectors.begin(), options_.collectors.end(),
-                                   [&](const auto& c) { return c->name() == name; });
-    if (!known) Log("state: collector " + name + " is no longer configured; its saved positions are dropped");
+                                   [&](const auto& c) { return c->name() == saved.first; });
+    if (!known) Log("state: collector " + saved.first + " is no longer configured; its saved positions are dropped");
   }
   state_restore_result_ = "restored";
   Log("state restored from " + loaded.from + ": " +
