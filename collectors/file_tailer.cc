@@ -28,6 +28,10 @@ using tail::kMaxFingerprintBytes;
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
+// File times come from a coarse clock (a jiffy behind the real time at most): an
+// unread-rotation scan looks this much before the time it is given.
+constexpr std::int64_t kMtimeSlackNs = 50'000'000;
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -188,6 +192,7 @@ TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
     checkpoint_error_.clear();
   }
   const std::vector<Candidate> found = tail::ExpandPatterns(options_.patterns);
+  if (options_.after_expansion) options_.after_expansion();
   HandleRotation(found, pass);
   if (!polled_) ResumeFromCheckpoint(found, pass);
   std::vector<TailedFile*> known;
@@ -207,6 +212,7 @@ TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
   }
   watch_.WatchDirectories(options_.patterns);
   polled_ = true;
+  last_pass_ns_ = pass.now_ns;
   pass.summary.files_open = files_.size();
   return pass.summary;
 }
@@ -314,10 +320,13 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
     const Candidate* c = tail::FindCandidate(found, entry.dev, entry.ino);
     const std::size_t source = c ? c->source : SourceForEntry(entry.path);
     if (source == options_.patterns.size()) continue;  // no longer configured
-    const std::string path = c ? c->path : tail::FindInode(tail::Dirname(entry.path), entry.dev, entry.ino);
-    TailedFilePtr file = path.empty() ? nullptr : OpenFile(path, source, pass);
-    if (file && (file->pos.dev != entry.dev || file->pos.ino != entry.ino)) {
-      DropFile(std::move(file));
+    TailedFilePtr file = OpenByIdentity(c ? c->path : "", tail::Dirname(c ? c->path : entry.path), entry.dev,
+                                        entry.ino, source, pass);
+    // Renamed between the expansion and the open (a rotation right now): the name
+    // it has now decides whether a pattern still finds it.
+    if (c && file && file->pos.path != c->path &&
+        tail::SourceForPath(options_.patterns, file->pos.path) == options_.patterns.size()) {
+      c = nullptr;
     }
     const bool holds = file && tail::Holds(file->fd, file->last_size, entry);
     const bool evidence = entry.head.len > 0 || entry.marker.len > 0;
@@ -405,6 +414,9 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     if (FindFile(dev, ino) || tail::ToNs(st.st_mtim) <= since_ns) continue;
+    if (auto closed = closed_.find({dev, ino}); closed != closed_.end() && tail::ToNs(st.st_mtim) <= closed->second) {
+      continue;  // read to its end and closed, unchanged since
+    }
     if (!unread_.insert({dev, ino}).second) continue;  // reported already
     unread_order_.emplace_back(dev, ino);
     if (unread_order_.size() > kMaxUnreadReported) {
@@ -572,6 +584,14 @@ void FileTailer::OpenNewFiles(const std::vector<Candidate>& found, Pass& pass) {
       continue;
     }
     if (at_end) StartAtEnd(*file);
+    // A new file at an exact path after the first pass: a file created there and
+    // rotated away since the last pass (the loop stalled longer than the writer's
+    // rotation period while no file was followed at that path) was never seen.
+    if (polled_ && !HasGlob(options_.patterns[file->source])) {
+      const std::int64_t since = last_pass_ns_ - kMtimeSlackNs;
+      auto [it, added] = unread_scan_.emplace(file->source, since);
+      if (!added) it->second = std::min(it->second, since);
+    }
     EmitFor(pass, TailEventKind::kOpened, *file, file->pos.offset,
             file->pos.offset == 0
                 ? std::string("reading from the beginning")
@@ -623,6 +643,24 @@ FileTailer::TailedFilePtr FileTailer::OpenFile(const std::string& path, std::siz
   file->pos.head = HashHead(fd, file->last_size, options_.fingerprint_bytes);
   file->watch = watch_.WatchFile(fd);
   return file;
+}
+
+// Opens the file with inode (dev, ino): at `path` if it is still there (empty: not
+// known), else wherever it is now in `dir` (looked up by inode: a writer may rename
+// it between the patterns' expansion and this open, as a rotation does). nullptr
+// when it is gone.
+FileTailer::TailedFilePtr FileTailer::OpenByIdentity(const std::string& path, const std::string& dir,
+                                                     std::uint64_t dev, std::uint64_t ino, std::size_t source,
+                                                     Pass& pass) {
+  std::string at = path.empty() ? tail::FindInode(dir, dev, ino) : path;
+  // A name can move again while we look it up; a few tries settle any real rotation.
+  for (int attempt = 0; attempt < 3 && !at.empty(); ++attempt) {
+    TailedFilePtr file = OpenFile(at, source, pass);
+    if (file && file->pos.dev == dev && file->pos.ino == ino) return file;
+    DropFile(std::move(file));
+    at = tail::FindInode(dir, dev, ino);
+  }
+  return nullptr;
 }
 
 FileTailer::TailedFile* FileTailer::FindFile(std::uint64_t dev, std::uint64_t ino) const {
@@ -836,8 +874,22 @@ void FileTailer::CloseFinished(Pass& pass) {
     if (!file.error_reported) FlushPartialLine(file, pass);
     EmitFor(pass, TailEventKind::kClosed, file, file.pos.offset,
             "stopped tailing at offset " + std::to_string(file.pos.offset));
+    RememberClosed(file);
     CloseFile(file);
     it = files_.erase(it);
+  }
+}
+
+// A file read to its end and closed is not an unread rotation while unchanged:
+// remember its identity and modification time (the last kMaxClosedRemembered).
+void FileTailer::RememberClosed(const TailedFile& file) {
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) return;
+  const FileId id{file.pos.dev, file.pos.ino};
+  if (closed_.insert_or_assign(id, tail::ToNs(st.st_mtim)).second) closed_order_.push_back(id);
+  if (closed_order_.size() > kMaxClosedRemembered) {
+    closed_.erase(closed_order_.front());
+    closed_order_.pop_front();
   }
 }
 

@@ -83,12 +83,14 @@
 // not find its rotated files (app.log.1, app.log-20250101), so a file that was
 // created and rotated away while the tailer was down, or between two passes (the
 // loop stalled longer than the writer's rotation period), is never read. When the
-// tailer sees its file rotated away or truncated, and at the first Poll() after
-// a checkpoint was loaded, every regular file in the pattern's directory whose name
-// is the pattern's name plus a separator (. - _) and more, that the tailer does not
-// follow, and that was modified after the tailer last validated that pattern's
-// file (or its checkpointed positions), is such a file: it is reported once as
-// kUnreadRotation with its line count (and its path), never read.
+// tailer sees its file rotated away or truncated, when it opens a new file at the
+// path after its first pass, and at the first Poll() after a checkpoint was loaded,
+// every regular file in the pattern's directory whose name is the pattern's name
+// plus a separator (. - _) and more, that the tailer does not follow, and that was
+// modified after the tailer last validated that pattern's file (or its
+// checkpointed positions, or, for a new file, after the previous pass began), is
+// such a file: it is reported once as kUnreadRotation with its line count (and its
+// path), never read.
 // A compressed one (.gz, .bz2, .xz, .zst, .lz4, .zip) is reported with count 0 and
 // says so. A glob that matches the rotated names ("app.log*") reads them instead.
 //
@@ -122,6 +124,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -172,6 +175,10 @@ struct FileTailerOptions {
   // Monotonic clock for rotate_wait; tests inject a fake one. Default (empty):
   // std::chrono::steady_clock::now.
   std::function<std::chrono::steady_clock::time_point()> clock;
+  // Tests only: runs in every Poll() right after the patterns were expanded, before
+  // any file is opened, so that a test can rename a file inside that window (as a
+  // writer rotating on a loaded machine does). Default: none.
+  std::function<void()> after_expansion;
 };
 
 enum class TailEventKind {
@@ -300,6 +307,8 @@ class FileTailer {
 
   // Files.
   TailedFilePtr OpenFile(const std::string& path, std::size_t source, Pass& pass);
+  TailedFilePtr OpenByIdentity(const std::string& path, const std::string& dir, std::uint64_t dev,
+                               std::uint64_t ino, std::size_t source, Pass& pass);
   TailedFile* FindFile(std::uint64_t dev, std::uint64_t ino) const;
   void InsertBefore(const TailedFile& anchor, TailedFilePtr file);
   TailedFilePtr FindCopy(const Position& old, std::size_t source,
@@ -307,6 +316,7 @@ class FileTailer {
   void StartAtEnd(TailedFile& file);
   void ResetToStart(TailedFile& file, std::uint64_t size, Pass& pass);
   void CloseFile(TailedFile& file);
+  void RememberClosed(const TailedFile& file);
   void DropFile(TailedFilePtr file);
 
   // Line assembly.
@@ -337,11 +347,15 @@ class FileTailer {
   bool checkpoint_loaded_ = false;                  // a valid checkpoint was read
   std::string checkpoint_error_;                    // reported by the first Poll()
   bool polled_ = false;                             // the first Poll() has run
+  std::int64_t last_pass_ns_ = 0;                   // wall time the last Poll() began
   std::map<std::string, std::string> open_errors_;  // path -> last reported error
   std::vector<char> buffer_;                        // read_chunk_bytes
   std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
   std::set<FileId> unread_;                           // reported unread ...
   std::vector<FileId> unread_order_;                  // ... in the order reported (bounded)
+  static constexpr std::size_t kMaxClosedRemembered = 4096;
+  std::map<FileId, std::int64_t> closed_;             // closed after draining -> mtime then ...
+  std::deque<FileId> closed_order_;                   // ... oldest first (bounded)
 };
 
 }  // namespace kvwatch::collectors

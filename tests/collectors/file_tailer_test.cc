@@ -1036,6 +1036,71 @@ TEST_F(FileTailerTest, RenameRotationsWhileDownAreDrainedOrCounted) {
   EXPECT_THAT(unread[1]->message, HasSubstr("compressed"));
 }
 
+// A pass saw the path empty (its file rotated away, the next not yet created);
+// before the next pass a file was created there and rotated away too (the loop
+// stalled): that file was never seen, and it is counted when the next new file is
+// opened at the path.
+TEST_F(FileTailerTest, AFileCreatedAndRotatedBetweenPassesWhileThePathWasEmptyIsCounted) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);  // app.log.1 stays followed
+  auto tailer = Make(options);
+  Append("app.log", "1\n");
+  Poll(*tailer);
+  Rename("app.log", "app.log.1");
+  Poll(*tailer);  // nothing at the path now
+  Append("app.log", "2\n3\n");
+  Rename("app.log", "app.log.2");
+  Append("app.log", "4\n");
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "4"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 2u);
+  Append("app.log", "5\n");
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Of(TailEventKind::kUnreadRotation).size(), 1u);  // once
+}
+
+// A rotation between the patterns' expansion and the open of a checkpointed file
+// (a loaded machine can stall the tailer there for a while): the file is found by
+// inode where it went and resumed at its offset. It is neither read again from the
+// beginning (a glob finds it under its new name) nor taken for gone and counted as
+// unread (an exact path), and the new file is read once.
+class RotationDuringRestoreTest : public FileTailerTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RotationDuringRestoreTest, TheCheckpointedFileIsResumedWhereItWent) {
+  const std::string pattern = GetParam() ? "app.log*" : "app.log";
+  Append("app.log", "1\n2\n");
+  auto tailer = Make(Options({pattern}));
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", "3\n");
+  FileTailerOptions options = Options({pattern});
+  bool rotated = false;
+  options.after_expansion = [&] {
+    if (rotated) return;
+    rotated = true;
+    Rename("app.log", "app.log.1");
+    Append("app.log", "4\n");
+  };
+  tailer = Make(options);
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  Poll(*tailer);
+  EXPECT_TRUE(rotated);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("3", "4"));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  EXPECT_THAT(recorder_.Of(TailEventKind::kDeleted), IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(GlobAndExactPath, RotationDuringRestoreTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Glob") : std::string("ExactPath");
+                         });
+
 // Saved while a copytruncate copy was being drained: the copy's name matches no
 // pattern, yet it belongs to app.log and is resumed where it was.
 TEST_F(FileTailerTest, ACopyBeingDrainedWhenSavedIsResumed) {
