@@ -75,9 +75,49 @@ void WriteGroupRows(JsonWriter& w, const std::vector<GroupRow>& rows, const Repl
   w.EndArray();
 }
 
+std::string Count(std::uint64_t n) { return Grouped(static_cast<double>(n)); }
+
 }  // namespace
 
+std::string PageTokensSetting(const ReplaySettings& s) {
+  const std::string size = std::to_string(s.page_tokens) + " tokens per page";
+  const std::string fit = Count(s.fitting_records) + " of " + Count(s.token_records) + " records fit";
+  const std::string rule = s.page_rule == "floor" ? "full pages only" : "last page partial";
+  if (s.page_tokens_source == "inferred") {
+    return size + " (inferred from input_length and pages: " + fit + ", " + rule + ")";
+  }
+  if (s.page_tokens_source == "option") {
+    if (s.token_records == 0) return size + " (--page-tokens)";
+    if (s.inferred_page_tokens && *s.inferred_page_tokens != s.page_tokens) {
+      return size + " (--page-tokens; " + fit + ", " + Count(s.inferred_fitting_records) + " fit " +
+             std::to_string(*s.inferred_page_tokens) + ")";
+    }
+    return size + " (--page-tokens; " + fit + ", " + rule + ")";
+  }
+  if (s.token_records == 0) return size + " (the default; no input_length in the records to infer it from)";
+  return size + " (the default; no size fits most records' input_length and pages: " + fit + " " +
+         std::to_string(s.page_tokens) + ")";
+}
 
+std::optional<std::string> PageTokensWarning(const ReplaySettings& s) {
+  if (s.token_records == 0) return std::nullopt;
+  const std::string used = std::to_string(s.page_tokens);
+  const std::string have = " records with input_length have ceil or floor(input_length / " + used + ") pages";
+  if (s.inferred_page_tokens && *s.inferred_page_tokens != s.page_tokens &&
+      s.inferred_fitting_records > s.fitting_records) {
+    const std::string inferred = std::to_string(*s.inferred_page_tokens);
+    return "--page-tokens " + used + " does not fit the records: " + Count(s.fitting_records) + " of " +
+           Count(s.token_records) + have + ", " + Count(s.inferred_fitting_records) + " fit " + inferred +
+           " tokens per page; every token and byte figure assumes " + used + " (give --page-tokens " + inferred +
+           ", or none, to use " + inferred + ")";
+  }
+  if (s.fitting_records * 2 < s.token_records) {
+    return "only " + Count(s.fitting_records) + " of " + Count(s.token_records) + have + " (" + used +
+           " tokens per page: " + (s.page_tokens_source == "option" ? "--page-tokens" : s.page_tokens_source) +
+           "); token and byte figures may not be the engine's";
+  }
+  return std::nullopt;
+}
 
 std::string FormatJson(const ReplayResult& r) {
   JsonWriter w;
@@ -95,6 +135,31 @@ std::string FormatJson(const ReplayResult& r) {
   w.Uint(r.settings.max_pages);
   w.Key("page_tokens");
   w.Uint(r.settings.page_tokens);
+  w.Key("page_tokens_source");
+  w.String(r.settings.page_tokens_source);
+  w.Key("page_tokens_check");
+  w.BeginObject();
+  w.Key("records");
+  w.Uint(r.settings.token_records);
+  w.Key("fitting");
+  w.Uint(r.settings.fitting_records);
+  w.Key("rule");
+  w.String(r.settings.page_rule);
+  w.Key("inferred_page_tokens");
+  if (r.settings.inferred_page_tokens) {
+    w.Uint(*r.settings.inferred_page_tokens);
+  } else {
+    w.Null();
+  }
+  w.Key("inferred_fitting");
+  if (r.settings.inferred_page_tokens) {
+    w.Uint(r.settings.inferred_fitting_records);
+  } else {
+    w.Null();
+  }
+  w.Key("inference_records");
+  w.Uint(r.settings.inference_records);
+  w.EndObject();
   w.Key("sample_rate");
   w.Optional(r.settings.sample_rate);
   w.Key("model");
@@ -416,7 +481,7 @@ std::string FormatTable(const ReplayResult& r) {
       << " distinct pages" << (sampled ? " (estimated from a " + FractionLabel(*r.settings.sample_rate) + " sample)" : "")
       << "\n";
   out << "settings: " << r.settings.touch_order << ", coverage share " << FractionLabel(r.settings.coverage_share)
-      << ", " << r.settings.page_tokens << " tokens per page, tracking up to "
+      << ", " << PageTokensSetting(r.settings) << ", tracking up to "
       << Grouped(static_cast<double>(r.settings.max_pages)) << " pages";
   if (bytes) {
     out << ", " << HumanBytes(*r.settings.bytes_per_token) << " per token per rank";
