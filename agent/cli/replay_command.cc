@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agent/cli/progress.h"
+#include "agent/cli/replay_svg.h"
 #include "collectors/trace_reader.h"
 #include "config/model_config.h"
 #include "curve/tenants.h"

@@ -118,10 +118,6 @@ std::optional<std::string> PageTokensWarning(const ReplaySettings& s);
 std::string FormatJson(const ReplayResult& r);
 std::string FormatCsv(const ReplayResult& r);
 std::string FormatTable(const ReplayResult& r);
-// An SVG plot of page hit ratio and request coverage against capacity (log axis),
-// bytes on a second axis when known, the knee and the working sets at `targets`
-// (page-hit fractions) marked.
-std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets);
 
 
 }  // namespace kvwatch::agent
