@@ -45,8 +45,8 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
                   "M: the most distinct pages tracked; every number is exact for capacities <= M")
       ->capture_default_str();
   cmd->add_option("--page-tokens", o.page_tokens,
-                  "Tokens per page (16 for vLLM's default block, 512 for the Mooncake traces)")
-      ->capture_default_str();
+                  "Tokens per page (16 for vLLM's default block, 512 for the Mooncake traces). Default: the size "
+                  "most records' input_length and pages fit, else 16; when given, checked against them");
   cmd->add_option("--page-hit-targets", o.page_hit_targets,
                   "Fractions of the unlimited page hits to size for, comma-separated")
       ->delimiter(',')

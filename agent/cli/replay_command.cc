@@ -6,15 +6,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "agent/cli/progress.h"
+#include "agent/cli/replay_svg.h"
+#include "agent/cli/request_batches.h"
 #include "collectors/trace_reader.h"
 #include "config/model_config.h"
 #include "curve/tenants.h"
@@ -30,94 +30,6 @@ Result<ResolvedReplay> OptionError(const std::string& option, const std::string&
 }
 
 bool ValidFraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
-
-// Parsed requests on their way from the reader thread to the engine: each
-// request's facts in `meta` (pages left empty) and its pages back to back in one
-// flat buffer, ends[i] being the end of request i's pages.
-struct RequestBatch {
-  static constexpr std::size_t kMaxRequests = 1024;
-  static constexpr std::size_t kMaxPages = std::size_t{1} << 16;
-
-  std::vector<curve::Request> meta;
-  std::vector<std::size_t> ends;
-  std::vector<curve::PageId> pages;
-  std::size_t size = 0;  // requests in use (meta keeps its strings' storage)
-
-  void Push(const curve::Request& r) {
-    if (size == meta.size()) meta.emplace_back();
-    meta[size++].CopyFactsFrom(r);
-    pages.insert(pages.end(), r.pages.begin(), r.pages.end());
-    ends.push_back(pages.size());
-  }
-  bool Full() const { return size >= kMaxRequests || pages.size() >= kMaxPages; }
-  void Reset() {
-    size = 0;
-    ends.clear();
-    pages.clear();
-  }
-};
-
-// A bounded hand-over of batches between one producer and one consumer: a fixed
-// pool of batches circulates between a free list and a full list, so at most
-// kBatches batches (and their memory) exist. Thread safety: every method may be
-// called from either thread.
-class BatchQueue {
- public:
-  static constexpr int kBatches = 4;
-
-  BatchQueue() {
-    for (int i = 0; i < kBatches; ++i) free_.push_back(std::make_unique<RequestBatch>());
-  }
-
-  // Producer: an empty batch to fill (blocks while every batch is in flight).
-  std::unique_ptr<RequestBatch> TakeFree() {
-    std::unique_lock lock(mu_);
-    free_cv_.wait(lock, [&] { return !free_.empty(); });
-    auto b = std::move(free_.front());
-    free_.pop_front();
-    return b;
-  }
-  // Producer: hands a filled batch to the consumer.
-  void PushFull(std::unique_ptr<RequestBatch> b) {
-    {
-      std::lock_guard lock(mu_);
-      full_.push_back(std::move(b));
-    }
-    full_cv_.notify_one();
-  }
-  // Producer: no more batches.
-  void Close() {
-    {
-      std::lock_guard lock(mu_);
-      closed_ = true;
-    }
-    full_cv_.notify_one();
-  }
-  // Consumer: the next filled batch, or nullptr once closed and drained.
-  std::unique_ptr<RequestBatch> PopFull() {
-    std::unique_lock lock(mu_);
-    full_cv_.wait(lock, [&] { return !full_.empty() || closed_; });
-    if (full_.empty()) return nullptr;
-    auto b = std::move(full_.front());
-    full_.pop_front();
-    return b;
-  }
-  // Consumer: gives a processed batch back.
-  void Recycle(std::unique_ptr<RequestBatch> b) {
-    b->Reset();
-    {
-      std::lock_guard lock(mu_);
-      free_.push_back(std::move(b));
-    }
-    free_cv_.notify_one();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable free_cv_, full_cv_;
-  std::deque<std::unique_ptr<RequestBatch>> free_, full_;
-  bool closed_ = false;
-};
 
 }  // namespace
 
@@ -141,7 +53,8 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   }
   r.engine.max_pages = static_cast<std::uint32_t>(o.max_pages);
   r.engine.remembered_evictions = 0;  // offline: tell beyond-tracked from cold exactly
-  if (o.page_tokens < 1) return OptionError("--page-tokens", "must be at least 1");
+  if (o.page_tokens && *o.page_tokens < 1) return OptionError("--page-tokens", "must be at least 1");
+  const std::uint64_t page_tokens = o.page_tokens.value_or(kDefaultPageTokens);
   for (double f : o.page_hit_targets) {
     if (!ValidFraction(f)) return OptionError("--page-hit-targets", "each target must be in (0, 1]");
   }
@@ -220,7 +133,7 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
                             r.report.capacities.end());
   r.report.page_hit_targets = o.page_hit_targets;
   r.report.coverage_targets = o.coverage_targets;
-  r.report.page_tokens = o.page_tokens;
+  r.report.page_tokens = page_tokens;
   r.report.prefill_flops_per_s = o.prefill_flops_per_s;
   r.report.knee_sensitivity = o.knee_sensitivity;
   if (o.sample_rate && *o.sample_rate < 1) {
@@ -246,7 +159,7 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     p.touch_order = r.engine.touch_order;
     p.coverage_share = o.coverage_share;
     p.lifetime.decode_tokens_per_s = o.decode_tokens_per_s;
-    p.lifetime.page_tokens = o.page_tokens;
+    p.lifetime.page_tokens = page_tokens;
     p.priorities = o.priorities;
     p.threads = o.threads;
     if (std::find(p.policies.begin(), p.policies.end(), curve::PolicyKind::kPriority) != p.policies.end() &&
@@ -259,7 +172,7 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   }
 
   r.lifetime.decode_tokens_per_s = o.decode_tokens_per_s > 0 ? o.decode_tokens_per_s : 50;
-  r.lifetime.page_tokens = o.page_tokens;
+  r.lifetime.page_tokens = page_tokens;
   r.groups = o.tenants && !r.report.sampled;
   r.show_groups = o.classes;
   if (o.top_tenants == 0 || o.top_tenants > 254) return OptionError("--top-tenants", "must be in 1..254");
@@ -276,11 +189,30 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   r.settings.touch_order = o.touch_order;
   r.settings.coverage_share = o.coverage_share;
   r.settings.max_pages = o.max_pages;
-  r.settings.page_tokens = o.page_tokens;
+  r.settings.page_tokens = page_tokens;
+  r.settings.page_tokens_source = o.page_tokens ? "option" : "default";
   r.settings.sample_rate = o.sample_rate;
   r.settings.bytes_per_token = r.report.bytes_per_token;
   r.settings.knee_sensitivity = o.knee_sensitivity;
   return r;
+}
+
+void SettlePageTokens(ResolvedReplay* r, std::span<const TokenPages> sample) {
+  const auto guess = InferPageTokens(sample);
+  r->settings.inference_records = 0;
+  for (const TokenPages& t : sample) r->settings.inference_records += t.tokens > 0 && t.pages > 0;
+  r->settings.inferred_page_tokens.reset();
+  if (!guess) return;
+  r->settings.inferred_page_tokens = guess->page_tokens;
+  if (r->settings.page_tokens_source == "option") return;
+  // Every figure counted in tokens or bytes follows: the report, request
+  // lifetimes (generated pages), the policies' lifetimes, the tiers.
+  const std::uint64_t p = guess->page_tokens;
+  r->settings.page_tokens = p;
+  r->settings.page_tokens_source = "inferred";
+  r->report.page_tokens = p;
+  r->lifetime.page_tokens = p;
+  if (r->policies) r->policies->lifetime.page_tokens = p;
 }
 
 // Tenants and classes (curve/tenants.h): the shared engine decomposes distances
@@ -334,7 +266,13 @@ struct Replayer::Groups {
   }
 };
 
-Replayer::Replayer(const ResolvedReplay& resolved) : resolved_(resolved), total_(resolved.settings.coverage_share) {
+Replayer::Replayer(const ResolvedReplay& resolved)
+    : resolved_(resolved),
+      total_(resolved.settings.coverage_share),
+      page_tokens_check_(resolved.settings.page_tokens,
+                         resolved.settings.inferred_page_tokens != resolved.settings.page_tokens
+                             ? resolved.settings.inferred_page_tokens
+                             : std::nullopt) {
   if (resolved_.report.sampled) {
     sampled_ = std::make_unique<curve::SampledEngine>(resolved_.engine, *resolved_.settings.sample_rate);
   } else if (resolved_.groups && (resolved_.show_groups || resolved_.isolated)) {
@@ -370,6 +308,9 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
   }
   ++requests_;
   page_refs_ += pages.size();
+  if (request.input_tokens > 0) {
+    page_tokens_check_.Add(static_cast<std::uint64_t>(request.input_tokens), pages.size());
+  }
   Tenant* tenant = nullptr;
   if (!request.tenant.empty()) {
     auto it = tenants_.find(request.tenant);
@@ -434,10 +375,6 @@ void Replayer::AddOutcome(const curve::Request& request, std::span<const curve::
   if (tenant != nullptr) tenant->acc.Add(outcome_);
   if (tiers_) tiers_->Add(outcome_);
   if (stored_) {
-    if (request.input_tokens > 0 && !pages.empty()) {
-      input_tokens_ += static_cast<double>(request.input_tokens);
-      input_pages_ += static_cast<double>(pages.size());
-    }
     const curve::Request* whole = &request;
     if (pages.data() != request.pages.data() || pages.size() != request.pages.size()) {
       stored_request_.CopyFactsFrom(request);
@@ -466,6 +403,12 @@ curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uin
 ReplayResult Replayer::Result() const {
   ReplayResult r;
   r.settings = resolved_.settings;
+  r.settings.token_records = page_tokens_check_.records();
+  r.settings.fitting_records = page_tokens_check_.fitting();
+  r.settings.page_rule = PageRuleName(page_tokens_check_.rule());
+  r.settings.inferred_fitting_records = r.settings.inferred_page_tokens == r.settings.page_tokens
+                                            ? page_tokens_check_.fitting()
+                                            : page_tokens_check_.other_fitting();
   r.total = Report(total_, page_refs_);
   r.total.requests = requests_;
   // Every distinct page has exactly one cold miss: offline replay remembers every
@@ -553,7 +496,8 @@ int RunReplay(const ReplayOptions& options) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, 16 << 20);
 
-  Replayer replayer(resolved.value());
+  // Built on the first batch, once the page size is settled from its records.
+  std::unique_ptr<Replayer> replayer;
   ReplayInput input;
   const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
   ProgressBar bar(stderr, progress_on);
@@ -620,44 +564,49 @@ int RunReplay(const ReplayOptions& options) {
     }
     queue.Close();
   });
+  // The page size counts in every token and byte figure, the tiers' and the
+  // policies' too, so it is settled before the first request is replayed: from the
+  // first batch's records (up to RequestBatch::kMaxRequests requests), then
+  // checked against every record.
+  auto start = [&](std::span<const TokenPages> sample) {
+    SettlePageTokens(&resolved.value(), sample);
+    replayer = std::make_unique<Replayer>(resolved.value());
+  };
+  std::vector<TokenPages> sample;
   while (auto batch = queue.PopFull()) {
+    if (!replayer) {
+      for (std::size_t i = 0, begin = 0; i < batch->size; begin = batch->ends[i++]) {
+        const std::int64_t tokens = batch->meta[i].input_tokens;
+        sample.push_back({tokens > 0 ? static_cast<std::uint64_t>(tokens) : 0, batch->ends[i] - begin});
+      }
+      start(sample);
+    }
     std::size_t begin = 0;
     for (std::size_t i = 0; i < batch->size; ++i) {
       const std::size_t end = batch->ends[i];
       // The next request's first map entries load while this one is replayed.
       if (i + 1 < batch->size) {
-        replayer.Prefetch(std::span<const curve::PageId>(batch->pages.data() + end, batch->ends[i + 1] - end));
+        replayer->Prefetch(std::span<const curve::PageId>(batch->pages.data() + end, batch->ends[i + 1] - end));
       }
-      replayer.Add(batch->meta[i], std::span<const curve::PageId>(batch->pages.data() + begin, end - begin));
+      replayer->Add(batch->meta[i], std::span<const curve::PageId>(batch->pages.data() + begin, end - begin));
       begin = end;
     }
     queue.Recycle(std::move(batch));
   }
   reader.join();
   if (read_failed) return 1;
+  if (!replayer) start({});  // no request at all
 
-  ReplayResult result = replayer.Result();
+  ReplayResult result = replayer->Result();
   result.input = input;
-  if (replayer.stored_) {
+  if (replayer->stored_) {
     PolicyReplayOptions popts = *resolved.value().policies;
-    if (replayer.input_pages_ > 0) {
-      // Generated pages (sglang, vllm) are counted in --page-tokens: say when the
-      // trace's own pages look much larger or smaller.
-      const double per_page = replayer.input_tokens_ / replayer.input_pages_;
-      const double p = static_cast<double>(options.page_tokens);
-      if (per_page > 2 * p || per_page < p / 2) {
-        std::fprintf(stderr,
-                     "kvwatch replay: note: the trace has about %.0f tokens per page (input_length / hash_ids) but "
-                     "--page-tokens is %llu; sglang and vllm count generated pages in --page-tokens\n",
-                     per_page, static_cast<unsigned long long>(options.page_tokens));
-      }
-    }
     if (popts.capacities.empty()) {
       for (const auto& p : result.total.points) {
         if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);
       }
     }
-    auto policies = RunPolicies(*replayer.stored_, popts, replayer.total(), [&](std::uint64_t done, std::uint64_t total) {
+    auto policies = RunPolicies(*replayer->stored_, popts, replayer->total(), [&](std::uint64_t done, std::uint64_t total) {
       bar.Update("policies", done, total);
     });
     bar.Clear();
@@ -673,6 +622,9 @@ int RunReplay(const ReplayOptions& options) {
     std::fputs(FormatCsv(result).c_str(), stdout);
   } else {
     std::fputs(FormatTable(result).c_str(), stdout);
+  }
+  if (auto warning = PageTokensWarning(result.settings)) {
+    std::fprintf(stderr, "kvwatch replay: warning: %s\n", warning->c_str());
   }
   if (input.bad_lines > 0) {
     std::fprintf(stderr, "kvwatch replay: skipped %llu bad lines of %llu\n",

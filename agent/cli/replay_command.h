@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cli/page_tokens.h"
 #include "agent/cli/replay_policies.h"
 #include "agent/cli/replay_result.h"
 #include "curve/curve_accumulator.h"
@@ -40,7 +41,9 @@ struct ReplayOptions {
   double coverage_share = 1.0;
   std::string touch_order = "tail-first";
   std::uint64_t max_pages = 1u << 26;
-  std::uint64_t page_tokens = 16;
+  // --page-tokens; unset: inferred from the records' input_length and pages
+  // (SettlePageTokens), else kDefaultPageTokens.
+  std::optional<std::uint64_t> page_tokens;
   std::vector<double> page_hit_targets = curve::kStandardTargets;
   std::vector<double> coverage_targets = curve::kStandardTargets;
   // Bytes per token: from a preset, a Hugging Face config.json, or given directly.
@@ -95,6 +98,16 @@ struct ResolvedReplay {
 };
 base::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
 
+// Tokens per page when neither --page-tokens nor the records say: vLLM's default block.
+inline constexpr std::uint64_t kDefaultPageTokens = 16;
+
+// Settles the page size before the first request is replayed, from `sample` (the
+// first records read): --page-tokens when given, else the size most of the
+// sample's records fit (InferPageTokens), else kDefaultPageTokens. Records
+// the inferred size in settings either way, so the whole run can be checked
+// against it.
+void SettlePageTokens(ResolvedReplay* resolved, std::span<const TokenPages> sample);
+
 class Replayer {
  public:
   explicit Replayer(const ResolvedReplay& resolved);
@@ -135,9 +148,8 @@ class Replayer {
   // --policy: every request kept, with its class and unlimited hits.
   std::unique_ptr<curve::StoredTrace> stored_;
   curve::RequestClassifier classifier_;
-  // Tokens and pages of the requests that give input_length, to check --page-tokens.
-  double input_tokens_ = 0;
-  double input_pages_ = 0;
+  // The records' token counts against the page size in use (and the inferred one).
+  PageTokensCheck page_tokens_check_;
   // --policy with pages given apart: the request rebuilt for the stored trace.
   curve::Request stored_request_;
   // Tenants and classes (curve/tenants.h), defined in replay_command.cc.

@@ -75,9 +75,49 @@ void WriteGroupRows(JsonWriter& w, const std::vector<GroupRow>& rows, const Repl
   w.EndArray();
 }
 
+std::string Count(std::uint64_t n) { return Grouped(static_cast<double>(n)); }
+
 }  // namespace
 
+std::string PageTokensSetting(const ReplaySettings& s) {
+  const std::string size = std::to_string(s.page_tokens) + " tokens per page";
+  const std::string fit = Count(s.fitting_records) + " of " + Count(s.token_records) + " records fit";
+  const std::string rule = s.page_rule == "floor" ? "full pages only" : "last page partial";
+  if (s.page_tokens_source == "inferred") {
+    return size + " (inferred from input_length and pages: " + fit + ", " + rule + ")";
+  }
+  if (s.page_tokens_source == "option") {
+    if (s.token_records == 0) return size + " (--page-tokens)";
+    if (s.inferred_page_tokens && *s.inferred_page_tokens != s.page_tokens) {
+      return size + " (--page-tokens; " + fit + ", " + Count(s.inferred_fitting_records) + " fit " +
+             std::to_string(*s.inferred_page_tokens) + ")";
+    }
+    return size + " (--page-tokens; " + fit + ", " + rule + ")";
+  }
+  if (s.token_records == 0) return size + " (the default; no input_length in the records to infer it from)";
+  return size + " (the default; no size fits most records' input_length and pages: " + fit + " " +
+         std::to_string(s.page_tokens) + ")";
+}
 
+std::optional<std::string> PageTokensWarning(const ReplaySettings& s) {
+  if (s.token_records == 0) return std::nullopt;
+  const std::string used = std::to_string(s.page_tokens);
+  const std::string have = " records with input_length have ceil or floor(input_length / " + used + ") pages";
+  if (s.inferred_page_tokens && *s.inferred_page_tokens != s.page_tokens &&
+      s.inferred_fitting_records > s.fitting_records) {
+    const std::string inferred = std::to_string(*s.inferred_page_tokens);
+    return "--page-tokens " + used + " does not fit the records: " + Count(s.fitting_records) + " of " +
+           Count(s.token_records) + have + ", " + Count(s.inferred_fitting_records) + " fit " + inferred +
+           " tokens per page; every token and byte figure assumes " + used + " (give --page-tokens " + inferred +
+           ", or none, to use " + inferred + ")";
+  }
+  if (s.fitting_records * 2 < s.token_records) {
+    return "only " + Count(s.fitting_records) + " of " + Count(s.token_records) + have + " (" + used +
+           " tokens per page: " + (s.page_tokens_source == "option" ? "--page-tokens" : s.page_tokens_source) +
+           "); token and byte figures may not be the engine's";
+  }
+  return std::nullopt;
+}
 
 std::string FormatJson(const ReplayResult& r) {
   JsonWriter w;
@@ -95,6 +135,31 @@ std::string FormatJson(const ReplayResult& r) {
   w.Uint(r.settings.max_pages);
   w.Key("page_tokens");
   w.Uint(r.settings.page_tokens);
+  w.Key("page_tokens_source");
+  w.String(r.settings.page_tokens_source);
+  w.Key("page_tokens_check");
+  w.BeginObject();
+  w.Key("records");
+  w.Uint(r.settings.token_records);
+  w.Key("fitting");
+  w.Uint(r.settings.fitting_records);
+  w.Key("rule");
+  w.String(r.settings.page_rule);
+  w.Key("inferred_page_tokens");
+  if (r.settings.inferred_page_tokens) {
+    w.Uint(*r.settings.inferred_page_tokens);
+  } else {
+    w.Null();
+  }
+  w.Key("inferred_fitting");
+  if (r.settings.inferred_page_tokens) {
+    w.Uint(r.settings.inferred_fitting_records);
+  } else {
+    w.Null();
+  }
+  w.Key("inference_records");
+  w.Uint(r.settings.inference_records);
+  w.EndObject();
   w.Key("sample_rate");
   w.Optional(r.settings.sample_rate);
   w.Key("model");
@@ -416,7 +481,7 @@ std::string FormatTable(const ReplayResult& r) {
       << " distinct pages" << (sampled ? " (estimated from a " + FractionLabel(*r.settings.sample_rate) + " sample)" : "")
       << "\n";
   out << "settings: " << r.settings.touch_order << ", coverage share " << FractionLabel(r.settings.coverage_share)
-      << ", " << r.settings.page_tokens << " tokens per page, tracking up to "
+      << ", " << PageTokensSetting(r.settings) << ", tracking up to "
       << Grouped(static_cast<double>(r.settings.max_pages)) << " pages";
   if (bytes) {
     out << ", " << HumanBytes(*r.settings.bytes_per_token) << " per token per rank";
@@ -522,138 +587,6 @@ std::string FormatTable(const ReplayResult& r) {
   if (r.groups) FormatGroupsTable(out, *r.groups, per_group);
   if (r.policies) out << FormatPoliciesTable(*r.policies);
   return out.str();
-}
-
-std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets) {
-  const curve::CurveReport& t = r.total;
-  const double width = 960, height = 540, left = 80, right = 40, top = 70, bottom = 70;
-  const double pw = width - left - right, ph = height - top - bottom;
-  const double max_c = std::max<double>(2, static_cast<double>(t.max_capacity));
-  const double log_max = std::log10(max_c);
-  auto x_of = [&](double c) { return left + pw * (c <= 1 ? 0 : std::log10(c) / log_max); };
-  auto y_of = [&](double v) { return top + ph * (1 - v); };
-  std::ostringstream s;
-  s.precision(6);
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << width << ' ' << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\">Capacity to hit rate (LRU, "
-    << r.settings.touch_order << ")</text>\n";
-  s << "<text x=\"" << left << "\" y=\"42\" fill=\"#555\">" << t.requests << " requests, "
-    << Grouped(t.page_refs) << " page references; unlimited page hit ratio " << Fixed(t.unlimited_page_hit_ratio, 3)
-    << "</text>\n";
-  // Grid and axes.
-  for (int k = 0; k <= 10; k += 2) {
-    const double v = k / 10.0;
-    s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y_of(v) << "\" y2=\"" << y_of(v)
-      << "\" stroke=\"#e5e5e5\"/>\n";
-    s << "<text x=\"" << left - 8 << "\" y=\"" << y_of(v) + 4 << "\" text-anchor=\"end\">" << Fixed(v, 1)
-      << "</text>\n";
-  }
-  for (double c = 1; c <= max_c * 1.0001; c *= 10) {
-    s << "<line x1=\"" << x_of(c) << "\" x2=\"" << x_of(c) << "\" y1=\"" << top << "\" y2=\"" << top + ph
-      << "\" stroke=\"#e5e5e5\"/>\n";
-    s << "<text x=\"" << x_of(c) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
-      << Grouped(c) << "</text>\n";
-    if (r.settings.bytes_per_token) {
-      const double b = c * static_cast<double>(r.settings.page_tokens) * *r.settings.bytes_per_token;
-      s << "<text x=\"" << x_of(c) << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\" fill=\"#555\">"
-        << HumanBytes(b) << "</text>\n";
-    }
-  }
-  s << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
-    << "\" fill=\"none\" stroke=\"#333\"/>\n";
-  s << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 24
-    << "\" text-anchor=\"middle\">capacity (pages, log scale)</text>\n";
-  if (r.settings.bytes_per_token) {
-    s << "<text x=\"" << left + pw << "\" y=\"" << top - 22
-      << "\" text-anchor=\"end\" fill=\"#555\">capacity per GPU rank (bytes)</text>\n";
-  }
-  // Curves as steps between the log-spaced samples.
-  auto path = [&](auto value, const char* color, const char* cls) {
-    s << "<path class=\"" << cls << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" d=\"";
-    bool first = true;
-    double last_y = y_of(0);
-    for (const auto& p : t.plot) {
-      const double x = x_of(static_cast<double>(p.capacity_pages));
-      const double y = y_of(value(p));
-      if (first) {
-        s << 'M' << x << ',' << y;
-        first = false;
-      } else {
-        s << " L" << x << ',' << last_y << " L" << x << ',' << y;
-      }
-      last_y = y;
-    }
-    s << "\"/>\n";
-  };
-  path([](const curve::CurvePoint& p) { return p.page_hit_ratio; }, "#1f77b4", "page-hit-ratio");
-  path([](const curve::CurvePoint& p) { return p.request_coverage; }, "#ff7f0e", "request-coverage");
-  // Unlimited ratio, knee and targets.
-  s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y_of(t.unlimited_page_hit_ratio)
-    << "\" y2=\"" << y_of(t.unlimited_page_hit_ratio) << "\" stroke=\"#1f77b4\" stroke-dasharray=\"4 4\"/>\n";
-  if (t.knee) {
-    const double x = x_of(static_cast<double>(t.knee->capacity_pages));
-    s << "<line class=\"knee\" x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << top << "\" y2=\"" << top + ph
-      << "\" stroke=\"#d62728\" stroke-dasharray=\"6 3\"/>\n";
-    s << "<text x=\"" << x + 4 << "\" y=\"" << top + 14 << "\" fill=\"#d62728\">knee "
-      << Grouped(static_cast<double>(t.knee->capacity_pages)) << " pages</text>\n";
-  }
-  int row = 0;
-  for (double f : targets) {
-    for (const auto& e : t.working_set) {
-      if (e.target != "page_hit" || std::fabs(e.fraction - f) > 1e-12 || !e.capacity_pages) continue;
-      const double c = static_cast<double>(*e.capacity_pages);
-      const double y = y_of(f * t.unlimited_page_hit_ratio);
-      s << "<circle class=\"target\" cx=\"" << x_of(c) << "\" cy=\"" << y << "\" r=\"4\" fill=\"#2ca02c\"/>\n";
-      s << "<text x=\"" << x_of(c) + 6 << "\" y=\"" << y + 14 + 12 * (row++ % 2) << "\" fill=\"#2ca02c\">"
-        << FractionLabel(f) << ": " << Grouped(c) << "</text>\n";
-    }
-  }
-  // With --policy: one line per policy through its page hit ratio at the
-  // simulated capacities (belady dashed: the offline reference).
-  static const char* kPolicyColors[] = {"#17becf", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-                                        "#7f7f7f", "#2ca02c", "#d62728", "#000000"};
-  std::vector<std::pair<std::string, std::string>> policy_legend;  // name, color
-  if (r.policies && !r.policies->capacities.empty()) {
-    const PolicyReplayResult& pr = *r.policies;
-    const std::size_t nc = pr.capacities.size();
-    for (std::size_t p = 0; p < pr.policies.size(); ++p) {
-      const char* color = kPolicyColors[p % std::size(kPolicyColors)];
-      const bool belady = pr.policies[p] == "belady";
-      s << "<polyline class=\"policy policy-" << pr.policies[p] << "\" fill=\"none\" stroke=\"" << color
-        << "\" stroke-width=\"1.5\"" << (belady ? " stroke-dasharray=\"5 3\"" : "") << " points=\"";
-      for (std::size_t c = 0; c < nc; ++c) {
-        const curve::PolicyRunResult& run = pr.runs[p * nc + c];
-        s << (c ? " " : "") << x_of(static_cast<double>(run.capacity)) << ',' << y_of(run.total.PageHitRatio());
-      }
-      s << "\"/>\n";
-      for (std::size_t c = 0; c < nc; ++c) {
-        const curve::PolicyRunResult& run = pr.runs[p * nc + c];
-        s << "<circle cx=\"" << x_of(static_cast<double>(run.capacity)) << "\" cy=\"" << y_of(run.total.PageHitRatio())
-          << "\" r=\"2.5\" fill=\"" << color << "\"/>\n";
-      }
-      policy_legend.emplace_back(pr.policies[p], color);
-    }
-  }
-  // Legend.
-  const double lx = left + 12, ly = top + ph - 50 - 16 * static_cast<double>(policy_legend.size());
-  s << "<rect x=\"" << lx - 6 << "\" y=\"" << ly - 14 << "\" width=\"250\" height=\""
-    << 44 + 16 * policy_legend.size() << "\" fill=\"white\" stroke=\"#ccc\"/>\n";
-  for (std::size_t k = 0; k < policy_legend.size(); ++k) {
-    const double y = ly + 32 + 16 * static_cast<double>(k);
-    s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << y - 4 << "\" y2=\"" << y - 4
-      << "\" stroke=\"" << policy_legend[k].second << "\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\""
-      << y << "\">policy " << policy_legend[k].first << " (page hit ratio)</text>\n";
-  }
-  s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
-    << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << ly
-    << "\">page hit ratio</text>\n";
-  s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly + 14 << "\" y2=\"" << ly + 14
-    << "\" stroke=\"#ff7f0e\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << ly + 18
-    << "\">request coverage (share " << FractionLabel(r.settings.coverage_share) << ")</text>\n";
-  s << "</svg>\n";
-  return s.str();
 }
 
 }  // namespace kvwatch::agent

@@ -25,6 +25,20 @@ struct ReplaySettings {
   double coverage_share = 1.0;
   std::uint64_t max_pages = 0;
   std::uint64_t page_tokens = 16;
+  // Where page_tokens came from: "option" (--page-tokens), "inferred" (from the
+  // records' input_length and pages, agent/cli/page_tokens.h) or "default".
+  std::string page_tokens_source = "default";
+  // The size most of the first records with token counts fit (none: no record
+  // had them, or no size fit a majority), and how many such records it read.
+  std::optional<std::uint64_t> inferred_page_tokens;
+  std::uint64_t inference_records = 0;
+  // Over the whole run: records with input_length and pages; of them, those
+  // fitting page_tokens (under `page_rule`, the rule more of them follow), and
+  // those fitting inferred_page_tokens.
+  std::uint64_t token_records = 0;
+  std::uint64_t fitting_records = 0;
+  std::string page_rule = "ceil";  // "ceil" (partial last page) or "floor" (full pages only)
+  std::uint64_t inferred_fitting_records = 0;
   std::optional<double> sample_rate;     // set in sampled mode
   std::optional<std::string> model;      // preset or config.json the bytes came from
   std::optional<double> bytes_per_token;  // per GPU rank
@@ -93,13 +107,17 @@ struct ReplayResult {
   std::optional<ReplayGroups> groups;
 };
 
+// What the page size rests on, for the settings line: "512 tokens per page
+// (inferred from input_length and pages: 12,031 of 12,031 records fit)".
+std::string PageTokensSetting(const ReplaySettings& s);
+// A warning when the records' token counts contradict the page size in use (the
+// size given does not fit most records, or the inferred size fits more); nullopt
+// when they do not, or carry no token counts.
+std::optional<std::string> PageTokensWarning(const ReplaySettings& s);
+
 std::string FormatJson(const ReplayResult& r);
 std::string FormatCsv(const ReplayResult& r);
 std::string FormatTable(const ReplayResult& r);
-// An SVG plot of page hit ratio and request coverage against capacity (log axis),
-// bytes on a second axis when known, the knee and the working sets at `targets`
-// (page-hit fractions) marked.
-std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets);
 
 
 }  // namespace kvwatch::agent
