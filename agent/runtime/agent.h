@@ -50,6 +50,13 @@
 // alert evaluation copy a snapshot under mu_ (the lifetime and window curves, the
 // canaries' totals, the published collector copies, counters) and build the
 // reports, knees and text outside it. mu_ guards everything both touch.
+//
+// Files: this class (agent.cc) is the wiring: start-up, the event loop, the
+// collectors' hand-over, and when and how the state file is saved and loaded. The
+// analysis itself (engines, curves, windows, groups, canaries) is
+// agent/runtime/analysis.h; what readers see is snapshot.h; /metrics is
+// exposition.h; the HTTP routes and the JSON API are api_routes.h; the state
+// file's format is state_file.h.
 #ifndef KVWATCH_AGENT_AGENT_H_
 #define KVWATCH_AGENT_AGENT_H_
 
@@ -63,18 +70,16 @@
 #include <vector>
 
 #include "agent/runtime/alert_runner.h"
-#include "base/metric_def.h"
+#include "agent/runtime/analysis.h"
+#include "agent/runtime/snapshot.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "agent/web/http_server.h"
 #include "collectors/collector.h"
-#include "collectors/time_sanity.h"
 #include "config/agent_config.h"
-#include "curve/bucketed_curve.h"
 #include "curve/group_accounting.h"
 #include "curve/policy_canaries.h"
-#include "curve/report.h"
-#include "curve/sampled_engine.h"
+#include "curve/request.h"
 #include "curve/stack_distance.h"
 #include "base/status.h"
 
@@ -117,17 +122,6 @@ struct AgentOptions {
   config::CurveSettings curve;
 };
 
-// A collector's stats, engine signals and samples, copied on the loop thread
-// after a poll and published for the scrapes and the alerter.
-struct CollectorCopy {
-  std::string name;
-  collectors::CollectorStats stats;
-  collectors::EngineSignals signals;
-  std::vector<collectors::MetricSample> samples;
-
-  static CollectorCopy Of(const collectors::Collector& collector);
-};
-
 class Agent : public collectors::RequestSink {
  public:
   static base::Result<std::unique_ptr<Agent>> Create(AgentOptions options);
@@ -163,79 +157,33 @@ class Agent : public collectors::RequestSink {
   AlertRunner* alert_runner() const { return alert_runner_.get(); }
 
  private:
-  struct Snapshot;
   class BatchSink;
-  // What the scrape needs, copied under mu_: the window curves when `windows`,
-  // the canaries' totals when `canaries`.
-  Snapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_);
 
   explicit Agent(AgentOptions options);
   base::Status Init();
-  // Runs requests through the engine and the curves.
+  // What every reader reads, copied under mu_: the window curves when `windows`,
+  // the canaries' totals when `canaries`.
+  AgentSnapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_);
+  // Runs requests through the analysis.
   void Ingest(std::span<const curve::Request> requests) EXCLUDES(mu_);
-  void IngestLocked(const curve::Request& request) REQUIRES(mu_);
   // Copies collector i's stats, signals and samples (loop thread, without mu_)
   // and publishes them for the scrapes (under mu_).
   void PublishCollector(std::size_t i) EXCLUDES(mu_);
-  // At start-up, under mu_ (no other thread runs yet).
+  // At start-up, under mu_ (no other thread runs yet): restores the analysis, the
+  // collectors' positions and (kept for Init) the alert state, or sets the file
+  // aside and starts fresh.
   void LoadState() REQUIRES(mu_);
-  // Forgets the curves' state (a rejected state file).
-  void ResetState() REQUIRES(mu_);
-  // Empties the windows (curves and groups) and restarts their clock.
-  void ResetWindows() REQUIRES(mu_);
-  // After a restore: restarts the windows when their clock is beyond the skew.
-  void RepairClock(double wall_now_s) REQUIRES(mu_);
-  double max_clock_skew_s() const { return options_.curve.max_clock_skew_s; }
-  // Recreates the policy canaries empty (their saved state did not fit, or the
-  // clock was repaired).
-  void ResetCanaries() REQUIRES(mu_);
-  // The windows' clock: record time when records carry it, advanced at wall speed
-  // while idle (see Run).
-  double ClockNow(double wall_now_s) const REQUIRES(mu_);
-  // The report of a window curve (from a snapshot); `sampled`: the engine samples.
-  curve::CurveReport WindowReport(const curve::BucketedCurve& window, bool sampled) const;
-  void AppendCanaryMetrics(class MetricsBuilder& m, const Snapshot& s) const;  // REQUIRES: s.has_canaries
-  std::string ConfigFingerprint() const REQUIRES(mu_);
-  void RegisterRoutes();
-  bool sampled() const REQUIRES(mu_) { return sampled_ != nullptr; }
-  // page_tokens x bytes_per_token; nullopt without a model.
-  std::optional<double> BytesPerPage() const {
-    if (!options_.bytes_per_token) return std::nullopt;
-    return *options_.bytes_per_token * static_cast<double>(options_.page_tokens);
-  }
-  // The lifetime curve, SHARDS-adj corrected when sampled.
-  curve::BucketedCurve LifetimeCurve() const REQUIRES(mu_);
-  const curve::StackDistanceEngine& engine() const REQUIRES(mu_) { return sampled_ ? sampled_->engine() : engine_; }
 
   AgentOptions options_;
-  std::vector<std::uint64_t> bounds_;
 
   mutable base::Mutex mu_;  // guards the state below (not the collectors: the loop owns them)
-  curve::StackDistanceEngine engine_ GUARDED_BY(mu_);                // exact mode (unused when sampled)
-  std::unique_ptr<curve::SampledEngine> sampled_ GUARDED_BY(mu_);    // sampled mode, else null
-  std::uint64_t all_page_refs_ GUARDED_BY(mu_) = 0;                  // sampled mode: every page reference, sampled or not
-  std::uint64_t all_requests_ GUARDED_BY(mu_) = 0;                   // sampled mode: every request
-  curve::RequestOutcome outcome_ GUARDED_BY(mu_);
-  curve::BucketedCurve lifetime_ GUARDED_BY(mu_);
-  std::unique_ptr<curve::WindowedCurves> windows_ GUARDED_BY(mu_);
-  std::unique_ptr<curve::PolicyCanaries> canaries_ GUARDED_BY(mu_);  // null without curve.policies
-  std::optional<curve::CanaryOptions> canary_options_;               // as created (for a reset)
-  std::vector<std::uint8_t> restored_alerts_ GUARDED_BY(mu_);        // saved alert state, until Init restores it
-  // Tenants and classes (tenants.enabled, exact engine only), else null; the
-  // engine then decomposes distances by group.
-  std::unique_ptr<curve::GroupAccounting> groups_ GUARDED_BY(mu_);
-  std::uint64_t hit_capacity_sum_ GUARDED_BY(mu_) = 0;      // for the histograms' _sum
-  std::uint64_t required_capacity_sum_ GUARDED_BY(mu_) = 0;
-  double last_record_time_ GUARDED_BY(mu_) = -1;            // window clock at the last request
-  double last_record_wall_ GUARDED_BY(mu_) = 0;             // wall time of the last request
-  std::uint64_t state_saves_ GUARDED_BY(mu_) = 0;
-  std::uint64_t state_errors_ GUARDED_BY(mu_) = 0;
-  double last_save_seconds_ GUARDED_BY(mu_) = 0;           // duration of the last save
-  std::uint64_t clock_repairs_ GUARDED_BY(mu_) = 0;         // restored clocks beyond the skew
-  std::string state_restore_result_ GUARDED_BY(mu_) = "none";
+  // Engines, curves, windows, groups, canaries (analysis.h). The pointer is set
+  // once by Init; what it points to is read and written under mu_ only.
+  std::unique_ptr<Analysis> analysis_ PT_GUARDED_BY(mu_);
+  std::vector<std::uint8_t> restored_alerts_ GUARDED_BY(mu_);  // saved alert state, until Init restores it
   // Per collector, its stats, signals and samples as of its last poll.
   std::vector<CollectorCopy> published_ GUARDED_BY(mu_);
-  double start_wall_s_ GUARDED_BY(mu_) = 0;
+  StateCounters state_ GUARDED_BY(mu_);
 
   std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled
   std::unique_ptr<HttpServer> http_;
@@ -243,10 +191,8 @@ class Agent : public collectors::RequestSink {
   std::atomic<bool> stop_{false};
 };
 
-// The agent's own metric families (curves, windows, collectors' stats, state)
-// and the policy canaries', in exposition order, for the metrics reference.
-base::MetricDefs AgentMetricDefs();
-base::MetricDefs CanaryMetricDefs();
+// Writes "kvwatch agent: MESSAGE" to stderr (the agent's log).
+void AgentLog(const std::string& message);
 
 }  // namespace kvwatch::agent
 

@@ -1,6 +1,6 @@
 #include "agent/runtime/metric_catalog.h"
 
-#include "agent/runtime/agent.h"
+#include "agent/runtime/exposition.h"
 #include "agent/runtime/alert_runner.h"
 #include "agent/runtime/group_metrics.h"
 #include "agent/runtime/metrics.h"
@@ -53,10 +53,10 @@ std::string LabelNames(const base::MetricDef& def) {
 
 std::vector<MetricTable> MetricTables() {
   return {
-      {"The agent: curves, windows, engine, collectors, state", "agent/runtime/agent.cc", AgentMetricDefs()},
+      {"The agent: curves, windows, engine, collectors, state", "agent/runtime/exposition.cc", AgentMetricDefs()},
       {"Tenants, classes, capacity misses and admission signals", "agent/runtime/group_metrics.cc",
        Pointers(kGroupMetrics)},
-      {"Eviction-policy canaries (`curve.policies`)", "agent/runtime/agent.cc", CanaryMetricDefs()},
+      {"Eviction-policy canaries (`curve.policies`)", "agent/runtime/exposition.cc", CanaryMetricDefs()},
       {"Engine signals (every engine collector: KV events, engine logs, engine /metrics)",
        "collectors/engine_signals.cc", Pointers(collectors::kEngineSignalMetrics)},
       {"KV-events collector (`collectors.kv_events`)", "collectors/kv_events_collector.cc",

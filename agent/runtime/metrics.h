@@ -3,8 +3,8 @@
 // 0.0.4). Every family is added through its base::MetricDef (name, type, help,
 // label names), and each component declares its families in one table:
 //   - the agent's curves, windows, collectors' stats and state, then the policy
-//     canaries': the constants at the head of agent/runtime/agent.cc's exposition
-//     section (kBuildInfo ... kStateSaveErrors; kPolicyHitRatio ... kCanaryMemory);
+//     canaries': the constants at the head of agent/runtime/exposition.cc
+//     (kBuildInfo ... kStateSaveErrors; kPolicyHitRatio ... kCanaryMemory);
 //   - the alert runner's: kAlertState ... kAlertQueueLength in alert_runner.cc;
 //   - the engine signals any collector reports: kEngineSignalMetrics in
 //     collectors/engine_signals.cc; each collector's own in its .cc

@@ -1,0 +1,326 @@
+#include "agent/runtime/analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <span>
+#include <sstream>
+#include <utility>
+
+#include "agent/runtime/agent.h"
+#include "base/byte_io.h"
+#include "collectors/time_sanity.h"
+
+namespace kvwatch::agent {
+
+bool Sampled(const AgentOptions& o) { return o.sample_rate < 1.0 || o.sample_max_pages > 0; }
+bool TenantsOn(const AgentOptions& o) { return o.tenants.enabled && !Sampled(o); }
+
+namespace {
+
+std::vector<double> WindowSeconds(const AgentOptions& o) {
+  std::vector<double> seconds;
+  for (const WindowSpec& w : o.curve.windows) seconds.push_back(w.seconds);
+  return seconds;
+}
+
+// The tenant and class accounting's options from the agent's.
+curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vector<std::uint64_t>* bounds) {
+  curve::GroupAccountingOptions go;
+  go.tenants = o.tenants;
+  go.engine = o.engine;
+  go.bounds = bounds;
+  go.coverage_share = o.coverage_share;
+  for (std::uint64_t c : o.curve.capacities) {
+    if (c >= 1 && c <= o.engine.max_pages) go.capacities.push_back(c);
+  }
+  std::sort(go.capacities.begin(), go.capacities.end());
+  go.capacities.erase(std::unique(go.capacities.begin(), go.capacities.end()), go.capacities.end());
+  go.bytes_per_token = o.bytes_per_token.value_or(0);
+  go.windows_s = WindowSeconds(o);
+  go.classifier_max_chains = std::max<std::size_t>(o.engine.max_pages, 1024);
+  return go;
+}
+
+// The exact engine's options: with tenants, the group decomposition.
+curve::EngineOptions ExactEngineOptions(const AgentOptions& o) {
+  return TenantsOn(o) ? curve::GroupAccounting::SharedEngineOptions(GroupOptions(o, nullptr)) : o.engine;
+}
+
+// Bucket bounds: log-spaced to the tracked range, plus the replica's real cache
+// sizes so the hit ratio there is exact.
+std::vector<std::uint64_t> CurveBounds(const AgentOptions& o) {
+  std::vector<std::uint64_t> bounds = curve::LogBucketBounds(o.engine.max_pages, o.curve.buckets_per_octave);
+  for (std::uint64_t c : o.curve.capacities) {
+    if (c <= o.engine.max_pages) bounds.push_back(c);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  return bounds;
+}
+
+}  // namespace
+
+// --- Creation -------------------------------------------------------------------------
+
+base::Result<std::unique_ptr<Analysis>> Analysis::Create(const AgentOptions& options) {
+  std::unique_ptr<Analysis> analysis(new Analysis(options));
+  if (base::Status s = analysis->Init(); !s.ok()) return base::Result<std::unique_ptr<Analysis>>::Error(s.error());
+  return analysis;
+}
+
+Analysis::Analysis(const AgentOptions& options)
+    : options_(options), bounds_(CurveBounds(options)), engine_(ExactEngineOptions(options)) {
+  if (Sampled(options_)) {
+    sampled_ = std::make_unique<curve::SampledEngine>(options_.engine, options_.sample_rate, options_.sample_max_pages);
+  }
+}
+
+base::Status Analysis::Init() {
+  lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
+  if (TenantsOn(options_)) {
+    if (base::Status s = options_.tenants.Validate("tenants."); !s.ok()) return s;
+    groups_ = std::make_unique<curve::GroupAccounting>(GroupOptions(options_, &bounds_));
+  }
+  windows_ = std::make_unique<curve::WindowedCurves>(WindowSeconds(options_), &bounds_, options_.coverage_share,
+                                                     sampled_ != nullptr);
+  if (options_.canaries) {
+    curve::CanaryOptions co = *options_.canaries;
+    co.windows_s = WindowSeconds(options_);
+    co.capacities = options_.curve.capacities;
+    co.touch_order = options_.engine.touch_order;
+    co.coverage_share = options_.coverage_share;
+    auto canaries = curve::PolicyCanaries::Create(co);
+    if (!canaries.ok()) return base::Status::Error("curve.policies: " + canaries.error());
+    canaries_ = std::move(canaries).value();
+    canary_options_ = co;
+  }
+  return base::Status::Ok();
+}
+
+// --- Ingestion ------------------------------------------------------------------------
+
+void Analysis::Ingest(const curve::Request& request, double wall) {
+  // A timestamp beyond wall + curve.max_clock_skew never drives the clock (agent.h, "Clock").
+  const bool timed = request.has_timestamp() && collectors::CheckTimestamp(request.timestamp_s, wall,
+                                                                           options_.curve.max_clock_skew_s) ==
+                                                   collectors::TimestampVerdict::kOk;
+  const double t = timed ? request.timestamp_s : ClockNow(wall);
+  std::uint64_t weight = 1;
+  curve::GroupTags tags{};
+  if (sampled_) {
+    all_page_refs_ += request.pages.size();
+    ++all_requests_;
+    windows_->AddExpected(request.pages.size() * curve::SampledEngine::kWeightUnit, curve::SampledEngine::kWeightUnit,
+                          t);
+    sampled_->Process(request.pages, &outcome_);
+    weight = sampled_->weight();
+    // A request with no sampled page says nothing about its requirement (as in
+    // replay); it still moves the window clock, and the policy canaries, which
+    // simulate every page, still see it.
+    if (outcome_.size() == 0) {
+      windows_->Advance(t);
+      if (canaries_) canaries_->Add(request, 0, t);  // unlimited hits unknown: coverage not exported
+      last_record_time_ = windows_->now();
+      last_record_wall_ = wall;
+      return;
+    }
+  } else if (groups_) {
+    tags = groups_->Classify(request);
+    engine_.Process(request.pages, tags, &outcome_);
+  } else {
+    engine_.Process(request.pages, &outcome_);
+  }
+  lifetime_.Add(outcome_, weight);
+  // The _sum of the histograms: in sampled mode, in full-stream units.
+  const double unit = sampled_ ? static_cast<double>(curve::SampledEngine::kWeightUnit) : 1.0;
+  const bool sampled = sampled_ != nullptr;
+  auto add_sum = [&](std::uint64_t* sum, std::uint32_t c) {
+    *sum += sampled ? static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * static_cast<double>(weight) / unit))
+                     : c;
+  };
+  for (std::size_t i = 0; i < outcome_.size(); ++i) {
+    const std::uint32_t c = outcome_.hit_capacity(i);
+    if (c == 0 || c > options_.engine.max_pages) break;
+    add_sum(&hit_capacity_sum_, c);
+  }
+  const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
+  if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
+  windows_->Add(outcome_, t, weight);
+  if (groups_) groups_->Add(request, tags, outcome_, t);
+  // A sampled engine does not know the request's unlimited hits: the canaries'
+  // coverage is then not exported (their page hits are exact either way).
+  if (canaries_) canaries_->Add(request, sampled_ ? 0 : outcome_.unlimited_hits, t);
+  last_record_time_ = windows_->now();
+  last_record_wall_ = wall;
+}
+
+void Analysis::Advance(double wall_now_s) {
+  if (last_record_time_ < 0) return;
+  windows_->Advance(ClockNow(wall_now_s));
+  if (canaries_) canaries_->Advance(ClockNow(wall_now_s));
+  if (groups_) groups_->Advance(ClockNow(wall_now_s));
+}
+
+double Analysis::ClockNow(double wall_now_s) const {
+  if (last_record_time_ < 0) return wall_now_s;
+  return last_record_time_ + std::max(0.0, wall_now_s - last_record_wall_);
+}
+
+// --- Snapshot -------------------------------------------------------------------------
+
+curve::BucketedCurve Analysis::LifetimeCurve() const {
+  curve::BucketedCurve c = lifetime_;
+  // SHARDS-adj: every page reference, sampled or not, stands for kWeightUnit;
+  // and so does every request.
+  if (sampled_) {
+    c.AdjustReferences(all_page_refs_ * curve::SampledEngine::kWeightUnit);
+    c.NormalizeRequests(all_requests_ * curve::SampledEngine::kWeightUnit);
+  }
+  return c;
+}
+
+AnalysisSnapshot Analysis::TakeSnapshot(bool windows, bool canaries) const {
+  AnalysisSnapshot s;
+  s.sampled = sampled_ != nullptr;
+  s.lifetime = LifetimeCurve();
+  s.hit_capacity_sum = hit_capacity_sum_;
+  s.required_capacity_sum = required_capacity_sum_;
+  s.tracked_pages = engine().tracked_pages();
+  s.sample_rate = sampled_ ? sampled_->rate() : 1.0;
+  s.engine_memory_bytes = sampled_ ? sampled_->MemoryBytes() : engine_.MemoryBytes();
+  s.late_requests = windows_->late_requests();
+  if (windows) {
+    for (std::size_t i = 0; i < windows_->size(); ++i) s.windows.push_back(windows_->Window(i));
+  }
+  if (canaries && canaries_) {
+    const curve::PolicyCanaries& c = *canaries_;
+    s.has_canaries = true;
+    s.canary_memory_bytes = c.MemoryBytes();
+    // The engine's policy is the canaries' first (CanaryRole, snapshot.h).
+    const curve::PolicyKind engine_policy = c.options().policies.front();
+    for (std::size_t k = 0; k < c.size(); ++k) {
+      AnalysisSnapshot::Canary canary{c.kind(k), c.capacity(k), CanaryRole::kAlternative, 0, c.Lifetime(k), {}};
+      if (canary.kind == engine_policy) canary.role = CanaryRole::kEnginePolicy;
+      for (std::size_t w = 0; w < options_.curve.windows.size(); ++w) canary.windows.push_back(c.Window(k, w));
+      s.canaries.push_back(std::move(canary));
+    }
+    // Each canary's baseline: the engine policy's canary at its capacity.
+    for (AnalysisSnapshot::Canary& canary : s.canaries) {
+      const auto baseline = std::find_if(s.canaries.begin(), s.canaries.end(), [&](const auto& e) {
+        return e.role == CanaryRole::kEnginePolicy && e.capacity == canary.capacity;
+      });
+      canary.baseline = static_cast<std::size_t>(baseline - s.canaries.begin());
+    }
+  }
+  if (groups_) s.groups = groups_->Snapshot(windows);
+  s.clock_repairs = clock_repairs_;
+  return s;
+}
+
+// --- State ----------------------------------------------------------------------------
+
+std::string Analysis::ConfigFingerprint() const {
+  std::ostringstream f;
+  f << "max_pages=" << options_.engine.max_pages
+    << " touch=" << (options_.engine.touch_order == curve::TouchOrder::kTailFirst ? "tail" : "head")
+    << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back()
+    << " windows=";
+  for (const WindowSpec& w : options_.curve.windows) f << w.seconds << ",";
+  // Only with tenants: the engine then keeps page owners, and the accounting's layout must match.
+  if (groups_) {
+    f << " tenants=" << options_.tenants.top_k << "/" << options_.tenants.class_top_k << "/"
+      << (options_.tenants.isolated ? "isolated" : "shared") << " group_capacities=";
+    for (std::uint64_t c : groups_->options().capacities) f << c << ",";
+  }
+  // Only when sampled, so exact-mode state files stay as they were.
+  if (sampled_) {
+    f << " sample_rate=" << std::setprecision(17) << options_.sample_rate
+      << " sample_max_pages=" << options_.sample_max_pages;
+  }
+  return f.str();
+}
+
+void Analysis::Serialize(StateParts* parts) const {
+  parts->fingerprint = ConfigFingerprint();
+  parts->engine = sampled_ ? sampled_->Serialize() : engine_.Serialize();
+  lifetime_.Serialize(&parts->curves);
+  base::AppendPod(&parts->curves, hit_capacity_sum_);
+  base::AppendPod(&parts->curves, required_capacity_sum_);
+  windows_->Serialize(&parts->curves);
+  base::AppendPod(&parts->curves, last_record_time_);
+  base::AppendPod(&parts->curves, last_record_wall_);
+  if (sampled_) {
+    base::AppendPod(&parts->curves, all_page_refs_);
+    base::AppendPod(&parts->curves, all_requests_);
+  }
+  if (groups_) groups_->Serialize(&parts->groups);
+  if (canaries_) canaries_->Serialize(&parts->canaries);
+}
+
+std::string Analysis::Restore(const StateParts& parts) {
+  if (parts.fingerprint != ConfigFingerprint()) return "saved with other settings: " + parts.fingerprint;
+  if (!(sampled_ ? sampled_->Deserialize(parts.engine) : engine_.Deserialize(parts.engine))) return "engine state";
+  std::span<const std::uint8_t> in(parts.curves);
+  if (!lifetime_.Deserialize(&in) || !base::ReadPod(&in, &hit_capacity_sum_) ||
+      !base::ReadPod(&in, &required_capacity_sum_) || !windows_->Deserialize(&in) ||
+      !base::ReadPod(&in, &last_record_time_) || !base::ReadPod(&in, &last_record_wall_) ||
+      (sampled_ && (!base::ReadPod(&in, &all_page_refs_) || !base::ReadPod(&in, &all_requests_))) || !in.empty()) {
+    return "curves";
+  }
+  if (groups_) {
+    std::span<const std::uint8_t> g(parts.groups);
+    if (!groups_->Deserialize(&g) || !g.empty()) return "tenant and class groups";
+  }
+  // The canaries are restored when their settings are unchanged; otherwise they
+  // alone start fresh (their numbers are not the curves').
+  if (canaries_ && !parts.canaries.empty()) {
+    std::span<const std::uint8_t> c(parts.canaries);
+    if (!canaries_->Deserialize(&c) || !c.empty()) {
+      AgentLog("state: the saved policy canaries do not fit curve.policies as configured now; the canaries start cold");
+      ResetCanaries();
+    }
+  }
+  return {};
+}
+
+void Analysis::Reset() {
+  engine_.Clear();
+  if (sampled_) sampled_->Clear();
+  all_page_refs_ = all_requests_ = 0;
+  lifetime_.Clear();
+  ResetWindows();
+  hit_capacity_sum_ = required_capacity_sum_ = 0;
+  if (groups_) groups_->Clear();
+  ResetCanaries();
+}
+
+void Analysis::ResetWindows() {
+  windows_ = std::make_unique<curve::WindowedCurves>(WindowSeconds(options_), &bounds_, options_.coverage_share,
+                                                     sampled_ != nullptr);
+  if (groups_) groups_->ResetWindows();
+  last_record_time_ = -1;
+  last_record_wall_ = 0;
+}
+
+void Analysis::RepairClock(double wall_now_s) {
+  // A windows' clock beyond the allowed skew (a state saved before records from
+  // the future were rejected, or a host clock set back) would leave every later
+  // record out of every window: the windows restart, the lifetime counters stay.
+  if (last_record_time_ < 0) return;
+  const double now = ClockNow(wall_now_s);
+  if (now <= wall_now_s + options_.curve.max_clock_skew_s) return;
+  AgentLog("state: the windows' clock was " + std::to_string(now - wall_now_s) +
+           " s ahead of the wall clock (more than curve.max_clock_skew); the windows restart, lifetime counters kept");
+  ResetWindows();
+  ResetCanaries();
+  ++clock_repairs_;
+}
+
+void Analysis::ResetCanaries() {
+  if (!canary_options_) return;
+  auto fresh = curve::PolicyCanaries::Create(*canary_options_);
+  if (fresh.ok()) canaries_ = std::move(fresh).value();
+}
+
+}  // namespace kvwatch::agent

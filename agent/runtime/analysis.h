@@ -1,0 +1,122 @@
+// Analysis: the state of the live analysis, everything the agent counts about the
+// requests it is handed. One curve engine (the exact StackDistanceEngine, or a
+// SampledEngine when engine.sample_rate < 1 or engine.sample_max_pages > 0: one
+// continuous cache state), the lifetime curve (exported as cumulative histograms)
+// with its histograms' sums, the windowed curves and their clock, the tenant and
+// class accounting (tenants.enabled, exact engine only) and the policy canaries
+// (curve.policies). It ingests requests, gives a snapshot of itself to the readers
+// (snapshot.h), and writes itself into, and restores itself from, the state file's
+// parts (state_file.h). What the numbers mean (sampling's weights, the clock) is
+// described in agent.h.
+//
+// Thread safety: none. The agent owns one and serializes every call under its
+// mutex (Agent::mu_ guards what the pointer points to).
+#ifndef KVWATCH_AGENT_RUNTIME_ANALYSIS_H_
+#define KVWATCH_AGENT_RUNTIME_ANALYSIS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/runtime/snapshot.h"
+#include "agent/runtime/state_file.h"
+#include "base/status.h"
+#include "curve/bucketed_curve.h"
+#include "curve/group_accounting.h"
+#include "curve/policy_canaries.h"
+#include "curve/request.h"
+#include "curve/sampled_engine.h"
+#include "curve/stack_distance.h"
+
+namespace kvwatch::agent {
+
+struct AgentOptions;  // agent.h
+
+// The engine samples (engine.sample_rate < 1 or engine.sample_max_pages > 0).
+bool Sampled(const AgentOptions& options);
+// Tenants and classes are counted: tenants.enabled and an exact engine.
+bool TenantsOn(const AgentOptions& options);
+
+class Analysis {
+ public:
+  // `options` must outlive the analysis (the agent's own). An error names the
+  // setting (tenants.*, curve.policies).
+  static base::Result<std::unique_ptr<Analysis>> Create(const AgentOptions& options);
+
+  Analysis(const Analysis&) = delete;
+  Analysis& operator=(const Analysis&) = delete;
+
+  // One request, handed over at wall time `wall_now_s`: through the engine, into
+  // the lifetime curve, every window, the groups and the canaries.
+  void Ingest(const curve::Request& request, double wall_now_s);
+  // Moves the windows' clock (curves, canaries, groups) to ClockNow, once the
+  // first record has started it: records may carry their own time base, which the
+  // wall clock must not overtake before any arrives.
+  void Advance(double wall_now_s);
+  // The windows' clock: record time when records carry it, advanced at wall speed
+  // since the last record.
+  double ClockNow(double wall_now_s) const;
+
+  // A copy for the readers: the window curves when `windows`, the canaries'
+  // totals when `canaries`.
+  AnalysisSnapshot TakeSnapshot(bool windows, bool canaries) const;
+
+  // Writes the configuration fingerprint, the engine, the curves (with their
+  // clock), the groups and the canaries into `parts`.
+  void Serialize(StateParts* parts) const;
+  // Restores what Serialize wrote. Empty when restored; else why not (the
+  // settings' fingerprint, the engine, the curves, the groups): the analysis is
+  // then partly overwritten and must be Reset. Canaries that do not fit the
+  // configured ones start cold (logged), the rest restored.
+  std::string Restore(const StateParts& parts);
+  // Forgets everything counted (a rejected state file).
+  void Reset();
+  // After a restore: restarts the windows (and the canaries) when their clock is
+  // beyond curve.max_clock_skew ahead of `wall_now_s`; the lifetime counters stay.
+  void RepairClock(double wall_now_s);
+
+  // Requests counted since start (every request, sampled or not).
+  std::uint64_t requests() const { return sampled_ ? all_requests_ : lifetime_.requests(); }
+  std::size_t tracked_pages() const { return engine().tracked_pages(); }
+
+ private:
+  explicit Analysis(const AgentOptions& options);
+  base::Status Init();
+  // What must match for a saved state to mean the same thing.
+  std::string ConfigFingerprint() const;
+  // Empties the windows (curves and groups) and restarts their clock.
+  void ResetWindows();
+  // Recreates the policy canaries empty (their saved state did not fit, or the
+  // clock was repaired).
+  void ResetCanaries();
+  // The lifetime curve, SHARDS-adj corrected when sampled.
+  curve::BucketedCurve LifetimeCurve() const;
+  const curve::StackDistanceEngine& engine() const { return sampled_ ? sampled_->engine() : engine_; }
+
+  const AgentOptions& options_;
+  // Log-spaced to engine.max_pages, plus curve.capacities; shared by every curve.
+  std::vector<std::uint64_t> bounds_;
+  curve::StackDistanceEngine engine_;                 // exact mode (unused when sampled)
+  std::unique_ptr<curve::SampledEngine> sampled_;     // sampled mode, else null
+  std::uint64_t all_page_refs_ = 0;                   // sampled mode: every page reference, sampled or not
+  std::uint64_t all_requests_ = 0;                    // sampled mode: every request
+  curve::RequestOutcome outcome_;
+  curve::BucketedCurve lifetime_;
+  std::unique_ptr<curve::WindowedCurves> windows_;
+  std::unique_ptr<curve::PolicyCanaries> canaries_;  // null without curve.policies
+  std::optional<curve::CanaryOptions> canary_options_;  // as created (for a reset)
+  // Tenants and classes (TenantsOn), else null; the engine then decomposes
+  // distances by group.
+  std::unique_ptr<curve::GroupAccounting> groups_;
+  std::uint64_t hit_capacity_sum_ = 0;  // for the histograms' _sum
+  std::uint64_t required_capacity_sum_ = 0;
+  double last_record_time_ = -1;        // window clock at the last request
+  double last_record_wall_ = 0;         // wall time of the last request
+  std::uint64_t clock_repairs_ = 0;     // restored clocks beyond the skew
+};
+
+}  // namespace kvwatch::agent
+
+#endif  // KVWATCH_AGENT_RUNTIME_ANALYSIS_H_
