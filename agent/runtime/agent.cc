@@ -135,6 +135,9 @@ base::Status Agent::Init() {
     }
   }
   restored_alerts_.clear();
+  history_ = std::make_unique<CurveHistory>(
+      options_.curve.windows.size(),
+      HistoryTargets(options_.curve.page_hit_targets, options_.curve.coverage_targets));
   auto server = HttpServer::Create(options_.http);
   if (!server.ok()) return base::Status::Error(server.error());
   http_ = std::move(server).value();
@@ -304,6 +307,7 @@ int Agent::Run() {
         if (groups_) groups_->Advance(ClockNow(wall));
       }
     }
+    if (history_->Due(wall)) RecordHistory(wall);
     if (alert_runner_ && now >= next_alerts) {
       // Errors are logged by the runner; evaluation never blocks on notifiers.
       (void)alert_runner_->Evaluate(AlertInputsAt(alert_runner_->Now()));
@@ -1055,6 +1059,10 @@ void Agent::RegisterRoutes() {
     return JsonOrNotFound(RenderGroupsJson(window), TenantsOn(options_)
                                                         ? "unknown window '" + window + "'"
                                                         : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
+  });
+  http_->Handle("/api/v1/history", [this](const HttpRequest& req) {
+    const std::string window = req.Query("window").value_or(options_.curve.windows.front().name);
+    return JsonOrNotFound(RenderHistoryJson(window), "unknown window '" + window + "'");
   });
   http_->Handle("/", [this](const HttpRequest& req) {
     HttpResponse r;
