@@ -57,6 +57,7 @@ void CurveHistory::Record(double time_s, const std::vector<curve::CurveReport>& 
     // Keep the first, third, ...: the oldest stays, the spacing doubles.
     std::size_t kept = 0;
     for (std::size_t k = 0; k < times_.size(); k += 2, ++kept) {
+      if (kept == k) continue;  // never move a sample onto itself (that empties it)
       times_[kept] = times_[k];
       samples_[kept] = std::move(samples_[k]);
     }

@@ -94,7 +94,8 @@ svg#history .history-capacity-label { fill: var(--configured); }
 table#group-table { border-collapse: collapse; background: var(--panel); }
 table#group-table th, table#group-table td { padding: 4px 12px; border: 1px solid var(--line); text-align: right; }
 table#group-table thead th { text-align: center; background: #eef2f6; }
-table#group-table td.group, table#group-table td.evictor, table#group-table tbody th { text-align: left; }
+table#group-table td.group, table#group-table td.evictor, table#group-table tbody th { text-align: left;
+  white-space: nowrap; }
 </style>
 </head>
 <body>

@@ -136,12 +136,13 @@ std::string_view IndexPagePanelsScript() {
     }
   }
 
-  // A line through the points that have a value; a point without one breaks it.
+  // A line through the points that have a value; a point without one (or of an
+  // empty window, whose working sets are 0 only for want of requests) breaks it.
   function historyPath(svg, s, points, value, className) {
     const parts = [];
     let open = false;
     for (const p of points) {
-      const v = value(p);
+      const v = Number(p.requests) > 0 ? value(p) : NaN;
       if (!Number.isFinite(v)) {
         open = false;
         continue;

@@ -76,10 +76,14 @@ WorkingSets AfterSeconds(double seconds, std::uint64_t* capacity) {
     agent.value()->OnRequest(request);
   });
   EXPECT_TRUE(generated.ok()) << generated.error();
+  const std::string json = agent.value()->RenderCurveJson("5m");
   simdjson::dom::parser parser;
   simdjson::dom::element curve;
-  EXPECT_EQ(parser.parse(agent.value()->RenderCurveJson("5m")).get(curve), simdjson::SUCCESS);
-  for (simdjson::dom::element e : curve["working_set"].get_array().value()) {
+  const auto error = parser.parse(json).get(curve);
+  EXPECT_EQ(error, simdjson::SUCCESS) << simdjson::error_message(error) << "\n" << json;
+  if (error != simdjson::SUCCESS) return out;
+  const simdjson::dom::array items = curve["working_set"].get_array().value();  // named: value() of a temporary dangles
+  for (simdjson::dom::element e : items) {
     if (std::string_view(e["target"].get_string().value()) != "page_hit") continue;
     const double f = e["fraction"].get_double().value();
     const std::uint64_t pages = e["capacity_pages"].get_uint64().value();

@@ -721,7 +721,8 @@ std::vector<std::string> ApiGroups(const std::string& json, const char* dimensio
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(json).get(doc) != simdjson::SUCCESS) return out;
-  for (simdjson::dom::element g : doc["dimensions"][dimension].get_array().value()) {
+  const simdjson::dom::array items = doc["dimensions"][dimension].get_array().value();  // named: value() of a temporary dangles
+  for (simdjson::dom::element g : items) {
     out.emplace_back(g["group"].get_string().value());
   }
   std::sort(out.begin(), out.end());
@@ -764,7 +765,7 @@ TEST_F(BrowserTest, BuiltInReplicaShowsBytesTenantsClassesPoliciesCapacityAndHis
     for (; next_sample <= r.timestamp_s; next_sample += CurveHistory::kDefaultIntervalS) agent.RecordHistory(next_sample);
     agent.OnRequest(r);
   }
-  agent.RecordHistory(next_sample);
+  agent.RecordHistory(start + 61);  // now, when the loop would take its next one
 
   std::thread loop([&] { agent.Run(); });
   for (int i = 0; i < 2000 && !agent.ready(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -792,7 +793,8 @@ TEST_F(BrowserTest, BuiltInReplicaShowsBytesTenantsClassesPoliciesCapacityAndHis
   simdjson::dom::element curve;
   ASSERT_EQ(parser.parse(curve_json).get(curve), simdjson::SUCCESS) << curve_json;
   std::size_t with_bytes = 0;
-  for (simdjson::dom::element e : curve["working_set"].get_array().value()) {
+  const simdjson::dom::array items = curve["working_set"].get_array().value();  // named: value() of a temporary dangles
+  for (simdjson::dom::element e : items) {
     if (e["bytes"].is_null()) continue;
     const std::string target(e["target"].get_string().value());
     const std::string row = TableRow(dom, e["fraction"].get_double().value());
