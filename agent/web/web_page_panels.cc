@@ -8,7 +8,7 @@
 namespace kvwatch::agent {
 
 std::string_view IndexPagePanelsScript() {
-  return R"kvwatch_panels(
+  return R"panels_script(
   // ------------------------------------------------------------ history panel
 
   const HISTORY_FRACTIONS = [0.9, 0.95];
@@ -231,7 +231,7 @@ std::string_view IndexPagePanelsScript() {
     const [name, pages] = entries.reduce((a, b) => (Number(b[1]) > Number(a[1]) ? b : a));
     return name + ' (' + Math.round(100 * Number(pages) / total) + '%)';
   }
-)kvwatch_panels";
+)panels_script";
 }
 
 }  // namespace kvwatch::agent
