@@ -53,6 +53,9 @@ base::Status Agent::Init() {
     }
   }
   restored_alerts_.clear();
+  history_ = std::make_unique<CurveHistory>(
+      options_.curve.windows.size(),
+      HistoryTargets(options_.curve.page_hit_targets, options_.curve.coverage_targets));
   auto server = HttpServer::Create(options_.http);
   if (!server.ok()) return base::Status::Error(server.error());
   http_ = std::move(server).value();
@@ -151,6 +154,7 @@ int Agent::Run() {
       // wall clock must not overtake before any arrives.
       analysis_->Advance(wall);
     }
+    if (history_->Due(wall)) RecordHistory(wall);
     if (alert_runner_ && now >= next_alerts) {
       // Errors are logged by the runner; evaluation never blocks on notifiers.
       (void)alert_runner_->Evaluate(AlertInputsAt(alert_runner_->Now()));

@@ -4,8 +4,9 @@
 // agent runs them through one StackDistanceEngine (one continuous cache state),
 // adds each outcome to the lifetime curve (exported as cumulative Prometheus
 // histograms) and to the windowed curves (exported as gauges per window), and
-// serves /metrics, /api/v1/curve, /api/v1/groups, /api/v1/windows, /api/v1/alerts, /healthz,
-// /readyz and a page at /. State (engine, curves, clock, groups, and every
+// serves /metrics, /api/v1/curve, /api/v1/groups, /api/v1/history, /api/v1/windows,
+// /api/v1/alerts, /healthz, /readyz and a page at /. The loop also samples every
+// window's knee and working sets into a bounded history (agent/runtime/curve_history.h). State (engine, curves, clock, groups, and every
 // collector's positions) is committed in one atomic step (agent/runtime/state_file.h)
 // right after start-up, on an interval, soon after a rotation, and at shutdown, and
 // restored at start-up. With alerts enabled the loop
@@ -71,6 +72,7 @@
 
 #include "agent/runtime/alert_runner.h"
 #include "agent/runtime/analysis.h"
+#include "agent/runtime/curve_history.h"
 #include "agent/runtime/snapshot.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
@@ -142,6 +144,12 @@ class Agent : public collectors::RequestSink {
   std::string RenderCurveJson(const std::string& window) EXCLUDES(mu_);  // empty: unknown window
   // GET /api/v1/groups (agent/web/api_json.h); empty: unknown window or tenants off.
   std::string RenderGroupsJson(const std::string& window) EXCLUDES(mu_);
+  // GET /api/v1/history (agent/web/api_json.h): the window's knee and working sets
+  // over time (agent/runtime/curve_history.h); empty: unknown window.
+  std::string RenderHistoryJson(const std::string& window) EXCLUDES(mu_);
+  // Adds a sample of every window to the history at wall time `wall_s` (the loop
+  // does every CurveHistory interval; tests may call it directly).
+  void RecordHistory(double wall_s) EXCLUDES(mu_);
   int port() const;
   bool ready() const { return ready_.load(); }
 
@@ -186,6 +194,7 @@ class Agent : public collectors::RequestSink {
   StateCounters state_ GUARDED_BY(mu_);
 
   std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled
+  std::unique_ptr<CurveHistory> history_;      // the windows over time (its own lock)
   std::unique_ptr<HttpServer> http_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stop_{false};

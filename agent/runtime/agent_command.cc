@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/runtime/builtin_config.h"
 #include "agent/runtime/collector_registry.h"
 #include "agent/web/http_server.h"
 #include "config/model_config.h"
@@ -230,8 +231,8 @@ base::Status CheckConfigText(std::string_view yaml, const std::string& source, c
 }
 
 int RunAgent(const std::string& config_path) {
-  auto config = config_path.empty() ? base::Result<config::AgentConfig>(config::DefaultAgentConfig())
-                                    : LoadConfig(config_path);
+  // No config file: the built-in synthetic replica (builtin_config.h).
+  auto config = config_path.empty() ? BuiltInAgentConfig() : LoadConfig(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch agent: %s\n", config.error().c_str());
     return 1;

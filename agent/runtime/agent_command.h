@@ -52,7 +52,8 @@ base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config);
 base::Status CheckConfigText(std::string_view yaml, const std::string& source,
                              const ValidationOptions& options = {});
 
-// config_path empty: the built-in default (the synthetic replica). Returns the
+// config_path empty: the built-in config (builtin_config.h: the synthetic replica
+// with a model, tenants, two canaries and a cache size). Returns the
 // process exit code: 0, or 1 when start-up fails (the message names the key).
 int RunAgent(const std::string& config_path);
 // Validates a config file as start-up would and exits: 0 valid, 1 not.

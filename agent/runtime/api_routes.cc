@@ -116,6 +116,10 @@ void RegisterRoutes(HttpServer& http, Agent& agent, const AgentOptions& options)
                                                               ? "unknown window '" + window + "'"
                                                               : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
   });
+  http.Handle("/api/v1/history", [&agent, &options](const HttpRequest& req) {
+    const std::string window = req.Query("window").value_or(options.curve.windows.front().name);
+    return JsonOrNotFound(agent.RenderHistoryJson(window), "unknown window '" + window + "'");
+  });
   http.Handle("/", [&options](const HttpRequest& req) {
     HttpResponse r;
     if (req.path != "/") {

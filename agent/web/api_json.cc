@@ -224,4 +224,53 @@ std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsAp
   return w.Take();
 }
 
+std::string RenderHistoryApiJson(const HistoryApiContext& c) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("window");
+  w.String(c.window);
+  w.Key("window_seconds");
+  w.Number(c.window_seconds);
+  w.Key("replica");
+  w.String(c.replica);
+  w.Key("interval_seconds");
+  w.Number(c.interval_seconds);
+  w.Key("bytes_per_page");
+  w.Optional(c.bytes_per_page);
+  w.Key("capacity_pages_configured");
+  w.BeginArray();
+  for (std::uint64_t cap : c.capacities) w.Uint(cap);
+  w.EndArray();
+  w.Key("targets");
+  w.BeginArray();
+  for (const HistoryApiContext::Target& t : c.targets) {
+    w.BeginObject();
+    w.Key("target");
+    w.String(t.target);
+    w.Key("fraction");
+    w.Number(t.fraction);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("points");
+  w.BeginArray();
+  for (const HistoryPoint& p : c.points) {
+    w.BeginObject();
+    w.Key("time");
+    w.Number(p.time_s);
+    w.Key("requests");
+    w.Uint(p.sample.requests);
+    w.Key("knee_pages");
+    w.Optional(p.sample.knee_pages);
+    w.Key("working_set_pages");
+    w.BeginArray();
+    for (const auto& pages : p.sample.working_set_pages) w.Optional(pages);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
+
 }  // namespace kvwatch::agent

@@ -60,6 +60,39 @@ struct GroupsApiContext {
 };
 std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsApiContext& context);
 
+// What one window's curve said at one time: the history the agent keeps of its
+// windows (agent/runtime/curve_history.h) and serves at GET /api/v1/history.
+struct HistorySample {
+  std::uint64_t requests = 0;
+  std::optional<std::uint64_t> knee_pages;  // nullopt: no knee
+  // One per HistoryApiContext::targets, in that order; nullopt: not converged.
+  std::vector<std::optional<std::uint64_t>> working_set_pages;
+};
+struct HistoryPoint {
+  double time_s = 0;  // Unix time of the sample (the agent's wall clock)
+  HistorySample sample;
+};
+
+// The agent's GET /api/v1/history answer for one window: `targets` once, then
+// `points` oldest first ({time, requests, knee_pages, working_set_pages}), with
+// the byte size of a page (null without a model) and the configured capacities,
+// so that a reader can draw them against the capacities without another call.
+struct HistoryApiContext {
+  std::string window;
+  double window_seconds = 0;
+  std::string replica;
+  double interval_seconds = 0;  // between the points now kept (it doubles as they thin out)
+  std::optional<double> bytes_per_page;
+  std::vector<std::uint64_t> capacities;  // curve.capacities
+  struct Target {
+    std::string target;  // "page_hit" or "request_coverage"
+    double fraction = 0;
+  };
+  std::vector<Target> targets;
+  std::vector<HistoryPoint> points;
+};
+std::string RenderHistoryApiJson(const HistoryApiContext& context);
+
 }  // namespace kvwatch::agent
 
 #endif  // KVWATCH_AGENT_WEB_API_JSON_H_

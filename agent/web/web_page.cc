@@ -11,7 +11,8 @@ namespace {
 
 // The page. Placeholders @@NAME@@ are filled by RenderIndexPage in one pass (a
 // value is never scanned again): TITLE and REPLICA HTML-escaped, CONFIG as JSON
-// that cannot close the <script> element it sits in.
+// that cannot close the <script> element it sits in, PANELS the history and group
+// panels' code (web_page_panels.cc).
 constexpr std::string_view kPageTemplate = R"kvwatch_page(<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -61,7 +62,7 @@ circle.target { fill: var(--target); stroke: #fff; stroke-width: 1.5; }
 svg#curve .target-label, svg#curve .target-missing { fill: var(--target); }
 line.configured { stroke: var(--configured); stroke-width: 1.5; stroke-dasharray: 2 3; }
 svg#curve .configured-label { fill: var(--configured); }
-ul#legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 8px 0 0; padding: 0;
+ul#legend, ul#history-legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 8px 0 0; padding: 0;
             list-style: none; color: var(--muted); }
 .swatch { display: inline-block; width: 22px; margin-right: 6px; vertical-align: middle; border-top: 2px solid; }
 .swatch.dot { width: 9px; height: 9px; border: 0; border-radius: 50%; background: var(--target); }
@@ -77,6 +78,24 @@ table#policy-table tr.engine td { font-weight: bold; }
 table#policy-table td.better { color: #1b5e20; }
 table#policy-table td.worse { color: #b71c1c; }
 .note { color: var(--muted); max-width: 760px; }
+p.answers { margin: 0 0 6px; font-style: italic; }
+svg#history { display: block; width: 100%; height: auto; background: var(--panel);
+              border: 1px solid var(--line); border-radius: 4px; }
+svg#history text { font-size: 12px; fill: var(--ink); }
+svg#history .grid { stroke: #e9edf1; }
+svg#history .frame { fill: none; stroke: #39424c; }
+svg#history .tick-label, svg#history .axis-title { fill: var(--muted); }
+svg#history .empty-note { font-size: 16px; fill: var(--muted); }
+path.history-working-set { fill: none; stroke: var(--target); stroke-width: 2; }
+path.history-working-set[data-fraction="0.95"] { stroke-dasharray: 7 3; }
+path.history-knee { fill: none; stroke: var(--knee); stroke-width: 2; stroke-dasharray: 2 3; }
+line.history-capacity { stroke: var(--configured); stroke-width: 1.5; stroke-dasharray: 2 3; }
+svg#history .history-capacity-label { fill: var(--configured); }
+table#group-table { border-collapse: collapse; background: var(--panel); }
+table#group-table th, table#group-table td { padding: 4px 12px; border: 1px solid var(--line); text-align: right; }
+table#group-table thead th { text-align: center; background: #eef2f6; }
+table#group-table td.group, table#group-table td.evictor, table#group-table tbody th { text-align: left;
+  white-space: nowrap; }
 </style>
 </head>
 <body>
@@ -92,6 +111,9 @@ table#policy-table td.worse { color: #b71c1c; }
 <main>
   <p id="summary">waiting for the first answer from the agent&hellip;</p>
   <p id="empty" hidden>no requests in this window yet</p>
+  <h2>Hit rate against cache size</h2>
+  <p class="answers" data-panel="curve">What share of the reusable KV pages would an LRU cache of each size keep,
+  and where does more cache stop paying?</p>
   <svg id="curve" viewBox="0 0 960 460" role="img"
        aria-label="cache capacity against page hit ratio and request coverage"></svg>
   <ul id="legend">
@@ -103,6 +125,8 @@ table#policy-table td.worse { color: #b71c1c; }
     <li><span class="swatch" style="border-top-style: dotted; border-color: var(--configured)"></span>configured cache size</li>
   </ul>
   <h2>Working sets</h2>
+  <p class="answers" data-panel="working-set">How big must the cache be to keep 90, 95 or 99% of the hits an
+  unlimited cache would get, in pages and in bytes per GPU rank?</p>
   <table id="working-set">
     <thead>
       <tr><th rowspan="2">target</th><th colspan="2">page hit</th><th colspan="2">request coverage</th></tr>
@@ -110,8 +134,37 @@ table#policy-table td.worse { color: #b71c1c; }
     </thead>
     <tbody><tr><td class="message" colspan="5">waiting for the first answer&hellip;</td></tr></tbody>
   </table>
+  <section id="history-panel" hidden>
+  <h2>Working set and knee over time</h2>
+  <p class="answers" data-panel="history">Is the working set growing or shrinking, has the knee moved, and does
+  the configured cache still cover them?</p>
+  <svg id="history" viewBox="0 0 960 300" role="img"
+       aria-label="the window's page-hit working sets and knee over time, with the configured cache sizes"></svg>
+  <ul id="history-legend">
+    <li><span class="swatch" style="border-color: var(--target)"></span>page-hit working set 0.9</li>
+    <li><span class="swatch" style="border-top-style: dashed; border-color: var(--target)"></span>page-hit working set 0.95</li>
+    <li><span class="swatch" style="border-top-style: dotted; border-color: var(--knee)"></span>knee</li>
+    <li><span class="swatch" style="border-top-style: dotted; border-color: var(--configured)"></span>configured cache size</li>
+  </ul>
+  <p class="note" id="history-note"></p>
+  </section>
+  <section id="groups" hidden>
+  <h2>Tenants and request classes in the shared cache</h2>
+  <p class="answers" data-panel="groups">Who uses the shared cache, and who loses hits at the configured size, and
+  to whom?</p>
+  <table id="group-table">
+    <thead><tr><th></th><th>group</th><th>requests</th><th>page hit (unlimited)</th><th id="groups-hit-at">page hit</th>
+    <th id="groups-misses-at">capacity misses</th><th>evicted most by</th></tr></thead>
+    <tbody></tbody>
+  </table>
+  <p class="note">Each tenant's and request class's page hit ratio in the one LRU cache all share
+  (<code>tenants.*</code>); a capacity miss would have hit in an unlimited cache; "evicted most by": the group whose
+  references pushed out most of those pages (docs/tenants.md explains the attribution).</p>
+  </section>
   <section id="policies" hidden>
   <h2>Eviction policies at the configured sizes</h2>
+  <p class="answers" data-panel="policies">Would another eviction policy keep more hits than the engine's at the
+  configured cache size?</p>
   <table id="policy-table">
     <thead><tr><th>pages</th><th>policy</th><th>page hit</th><th>request coverage</th><th>vs engine's policy</th></tr></thead>
     <tbody></tbody>
@@ -245,6 +298,8 @@ table#policy-table td.worse { color: #b71c1c; }
     state.updatedAt = new Date();
     render(data, name);
     setStatus('ok', 'live: window ' + name + ', refreshed every ' + config.refreshSeconds + ' s');
+    // The panels of other API paths: each hides itself when its path does not answer.
+    await Promise.all([loadHistory(name), loadGroups(name)]);
   }
 
   async function refresh() {
@@ -687,6 +742,7 @@ table#policy-table td.worse { color: #b71c1c; }
            pad(date.getHours()) + ':' + pad(date.getMinutes()) + ':' + pad(date.getSeconds());
   }
 
+@@PANELS@@
   // ------------------------------------------------------------ start
 
   function start() {
@@ -785,7 +841,8 @@ std::string Fill(std::string_view page, const std::vector<std::pair<std::string_
 std::string RenderIndexPage(const PageOptions& options) {
   return Fill(kPageTemplate, {{"TITLE", EscapeHtml(options.title)},
                               {"REPLICA", EscapeHtml(options.replica)},
-                              {"CONFIG", ConfigJson(options)}});
+                              {"CONFIG", ConfigJson(options)},
+                              {"PANELS", std::string(IndexPagePanelsScript())}});
 }
 
 }  // namespace kvwatch::agent

@@ -11,17 +11,32 @@
 // cannot be reached or answers with an error, the status line says so and the last
 // good curve stays, dimmed.
 //
+// After each curve it also fetches `{api}/api/v1/history?window=NAME` (the page-hit
+// working sets 0.9 and 0.95 and the knee over time, against the configured sizes)
+// and `{api}/api/v1/groups?window=NAME` (a row per tenant and request class: its
+// requests, page hit ratio unlimited and at the largest configured size, capacity
+// misses there and who evicted them); each panel is hidden while its path does not
+// answer (an agent without tenants, an older agent). The live canaries' table comes
+// with the curve. Each panel says in one line (p.answers) what question it answers.
+//
 // Stable hooks for tests and scripts: svg#curve, path.page-hit-ratio,
 // path.request-coverage, line.unlimited, line.knee (data-capacity-pages),
 // circle.target (data-fraction, data-capacity-pages), line.configured,
 // table#working-set, #status (data-state = loading | ok | error), #updated,
-// #empty, nav#windows button.window (data-window, aria-pressed).
+// #empty, nav#windows button.window (data-window, aria-pressed);
+// p.answers (data-panel = curve | working-set | history | groups | policies);
+// section#history-panel, svg#history, path.history-working-set (data-fraction),
+// path.history-knee, line.history-capacity (data-capacity-pages), #history-note;
+// section#groups, table#group-table tr (data-dimension, data-group) with cells
+// td.group, .requests, .unlimited, .hit-at, .misses-at, .evictor;
+// section#policies, table#policy-table tr (data-policy, data-capacity).
 //
 // Thread safety: RenderIndexPage is a pure function of its argument.
 #ifndef KVWATCH_AGENT_WEB_PAGE_H_
 #define KVWATCH_AGENT_WEB_PAGE_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kvwatch::agent {
@@ -45,6 +60,10 @@ struct PageOptions {
 // The HTML document. Title, replica and window names are escaped (HTML in the
 // markup; JSON with <, > and & as \u escapes in the embedded configuration).
 std::string RenderIndexPage(const PageOptions& options);
+
+// The history and group panels' part of the page's script (web_page_panels.cc),
+// which RenderIndexPage puts inside the page's script.
+std::string_view IndexPagePanelsScript();
 
 // Content-Type to serve the page with.
 inline constexpr char kIndexPageContentType[] = "text/html; charset=utf-8";

@@ -1,12 +1,13 @@
 // The README's quickstart: the Prometheus config it starts is valid, loads the
-// shipped rules, and scrapes the port the agent listens on by default.
+// shipped rules, and scrapes the port the demo's agent (the built-in config,
+// which `kvwatch agent` runs with no --config) listens on.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "config/agent_config.h"
+#include "agent/runtime/builtin_config.h"
 #include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent {
@@ -19,9 +20,11 @@ TEST(QuickstartTest, DemoPrometheusConfigIsValidAndScrapesTheDefaultPort) {
   std::ifstream f(config);
   std::stringstream text;
   text << f.rdbuf();
-  const int port = config::DefaultAgentConfig().web.port;
+  const auto builtin = BuiltInAgentConfig();
+  ASSERT_TRUE(builtin.ok()) << builtin.error();
+  const int port = builtin.value().web.port;
   EXPECT_NE(text.str().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
-      << config << " does not scrape the agent's default port " << port;
+      << config << " does not scrape the demo agent's port " << port;
   const std::string promtool = FindProgram("promtool");
   if (promtool.empty()) GTEST_SKIP() << "promtool is not installed";
   const std::string cmd = promtool + " check config " + config + " 2>&1";

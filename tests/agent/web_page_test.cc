@@ -5,6 +5,9 @@
 // the DOM after the page's JavaScript ran (--dump-dom) and takes a screenshot.
 // Also: the empty window, targets that did not converge, an API that answers 503,
 // an agent that stops answering after a good curve, and an agent that is gone.
+// And the demo's page itself: the real agent with the built-in config (what
+// `kvwatch agent` runs with no config) after the first minute of its synthetic
+// replica, serving the page and every API path the page reads.
 //
 // The browser tests skip when /usr/bin/chromium is absent. Set
 // KVWATCH_WEB_PAGE_SCREENSHOTS=<existing dir> to keep a screenshot of every page.
@@ -14,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <simdjson.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,8 +34,12 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "agent/runtime/agent.h"
+#include "agent/runtime/agent_command.h"
+#include "agent/runtime/builtin_config.h"
 #include "agent/web/api_json.h"
 #include "agent/web/json_writer.h"
 #include "agent/cli/replay_command.h"
@@ -251,6 +259,7 @@ class BrowserTest : public ::testing::Test {
   // Chromium's arguments up to (not including) the action and the URL, with a
   // fresh profile each run.
   std::vector<std::string> BrowserArgs() {
+    const std::string size = "--window-size=1100," + std::to_string(window_height_);
     const fs::path profile = dir_ / ("profile-" + std::to_string(++runs_));
     return {kChromium,
             "--headless",
@@ -262,7 +271,7 @@ class BrowserTest : public ::testing::Test {
             "--disable-component-update",
             "--disable-sync",
             "--hide-scrollbars",
-            "--window-size=1100,1150",
+            size,
             "--user-data-dir=" + profile.string(),
             "--virtual-time-budget=5000"};
   }
@@ -297,6 +306,7 @@ class BrowserTest : public ::testing::Test {
 
   fs::path dir_;
   int runs_ = 0;
+  int window_height_ = 1150;  // taller for a screenshot of the whole page
 };
 
 // ---------------------------------------------------------------- reading the DOM
@@ -690,6 +700,162 @@ TEST_F(BrowserTest, AgentThatIsGoneIsReportedUnreachable) {
   const auto buttons = StartTags(dom, "button", "window");
   ASSERT_EQ(buttons.size(), 1u);
   EXPECT_EQ(Attribute(buttons[0], "data-window"), "5m");
+}
+
+// ---------------------------------------------------------------- the demo's page
+
+// The rows of the group table for a dimension, as (start tag, inner HTML).
+std::vector<std::pair<std::string, std::string>> GroupRows(const std::string& dom, const std::string& dimension) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  const std::regex re("<tr data-dimension=\"" + dimension + "\"[^>]*>");
+  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), re); it != std::sregex_iterator(); ++it) {
+    const std::size_t start = static_cast<std::size_t>(it->position()) + it->length();
+    rows.emplace_back(it->str(), dom.substr(start, dom.find("</tr>", start) - start));
+  }
+  return rows;
+}
+
+// The groups of a dimension in the agent's GET /api/v1/groups answer.
+std::vector<std::string> ApiGroups(const std::string& json, const char* dimension) {
+  std::vector<std::string> out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json).get(doc) != simdjson::SUCCESS) return out;
+  const simdjson::dom::array items = doc["dimensions"][dimension].get_array().value();  // named: value() of a temporary dangles
+  for (simdjson::dom::element g : items) {
+    out.emplace_back(g["group"].get_string().value());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// `kvwatch agent` with no config, one minute in: the real agent with the built-in
+// config (on a port picked at run time), fed the first minute of its synthetic
+// replica ending now, with a history sample every 5 s of it as the loop takes
+// them, then serving the page to Chromium. Every panel shows: working sets in
+// bytes, a row per tenant and class, the policy table, the configured cache on
+// the curve and in the history, the working set and knee over time, and one line
+// per panel saying what it answers.
+TEST_F(BrowserTest, BuiltInReplicaShowsBytesTenantsClassesPoliciesCapacityAndHistory) {
+  auto config = BuiltInAgentConfig();
+  ASSERT_TRUE(config.ok()) << config.error();
+  config.value().web.port = 0;
+  auto validated = ValidateAgentConfig(config.value());
+  ASSERT_TRUE(validated.ok()) << validated.error();
+  ASSERT_EQ(validated.value().collectors.size(), 1u);
+  collectors::SynthOptions synth = std::get<collectors::SynthOptions>(validated.value().collectors[0].options);
+  const std::vector<std::uint64_t> capacities = validated.value().options.curve.capacities;
+  ASSERT_EQ(capacities.size(), 1u);
+  const std::string capacity = std::to_string(capacities[0]);
+  auto created = Agent::Create(std::move(validated.value().options));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Agent& agent = *created.value();
+
+  synth.duration_s = 60;
+  synth.max_requests = 0;
+  std::vector<curve::Request> requests;
+  auto generated = collectors::GenerateSynth(synth, [&](const collectors::SynthRequest& r) { requests.push_back(r.request); });
+  ASSERT_TRUE(generated.ok()) << generated.error();
+  ASSERT_GT(requests.size(), 100u);
+  const double start =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - 61;
+  double next_sample = start;
+  for (curve::Request& r : requests) {
+    r.timestamp_s += start;
+    for (; next_sample <= r.timestamp_s; next_sample += CurveHistory::kDefaultIntervalS) agent.RecordHistory(next_sample);
+    agent.OnRequest(r);
+  }
+  agent.RecordHistory(start + 61);  // now, when the loop would take its next one
+
+  std::thread loop([&] { agent.Run(); });
+  for (int i = 0; i < 2000 && !agent.ready(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(agent.ready());
+  const std::string url = "http://127.0.0.1:" + std::to_string(agent.port()) + "/";
+  window_height_ = 2600;
+  const std::string dom = DumpDom(url);
+  const fs::path png = Screenshot(url);
+  const std::string curve_json = agent.RenderCurveJson("5m");
+  const std::string groups_json = agent.RenderGroupsJson("5m");
+  agent.Stop();
+  loop.join();
+
+  EXPECT_EQ(Attribute(TagWithId(dom, "status"), "data-state"), "ok") << TextOf(dom, "status");
+  EXPECT_EQ(TextOf(dom, "replica"), "demo");
+
+  // One line per panel saying what it answers.
+  const auto answers = StartTags(dom, "p", "answers");
+  std::vector<std::string> panels;
+  for (const std::string& tag : answers) panels.push_back(Attribute(tag, "data-panel"));
+  EXPECT_EQ(panels, (std::vector<std::string>{"curve", "working-set", "history", "groups", "policies"}));
+
+  // Working sets in bytes, as the agent computed them.
+  simdjson::dom::parser parser;
+  simdjson::dom::element curve;
+  ASSERT_EQ(parser.parse(curve_json).get(curve), simdjson::SUCCESS) << curve_json;
+  std::size_t with_bytes = 0;
+  const simdjson::dom::array items = curve["working_set"].get_array().value();  // named: value() of a temporary dangles
+  for (simdjson::dom::element e : items) {
+    if (e["bytes"].is_null()) continue;
+    const std::string target(e["target"].get_string().value());
+    const std::string row = TableRow(dom, e["fraction"].get_double().value());
+    EXPECT_EQ(Cell(row, target + " bytes"), HumanBytes(e["bytes"].get_double().value())) << row;
+    ++with_bytes;
+  }
+  EXPECT_GE(with_bytes, 4u) << "the working sets have no bytes: " << curve_json;
+  EXPECT_FALSE(StartTags(dom, "text", "bytes").empty()) << "no byte axis on the curve";
+
+  // The configured cache on the curve; the knee found.
+  const auto configured = StartTags(dom, "line", "configured");
+  ASSERT_EQ(configured.size(), 1u);
+  EXPECT_EQ(Attribute(configured[0], "data-capacity-pages"), capacity);
+  EXPECT_EQ(StartTags(dom, "line", "knee").size(), 1u);
+
+  // A row per tenant and class the agent saw, with the hit ratio at the cache size.
+  EXPECT_EQ(TagWithId(dom, "groups").find(" hidden"), std::string::npos) << "the group table is hidden";
+  for (const char* dimension : {"tenant", "class"}) {
+    const auto rows = GroupRows(dom, dimension);
+    std::vector<std::string> shown;
+    for (const auto& [tag, inner] : rows) {
+      shown.push_back(Attribute(tag, "data-group"));
+      EXPECT_NE(Cell(inner, "hit-at"), "\u2014") << inner;
+      EXPECT_NE(Cell(inner, "misses-at"), "\u2014") << inner;
+    }
+    std::sort(shown.begin(), shown.end());
+    EXPECT_EQ(shown, ApiGroups(groups_json, dimension)) << dimension;
+    EXPECT_GE(shown.size(), 2u) << dimension;
+  }
+  EXPECT_EQ(GroupRows(dom, "tenant").size(), static_cast<std::size_t>(synth.tenants));
+  EXPECT_NE(TextOf(dom, "groups-hit-at").find(Grouped(capacities[0])), std::string::npos);
+
+  // The policy table: the engine's lru and the two canaries at the cache size.
+  EXPECT_EQ(TagWithId(dom, "policies").find(" hidden"), std::string::npos) << "the policy table is hidden";
+  std::vector<std::string> policies;
+  const std::regex policy_re("<tr data-policy=\"([^\"]+)\" data-capacity=\"([0-9]+)\"");
+  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), policy_re); it != std::sregex_iterator(); ++it) {
+    policies.push_back((*it)[1].str());
+    EXPECT_EQ((*it)[2].str(), capacity);
+  }
+  std::sort(policies.begin(), policies.end());
+  EXPECT_EQ(policies, (std::vector<std::string>{"lfu", "lru", "s3fifo"}));
+
+  // The working set and the knee over time, against the cache size.
+  EXPECT_EQ(TagWithId(dom, "history-panel").find(" hidden"), std::string::npos) << "the history is hidden";
+  const auto history = StartTags(dom, "path", "history-working-set");
+  ASSERT_EQ(history.size(), 2u);
+  for (const std::string& path : history) EXPECT_GE(Count(Attribute(path, "d"), 'L'), 5u) << path;
+  const auto knee = StartTags(dom, "path", "history-knee");
+  ASSERT_EQ(knee.size(), 1u);
+  EXPECT_GE(Count(Attribute(knee[0], "d"), 'L'), 3u) << knee[0];
+  const auto history_capacity = StartTags(dom, "line", "history-capacity");
+  ASSERT_EQ(history_capacity.size(), 1u);
+  EXPECT_EQ(Attribute(history_capacity[0], "data-capacity-pages"), capacity);
+  EXPECT_NE(TextOf(dom, "history-note").find("samples since"), std::string::npos) << TextOf(dom, "history-note");
+
+  // The screenshot of the whole page.
+  ASSERT_TRUE(fs::exists(png));
+  const std::string bytes = ReadFile(png);
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
 }  // namespace
