@@ -13,10 +13,9 @@
 // (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
 // alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
 // drives them. alerts.* is read straight into alerts::AlerterOptions, so the
-// detectors' defaults are only alerts/'s. collectors.* is checked for shape here
-// and kept as written; agent/runtime/collector_registry.cc reads each kind's
-// values (with FieldReader) straight into its collector's options, so the
-// collectors' defaults are only collectors/'s (see CollectorSettings).
+// detectors' defaults are only alerts/'s. collectors.* is read straight into each
+// collector's options (collectors/collector_options.h), so the collectors'
+// defaults are only collectors/'s (see CollectorSettings).
 //
 // Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
 // stands for every item of a list of maps ("collectors.trace_files[].paths").
@@ -38,8 +37,8 @@
 //   "agent.yaml:7: collectors.trace_files[0].poll_interval: expected a duration
 //    such as 250ms, 30s or 1h30m, got \"fast\"".
 // A YAML syntax error reads "SOURCE:LINE: invalid YAML: <yaml-cpp's message>".
-// Only the first error is reported: the first in the document, except that the
-// collectors' values are read after the rest (agent::ParseCollectors).
+// Only the first error is reported: the first in the document, or, when every
+// value is right on its own, the first rule across sections that fails.
 //
 // Files named in the config (model_config, web.config_file, trace paths, state)
 // are not opened here: the agent does that. Parsing is pure.
@@ -62,6 +61,7 @@
 #include "alerts/alerter.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "collectors/collector_options.h"
 #include "config/web_config.h"
 #include "curve/group_accounting.h"
 #include "curve/policy_replay.h"
@@ -173,10 +173,9 @@ struct CurveSettings {
   std::string policy_priorities;
   // curve.max_clock_skew: how far ahead of the agent's wall clock a record's
   // timestamp may be, in seconds, > 0; a record further ahead is bad input (it
-  // would move every window past all later records). The default equals
-  // collectors::kDefaultMaxClockSkewS (collectors/time_sanity.h; config/ does not
-  // include collectors/, so collector_registry_test checks that they agree).
-  double max_clock_skew_s = 300;
+  // would move every window past all later records). Given to the collectors
+  // that check timestamps.
+  double max_clock_skew_s = collectors::kDefaultMaxClockSkewS;
 
   bool operator==(const CurveSettings&) const = default;
 };
@@ -205,31 +204,32 @@ struct StateSettings {
   bool operator==(const StateSettings&) const = default;
 };
 
-namespace internal {
-struct Entry;  // field_reader.h
-}  // namespace internal
-
-// collectors.*: the section as written. config/ checks its shape here (unknown and
-// duplicate keys, maps and lists of maps); the values are read by the collector
-// registry (agent/runtime/collector_registry.cc) with this file's FieldReader,
-// each kind straight into its collector's own options, so that every default of
-// a collector is written once, by the collector (config/ must not depend on
-// collectors/). Errors keep this file's form ("SOURCE:LINE: KEY: message"): the
-// section keeps the source name and the YAML with its positions. The key table
-// still lists every collectors.* key (the registry's tests check its defaults).
+// collectors.*: every collector the config asks for, each parsed straight into
+// its collector's own options (collectors/collector_options.h, a header of plain
+// structs: their member initializers are the only defaults), with what other
+// sections decide filled in (curve.max_clock_skew, the model's page-id scope,
+// engine.max_pages' bound of the KV-event parent map, page_tokens). The agent's
+// collector registry (agent/runtime/collector_registry.h) only creates the live
+// collectors from these specs. Collector names are unique among all collectors:
+// a collector's part of the agent's state file is found by its name.
 struct CollectorSettings {
-  std::string source;  // the config's source name, for the registry's errors
-  // The "collectors" entry of the document; null when the section is absent.
-  std::shared_ptr<const internal::Entry> section;
+  // In the order the agent creates them: trace_files, kv_events, engine_log,
+  // engine_metrics, synth; when no collector is configured, the agent's
+  // synthetic replica (AgentSynthOptions()) alone, where "collectors.synth".
+  std::vector<collectors::CollectorSpec> specs;
   // Collectors configured: 1 for collectors.synth when present (even empty), plus
-  // the items of the lists. When 0, the agent runs synth with its defaults.
+  // the items of the lists.
   std::size_t configured = 0;
 
   bool HasAnyCollector() const { return configured > 0; }
-  // The same section as written (absent, empty and `collectors:` are the same);
-  // the source name is not compared.
-  bool operator==(const CollectorSettings& other) const;
+  bool operator==(const CollectorSettings&) const = default;
 };
+
+// The agent's synthetic replica before collectors.synth.*: unbounded (no
+// duration or request limit) and played at 5 requests/s, a replica to watch
+// rather than `kvwatch synth`'s 10-minute, 20 requests/s trace; the rest are
+// SynthOptions' defaults. Its page_tokens is the config's (set by the parse).
+collectors::SynthOptions AgentSynthOptions();
 
 // alerts.over_capacity.target: alerts/'s (alerts/capacity_shortfall.h).
 using WorkingSetTarget = alerts::WorkingSetTarget;

@@ -25,16 +25,6 @@ namespace {
 
 using Options = base::Result<AgentOptions>;
 
-// The config file, with collectors.* read too (collector_registry.h), so that
-// every error in the file reads "SOURCE:LINE: KEY: message".
-base::Result<config::AgentConfig> LoadConfig(const std::string& path) {
-  auto config = config::LoadAgentConfigFile(path);
-  if (!config.ok()) return config;
-  auto collectors = ParseCollectors(config.value());
-  if (!collectors.ok()) return base::Result<config::AgentConfig>::Error(collectors.error());
-  return config;
-}
-
 // "" when the HTTP server can resolve its listen address as it will when it
 // starts (cpp-httplib 0.11.4's getaddrinfo: any family, a stream socket, passive);
 // else why not. Whether the port is free is a fact of the run, not of the config.
@@ -179,12 +169,10 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
   }
   o.state_interval = c.state.SaveInterval();
 
-  auto collectors = ParseCollectors(c);
-  if (!collectors.ok()) return R::Error(collectors.error());
-  for (const CollectorSpec& spec : collectors.value()) {
+  for (const CollectorSpec& spec : c.collectors.specs) {
     if (base::Status s = ValidateCollector(spec); !s.ok()) return R::Error(spec.where + ": " + s.error());
   }
-  v.collectors = std::move(collectors).value();
+  v.collectors = c.collectors.specs;
   if (c.alerts.enabled) {
     AlertRunnerContext context;
     context.replica = o.replica;
@@ -213,12 +201,9 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     std::fprintf(stderr, "kvwatch agent: %.*s: %.*s\n", static_cast<int>(collector.size()), collector.data(),
                  static_cast<int>(message.size()), message.data());
   };
-  for (CollectorSpec& spec : v.collectors) {
-    const std::string where = spec.where;
-    auto collector = MakeCollector(std::move(spec), log);
-    if (!collector.ok()) return Options::Error(where + ": " + collector.error());
-    o.collectors.push_back(std::move(collector).value());
-  }
+  auto collectors = BuildCollectors(std::move(v.collectors), log);
+  if (!collectors.ok()) return Options::Error(collectors.error());
+  o.collectors = std::move(collectors).value();
   return o;
 }
 
@@ -231,7 +216,7 @@ base::Status CheckConfigText(std::string_view yaml, const std::string& source, c
 
 int RunAgent(const std::string& config_path) {
   auto config = config_path.empty() ? base::Result<config::AgentConfig>(config::DefaultAgentConfig())
-                                    : LoadConfig(config_path);
+                                    : config::LoadAgentConfigFile(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch agent: %s\n", config.error().c_str());
     return 1;
@@ -251,7 +236,7 @@ int RunAgent(const std::string& config_path) {
 }
 
 int RunCheckConfig(const std::string& config_path) {
-  auto config = LoadConfig(config_path);
+  auto config = config::LoadAgentConfigFile(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch check-config: %s\n", config.error().c_str());
     return 1;

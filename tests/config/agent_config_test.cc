@@ -98,7 +98,7 @@ TEST(AgentConfigTest, EveryLiteralDefaultInTheTableIsTheRealDefault) {
   int checked = 0;
   for (const ConfigKey& key : ConfigKeys()) {
     if (!key.default_is_literal) continue;
-    // The collectors' defaults are theirs: tests/agent/collector_registry_test.cc.
+    // The collectors' defaults are theirs: tests/config/collectors_section_test.cc.
     if (key.path.substr(0, 11) == "collectors.") continue;
     SCOPED_TRACE(std::string(key.path));
     std::string without = DocumentFor(std::string(key.path), std::nullopt);
@@ -169,7 +169,7 @@ TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
 }
 
 TEST(AgentConfigTest, BadSizesNameTheKey) {
-  // Ranges: tests/agent/collector_registry_test.cc (collectors.trace_files[].max_line_bytes).
+  // Ranges: tests/config/collectors_section_test.cc (collectors.trace_files[].max_line_bytes).
   for (const char* text : {"1.5MiB", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
     SCOPED_TRACE(text);
     ExpectError(std::string("bytes_per_token: ") + text + "\n", 1, "bytes_per_token",
@@ -293,21 +293,20 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
               "curve.capacities[1]", "beyond engine.max_pages (1000)");
 }
 
-// collectors.* values are read by the collector registry: their errors are
-// tested in tests/agent/collector_registry_test.cc. Here, the section's shape.
+// collectors.* values: tests/config/collectors_section_test.cc. Here, the
+// section's shape.
 TEST(AgentConfigTest, CollectorsSectionShapeIsChecked) {
   ExpectError("collectors:\n  synth: 5\n", 2, "collectors.synth", "expected a map");
   ExpectError("collectors:\n  kv_events:\n    - name: k\n      name: j\n", 4,
               "collectors.kv_events[0].name", "duplicate key");
   ExpectError("collectors:\n  synth:\n    rates: 5\n", 3, "collectors.synth.rates", "unknown key");
+  ExpectError("collectors:\n  kv_events: [5]\n", 2, "collectors.kv_events[0]", "expected a map");
   AgentConfig c = MustParse("collectors:\n  trace_files: []\n");
   EXPECT_FALSE(c.collectors.HasAnyCollector());
-  c = MustParse("collectors:\n  trace_files: [{name: a}]\n  kv_events: [{}, {}]\n");
-  EXPECT_EQ(c.collectors.configured, 3u);
-  EXPECT_EQ(c.collectors.source, kSource);
-  // Values are not read here (the registry reports the missing paths).
-  EXPECT_EQ(c, MustParse("collectors:\n  trace_files: [{name: a}]\n  kv_events: [{}, {}]\n"));
-  EXPECT_NE(c, MustParse("collectors:\n  trace_files: [{name: b}]\n  kv_events: [{}, {}]\n"));
+  c = MustParse("collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n");
+  EXPECT_EQ(c.collectors.configured, 2u);
+  EXPECT_EQ(c, MustParse("collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
+  EXPECT_NE(c, MustParse("collectors:\n  trace_files: [{name: c, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
 }
 
 TEST(AgentConfigTest, UrlListsAreChecked) {
@@ -543,7 +542,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.state.path, "/var/lib/kvwatch");
   EXPECT_EQ(c.state.interval_seconds, 300);
 
-  // collectors.*: tests/agent/collector_registry_test.cc reads the same items.
+  // collectors.*: tests/config/collectors_section_test.cc reads the same items.
   EXPECT_EQ(c.collectors.configured, 6u);
 
   EXPECT_FALSE(c.alerts.enabled);
