@@ -112,30 +112,13 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
     if (base::Status s = o.tenants.Validate("tenants."); !s.ok()) return R::Error(s.error());
   }
   if (!c.curve.policies.empty()) {
-    // The engine's own policy first, so every canary compares with canary (0, capacity).
+    // Checked by config/ (online policies, capacities to run at, at most 64
+    // canaries); the windows and capacities are filled in by Agent::Init.
     curve::CanaryOptions canaries;
-    std::vector<std::string> names = {c.curve.engine_policy};
-    for (const std::string& p : c.curve.policies) {
-      if (std::find(names.begin(), names.end(), p) == names.end()) names.push_back(p);
-    }
-    for (const std::string& name : names) {
-      auto kind = curve::ParsePolicyName(name);
-      if (!kind.ok()) return R::Error("curve.policies: " + kind.error());
-      canaries.policies.push_back(kind.value());
-    }
+    canaries.policies = c.curve.CanaryPolicies();
     canaries.lifetime.decode_tokens_per_s = c.curve.decode_tokens_per_second;
     canaries.lifetime.page_tokens = o.page_tokens;
-    auto rules = curve::ParsePriorityRules(c.curve.policy_priorities);
-    if (!rules.ok()) return R::Error("curve.policy_priorities: " + rules.error());
-    canaries.priorities = rules.value();
-    // The canaries as Agent::Init creates them (in memory only).
-    curve::CanaryOptions as_run = canaries;
-    for (const WindowSpec& w : o.curve.windows) as_run.windows_s.push_back(w.seconds);
-    as_run.capacities = o.curve.capacities;
-    as_run.touch_order = o.engine.touch_order;
-    as_run.coverage_share = o.coverage_share;
-    auto created = curve::PolicyCanaries::Create(as_run);
-    if (!created.ok()) return R::Error("curve.policies: " + created.error());
+    canaries.priorities = c.curve.policy_priorities;
     o.canaries = std::move(canaries);
   }
 
@@ -177,7 +160,7 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
     AlertRunnerContext context;
     context.replica = o.replica;
     context.model = c.model_label.empty() ? o.model_name.value_or("") : c.model_label;
-    for (const WindowSpec& w : o.curve.windows) context.window_seconds.push_back(w.seconds);
+    context.windows = o.curve.windows;
     context.capacities = o.curve.capacities;
     auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context);
     if (!alerts.ok()) return R::Error(alerts.error());
