@@ -23,7 +23,7 @@
 #include "agent/runtime/state_file.h"
 #include "agent/runtime/version.h"
 #include "agent/web/api_json.h"
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "agent/web/text_format.h"
 #include "agent/web/web_page.h"
 #include "base/byte_io.h"
@@ -45,13 +45,9 @@ curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vec
   go.engine = o.engine;
   go.bounds = bounds;
   go.coverage_share = o.coverage_share;
-  for (std::uint64_t c : o.curve.capacities) {
-    if (c >= 1 && c <= o.engine.max_pages) go.capacities.push_back(c);
-  }
-  std::sort(go.capacities.begin(), go.capacities.end());
-  go.capacities.erase(std::unique(go.capacities.begin(), go.capacities.end()), go.capacities.end());
+  go.capacities = o.curve.capacities;  // sorted, distinct, 1..engine.max_pages (config/)
   go.bytes_per_token = o.bytes_per_token.value_or(0);
-  for (const WindowSpec& w : o.curve.windows) go.windows_s.push_back(w.seconds);
+  go.windows_s = o.curve.windows.Seconds();
   go.classifier_max_chains = std::max<std::size_t>(o.engine.max_pages, 1024);
   return go;
 }
@@ -94,16 +90,13 @@ base::Status Agent::Init() {
   // Bucket bounds: log-spaced to the tracked range, plus the replica's real cache
   // sizes so the hit ratio there is exact.
   bounds_ = curve::LogBucketBounds(options_.engine.max_pages, options_.curve.buckets_per_octave);
-  for (std::uint64_t c : options_.curve.capacities) {
-    if (c <= options_.engine.max_pages) bounds_.push_back(c);
-  }
+  bounds_.insert(bounds_.end(), options_.curve.capacities.begin(), options_.curve.capacities.end());
   std::sort(bounds_.begin(), bounds_.end());
   bounds_.erase(std::unique(bounds_.begin(), bounds_.end()), bounds_.end());
   // No other thread runs yet; the lock keeps the analysis honest.
   base::MutexLock lock(mu_);
   lifetime_ = curve::BucketedCurve(&bounds_, options_.coverage_share);
-  std::vector<double> seconds;
-  for (const WindowSpec& w : options_.curve.windows) seconds.push_back(w.seconds);
+  const std::vector<double> seconds = options_.curve.windows.Seconds();
   if (TenantsOn(options_)) {
     if (base::Status s = options_.tenants.Validate("tenants."); !s.ok()) return s;
     groups_ = std::make_unique<curve::GroupAccounting>(GroupOptions(options_, &bounds_));
@@ -423,9 +416,7 @@ void Agent::ResetState() {
 }
 
 void Agent::ResetWindows() {
-  std::vector<double> seconds;
-  for (const WindowSpec& w : options_.curve.windows) seconds.push_back(w.seconds);
-  windows_ = std::make_unique<curve::WindowedCurves>(seconds, &bounds_, options_.coverage_share, sampled_ != nullptr);
+  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share, sampled_ != nullptr);
   if (groups_) groups_->ResetWindows();
   last_record_time_ = -1;
   last_record_wall_ = 0;
@@ -993,7 +984,7 @@ HttpResponse JsonOrNotFound(std::string body, const std::string& error) {
   r.body = std::move(body);
   if (r.body.empty()) {
     r.status = 404;
-    JsonWriter w;
+    base::JsonWriter w;
     w.BeginObject();
     w.Key("error");
     w.String(error);
@@ -1024,7 +1015,7 @@ void Agent::RegisterRoutes() {
     return r;
   });
   http_->Handle("/api/v1/windows", [this](const HttpRequest&) {
-    JsonWriter w;
+    base::JsonWriter w;
     w.BeginObject();
     w.Key("windows");
     w.BeginArray();
