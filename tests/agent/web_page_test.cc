@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "agent/web/api_json.h"
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "agent/cli/replay_command.h"
 #include "agent/cli/replay_result.h"
 #include "collectors/synth.h"
@@ -145,7 +145,7 @@ class FakeAgent {
       res.set_content(page, kIndexPageContentType);
     });
     server_.Get(options_.mount + "api/v1/windows", [this](const httplib::Request&, httplib::Response& res) {
-      JsonWriter w;
+      base::JsonWriter w;
       w.BeginObject();
       w.Key("windows");
       w.BeginArray();
