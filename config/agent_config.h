@@ -9,7 +9,7 @@
 // what DefaultAgentConfig() holds, and another that docs/configuration.md carries
 // the current rendering, so the code, the defaults and the documentation cannot drift apart.
 //
-// Layout. The table is in config_keys.cc; the parser is split by section
+// Layout. The table is in config_keys.{h,cc}; the parser is split by section
 // (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
 // alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
 // drives them. alerts.* is read straight into alerts::AlerterOptions, so the
@@ -62,54 +62,15 @@
 #include "base/source_kinds.h"
 #include "base/status.h"
 #include "collectors/collector_options.h"
+#include "config/config_keys.h"
 #include "config/web_config.h"
 #include "curve/group_accounting.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"
 #include "curve/stack_distance.h"
+#include "curve/window_set.h"
 
 namespace kvwatch::config {
-
-// ------------------------------------------------------------------ Schema table
-
-enum class ConfigType {
-  kString,
-  kBool,
-  kInt,
-  kNumber,
-  kDuration,
-  kSize,
-  kStringList,
-  kIntList,
-  kNumberList,
-  kDurationList,
-  kMap,
-  kMapList,
-};
-
-// One key of the config file.
-struct ConfigKey {
-  std::string_view path;  // e.g. "engine.max_pages", "collectors.trace_files[].name"
-  ConfigType type;
-  // The default: YAML text of the value when default_is_literal ("1048576",
-  // "\"127.0.0.1\"", "[\"5m\", \"1h\", \"24h\"]"), else markdown words ("required",
-  // "unset", "off", "`engine.max_pages`").
-  std::string_view default_text;
-  bool default_is_literal;
-  std::string_view description;  // one or two sentences, markdown
-};
-
-// Every key, parents before children, in the order of the reference.
-std::span<const ConfigKey> ConfigKeys();
-// The descriptor of a table path, or nullptr.
-const ConfigKey* FindConfigKey(std::string_view path);
-// "string", "integer", "list of durations", ...
-std::string_view ConfigTypeName(ConfigType type);
-
-// The reference table rendered from ConfigKeys() plus a short legend of the value
-// syntax; ends with a newline. This is the text docs/configuration.md holds between the lines
-// "<!-- config-reference:begin -->" and "<!-- config-reference:end -->".
-std::string ConfigReferenceMarkdown();
 
 // ------------------------------------------------------------------ The config
 // Each field documents its YAML key; defaults are the member initializers and
@@ -119,7 +80,10 @@ std::string ConfigReferenceMarkdown();
 // (agent/runtime/agent.h) read theirs from here: each default is written once.
 
 struct EngineSettings {
-  // engine.max_pages: distinct pages tracked (the largest capacity of interest), 1..2^31.
+  // engine.max_pages: distinct pages tracked (the largest capacity of interest),
+  // 1..2^31. 2^20 (about 58 MB of engine), not curve::EngineOptions' 2^24: the
+  // agent runs beside an inference engine for months and a replica's cache is
+  // rarely beyond a million pages (see curve/stack_distance.h for the three defaults).
   std::uint32_t max_pages = 1u << 20;
   // engine.touch_order: "tail-first" | "head-first".
   curve::TouchOrder touch_order = curve::EngineOptions{}.touch_order;
@@ -140,17 +104,9 @@ struct EngineSettings {
 // The curve::EngineOptions of these settings.
 curve::EngineOptions ToEngineOptions(const EngineSettings& engine);
 
-// One curve window: its label as written and its length.
-struct CurveWindow {
-  std::string name;  // e.g. "5m"
-  double seconds = 0;
-
-  bool operator==(const CurveWindow&) const = default;
-};
-
 struct CurveSettings {
-  // curve.windows, sorted by length, distinct, each > 0.
-  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
+  // curve.windows: names as written and lengths, sorted by length, distinct, each > 0.
+  curve::WindowSet windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
   // curve.buckets_per_octave, 4..64.
   std::uint32_t buckets_per_octave = 8;
   // curve.page_hit_targets and curve.coverage_targets: fractions in (0, 1], sorted, distinct.
@@ -162,20 +118,25 @@ struct CurveSettings {
   double knee_sensitivity = curve::ReportOptions{}.knee_sensitivity;
   // curve.knee_window_min_requests: below this many requests in a window, no knee.
   std::uint64_t knee_window_min_requests = 100;
-  // curve.policies: eviction policies run as canaries at curve.capacities (names of
-  // curve/policy.h, belady excluded).
-  std::vector<std::string> policies;
+  // curve.policies: eviction policies run as canaries at curve.capacities (the
+  // online policies of curve/policy.h), as written; a repeated name runs once.
+  std::vector<curve::PolicyKind> policies;
   // curve.engine_policy: the policy the engine runs; the gain gauges compare with it.
-  std::string engine_policy = "lru";
+  curve::PolicyKind engine_policy = curve::PolicyKind::kLru;
   // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, > 0.
   double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
-  std::string policy_priorities;
+  curve::PriorityRules policy_priorities;
   // curve.max_clock_skew: how far ahead of the agent's wall clock a record's
   // timestamp may be, in seconds, > 0; a record further ahead is bad input (it
   // would move every window past all later records). Given to the collectors
   // that check timestamps.
   double max_clock_skew_s = collectors::kDefaultMaxClockSkewS;
+
+  // The canaries' policies in the order they run: curve.engine_policy first, so
+  // that canary (0, capacity) is the engine's own, then each of curve.policies
+  // not already listed. Empty without curve.policies.
+  std::vector<curve::PolicyKind> CanaryPolicies() const;
 
   bool operator==(const CurveSettings&) const = default;
 };

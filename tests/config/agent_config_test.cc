@@ -68,7 +68,7 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.engine.remembered_evictions, c.engine.max_pages);
   EXPECT_EQ(c.engine.sample_rate, 1.0);
   EXPECT_EQ(c.engine.sample_max_pages, 0u);
-  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
+  curve::WindowSet windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
   EXPECT_EQ(c.curve.windows, windows);
   EXPECT_EQ(c.curve.buckets_per_octave, 8u);
   EXPECT_EQ(c.curve.page_hit_targets, (std::vector<double>{0.5, 0.9, 0.95, 0.99}));
@@ -180,8 +180,12 @@ TEST(AgentConfigTest, BadSizesNameTheKey) {
 
 TEST(AgentConfigTest, WindowsAreSortedAndKeepTheirNames) {
   AgentConfig config = MustParse("curve:\n  windows: [24h, 5m, 1h30m, 90s]\n");
-  std::vector<CurveWindow> expected = {{"90s", 90}, {"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
-  EXPECT_EQ(config.curve.windows, expected);
+  std::vector<curve::Window> expected = {{"90s", 90}, {"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
+  EXPECT_EQ(std::vector<curve::Window>(config.curve.windows.begin(), config.curve.windows.end()), expected);
+  EXPECT_EQ(config.curve.windows.Seconds(), (std::vector<double>{90, 300, 5400, 86400}));
+  EXPECT_EQ(config.curve.windows.Find("1h30m"), 2u);
+  EXPECT_EQ(config.curve.windows.FindSeconds(300), 1u);
+  EXPECT_FALSE(config.curve.windows.Find("1h"));
 }
 
 TEST(AgentConfigTest, TargetsAndCapacitiesAreSorted) {
@@ -520,7 +524,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.engine.sample_rate, 0.1);
   EXPECT_EQ(c.engine.sample_max_pages, 100000u);
 
-  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
+  curve::WindowSet windows = {{"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
   EXPECT_EQ(c.curve.windows, windows);
   EXPECT_EQ(c.curve.buckets_per_octave, 16u);
   EXPECT_EQ(c.curve.page_hit_targets, (std::vector<double>{0.5, 0.8, 0.99}));
@@ -528,10 +532,14 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.curve.capacities, (std::vector<std::uint64_t>{120000, 400000}));
   EXPECT_EQ(c.curve.knee_sensitivity, 1.5);
   EXPECT_EQ(c.curve.knee_window_min_requests, 500u);
-  EXPECT_EQ(c.curve.policies, (std::vector<std::string>{"sglang", "priority", "workload-aware"}));
-  EXPECT_EQ(c.curve.engine_policy, "vllm");
+  using curve::PolicyKind;
+  EXPECT_EQ(c.curve.policies, (std::vector<PolicyKind>{PolicyKind::kSglang, PolicyKind::kPriority,
+                                                        PolicyKind::kWorkloadAware}));
+  EXPECT_EQ(c.curve.engine_policy, PolicyKind::kVllm);
+  EXPECT_EQ(c.curve.CanaryPolicies(), (std::vector<PolicyKind>{PolicyKind::kVllm, PolicyKind::kSglang,
+                                                               PolicyKind::kPriority, PolicyKind::kWorkloadAware}));
   EXPECT_EQ(c.curve.decode_tokens_per_second, 30);
-  EXPECT_EQ(c.curve.policy_priorities, "tenant:gold=2,class:turn2=1");
+  EXPECT_EQ(c.curve.policy_priorities, curve::ParsePriorityRules("tenant:gold=2,class:turn2=1").value());
   EXPECT_EQ(c.curve.max_clock_skew_s, 90);
 
   EXPECT_EQ(c.web.listen_address, "0.0.0.0");
