@@ -79,9 +79,6 @@ std::optional<PostableAlert> DueForSending(TimePoint now, const AlertStatus& ale
 // invalid UTF-8 is replaced by U+FFFD.
 std::string EncodeAlertmanagerPayload(std::span<const PostableAlert> alerts);
 
-// `text` as a JSON string literal, quotes included.
-std::string JsonQuote(std::string_view text);
-
 }  // namespace kvwatch::alerts
 
 #endif  // KVWATCH_ALERTS_NOTIFY_H_

@@ -8,17 +8,6 @@
 
 namespace kvwatch::collectors {
 
-MetricSample MakeSample(const base::MetricDef& def, const std::string& collector, double value, Labels extra) {
-  MetricSample s;
-  s.name = std::string(def.name);
-  s.help = std::string(def.help);
-  s.counter = def.type == base::MetricType::kCounter;
-  s.labels.emplace_back("collector", collector);
-  for (auto& l : extra) s.labels.push_back(std::move(l));
-  s.value = value;
-  return s;
-}
-
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

@@ -26,6 +26,7 @@
 #include "base/metric_def.h"
 #include "base/status.h"
 #include "collectors/engine_signals.h"
+#include "collectors/metric_sample.h"
 #include "collectors/time_sanity.h"
 #include "curve/request.h"
 
@@ -50,25 +51,6 @@ struct CollectorStats {
   std::map<std::string, std::uint64_t> dropped_by;
   double last_success_s = 0;                    // wall time of the last good read; 0: never
 };
-
-using Labels = std::vector<std::pair<std::string, std::string>>;
-
-// A metric a collector contributes to /metrics beyond its CollectorStats (for
-// example the engine's eviction counters read from its KV events), a sample of a
-// family declared in a table (base::MetricDef: the engine signals' in
-// engine_signals.h, each collector's own in its .cc). Names follow the Prometheus
-// conventions (kvwatch_ prefix, base units, _total for counters); labels stay
-// low-cardinality.
-struct MetricSample {
-  std::string name;
-  std::string help;
-  bool counter = false;  // false: gauge
-  Labels labels;
-  double value = 0;
-};
-
-// A sample of `def` labelled collector=<collector> + extra.
-MetricSample MakeSample(const base::MetricDef& def, const std::string& collector, double value, Labels extra = {});
 
 // Log lines about bad input go through this (the agent prints them to stderr).
 using CollectorLog = std::function<void(std::string_view collector, std::string_view message)>;

@@ -50,6 +50,7 @@
 
 #include "base/metric_def.h"
 #include "collectors/collector.h"
+#include "collectors/collector_options.h"  // EngineLogCollectorOptions
 #include "collectors/engine_log_parser.h"
 #include "collectors/file_tailer.h"
 #include "base/source_kinds.h"
@@ -58,13 +59,6 @@
 namespace kvwatch::collectors {
 
 using EngineLogKind = base::EngineLogKind;  // base/source_kinds.h, shared with config/
-
-struct EngineLogCollectorOptions {
-  std::string name;
-  FileTailerOptions tailer;  // start_position defaults to kEnd
-  EngineLogKind engine = EngineLogKind::kAuto;
-  std::chrono::milliseconds poll_interval{1000};
-};
 
 // What the lines said so far.
 struct EngineLogSignals {

@@ -64,22 +64,11 @@
 
 #include "base/metric_def.h"
 #include "collectors/collector.h"
+#include "collectors/collector_options.h"  // EngineMetricsCollectorOptions
 #include "collectors/exposition_parser.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
-
-struct EngineMetricsCollectorOptions {
-  std::string name;
-  // http:// or https:// URL; the path defaults to "/metrics".
-  std::string url;
-  std::chrono::milliseconds interval{15000};  // > 0
-  std::chrono::milliseconds timeout{5000};    // > 0: connection and read timeout
-  int max_backoff_factor = 8;                 // >= 1: longest delay = interval x this
-  std::uint32_t page_tokens = 16;             // tokens per kvwatch page (capacity)
-  EngineSnapshotOptions snapshot;             // model_name filter
-  std::chrono::milliseconds poll_interval{1000};
-};
 
 // A counter that stays monotonic across resets of the counter it follows.
 class RunningTotal {

@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "collectors/collector.h"
+#include "collectors/metric_sample.h"
 
 namespace kvwatch::collectors {
 

@@ -17,10 +17,9 @@
 #include <vector>
 
 #include "base/metric_def.h"
+#include "collectors/metric_sample.h"
 
 namespace kvwatch::collectors {
-
-struct MetricSample;  // collectors/collector.h
 
 // Block counters of one storage medium ("GPU", "CPU", ...), from KV events.
 struct EngineBlockSignals {

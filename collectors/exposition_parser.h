@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "collectors/collector_options.h"  // EngineSnapshotOptions
+
 namespace kvwatch::collectors {
 
 enum class MetricType { kUntyped, kCounter, kGauge, kHistogram, kSummary };
@@ -79,12 +81,6 @@ Exposition ParseExposition(std::string_view text);
 // ---- Engine metric mapping ---------------------------------------------------------
 
 enum class EngineKind { kUnknown, kVllm, kSglang };
-
-struct EngineSnapshotOptions {
-  // When set, only samples whose model_name label equals this (or that have no
-  // model_name label) are used.
-  std::optional<std::string> model_name;
-};
 
 // The engine numbers kvwatch uses, each nullopt when the scrape had no sample
 // for it. Counters are summed over label sets (engines, DP ranks, reasons);

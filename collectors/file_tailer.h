@@ -136,6 +136,7 @@
 
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "collectors/collector_options.h"  // FileTailerOptions
 #include "collectors/file_watch.h"
 
 namespace kvwatch::collectors {
@@ -146,40 +147,6 @@ struct FilePosition;
 }  // namespace tail
 
 using TailStartPosition = base::TailStartPosition;  // base/source_kinds.h, shared with config/
-
-struct FileTailerOptions {
-  // Paths or glob(3) patterns (*, ?, [...]; no "**", no "~"). Each string is
-  // also the source name of the files it finds. A file matched by several
-  // patterns belongs to the first. Required: at least one.
-  std::vector<std::string> patterns;
-  // Where files found by the first Poll() start when no checkpoint was loaded.
-  // Default: kEnd.
-  TailStartPosition start_position = TailStartPosition::kEnd;
-  // Longest line delivered, in bytes, without its "\n". Default: 1 MiB.
-  std::size_t max_line_bytes = std::size_t{1} << 20;
-  // Size of each read(2). Default: 64 KiB.
-  std::size_t read_chunk_bytes = std::size_t{64} << 10;
-  // At most this many bytes are read from one file per Poll() (fairness and
-  // event-loop latency); 0 means no limit. Default: 8 MiB.
-  std::size_t max_read_bytes_per_poll = std::size_t{8} << 20;
-  // Bytes at the head of a file hashed into its identity. Default: 256.
-  // 0 disables the head check (identity is then dev+inode+offset marker).
-  std::size_t fingerprint_bytes = 256;
-  // How long a renamed-away file keeps being read after the rename was seen.
-  // Default: 5 s (fluent-bit's rotate_wait).
-  std::chrono::milliseconds rotate_wait{5000};
-  // Checkpoint file; empty disables checkpoints. Its directory must exist.
-  std::string checkpoint_path;
-  // Create an inotify descriptor (NotifyFd()). Default: true.
-  bool use_inotify = true;
-  // Monotonic clock for rotate_wait; tests inject a fake one. Default (empty):
-  // std::chrono::steady_clock::now.
-  std::function<std::chrono::steady_clock::time_point()> clock;
-  // Tests only: runs in every Poll() right after the patterns were expanded, before
-  // any file is opened, so that a test can rename a file inside that window (as a
-  // writer rotating on a loaded machine does). Default: none.
-  std::function<void()> after_expansion;
-};
 
 enum class TailEventKind {
   kOpened,           // started tailing a file; count = offset reading starts at

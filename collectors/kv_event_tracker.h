@@ -114,6 +114,7 @@
 
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "collectors/collector_options.h"  // KvTenantSource, KvEventTrackerOptions
 #include "collectors/collector.h"
 #include "collectors/kv_event.h"
 #include "curve/page_map.h"
@@ -201,15 +202,6 @@ class KvChainIndex {
 
 // ---- Tenants ------------------------------------------------------------------
 
-// Where a KV-event request's tenant comes from (see the header comment).
-enum class KvTenantSource { kNone, kLora, kCacheSalt, kLoraOrSalt };
-// Its spellings (collectors.kv_events[].tenant_source), in this order.
-inline constexpr base::Spelling<KvTenantSource> kKvTenantSourceSpellings[] = {
-    {"none", KvTenantSource::kNone},
-    {"lora", KvTenantSource::kLora},
-    {"cache_salt", KvTenantSource::kCacheSalt},
-    {"lora_or_salt", KvTenantSource::kLoraOrSalt},
-};
 // "none", "lora", "cache_salt", "lora_or_salt".
 std::string_view KvTenantSourceName(KvTenantSource source);
 // The inverse of KvTenantSourceName; std::nullopt for any other text.
@@ -230,20 +222,6 @@ bool ReadKvStateString(std::span<const std::uint8_t>* in, std::size_t max_length
 bool ReadKvStateCount(std::span<const std::uint8_t>* in, std::size_t min_element_bytes, std::uint32_t* count);
 
 // ---- Tracker ------------------------------------------------------------------
-
-struct KvEventTrackerOptions {
-  // Folded into every page id (docs/semantics.md section 1): the model or
-  // revision these events come from. Empty: no model scope.
-  std::string scope;
-  // The KV-cache group whose primary-medium stores become requests.
-  std::int64_t request_group = 0;
-  // Bound of the parent map (see above).
-  std::size_t parent_map_max_entries = std::size_t{1} << 22;
-  // Longest request emitted (ancestors included), in pages.
-  std::size_t max_request_pages = std::size_t{1} << 16;
-  // Where Request::tenant comes from. Default: none (no tenant).
-  KvTenantSource tenant_source = KvTenantSource::kNone;
-};
 
 // Per-medium counters, summed over publishers and groups.
 struct KvMediumCounters {

@@ -117,32 +117,12 @@
 
 #include "base/metric_def.h"
 #include "collectors/collector.h"
+#include "collectors/collector_options.h"  // KvEventsCollectorOptions
 #include "collectors/kv_event_tracker.h"
 #include "collectors/time_sanity.h"
 #include "base/status.h"
 
 namespace kvwatch::collectors {
-
-struct KvEventsCollectorOptions {
-  std::string name;
-  std::vector<std::string> endpoints;  // non-empty
-  std::string topic;                   // subscription prefix
-  std::string replay_endpoint;         // empty: no replay
-  bool bind = false;
-  KvEventTrackerOptions tracker;
-  // Per socket. Engines publish one batch per scheduler step (tens to hundreds
-  // a second), so 1000 per poll is ample headroom, and a backlog is drained in
-  // bounded slices rather than holding the agent's loop (its other collectors,
-  // and the copy of this one's metrics that /metrics reads, wait for the poll).
-  std::size_t max_messages_per_poll = 1000;
-  std::chrono::milliseconds replay_timeout{100};
-  std::chrono::milliseconds poll_interval{50};
-  int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
-  std::size_t max_publishers = 256;
-  // How far ahead of the wall clock a batch's ts may be (time_sanity.h); the
-  // config's curve.max_clock_skew.
-  double max_clock_skew_s = kDefaultMaxClockSkewS;
-};
 
 // A sequence number more than this many beyond a publisher's last is a restart,
 // not a gap (see above).

@@ -50,72 +50,9 @@
 
 #include "curve/request.h"
 #include "base/status.h"
+#include "collectors/collector_options.h"  // SynthOptions, SynthShift
 
 namespace kvwatch::collectors {
-
-struct SynthShift {
-  // The shift covers arrivals with start_s <= t < end_s. Disabled when
-  // end_s <= start_s. Default: disabled.
-  double start_s = 0;
-  double end_s = 0;
-  // Fraction of arrivals during the shift that go to the shift tenant. Default: 0.4.
-  double share = 0.4;
-  // The shift tenant's label and system prompt length. Default: "tenant-shift", 600.
-  std::string tenant = "tenant-shift";
-  int system_prompt_pages = 600;
-  // Its pool of open sessions and their mean length in turns. Default: 20, 12.
-  int active_sessions = 20;
-  double mean_session_turns = 12.0;
-};
-
-// Defaults give about 12,000 requests over 10 minutes with a working set of a few
-// thousand pages: ~450 pages of system prompts that every request reuses, ~50
-// growing sessions (~1,500 live pages) reused every few seconds, and 30% one-shot
-// requests whose own pages are never reused.
-struct SynthOptions {
-  // ------------------- Stream
-  // Seed of the random stream. Default: 1.
-  std::uint64_t seed = 1;
-  // Poisson arrival rate, requests per second. Default: 20.
-  double rate_per_s = 20.0;
-  // The stream ends before the first arrival at or after duration_s; 0 = no time
-  // limit. Default: 600 s.
-  double duration_s = 600.0;
-  // The stream ends after max_requests requests; 0 = no count limit. Default: 0.
-  // With both limits 0 the stream is unbounded (SynthGenerator only).
-  std::uint64_t max_requests = 0;
-
-  // ------------------- Tenants
-  // Number of tenants, labelled "tenant-0" .. Default: 4.
-  int tenants = 4;
-  // Zipf exponent of tenant popularity (0 = uniform). Default: 1.
-  double tenant_zipf_exponent = 1.0;
-  // System prompt length range in pages, per tenant. Default: 20 .. 200.
-  int system_prompt_min_pages = 20;
-  int system_prompt_max_pages = 200;
-
-  // ------------------- Requests
-  // Open multi-turn sessions at any time. Default: 50.
-  int active_sessions = 50;
-  // Fraction of arrivals that are one-shot requests. Default: 0.3.
-  double one_shot_fraction = 0.3;
-  // Mean turns per session (geometric, at least 1). Default: 6.
-  double mean_session_turns = 6.0;
-  // Mean pages (geometric, at least 1) of a session's first message, of each later
-  // message, of each answer, and of a one-shot request's own part. Defaults: 8, 3, 4, 16.
-  double mean_first_message_pages = 8.0;
-  double mean_followup_message_pages = 3.0;
-  double mean_answer_pages = 4.0;
-  double mean_one_shot_pages = 16.0;
-  // Upper bound on a prompt's pages; a session ends before passing it, and longer
-  // first or one-shot prompts are cut to it. At most 2^20 - 1. Default: 4096.
-  int max_session_pages = 4096;
-  // Tokens per page, for input_tokens and output_tokens. Default: 16.
-  int page_tokens = 16;
-
-  // ------------------- Workload shift
-  SynthShift shift;
-};
 
 // One generated request and where it comes from.
 struct SynthRequest {

@@ -21,19 +21,11 @@
 #include <string>
 
 #include "collectors/collector.h"
+#include "collectors/collector_options.h"  // TraceFileCollectorOptions
 #include "collectors/file_tailer.h"
 #include "collectors/trace_record.h"
 
 namespace kvwatch::collectors {
-
-struct TraceFileCollectorOptions {
-  std::string name;
-  FileTailerOptions tailer;
-  TraceRecordOptions record;
-  std::chrono::milliseconds poll_interval{250};
-  // How far ahead of the wall clock a timestamp may be (curve.max_clock_skew).
-  double max_clock_skew_s = kDefaultMaxClockSkewS;
-};
 
 class TraceFileCollector : public Collector {
  public:

@@ -56,6 +56,7 @@
 #include "curve/request.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "collectors/collector_options.h"  // TraceRecordOptions
 
 namespace kvwatch::collectors {
 
@@ -65,18 +66,6 @@ using TimestampUnit = base::TimestampUnit;  // base/source_kinds.h, shared with 
 std::optional<TimestampUnit> ParseTimestampUnit(std::string_view text);
 // "auto", "ms" or "s".
 std::string_view TimestampUnitName(TimestampUnit unit);
-
-struct TraceRecordOptions {
-  // How to read "timestamp". Default: kAuto (see the header comment).
-  TimestampUnit timestamp_unit = TimestampUnit::kAuto;
-  // Field names tried, in order, for the tenant/class label. Names must not
-  // contain '"' or '\\'. Default: "tenant", then "class", then "type" (the
-  // Qwen-Bailian request type text/search/image/file is a class).
-  std::vector<std::string> tenant_fields = {"tenant", "class", "type"};
-  // Field names tried, in order, for the request class (same rules). Default:
-  // "class", then "type".
-  std::vector<std::string> class_fields = {"class", "type"};
-};
 
 enum class ParseOutcome {
   kRecord,  // *request holds the parsed record

@@ -32,7 +32,7 @@ class Parser {
   explicit Parser(std::string_view source) : r_(source) {}
 
   Result<AgentConfig> Parse(std::string_view text) {
-    AgentConfig config = DefaultAgentConfig();
+    AgentConfig config;
     Status status = ParseText(text, &config);
     if (!status.ok()) return Result<AgentConfig>::Error(status.error());
     return config;
@@ -56,9 +56,9 @@ class Parser {
       return r_.Fail("(top level)", documents[1].Mark(),
                   "expected one YAML document, found " + std::to_string(documents.size()));
     }
-    if (documents.empty()) return Status::Ok();
+    if (documents.empty()) return Resolve(config);
     Entry root{"", "", ConfigType::kMap, documents[0], documents[0].Mark(), documents[0].Mark()};
-    if (root.node.IsNull()) return Status::Ok();
+    if (root.node.IsNull()) return Resolve(config);
     if (!root.node.IsMap()) {
       return r_.Fail("(top level)", root.mark, "expected a map of keys, got " + Got(root.node));
     }
@@ -137,7 +137,9 @@ class Parser {
     if (Status s = ResolveCurve(r_, curve_notes_, c); !s.ok()) return s;
     if (Status s = ResolveAlertWindows(r_, *c); !s.ok()) return s;
     if (Status s = ResolveTenants(r_, c); !s.ok()) return s;
-    return ResolveModel(*c);
+    if (Status s = ResolveModel(*c); !s.ok()) return s;
+    ResolveCollectors(c);
+    return Status::Ok();
   }
 
   Status ResolveModel(const AgentConfig& c) {
@@ -175,22 +177,10 @@ curve::EngineOptions ToEngineOptions(const EngineSettings& engine) {
   return options;
 }
 
-namespace {
-
-// The section's YAML text; "" when absent, empty or written with no value.
-std::string SectionText(const std::shared_ptr<const internal::Entry>& section) {
-  if (!section || section->node.IsNull() || (section->node.IsMap() && section->node.size() == 0)) return "";
-  return YAML::Dump(section->node);
-}
-
-}  // namespace
-
-bool CollectorSettings::operator==(const CollectorSettings& other) const {
-  return configured == other.configured && SectionText(section) == SectionText(other.section);
-}
-
 AgentConfig DefaultAgentConfig() {
-  return AgentConfig{};
+  // The empty document is valid: what the parser fills in is every default,
+  // the agent's synthetic replica included.
+  return ParseAgentConfig("", "(default)").value();
 }
 
 Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_view source_name) {

@@ -9,14 +9,13 @@
 // what DefaultAgentConfig() holds, and another that docs/configuration.md carries
 // the current rendering, so the code, the defaults and the documentation cannot drift apart.
 //
-// Layout. The table is in config_keys.cc; the parser is split by section
+// Layout. The table is in config_keys.{h,cc}; the parser is split by section
 // (sections.h: curve_section.cc, web_state_section.cc, collectors_section.cc,
 // alerts_section.cc) around a shared reader (field_reader.h), and agent_config.cc
 // drives them. alerts.* is read straight into alerts::AlerterOptions, so the
-// detectors' defaults are only alerts/'s. collectors.* is checked for shape here
-// and kept as written; agent/runtime/collector_registry.cc reads each kind's
-// values (with FieldReader) straight into its collector's options, so the
-// collectors' defaults are only collectors/'s (see CollectorSettings).
+// detectors' defaults are only alerts/'s. collectors.* is read straight into each
+// collector's options (collectors/collector_options.h), so the collectors'
+// defaults are only collectors/'s (see CollectorSettings).
 //
 // Paths. Keys nest as YAML maps ("engine.max_pages"); "[]" in a table path
 // stands for every item of a list of maps ("collectors.trace_files[].paths").
@@ -38,8 +37,8 @@
 //   "agent.yaml:7: collectors.trace_files[0].poll_interval: expected a duration
 //    such as 250ms, 30s or 1h30m, got \"fast\"".
 // A YAML syntax error reads "SOURCE:LINE: invalid YAML: <yaml-cpp's message>".
-// Only the first error is reported: the first in the document, except that the
-// collectors' values are read after the rest (agent::ParseCollectors).
+// Only the first error is reported: the first in the document, or, when every
+// value is right on its own, the first rule across sections that fails.
 //
 // Files named in the config (model_config, web.config_file, trace paths, state)
 // are not opened here: the agent does that. Parsing is pure.
@@ -62,54 +61,16 @@
 #include "alerts/alerter.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
+#include "collectors/collector_options.h"
+#include "config/config_keys.h"
 #include "config/web_config.h"
 #include "curve/group_accounting.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"
 #include "curve/stack_distance.h"
+#include "curve/window_set.h"
 
 namespace kvwatch::config {
-
-// ------------------------------------------------------------------ Schema table
-
-enum class ConfigType {
-  kString,
-  kBool,
-  kInt,
-  kNumber,
-  kDuration,
-  kSize,
-  kStringList,
-  kIntList,
-  kNumberList,
-  kDurationList,
-  kMap,
-  kMapList,
-};
-
-// One key of the config file.
-struct ConfigKey {
-  std::string_view path;  // e.g. "engine.max_pages", "collectors.trace_files[].name"
-  ConfigType type;
-  // The default: YAML text of the value when default_is_literal ("1048576",
-  // "\"127.0.0.1\"", "[\"5m\", \"1h\", \"24h\"]"), else markdown words ("required",
-  // "unset", "off", "`engine.max_pages`").
-  std::string_view default_text;
-  bool default_is_literal;
-  std::string_view description;  // one or two sentences, markdown
-};
-
-// Every key, parents before children, in the order of the reference.
-std::span<const ConfigKey> ConfigKeys();
-// The descriptor of a table path, or nullptr.
-const ConfigKey* FindConfigKey(std::string_view path);
-// "string", "integer", "list of durations", ...
-std::string_view ConfigTypeName(ConfigType type);
-
-// The reference table rendered from ConfigKeys() plus a short legend of the value
-// syntax; ends with a newline. This is the text docs/configuration.md holds between the lines
-// "<!-- config-reference:begin -->" and "<!-- config-reference:end -->".
-std::string ConfigReferenceMarkdown();
 
 // ------------------------------------------------------------------ The config
 // Each field documents its YAML key; defaults are the member initializers and
@@ -119,7 +80,10 @@ std::string ConfigReferenceMarkdown();
 // (agent/runtime/agent.h) read theirs from here: each default is written once.
 
 struct EngineSettings {
-  // engine.max_pages: distinct pages tracked (the largest capacity of interest), 1..2^31.
+  // engine.max_pages: distinct pages tracked (the largest capacity of interest),
+  // 1..2^31. 2^20 (about 58 MB of engine), not curve::EngineOptions' 2^24: the
+  // agent runs beside an inference engine for months and a replica's cache is
+  // rarely beyond a million pages (see curve/stack_distance.h for the three defaults).
   std::uint32_t max_pages = 1u << 20;
   // engine.touch_order: "tail-first" | "head-first".
   curve::TouchOrder touch_order = curve::EngineOptions{}.touch_order;
@@ -140,17 +104,9 @@ struct EngineSettings {
 // The curve::EngineOptions of these settings.
 curve::EngineOptions ToEngineOptions(const EngineSettings& engine);
 
-// One curve window: its label as written and its length.
-struct CurveWindow {
-  std::string name;  // e.g. "5m"
-  double seconds = 0;
-
-  bool operator==(const CurveWindow&) const = default;
-};
-
 struct CurveSettings {
-  // curve.windows, sorted by length, distinct, each > 0.
-  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
+  // curve.windows: names as written and lengths, sorted by length, distinct, each > 0.
+  curve::WindowSet windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
   // curve.buckets_per_octave, 4..64.
   std::uint32_t buckets_per_octave = 8;
   // curve.page_hit_targets and curve.coverage_targets: fractions in (0, 1], sorted, distinct.
@@ -162,21 +118,25 @@ struct CurveSettings {
   double knee_sensitivity = curve::ReportOptions{}.knee_sensitivity;
   // curve.knee_window_min_requests: below this many requests in a window, no knee.
   std::uint64_t knee_window_min_requests = 100;
-  // curve.policies: eviction policies run as canaries at curve.capacities (names of
-  // curve/policy.h, belady excluded).
-  std::vector<std::string> policies;
+  // curve.policies: eviction policies run as canaries at curve.capacities (the
+  // online policies of curve/policy.h), as written; a repeated name runs once.
+  std::vector<curve::PolicyKind> policies;
   // curve.engine_policy: the policy the engine runs; the gain gauges compare with it.
-  std::string engine_policy = "lru";
+  curve::PolicyKind engine_policy = curve::PolicyKind::kLru;
   // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, > 0.
   double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
-  std::string policy_priorities;
+  curve::PriorityRules policy_priorities;
   // curve.max_clock_skew: how far ahead of the agent's wall clock a record's
   // timestamp may be, in seconds, > 0; a record further ahead is bad input (it
-  // would move every window past all later records). The default equals
-  // collectors::kDefaultMaxClockSkewS (collectors/time_sanity.h; config/ does not
-  // include collectors/, so collector_registry_test checks that they agree).
-  double max_clock_skew_s = 300;
+  // would move every window past all later records). Given to the collectors
+  // that check timestamps.
+  double max_clock_skew_s = collectors::kDefaultMaxClockSkewS;
+
+  // The canaries' policies in the order they run: curve.engine_policy first, so
+  // that canary (0, capacity) is the engine's own, then each of curve.policies
+  // not already listed. Empty without curve.policies.
+  std::vector<curve::PolicyKind> CanaryPolicies() const;
 
   bool operator==(const CurveSettings&) const = default;
 };
@@ -205,31 +165,32 @@ struct StateSettings {
   bool operator==(const StateSettings&) const = default;
 };
 
-namespace internal {
-struct Entry;  // field_reader.h
-}  // namespace internal
-
-// collectors.*: the section as written. config/ checks its shape here (unknown and
-// duplicate keys, maps and lists of maps); the values are read by the collector
-// registry (agent/runtime/collector_registry.cc) with this file's FieldReader,
-// each kind straight into its collector's own options, so that every default of
-// a collector is written once, by the collector (config/ must not depend on
-// collectors/). Errors keep this file's form ("SOURCE:LINE: KEY: message"): the
-// section keeps the source name and the YAML with its positions. The key table
-// still lists every collectors.* key (the registry's tests check its defaults).
+// collectors.*: every collector the config asks for, each parsed straight into
+// its collector's own options (collectors/collector_options.h, a header of plain
+// structs: their member initializers are the only defaults), with what other
+// sections decide filled in (curve.max_clock_skew, the model's page-id scope,
+// engine.max_pages' bound of the KV-event parent map, page_tokens). The agent's
+// collector registry (agent/runtime/collector_registry.h) only creates the live
+// collectors from these specs. Collector names are unique among all collectors:
+// a collector's part of the agent's state file is found by its name.
 struct CollectorSettings {
-  std::string source;  // the config's source name, for the registry's errors
-  // The "collectors" entry of the document; null when the section is absent.
-  std::shared_ptr<const internal::Entry> section;
+  // In the order the agent creates them: trace_files, kv_events, engine_log,
+  // engine_metrics, synth; when no collector is configured, the agent's
+  // synthetic replica (AgentSynthOptions()) alone, where "collectors.synth".
+  std::vector<collectors::CollectorSpec> specs;
   // Collectors configured: 1 for collectors.synth when present (even empty), plus
-  // the items of the lists. When 0, the agent runs synth with its defaults.
+  // the items of the lists.
   std::size_t configured = 0;
 
   bool HasAnyCollector() const { return configured > 0; }
-  // The same section as written (absent, empty and `collectors:` are the same);
-  // the source name is not compared.
-  bool operator==(const CollectorSettings& other) const;
+  bool operator==(const CollectorSettings&) const = default;
 };
+
+// The agent's synthetic replica before collectors.synth.*: unbounded (no
+// duration or request limit) and played at 5 requests/s, a replica to watch
+// rather than `kvwatch synth`'s 10-minute, 20 requests/s trace; the rest are
+// SynthOptions' defaults. Its page_tokens is the config's (set by the parse).
+collectors::SynthOptions AgentSynthOptions();
 
 // alerts.over_capacity.target: alerts/'s (alerts/capacity_shortfall.h).
 using WorkingSetTarget = alerts::WorkingSetTarget;

@@ -163,14 +163,8 @@ Status ResolveAlertWindows(const FieldReader& r, const AgentConfig& c) {
   }
   for (const auto& [path, seconds] : {std::pair{shorter, short_seconds}, std::pair{longer, baseline_seconds}}) {
     if (!r.Written(path)) continue;
-    std::string names;
-    bool found = false;
-    for (const CurveWindow& w : c.curve.windows) {
-      found = found || w.seconds == static_cast<double>(seconds);
-      names += (names.empty() ? "" : ", ") + w.name;
-    }
-    if (!found) {
-      return r.FailAtPath(path, "expected one of curve.windows (" + names +
+    if (!c.curve.windows.FindSeconds(static_cast<double>(seconds))) {
+      return r.FailAtPath(path, "expected one of curve.windows (" + c.curve.windows.NameList() +
                                     "): the knee and the working set are read from that curve");
     }
   }

@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/agent_config.h"
+#include "config/config_keys.h"
 
 namespace kvwatch::config {
 namespace {

@@ -44,25 +44,23 @@ Status ParseEngineSection(FieldReader& r, const Entry& section, EngineSettings* 
 
 namespace {
 
-Status ParseWindows(FieldReader& r, const Entry& e, std::vector<CurveWindow>* windows) {
+Status ParseWindows(FieldReader& r, const Entry& e, curve::WindowSet* out) {
   if (Status s = r.CheckType(e, ConfigType::kDurationList); !s.ok()) return s;
   Result<std::vector<Entry>> items = r.Items(e);
   if (!items.ok()) return items.status();
   if (items.value().empty()) return r.Expected(e, "at least one window");
   std::map<double, std::string> seen;  // seconds -> path
-  windows->clear();
+  std::vector<curve::Window> windows;
   for (const Entry& item : items.value()) {
-    CurveWindow window;
+    curve::Window window;
     if (Status s = r.ReadDuration(item, true, &window.seconds); !s.ok()) return s;
     if (auto [it, added] = seen.emplace(window.seconds, item.path); !added) {
       return r.Fail(item, "the same duration as " + it->second);
     }
     window.name = item.node.Scalar();
-    windows->push_back(std::move(window));
+    windows.push_back(std::move(window));
   }
-  std::stable_sort(
-      windows->begin(), windows->end(),
-      [](const CurveWindow& a, const CurveWindow& b) { return a.seconds < b.seconds; });
+  *out = curve::WindowSet(std::move(windows));  // sorted by length
   return Status::Ok();
 }
 
@@ -88,12 +86,30 @@ Status ParseCapacities(FieldReader& r, const Entry& e, std::vector<std::uint64_t
   return Status::Ok();
 }
 
-// "" for a policy that can run live; else what is wrong with the name.
-std::string OnlinePolicyProblem(const std::string& name) {
-  auto kind = curve::ParsePolicyName(name);
-  if (!kind.ok()) return kind.error();
-  if (curve::NeedsFuture(kind.value())) return "policy '" + name + "' needs the future: it runs only in replay";
-  return "";
+// A policy that can run live.
+Status ReadOnlinePolicy(const FieldReader& r, const Entry& e, curve::PolicyKind* out) {
+  std::string name;
+  if (Status s = r.ReadString(e, &name); !s.ok()) return s;
+  Result<curve::PolicyKind> kind = curve::ParsePolicyName(name);
+  if (!kind.ok()) return r.Fail(e, kind.error());
+  if (curve::NeedsFuture(kind.value())) {
+    return r.Fail(e, "policy '" + name + "' needs the future: it runs only in replay");
+  }
+  *out = kind.value();
+  return Status::Ok();
+}
+
+Status ReadOnlinePolicies(FieldReader& r, const Entry& e, std::vector<curve::PolicyKind>* out) {
+  if (Status s = r.CheckType(e, ConfigType::kStringList); !s.ok()) return s;
+  Result<std::vector<Entry>> items = r.Items(e);
+  if (!items.ok()) return items.status();
+  out->clear();
+  for (const Entry& item : items.value()) {
+    curve::PolicyKind kind{};
+    if (Status s = ReadOnlinePolicy(r, item, &kind); !s.ok()) return s;
+    out->push_back(kind);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -113,22 +129,19 @@ Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* cu
       return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),
                      &curve->knee_window_min_requests);
     }
-    if (k == "curve.policies") {
-      return r.ReadStringList(e, &curve->policies, OnlinePolicyProblem);
-    }
-    if (k == "curve.engine_policy") {
-      if (Status s = r.ReadString(e, &curve->engine_policy); !s.ok()) return s;
-      const std::string problem = OnlinePolicyProblem(curve->engine_policy);
-      return problem.empty() ? Status::Ok() : r.Fail(e, problem);
-    }
+    if (k == "curve.policies") return ReadOnlinePolicies(r, e, &curve->policies);
+    if (k == "curve.engine_policy") return ReadOnlinePolicy(r, e, &curve->engine_policy);
     if (k == "curve.decode_tokens_per_second") {
       return r.ReadNumber(e, Positive, "> 0", &curve->decode_tokens_per_second);
     }
     if (k == "curve.max_clock_skew") return r.ReadDuration(e, true, &curve->max_clock_skew_s);
     if (k == "curve.policy_priorities") {
-      if (Status s = r.ReadString(e, &curve->policy_priorities); !s.ok()) return s;
-      auto rules = curve::ParsePriorityRules(curve->policy_priorities);
-      return rules.ok() ? Status::Ok() : r.Fail(e, rules.error());
+      std::string text;
+      if (Status s = r.ReadString(e, &text); !s.ok()) return s;
+      Result<curve::PriorityRules> rules = curve::ParsePriorityRules(text);
+      if (!rules.ok()) return r.Fail(e, rules.error());
+      curve->policy_priorities = std::move(rules).value();
+      return Status::Ok();
     }
     return r.Unhandled(e);
   });
@@ -148,10 +161,9 @@ Status ResolveCurve(const FieldReader& r, const CurveNotes& notes, AgentConfig* 
     if (c->curve.capacities.empty()) {
       return r.FailAtPath("curve.policies", "policy canaries run at curve.capacities; give the replica's cache sizes");
     }
-    std::set<std::string> names(c->curve.policies.begin(), c->curve.policies.end());
-    names.insert(c->curve.engine_policy);
-    if (names.size() * c->curve.capacities.size() > 64) {
-      return r.FailAtPath("curve.policies", std::to_string(names.size() * c->curve.capacities.size()) +
+    const std::size_t canaries = c->curve.CanaryPolicies().size() * c->curve.capacities.size();
+    if (canaries > 64) {
+      return r.FailAtPath("curve.policies", std::to_string(canaries) +
                                             " canaries (policies x capacities, with curve.engine_policy); at "
                                             "most 64");
     }
@@ -160,3 +172,16 @@ Status ResolveCurve(const FieldReader& r, const CurveNotes& notes, AgentConfig* 
 }
 
 }  // namespace kvwatch::config::internal
+
+namespace kvwatch::config {
+
+std::vector<curve::PolicyKind> CurveSettings::CanaryPolicies() const {
+  if (policies.empty()) return {};
+  std::vector<curve::PolicyKind> kinds = {engine_policy};
+  for (curve::PolicyKind kind : policies) {
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  return kinds;
+}
+
+}  // namespace kvwatch::config

@@ -26,7 +26,7 @@
 
 #include "base/source_kinds.h"
 #include "base/status.h"
-#include "config/agent_config.h"
+#include "config/config_keys.h"
 
 namespace kvwatch::config::internal {
 

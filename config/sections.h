@@ -6,8 +6,8 @@
 //
 //   curve_section.cc       engine.*, curve.*
 //   web_state_section.cc   web.*, state.*
-//   collectors_section.cc  collectors.*: its shape only; the collector registry
-//                          (agent/runtime/collector_registry.cc) reads the values
+//   collectors_section.cc  collectors.*, straight into each collector's options
+//                          (collectors/collector_options.h)
 //   alerts_section.cc      alerts.*, straight into alerts::AlerterOptions
 //   tenants_section.cc     tenants.*, straight into curve::TenantOptions
 //
@@ -41,6 +41,10 @@ base::Status ParseWebSection(FieldReader& r, const Entry& section, WebSettings* 
 base::Status ParseStateSection(FieldReader& r, const Entry& section, StateSettings* state);
 
 base::Status ParseCollectorsSection(FieldReader& r, const Entry& section, CollectorSettings* collectors);
+// What other sections decide (curve.max_clock_skew, the model's page-id scope,
+// engine.max_pages, page_tokens) into each collector's options; the agent's
+// synthetic replica when no collector is configured. Cannot fail.
+void ResolveCollectors(AgentConfig* config);
 
 base::Status ParseAlertsSection(FieldReader& r, const Entry& section, AlertSettings* alerts);
 // alerts.short_window < alerts.baseline_window; each, when written, one of curve.windows.

@@ -76,6 +76,8 @@ struct PriorityRules {
   std::map<std::string, std::int32_t, std::less<>> cls;
   bool empty() const { return tenant.empty() && cls.empty(); }
   std::int32_t For(std::string_view tenant_name, std::string_view class_name) const;
+
+  bool operator==(const PriorityRules&) const = default;
 };
 base::Result<PriorityRules> ParsePriorityRules(std::string_view text);
 

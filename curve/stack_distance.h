@@ -52,7 +52,13 @@ enum class TouchOrder {
 
 struct EngineOptions {
   // M: the largest number of distinct pages tracked (the largest capacity of
-  // interest). Must be at least 1 and below kBeyondTracked.
+  // interest). Must be at least 1 and below kBeyondTracked. Memory is about 55
+  // bytes per tracked page (docs/performance.md). Three defaults, for three
+  // uses: this one, 2^24 (about 0.9 GB), is for code that sets nothing (tests,
+  // benchmarks, fuzzers); the agent's engine.max_pages is 2^20 (about 58 MB, in
+  // config/agent_config.h: a process beside an inference engine for months,
+  // sized to a replica's cache); replay's --max-pages is 2^26 (agent/cli/
+  // replay_command.h: one offline run, exact on the largest traces it is given).
   std::uint32_t max_pages = 1u << 24;
   TouchOrder touch_order = TouchOrder::kTailFirst;
   // How many pages evicted from tracking are remembered, so that a later

@@ -40,6 +40,9 @@ struct ReplayOptions {
   std::vector<std::uint64_t> capacities;  // empty: a 1-2-5 series
   double coverage_share = 1.0;
   std::string touch_order = "tail-first";
+  // --max-pages: 2^26 (about 3.6 GB at most), not the agent's 2^20: one offline
+  // run, over before memory matters, that should be exact on the largest traces
+  // (see curve/stack_distance.h for the three defaults).
   std::uint64_t max_pages = 1u << 26;
   // --page-tokens; unset: inferred from the records' input_length and pages
   // (SettlePageTokens), else kDefaultPageTokens.

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/cli/replay_result.h"
+#include "agent/web/text_format.h"
 
 namespace kvwatch::agent {
 
@@ -138,7 +138,7 @@ base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const Po
 
 namespace {
 
-void WriteTotals(JsonWriter& w, const curve::PolicyTotals& t, std::uint64_t page_tokens) {
+void WriteTotals(base::JsonWriter& w, const curve::PolicyTotals& t, std::uint64_t page_tokens) {
   w.Key("requests");
   w.Uint(t.requests);
   w.Key("page_refs");
@@ -155,7 +155,7 @@ void WriteTotals(JsonWriter& w, const curve::PolicyTotals& t, std::uint64_t page
   w.Uint(t.preemptions);
 }
 
-void WriteGroups(JsonWriter& w, const char* key, const char* name_key, const std::vector<std::string>& names,
+void WriteGroups(base::JsonWriter& w, const char* key, const char* name_key, const std::vector<std::string>& names,
                  const std::vector<curve::PolicyTotals>& totals, std::uint64_t page_tokens, bool skip_unnamed) {
   w.Key(key);
   w.BeginArray();
@@ -173,7 +173,7 @@ void WriteGroups(JsonWriter& w, const char* key, const char* name_key, const std
 
 }  // namespace
 
-void WritePoliciesJson(JsonWriter& w, const PolicyReplayResult& r) {
+void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r) {
   w.BeginObject();
   w.Key("names");
   w.BeginArray();

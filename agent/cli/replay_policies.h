@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "curve/curve_accumulator.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"
@@ -67,7 +67,7 @@ base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const Po
                                               const std::function<void(std::uint64_t, std::uint64_t)>& progress);
 
 // Renderings, appended to the replay's own.
-void WritePoliciesJson(JsonWriter& w, const PolicyReplayResult& r);
+void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r);
 std::string FormatPoliciesTable(const PolicyReplayResult& r);
 // CSV rows in the replay CSV's columns plus policy, class and preemptions.
 std::string FormatPoliciesCsvRows(const PolicyReplayResult& r);

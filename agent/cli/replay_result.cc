@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "agent/web/api_json.h"
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "agent/web/text_format.h"
 
 namespace kvwatch::agent {
@@ -27,7 +27,7 @@ double Share(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
-void WriteGroupRows(JsonWriter& w, const std::vector<GroupRow>& rows, const ReplayGroups& g, bool isolated) {
+void WriteGroupRows(base::JsonWriter& w, const std::vector<GroupRow>& rows, const ReplayGroups& g, bool isolated) {
   w.BeginArray();
   for (const GroupRow& row : rows) {
     const curve::LabelTotals& t = row.totals;
@@ -120,7 +120,7 @@ std::optional<std::string> PageTokensWarning(const ReplaySettings& s) {
 }
 
 std::string FormatJson(const ReplayResult& r) {
-  JsonWriter w;
+  base::JsonWriter w;
   w.BeginObject();
   WriteCurveReportFields(w, r.total);
   w.Key("distinct_pages");

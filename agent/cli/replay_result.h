@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "agent/web/text_format.h"
 #include "agent/cli/replay_policies.h"
 #include "curve/report.h"

@@ -88,7 +88,7 @@
 namespace kvwatch::agent {
 
 // One curve window: its name as configured ("5m") and its length (curve.windows).
-using WindowSpec = config::CurveWindow;
+using WindowSpec = curve::Window;
 
 // Everything the agent needs, resolved from the config (BuildAgentOptions,
 // agent_command.h). The defaults of the scalars are the config's (one definition,
@@ -96,13 +96,13 @@ using WindowSpec = config::CurveWindow;
 // AgentOptions built in code (tests) runs as an empty config file would.
 struct AgentOptions {
   std::string replica;
-  curve::EngineOptions engine;
+  curve::EngineOptions engine = config::ToEngineOptions(config::EngineSettings{});  // engine.*
   double coverage_share = config::EngineSettings{}.coverage_share;
   // Spatial sampling (engine.sample_rate, engine.sample_max_pages): sampled when
   // sample_rate < 1 or sample_max_pages > 0.
   double sample_rate = config::EngineSettings{}.sample_rate;
   std::uint32_t sample_max_pages = config::EngineSettings{}.sample_max_pages;
-  std::uint64_t page_tokens = static_cast<std::uint64_t>(config::AgentConfig{}.page_tokens);
+  std::uint64_t page_tokens = curve::ReportOptions{}.page_tokens;  // page_tokens: the config's default is curve's
   std::optional<double> bytes_per_token;   // per GPU rank
   std::optional<std::string> model_name;
   HttpServerOptions http;

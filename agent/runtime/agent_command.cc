@@ -26,16 +26,6 @@ namespace {
 
 using Options = base::Result<AgentOptions>;
 
-// The config file, with collectors.* read too (collector_registry.h), so that
-// every error in the file reads "SOURCE:LINE: KEY: message".
-base::Result<config::AgentConfig> LoadConfig(const std::string& path) {
-  auto config = config::LoadAgentConfigFile(path);
-  if (!config.ok()) return config;
-  auto collectors = ParseCollectors(config.value());
-  if (!collectors.ok()) return base::Result<config::AgentConfig>::Error(collectors.error());
-  return config;
-}
-
 // "" when the HTTP server can resolve its listen address as it will when it
 // starts (cpp-httplib 0.11.4's getaddrinfo: any family, a stream socket, passive);
 // else why not. Whether the port is free is a fact of the run, not of the config.
@@ -123,30 +113,13 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
     if (base::Status s = o.tenants.Validate("tenants."); !s.ok()) return R::Error(s.error());
   }
   if (!c.curve.policies.empty()) {
-    // The engine's own policy first, so every canary compares with canary (0, capacity).
+    // Checked by config/ (online policies, capacities to run at, at most 64
+    // canaries); the windows and capacities are filled in by Agent::Init.
     curve::CanaryOptions canaries;
-    std::vector<std::string> names = {c.curve.engine_policy};
-    for (const std::string& p : c.curve.policies) {
-      if (std::find(names.begin(), names.end(), p) == names.end()) names.push_back(p);
-    }
-    for (const std::string& name : names) {
-      auto kind = curve::ParsePolicyName(name);
-      if (!kind.ok()) return R::Error("curve.policies: " + kind.error());
-      canaries.policies.push_back(kind.value());
-    }
+    canaries.policies = c.curve.CanaryPolicies();
     canaries.lifetime.decode_tokens_per_s = c.curve.decode_tokens_per_second;
     canaries.lifetime.page_tokens = o.page_tokens;
-    auto rules = curve::ParsePriorityRules(c.curve.policy_priorities);
-    if (!rules.ok()) return R::Error("curve.policy_priorities: " + rules.error());
-    canaries.priorities = rules.value();
-    // The canaries as Agent::Init creates them (in memory only).
-    curve::CanaryOptions as_run = canaries;
-    for (const WindowSpec& w : o.curve.windows) as_run.windows_s.push_back(w.seconds);
-    as_run.capacities = o.curve.capacities;
-    as_run.touch_order = o.engine.touch_order;
-    as_run.coverage_share = o.coverage_share;
-    auto created = curve::PolicyCanaries::Create(as_run);
-    if (!created.ok()) return R::Error("curve.policies: " + created.error());
+    canaries.priorities = c.curve.policy_priorities;
     o.canaries = std::move(canaries);
   }
 
@@ -180,17 +153,15 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
   }
   o.state_interval = c.state.SaveInterval();
 
-  auto collectors = ParseCollectors(c);
-  if (!collectors.ok()) return R::Error(collectors.error());
-  for (const CollectorSpec& spec : collectors.value()) {
+  for (const CollectorSpec& spec : c.collectors.specs) {
     if (base::Status s = ValidateCollector(spec); !s.ok()) return R::Error(spec.where + ": " + s.error());
   }
-  v.collectors = std::move(collectors).value();
+  v.collectors = c.collectors.specs;
   if (c.alerts.enabled) {
     AlertRunnerContext context;
     context.replica = o.replica;
     context.model = c.model_label.empty() ? o.model_name.value_or("") : c.model_label;
-    for (const WindowSpec& w : o.curve.windows) context.window_seconds.push_back(w.seconds);
+    context.windows = o.curve.windows;
     context.capacities = o.curve.capacities;
     auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context);
     if (!alerts.ok()) return R::Error(alerts.error());
@@ -214,12 +185,9 @@ Options BuildAgentOptions(const config::AgentConfig& c) {
     std::fprintf(stderr, "kvwatch agent: %.*s: %.*s\n", static_cast<int>(collector.size()), collector.data(),
                  static_cast<int>(message.size()), message.data());
   };
-  for (CollectorSpec& spec : v.collectors) {
-    const std::string where = spec.where;
-    auto collector = MakeCollector(std::move(spec), log);
-    if (!collector.ok()) return Options::Error(where + ": " + collector.error());
-    o.collectors.push_back(std::move(collector).value());
-  }
+  auto collectors = BuildCollectors(std::move(v.collectors), log);
+  if (!collectors.ok()) return Options::Error(collectors.error());
+  o.collectors = std::move(collectors).value();
   return o;
 }
 
@@ -232,7 +200,7 @@ base::Status CheckConfigText(std::string_view yaml, const std::string& source, c
 
 int RunAgent(const std::string& config_path) {
   // No config file: the built-in synthetic replica (builtin_config.h).
-  auto config = config_path.empty() ? BuiltInAgentConfig() : LoadConfig(config_path);
+  auto config = config_path.empty() ? BuiltInAgentConfig() : config::LoadAgentConfigFile(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch agent: %s\n", config.error().c_str());
     return 1;
@@ -252,7 +220,7 @@ int RunAgent(const std::string& config_path) {
 }
 
 int RunCheckConfig(const std::string& config_path) {
-  auto config = LoadConfig(config_path);
+  auto config = config::LoadAgentConfigFile(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch check-config: %s\n", config.error().c_str());
     return 1;

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "alerts/format.h"
 #include "base/byte_io.h"
 
@@ -58,12 +58,12 @@ std::string LabelText(const alerts::Labels& labels) {
   std::string out = "{";
   for (const auto& [name, value] : labels) {
     if (name == "alertname") continue;
-    out += (out.size() > 1 ? "," : "") + name + "=" + alerts::JsonQuote(value);
+    out += (out.size() > 1 ? "," : "") + name + "=" + base::JsonQuote(value);
   }
   return out + "}";
 }
 
-void WriteMap(JsonWriter& w, const std::map<std::string, std::string>& map) {
+void WriteMap(base::JsonWriter& w, const std::map<std::string, std::string>& map) {
   w.BeginObject();
   for (const auto& [k, v] : map) {
     w.Key(k);
@@ -72,7 +72,7 @@ void WriteMap(JsonWriter& w, const std::map<std::string, std::string>& map) {
   w.EndObject();
 }
 
-void WriteTime(JsonWriter& w, const std::optional<alerts::TimePoint>& time) {
+void WriteTime(base::JsonWriter& w, const std::optional<alerts::TimePoint>& time) {
   if (time) {
     w.String(alerts::FormatRfc3339(*time));
   } else {
@@ -136,11 +136,8 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
 
 namespace {
 
-std::optional<std::size_t> WindowIndex(std::span<const double> window_seconds, std::chrono::seconds window) {
-  for (std::size_t i = 0; i < window_seconds.size(); ++i) {
-    if (window_seconds[i] == static_cast<double>(window.count())) return i;
-  }
-  return std::nullopt;
+std::optional<std::size_t> WindowIndex(const curve::WindowSet& windows, std::chrono::seconds window) {
+  return windows.FindSeconds(static_cast<double>(window.count()));
 }
 
 }  // namespace
@@ -158,8 +155,8 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
     test.cusum.cap = std::max(test.cusum.cap, test.fire_threshold);
   }
 
-  o.inputs.short_window = WindowIndex(context.window_seconds, a.short_window);
-  o.inputs.baseline_window = WindowIndex(context.window_seconds, a.baseline_window);
+  o.inputs.short_window = WindowIndex(context.windows, a.short_window);
+  o.inputs.baseline_window = WindowIndex(context.windows, a.baseline_window);
   o.inputs.working_set = a.capacity_shortfall.working_set;
   if (!context.capacities.empty()) {
     o.inputs.capacity_pages = static_cast<double>(*std::max_element(context.capacities.begin(), context.capacities.end()));
@@ -413,7 +410,7 @@ void AlertRunner::AppendMetrics(MetricsBuilder* m) const {
 
 std::string AlertRunner::AlertsJson() const {
   const std::vector<alerts::AlertStatus> statuses = Statuses();
-  JsonWriter w;
+  base::JsonWriter w;
   w.BeginObject();
   w.Key("status");
   w.String("success");

@@ -124,7 +124,7 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
 struct AlertRunnerContext {
   std::string replica;  // the "replica" label
   std::string model;    // the "model" label: model_label, else the model's name; may be empty
-  std::vector<double> window_seconds;        // the agent's curve windows, in its order
+  curve::WindowSet windows;                  // the agent's curve windows (curve.windows)
   std::vector<std::uint64_t> capacities;     // the replica's cache sizes; the largest is the capacity
 };
 

@@ -18,12 +18,6 @@ bool TenantsOn(const AgentOptions& o) { return o.tenants.enabled && !Sampled(o);
 
 namespace {
 
-std::vector<double> WindowSeconds(const AgentOptions& o) {
-  std::vector<double> seconds;
-  for (const WindowSpec& w : o.curve.windows) seconds.push_back(w.seconds);
-  return seconds;
-}
-
 // The tenant and class accounting's options from the agent's.
 curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vector<std::uint64_t>* bounds) {
   curve::GroupAccountingOptions go;
@@ -31,13 +25,9 @@ curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vec
   go.engine = o.engine;
   go.bounds = bounds;
   go.coverage_share = o.coverage_share;
-  for (std::uint64_t c : o.curve.capacities) {
-    if (c >= 1 && c <= o.engine.max_pages) go.capacities.push_back(c);
-  }
-  std::sort(go.capacities.begin(), go.capacities.end());
-  go.capacities.erase(std::unique(go.capacities.begin(), go.capacities.end()), go.capacities.end());
+  go.capacities = o.curve.capacities;  // sorted, distinct, 1..engine.max_pages (config/)
   go.bytes_per_token = o.bytes_per_token.value_or(0);
-  go.windows_s = WindowSeconds(o);
+  go.windows_s = o.curve.windows.Seconds();
   go.classifier_max_chains = std::max<std::size_t>(o.engine.max_pages, 1024);
   return go;
 }
@@ -51,9 +41,7 @@ curve::EngineOptions ExactEngineOptions(const AgentOptions& o) {
 // sizes so the hit ratio there is exact.
 std::vector<std::uint64_t> CurveBounds(const AgentOptions& o) {
   std::vector<std::uint64_t> bounds = curve::LogBucketBounds(o.engine.max_pages, o.curve.buckets_per_octave);
-  for (std::uint64_t c : o.curve.capacities) {
-    if (c <= o.engine.max_pages) bounds.push_back(c);
-  }
+  bounds.insert(bounds.end(), o.curve.capacities.begin(), o.curve.capacities.end());
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   return bounds;
@@ -82,11 +70,11 @@ base::Status Analysis::Init() {
     if (base::Status s = options_.tenants.Validate("tenants."); !s.ok()) return s;
     groups_ = std::make_unique<curve::GroupAccounting>(GroupOptions(options_, &bounds_));
   }
-  windows_ = std::make_unique<curve::WindowedCurves>(WindowSeconds(options_), &bounds_, options_.coverage_share,
+  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share,
                                                      sampled_ != nullptr);
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
-    co.windows_s = WindowSeconds(options_);
+    co.windows_s = options_.curve.windows.Seconds();
     co.capacities = options_.curve.capacities;
     co.touch_order = options_.engine.touch_order;
     co.coverage_share = options_.coverage_share;
@@ -296,7 +284,7 @@ void Analysis::Reset() {
 }
 
 void Analysis::ResetWindows() {
-  windows_ = std::make_unique<curve::WindowedCurves>(WindowSeconds(options_), &bounds_, options_.coverage_share,
+  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share,
                                                      sampled_ != nullptr);
   if (groups_) groups_->ResetWindows();
   last_record_time_ = -1;

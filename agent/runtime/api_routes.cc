@@ -7,7 +7,7 @@
 #include "agent/runtime/agent.h"
 #include "agent/runtime/analysis.h"
 #include "agent/web/api_json.h"
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "agent/web/web_page.h"
 
 namespace kvwatch::agent {
@@ -52,7 +52,7 @@ HttpResponse JsonOrNotFound(std::string body, const std::string& error) {
   r.body = std::move(body);
   if (r.body.empty()) {
     r.status = 404;
-    JsonWriter w;
+    base::JsonWriter w;
     w.BeginObject();
     w.Key("error");
     w.String(error);
@@ -84,7 +84,7 @@ void RegisterRoutes(HttpServer& http, Agent& agent, const AgentOptions& options)
     return r;
   });
   http.Handle("/api/v1/windows", [&options](const HttpRequest&) {
-    JsonWriter w;
+    base::JsonWriter w;
     w.BeginObject();
     w.Key("windows");
     w.BeginArray();

@@ -1,59 +1,27 @@
-// The collector registry: one row per kind of collector (its config key, whether
-// the key is a list of maps, and its section parser). Each row reads its items of
-// the agent config's collectors.* section (kept as written by config/, see
-// CollectorSettings in config/agent_config.h) with config/'s FieldReader straight
-// into the collector's own options struct, so every default of a collector is
-// written once, in collectors/ (the agent's synthetic replica's, which differ from
-// `kvwatch synth`'s, in AgentSynthOptions()). ParseCollectors() walks the rows,
-// BuildCollectors() creates what they parsed: a new kind is one row, one parser.
+// The collector registry: live collectors created from the specs config/ parsed
+// (config::CollectorSettings, collectors/collector_options.h). Parsing, defaults
+// and the config's errors ("SOURCE:LINE: KEY: message") are config/'s; here are
+// the checks each collector's Create() makes (ValidateCollector, for `kvwatch
+// check-config`) and the creation itself. A new kind of collector is one
+// alternative of collectors::CollectorOptions, one parser in
+// config/collectors_section.cc and one case in each function below.
 //
-// Errors are the config's: "SOURCE:LINE: KEY: message", e.g.
-// "agent.yaml:9: collectors.kv_events[1].endpoints: expected at least one item".
-// Collector names are unique among all collectors: a collector's part of the
-// agent's state file is found by its name.
-//
-// Thread safety: the table is immutable; the functions are pure except that
-// MakeCollector() and BuildCollectors() create collectors; any thread.
+// Thread safety: pure functions, except that MakeCollector() and
+// BuildCollectors() create collectors; any thread.
 #ifndef KVWATCH_AGENT_RUNTIME_COLLECTOR_REGISTRY_H_
 #define KVWATCH_AGENT_RUNTIME_COLLECTOR_REGISTRY_H_
 
 #include <memory>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "base/status.h"
 #include "collectors/collector.h"
-#include "collectors/engine_log_collector.h"
-#include "collectors/engine_metrics_collector.h"
-#include "collectors/kv_events_collector.h"
-#include "collectors/synth.h"
-#include "collectors/trace_file_collector.h"
-#include "config/agent_config.h"
+#include "collectors/collector_options.h"
 
 namespace kvwatch::agent {
 
-// The options of one collector, of its kind.
-using CollectorOptions =
-    std::variant<collectors::TraceFileCollectorOptions, collectors::KvEventsCollectorOptions,
-                 collectors::EngineLogCollectorOptions, collectors::EngineMetricsCollectorOptions,
-                 collectors::SynthOptions>;
-
-// One collector the config asks for, parsed but not created.
-struct CollectorSpec {
-  std::string where;  // "collectors.kv_events[1]", "collectors.synth"
-  CollectorOptions options;
-};
-
-// The agent's synthetic replica before collectors.synth.*: unbounded, played in
-// real time at 5 requests/s (the rest are SynthOptions' defaults); page_tokens is
-// the config's.
-collectors::SynthOptions AgentSynthOptions(const config::AgentConfig& config);
-
-// Every collector the config asks for, in the order the agent creates them:
-// trace_files, kv_events, engine_log, engine_metrics, synth (synth also, with its
-// defaults, when no collector at all is configured).
-base::Result<std::vector<CollectorSpec>> ParseCollectors(const config::AgentConfig& config);
+using collectors::CollectorSpec;
 
 // The checks the collector's Create() makes on spec's options, creating nothing
 // (no socket, thread, descriptor or file): what `kvwatch check-config` runs.
@@ -65,10 +33,10 @@ base::Status ValidateCollector(const CollectorSpec& spec);
 base::Result<std::unique_ptr<collectors::Collector>> MakeCollector(CollectorSpec spec,
                                                                    const collectors::CollectorLog& log);
 
-// ParseCollectors, then MakeCollector for each; creation errors name the item
+// MakeCollector for each spec, in order; an error names the item
 // ("collectors.kv_events[1]: ...").
 base::Result<std::vector<std::unique_ptr<collectors::Collector>>> BuildCollectors(
-    const config::AgentConfig& config, const collectors::CollectorLog& log);
+    std::vector<CollectorSpec> specs, const collectors::CollectorLog& log);
 
 }  // namespace kvwatch::agent
 

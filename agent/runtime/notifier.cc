@@ -8,6 +8,7 @@
 
 #include "agent/runtime/version.h"
 #include "alerts/format.h"
+#include "base/json_writer.h"
 #include "base/mutex.h"
 
 namespace kvwatch::agent {
@@ -67,7 +68,7 @@ void AppendMap(const std::map<std::string, std::string>& map, std::string* out) 
   for (const auto& [key, value] : map) {
     if (!first) out->push_back(',');
     first = false;
-    *out += alerts::JsonQuote(key) + ":" + alerts::JsonQuote(value);
+    *out += base::JsonQuote(key) + ":" + base::JsonQuote(value);
   }
   out->push_back('}');
 }
@@ -138,19 +139,19 @@ std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items
     AppendMap(item.labels, &list);
     list += ",\"annotations\":";
     AppendMap(item.annotations, &list);
-    list += ",\"startsAt\":" + alerts::JsonQuote(alerts::FormatRfc3339(item.starts_at));
-    list += ",\"endsAt\":" + alerts::JsonQuote(alerts::FormatRfc3339(item.ends_at));
-    list += ",\"generatorURL\":" + alerts::JsonQuote(item.generator_url);
-    list += ",\"fingerprint\":" + alerts::JsonQuote(LabelsFingerprint(item.labels)) + "}";
+    list += ",\"startsAt\":" + base::JsonQuote(alerts::FormatRfc3339(item.starts_at));
+    list += ",\"endsAt\":" + base::JsonQuote(alerts::FormatRfc3339(item.ends_at));
+    list += ",\"generatorURL\":" + base::JsonQuote(item.generator_url);
+    list += ",\"fingerprint\":" + base::JsonQuote(LabelsFingerprint(item.labels)) + "}";
   }
   list.push_back(']');
   std::string out = "{\"version\":\"4\",\"groupKey\":\"{}:{}\",\"truncatedAlerts\":0,\"status\":";
   out += any_firing ? "\"firing\"" : "\"resolved\"";
-  out += ",\"receiver\":" + alerts::JsonQuote(receiver) + ",\"groupLabels\":{},\"commonLabels\":";
+  out += ",\"receiver\":" + base::JsonQuote(receiver) + ",\"groupLabels\":{},\"commonLabels\":";
   AppendMap(Common(labels), &out);
   out += ",\"commonAnnotations\":";
   AppendMap(Common(annotations), &out);
-  out += ",\"externalURL\":" + alerts::JsonQuote(external_url) + ",\"alerts\":" + list + "}";
+  out += ",\"externalURL\":" + base::JsonQuote(external_url) + ",\"alerts\":" + list + "}";
   return out;
 }
 

@@ -15,10 +15,7 @@ CollectorCopy CollectorCopy::Of(const collectors::Collector& c) {
 }
 
 std::optional<std::size_t> WindowIndex(const AgentOptions& options, const std::string& name) {
-  for (std::size_t i = 0; i < options.curve.windows.size(); ++i) {
-    if (options.curve.windows[i].name == name) return i;
-  }
-  return std::nullopt;
+  return options.curve.windows.Find(name);
 }
 
 curve::CurveReport WindowReport(const AgentOptions& options, const curve::BucketedCurve& window, bool sampled) {

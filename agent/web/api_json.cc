@@ -4,7 +4,7 @@
 
 namespace kvwatch::agent {
 
-void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p) {
+void WriteCurvePoint(base::JsonWriter& w, const curve::CurvePoint& p) {
   w.BeginObject();
   w.Key("capacity_pages");
   w.Uint(p.capacity_pages);
@@ -31,7 +31,7 @@ void WriteCurvePoint(JsonWriter& w, const curve::CurvePoint& p) {
   w.EndObject();
 }
 
-void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r) {
+void WriteCurveReportFields(base::JsonWriter& w, const curve::CurveReport& r) {
   w.Key("requests");
   w.Uint(r.requests);
   w.Key("page_refs");
@@ -83,7 +83,7 @@ void WriteCurveReportFields(JsonWriter& w, const curve::CurveReport& r) {
 }
 
 std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& c) {
-  JsonWriter w;
+  base::JsonWriter w;
   w.BeginObject();
   w.Key("window");
   w.String(c.window);
@@ -137,7 +137,7 @@ std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsAp
   const curve::GroupLayout& layout = window.layout();
   const std::vector<std::string>* labels[2] = {&context.tenant_labels, &context.class_labels};
   constexpr const char* kDimensions[2] = {"tenant", "class"};
-  JsonWriter w;
+  base::JsonWriter w;
   w.BeginObject();
   w.Key("window");
   w.String(context.window);
@@ -225,7 +225,7 @@ std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsAp
 }
 
 std::string RenderHistoryApiJson(const HistoryApiContext& c) {
-  JsonWriter w;
+  base::JsonWriter w;
   w.BeginObject();
   w.Key("window");
   w.String(c.window);

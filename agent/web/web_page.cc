@@ -4,7 +4,7 @@
 #include <string_view>
 #include <utility>
 
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -793,7 +793,7 @@ std::string ScriptSafe(std::string_view json) {
 }
 
 std::string ConfigJson(const PageOptions& options) {
-  JsonWriter w;
+  base::JsonWriter w;
   w.BeginObject();
   w.Key("title");
   w.String(options.title);

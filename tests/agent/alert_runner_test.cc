@@ -222,7 +222,7 @@ TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
   config::AlertSettings settings;
   settings.alerter.short_window = seconds(60);
   settings.alerter.baseline_window = seconds(600);
-  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, o.curve.capacities});
+  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", o.curve.windows, o.curve.capacities});
   ASSERT_TRUE(alerts.ok()) << alerts.error();
   o.alerts = std::move(alerts).value();
   auto agent = Agent::Create(std::move(o));
@@ -313,7 +313,7 @@ TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
   config::AlertSettings settings;
   settings.alerter.short_window = seconds(60);
   settings.alerter.baseline_window = seconds(600);
-  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", {60, 600}, {}});
+  auto alerts = AlertRunnerOptionsFromConfig(settings, {"", "", o.curve.windows, {}});
   ASSERT_TRUE(alerts.ok()) << alerts.error();
   o.alerts = std::move(alerts).value();
   auto owned = std::make_unique<SignalCollector>();
@@ -366,7 +366,7 @@ TEST(AlertConfigTest, KeysMapIntoTheAlerter) {
       "agent.yaml");
   ASSERT_TRUE(parsed.ok()) << parsed.error();
   const config::AgentConfig& c = parsed.value();
-  AlertRunnerContext context{"chat-3", "llama-3-70b", {20, 120}, {100, 2048}};
+  AlertRunnerContext context{"chat-3", "llama-3-70b", {{"20s", 20}, {"2m", 120}}, {100, 2048}};
   auto o = AlertRunnerOptionsFromConfig(c.alerts, context);
   ASSERT_TRUE(o.ok()) << o.error();
   const alerts::AlerterOptions& a = o.value().alerter;

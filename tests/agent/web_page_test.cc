@@ -41,7 +41,7 @@
 #include "agent/runtime/agent_command.h"
 #include "agent/runtime/builtin_config.h"
 #include "agent/web/api_json.h"
-#include "agent/web/json_writer.h"
+#include "base/json_writer.h"
 #include "agent/cli/replay_command.h"
 #include "agent/cli/replay_result.h"
 #include "collectors/synth.h"
@@ -153,7 +153,7 @@ class FakeAgent {
       res.set_content(page, kIndexPageContentType);
     });
     server_.Get(options_.mount + "api/v1/windows", [this](const httplib::Request&, httplib::Response& res) {
-      JsonWriter w;
+      base::JsonWriter w;
       w.BeginObject();
       w.Key("windows");
       w.BeginArray();

@@ -2,6 +2,7 @@
 // 4 * resend interval while firing; resolved alerts re-sent with endsAt = resolve
 // time until the retention passes) and the JSON payload.
 #include "alerts/notify.h"
+#include "base/json_writer.h"
 
 #include <chrono>
 #include <string>
@@ -136,16 +137,16 @@ TEST(NotifyTest, EncodesThePostableAlertsArray) {
 }
 
 TEST(NotifyTest, JsonQuoteEscapes) {
-  EXPECT_EQ(JsonQuote("plain"), "\"plain\"");
-  EXPECT_EQ(JsonQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(JsonQuote("l1\nl2\tx\r"), "\"l1\\nl2\\tx\\r\"");
-  EXPECT_EQ(JsonQuote(std::string("\x01\x1f", 2)), "\"\\u0001\\u001f\"");
-  EXPECT_EQ(JsonQuote(std::string("nul\0x", 5)), "\"nul\\u0000x\"");
+  EXPECT_EQ(base::JsonQuote("plain"), "\"plain\"");
+  EXPECT_EQ(base::JsonQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(base::JsonQuote("l1\nl2\tx\r"), "\"l1\\nl2\\tx\\r\"");
+  EXPECT_EQ(base::JsonQuote(std::string("\x01\x1f", 2)), "\"\\u0001\\u001f\"");
+  EXPECT_EQ(base::JsonQuote(std::string("nul\0x", 5)), "\"nul\\u0000x\"");
   // Valid UTF-8 is kept; invalid bytes become U+FFFD.
-  EXPECT_EQ(JsonQuote("1.5 GiB \xE2\x86\x92 2 GiB"), "\"1.5 GiB \xE2\x86\x92 2 GiB\"");
-  EXPECT_EQ(JsonQuote("bad \xFF byte"), "\"bad \xEF\xBF\xBD byte\"");
-  EXPECT_EQ(JsonQuote("cut \xE2\x86"), "\"cut \xEF\xBF\xBD\xEF\xBF\xBD\"");
-  EXPECT_EQ(JsonQuote("overlong \xC0\xAF"), "\"overlong \xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(base::JsonQuote("1.5 GiB \xE2\x86\x92 2 GiB"), "\"1.5 GiB \xE2\x86\x92 2 GiB\"");
+  EXPECT_EQ(base::JsonQuote("bad \xFF byte"), "\"bad \xEF\xBF\xBD byte\"");
+  EXPECT_EQ(base::JsonQuote("cut \xE2\x86"), "\"cut \xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(base::JsonQuote("overlong \xC0\xAF"), "\"overlong \xEF\xBF\xBD\xEF\xBF\xBD\"");
 }
 
 }  // namespace

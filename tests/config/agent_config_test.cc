@@ -68,7 +68,7 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.engine.remembered_evictions, c.engine.max_pages);
   EXPECT_EQ(c.engine.sample_rate, 1.0);
   EXPECT_EQ(c.engine.sample_max_pages, 0u);
-  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
+  curve::WindowSet windows = {{"5m", 300}, {"1h", 3600}, {"24h", 86400}};
   EXPECT_EQ(c.curve.windows, windows);
   EXPECT_EQ(c.curve.buckets_per_octave, 8u);
   EXPECT_EQ(c.curve.page_hit_targets, (std::vector<double>{0.5, 0.9, 0.95, 0.99}));
@@ -98,7 +98,7 @@ TEST(AgentConfigTest, EveryLiteralDefaultInTheTableIsTheRealDefault) {
   int checked = 0;
   for (const ConfigKey& key : ConfigKeys()) {
     if (!key.default_is_literal) continue;
-    // The collectors' defaults are theirs: tests/agent/collector_registry_test.cc.
+    // The collectors' defaults are theirs: tests/config/collectors_section_test.cc.
     if (key.path.substr(0, 11) == "collectors.") continue;
     SCOPED_TRACE(std::string(key.path));
     std::string without = DocumentFor(std::string(key.path), std::nullopt);
@@ -169,7 +169,7 @@ TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
 }
 
 TEST(AgentConfigTest, BadSizesNameTheKey) {
-  // Ranges: tests/agent/collector_registry_test.cc (collectors.trace_files[].max_line_bytes).
+  // Ranges: tests/config/collectors_section_test.cc (collectors.trace_files[].max_line_bytes).
   for (const char* text : {"1.5MiB", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
     SCOPED_TRACE(text);
     ExpectError(std::string("bytes_per_token: ") + text + "\n", 1, "bytes_per_token",
@@ -180,8 +180,12 @@ TEST(AgentConfigTest, BadSizesNameTheKey) {
 
 TEST(AgentConfigTest, WindowsAreSortedAndKeepTheirNames) {
   AgentConfig config = MustParse("curve:\n  windows: [24h, 5m, 1h30m, 90s]\n");
-  std::vector<CurveWindow> expected = {{"90s", 90}, {"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
-  EXPECT_EQ(config.curve.windows, expected);
+  std::vector<curve::Window> expected = {{"90s", 90}, {"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
+  EXPECT_EQ(std::vector<curve::Window>(config.curve.windows.begin(), config.curve.windows.end()), expected);
+  EXPECT_EQ(config.curve.windows.Seconds(), (std::vector<double>{90, 300, 5400, 86400}));
+  EXPECT_EQ(config.curve.windows.Find("1h30m"), 2u);
+  EXPECT_EQ(config.curve.windows.FindSeconds(300), 1u);
+  EXPECT_FALSE(config.curve.windows.Find("1h"));
 }
 
 TEST(AgentConfigTest, TargetsAndCapacitiesAreSorted) {
@@ -293,21 +297,20 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
               "curve.capacities[1]", "beyond engine.max_pages (1000)");
 }
 
-// collectors.* values are read by the collector registry: their errors are
-// tested in tests/agent/collector_registry_test.cc. Here, the section's shape.
+// collectors.* values: tests/config/collectors_section_test.cc. Here, the
+// section's shape.
 TEST(AgentConfigTest, CollectorsSectionShapeIsChecked) {
   ExpectError("collectors:\n  synth: 5\n", 2, "collectors.synth", "expected a map");
   ExpectError("collectors:\n  kv_events:\n    - name: k\n      name: j\n", 4,
               "collectors.kv_events[0].name", "duplicate key");
   ExpectError("collectors:\n  synth:\n    rates: 5\n", 3, "collectors.synth.rates", "unknown key");
+  ExpectError("collectors:\n  kv_events: [5]\n", 2, "collectors.kv_events[0]", "expected a map");
   AgentConfig c = MustParse("collectors:\n  trace_files: []\n");
   EXPECT_FALSE(c.collectors.HasAnyCollector());
-  c = MustParse("collectors:\n  trace_files: [{name: a}]\n  kv_events: [{}, {}]\n");
-  EXPECT_EQ(c.collectors.configured, 3u);
-  EXPECT_EQ(c.collectors.source, kSource);
-  // Values are not read here (the registry reports the missing paths).
-  EXPECT_EQ(c, MustParse("collectors:\n  trace_files: [{name: a}]\n  kv_events: [{}, {}]\n"));
-  EXPECT_NE(c, MustParse("collectors:\n  trace_files: [{name: b}]\n  kv_events: [{}, {}]\n"));
+  c = MustParse("collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n");
+  EXPECT_EQ(c.collectors.configured, 2u);
+  EXPECT_EQ(c, MustParse("collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
+  EXPECT_NE(c, MustParse("collectors:\n  trace_files: [{name: c, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
 }
 
 TEST(AgentConfigTest, UrlListsAreChecked) {
@@ -521,7 +524,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.engine.sample_rate, 0.1);
   EXPECT_EQ(c.engine.sample_max_pages, 100000u);
 
-  std::vector<CurveWindow> windows = {{"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
+  curve::WindowSet windows = {{"5m", 300}, {"1h30m", 5400}, {"24h", 86400}};
   EXPECT_EQ(c.curve.windows, windows);
   EXPECT_EQ(c.curve.buckets_per_octave, 16u);
   EXPECT_EQ(c.curve.page_hit_targets, (std::vector<double>{0.5, 0.8, 0.99}));
@@ -529,10 +532,14 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.curve.capacities, (std::vector<std::uint64_t>{120000, 400000}));
   EXPECT_EQ(c.curve.knee_sensitivity, 1.5);
   EXPECT_EQ(c.curve.knee_window_min_requests, 500u);
-  EXPECT_EQ(c.curve.policies, (std::vector<std::string>{"sglang", "priority", "workload-aware"}));
-  EXPECT_EQ(c.curve.engine_policy, "vllm");
+  using curve::PolicyKind;
+  EXPECT_EQ(c.curve.policies, (std::vector<PolicyKind>{PolicyKind::kSglang, PolicyKind::kPriority,
+                                                        PolicyKind::kWorkloadAware}));
+  EXPECT_EQ(c.curve.engine_policy, PolicyKind::kVllm);
+  EXPECT_EQ(c.curve.CanaryPolicies(), (std::vector<PolicyKind>{PolicyKind::kVllm, PolicyKind::kSglang,
+                                                               PolicyKind::kPriority, PolicyKind::kWorkloadAware}));
   EXPECT_EQ(c.curve.decode_tokens_per_second, 30);
-  EXPECT_EQ(c.curve.policy_priorities, "tenant:gold=2,class:turn2=1");
+  EXPECT_EQ(c.curve.policy_priorities, curve::ParsePriorityRules("tenant:gold=2,class:turn2=1").value());
   EXPECT_EQ(c.curve.max_clock_skew_s, 90);
 
   EXPECT_EQ(c.web.listen_address, "0.0.0.0");
@@ -543,7 +550,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.state.path, "/var/lib/kvwatch");
   EXPECT_EQ(c.state.interval_seconds, 300);
 
-  // collectors.*: tests/agent/collector_registry_test.cc reads the same items.
+  // collectors.*: tests/config/collectors_section_test.cc reads the same items.
   EXPECT_EQ(c.collectors.configured, 6u);
 
   EXPECT_FALSE(c.alerts.enabled);

@@ -1,15 +1,17 @@
 // JsonWriter: a small streaming JSON builder for the replay output and the agent's
-// API. simdjson parses but does not write, and the outputs are small and flat, so a
-// writer that escapes strings per RFC 8259 and prints numbers in their shortest
-// round-trip form is all that is needed.
+// API, and JsonQuote, the one JSON string escaper (also the alert notifiers'
+// payloads, alerts/notify.cc). simdjson parses but does not write, and the outputs
+// are small and flat, so a writer that escapes strings per RFC 8259 and prints
+// numbers in their shortest round-trip form is all that is needed. Pure: base/,
+// so that alerts/ (no I/O) may use it.
 //
 //   JsonWriter w;
 //   w.BeginObject(); w.Key("requests"); w.Uint(3); w.EndObject();
 //   std::string text = w.Take();
 //
 // Thread safety: none.
-#ifndef KVWATCH_AGENT_JSON_WRITER_H_
-#define KVWATCH_AGENT_JSON_WRITER_H_
+#ifndef KVWATCH_BASE_JSON_WRITER_H_
+#define KVWATCH_BASE_JSON_WRITER_H_
 
 #include <charconv>
 #include <cmath>
@@ -19,7 +21,15 @@
 #include <string_view>
 #include <vector>
 
-namespace kvwatch::agent {
+namespace kvwatch::base {
+
+// text as a JSON string literal, quotes included (RFC 8259): '"', '\\' and the
+// control characters escaped (\b \f \n \r \t short, the others \u00XX); valid
+// UTF-8 kept as is; each byte of an invalid, overlong or surrogate sequence
+// replaced by U+FFFD, so that the result is always valid JSON.
+std::string JsonQuote(std::string_view text);
+void AppendJsonQuoted(std::string* out, std::string_view text);
+
 
 class JsonWriter {
  public:
@@ -80,29 +90,7 @@ class JsonWriter {
   std::string Take() { return std::move(out_); }
 
  private:
-  // Writes s as a JSON string literal (RFC 8259 escapes).
-  void Quote(std::string_view s) {
-    out_ += '"';
-    for (char c : s) {
-      switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            static const char* kHex = "0123456789abcdef";
-            out_ += "\\u00";
-            out_ += kHex[(c >> 4) & 0xf];
-            out_ += kHex[c & 0xf];
-          } else {
-            out_ += c;
-          }
-      }
-    }
-    out_ += '"';
-  }
+  void Quote(std::string_view s) { AppendJsonQuoted(&out_, s); }
   void Separate() {
     if (after_key_) {
       after_key_ = false;
@@ -128,6 +116,6 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace kvwatch::agent
+}  // namespace kvwatch::base
 
-#endif  // KVWATCH_AGENT_JSON_WRITER_H_
+#endif  // KVWATCH_BASE_JSON_WRITER_H_
