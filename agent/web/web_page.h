@@ -61,8 +61,12 @@ struct PageOptions {
 // markup; JSON with <, > and & as \u escapes in the embedded configuration).
 std::string RenderIndexPage(const PageOptions& options);
 
-// The history and group panels' part of the page's script (web_page_panels.cc),
-// which RenderIndexPage puts inside the page's script.
+// The parts RenderIndexPage assembles the page from (web_page.cc keeps the
+// markup): the stylesheet (web_page_style.cc); the script (web_page_script.cc),
+// with a @@PANELS@@ placeholder; and the history and group panels' part of the
+// script (web_page_panels.cc), which RenderIndexPage puts at that placeholder.
+std::string_view IndexPageStyle();
+std::string_view IndexPageScript();
 std::string_view IndexPagePanelsScript();
 
 // Content-Type to serve the page with.

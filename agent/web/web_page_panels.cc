@@ -1,8 +1,9 @@
 // The page's history panel and tenant and class table (web_page.h): the part of
 // the page's script that reads GET /api/v1/history and GET /api/v1/groups. It
-// runs inside the page's script (web_page.cc puts it there), so it uses that
-// script's helpers: fetchJson, svgElement, addTooltip, appendCell, formatCount,
-// formatBytes, formatRatio, formatFraction, state.
+// runs inside the page's script (web_page_script.cc; RenderIndexPage puts it at
+// that script's @@PANELS@@), so it uses that script's helpers: fetchJson,
+// svgElement, addTooltip, appendCell, formatCount, formatBytes, formatRatio,
+// formatFraction, state.
 #include "agent/web/web_page.h"
 
 namespace kvwatch::agent {
