@@ -17,7 +17,6 @@
 #include "config/field_reader.h"
 #include "config/sections.h"
 #include "config/text_file.h"
-#include "config/yaml_guard.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::config {
@@ -40,18 +39,9 @@ class Parser {
 
  private:
   Status ParseText(std::string_view text, AgentConfig* config) {
-    std::vector<YAML::Node> documents;
-    if (std::optional<YAML::Mark> mark = RunawayYamlMark(std::string(text))) {
-      return Status::Error(r_.source() + ":" + std::to_string(mark->line + 1) +
-                           ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
-    }
-    try {
-      documents = YAML::LoadAll(std::string(text));
-    } catch (const YAML::Exception& ex) {
-      std::string where = r_.source();
-      if (!ex.mark.is_null()) where += ":" + std::to_string(ex.mark.line + 1);
-      return Status::Error(where + ": invalid YAML: " + ex.msg);
-    }
+    Result<std::vector<YAML::Node>> loaded = LoadYaml(r_.source(), text);
+    if (!loaded.ok()) return loaded.status();
+    const std::vector<YAML::Node>& documents = loaded.value();
     if (documents.size() > 1) {
       return r_.Fail("(top level)", documents[1].Mark(),
                   "expected one YAML document, found " + std::to_string(documents.size()));

@@ -358,6 +358,8 @@ std::string_view ConfigTypeName(ConfigType type) {
       return "map";
     case Type::kMapList:
       return "list of maps";
+    case Type::kStringMap:
+      return "map of strings";
   }
   return "?";
 }

@@ -3,6 +3,8 @@
 // rejects any key not in it and reads each value as its type; the reference in
 // docs/configuration.md is rendered from it (ConfigReferenceMarkdown). Apart from
 // agent_config.h so that the parser's core needs only the table, not the settings.
+// The web config file's keys are described with the same ConfigKey (web_config.cc)
+// and read by the same walker.
 //
 // Thread safety: immutable tables and pure functions.
 #ifndef KVWATCH_CONFIG_CONFIG_KEYS_H_
@@ -29,6 +31,7 @@ enum class ConfigType {
   kDurationList,
   kMap,
   kMapList,
+  kStringMap,  // a map whose keys the user names (web config's basic_auth_users)
 };
 
 // One key of the config file.

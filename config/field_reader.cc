@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "config/yaml_guard.h"
+
 namespace kvwatch::config::internal {
 
 using base::Result;
@@ -179,16 +181,45 @@ namespace {
 
 // Keys earlier versions took, with what replaces them: a config that still sets one
 // stops start-up with that, rather than with "unknown key".
-constexpr std::pair<std::string_view, std::string_view> kRemovedKeys[] = {
+constexpr RefusedKey kRemovedKeys[] = {
     {"collectors.trace_files[].checkpoint",
-     "a collector's read positions are committed with the agent's state file (state.path), in the same atomic "
-     "step as the curves; remove this key"},
+     "removed: a collector's read positions are committed with the agent's state file (state.path), in the "
+     "same atomic step as the curves; remove this key"},
 };
 
-std::string UnknownKeyMessage(const std::string& parent_pattern) {
+}  // namespace
+
+KeyTable AgentConfigKeyTable() { return KeyTable{ConfigKeys(), kRemovedKeys}; }
+
+Result<std::vector<YAML::Node>> LoadYaml(std::string_view source, std::string_view text, bool only_first) {
+  using R = Result<std::vector<YAML::Node>>;
+  const std::string copy(text);
+  if (std::optional<YAML::Mark> mark = RunawayYamlMark(copy)) {
+    return R::Error(std::string(source) + ":" + std::to_string(mark->line + 1) +
+                    ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
+  }
+  try {
+    if (!only_first) return YAML::LoadAll(copy);
+    YAML::Node first = YAML::Load(copy);
+    return std::vector<YAML::Node>{first};
+  } catch (const YAML::Exception& ex) {
+    std::string where(source);
+    if (!ex.mark.is_null()) where += ":" + std::to_string(ex.mark.line + 1);
+    return R::Error(where + ": invalid YAML: " + ex.msg);
+  }
+}
+
+const ConfigKey* FieldReader::FindKey(std::string_view pattern) const {
+  for (const ConfigKey& key : table_.keys) {
+    if (key.path == pattern) return &key;
+  }
+  return nullptr;
+}
+
+std::string FieldReader::UnknownKeyMessage(const std::string& parent_pattern) const {
   std::string prefix = parent_pattern.empty() ? "" : parent_pattern + ".";
   std::string names;
-  for (const ConfigKey& key : ConfigKeys()) {
+  for (const ConfigKey& key : table_.keys) {
     std::string_view path = key.path;
     if (path.substr(0, prefix.size()) != prefix) continue;
     std::string_view rest = path.substr(prefix.size());
@@ -198,8 +229,6 @@ std::string UnknownKeyMessage(const std::string& parent_pattern) {
   }
   return "unknown key; expected one of: " + names;
 }
-
-}  // namespace
 
 Status FieldReader::Fail(const std::string& key, const YAML::Mark& mark, const std::string& message) const {
   std::string where = source_;
@@ -227,8 +256,12 @@ Status FieldReader::Unhandled(const Entry& e) const {
 
 // Calls visit for each key of the map e in document order, after checking that
 // the key is a unique plain scalar described in the table.
-Status FieldReader::ForEachKey(const Entry& e, const Visitor& visit) {
-  if (Status s = CheckType(e, Type::kMap); !s.ok()) return s;
+Status FieldReader::ForEachKey(const Entry& e, const Visitor& visit) { return WalkMap(e, false, visit); }
+
+Status FieldReader::ForEachNamedKey(const Entry& e, const Visitor& visit) { return WalkMap(e, true, visit); }
+
+Status FieldReader::WalkMap(const Entry& e, bool named, const Visitor& visit) {
+  if (Status s = CheckType(e, named ? Type::kStringMap : Type::kMap); !s.ok()) return s;
   if (e.node.IsNull()) return Status::Ok();
   if (!e.node.IsMap()) return Expected(e, "a map");
   std::set<std::string> seen;
@@ -240,20 +273,24 @@ Status FieldReader::ForEachKey(const Entry& e, const Visitor& visit) {
     }
     Entry child;
     child.path = Join(e.path, key.Scalar());
-    child.pattern = Join(e.pattern, key.Scalar());
+    child.pattern = named ? Join(e.pattern, "*") : Join(e.pattern, key.Scalar());
     child.node = key_value.second;
     child.key_mark = key.Mark();
     child.mark =
         child.node.IsNull() || child.node.Mark().is_null() ? key.Mark() : child.node.Mark();
-    const ConfigKey* described = FindConfigKey(child.pattern);
-    if (described == nullptr) {
-      for (const auto& [removed, why] : kRemovedKeys) {
-        if (child.pattern == removed) return FailAtKey(child, "removed: " + std::string(why));
+    if (named) {
+      child.type = Type::kString;
+    } else {
+      const ConfigKey* described = FindKey(child.pattern);
+      if (described == nullptr) {
+        for (const RefusedKey& refused : table_.refused) {
+          if (child.pattern == refused.pattern) return FailAtKey(child, std::string(refused.message));
+        }
+        return FailAtKey(child, UnknownKeyMessage(e.pattern));
       }
-      return FailAtKey(child, UnknownKeyMessage(e.pattern));
+      child.type = described->type;
     }
     if (!seen.insert(key.Scalar()).second) return FailAtKey(child, "duplicate key");
-    child.type = described->type;
     key_marks_[child.path] = child.key_mark;
     Status status = visit(child);
     if (!status.ok()) return status;
@@ -304,10 +341,13 @@ Status FieldReader::ReadString(const Entry& e, std::string* out) const {
   return Status::Ok();
 }
 
-Status FieldReader::ReadBool(const Entry& e, bool* out) const {
+Status FieldReader::ReadBool(const Entry& e, bool* out, bool allow_quoted) const {
   if (Status s = CheckType(e, Type::kBool); !s.ok()) return s;
-  Result<std::string> text = PlainScalar(e, "true or false");
-  if (!text.ok()) return text.status();
+  if (!allow_quoted) {
+    Result<std::string> text = PlainScalar(e, "true or false");
+    if (!text.ok()) return text.status();
+  }
+  if (!e.node.IsScalar()) return Expected(e, "true or false");
   if (!YAML::convert<bool>::decode(e.node, *out)) return Expected(e, "true or false");
   return Status::Ok();
 }

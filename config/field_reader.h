@@ -1,11 +1,14 @@
-// The agent config parser's shared core (internal to config/): where a value is in
-// the document (Entry), the value syntax, and FieldReader, which walks maps and
-// lists against the key table (ConfigKeys()) and reads each value as the type the
-// table gives, with errors "SOURCE:LINE: KEY: message". The section parsers
-// (sections.h: curve_section.cc, collectors_section.cc, alerts_section.cc,
-// web_state_section.cc) are written with it; agent_config.cc drives them. The
-// collector registry (agent/runtime/collector_registry.cc) reads collectors.*
-// values with it too, so that each collector's defaults stay in collectors/.
+// The config parsers' shared YAML walker (internal to config/): where a value is
+// in the document (Entry), the value syntax, LoadYaml (yaml-cpp behind the hang
+// guard of yaml_guard.h), and FieldReader, which walks maps and lists against a
+// key table and reads each value as the type the table gives, with errors
+// "SOURCE:LINE: KEY: message". Two documents are read with it, each with its own
+// table: the agent config (ConfigKeys(), config_keys.cc; the section parsers of
+// sections.h: curve_section.cc, collectors_section.cc, alerts_section.cc,
+// web_state_section.cc, driven by agent_config.cc) and the exporter-toolkit web
+// config file (web_config.cc's table). The collector registry
+// (agent/runtime/collector_registry.cc) reads collectors.* values with it too, so
+// that each collector's defaults stay in collectors/.
 //
 // Thread safety: a FieldReader belongs to one parse; the free functions are pure.
 #ifndef KVWATCH_CONFIG_FIELD_READER_H_
@@ -20,6 +23,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +68,34 @@ std::string_view ChoiceName(const Choice<V> (&choices)[N], V value) {
   return "?";
 }
 
+// ------------------------------------------------------------------ Loading
+
+// The documents of text, parsed by yaml-cpp once RunawayYamlMark (yaml_guard.h)
+// has found that the parse ends: all of them, or only the first when only_first
+// (as YAML::Load, which neither reads nor checks the others). Errors read
+// "SOURCE:LINE: invalid YAML: ...". An empty text has no document (only_first:
+// one null node).
+base::Result<std::vector<YAML::Node>> LoadYaml(std::string_view source, std::string_view text,
+                                               bool only_first = false);
+
+// ------------------------------------------------------------------ Key tables
+
+// A key a table leaves out on purpose, refused with its own message rather than
+// "unknown key" (a removed key and what replaces it, a setting not implemented).
+struct RefusedKey {
+  std::string_view pattern;  // table path, as ConfigKey::path
+  std::string_view message;
+};
+
+// The keys a document may hold (parents before children) and the refused ones.
+struct KeyTable {
+  std::span<const ConfigKey> keys;
+  std::span<const RefusedKey> refused;
+};
+
+// The agent config's: ConfigKeys() and the keys earlier versions took.
+KeyTable AgentConfigKeyTable();
+
 // ------------------------------------------------------------------ The reader
 
 // A value in the document: where it is and what the table says it is.
@@ -84,7 +116,8 @@ class FieldReader {
  public:
   using Visitor = std::function<base::Status(const Entry&)>;
 
-  explicit FieldReader(std::string_view source) : source_(source) {}
+  explicit FieldReader(std::string_view source, KeyTable table = AgentConfigKeyTable())
+      : source_(source), table_(table) {}
 
   // ---------------------------------------------------------------- errors
 
@@ -108,6 +141,10 @@ class FieldReader {
   // Calls visit for each key of the map e in document order, after checking that
   // the key is a unique plain scalar described in the table.
   base::Status ForEachKey(const Entry& e, const Visitor& visit);
+  // Calls visit for each key of the map of strings e (a kStringMap: its keys are
+  // names the user chooses) in document order, after checking that the key is a
+  // unique plain scalar; each value is typed kString, with pattern "<e>.*".
+  base::Status ForEachNamedKey(const Entry& e, const Visitor& visit);
   // The items of the list e, each typed as the list's element type.
   base::Result<std::vector<Entry>> Items(const Entry& e);
   // A list of maps, each parsed by parse_item into a default-constructed Item.
@@ -132,7 +169,9 @@ class FieldReader {
   // ---------------------------------------------------------------- values
 
   base::Status ReadString(const Entry& e, std::string* out) const;
-  base::Status ReadBool(const Entry& e, bool* out) const;
+  // true or false as yaml-cpp spells them (also yes/no, on/off); a quoted value is
+  // refused unless allow_quoted (the web config file takes "true").
+  base::Status ReadBool(const Entry& e, bool* out, bool allow_quoted = false) const;
   template <class I>
   base::Status ReadInt(const Entry& e, std::int64_t lo, std::int64_t hi, I* out) const {
     if (base::Status s = CheckType(e, ConfigType::kInt); !s.ok()) return s;
@@ -178,7 +217,13 @@ class FieldReader {
   // The text of a scalar that must not be quoted (integers, numbers, booleans).
   base::Result<std::string> PlainScalar(const Entry& e, const std::string& what) const;
 
+  const ConfigKey* FindKey(std::string_view pattern) const;
+  std::string UnknownKeyMessage(const std::string& parent_pattern) const;
+  // ForEachKey (keys from the table) or ForEachNamedKey (named: any key).
+  base::Status WalkMap(const Entry& e, bool named, const Visitor& visit);
+
   std::string source_;
+  KeyTable table_;
   std::map<std::string, YAML::Mark> key_marks_;  // concrete path -> where its key is
 };
 

@@ -2,165 +2,83 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <set>
-#include <sstream>
+#include <vector>
 
+#include "config/field_reader.h"
 #include "config/text_file.h"
-#include "config/yaml_guard.h"
 
 namespace kvwatch::config {
 namespace {
 
 using base::Result;
 using base::Status;
+using internal::Choice;
+using internal::Entry;
+using internal::FieldReader;
+using internal::KeyTable;
+using internal::RefusedKey;
+using Type = ConfigType;
 
-constexpr std::array<std::pair<std::string_view, ClientAuthType>, 6> kClientAuthTypes = {{
+constexpr Choice<ClientAuthType> kClientAuthTypes[] = {
     {"NoClientCert", ClientAuthType::kNoClientCert},
     {"RequestClientCert", ClientAuthType::kRequestClientCert},
     {"RequireAnyClientCert", ClientAuthType::kRequireAnyClientCert},
     {"RequireClientCert", ClientAuthType::kRequireAnyClientCert},  // toolkit's old name
     {"VerifyClientCertIfGiven", ClientAuthType::kVerifyClientCertIfGiven},
     {"RequireAndVerifyClientCert", ClientAuthType::kRequireAndVerifyClientCert},
-}};
+};
 
-constexpr std::array<std::pair<std::string_view, TlsVersion>, 4> kTlsVersions = {{
+constexpr Choice<TlsVersion> kTlsVersions[] = {
     {"TLS10", TlsVersion::kTls10},
     {"TLS11", TlsVersion::kTls11},
     {"TLS12", TlsVersion::kTls12},
     {"TLS13", TlsVersion::kTls13},
-}};
-
-// exporter-toolkit's extraHTTPHeaders: the only headers that may be configured,
-// with the allowed values where they form a closed set (empty: any value).
-struct AllowedHeader {
-  std::string_view name;
-  std::vector<std::string_view> values;
-};
-const std::vector<AllowedHeader>& AllowedHeaders() {
-  static const std::vector<AllowedHeader> kAllowed = {
-      {"Content-Security-Policy", {}},
-      {"Strict-Transport-Security", {}},
-      {"X-Content-Type-Options", {"nosniff"}},
-      {"X-Frame-Options", {"deny", "sameorigin"}},
-      {"X-XSS-Protection", {}},
-  };
-  return kAllowed;
-}
-
-// Where a node is in the text: "(line L, column C)", 1-based; empty when unknown.
-std::string Where(const YAML::Mark& mark) {
-  if (mark.is_null() || mark.line < 0) return "";
-  return "(line " + std::to_string(mark.line + 1) + ", column " +
-         std::to_string(mark.column + 1) + ")";
-}
-
-// "<key> (line L, column C): <what>".
-std::string FormatError(const std::string& key, const YAML::Mark& mark, const std::string& what) {
-  std::string where = Where(mark);
-  return key + (where.empty() ? "" : " " + where) + ": " + what;
-}
-
-// The mark of value, or of its key when the value is null (an empty value has
-// no position of its own: yaml-cpp reports where the next token starts).
-YAML::Mark MarkOf(const YAML::Node& value, const YAML::Node& key) {
-  YAML::Mark mark = value.Mark();
-  return value.IsNull() || mark.is_null() || mark.line < 0 ? key.Mark() : mark;
-}
-
-std::string Join(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
-}
-
-// One entry of a mapping being walked: its full key path and both nodes.
-struct Entry {
-  std::string key;   // the key as written
-  std::string path;  // dotted path from the top, e.g. "tls_server_config.cert_file"
-  YAML::Node key_node;
-  YAML::Node value;
-  YAML::Mark value_mark() const { return MarkOf(value, key_node); }
-  std::string Error(const std::string& what) const { return FormatError(path, value_mark(), what); }
-  std::string KeyError(const std::string& what) const {
-    return FormatError(path, key_node.Mark(), what);
-  }
 };
 
-// Calls visit on each entry of map in order, after checking that keys are
-// scalars and unique. Stops at the first error.
-Status ForEachEntry(const YAML::Node& map, const std::string& path,
-                    const std::function<Status(const Entry&)>& visit) {
-  std::set<std::string> seen;
-  for (const auto& key_value : map) {
-    YAML::Node key_node = key_value.first;
-    if (!key_node.IsScalar()) {
-      return Status::Error(FormatError(path.empty() ? "top level" : path, key_node.Mark(),
-                                    "expected a plain key, got a structured one"));
-    }
-    Entry entry{key_node.Scalar(), Join(path, key_node.Scalar()), key_node, key_value.second};
-    if (!seen.insert(entry.key).second) return Status::Error(entry.KeyError("duplicate key"));
-    Status status = visit(entry);
-    if (!status.ok()) return status;
-  }
-  return Status::Ok();
-}
+// The web config file's key table, read by the agent config's walker
+// (field_reader.h): every key accepted, with its type. The header names are
+// exporter-toolkit's extraHTTPHeaders, the only headers that may be configured.
+constexpr ConfigKey kWebConfigKeys[] = {
+    {"tls_server_config", Type::kMap, "unset", false, "TLS; on when a file or client_auth_type is set."},
+    {"tls_server_config.cert_file", Type::kString, "unset", false, "PEM certificate chain."},
+    {"tls_server_config.key_file", Type::kString, "unset", false, "PEM private key."},
+    {"tls_server_config.client_auth_type", Type::kString, "NoClientCert", false, "Client certificate policy."},
+    {"tls_server_config.client_ca_file", Type::kString, "unset", false, "PEM CA bundle for client certificates."},
+    {"tls_server_config.min_version", Type::kString, "TLS12", false, "Lowest TLS version."},
+    {"tls_server_config.max_version", Type::kString, "TLS13", false, "Highest TLS version."},
+    {"tls_server_config.prefer_server_cipher_suites", Type::kBool, "true", true, "Server's cipher order."},
+    {"http_server_config", Type::kMap, "{}", true, "HTTP settings."},
+    {"http_server_config.http2", Type::kBool, "true", true, "Accepted; no effect (HTTP/1.1 only)."},
+    {"http_server_config.headers", Type::kMap, "{}", true, "Headers added to every response."},
+    {"http_server_config.headers.Content-Security-Policy", Type::kString, "unset", false, "Any value."},
+    {"http_server_config.headers.Strict-Transport-Security", Type::kString, "unset", false, "Any value."},
+    {"http_server_config.headers.X-Content-Type-Options", Type::kString, "unset", false, "nosniff."},
+    {"http_server_config.headers.X-Frame-Options", Type::kString, "unset", false, "deny or sameorigin."},
+    {"http_server_config.headers.X-XSS-Protection", Type::kString, "unset", false, "Any value."},
+    {"basic_auth_users", Type::kStringMap, "{}", true, "User name -> bcrypt hash."},
+};
 
-// A string value; a null value gives an empty string.
-Result<std::string> ReadString(const Entry& entry) {
-  if (entry.value.IsNull()) return std::string();
-  if (!entry.value.IsScalar()) return Result<std::string>::Error(entry.Error("expected a string"));
-  return entry.value.Scalar();
-}
+// Exporter-toolkit keys kvwatch does not implement, with a hint: each of them
+// would change who may connect, so they are refused rather than ignored.
+constexpr RefusedKey kUnsupportedKeys[] = {
+    {"tls_server_config.cert", "is an exporter-toolkit setting that kvwatch does not support (use cert_file)"},
+    {"tls_server_config.key", "is an exporter-toolkit setting that kvwatch does not support (use key_file)"},
+    {"tls_server_config.client_ca", "is an exporter-toolkit setting that kvwatch does not support (use client_ca_file)"},
+    {"tls_server_config.cipher_suites", "is an exporter-toolkit setting that kvwatch does not support (OpenSSL's defaults are used)"},
+    {"tls_server_config.curve_preferences", "is an exporter-toolkit setting that kvwatch does not support (OpenSSL's defaults are used)"},
+    {"tls_server_config.client_allowed_sans", "is an exporter-toolkit setting that kvwatch does not support (restrict clients with client_ca_file instead)"},
+    {"rate_limit", "is an exporter-toolkit setting that kvwatch does not support (put a proxy in front if you need one)"},
+};
 
-Result<bool> ReadBool(const Entry& entry) {
-  bool value = false;
-  if (!entry.value.IsScalar() || !YAML::convert<bool>::decode(entry.value, value)) {
-    return Result<bool>::Error(entry.Error("expected true or false"));
-  }
-  return value;
-}
-
-// A value that must be one of names (the first column of table).
-template <class T, std::size_t N>
-Result<T> ReadEnum(const Entry& entry,
-                   const std::array<std::pair<std::string_view, T>, N>& table) {
-  Result<std::string> text = ReadString(entry);
-  if (text.ok()) {
-    for (const auto& [name, value] : table) {
-      if (name == text.value()) return value;
-    }
-  }
-  std::string names;
-  for (const auto& [name, value] : table) names += (names.empty() ? "" : ", ") + std::string(name);
-  std::string got = text.ok() ? " got \"" + text.value() + "\"" : " got a non-string value";
-  return Result<T>::Error(entry.Error("expected one of " + names + ";" + got));
-}
-
-// Exporter-toolkit keys kvwatch does not implement, with a hint.
-const char* UnsupportedHint(const std::string& path) {
-  if (path == "tls_server_config.cert") return "use cert_file";
-  if (path == "tls_server_config.key") return "use key_file";
-  if (path == "tls_server_config.client_ca") return "use client_ca_file";
-  if (path == "tls_server_config.cipher_suites") return "OpenSSL's defaults are used";
-  if (path == "tls_server_config.curve_preferences") return "OpenSSL's defaults are used";
-  if (path == "tls_server_config.client_allowed_sans") {
-    return "restrict clients with client_ca_file instead";
-  }
-  if (path == "rate_limit") return "put a proxy in front if you need one";
-  return nullptr;
-}
-
-Status UnknownKey(const Entry& entry) {
-  if (const char* hint = UnsupportedHint(entry.path)) {
-    return Status::Error(entry.KeyError(
-        std::string("is an exporter-toolkit setting that kvwatch does not support (") + hint +
-        ")"));
-  }
-  return Status::Error(entry.KeyError("unknown key"));
+// The values allowed for a header where they form a closed set (empty: any value).
+std::vector<std::string_view> AllowedHeaderValues(const std::string& name) {
+  if (name == "X-Content-Type-Options") return {"nosniff"};
+  if (name == "X-Frame-Options") return {"deny", "sameorigin"};
+  return {};
 }
 
 std::string ResolvePath(const std::string& path, const std::string& base_dir) {
@@ -189,208 +107,179 @@ bool IsBcryptHash(const std::string& hash) {
   return true;
 }
 
-// Parses tls_server_config; sets *out when TLS is on.
-Status ParseTls(const YAML::Node& node, const Entry& section, const std::string& base_dir,
-                std::optional<TlsServerConfig>* out) {
-  TlsServerConfig tls;
-  bool enabled = false;                   // toolkit's TLSConfig.IsEnabled()
-  std::optional<Entry> ca_entry, auth_entry;  // for errors that involve two keys
-  Status status = ForEachEntry(node, section.path, [&](const Entry& e) -> Status {
-    if (e.key == "cert_file" || e.key == "key_file" || e.key == "client_ca_file") {
-      Result<std::string> path = ReadString(e);
-      if (!path.ok()) return path.status();
-      std::string& target = e.key == "cert_file"  ? tls.cert_file
-                            : e.key == "key_file" ? tls.key_file
+// The last key of an entry's table path ("cert_file" of "tls_server_config.cert_file").
+std::string_view KeyName(const Entry& e) {
+  std::string_view pattern = e.pattern;
+  std::size_t dot = pattern.rfind('.');
+  return dot == std::string_view::npos ? pattern : pattern.substr(dot + 1);
+}
+
+class WebConfigParser {
+ public:
+  WebConfigParser(std::string_view source, const std::string& base_dir)
+      : r_(source, KeyTable{kWebConfigKeys, kUnsupportedKeys}), base_dir_(base_dir) {}
+
+  Result<WebConfig> Parse(const YAML::Node& document) {
+    WebConfig config;
+    Entry root{"", "", Type::kMap, document, document.Mark(), document.Mark()};
+    if (root.node.IsNull()) return config;
+    if (!root.node.IsMap()) {
+      return Result<WebConfig>::Error(
+          r_.Fail("(top level)", root.mark,
+                  "expected a map with tls_server_config, http_server_config or basic_auth_users, got " +
+                      internal::Got(root.node))
+              .error());
+    }
+    Status status = r_.ForEachKey(root, [&](const Entry& e) -> Status {
+      if (e.pattern == "tls_server_config") return ParseTls(e, &config.tls);
+      if (e.pattern == "http_server_config") return ParseHttp(e, &config.http);
+      if (e.pattern == "basic_auth_users") return ParseUsers(e, &config.basic_auth_users);
+      return r_.Unhandled(e);
+    });
+    if (!status.ok()) return Result<WebConfig>::Error(status.error());
+    return config;
+  }
+
+ private:
+  // Parses tls_server_config; sets *out when TLS is on.
+  Status ParseTls(const Entry& section, std::optional<TlsServerConfig>* out) {
+    TlsServerConfig tls;
+    bool enabled = false;                       // toolkit's TLSConfig.IsEnabled()
+    std::optional<Entry> ca_entry, auth_entry;  // for errors that involve two keys
+    Status status = r_.ForEachKey(section, [&](const Entry& e) -> Status {
+      std::string_view key = KeyName(e);
+      if (key == "cert_file" || key == "key_file" || key == "client_ca_file") {
+        std::string path;
+        if (Status s = r_.ReadString(e, &path); !s.ok()) return s;
+        std::string& target = key == "cert_file"  ? tls.cert_file
+                              : key == "key_file" ? tls.key_file
                                                   : tls.client_ca_file;
-      target = ResolvePath(path.value(), base_dir);
-      enabled = enabled || !target.empty();
-      if (e.key == "client_ca_file" && !target.empty()) ca_entry = e;
-      return Status::Ok();
-    }
-    if (e.key == "client_auth_type") {
-      if (e.value.IsNull()) return Status::Ok();
-      Result<ClientAuthType> type = ReadEnum(e, kClientAuthTypes);
-      if (!type.ok()) return type.status();
-      tls.client_auth_type = type.value();
-      enabled = true;
-      auth_entry = e;
-      return Status::Ok();
-    }
-    if (e.key == "min_version" || e.key == "max_version") {
-      if (e.value.IsNull()) return Status::Ok();
-      Result<TlsVersion> version = ReadEnum(e, kTlsVersions);
-      if (!version.ok()) return version.status();
-      (e.key == "min_version" ? tls.min_version : tls.max_version) = version.value();
-      return Status::Ok();
-    }
-    if (e.key == "prefer_server_cipher_suites") {
-      Result<bool> prefer = ReadBool(e);
-      if (!prefer.ok()) return prefer.status();
-      tls.prefer_server_cipher_suites = prefer.value();
-      return Status::Ok();
-    }
-    return UnknownKey(e);
-  });
-  if (!status.ok()) return status;
-  if (!enabled) return Status::Ok();  // e.g. only min_version: TLS stays off, as in the toolkit
+        target = ResolvePath(path, base_dir_);
+        enabled = enabled || !target.empty();
+        if (key == "client_ca_file" && !target.empty()) ca_entry = e;
+        return Status::Ok();
+      }
+      if (key == "client_auth_type") {
+        if (e.node.IsNull()) return Status::Ok();
+        if (Status s = r_.ReadChoice(e, kClientAuthTypes, &tls.client_auth_type); !s.ok()) return s;
+        enabled = true;
+        auth_entry = e;
+        return Status::Ok();
+      }
+      if (key == "min_version" || key == "max_version") {
+        if (e.node.IsNull()) return Status::Ok();
+        return r_.ReadChoice(e, kTlsVersions, key == "min_version" ? &tls.min_version : &tls.max_version);
+      }
+      if (key == "prefer_server_cipher_suites") {
+        return r_.ReadBool(e, &tls.prefer_server_cipher_suites, /*allow_quoted=*/true);
+      }
+      return r_.Unhandled(e);
+    });
+    if (!status.ok()) return status;
+    if (!enabled) return Status::Ok();  // e.g. only min_version: TLS stays off, as in the toolkit
 
-  if (tls.cert_file.empty()) {
-    return Status::Error(section.KeyError("missing cert_file (required when TLS is configured)"));
-  }
-  if (tls.key_file.empty()) {
-    return Status::Error(section.KeyError("missing key_file (required when TLS is configured)"));
-  }
-  if (tls.min_version > tls.max_version) {
-    return Status::Error(section.KeyError("min_version " +
-                                          std::string(TlsVersionName(tls.min_version)) +
-                                          " is above max_version " +
-                                          std::string(TlsVersionName(tls.max_version))));
-  }
-  bool verifies = tls.client_auth_type == ClientAuthType::kVerifyClientCertIfGiven ||
-                  tls.client_auth_type == ClientAuthType::kRequireAndVerifyClientCert;
-  if (verifies && tls.client_ca_file.empty()) {
-    return Status::Error(auth_entry->Error(std::string(ClientAuthTypeName(tls.client_auth_type)) +
-                                           " needs client_ca_file to verify certificates"));
-  }
-  if (ca_entry && tls.client_auth_type == ClientAuthType::kNoClientCert) {
-    return Status::Error(ca_entry->Error(
-        "client_ca_file is set but client_auth_type is NoClientCert; set client_auth_type "
-        "(RequireAndVerifyClientCert to require verified client certificates)"));
-  }
-  *out = std::move(tls);
-  return Status::Ok();
-}
-
-Status ParseHeaders(const Entry& section, HttpServerConfig* http) {
-  if (section.value.IsNull()) return Status::Ok();
-  if (!section.value.IsMap()) return Status::Error(section.Error("expected a mapping of header: value"));
-  return ForEachEntry(section.value, section.path, [&](const Entry& e) -> Status {
-    const AllowedHeader* allowed = nullptr;
-    std::string names;
-    for (const AllowedHeader& header : AllowedHeaders()) {
-      if (header.name == e.key) allowed = &header;
-      names += (names.empty() ? "" : ", ") + std::string(header.name);
+    if (tls.cert_file.empty()) {
+      return r_.FailAtKey(section, "missing cert_file (required when TLS is configured)");
     }
-    if (allowed == nullptr) {
-      return Status::Error(e.KeyError("HTTP header \"" + e.key +
-                                      "\" can not be configured; allowed: " + names));
+    if (tls.key_file.empty()) {
+      return r_.FailAtKey(section, "missing key_file (required when TLS is configured)");
     }
-    Result<std::string> value = ReadString(e);
-    if (!value.ok()) return value.status();
-    for (char c : value.value()) {
-      if (c == '\r' || c == '\n' || c == '\0') {
-        return Status::Error(e.Error("header values may not contain CR, LF or NUL"));
-      }
+    if (tls.min_version > tls.max_version) {
+      return r_.FailAtKey(section, "min_version " + std::string(TlsVersionName(tls.min_version)) +
+                                       " is above max_version " + std::string(TlsVersionName(tls.max_version)));
     }
-    if (!allowed->values.empty()) {
-      bool ok = false;
-      std::string choices;
-      for (std::string_view v : allowed->values) {
-        ok = ok || v == value.value();
-        choices += (choices.empty() ? "" : ", ") + std::string(v);
-      }
-      if (!ok) {
-        return Status::Error(e.Error("expected one of " + choices + "; got \"" + value.value() + "\""));
-      }
+    bool verifies = tls.client_auth_type == ClientAuthType::kVerifyClientCertIfGiven ||
+                    tls.client_auth_type == ClientAuthType::kRequireAndVerifyClientCert;
+    if (verifies && tls.client_ca_file.empty()) {
+      return r_.Fail(*auth_entry, std::string(ClientAuthTypeName(tls.client_auth_type)) +
+                                      " needs client_ca_file to verify certificates");
     }
-    http->headers.emplace_back(e.key, value.value());
+    if (ca_entry && tls.client_auth_type == ClientAuthType::kNoClientCert) {
+      return r_.Fail(*ca_entry,
+                     "client_ca_file is set but client_auth_type is NoClientCert; set client_auth_type "
+                     "(RequireAndVerifyClientCert to require verified client certificates)");
+    }
+    *out = std::move(tls);
     return Status::Ok();
-  });
-}
-
-Status ParseHttp(const Entry& section, HttpServerConfig* http) {
-  return ForEachEntry(section.value, section.path, [&](const Entry& e) -> Status {
-    if (e.key == "http2") {
-      if (e.value.IsNull()) return Status::Ok();
-      Result<bool> on = ReadBool(e);
-      if (!on.ok()) return on.status();
-      http->http2 = on.value();
-      return Status::Ok();
-    }
-    if (e.key == "headers") return ParseHeaders(e, http);
-    return UnknownKey(e);
-  });
-}
-
-Status ParseUsers(const Entry& section, std::map<std::string, std::string>* users) {
-  return ForEachEntry(section.value, section.path, [&](const Entry& e) -> Status {
-    if (e.key.find(':') != std::string::npos) {
-      return Status::Error(e.KeyError("a user name may not contain ':' (basic auth splits there)"));
-    }
-    if (!e.value.IsScalar()) return Status::Error(e.Error("expected a bcrypt hash string"));
-    const std::string& hash = e.value.Scalar();
-    if (!IsBcryptHash(hash)) {
-      // The value is a secret's hash: say what is wrong without echoing it.
-      return Status::Error(e.Error(
-          "expected a bcrypt hash: $2a$, $2b$ or $2y$, a cost of 04 to 31, '$', then 53 "
-          "characters of [./A-Za-z0-9] (e.g. from htpasswd -nBC 10 \"\" | tr -d ':\\n'); got " +
-          std::to_string(hash.size()) + " characters"));
-    }
-    (*users)[e.key] = hash;
-    return Status::Ok();
-  });
-}
-
-// Checks that a section is a mapping (or null, meaning absent).
-Status ExpectMapOrNull(const Entry& e) {
-  if (e.value.IsNull() || e.value.IsMap()) return Status::Ok();
-  return Status::Error(e.Error("expected a mapping"));
-}
-
-Result<WebConfig> ParseDocument(const YAML::Node& root, const std::string& base_dir) {
-  WebConfig config;
-  if (root.IsNull()) return config;
-  if (!root.IsMap()) {
-    return Result<WebConfig>::Error(
-        FormatError("top level", root.Mark(),
-                 "expected a mapping with tls_server_config, http_server_config or "
-                 "basic_auth_users"));
   }
-  Status status = ForEachEntry(root, "", [&](const Entry& e) -> Status {
-    if (e.key != "tls_server_config" && e.key != "http_server_config" &&
-        e.key != "basic_auth_users") {
-      return UnknownKey(e);
-    }
-    Status shape = ExpectMapOrNull(e);
-    if (!shape.ok() || e.value.IsNull()) return shape;
-    if (e.key == "tls_server_config") return ParseTls(e.value, e, base_dir, &config.tls);
-    if (e.key == "http_server_config") return ParseHttp(e, &config.http);
-    return ParseUsers(e, &config.basic_auth_users);
-  });
-  if (!status.ok()) return Result<WebConfig>::Error(status.error());
-  return config;
-}
+
+  Status ParseHeaders(const Entry& section, HttpServerConfig* http) {
+    return r_.ForEachKey(section, [&](const Entry& e) -> Status {
+      std::string name(KeyName(e));
+      std::string value;
+      if (Status s = r_.ReadString(e, &value); !s.ok()) return s;
+      for (char c : value) {
+        if (c == '\r' || c == '\n' || c == '\0') return r_.Fail(e, "header values may not contain CR, LF or NUL");
+      }
+      std::vector<std::string_view> allowed = AllowedHeaderValues(name);
+      if (!allowed.empty()) {
+        bool ok = false;
+        std::string choices;
+        for (std::string_view v : allowed) {
+          ok = ok || v == value;
+          choices += (choices.empty() ? "" : ", ") + std::string(v);
+        }
+        if (!ok) return r_.Expected(e, "one of " + choices);
+      }
+      http->headers.emplace_back(name, value);
+      return Status::Ok();
+    });
+  }
+
+  Status ParseHttp(const Entry& section, HttpServerConfig* http) {
+    return r_.ForEachKey(section, [&](const Entry& e) -> Status {
+      if (e.pattern == "http_server_config.http2") {
+        if (e.node.IsNull()) return Status::Ok();
+        return r_.ReadBool(e, &http->http2, /*allow_quoted=*/true);
+      }
+      if (e.pattern == "http_server_config.headers") return ParseHeaders(e, http);
+      return r_.Unhandled(e);
+    });
+  }
+
+  Status ParseUsers(const Entry& section, std::map<std::string, std::string>* users) {
+    return r_.ForEachNamedKey(section, [&](const Entry& e) -> Status {
+      std::string user(e.path.substr(section.path.size() + 1));
+      if (user.find(':') != std::string::npos) {
+        return r_.FailAtKey(e, "a user name may not contain ':' (basic auth splits there)");
+      }
+      if (!e.node.IsScalar()) return r_.Expected(e, "a bcrypt hash string");
+      const std::string& hash = e.node.Scalar();
+      if (!IsBcryptHash(hash)) {
+        // The value is a secret's hash: say what is wrong without echoing it.
+        return r_.Fail(e,
+                       "expected a bcrypt hash: $2a$, $2b$ or $2y$, a cost of 04 to 31, '$', then 53 "
+                       "characters of [./A-Za-z0-9] (e.g. from htpasswd -nBC 10 \"\" | tr -d ':\\n'); got " +
+                           std::to_string(hash.size()) + " characters");
+      }
+      (*users)[user] = hash;
+      return Status::Ok();
+    });
+  }
+
+  FieldReader r_;
+  std::string base_dir_;
+};
 
 }  // namespace
 
 std::string_view ClientAuthTypeName(ClientAuthType type) {
-  for (const auto& [name, value] : kClientAuthTypes) {
-    if (value == type) return name;  // the first spelling is the canonical one
-  }
-  return "?";
+  return internal::ChoiceName(kClientAuthTypes, type);  // the first spelling is the canonical one
 }
 
-std::string_view TlsVersionName(TlsVersion version) {
-  for (const auto& [name, value] : kTlsVersions) {
-    if (value == version) return name;
-  }
-  return "?";
-}
+std::string_view TlsVersionName(TlsVersion version) { return internal::ChoiceName(kTlsVersions, version); }
 
-Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir) {
-  if (std::optional<YAML::Mark> mark = internal::RunawayYamlMark(std::string(yaml_text))) {
-    return Result<WebConfig>::Error("line " + std::to_string(mark->line + 1) + ", column " +
-                                    std::to_string(mark->column + 1) +
-                                    ": invalid YAML: the parser does not end here (a ',' outside [ ] or { }?)");
-  }
+Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir,
+                                 std::string_view source) {
+  // Only the first document is read (as the toolkit's yaml.Unmarshal does).
+  Result<std::vector<YAML::Node>> documents = internal::LoadYaml(source, yaml_text, /*only_first=*/true);
+  if (!documents.ok()) return Result<WebConfig>::Error(documents.error());
+  WebConfigParser parser(source, base_dir);
   try {
-    YAML::Node root = YAML::Load(std::string(yaml_text));
-    return ParseDocument(root, base_dir);
-  } catch (const YAML::Exception& e) {
-    std::string where = e.mark.is_null() ? std::string("web config")
-                                         : "line " + std::to_string(e.mark.line + 1) +
-                                               ", column " + std::to_string(e.mark.column + 1);
-    return Result<WebConfig>::Error(where + ": invalid YAML: " + e.msg);
+    return parser.Parse(documents.value().front());
+  } catch (const YAML::Exception& ex) {  // not expected: every access is checked first
+    internal::FieldReader at(source);
+    return Result<WebConfig>::Error(at.Fail("(top level)", ex.mark, "unexpected YAML error: " + ex.msg).error());
   }
 }
 
@@ -403,9 +292,7 @@ Result<WebConfig> ReadWebConfigFile(const std::string& path) {
   if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
     return Result<WebConfig>::Error(path + ": web config " + problem);
   }
-  Result<WebConfig> config = ParseWebConfig(text, std::filesystem::path(path).parent_path().string());
-  if (!config.ok()) return Result<WebConfig>::Error(path + ": " + config.error());
-  return config;
+  return ParseWebConfig(text, std::filesystem::path(path).parent_path().string(), path);
 }
 
 }  // namespace kvwatch::config

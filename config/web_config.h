@@ -4,7 +4,9 @@
 // operations knowledge apply unchanged. See
 // ../shared/docs/operations-conventions.md section 3.
 //
-// Keys accepted (everything else is an error that names the key and its line):
+// Keys accepted (everything else is an error that names the file, the line and
+// the key). The file is read by the agent config's walker (field_reader.h) against
+// this format's own key table (web_config.cc):
 //
 //   tls_server_config:            TLS is on when any of cert_file, key_file,
 //     cert_file: <path>           client_auth_type or client_ca_file is set; then
@@ -40,8 +42,9 @@
 // checks the text: whether the files exist and hold certificates is checked when
 // the server is created (agent/http_server.h).
 //
-// Errors read "<key path> (line L, column C): <what was expected>", e.g.
-// "tls_server_config.client_auth_type (line 4, column 21): expected one of ...".
+// Errors read as the agent config's, "<source>:<line>: <key path>: <what was
+// expected>", e.g. "/etc/kvwatch/web.yml:4: tls_server_config.client_auth_type:
+// expected one of ...". YAML syntax errors read "<source>:<line>: invalid YAML: ...".
 //
 // Thread safety: pure functions; ReadWebConfigFile reads the file system.
 #ifndef KVWATCH_CONFIG_WEB_CONFIG_H_
@@ -101,12 +104,13 @@ struct WebConfig {
 };
 
 // Parses the text of a web config file. Relative paths are joined to base_dir
-// (left as they are when base_dir is empty).
+// (left as they are when base_dir is empty); errors start with source.
 base::Result<WebConfig> ParseWebConfig(std::string_view yaml_text,
-                                        const std::string& base_dir = "");
+                                        const std::string& base_dir = "",
+                                        std::string_view source = "web config");
 
 // Reads and parses the file at path; relative paths in it are resolved against
-// the file's directory. Errors start with the path.
+// the file's directory. Errors start with the path (the source above).
 base::Result<WebConfig> ReadWebConfigFile(const std::string& path);
 
 // The spelling used in the file ("RequireAndVerifyClientCert", "TLS12").
