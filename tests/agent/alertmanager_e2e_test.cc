@@ -33,8 +33,11 @@
 //
 // Skips when prometheus-alertmanager is not installed. Deadlines only bound a
 // broken build.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <simdjson.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -42,6 +45,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
