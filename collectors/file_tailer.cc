@@ -243,7 +243,7 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
       EmitFor(pass, TailEventKind::kDeleted, *file, 1,
               "deleted while open; reading what is left, then closing it");
     } else if (file->state == FileState::kActive) {
-      ScheduleUnreadScan(*file);
+      ScheduleUnreadScan(file->source, file->pos.validated_ns);  // rotated away
       file->state = FileState::kRotated;
       file->rotated_at = pass.now;
       const std::string old_path = file->pos.path;
@@ -288,12 +288,12 @@ std::size_t FileTailer::SourceForEntry(const std::string& path) const {
   return options_.patterns.size();
 }
 
-// A file of an exact-path pattern was rotated away or truncated: anything rotated
-// after it was last validated and not followed by now was never seen.
-void FileTailer::ScheduleUnreadScan(const TailedFile& file) {
-  if (file.source >= options_.patterns.size() || HasGlob(options_.patterns[file.source])) return;
-  auto [it, added] = unread_scan_.emplace(file.source, file.pos.validated_ns);
-  if (!added) it->second = std::min(it->second, file.pos.validated_ns);
+// For an exact-path pattern: rotated files written after `since_ns` and not
+// followed by the end of this pass were never seen (the earliest time asked wins).
+void FileTailer::ScheduleUnreadScan(std::size_t source, std::int64_t since_ns) {
+  if (source >= options_.patterns.size() || HasGlob(options_.patterns[source])) return;
+  auto [it, added] = unread_scan_.emplace(source, since_ns);
+  if (!added) it->second = std::min(it->second, since_ns);
 }
 
 // First Poll() only: put each checkpoint entry back where it was, in three
@@ -524,7 +524,7 @@ void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>&
 void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size,
                                   const std::string& reason, const std::vector<Candidate>& found,
                                   Pass& pass) {
-  ScheduleUnreadScan(file);
+  ScheduleUnreadScan(file.source, file.pos.validated_ns);  // truncated
   TailedFilePtr copy = FindCopy(file.pos, file.source, found, pass);
   const std::uint64_t known = std::max(file.last_size, file.read_offset);
   const std::uint64_t lost = copy ? 0 : known - file.pos.offset;
@@ -587,11 +587,7 @@ void FileTailer::OpenNewFiles(const std::vector<Candidate>& found, Pass& pass) {
     // A new file at an exact path after the first pass: a file created there and
     // rotated away since the last pass (the loop stalled longer than the writer's
     // rotation period while no file was followed at that path) was never seen.
-    if (polled_ && !HasGlob(options_.patterns[file->source])) {
-      const std::int64_t since = last_pass_ns_ - kMtimeSlackNs;
-      auto [it, added] = unread_scan_.emplace(file->source, since);
-      if (!added) it->second = std::min(it->second, since);
-    }
+    if (polled_) ScheduleUnreadScan(file->source, last_pass_ns_ - kMtimeSlackNs);
     EmitFor(pass, TailEventKind::kOpened, *file, file->pos.offset,
             file->pos.offset == 0
                 ? std::string("reading from the beginning")

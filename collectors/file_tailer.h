@@ -260,7 +260,7 @@ class FileTailer {
   void HandleRotation(const std::vector<Candidate>& found, Pass& pass);
   void ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass& pass);
   void ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass);
-  void ScheduleUnreadScan(const TailedFile& file);
+  void ScheduleUnreadScan(std::size_t source, std::int64_t since_ns);
   void ReportUnreadRotations(std::size_t source, std::int64_t since_ns, Pass& pass);
   std::size_t SourceForEntry(const std::string& path) const;
   void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,

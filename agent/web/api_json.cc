@@ -82,15 +82,24 @@ void WriteCurveReportFields(base::JsonWriter& w, const curve::CurveReport& r) {
   w.EndObject();
 }
 
+namespace {
+
+// The fields every per-window answer starts with.
+void WriteWindowHeader(base::JsonWriter& w, const std::string& window, double seconds, const std::string& replica) {
+  w.Key("window");
+  w.String(window);
+  w.Key("window_seconds");
+  w.Number(seconds);
+  w.Key("replica");
+  w.String(replica);
+}
+
+}  // namespace
+
 std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& c) {
   base::JsonWriter w;
   w.BeginObject();
-  w.Key("window");
-  w.String(c.window);
-  w.Key("window_seconds");
-  w.Number(c.window_seconds);
-  w.Key("replica");
-  w.String(c.replica);
+  WriteWindowHeader(w, c.window, c.window_seconds, c.replica);
   WriteCurveReportFields(w, r);
   w.Key("plot");
   w.BeginArray();
@@ -139,12 +148,7 @@ std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsAp
   constexpr const char* kDimensions[2] = {"tenant", "class"};
   base::JsonWriter w;
   w.BeginObject();
-  w.Key("window");
-  w.String(context.window);
-  w.Key("window_seconds");
-  w.Number(context.window_seconds);
-  w.Key("replica");
-  w.String(context.replica);
+  WriteWindowHeader(w, context.window, context.window_seconds, context.replica);
   w.Key("capacities");
   w.BeginArray();
   for (std::uint64_t c : layout.capacities) w.Uint(c);
@@ -227,12 +231,7 @@ std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsAp
 std::string RenderHistoryApiJson(const HistoryApiContext& c) {
   base::JsonWriter w;
   w.BeginObject();
-  w.Key("window");
-  w.String(c.window);
-  w.Key("window_seconds");
-  w.Number(c.window_seconds);
-  w.Key("replica");
-  w.String(c.replica);
+  WriteWindowHeader(w, c.window, c.window_seconds, c.replica);
   w.Key("interval_seconds");
   w.Number(c.interval_seconds);
   w.Key("bytes_per_page");
