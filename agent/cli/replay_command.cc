@@ -340,13 +340,15 @@ void Replayer::AddGroups(const curve::Request& request, std::span<const curve::P
   ++g.since_refresh;
   g.labelled = g.labelled || !request.tenant.empty() || !request.request_class.empty();
   const std::uint32_t tenant_group = g.tenants.Observe(request.tenant, pages.size());
-  const std::string_view cls = curve::ClassOf(request, pages, &g.classifier);
+  const std::uint32_t turn = curve::DerivedTurn(request, pages, g.classifier);
+  const std::string_view cls = curve::ClassOf(request, turn);
   const std::uint32_t class_group = g.classes.Observe(cls, pages.size());
   for (std::uint32_t changed : g.tenants.changed()) g.tracker->ResetTenant(changed);
   g.tenants.ClearChanged();
   g.classes.ClearChanged();
   const std::uint8_t tags[2] = {static_cast<std::uint8_t>(tenant_group), static_cast<std::uint8_t>(class_group)};
   exact_->Process(pages, tags, &outcome_);
+  curve::RememberClass(request, pages, turn, resolved_.settings.page_tokens, outcome_.unlimited_hits, &g.classifier);
   AddOutcome(request, pages, tenant);
   const curve::GroupRequest& gr = g.tracker->Observe(tenant_group, class_group, request, pages, outcome_);
   g.curves->Add(gr);
@@ -381,7 +383,11 @@ void Replayer::AddOutcome(const curve::Request& request, std::span<const curve::
       stored_request_.pages.assign(pages.begin(), pages.end());
       whole = &stored_request_;
     }
-    stored_->Add(*whole, classifier_.Classify(pages), outcome_.unlimited_hits, resolved_.policies->lifetime);
+    const std::size_t full = curve::RequestClassifier::FullPages(pages.size(), request.input_tokens,
+                                                                 resolved_.settings.page_tokens);
+    const std::uint32_t turn = classifier_.Observe(pages, full, outcome_.unlimited_hits);
+    stored_->Add(*whole, curve::RequestClassifier::ClassOfTurn(turn), outcome_.unlimited_hits,
+                 resolved_.policies->lifetime);
   }
 }
 

@@ -203,7 +203,8 @@ TEST(PolicyCheckpointTest, EachPolicyCacheRestoresExactly) {
   for (std::size_t i = 0; i < stream.size(); ++i) {
     ApplyLifetime(stream[i], stream[i].timestamp_s, lifetime, &sims[i]);
     sims[i].pages = stream[i].pages;
-    const std::string_view cls = classifier.Classify(stream[i].pages);
+    const std::string_view cls =
+        RequestClassifier::ClassOfTurn(classifier.Observe(stream[i].pages, stream[i].pages.size(), 0));
     sims[i].priority = rules.For(stream[i].tenant, cls);
     sims[i].category = static_cast<std::uint32_t>(i % 7);
   }
@@ -363,7 +364,8 @@ TEST(PolicyCheckpointTest, TypicalCheckpointSizeIsAsDocumented) {
   for (std::size_t i = 0; i < d.canaries().size(); ++i) resident += d.canaries().capacity(i);
   std::vector<std::uint8_t> classifier;
   RequestClassifier c;
-  for (const Request& r : stream) c.Classify(r.pages);
+  // Seen prefix unknown (0): every request ends a chain, the largest classifier.
+  for (const Request& r : stream) c.Observe(r.pages, r.pages.size(), 0);
   c.Serialize(&classifier);
   const std::size_t windows = 2 * SlidingWindows<int>::kSlicesPerWindow * d.canaries().size() * 40;
   RecordProperty("checkpoint_bytes", static_cast<int>(bytes.size()));

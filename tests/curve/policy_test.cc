@@ -92,7 +92,9 @@ Prepared Prepare(const std::vector<Request>& requests, TouchOrder order, const L
   RequestOutcome outcome;
   for (const Request& r : requests) {
     engine.Process(r.pages, &outcome);
-    p.trace.Add(r, classifier.Classify(r.pages), outcome.unlimited_hits, lifetime);
+    const std::size_t full = RequestClassifier::FullPages(r.pages.size(), r.input_tokens, lifetime.page_tokens);
+    p.trace.Add(r, RequestClassifier::ClassOfTurn(classifier.Observe(r.pages, full, outcome.unlimited_hits)),
+                outcome.unlimited_hits, lifetime);
     p.unlimited.push_back(outcome.unlimited_hits);
   }
   EXPECT_TRUE(p.trace.AssignPriorities(rules).ok());
@@ -774,10 +776,11 @@ TEST(PolicyTest, LifetimeComesFromTheEndTimestampElseTheDecodeRate) {
 TEST(PolicyTest, RequestClassifierFollowsConversations) {
   RequestClassifier c;
   const std::vector<PageId> t1 = {1, 2, 3}, t2 = {1, 2, 3, 4, 5}, t3 = {1, 2, 3, 4, 5, 6}, other = {1, 2, 9};
-  EXPECT_EQ(c.Classify(t1), "first");
-  EXPECT_EQ(c.Classify(t2), "turn2");
-  EXPECT_EQ(c.Classify(t3), "turn3-4");
-  EXPECT_EQ(c.Classify(other), "first");  // shares a prefix, extends no whole prompt
+  // Full pages only; seen prefixes as the engine gives them (tests/curve/request_classes_test.cc: the rest).
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(t1, t1.size(), 0)), "first");
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(t2, t2.size(), 3)), "turn2");
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(t3, t3.size(), 5)), "turn3-4");
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(other, other.size(), 2)), "first");  // shares a prefix only
   EXPECT_EQ(RequestClassifier::ClassOfTurn(9), "turn9+");
 }
 
