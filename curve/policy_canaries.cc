@@ -35,6 +35,7 @@ std::vector<std::uint8_t> EncodeOptions(const CanaryOptions& o) {
   }
   base::AppendPod<std::uint64_t>(&out, o.windows_s.size());
   for (double w : o.windows_s) base::AppendPod(&out, w);
+  base::AppendPod(&out, o.s3fifo_promotion_hits);
   return out;
 }
 
@@ -73,6 +74,7 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
       po.kind = kind;
       po.capacity = capacity;
       po.touch_order = options.touch_order;
+      po.s3fifo_promotion_hits = options.s3fifo_promotion_hits;
       auto cache = MakePolicyCache(po);
       if (!cache.ok()) return R::Error(cache.error());
       c->canaries_.push_back(Canary{kind, capacity, std::move(cache.value()), {}});
@@ -169,6 +171,7 @@ bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
     po.kind = canaries_[i].kind;
     po.capacity = canaries_[i].capacity;
     po.touch_order = options_.touch_order;
+    po.s3fifo_promotion_hits = options_.s3fifo_promotion_hits;
     auto cache = MakePolicyCache(po);
     if (!cache.ok()) return false;
     std::span<const std::uint8_t> bytes = at.first(static_cast<std::size_t>(size));

@@ -32,9 +32,9 @@
 namespace kvwatch::curve {
 namespace {
 
-constexpr PolicyKind kOnline[] = {PolicyKind::kLru,    PolicyKind::kFifo,     PolicyKind::kLfu,
-                                  PolicyKind::kS3Fifo, PolicyKind::kSglang,   PolicyKind::kVllm,
-                                  PolicyKind::kPriority, PolicyKind::kWorkloadAware};
+constexpr PolicyKind kOnline[] = {PolicyKind::kLru,      PolicyKind::kFifo,  PolicyKind::kLfu,
+                                  PolicyKind::kArc,      PolicyKind::kS3Fifo, PolicyKind::kSglang,
+                                  PolicyKind::kVllm,     PolicyKind::kPriority, PolicyKind::kWorkloadAware};
 
 // A stream with conversations that extend their own prompts, shared system
 // prompts, one-shot requests, a page repeated now and then, tenants, and times
@@ -290,13 +290,14 @@ TEST(PolicyCheckpointTest, RefusesBytesOfOtherOptions) {
   Driver d(Options());
   for (const Request& r : stream) d.Feed(r);
   const std::vector<std::uint8_t> bytes = Bytes(d.canaries());
-  std::vector<CanaryOptions> others(6, Options());
+  std::vector<CanaryOptions> others(7, Options());
   others[0].capacities = {6, 30, 121};
   others[1].policies = {PolicyKind::kLru};
   others[2].windows_s = {60, 3600};
   others[3].touch_order = TouchOrder::kHeadFirst;
   others[4].coverage_share = 1.0;
   others[5].priorities = ParsePriorityRules("tenant:a=3").value();
+  others[6].s3fifo_promotion_hits = 2;
   for (std::size_t k = 0; k < others.size(); ++k) {
     auto c = PolicyCanaries::Create(others[k]).value();
     std::span<const std::uint8_t> in(bytes);
