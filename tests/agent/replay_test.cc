@@ -212,7 +212,7 @@ TEST_F(ReplayTest, HelpDocumentsEveryOption) {
         "--page-hit-targets", "--coverage-targets", "--model", "--model-config", "--bytes-per-token", "--kv-dtype",
         "--tensor-parallel", "--metadata-bytes-per-page", "--reserve", "--prefill-flops-per-second", "--tier",
         "--sample-rate", "--svg", "--knee-sensitivity", "--strict", "--timestamp-unit", "--tenant-field",
-        "--no-tenants", "--progress"}) {
+        "--no-tenants", "--progress", "--policy", "--s3fifo-promotion-hits"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
 }
