@@ -87,9 +87,10 @@ void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, d
   if (classifier_.size() > kMaxClassifierChains) classifier_.Clear();
   // unlimited_hits is 0 when unknown (sampled mode): every request then ends a
   // chain (RequestClassifier::Remember).
-  const std::string_view cls = RequestClassifier::ClassOfTurn(classifier_.Observe(
-      request.pages, RequestClassifier::FullPages(request.pages.size(), request.input_tokens, options_.lifetime.page_tokens),
-      unlimited_hits));
+  const std::size_t full_pages =
+      RequestClassifier::FullPages(request.pages.size(), request.input_tokens, options_.lifetime.page_tokens);
+  const std::string_view cls =
+      RequestClassifier::ClassOfTurn(classifier_.Observe(request.pages, full_pages, unlimited_hits));
   SimRequest sim;
   sim.pages = request.pages;
   ApplyLifetime(request, request.has_timestamp() ? request.timestamp_s : t, options_.lifetime, &sim);
