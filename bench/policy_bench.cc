@@ -46,7 +46,9 @@ const Loaded& Weka() {
     kvwatch::collectors::TraceCallbacks cb;
     cb.on_request = [&](Request& r) {
       engine.Process(r.pages, &out);
-      l.trace.Add(r, classifier.Classify(r.pages), out.unlimited_hits, lifetime);
+      const std::size_t full = RequestClassifier::FullPages(r.pages.size(), r.input_tokens, lifetime.page_tokens);
+      l.trace.Add(r, RequestClassifier::ClassOfTurn(classifier.Observe(r.pages, full, out.unlimited_hits)),
+                  out.unlimited_hits, lifetime);
     };
     auto s = kvwatch::collectors::ReadTrace(path, {}, cb);
     if (!s.ok()) {

@@ -127,6 +127,9 @@ struct CurveSettings {
   double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
   curve::PriorityRules policy_priorities;
+  // curve.s3fifo_promotion_hits: the s3fifo canaries' promotion threshold, 1..3
+  // (curve::PolicyOptions::s3fifo_promotion_hits).
+  std::uint32_t s3fifo_promotion_hits = curve::PolicyOptions{}.s3fifo_promotion_hits;
   // curve.max_clock_skew: how far ahead of the agent's wall clock a record's
   // timestamp may be, in seconds, > 0; a record further ahead is bad input (it
   // would move every window past all later records). Given to the collectors

@@ -79,7 +79,7 @@ constexpr ConfigKey kKeys[] = {
      "A window with fewer requests than this (>= 0) has no knee."},
     {"curve.policies", Type::kStringList, "[]", true,
      "Eviction policies run as live canaries at each of `curve.capacities` over the curve's "
-     "windows: lru, fifo, lfu, s3fifo, sglang, vllm, priority, workload-aware (belady needs the "
+     "windows: lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware (belady needs the "
      "future: replay only). At most 64 canaries (policies x capacities)."},
     {"curve.engine_policy", Type::kString, R"("lru")", true,
      "The policy the engine itself runs (`vllm` for vLLM, `sglang` for SGLang's radix cache); "
@@ -90,6 +90,9 @@ constexpr ConfigKey kKeys[] = {
     {"curve.policy_priorities", Type::kString, R"("")", true,
      "Retention priorities for the priority canary: `tenant:NAME=P,class:NAME=P` (higher kept "
      "longer; others 0; classes: first, turn2, turn3-4, turn5-8, turn9+)."},
+    {"curve.s3fifo_promotion_hits", Type::kInt, "1", true,
+     "The s3fifo canaries' promotion threshold, 1 to 3: hits a page needs while in the small FIFO "
+     "to move to the main FIFO (1: the S3-FIFO paper; libCacheSim's S3FIFO defaults to 2)."},
 
     {"curve.max_clock_skew", Type::kDuration, R"("5m")", true,
      "How far ahead of the agent's clock a record's timestamp may be, > 0. A record further "

@@ -135,6 +135,9 @@ Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* cu
       return r.ReadNumber(e, Positive, "> 0", &curve->decode_tokens_per_second);
     }
     if (k == "curve.max_clock_skew") return r.ReadDuration(e, true, &curve->max_clock_skew_s);
+    if (k == "curve.s3fifo_promotion_hits") {
+      return r.ReadInt(e, 1, curve::kMaxS3FifoPromotionHits, &curve->s3fifo_promotion_hits);
+    }
     if (k == "curve.policy_priorities") {
       std::string text;
       if (Status s = r.ReadString(e, &text); !s.ok()) return s;

@@ -57,7 +57,8 @@ EngineOptions GroupAccounting::SharedEngineOptions(const GroupAccountingOptions&
 GroupTags GroupAccounting::Classify(const Request& request) {
   if (classifier_.size() > options_.classifier_max_chains) classifier_.Clear();
   const std::uint32_t tenant = tenants_.Observe(request.tenant, request.pages.size());
-  const std::uint32_t cls = classes_.Observe(ClassOf(request, request.pages, &classifier_), request.pages.size());
+  pending_turn_ = DerivedTurn(request, request.pages, classifier_);
+  const std::uint32_t cls = classes_.Observe(ClassOf(request, pending_turn_), request.pages.size());
   for (std::uint32_t g : tenants_.changed()) ClearSlot(0, g);
   for (std::uint32_t g : classes_.changed()) ClearSlot(1, g);
   tenants_.ClearChanged();
@@ -74,6 +75,8 @@ void GroupAccounting::ClearSlot(std::uint32_t dimension, std::uint32_t group) {
 }
 
 void GroupAccounting::Add(const Request& request, GroupTags tags, const RequestOutcome& outcome, double t) {
+  RememberClass(request, request.pages, pending_turn_, options_.page_tokens, outcome.unlimited_hits, &classifier_);
+  pending_turn_ = 0;
   const GroupRequest& r = tracker_->Observe(tags[0], tags[1], request, request.pages, outcome);
   lifetime_.Add(r);
   windows_.Add(t, [&r](GroupCurves& slice) { slice.Add(r); });

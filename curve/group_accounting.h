@@ -86,6 +86,9 @@ struct GroupAccountingOptions {
   std::vector<std::uint64_t> capacities;
   // Bytes per token per GPU rank; 0: no footprint.
   double bytes_per_token = 0;
+  // Tokens per page: tells the derived-class classifier whether a request's last
+  // page is partial (RequestClassifier::FullPages).
+  std::uint64_t page_tokens = 16;
   // Window durations in seconds (each > 0).
   std::vector<double> windows_s;
   std::size_t classifier_max_chains = std::size_t{1} << 22;
@@ -107,7 +110,8 @@ class GroupAccounting {
   static EngineOptions SharedEngineOptions(const GroupAccountingOptions& options);
 
   // Counts the request's tenant and class in the folders and returns its groups;
-  // clears what a relabelled slot held.
+  // clears what a relabelled slot held. REQUIRES: Add() of this request follows
+  // before the next Classify() (the classifier remembers the request there).
   GroupTags Classify(const Request& request);
   // Adds the request, whose shared-engine outcome (Process with `tags`) is
   // `outcome`, at window time t.
@@ -152,6 +156,7 @@ class GroupAccounting {
   TenantFolder tenants_;
   TenantFolder classes_;
   RequestClassifier classifier_;
+  std::uint32_t pending_turn_ = 0;  // the derived turn Classify() found, remembered by Add()
   std::unique_ptr<GroupTracker> tracker_;
   GroupCurves lifetime_;
   SlidingWindows<GroupCurves> windows_;

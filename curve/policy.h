@@ -13,6 +13,8 @@
 //   lru             least recently used page first.
 //   fifo            first admitted first; hits do not reorder.
 //   lfu             LFU with dynamic aging (LFU-DA).
+//   arc             ARC (Megiddo and Modha, FAST 2003): recency list T1 and
+//                   frequency list T2 with ghosts B1, B2 and an adaptive target p.
 //   s3fifo          S3-FIFO: small FIFO, main FIFO with 2-bit clock, ghost FIFO.
 //   sglang          SGLang's radix cache: least recently used evictable leaf first;
 //                   running requests lock their path.
@@ -45,15 +47,17 @@
 
 namespace kvwatch::curve {
 
-enum class PolicyKind { kLru, kFifo, kLfu, kS3Fifo, kSglang, kVllm, kPriority, kWorkloadAware, kBelady };
+// Values are stable (checkpoints store them): a new policy is appended.
+enum class PolicyKind { kLru, kFifo, kLfu, kS3Fifo, kSglang, kVllm, kPriority, kWorkloadAware, kBelady, kArc };
 
 // Every policy, in the order reports list them.
 inline constexpr PolicyKind kAllPolicies[] = {
-    PolicyKind::kLru,    PolicyKind::kFifo,     PolicyKind::kLfu,           PolicyKind::kS3Fifo, PolicyKind::kSglang,
-    PolicyKind::kVllm,   PolicyKind::kPriority, PolicyKind::kWorkloadAware, PolicyKind::kBelady,
+    PolicyKind::kLru,    PolicyKind::kFifo,   PolicyKind::kLfu,      PolicyKind::kArc,
+    PolicyKind::kS3Fifo, PolicyKind::kSglang, PolicyKind::kVllm,     PolicyKind::kPriority,
+    PolicyKind::kWorkloadAware, PolicyKind::kBelady,
 };
 
-// "lru", "fifo", ..., "workload-aware", "belady".
+// "lru", "fifo", "lfu", "arc", ..., "workload-aware", "belady".
 std::string_view PolicyName(PolicyKind kind);
 // The kind named `name`; an error that lists the known names otherwise.
 base::Result<PolicyKind> ParsePolicyName(std::string_view name);
@@ -100,7 +104,14 @@ struct PolicyOptions {
   TouchOrder touch_order = TouchOrder::kTailFirst;
   // s3fifo: the small FIFO's share of the capacity (the paper's 10%).
   double s3fifo_small_fraction = 0.1;
+  // s3fifo: hits a page needs while in the small FIFO to move to the main FIFO
+  // when it reaches the small FIFO's end (else it leaves, to the ghost FIFO);
+  // 1..kMaxS3FifoPromotionHits (the frequency is a 2-bit counter). 1 here (the
+  // paper: a page re-accessed while in the small FIFO); libCacheSim's S3FIFO.c
+  // defaults to 2 (curve/policy_s3fifo.cc has the sources).
+  std::uint32_t s3fifo_promotion_hits = 1;
 };
+inline constexpr std::uint32_t kMaxS3FifoPromotionHits = 3;
 
 class PolicyCache {
  public:

@@ -35,6 +35,7 @@ std::vector<std::uint8_t> EncodeOptions(const CanaryOptions& o) {
   }
   base::AppendPod<std::uint64_t>(&out, o.windows_s.size());
   for (double w : o.windows_s) base::AppendPod(&out, w);
+  base::AppendPod(&out, o.s3fifo_promotion_hits);
   return out;
 }
 
@@ -73,6 +74,7 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
       po.kind = kind;
       po.capacity = capacity;
       po.touch_order = options.touch_order;
+      po.s3fifo_promotion_hits = options.s3fifo_promotion_hits;
       auto cache = MakePolicyCache(po);
       if (!cache.ok()) return R::Error(cache.error());
       c->canaries_.push_back(Canary{kind, capacity, std::move(cache.value()), {}});
@@ -83,7 +85,12 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
 
 void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, double t) {
   if (classifier_.size() > kMaxClassifierChains) classifier_.Clear();
-  const std::string_view cls = classifier_.Classify(request.pages);
+  // unlimited_hits is 0 when unknown (sampled mode): every request then ends a
+  // chain (RequestClassifier::Remember).
+  const std::size_t full_pages =
+      RequestClassifier::FullPages(request.pages.size(), request.input_tokens, options_.lifetime.page_tokens);
+  const std::string_view cls =
+      RequestClassifier::ClassOfTurn(classifier_.Observe(request.pages, full_pages, unlimited_hits));
   SimRequest sim;
   sim.pages = request.pages;
   ApplyLifetime(request, request.has_timestamp() ? request.timestamp_s : t, options_.lifetime, &sim);
@@ -165,6 +172,7 @@ bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
     po.kind = canaries_[i].kind;
     po.capacity = canaries_[i].capacity;
     po.touch_order = options_.touch_order;
+    po.s3fifo_promotion_hits = options_.s3fifo_promotion_hits;
     auto cache = MakePolicyCache(po);
     if (!cache.ok()) return false;
     std::span<const std::uint8_t> bytes = at.first(static_cast<std::size_t>(size));

@@ -35,6 +35,8 @@ struct CanaryOptions {
   LifetimeOptions lifetime;
   PriorityRules priorities;
   std::vector<double> windows_s;
+  // s3fifo canaries: PolicyOptions::s3fifo_promotion_hits.
+  std::uint32_t s3fifo_promotion_hits = 1;
 };
 
 class PolicyCanaries {
@@ -64,7 +66,7 @@ class PolicyCanaries {
   // cache (PolicyCache::Serialize: the logical content, rebuilt on restore), and
   // the windows' slices and clock. Per resident page: 32 bytes (lru, fifo, lfu,
   // priority), 28 (workload-aware, plus 20 a ghost), 21 (sglang), 9 (s3fifo,
-  // plus 8 a ghost; vllm, per block); 4 bytes per page a running request holds;
+  // plus 8 a ghost; vllm, per block), 8 (arc, and 8 a ghost); 4 bytes per page a running request holds;
   // 40 per (window slice, canary); 12 per chain the classifier remembers. E.g.
   // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.7 MB.
   void Serialize(std::vector<std::uint8_t>* out) const;

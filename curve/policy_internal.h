@@ -58,6 +58,11 @@ class SlotPool {
   std::vector<std::uint32_t> free_;
 };
 
+// The factories MakePolicyCache dispatches to, one per file (options checked).
+std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);  // lru, fifo, lfu, priority, belady
+std::unique_ptr<PolicyCache> MakeWorkloadAwareCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakeS3FifoCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakeArcCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeSglangCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeVllmCache(const PolicyOptions& options);
 

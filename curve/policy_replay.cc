@@ -9,21 +9,30 @@
 
 namespace kvwatch::curve {
 
-std::uint32_t RequestClassifier::Turn(std::span<const PageId> pages) {
-  if (pages.empty()) return 1;
-  std::uint32_t turn = 1;
+std::uint32_t RequestClassifier::Turn(std::span<const PageId> pages) const {
   for (std::size_t i = pages.size(); i-- > 0;) {
-    if (const std::uint32_t* t = turns_.Find(pages[i])) {
-      turn = *t + 1;
-      break;
-    }
+    if (const std::uint32_t* t = turns_.Find(pages[i])) return *t + 1;
   }
-  if (std::uint32_t* t = turns_.Find(pages.back())) {
+  return 1;
+}
+
+void RequestClassifier::Remember(std::span<const PageId> pages, std::uint32_t turn, std::size_t full_pages,
+                                 std::uint32_t seen_prefix) {
+  full_pages = std::min(full_pages, pages.size());
+  if (full_pages == 0) return;
+  const PageId end = pages[full_pages - 1];
+  if (std::uint32_t* t = turns_.Find(end)) {
     *t = turn;
-  } else {
-    turns_.Insert(pages.back(), turn);
+  } else if (seen_prefix < full_pages) {
+    turns_.Insert(end, turn);
   }
-  return turn;
+}
+
+std::size_t RequestClassifier::FullPages(std::size_t pages, std::int64_t input_tokens, std::uint64_t page_tokens) {
+  if (pages == 0 || input_tokens < 0 || page_tokens == 0) return pages;
+  const auto tokens = static_cast<std::uint64_t>(input_tokens);
+  const bool partial = (pages - 1) * page_tokens < tokens && tokens < pages * page_tokens;
+  return partial ? pages - 1 : pages;
 }
 
 void RequestClassifier::Serialize(std::vector<std::uint8_t>* out) const {

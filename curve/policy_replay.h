@@ -26,21 +26,55 @@
 
 namespace kvwatch::curve {
 
-// Derived request classes, from the page stream alone. A request whose pages
-// extend the whole prompt of an earlier request (its longest previously seen
-// prefix ends exactly where an earlier request's prompt ended) continues that
-// request's conversation: its turn is that request's turn + 1. Any other request
-// is turn 1: it starts a new chain, whatever system prompt it shares. Turns are
-// bucketed: "first", "turn2", "turn3-4", "turn5-8", "turn9+".
+// Derived request classes, from the page stream alone (docs/tenants.md, "Class").
+//
+// A request continues an earlier request R when its pages extend R's FULL pages
+// and R's last full page was new when R arrived (R added content of its own, not
+// only a prefix it shared with earlier requests, such as a system prompt); its
+// turn is R's turn + 1. Any other request is turn 1: it starts a new chain. Turns
+// are bucketed: "first", "turn2", "turn3-4", "turn5-8", "turn9+".
+//
+// Full pages: sources that hash only full pages (vLLM's KV events, the
+// coding-agent trace: n = floor(L / P) pages for L prompt tokens) list nothing
+// else; sources that hash the partial last page too (the Mooncake traces:
+// n = ceil(L / P)) end with a page holding the prompt's last L - (n-1)P < P
+// tokens, whose id the next turn never repeats (its page n carries more tokens).
+// FullPages() tells them apart per request from its token count: the last page
+// is partial exactly when (n-1)P < L < nP. Without a token count every page is
+// taken as full (the rule of full-page sources).
+//
+// Why R must have added its last full page: a chain end that is only a shared
+// prefix (a system prompt, or the Mooncake traces' first block, which every
+// request starts with) would make every later request sharing it a
+// continuation. Whether it was new is the stack engine's view: the request's
+// unlimited hits T (the pages before its first never-seen page) is below its
+// full pages exactly when its last full page was new.
 inline constexpr std::string_view kDerivedClasses[] = {"first", "turn2", "turn3-4", "turn5-8", "turn9+"};
 
 class RequestClassifier {
  public:
-  // The request's turn (1 for "first").
-  std::uint32_t Turn(std::span<const PageId> pages);
+  // The request's turn (1 for "first") from the chains remembered so far. The
+  // turn of the deepest of its pages that ends a remembered chain, plus one.
+  // Cost: one hash lookup per page, from the last, until one matches.
+  std::uint32_t Turn(std::span<const PageId> pages) const;
+  // Remembers the request, whose Turn() was `turn`, as the end of its chain: its
+  // last full page (pages[full_pages - 1]) gets `turn` when it already ends a
+  // chain, or when seen_prefix (the engine's unlimited hits for the request;
+  // 0 when unknown) is below full_pages. Nothing when full_pages is 0.
+  void Remember(std::span<const PageId> pages, std::uint32_t turn, std::size_t full_pages, std::uint32_t seen_prefix);
+  // Turn() then Remember(): for callers that have the engine's outcome first.
+  std::uint32_t Observe(std::span<const PageId> pages, std::size_t full_pages, std::uint32_t seen_prefix) {
+    const std::uint32_t turn = Turn(pages);
+    Remember(pages, turn, full_pages, seen_prefix);
+    return turn;
+  }
+  // The full pages of a prompt of `pages` pages and input_tokens tokens (-1:
+  // unknown) at page_tokens tokens a page: pages - 1 when the last page is
+  // partial ((pages-1) * page_tokens < input_tokens < pages * page_tokens),
+  // else pages.
+  static std::size_t FullPages(std::size_t pages, std::int64_t input_tokens, std::uint64_t page_tokens);
   // Its bucketed class name, one of kDerivedClasses.
   static std::string_view ClassOfTurn(std::uint32_t turn);
-  std::string_view Classify(std::span<const PageId> pages) { return ClassOfTurn(Turn(pages)); }
   std::size_t MemoryBytes() const { return turns_.MemoryBytes(); }
   // Forgets every chain (bounded memory for long-running use).
   void Clear() { turns_ = PageMap(); }
@@ -53,7 +87,7 @@ class RequestClassifier {
   bool Deserialize(std::span<const std::uint8_t>* in, std::size_t max_chains);
 
  private:
-  PageMap turns_;  // last page of an earlier prompt -> its request's turn
+  PageMap turns_;  // last full page of an earlier prompt -> its request's turn
 };
 
 // Request lifetimes for sglang and vllm: end = the record's end_timestamp when it

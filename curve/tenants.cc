@@ -21,9 +21,20 @@ std::string SanitizeLabel(std::string_view name) {
   return out;
 }
 
-std::string_view ClassOf(const Request& request, std::span<const PageId> pages, RequestClassifier* classifier) {
+std::uint32_t DerivedTurn(const Request& request, std::span<const PageId> pages, const RequestClassifier& classifier) {
+  return request.request_class.empty() ? classifier.Turn(pages) : 0;
+}
+
+std::string_view ClassOf(const Request& request, std::uint32_t derived_turn) {
   if (!request.request_class.empty()) return request.request_class;
-  return classifier->Classify(pages);
+  return RequestClassifier::ClassOfTurn(derived_turn);
+}
+
+void RememberClass(const Request& request, std::span<const PageId> pages, std::uint32_t derived_turn,
+                   std::uint64_t page_tokens, std::uint32_t unlimited_hits, RequestClassifier* classifier) {
+  if (derived_turn == 0) return;
+  classifier->Remember(pages, derived_turn, RequestClassifier::FullPages(pages.size(), request.input_tokens, page_tokens),
+                       unlimited_hits);
 }
 
 // --- TenantFolder --------------------------------------------------------------------

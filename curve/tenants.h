@@ -9,7 +9,8 @@
 //    has one, otherwise the built-in class derived from the page stream by
 //    RequestClassifier (curve/policy_replay.h): "first" (it starts a new chain,
 //    whatever system prompt it shares), "turn2", "turn3-4", "turn5-8", "turn9+"
-//    (it extends the whole prompt of an earlier request, whose turn + 1 it is).
+//    (it extends the full pages of an earlier request that added content of its
+//    own, whose turn + 1 it is).
 //    The classifier sees only the requests without a record class.
 //
 // 2. Folding (TenantFolder). Bounded cardinality: at most K named groups plus
@@ -81,9 +82,11 @@
 //
 // The live agent's loop, per request (costs per call):
 //   t = tenant_folder.Observe(request.tenant, pages.size());   // O(log table_size)
-//   c = class_folder.Observe(ClassOf(request, pages, &classifier), pages.size());
+//   turn = DerivedTurn(request, pages, classifier);
+//   c = class_folder.Observe(ClassOf(request, turn), pages.size());
 //   for (g : tenant_folder.changed()) tracker.ResetTenant(g), reset g's series;  then ClearChanged()
 //   engine.Process(pages, {t, c}, &outcome);  // engine built with GroupTracker::SharedEngineOptions
+//   RememberClass(request, pages, turn, page_tokens, outcome.unlimited_hits, &classifier);
 //   const GroupRequest& r = tracker.Observe(t, c, request, pages, outcome);
 //   windows.Add(now, [&](GroupCurves& slice) { slice.Add(r); });  // SlidingWindows<GroupCurves>
 // and at scrape time windows.Window(i, GroupCurves(&layout)) (O(slices x groups^2 x capacities)).
@@ -124,9 +127,16 @@ inline constexpr std::string_view kOtherLabel = "other";
 // kMaxLabelBytes bytes, "" becomes "none" and "other" becomes "_other".
 std::string SanitizeLabel(std::string_view name);
 
-// The request's class: its record class when it has one, else the derived one
-// (the classifier is fed only those requests). Not sanitized.
-std::string_view ClassOf(const Request& request, std::span<const PageId> pages, RequestClassifier* classifier);
+// Classes in two steps around the engine (the classifier needs the engine's view
+// of the request, curve/policy_replay.h). Before: DerivedTurn() is the request's
+// derived turn, 0 when it has a record class (the classifier sees only requests
+// without one); ClassOf() its class: the record class, else the derived one (not
+// sanitized). After the engine's Process: RememberClass() with its outcome's
+// unlimited hits (a no-op for turn 0).
+std::uint32_t DerivedTurn(const Request& request, std::span<const PageId> pages, const RequestClassifier& classifier);
+std::string_view ClassOf(const Request& request, std::uint32_t derived_turn);
+void RememberClass(const Request& request, std::span<const PageId> pages, std::uint32_t derived_turn,
+                   std::uint64_t page_tokens, std::uint32_t unlimited_hits, RequestClassifier* classifier);
 
 struct TenantFolderOptions {
   std::uint32_t top_k = 8;            // K, at least 1 and at most 254

@@ -95,12 +95,15 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
                   "Also simulate these eviction policies at every capacity, comma-separated, or all: lru, fifo, lfu, "
-                  "s3fifo, sglang, vllm, priority, workload-aware, belady (see docs/replay.md)");
+                  "arc, s3fifo, sglang, vllm, priority, workload-aware, belady (see docs/replay.md)");
   cmd->add_option("--decode-tokens-per-second", o.decode_tokens_per_s,
                   "sglang and vllm: a request runs for output_length / this after it arrives, holding its pages")
       ->capture_default_str();
   cmd->add_option("--priority", o.priorities,
                   "priority policy: retention priorities tenant:NAME=P,class:NAME=P (higher kept longer; others 0)");
+  cmd->add_option("--s3fifo-promotion-hits", o.s3fifo_promotion_hits,
+                  "s3fifo: hits a page needs in the small FIFO to move to the main one, 1..3 (libCacheSim: 2)")
+      ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Threads for --policy (0: every core)")->capture_default_str();
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunReplay(o)); });
 }

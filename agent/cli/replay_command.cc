@@ -162,6 +162,11 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     p.lifetime.page_tokens = page_tokens;
     p.priorities = o.priorities;
     p.threads = o.threads;
+    if (o.s3fifo_promotion_hits < 1 || o.s3fifo_promotion_hits > curve::kMaxS3FifoPromotionHits) {
+      return OptionError("--s3fifo-promotion-hits",
+                         "must be in 1.." + std::to_string(curve::kMaxS3FifoPromotionHits));
+    }
+    p.s3fifo_promotion_hits = o.s3fifo_promotion_hits;
     if (std::find(p.policies.begin(), p.policies.end(), curve::PolicyKind::kPriority) != p.policies.end() &&
         rules.value().empty()) {
       return OptionError("--priority", "the priority policy needs rules, e.g. --priority tenant:NAME=2,class:first=0");
@@ -311,16 +316,21 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
   if (request.input_tokens > 0) {
     page_tokens_check_.Add(static_cast<std::uint64_t>(request.input_tokens), pages.size());
   }
-  Tenant* tenant = nullptr;
-  if (!request.tenant.empty()) {
-    auto it = tenants_.find(request.tenant);
+  // Every request counts under its tenant's label as the agent sanitizes it
+  // (curve::SanitizeLabel: "none" without a tenant); the map is reported when
+  // some request had a tenant.
+  any_tenant_ = any_tenant_ || !request.tenant.empty();
+  if (request.tenant != last_tenant_name_ || last_tenant_ == nullptr) {
+    const std::string label = curve::SanitizeLabel(request.tenant);
+    auto it = tenants_.find(label);
     if (it == tenants_.end()) {
-      it = tenants_.emplace(request.tenant, Tenant{curve::CurveAccumulator(resolved_.settings.coverage_share), 0})
-               .first;
+      it = tenants_.emplace(label, Tenant{curve::CurveAccumulator(resolved_.settings.coverage_share), 0}).first;
     }
-    tenant = &it->second;
-    tenant->page_refs += pages.size();
+    last_tenant_name_ = request.tenant;
+    last_tenant_ = &it->second;
   }
+  Tenant* tenant = last_tenant_;
+  tenant->page_refs += pages.size();
   if (sampled_) {
     sampled_->Process(pages, &outcome_);
     // A request with no sampled page says nothing about its requirement.
@@ -340,13 +350,15 @@ void Replayer::AddGroups(const curve::Request& request, std::span<const curve::P
   ++g.since_refresh;
   g.labelled = g.labelled || !request.tenant.empty() || !request.request_class.empty();
   const std::uint32_t tenant_group = g.tenants.Observe(request.tenant, pages.size());
-  const std::string_view cls = curve::ClassOf(request, pages, &g.classifier);
+  const std::uint32_t turn = curve::DerivedTurn(request, pages, g.classifier);
+  const std::string_view cls = curve::ClassOf(request, turn);
   const std::uint32_t class_group = g.classes.Observe(cls, pages.size());
   for (std::uint32_t changed : g.tenants.changed()) g.tracker->ResetTenant(changed);
   g.tenants.ClearChanged();
   g.classes.ClearChanged();
   const std::uint8_t tags[2] = {static_cast<std::uint8_t>(tenant_group), static_cast<std::uint8_t>(class_group)};
   exact_->Process(pages, tags, &outcome_);
+  curve::RememberClass(request, pages, turn, resolved_.settings.page_tokens, outcome_.unlimited_hits, &g.classifier);
   AddOutcome(request, pages, tenant);
   const curve::GroupRequest& gr = g.tracker->Observe(tenant_group, class_group, request, pages, outcome_);
   g.curves->Add(gr);
@@ -381,7 +393,11 @@ void Replayer::AddOutcome(const curve::Request& request, std::span<const curve::
       stored_request_.pages.assign(pages.begin(), pages.end());
       whole = &stored_request_;
     }
-    stored_->Add(*whole, classifier_.Classify(pages), outcome_.unlimited_hits, resolved_.policies->lifetime);
+    const std::size_t full = curve::RequestClassifier::FullPages(pages.size(), request.input_tokens,
+                                                                 resolved_.settings.page_tokens);
+    const std::uint32_t turn = classifier_.Observe(pages, full, outcome_.unlimited_hits);
+    stored_->Add(*whole, curve::RequestClassifier::ClassOfTurn(turn), outcome_.unlimited_hits,
+                 resolved_.policies->lifetime);
   }
 }
 
@@ -417,8 +433,8 @@ ReplayResult Replayer::Result() const {
   const curve::StackDistanceEngine& engine = exact_ ? *exact_ : sampled_->engine();
   r.engine_bytes = engine.MemoryBytes();
   r.tracked_pages = engine.tracked_pages();
-  for (const auto& [name, tenant] : tenants_) {
-    r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
+  if (any_tenant_) {
+    for (const auto& [name, tenant] : tenants_) r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
   }
   if (groups_) {
     const Groups& g = *groups_;

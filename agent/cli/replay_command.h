@@ -72,6 +72,7 @@ struct ReplayOptions {
   double decode_tokens_per_s = 50;
   std::string priorities;  // --priority rules for the priority policy
   unsigned threads = 0;    // 0: every core
+  std::uint32_t s3fifo_promotion_hits = 1;  // --s3fifo-promotion-hits
   // Tenants and classes (curve/tenants.h; exact mode, unless --no-tenants): on
   // when the first request has a tenant or class label, or with --classes or
   // --isolated; otherwise the plain engine runs and the output is unchanged.
@@ -146,7 +147,10 @@ class Replayer {
     curve::CurveAccumulator acc;
     std::uint64_t page_refs = 0;
   };
-  std::map<std::string, Tenant> tenants_;
+  std::map<std::string, Tenant> tenants_;  // by label (curve::SanitizeLabel), "none" included
+  bool any_tenant_ = false;                 // some request had a tenant: tenants_ is reported
+  std::string last_tenant_name_;            // the last request's raw tenant and its entry
+  Tenant* last_tenant_ = nullptr;
   std::unique_ptr<curve::TierAccumulator> tiers_;
   // --policy: every request kept, with its class and unlimited hits.
   std::unique_ptr<curve::StoredTrace> stored_;

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "agent/web/text_format.h"
+#include "curve/tenants.h"
 
 namespace kvwatch::agent {
 
@@ -36,6 +38,7 @@ base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const Po
   result.decode_tokens_per_s = options.lifetime.decode_tokens_per_s;
   result.page_tokens = options.lifetime.page_tokens;
   result.priorities = options.priorities;
+  result.s3fifo_promotion_hits = options.s3fifo_promotion_hits;
   for (std::uint64_t c : options.capacities) {
     if (c < 1) return R::Error("--capacities: a policy needs a capacity of at least 1 page, got 0");
   }
@@ -64,6 +67,7 @@ base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const Po
       j.options.kind = kind;
       j.options.capacity = c;
       j.options.touch_order = options.touch_order;
+      j.options.s3fifo_promotion_hits = options.s3fifo_promotion_hits;
       jobs.push_back(j);
     }
   }
@@ -106,6 +110,7 @@ base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const Po
   for (auto& t : pool) t.join();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!error.empty()) return R::Error(error);
+  RelabelTenants(&result);
 
   // The best online policy per capacity and its gain over the LRU curve.
   for (std::size_t c = 0; c < options.capacities.size(); ++c) {
@@ -156,11 +161,10 @@ void WriteTotals(base::JsonWriter& w, const curve::PolicyTotals& t, std::uint64_
 }
 
 void WriteGroups(base::JsonWriter& w, const char* key, const char* name_key, const std::vector<std::string>& names,
-                 const std::vector<curve::PolicyTotals>& totals, std::uint64_t page_tokens, bool skip_unnamed) {
+                 const std::vector<curve::PolicyTotals>& totals, std::uint64_t page_tokens) {
   w.Key(key);
   w.BeginArray();
   for (std::size_t i = 0; i < names.size() && i < totals.size(); ++i) {
-    if (skip_unnamed && names[i].empty()) continue;
     if (totals[i].requests == 0) continue;
     w.BeginObject();
     w.Key(name_key);
@@ -172,6 +176,29 @@ void WriteGroups(base::JsonWriter& w, const char* key, const char* name_key, con
 }
 
 }  // namespace
+
+void RelabelTenants(PolicyReplayResult* result) {
+  if (result->tenant_names.size() <= 1) {  // only "": no request has a tenant
+    result->tenant_names.clear();
+    for (curve::PolicyRunResult& run : result->runs) run.by_tenant.clear();
+    return;
+  }
+  std::map<std::string, std::size_t> index;  // label -> position, sorted
+  for (const std::string& name : result->tenant_names) index.emplace(curve::SanitizeLabel(name), 0);
+  std::vector<std::string> labels;
+  for (auto& [label, position] : index) {
+    position = labels.size();
+    labels.push_back(label);
+  }
+  std::vector<std::size_t> to;
+  for (const std::string& name : result->tenant_names) to.push_back(index.at(curve::SanitizeLabel(name)));
+  for (curve::PolicyRunResult& run : result->runs) {
+    std::vector<curve::PolicyTotals> merged(labels.size());
+    for (std::size_t i = 0; i < run.by_tenant.size() && i < to.size(); ++i) merged[to[i]].Merge(run.by_tenant[i]);
+    run.by_tenant = std::move(merged);
+  }
+  result->tenant_names = std::move(labels);
+}
 
 void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r) {
   w.BeginObject();
@@ -187,6 +214,8 @@ void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r) {
   w.Number(r.decode_tokens_per_s);
   w.Key("priorities");
   w.String(r.priorities);
+  w.Key("s3fifo_promotion_hits");
+  w.Uint(r.s3fifo_promotion_hits);
   w.Key("results");
   w.BeginArray();
   for (const curve::PolicyRunResult& run : r.runs) {
@@ -196,8 +225,8 @@ void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r) {
     w.Key("capacity_pages");
     w.Uint(run.capacity);
     WriteTotals(w, run.total, r.page_tokens);
-    WriteGroups(w, "tenants", "tenant", r.tenant_names, run.by_tenant, r.page_tokens, true);
-    WriteGroups(w, "classes", "class", r.class_names, run.by_class, r.page_tokens, false);
+    WriteGroups(w, "tenants", "tenant", r.tenant_names, run.by_tenant, r.page_tokens);
+    WriteGroups(w, "classes", "class", r.class_names, run.by_class, r.page_tokens);
     w.EndObject();
   }
   w.EndArray();
@@ -266,7 +295,6 @@ std::string FormatPoliciesTable(const PolicyReplayResult& r) {
   auto groups = [&](const char* title, const std::vector<std::string>& names, bool tenants) {
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < names.size(); ++i) {
-      if (tenants && names[i].empty()) continue;
       if (r.runs.empty() || (tenants ? r.runs[0].by_tenant : r.runs[0].by_class)[i].requests == 0) continue;
       order.push_back(i);
     }
@@ -307,7 +335,7 @@ std::string FormatPoliciesCsvRows(const PolicyReplayResult& r) {
   };
   for (const curve::PolicyRunResult& run : r.runs) {
     row("", "", run, run.total);
-    for (std::size_t i = 1; i < r.tenant_names.size() && i < run.by_tenant.size(); ++i) {
+    for (std::size_t i = 0; i < r.tenant_names.size() && i < run.by_tenant.size(); ++i) {
       if (run.by_tenant[i].requests > 0) row(r.tenant_names[i], "", run, run.by_tenant[i]);
     }
     for (std::size_t i = 0; i < r.class_names.size() && i < run.by_class.size(); ++i) {

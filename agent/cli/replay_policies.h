@@ -30,6 +30,7 @@ struct PolicyReplayOptions {
   curve::LifetimeOptions lifetime;
   std::string priorities;  // as given to --priority
   unsigned threads = 0;    // 0: the hardware's
+  std::uint32_t s3fifo_promotion_hits = 1;  // --s3fifo-promotion-hits
 };
 
 // The best online policy at one capacity (belady, which needs the future, is a
@@ -50,9 +51,13 @@ struct PolicyReplayResult {
   double decode_tokens_per_s = 0;
   std::uint64_t page_tokens = 16;
   std::string priorities;
+  std::uint32_t s3fifo_promotion_hits = 1;
   // Policy-major: runs[p * capacities.size() + c].
   std::vector<curve::PolicyRunResult> runs;
-  std::vector<std::string> tenant_names;  // index 0: "" (no tenant)
+  // Tenant labels (curve::SanitizeLabel, "none" for requests without a tenant;
+  // names sharing a label merged), sorted, indexing each run's by_tenant; empty
+  // when no request has a tenant.
+  std::vector<std::string> tenant_names;
   std::vector<std::string> class_names;
   std::vector<BestPolicy> best;
   double seconds = 0;  // wall time of the simulations
@@ -65,6 +70,9 @@ struct PolicyReplayResult {
 base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
                                               const curve::CurveAccumulator& exact,
                                               const std::function<void(std::uint64_t, std::uint64_t)>& progress);
+
+// Puts the runs' per-tenant totals under the tenant labels (RunPolicies does).
+void RelabelTenants(PolicyReplayResult* result);
 
 // Renderings, appended to the replay's own.
 void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r);

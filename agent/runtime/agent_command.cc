@@ -120,6 +120,7 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
     canaries.lifetime.decode_tokens_per_s = c.curve.decode_tokens_per_second;
     canaries.lifetime.page_tokens = o.page_tokens;
     canaries.priorities = c.curve.policy_priorities;
+    canaries.s3fifo_promotion_hits = c.curve.s3fifo_promotion_hits;
     o.canaries = std::move(canaries);
   }
 

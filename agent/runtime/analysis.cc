@@ -27,6 +27,7 @@ curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vec
   go.coverage_share = o.coverage_share;
   go.capacities = o.curve.capacities;  // sorted, distinct, 1..engine.max_pages (config/)
   go.bytes_per_token = o.bytes_per_token.value_or(0);
+  go.page_tokens = o.page_tokens;
   go.windows_s = o.curve.windows.Seconds();
   go.classifier_max_chains = std::max<std::size_t>(o.engine.max_pages, 1024);
   return go;

@@ -21,7 +21,7 @@ namespace {
 
 using namespace testing_support;  // NOLINT(build/namespaces): test helpers
 
-constexpr const char* kPolicies = "vllm,lru,fifo,lfu,s3fifo,sglang,priority,workload-aware";
+constexpr const char* kPolicies = "vllm,lru,fifo,lfu,arc,s3fifo,sglang,priority,workload-aware";
 constexpr const char* kPriorities = "tenant:tenant-1=2,class:turn2=1";
 
 TEST(PolicyCanaryTest, LiveGaugesEqualReplayOnTheSameRecords) {
@@ -38,7 +38,7 @@ TEST(PolicyCanaryTest, LiveGaugesEqualReplayOnTheSameRecords) {
   }
   const std::string yaml = std::string("web: {port: 0}\n") +
                            "curve:\n  windows: [24h]\n  capacities: [64, 512]\n"
-                           "  policies: [lru, fifo, lfu, s3fifo, sglang, priority, workload-aware]\n"
+                           "  policies: [lru, fifo, lfu, arc, s3fifo, sglang, priority, workload-aware]\n"
                            "  engine_policy: vllm\n  decode_tokens_per_second: 40\n"
                            "  policy_priorities: \"" + kPriorities + "\"\n"
                            "collectors:\n  trace_files:\n" + TraceFileCollectorYaml("trace", trace);
@@ -75,7 +75,7 @@ TEST(PolicyCanaryTest, LiveGaugesEqualReplayOnTheSameRecords) {
     if (capacity == 64) at64[std::string(policy)] = ratio;
     ++compared;
   }
-  EXPECT_EQ(compared, 16u);
+  EXPECT_EQ(compared, 18u);  // 9 policies x 2 capacities
   // Not a trivial workload: the policies differ, and the gain is against vllm.
   EXPECT_GT(at64["lru"], 0.05);
   std::set<double> distinct;

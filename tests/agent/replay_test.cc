@@ -15,11 +15,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "collectors/trace_reader.h"
+#include "curve/tenants.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -210,7 +212,7 @@ TEST_F(ReplayTest, HelpDocumentsEveryOption) {
         "--page-hit-targets", "--coverage-targets", "--model", "--model-config", "--bytes-per-token", "--kv-dtype",
         "--tensor-parallel", "--metadata-bytes-per-page", "--reserve", "--prefill-flops-per-second", "--tier",
         "--sample-rate", "--svg", "--knee-sensitivity", "--strict", "--timestamp-unit", "--tenant-field",
-        "--no-tenants", "--progress"}) {
+        "--no-tenants", "--progress", "--policy", "--s3fifo-promotion-hits"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
 }
@@ -245,6 +247,90 @@ TEST_F(ReplayTest, TenantsAreBrokenDown) {
   EXPECT_EQ(uint64_t(doc["tenants"]["a"]["requests"]), 2u);
   EXPECT_EQ(uint64_t(doc["tenants"]["a"]["unlimited_page_hits"]), 2u);
   EXPECT_EQ(uint64_t(doc["tenants"]["b"]["unlimited_page_hits"]), 1u);
+}
+
+// One label set: the tenants map, the interference rows and the policies' rows
+// all use the agent's labels (curve::SanitizeLabel), requests without a tenant
+// count under "none", and the tenants' requests, references and hits at every
+// capacity sum to the trace's.
+TEST_F(ReplayTest, TenantLabelsAreTheAgentsAndEveryRequestCounts) {
+  const std::vector<std::string> raw = {"a b/c", "other", "", "a b/c", "x", "other", "a_b_c"};
+  std::string text;
+  for (std::size_t i = 0; i < 60; ++i) {
+    const std::string& tenant = raw[i % raw.size()];
+    const std::string pages = std::to_string(i % 5) + ", " + std::to_string(100 + i % 9);
+    text += "{\"hash_ids\": [" + pages + "]";
+    if (i % 11 == 3) {
+      text += "}\n";  // no tenant field at all
+    } else {
+      text += ", \"tenant\": \"" + tenant + "\"}\n";
+    }
+  }
+  const std::string trace = Write("t.jsonl", text);
+  CommandResult r = RunKvwatch("replay --format json --capacities 2,4,8 --policy lru,arc " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  std::set<std::string> expected;
+  for (const std::string& name : raw) expected.insert(curve::SanitizeLabel(name));
+  EXPECT_EQ(expected, (std::set<std::string>{"a_b_c", "_other", "none", "x"}));
+
+  // The tenants map: the labels, and sums equal to the trace's.
+  std::set<std::string> labels;
+  std::uint64_t requests = 0, refs = 0;
+  std::map<std::uint64_t, std::uint64_t> hits;  // capacity -> page hits
+  for (auto [label, report] : doc["tenants"].get_object()) {
+    labels.insert(std::string(label));
+    requests += uint64_t(report["requests"]);
+    refs += uint64_t(report["page_refs"]);
+    for (simdjson::dom::element p : report["points"].get_array()) {
+      hits[uint64_t(p["capacity_pages"])] += uint64_t(p["page_hits"]);
+    }
+  }
+  EXPECT_EQ(labels, expected);
+  EXPECT_EQ(requests, uint64_t(doc["requests"]));
+  EXPECT_EQ(refs, uint64_t(doc["page_refs"]));
+  std::size_t points = 0;
+  for (simdjson::dom::element p : doc["points"].get_array()) {
+    EXPECT_EQ(hits[uint64_t(p["capacity_pages"])], uint64_t(p["page_hits"])) << uint64_t(p["capacity_pages"]);
+    ++points;
+  }
+  EXPECT_EQ(points, 3u);
+
+  // The interference rows: the same labels (fewer than 8 tenants: none folded).
+  std::set<std::string> rows;
+  std::uint64_t row_requests = 0;
+  for (simdjson::dom::element row : doc["interference"]["tenants"].get_array()) {
+    rows.insert(std::string(std::string_view(row["name"])));
+    row_requests += uint64_t(row["requests"]);
+  }
+  EXPECT_EQ(rows, expected);
+  EXPECT_EQ(row_requests, uint64_t(doc["requests"]));
+
+  // The policies' rows: the same labels, and their hits sum to each run's.
+  for (simdjson::dom::element run : doc["policies"]["results"].get_array()) {
+    std::set<std::string> names;
+    std::uint64_t sum = 0;
+    for (simdjson::dom::element t : run["tenants"].get_array()) {
+      names.insert(std::string(std::string_view(t["tenant"])));
+      sum += uint64_t(t["page_hits"]);
+    }
+    EXPECT_EQ(names, expected);
+    EXPECT_EQ(sum, uint64_t(run["page_hits"]));
+  }
+}
+
+// A trace without tenants has no tenants map and no per-tenant policy rows.
+TEST_F(ReplayTest, NoTenantsMapWithoutTenants) {
+  const std::string trace = Write("t.jsonl", kWorkedExample);
+  CommandResult r = RunKvwatch("replay --format json --capacities 2 --policy lru " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(doc["tenants"].error(), simdjson::NO_SUCH_FIELD);
+  for (simdjson::dom::element run : doc["policies"]["results"].get_array()) {
+    EXPECT_EQ(simdjson::dom::array(run["tenants"]).size(), 0u);
+  }
 }
 
 // The hand-worked flood of tests/curve/tenants_test.cc through the command: the

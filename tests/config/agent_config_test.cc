@@ -283,6 +283,7 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("curve:\n  max_clock_skew: 0s\n", 2, "curve.max_clock_skew", "a duration > 0");
   ExpectError("curve:\n  max_clock_skew: -5m\n", 2, "curve.max_clock_skew", "a duration");
   ExpectError("curve:\n  max_clock_skew: 300\n", 2, "curve.max_clock_skew", "a duration");
+  ExpectError("curve:\n  s3fifo_promotion_hits: 4\n", 2, "curve.s3fifo_promotion_hits", "1 to 3");
   ExpectError("curve:\n  page_hit_targets:\n    - 0.5\n    - 1.5\n", 4, "curve.page_hit_targets[1]",
               "in (0, 1]");
   ExpectError("curve:\n  coverage_targets: [0.9, 0.9]\n", 2, "curve.coverage_targets[1]",
@@ -425,10 +426,11 @@ curve:
   capacities: [400000, 120000]
   knee_sensitivity: 1.5
   knee_window_min_requests: 500
-  policies: [sglang, priority, workload-aware]
+  policies: [sglang, priority, workload-aware, arc, s3fifo]
   engine_policy: vllm
   decode_tokens_per_second: 30
   policy_priorities: "tenant:gold=2,class:turn2=1"
+  s3fifo_promotion_hits: 2
   max_clock_skew: 90s
 
 web:
@@ -534,12 +536,15 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.curve.knee_window_min_requests, 500u);
   using curve::PolicyKind;
   EXPECT_EQ(c.curve.policies, (std::vector<PolicyKind>{PolicyKind::kSglang, PolicyKind::kPriority,
-                                                        PolicyKind::kWorkloadAware}));
+                                                        PolicyKind::kWorkloadAware, PolicyKind::kArc,
+                                                        PolicyKind::kS3Fifo}));
   EXPECT_EQ(c.curve.engine_policy, PolicyKind::kVllm);
-  EXPECT_EQ(c.curve.CanaryPolicies(), (std::vector<PolicyKind>{PolicyKind::kVllm, PolicyKind::kSglang,
-                                                               PolicyKind::kPriority, PolicyKind::kWorkloadAware}));
+  EXPECT_EQ(c.curve.CanaryPolicies(),
+            (std::vector<PolicyKind>{PolicyKind::kVllm, PolicyKind::kSglang, PolicyKind::kPriority,
+                                     PolicyKind::kWorkloadAware, PolicyKind::kArc, PolicyKind::kS3Fifo}));
   EXPECT_EQ(c.curve.decode_tokens_per_second, 30);
   EXPECT_EQ(c.curve.policy_priorities, curve::ParsePriorityRules("tenant:gold=2,class:turn2=1").value());
+  EXPECT_EQ(c.curve.s3fifo_promotion_hits, 2u);
   EXPECT_EQ(c.curve.max_clock_skew_s, 90);
 
   EXPECT_EQ(c.web.listen_address, "0.0.0.0");

@@ -100,9 +100,11 @@ TEST(GroupAccountingTest, LifetimeAndWindowsEqualTheTrackerDrivenByHand) {
     const Request& r = requests[i];
     d.Add(r, static_cast<double>(i) * 0.01);  // 30 s: within both windows
     const std::uint32_t t = tenants.Observe(r.tenant, r.pages.size());
-    const std::uint32_t c = classes.Observe(ClassOf(r, r.pages, &classifier), r.pages.size());
+    const std::uint32_t turn = DerivedTurn(r, r.pages, classifier);
+    const std::uint32_t c = classes.Observe(ClassOf(r, turn), r.pages.size());
     const std::uint8_t tags[2] = {static_cast<std::uint8_t>(t), static_cast<std::uint8_t>(c)};
     engine.Process(r.pages, tags, &outcome);
+    RememberClass(r, r.pages, turn, o.page_tokens, outcome.unlimited_hits, &classifier);
     expected.Add(tracker.Observe(t, c, r, r.pages, outcome));
   }
   const GroupAccounting::View v = d.accounting.Snapshot(true);

@@ -32,9 +32,9 @@
 namespace kvwatch::curve {
 namespace {
 
-constexpr PolicyKind kOnline[] = {PolicyKind::kLru,    PolicyKind::kFifo,     PolicyKind::kLfu,
-                                  PolicyKind::kS3Fifo, PolicyKind::kSglang,   PolicyKind::kVllm,
-                                  PolicyKind::kPriority, PolicyKind::kWorkloadAware};
+constexpr PolicyKind kOnline[] = {PolicyKind::kLru,      PolicyKind::kFifo,  PolicyKind::kLfu,
+                                  PolicyKind::kArc,      PolicyKind::kS3Fifo, PolicyKind::kSglang,
+                                  PolicyKind::kVllm,     PolicyKind::kPriority, PolicyKind::kWorkloadAware};
 
 // A stream with conversations that extend their own prompts, shared system
 // prompts, one-shot requests, a page repeated now and then, tenants, and times
@@ -203,7 +203,8 @@ TEST(PolicyCheckpointTest, EachPolicyCacheRestoresExactly) {
   for (std::size_t i = 0; i < stream.size(); ++i) {
     ApplyLifetime(stream[i], stream[i].timestamp_s, lifetime, &sims[i]);
     sims[i].pages = stream[i].pages;
-    const std::string_view cls = classifier.Classify(stream[i].pages);
+    const std::string_view cls =
+        RequestClassifier::ClassOfTurn(classifier.Observe(stream[i].pages, stream[i].pages.size(), 0));
     sims[i].priority = rules.For(stream[i].tenant, cls);
     sims[i].category = static_cast<std::uint32_t>(i % 7);
   }
@@ -289,13 +290,14 @@ TEST(PolicyCheckpointTest, RefusesBytesOfOtherOptions) {
   Driver d(Options());
   for (const Request& r : stream) d.Feed(r);
   const std::vector<std::uint8_t> bytes = Bytes(d.canaries());
-  std::vector<CanaryOptions> others(6, Options());
+  std::vector<CanaryOptions> others(7, Options());
   others[0].capacities = {6, 30, 121};
   others[1].policies = {PolicyKind::kLru};
   others[2].windows_s = {60, 3600};
   others[3].touch_order = TouchOrder::kHeadFirst;
   others[4].coverage_share = 1.0;
   others[5].priorities = ParsePriorityRules("tenant:a=3").value();
+  others[6].s3fifo_promotion_hits = 2;
   for (std::size_t k = 0; k < others.size(); ++k) {
     auto c = PolicyCanaries::Create(others[k]).value();
     std::span<const std::uint8_t> in(bytes);
@@ -363,7 +365,8 @@ TEST(PolicyCheckpointTest, TypicalCheckpointSizeIsAsDocumented) {
   for (std::size_t i = 0; i < d.canaries().size(); ++i) resident += d.canaries().capacity(i);
   std::vector<std::uint8_t> classifier;
   RequestClassifier c;
-  for (const Request& r : stream) c.Classify(r.pages);
+  // Seen prefix unknown (0): every request ends a chain, the largest classifier.
+  for (const Request& r : stream) c.Observe(r.pages, r.pages.size(), 0);
   c.Serialize(&classifier);
   const std::size_t windows = 2 * SlidingWindows<int>::kSlicesPerWindow * d.canaries().size() * 40;
   RecordProperty("checkpoint_bytes", static_cast<int>(bytes.size()));

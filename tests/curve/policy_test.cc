@@ -11,6 +11,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <list>
 #include <map>
 #include <random>
 #include <set>
@@ -92,7 +93,9 @@ Prepared Prepare(const std::vector<Request>& requests, TouchOrder order, const L
   RequestOutcome outcome;
   for (const Request& r : requests) {
     engine.Process(r.pages, &outcome);
-    p.trace.Add(r, classifier.Classify(r.pages), outcome.unlimited_hits, lifetime);
+    const std::size_t full = RequestClassifier::FullPages(r.pages.size(), r.input_tokens, lifetime.page_tokens);
+    p.trace.Add(r, RequestClassifier::ClassOfTurn(classifier.Observe(r.pages, full, outcome.unlimited_hits)),
+                outcome.unlimited_hits, lifetime);
     p.unlimited.push_back(outcome.unlimited_hits);
   }
   EXPECT_TRUE(p.trace.AssignPriorities(rules).ok());
@@ -230,7 +233,7 @@ SimpleResult SimpleWorkloadAware(const StoredTrace& trace, std::uint64_t cap, To
   return res;
 }
 
-SimpleResult SimpleS3Fifo(const StoredTrace& trace, std::uint64_t cap, TouchOrder order) {
+SimpleResult SimpleS3Fifo(const StoredTrace& trace, std::uint64_t cap, TouchOrder order, int promotion_hits = 1) {
   struct E {
     PageId page;
     int freq;
@@ -260,7 +263,7 @@ SimpleResult SimpleS3Fifo(const StoredTrace& trace, std::uint64_t cap, TouchOrde
       while (!small.empty()) {
         E e = small.front();
         small.pop_front();
-        if (e.freq >= 1) {
+        if (e.freq >= promotion_hits) {
           e.freq = 0;
           main.push_back(e);
           if (main.size() > main_target) {
@@ -299,6 +302,68 @@ SimpleResult SimpleS3Fifo(const StoredTrace& trace, std::uint64_t cap, TouchOrde
         main.push_back(E{p, 0});
       } else {
         small.push_back(E{p, 0});
+      }
+    }
+  }
+  return res;
+}
+
+// ARC as Megiddo and Modha's Figure 4 states it, on four std::lists (front = LRU).
+SimpleResult SimpleArc(const StoredTrace& trace, std::uint64_t cap, TouchOrder order) {
+  std::list<PageId> t1, t2, b1, b2;
+  double p = 0;
+  const double c = static_cast<double>(cap);
+  auto in = [](std::list<PageId>& l, PageId x) { return std::find(l.begin(), l.end(), x); };
+  auto replace = [&](bool x_in_b2) {
+    const double n1 = static_cast<double>(t1.size());
+    if (!t1.empty() && (n1 > p || (x_in_b2 && n1 == p))) {
+      b1.push_back(t1.front());
+      t1.pop_front();
+    } else if (!t2.empty()) {
+      b2.push_back(t2.front());
+      t2.pop_front();
+    }
+  };
+  SimpleResult res;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const SimRequest r = trace.At(i);
+    res.hits.push_back(Leading(r, [&](PageId x) { return in(t1, x) != t1.end() || in(t2, x) != t2.end(); }));
+    res.preemptions.push_back(0);
+    for (std::uint32_t k : Order(r.pages.size(), order)) {
+      const PageId x = r.pages[k];
+      if (auto it = in(t1, x); it != t1.end()) {  // I
+        t1.erase(it);
+        t2.push_back(x);
+      } else if (auto it2 = in(t2, x); it2 != t2.end()) {  // I
+        t2.erase(it2);
+        t2.push_back(x);
+      } else if (auto g1 = in(b1, x); g1 != b1.end()) {  // II
+        const double d = b1.size() >= b2.size() ? 1.0 : static_cast<double>(b2.size()) / static_cast<double>(b1.size());
+        p = std::min(c, p + d);
+        replace(false);
+        b1.erase(g1);
+        t2.push_back(x);
+      } else if (auto g2 = in(b2, x); g2 != b2.end()) {  // III
+        const double d = b2.size() >= b1.size() ? 1.0 : static_cast<double>(b1.size()) / static_cast<double>(b2.size());
+        p = std::max(0.0, p - d);
+        replace(true);
+        b2.erase(g2);
+        t2.push_back(x);
+      } else {  // IV
+        const std::size_t l1 = t1.size() + b1.size();
+        const std::size_t all = l1 + t2.size() + b2.size();
+        if (l1 == cap) {
+          if (t1.size() < cap) {
+            b1.pop_front();
+            replace(false);
+          } else {
+            t1.pop_front();
+          }
+        } else if (all >= cap) {
+          if (all == 2 * cap) b2.pop_front();
+          replace(false);
+        }
+        t1.push_back(x);
       }
     }
   }
@@ -501,6 +566,8 @@ SimpleResult Simple(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap
       return SimpleWorkloadAware(trace, cap, order);
     case PolicyKind::kS3Fifo:
       return SimpleS3Fifo(trace, cap, order);
+    case PolicyKind::kArc:
+      return SimpleArc(trace, cap, order);
     case PolicyKind::kSglang:
       return SimpleSglang(trace, cap, order);
     case PolicyKind::kVllm:
@@ -510,11 +577,13 @@ SimpleResult Simple(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap
   }
 }
 
-SimpleResult Fast(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap, TouchOrder order) {
+SimpleResult Fast(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap, TouchOrder order,
+                  std::uint32_t s3fifo_promotion_hits = 1) {
   PolicyOptions o;
   o.kind = kind;
   o.capacity = cap;
   o.touch_order = order;
+  o.s3fifo_promotion_hits = s3fifo_promotion_hits;
   auto cache = MakePolicyCache(o);
   EXPECT_TRUE(cache.ok());
   SimpleResult res;
@@ -563,6 +632,60 @@ TEST(PolicyTest, EveryPolicyEqualsItsSimpleImplementation) {
       }
     }
   }
+}
+
+// The S3-FIFO promotion threshold (PolicyOptions::s3fifo_promotion_hits): each
+// setting equals its simple implementation, and the settings differ.
+TEST(PolicyTest, S3FifoPromotionThresholdEqualsItsSimpleImplementation) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const auto requests = RandomTrace({seed, 300, false, false});
+    const Prepared p = Prepare(requests, TouchOrder::kTailFirst, {});
+    for (std::uint64_t cap : {1u, 8u, 20u, 60u}) {
+      std::set<std::uint64_t> totals;
+      for (int hits = 1; hits <= 3; ++hits) {
+        SCOPED_TRACE("cap " + std::to_string(cap) + " promotion hits " + std::to_string(hits));
+        const SimpleResult simple = SimpleS3Fifo(p.trace, cap, TouchOrder::kTailFirst, hits);
+        const SimpleResult fast = Fast(p.trace, PolicyKind::kS3Fifo, cap, TouchOrder::kTailFirst,
+                                       static_cast<std::uint32_t>(hits));
+        ASSERT_EQ(fast.hits, simple.hits);
+        std::uint64_t sum = 0;
+        for (std::uint32_t h : fast.hits) sum += h;
+        totals.insert(sum);
+      }
+      if (cap >= 20) {
+        EXPECT_GE(totals.size(), 2u);
+      }
+    }
+  }
+  PolicyOptions o;
+  o.kind = PolicyKind::kS3Fifo;
+  o.capacity = 10;
+  o.s3fifo_promotion_hits = 0;
+  EXPECT_NE(MakePolicyCache(o).error().find("s3fifo promotion hits"), std::string::npos);
+  o.s3fifo_promotion_hits = 4;
+  EXPECT_FALSE(MakePolicyCache(o).ok());
+}
+
+// ARC by hand, capacity 2, one page per request: [1] [2] [1] (1 to T2) [3]
+// (REPLACE: |T1| = 1 > p = 0, 2 to B1) [2] (a B1 hit: p = 1, REPLACE: |T1| = 1 is
+// not > p, so T2's LRU 1 goes to B2; 2 to T2) [1] (a B2 hit: p = 0, REPLACE: 3
+// to B1) [3] (a B1 hit: p = 1; REPLACE evicts T2's LRU 2) [2]: a miss on B2.
+TEST(PolicyTest, ArcHandWorked) {
+  PolicyOptions o;
+  o.kind = PolicyKind::kArc;
+  o.capacity = 2;
+  auto cache = MakePolicyCache(o);
+  ASSERT_TRUE(cache.ok());
+  std::vector<std::uint32_t> hits;
+  for (PageId page : {1, 2, 1, 3, 2, 1, 3, 2, 3, 1}) {
+    const PageId pages[1] = {page};
+    SimRequest r;
+    r.pages = pages;
+    hits.push_back(cache.value()->Process(r).hits);
+    EXPECT_LE(cache.value()->resident(), 2u);
+  }
+  // T2 after [3]: {1, 3}; [2] misses (a B2 hit, p = 0, 1 to B2); [3] hits; [1] misses.
+  EXPECT_EQ(hits, (std::vector<std::uint32_t>{0, 0, 1, 0, 0, 0, 0, 0, 1, 0}));
 }
 
 TEST(PolicyTest, LruEqualsTheStackCurveAtEveryCapacity) {
@@ -774,10 +897,11 @@ TEST(PolicyTest, LifetimeComesFromTheEndTimestampElseTheDecodeRate) {
 TEST(PolicyTest, RequestClassifierFollowsConversations) {
   RequestClassifier c;
   const std::vector<PageId> t1 = {1, 2, 3}, t2 = {1, 2, 3, 4, 5}, t3 = {1, 2, 3, 4, 5, 6}, other = {1, 2, 9};
-  EXPECT_EQ(c.Classify(t1), "first");
-  EXPECT_EQ(c.Classify(t2), "turn2");
-  EXPECT_EQ(c.Classify(t3), "turn3-4");
-  EXPECT_EQ(c.Classify(other), "first");  // shares a prefix, extends no whole prompt
+  // Full pages only; seen prefixes as the engine gives them (tests/curve/request_classes_test.cc: the rest).
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(t1, t1.size(), 0)), "first");
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(t2, t2.size(), 3)), "turn2");
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(t3, t3.size(), 5)), "turn3-4");
+  EXPECT_EQ(RequestClassifier::ClassOfTurn(c.Observe(other, other.size(), 2)), "first");  // shares a prefix only
   EXPECT_EQ(RequestClassifier::ClassOfTurn(9), "turn9+");
 }
 

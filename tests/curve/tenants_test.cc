@@ -149,12 +149,18 @@ struct Labelled {
 // request's groups.
 Labelled Label(const std::vector<TraceRequest>& trace, TenantFolder* tenants, TenantFolder* classes) {
   RequestClassifier classifier;
+  std::set<PageId> seen;  // the engine's view: each request's unlimited hits
   Labelled out;
   Request req;
   for (const TraceRequest& r : trace) {
     req.request_class.clear();
     out.tenant.push_back(tenants->Observe(r.tenant, r.pages.size()));
-    out.cls.push_back(classes->Observe(ClassOf(req, r.pages, &classifier), r.pages.size()));
+    const std::uint32_t turn = DerivedTurn(req, r.pages, classifier);
+    out.cls.push_back(classes->Observe(ClassOf(req, turn), r.pages.size()));
+    std::uint32_t hits = 0;
+    while (hits < r.pages.size() && seen.count(r.pages[hits]) != 0) ++hits;
+    seen.insert(r.pages.begin(), r.pages.end());
+    RememberClass(req, r.pages, turn, 16, hits, &classifier);
   }
   return out;
 }
@@ -374,9 +380,11 @@ TEST(TenantCurvesTest, FloodEvictsConversationHandWorked) {
     Request req;
     req.tenant = tenant;
     const std::uint32_t t = tenants.Observe(tenant, pages.size());
-    const std::uint32_t c = classes.Observe(ClassOf(req, pages, &classifier), pages.size());
+    const std::uint32_t turn = DerivedTurn(req, pages, classifier);
+    const std::uint32_t c = classes.Observe(ClassOf(req, turn), pages.size());
     const std::uint8_t tags[2] = {static_cast<std::uint8_t>(t), static_cast<std::uint8_t>(c)};
     shared.Process(pages, tags, &out);
+    RememberClass(req, pages, turn, 16, out.unlimited_hits, &classifier);
     curves.Add(tracker.Observe(t, c, req, pages, out));
   }
   const std::uint32_t chat = tenants.GroupOf("chat"), api = tenants.GroupOf("api");
