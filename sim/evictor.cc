@@ -87,40 +87,55 @@ class LazyHeap {
   std::vector<Entry> heap_;
 };
 
-// fifo: free cached blocks in the order their pages were first computed (filled);
-// a hit does not change it, and a block released again goes back to its place.
+// fifo: cached blocks, held or free, in the order their pages were computed:
+// by the admission of the request that computed them, then tail first within it
+// (curve/'s fifo admits a request's pages in its tail-first touch order). A hit
+// does not change it. Eviction takes the oldest free one; a held block met first is
+// requeued as computed now (curve/'s fifo evicts such a page and admits it again
+// when the request touches it, after the request's other pages).
 class FifoEvictor final : public Evictor {
  public:
   explicit FifoEvictor(std::vector<Block>* blocks) : blocks_(*blocks) {}
-  void Filled(std::uint32_t b) override { blocks_[b].key = ++seq_; }
-  void Add(std::uint32_t b) override {
+  void Filled(std::uint32_t b) override {
     Block& x = blocks_[b];
-    x.in_evictor = true;
+    ++x.version;
     heap_.Push({x.key, b, x.version});
+    ++listed_;
+    heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
+  }
+  void Add(std::uint32_t b) override {
+    blocks_[b].in_evictor = true;
     ++size_;
-    heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
   }
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = false;
-    ++x.version;
+    blocks_[b].in_evictor = false;
     --size_;
   }
   std::uint32_t Pop() override {
-    const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Valid(e); });
-    Remove(b);
-    return b;
+    for (;;) {
+      const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Listed(e); });
+      Block& x = blocks_[b];
+      if (x.in_evictor) {
+        Remove(b);
+        ++x.version;  // unlisted
+        --listed_;
+        return b;
+      }
+      x.key = OrderKey(NewEpoch(), 0);
+      ++x.version;
+      heap_.Push({x.key, b, x.version});
+    }
   }
   std::uint64_t size() const override { return size_; }
 
  private:
-  bool Valid(const LazyHeap::Entry& e) const {
+  bool Listed(const LazyHeap::Entry& e) const {
     const Block& x = blocks_[e.block];
-    return x.in_evictor && x.version == e.version;
+    return x.cached && x.version == e.version;
   }
   std::vector<Block>& blocks_;
   LazyHeap heap_;
-  std::uint64_t size_ = 0, seq_ = 0;
+  std::uint64_t size_ = 0, listed_ = 0;
 };
 
 // sglang: the least recently released free leaf first (SGLang's radix cache evicts

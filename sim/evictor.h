@@ -13,6 +13,7 @@
 #ifndef KVWATCH_SIM_EVICTOR_H_
 #define KVWATCH_SIM_EVICTOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -35,7 +36,7 @@ struct Block {
   std::uint32_t children = 0;            // sglang: cached blocks whose parent this is
   std::uint32_t prev = kNoBlock;         // list evictors: towards the head
   std::uint32_t next = kNoBlock;
-  std::uint64_t key = 0;                 // fifo: fill order; sglang: release order
+  std::uint64_t key = 0;                 // fifo: OrderKey; sglang: release order
   std::uint32_t version = 0;             // lazy heaps and queues: entries of an older version are stale
   std::uint8_t freq = 0;                 // s3fifo: hits, at most 3
   bool in_main = false;                  // s3fifo: in the main queue (else the small one)
@@ -62,6 +63,17 @@ class Evictor {
   virtual void Hit(std::uint32_t b) {}
   // sglang: block b lost a cached child; it may have become an evictable leaf.
   virtual void MaybeLeaf(std::uint32_t b) {}
+
+  // fifo's order: a clock that moves at each admission (and each requeue), and the
+  // key of page k of a request admitted at `epoch` (tail pages first).
+  std::uint64_t NewEpoch() { return ++epoch_; }
+  static std::uint64_t OrderKey(std::uint64_t epoch, std::uint64_t page_index) {
+    constexpr std::uint64_t kMax = (std::uint64_t{1} << 24) - 1;
+    return (epoch << 24) | (kMax - std::min(page_index, kMax));
+  }
+
+ private:
+  std::uint64_t epoch_ = 0;
 };
 
 // An evictor over `blocks` (which must outlive it); null for a policy the replica

@@ -54,8 +54,10 @@ void KvPool::DropPage(std::uint32_t b) {
   }
 }
 
-void KvPool::Fill(std::uint32_t b, curve::PageId page, std::uint32_t parent) {
+void KvPool::Fill(std::uint32_t b, curve::PageId page, std::uint32_t parent, std::uint64_t epoch,
+                  std::uint64_t index) {
   Block& x = blocks_[b];
+  x.key = Evictor::OrderKey(epoch, index);
   x.page = page;
   x.cached = true;
   map_.Insert(page, b);

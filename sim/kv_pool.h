@@ -44,10 +44,12 @@ class KvPool {
   // A fresh block, held once and carrying no page id: an empty one, else the
   // evictor's choice (its page id dropped). REQUIRES: FreeBlocks() > 0.
   std::uint32_t Allocate();
+  // A new admission's epoch (fifo's order, see Evictor::OrderKey).
+  std::uint64_t NewEpoch() { return evictor_->NewEpoch(); }
   // Gives held block b (fresh from Allocate) its page id; parent: the block of the
-  // previous prompt page of the request (kNoBlock for the first).
-  // REQUIRES: Find(page) == kNoBlock.
-  void Fill(std::uint32_t b, curve::PageId page, std::uint32_t parent);
+  // previous prompt page of the request (kNoBlock for the first); the page is page
+  // `index` of a request admitted at `epoch`. REQUIRES: Find(page) == kNoBlock.
+  void Fill(std::uint32_t b, curve::PageId page, std::uint32_t parent, std::uint64_t epoch, std::uint64_t index);
   // Drops one reference on each block, last block first.
   void Release(std::span<const std::uint32_t> blocks);
 

@@ -40,6 +40,7 @@ struct ReqState {
   std::uint32_t generated = 0;
   std::uint64_t reserved = 0;         // blocks reserved (reserve rules)
   std::int64_t preempt_seq = 0;       // kArrival: most recently preempted first
+  std::uint64_t epoch = 0;            // the pool's clock at its latest admission
   double last_token = 0;
   double block_steps = 0;
   State state = State::kFuture;
@@ -163,7 +164,7 @@ class Replica {
           pool_.Hold(b);
         } else {
           b = pool_.Allocate();
-          pool_.Fill(b, pages[k], k > 0 ? blocks[k - 1] : kNoBlock);
+          pool_.Fill(b, pages[k], k > 0 ? blocks[k - 1] : kNoBlock, st_[r].epoch, k);
         }
         blocks.push_back(b);
       } else {
@@ -281,6 +282,7 @@ class Replica {
         pool_.Hold(b);
         s.blocks.push_back(b);
       }
+      s.epoch = pool_.NewEpoch();
       s.computed = c0;
       s.redo = s.redo > c0 ? s.redo - c0 : 0;
       if (!s.admitted_once) {
