@@ -27,13 +27,15 @@ struct GpuPreset {
   std::vector<const char*> aliases;
   double tflops;     // dense BF16 tensor TFLOP/s
   double tb_per_s;   // memory bandwidth, TB/s
-  double gb;         // memory, GB
+  double gib;        // memory: the datasheet's GB, read as GiB (see below)
   const char* source;
 };
 
 // Dense BF16 tensor-core throughput (the datasheets print the sparse figure,
 // twice this, with an asterisk), memory bandwidth and capacity of the SXM parts
-// (L40S: PCIe, GDDR6), from NVIDIA's datasheets.
+// (L40S: PCIe, GDDR6), from NVIDIA's datasheets. The capacities are read as GiB,
+// close to what the devices report (an H100 80GB shows 81,559 MiB, 79.6 GiB, in
+// nvidia-smi; 80 GB would be 74.5 GiB).
 const std::vector<GpuPreset>& GpuPresets() {
   static const std::vector<GpuPreset> kPresets = {
       {"a100", {"a100-80gb", "a100-sxm"}, 312, 2.039, 80,
@@ -82,7 +84,7 @@ base::Result<GpuSpec> LookupGpuPreset(std::string_view name) {
     g.name = p.name;
     g.dense_bf16_flops = p.tflops * 1e12;
     g.memory_bandwidth = p.tb_per_s * 1e12;
-    g.memory_bytes = p.gb * 1e9;
+    g.memory_bytes = p.gib * 1073741824.0;
     g.source = p.source;
     return g;
   }

@@ -51,7 +51,7 @@ struct GpuSpec {
   std::string name;
   double dense_bf16_flops = 0;   // FLOP/s, dense (no sparsity), tensor cores
   double memory_bandwidth = 0;   // bytes/s of HBM (GDDR for the L40S)
-  double memory_bytes = 0;       // device memory, bytes
+  double memory_bytes = 0;       // device memory, bytes (the datasheet's GB read as GiB)
   std::string source;            // the datasheet the figures come from
 };
 

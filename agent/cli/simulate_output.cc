@@ -17,6 +17,7 @@ namespace {
 std::string Seconds(double s) {
   if (!std::isfinite(s)) return "none";
   char buf[32];
+  if (s >= 100) return Grouped(std::round(s)) + " s";
   if (s >= 1 || s == 0) {
     std::snprintf(buf, sizeof(buf), "%.3g s", s);
   } else if (s >= 1e-3) {

@@ -319,8 +319,13 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
     std::string& m = members[index];
     m += (m.empty() ? "" : ", ") + std::string(is_class ? "class " : "tenant ") + std::string(who);
   }
+  const bool mapped = !s.tier_map.tenant.empty() || !s.tier_map.cls.empty();
   for (std::size_t i = 0; i < members.size(); ++i) {
-    if (i == 0) members[i] = members[i].empty() ? "every request" : members[i] + " and everyone else";
+    if (i == 0) {
+      members[i] = !mapped ? "every request"
+                   : members[i].empty() ? "every request not in another tier"
+                                        : members[i] + ", and every request not in another tier";
+    }
     if (members[i].empty()) members[i] = "nobody";
   }
   st.tier_members = members;

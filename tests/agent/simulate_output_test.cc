@@ -104,7 +104,7 @@ TEST(SimulateOutputTest, TableSaysWhatWasAssumedAndTheHighestLoad) {
   EXPECT_NE(t.find("60.0%"), std::string::npos) << t;
   EXPECT_NE(t.find("30.0%"), std::string::npos) << t;
   EXPECT_NE(t.find("0.4321"), std::string::npos) << t;
-  EXPECT_NE(t.find("greedy            lru      1 (leaves it at 2)"), std::string::npos) << t;
+  EXPECT_NE(t.find("  greedy           lru      1 (leaves it at 2)"), std::string::npos) << t;
   EXPECT_NE(t.find("none (fails at 0.5, the lowest load)"), std::string::npos) << t;
   EXPECT_NE(t.find("2 (every load of the sweep meets it)"), std::string::npos) << t;
 }
