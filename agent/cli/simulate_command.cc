@@ -98,6 +98,21 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
+  // Requests sharing an arrival time: counted, and spread with --spread-ties.
+  std::uint64_t tied = 0, distinct = 0;
+  for (std::size_t i = 0; i < out.size();) {
+    std::size_t j = i;
+    while (j < out.size() && out[j].arrival_s == out[i].arrival_s) ++j;
+    ++distinct;
+    if (j - i > 1) {
+      tied += j - i;
+      if (setup->spread_ties && j < out.size()) {
+        const double gap = (out[j].arrival_s - out[i].arrival_s) / static_cast<double>(j - i);
+        for (std::size_t k = i; k < j; ++k) out[k].arrival_s += gap * static_cast<double>(k - i);
+      }
+    }
+    i = j;
+  }
   const double t0 = out.empty() ? 0 : out.front().arrival_s;
   for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
   st.requests = out.size();
@@ -110,6 +125,12 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
                 " requests/s (--rate) at load 1");
   } else if (no_time > 0) {
     a.push_back(Count(no_time) + " of " + n + " records have no timestamp: each arrives with the record before it");
+  }
+  if (any_time && tied > 0) {
+    a.push_back(Count(tied) + " of " + n + " requests share an arrival time with another (" + Count(distinct) +
+                " distinct times): " +
+                (setup->spread_ties ? "each group spread evenly up to the next time (--spread-ties)"
+                                    : "each group arrives at once, at every load (--spread-ties spreads them)"));
   }
   if (no_output > 0) {
     a.push_back(Count(no_output) + " of " + n + " records have no output_length: " +

@@ -88,6 +88,9 @@ struct SimulateOptions {
   // What is assumed where the trace says nothing.
   std::uint32_t output_tokens = 128;  // a record without output_length
   double rate = 1;                    // requests per second, when records have no timestamp
+  // Requests sharing a timestamp (a trace rounded to seconds) spread evenly up to
+  // the next timestamp instead of arriving at once.
+  bool spread_ties = false;
 };
 
 // Who belongs to which tier: by tenant first, then by class; else tier 0.
@@ -117,6 +120,7 @@ struct SimulateSetup {
   std::optional<std::uint32_t> block_tokens;
   std::uint32_t output_tokens = 128;
   double rate = 1;
+  bool spread_ties = false;
 };
 
 // Checks the flags and builds everything but the pool. Errors name the flag.

@@ -337,6 +337,7 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   s.output_tokens = o.output_tokens;
   if (!(o.rate > 0) || !std::isfinite(o.rate)) return Flag("--rate", "must be a number > 0");
   s.rate = o.rate;
+  s.spread_ties = o.spread_ties;
 
   st.sources = o.traces;
   st.coefficients = s.coefficients;

@@ -224,3 +224,45 @@ TEST(SimulateCommandTest, MooncakeConversationAtTwoLoads) {
 
 }  // namespace
 }  // namespace kvwatch::agent
+
+namespace kvwatch::agent {
+namespace {
+
+std::vector<double> Arrivals(bool spread, std::vector<std::string>* assumptions) {
+  SimulateOptions o;
+  o.traces = {"x"};
+  o.step_coefficients = kCoefficients;
+  o.pool_blocks = 100;
+  o.spread_ties = spread;
+  auto setup = ResolveSimulateOptions(o);
+  EXPECT_TRUE(setup.ok());
+  EXPECT_TRUE(SettleSimulatePool(&setup.value(), 16).ok());
+  std::vector<curve::Request> trace(4);
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    trace[i].timestamp_s = i < 3 ? 10 : 13;  // three at once, then one 3 s later
+    trace[i].input_tokens = 16;
+    trace[i].output_tokens = 1;
+    trace[i].pages = {i};
+  }
+  auto built = BuildReplicaRequests(trace, &setup.value());
+  EXPECT_TRUE(built.ok());
+  *assumptions = setup.value().settings.assumptions;
+  std::vector<double> out;
+  for (const auto& r : built.value()) out.push_back(r.arrival_s);
+  return out;
+}
+
+TEST(SimulateSetupTest, TiedArrivalsAreSaidAndSpreadOnlyWhenAsked) {
+  std::vector<std::string> said;
+  EXPECT_EQ(Arrivals(false, &said), (std::vector<double>{0, 0, 0, 3}));
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find("3 of 4 requests share an arrival time with another (2 distinct times): each group arrives "
+                         "at once"),
+            std::string::npos)
+      << said[0];
+  EXPECT_EQ(Arrivals(true, &said), (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_NE(said[0].find("spread evenly up to the next time (--spread-ties)"), std::string::npos) << said[0];
+}
+
+}  // namespace
+}  // namespace kvwatch::agent
