@@ -255,11 +255,17 @@ class Replica {
       const ReplicaRequest& q = reqs_[r];
       ReqState& s = st_[r];
       const std::uint64_t tokens = Tokens(r);
-      hits_.clear();
-      for (curve::PageId p : q.pages) {
-        const std::uint32_t b = pool_.Find(p);
-        if (b == kNoBlock) break;
-        hits_.push_back(b);
+      // The head's prefix hits; a head blocked step after step is not scanned again
+      // while no page comes or goes.
+      if (r != scan_request_ || pool_.page_version() != scan_version_) {
+        hits_.clear();
+        for (curve::PageId p : q.pages) {
+          const std::uint32_t b = pool_.Find(p);
+          if (b == kNoBlock) break;
+          hits_.push_back(b);
+        }
+        scan_request_ = r;
+        scan_version_ = pool_.page_version();
       }
       const std::uint64_t hit_tokens = std::min<std::uint64_t>(hits_.size() * std::uint64_t{o_.block_tokens}, q.prompt_tokens);
       const std::uint64_t c0 = std::min(hit_tokens, tokens - 1);
@@ -277,6 +283,7 @@ class Replica {
       if (cap && !rate_.CanAdmit()) break;
       // Admit.
       waiting_.erase(waiting_.begin());
+      scan_request_ = kNoBlock;
       for (std::uint32_t b : hits_) {
         pool_.Hold(b);
         s.blocks.push_back(b);
@@ -380,6 +387,8 @@ class Replica {
   std::deque<std::uint32_t> timeouts_;  // arrival order
   std::vector<std::uint32_t> scheduled_;
   std::vector<std::uint32_t> hits_;
+  std::uint32_t scan_request_ = kNoBlock;  // whose hits hits_ holds, at scan_version_
+  std::uint64_t scan_version_ = 0;
   StepWork work_;
   std::uint64_t budget_ = 0;
   std::uint32_t step_preempted_ = 0, step_admitted_ = 0;
