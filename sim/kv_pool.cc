@@ -46,6 +46,7 @@ void KvPool::DropPage(std::uint32_t b) {
   Block& x = blocks_[b];
   map_.Erase(x.page);
   x.cached = false;
+  ++page_version_;
   if (tree_ && x.parent != kNoBlock) {
     const std::uint32_t parent = x.parent;
     --blocks_[parent].children;
@@ -61,6 +62,7 @@ void KvPool::Fill(std::uint32_t b, curve::PageId page, std::uint32_t parent, std
   x.page = page;
   x.cached = true;
   map_.Insert(page, b);
+  ++page_version_;
   if (tree_ && parent != kNoBlock) {
     x.parent = parent;
     ++blocks_[parent].children;

@@ -32,6 +32,8 @@ class KvPool {
   std::uint64_t held_blocks() const { return held_; }
   std::uint64_t free_cached_blocks() const { return free_cached_; }
   std::uint64_t pool_blocks() const { return pool_blocks_; }
+  // Changes whenever a page id is given to or dropped from a block (Find's answers).
+  std::uint64_t page_version() const { return page_version_; }
 
   // The block carrying `page`, held or free; kNoBlock when none does.
   std::uint32_t Find(curve::PageId page) const {
@@ -64,6 +66,7 @@ class KvPool {
   curve::PageMap map_;
   std::uint64_t held_ = 0;
   std::uint64_t free_cached_ = 0;
+  std::uint64_t page_version_ = 0;
 };
 
 }  // namespace kvwatch::sim::internal

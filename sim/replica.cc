@@ -36,7 +36,7 @@ enum class State : std::uint8_t { kFuture, kWaiting, kRunning, kDone };
 struct ReqState {
   std::vector<std::uint32_t> blocks;  // held, prefix order
   std::uint64_t computed = 0;         // tokens whose KV is in the pool
-  std::uint64_t redo = 0;             // tokens lost to a preemption still to compute again
+  std::uint64_t redo_until = 0;       // tokens before this position were computed before a preemption
   std::uint32_t generated = 0;
   std::uint64_t reserved = 0;         // blocks reserved (reserve rules)
   std::int64_t preempt_seq = 0;       // kArrival: most recently preempted first
@@ -177,7 +177,7 @@ class Replica {
     ReqState& s = st_[r];
     pool_.Release(s.blocks);
     s.blocks.clear();
-    s.redo = std::max(s.redo, s.computed);
+    s.redo_until = std::max(s.redo_until, s.computed);
     s.computed = 0;
     s.resuming = true;
     s.state = State::kWaiting;
@@ -195,8 +195,7 @@ class Replica {
     } else {
       work_.prefill_tokens += n;
       work_.prefill_attention_token_pairs += s.computed * n;
-      const std::uint64_t again = std::min(n, s.redo);
-      s.redo -= again;
+      const std::uint64_t again = s.redo_until > s.computed ? std::min(n, s.redo_until - s.computed) : 0;
       rec_.recomputed_tokens += again;
       rec_.outcomes[r].recomputed_tokens += again;
     }
@@ -256,11 +255,17 @@ class Replica {
       const ReplicaRequest& q = reqs_[r];
       ReqState& s = st_[r];
       const std::uint64_t tokens = Tokens(r);
-      hits_.clear();
-      for (curve::PageId p : q.pages) {
-        const std::uint32_t b = pool_.Find(p);
-        if (b == kNoBlock) break;
-        hits_.push_back(b);
+      // The head's prefix hits; a head blocked step after step is not scanned again
+      // while no page comes or goes.
+      if (r != scan_request_ || pool_.page_version() != scan_version_) {
+        hits_.clear();
+        for (curve::PageId p : q.pages) {
+          const std::uint32_t b = pool_.Find(p);
+          if (b == kNoBlock) break;
+          hits_.push_back(b);
+        }
+        scan_request_ = r;
+        scan_version_ = pool_.page_version();
       }
       const std::uint64_t hit_tokens = std::min<std::uint64_t>(hits_.size() * std::uint64_t{o_.block_tokens}, q.prompt_tokens);
       const std::uint64_t c0 = std::min(hit_tokens, tokens - 1);
@@ -278,13 +283,13 @@ class Replica {
       if (cap && !rate_.CanAdmit()) break;
       // Admit.
       waiting_.erase(waiting_.begin());
+      scan_request_ = kNoBlock;
       for (std::uint32_t b : hits_) {
         pool_.Hold(b);
         s.blocks.push_back(b);
       }
       s.epoch = pool_.NewEpoch();
       s.computed = c0;
-      s.redo = s.redo > c0 ? s.redo - c0 : 0;
       if (!s.admitted_once) {
         s.admitted_once = true;
         rec_.FirstAdmission(r, static_cast<std::uint32_t>(hits_.size()), hit_tokens, q.prompt_tokens);
@@ -311,6 +316,7 @@ class Replica {
     if (scheduled_.empty()) {
       // Cannot happen with a request that fits the pool (checked on arrival) and an
       // empty replica; kept so that a bug stops rather than spins.
+      if (waiting_.empty()) return;
       const std::uint32_t r = waiting_.begin()->idx;
       waiting_.erase(waiting_.begin());
       Reject(r);
@@ -381,6 +387,8 @@ class Replica {
   std::deque<std::uint32_t> timeouts_;  // arrival order
   std::vector<std::uint32_t> scheduled_;
   std::vector<std::uint32_t> hits_;
+  std::uint32_t scan_request_ = kNoBlock;  // whose hits hits_ holds, at scan_version_
+  std::uint64_t scan_version_ = 0;
   StepWork work_;
   std::uint64_t budget_ = 0;
   std::uint32_t step_preempted_ = 0, step_admitted_ = 0;
