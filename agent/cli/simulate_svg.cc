@@ -60,6 +60,15 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     max_load = min_load + 1;
   }
   max_tokens *= 1.1;
+  // The x ticks: the sweep's loads when there are few, else five even steps.
+  std::vector<double> ticks;
+  for (const SimulateRun& run : r.runs) ticks.push_back(run.load);
+  std::sort(ticks.begin(), ticks.end());
+  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
+  if (ticks.size() > 8 || ticks.size() < 2) {
+    ticks.clear();
+    for (int i = 0; i <= 4; ++i) ticks.push_back(min_load + (max_load - min_load) * i / 4);
+  }
   auto x_of = [&](int panel, double load) { return kLeft[panel] + (load - min_load) / (max_load - min_load) * kPanelWidth; };
   auto y_of = [&](double v, double top) { return kTop + kPanelHeight - std::clamp(v / top, 0.0, 1.0) * kPanelHeight; };
 
@@ -82,8 +91,7 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
       out << "<text x=\"" << kLeft[p] - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
           << (p == 0 ? Num(v) : Num(std::round(v))) << "</text>\n";
     }
-    for (int i = 0; i <= 4; ++i) {
-      const double load = min_load + (max_load - min_load) * i / 4;
+    for (double load : ticks) {
       out << "<text x=\"" << x_of(p, load) << "\" y=\"" << kTop + kPanelHeight + 16
           << "\" text-anchor=\"middle\">" << Num(load) << "</text>\n";
     }
