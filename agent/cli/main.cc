@@ -116,6 +116,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("TRACE", o.traces, "Trace files (JSON Lines with hash_ids, timestamps and lengths; plain, .gz, or -)")
       ->required();
   cmd->add_option("--format", o.format, "Output: table, json or csv")->capture_default_str();
+  cmd->add_flag_callback("--json", [&o]() { o.format = "json"; }, "The same as --format json");
+  cmd->add_flag_callback("--csv", [&o]() { o.format = "csv"; }, "The same as --format csv");
   cmd->add_option("--svg", o.svg, "Write a plot of SLA attainment and throughput against load here");
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();

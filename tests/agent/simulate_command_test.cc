@@ -100,7 +100,7 @@ TEST(SimulateCommandTest, CsvAndSvg) {
   TempDir dir;
   ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(true)));
   auto r = Simulate({dir.Sub("t.jsonl"), "--step-coefficients", kCoefficients, "--pool-blocks", "64", "--load",
-                     "0.5,1,3", "--format", "csv", "--svg", dir.Sub("plot.svg")});
+                     "0.5,1,3", "--csv", "--svg", dir.Sub("plot.svg")});
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
   std::istringstream in(r.out);
   std::string header;
