@@ -266,3 +266,43 @@ TEST(SimulateSetupTest, TiedArrivalsAreSaidAndSpreadOnlyWhenAsked) {
 
 }  // namespace
 }  // namespace kvwatch::agent
+
+namespace kvwatch::agent {
+namespace {
+
+// Two vLLM scrapes an engine with steps of 10 ms + 1e-8 s per context token and
+// 1e-4 s per computed prompt token reports (docs/simulate.md "The fit"), at 4 and
+// 20 running requests.
+const char kScrapeLow[] =
+    "vllm:request_prefill_time_seconds_sum 11.0042\nvllm:request_prefill_time_seconds_count 100\n"
+    "vllm:inter_token_latency_seconds_sum 99.4158\nvllm:inter_token_latency_seconds_count 9900\n"
+    "vllm:prompt_tokens_total 100000\nvllm:generation_tokens_total 10000\nvllm:num_requests_running 4\n";
+const char kScrapeHigh[] =
+    "vllm:request_prefill_time_seconds_sum 32.084\nvllm:request_prefill_time_seconds_count 200\n"
+    "vllm:inter_token_latency_seconds_sum 414.716\nvllm:inter_token_latency_seconds_count 39800\n"
+    "vllm:prompt_tokens_total 400000\nvllm:prefix_cache_hits_total 100000\nvllm:generation_tokens_total 40000\n"
+    "vllm:num_requests_running 20\n";
+
+TEST(SimulateCommandTest, CalibratedFromTwoScrapes) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
+  ASSERT_TRUE(WriteFile(dir.Sub("low.prom"), kScrapeLow));
+  ASSERT_TRUE(WriteFile(dir.Sub("high.prom"), kScrapeHigh));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--calibrate", dir.Sub("low.prom"), "--calibrate", dir.Sub("high.prom"),
+                     "--pool-blocks", "100", "--admission", "greedy", "--policy", "lru", "--load", "1", "--json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  simdjson::dom::element tm = doc["settings"]["time_model"];
+  EXPECT_EQ(std::string_view(tm["kind"]), "calibrated");
+  EXPECT_NE(std::string_view(tm["detail"]).find("least squares over 2 observations"), std::string_view::npos);
+  EXPECT_NEAR(double(tm["coefficients"]["fixed_s"]), 0.01, 1e-9);
+  EXPECT_NEAR(double(tm["coefficients"]["per_context_token_s"]), 1e-8, 1e-14);
+  EXPECT_NEAR(double(tm["coefficients"]["per_prefill_token_s"]), 1e-4, 1e-10);
+  // The one request: 10 ms + 32 x 0.1 ms to its first token.
+  EXPECT_NEAR(double(doc["runs"].at(0)["ttft_s"]["p50"]), 0.0132, 1e-9);
+}
+
+}  // namespace
+}  // namespace kvwatch::agent

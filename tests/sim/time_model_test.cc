@@ -70,6 +70,23 @@ TEST(RooflineTest, MixtureReadsEveryExpertButComputesTheActiveOnes) {
   EXPECT_DOUBLE_EQ(c.value().per_prefill_token_s, 2e-3);
 }
 
+TEST(RooflineTest, MixturePresetsCarryEveryParameter) {
+  auto mixtral = curve::LookupModelPreset("mixtral-8x7b");
+  ASSERT_TRUE(mixtral.ok());
+  EXPECT_DOUBLE_EQ(TotalParameters(mixtral.value()), 46.7e9);
+  EXPECT_DOUBLE_EQ(mixtral.value().parameters, 12.9e9);
+  auto dense = curve::LookupModelPreset("llama-3-8b");
+  ASSERT_TRUE(dense.ok());
+  EXPECT_DOUBLE_EQ(TotalParameters(dense.value()), 8.03e9);
+  RooflineOptions o;
+  o.compute_efficiency = 1;
+  o.memory_efficiency = 1;
+  auto c = RooflineCoefficients(mixtral.value(), LookupGpuPreset("h100").value(), o);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_DOUBLE_EQ(c.value().fixed_s, 46.7e9 * 2 / 3.35e12);
+  EXPECT_DOUBLE_EQ(c.value().per_prefill_token_s, 2 * 12.9e9 / 989e12);
+}
+
 TEST(RooflineTest, PresetsAreSane) {
   auto model = curve::LookupModelPreset("llama-3-70b");
   ASSERT_TRUE(model.ok());
