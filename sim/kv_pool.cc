@@ -8,7 +8,11 @@ KvPool::KvPool(std::uint64_t pool_blocks, curve::PolicyKind kind)
       tree_(kind == curve::PolicyKind::kSglang),
       evictor_(MakeEvictor(kind, &blocks_, pool_blocks)) {
   // Blocks are materialized as they are first used; reserve what a small pool needs.
-  blocks_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(pool_blocks, 1u << 20)));
+  const std::uint64_t expected = std::min<std::uint64_t>(pool_blocks, 1u << 19);
+  blocks_.reserve(static_cast<std::size_t>(expected));
+  // Twice the pages a full pool holds: the linear-probing map then stays at most
+  // 3/8 full, so that dropping a page (every eviction) scans short clusters.
+  map_.Reserve(static_cast<std::size_t>(2 * expected));
 }
 
 void KvPool::Hold(std::uint32_t b) {

@@ -2,17 +2,22 @@
 #include "sim/latency_samples.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace kvwatch::sim::internal {
 
 int LatencySamples::Bucket(double v) {
   if (!(v > 0)) return 0;
-  int e = 0;
-  const double m = std::frexp(v, &e);  // v = m x 2^e, m in [0.5, 1)
+  // v = m x 2^e with m in [0.5, 1), read off the bits (frexp, without the call):
+  // e from the biased exponent, the sub-bucket from the top 6 bits of m's fraction.
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  if (biased == 0) return 0;  // subnormal: far below 2^-40
+  const int e = biased - 1022;
   if (e <= kMinExp) return 0;
   if (e > kMaxExp) return (kMaxExp - kMinExp) * kSub;
-  const int sub = std::min(kSub - 1, static_cast<int>((m - 0.5) * 2 * kSub));
+  const int sub = static_cast<int>((bits >> 46) & (kSub - 1));
   return 1 + (e - kMinExp - 1) * kSub + sub;
 }
 
