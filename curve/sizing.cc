@@ -62,6 +62,8 @@ struct Preset {
   // MLA only (0 otherwise).
   int kv_lora_rank;
   int qk_rope_head_dim;
+  // Mixtures of experts only: every parameter (0: the same as parameters).
+  double total_parameters = 0;
 };
 
 // From each model's config.json: num_hidden_layers, num_key_value_heads,
@@ -81,7 +83,7 @@ const std::vector<Preset>& Presets() {
       {"llama-65b", {"llama-1-65b"}, 80, 64, 128, 64, 65.2e9, 0, 0},
       {"mistral-7b", {}, 32, 8, 128, 32, 7.24e9, 0, 0},
       // Mixtral: 46.7B parameters in all, 12.9B active per token (2 of 8 experts).
-      {"mixtral-8x7b", {}, 32, 8, 128, 32, 12.9e9, 0, 0},
+      {"mixtral-8x7b", {}, 32, 8, 128, 32, 12.9e9, 0, 0, 46.7e9},
       {"qwen2.5-7b", {}, 28, 4, 128, 28, 7.61e9, 0, 0},
       {"qwen2.5-14b", {}, 48, 8, 128, 40, 14.7e9, 0, 0},
       {"qwen2.5-32b", {}, 64, 8, 128, 40, 32.5e9, 0, 0},
@@ -91,7 +93,7 @@ const std::vector<Preset>& Presets() {
       // DeepSeek-V3: MLA (kv_lora_rank 512, qk_rope_head_dim 64), 128 query heads,
       // qk_nope_head_dim 128 and v_head_dim 128 (cost head_dim (128+64+128)/2 = 160),
       // 671B parameters in all, 37B active.
-      {"deepseek-v3", {"deepseek-r1"}, 61, 128, 160, 128, 37e9, 512, 64},
+      {"deepseek-v3", {"deepseek-r1"}, 61, 128, 160, 128, 37e9, 512, 64, 671e9},
   };
   return kPresets;
 }
@@ -108,6 +110,7 @@ ModelSpec SpecOf(const Preset& p) {
   spec.qk_rope_head_dim = p.qk_rope_head_dim;
   spec.parameters = p.parameters;
   spec.query_heads = p.query_heads;
+  spec.total_parameters = p.total_parameters;
   return spec;
 }
 

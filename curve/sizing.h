@@ -73,6 +73,10 @@ struct ModelSpec {
   // experts); 0 when unknown. query_heads: num_attention_heads.
   double parameters = 0;
   int query_heads = 0;
+  // Every parameter (a mixture of experts' whole set: the weights a decode step
+  // reads), for the simulator's time model and weight memory (sim/time_model.h);
+  // 0: the same as parameters (a dense model).
+  double total_parameters = 0;
 };
 
 // Ok when the fields that the bytes need are set: layers, and kv_heads and

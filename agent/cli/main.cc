@@ -8,10 +8,12 @@
 #include "agent/runtime/agent_command.h"
 #include "agent/runtime/metric_catalog.h"
 #include "agent/cli/replay_command.h"
+#include "agent/cli/simulate_command.h"
 #include "agent/cli/synth_command.h"
 #include "agent/runtime/version.h"
 #include "config/agent_config.h"
 #include "curve/sizing.h"
+#include "sim/time_model.h"
 
 namespace {
 
@@ -108,6 +110,85 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunReplay(o)); });
 }
 
+void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Replay a trace's arrivals through a simulated serving replica (continuous batching, a KV pool shared by "
+      "running requests and the prefix cache) for each admission rule x eviction policy x load factor, and score "
+      "throughput, TTFT, ITL, SLA attainment per tier, preemptions and rejections (docs/simulate.md).");
+  cmd->add_option("TRACE", o.traces, "Trace files (JSON Lines with hash_ids, timestamps and lengths; plain, .gz, or -)")
+      ->required();
+  cmd->add_option("--format", o.format, "Output: table, json or csv")->capture_default_str();
+  cmd->add_flag_callback("--json", [&o]() { o.format = "json"; }, "The same as --format json");
+  cmd->add_flag_callback("--csv", [&o]() { o.format = "csv"; }, "The same as --format csv");
+  cmd->add_option("--svg", o.svg, "Write a plot of SLA attainment and throughput against load here");
+  cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
+      ->capture_default_str();
+  cmd->add_option("--admission", o.admissions,
+                  "Admission rules, comma-separated: greedy, reserve-max, reserve-quantile, rate-cap")
+      ->capture_default_str();
+  cmd->add_option("--policy", o.policies, "Eviction policies of the prefix cache: lru, fifo, s3fifo, sglang, vllm")
+      ->capture_default_str();
+  cmd->add_option("--load", o.loads, "Load factors, comma-separated: arrival times are divided by each")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--gpu", o.gpu, "GPU preset for the roofline and the pool: " + Join(kvwatch::sim::GpuPresetNames()));
+  cmd->add_option("--tp", o.tensor_parallel, "Tensor-parallel degree")->capture_default_str();
+  cmd->add_option("--model", o.model, "Model preset: " + Join(kvwatch::curve::ModelPresetNames()));
+  cmd->add_option("--model-config", o.model_config, "A Hugging Face config.json (then give --parameters)");
+  cmd->add_option("--parameters", o.parameters, "Active parameters per token (e.g. 70.6e9)");
+  cmd->add_option("--total-parameters", o.total_parameters, "Every parameter, for a mixture of experts' weights");
+  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type overriding the model's: fp16, bf16, fp8, fp32");
+  cmd->add_option("--compute-efficiency", o.compute_efficiency, "Fraction of the dense BF16 peak reached")
+      ->capture_default_str();
+  cmd->add_option("--memory-efficiency", o.memory_efficiency, "Fraction of the memory bandwidth reached")
+      ->capture_default_str();
+  cmd->add_option("--allreduce-latency", o.allreduce_latency, "One tensor-parallel all-reduce (2 per layer)")
+      ->capture_default_str();
+  cmd->add_option("--step-overhead", o.step_overhead, "Fixed scheduling time added to every step")
+      ->capture_default_str();
+  cmd->add_option("--step-coefficients", o.step_coefficients,
+                  "Step time given directly: fixed=..,prefill_token=..,attention_pair=..,decode_sequence=..,"
+                  "context_token=.. (seconds, or 10ms, 20us)");
+  cmd->add_option("--calibrate", o.calibrate,
+                  "Fit the step time to an engine's scraped /metrics text (vLLM or SGLang); repeat for scrapes at "
+                  "other loads");
+  cmd->add_option("--pool-blocks", o.pool_blocks, "KV pool size in blocks per rank, given directly");
+  cmd->add_option("--kv-bytes", o.kv_bytes, "KV pool size in bytes per rank (20GB, 18.5GiB)");
+  cmd->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                  "With --gpu: the pool is the GPU's memory x this minus the weights per rank (default 0.9)");
+  cmd->add_option("--page-tokens", o.page_tokens, "Tokens per trace page (default: inferred from input_length)");
+  cmd->add_option("--block-tokens", o.block_tokens, "Tokens per KV block; must divide the page (default: the page)");
+  cmd->add_option("--max-batched-tokens", o.max_batched_tokens, "Token budget per step")->capture_default_str();
+  cmd->add_option("--max-running", o.max_running, "Running sequences at most")->capture_default_str();
+  cmd->add_option("--queue-timeout", o.queue_timeout, "A request waiting longer is rejected (2s, 500ms, none)")
+      ->capture_default_str();
+  cmd->add_option("--queue-order", o.queue_order, "Waiting queue order: arrival, tier or priority")
+      ->capture_default_str();
+  cmd->add_option("--priority", o.priorities, "Queue priorities tenant:NAME=P,class:NAME=P (higher first)");
+  cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation (0: the trace's largest)")
+      ->capture_default_str();
+  cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile per class")
+      ->capture_default_str();
+  cmd->add_option("--tier", o.tiers,
+                  "An SLA tier NAME:ttft=2s,itl=100ms; repeat for each (default: one tier 'all', ttft 2s, itl 100ms)");
+  cmd->add_option("--tier-of", o.tier_of, "Who is in which tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");
+  cmd->add_option("--sla-target", o.sla_target, "Attainment every tier needs for a load to meet the SLA")
+      ->capture_default_str();
+  cmd->add_option("--output-tokens", o.output_tokens, "Output length assumed for records without output_length")
+      ->capture_default_str();
+  cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s")
+      ->capture_default_str();
+  cmd->add_flag("--spread-ties", o.spread_ties,
+                "Spread requests sharing a timestamp evenly up to the next one (traces rounded to seconds)");
+  cmd->add_option("--timestamp-unit", o.timestamp_unit, "Unit of the timestamp field: auto, ms or s")
+      ->capture_default_str();
+  cmd->add_option("--tenant-field", o.tenant_fields, "Field(s) naming a record's tenant or class");
+  cmd->add_flag("--strict", o.strict, "Stop at the first bad line");
+  cmd->add_option("--threads", o.threads, "Runs simulated at once (0: every core)")->capture_default_str();
+  cmd->callback([&o]() { std::exit(kvwatch::agent::RunSimulate(o)); });
+}
+
 void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
   kvwatch::collectors::SynthOptions& s = o.synth;
   CLI::App* cmd = app.add_subcommand(
@@ -177,6 +258,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kvwatch ") + kvwatch::Version() + " (" + kvwatch::Revision() + ")");
   kvwatch::agent::ReplayOptions replay;
   AddReplay(app, replay);
+  kvwatch::agent::SimulateOptions simulate;
+  AddSimulate(app, simulate);
   kvwatch::agent::SynthCommandOptions synth;
   AddSynth(app, synth);
   std::string agent_config;

@@ -1,0 +1,316 @@
+#include "agent/cli/simulate_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "agent/cli/page_tokens.h"
+#include "agent/cli/progress.h"
+#include "agent/web/text_format.h"
+#include "collectors/trace_reader.h"
+#include "curve/tenants.h"
+
+namespace kvwatch::agent {
+
+namespace {
+
+// A block id for block j of a trace page split into smaller blocks (splitmix64 of
+// the pair): equal pages give equal blocks, so prefixes stay shared.
+curve::PageId SubBlock(curve::PageId page, std::uint64_t j) {
+  std::uint64_t z = page * 0x9e3779b97f4a7c15ULL + j + 1;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::string Count(std::uint64_t n) { return Grouped(static_cast<double>(n)); }
+
+}  // namespace
+
+base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::vector<curve::Request>& trace,
+                                                                    SimulateSetup* setup) {
+  using R = base::Result<std::vector<sim::ReplicaRequest>>;
+  SimulateSettings& st = setup->settings;
+  const std::uint64_t page_tokens = st.page_tokens;
+  const std::uint64_t split = page_tokens / st.block_tokens;
+  std::vector<sim::ReplicaRequest> out;
+  out.reserve(trace.size());
+  std::uint64_t no_time = 0, no_output = 0, no_input = 0, beyond_classes = 0;
+  curve::RequestClassifier classifier;
+  std::map<std::string, std::uint32_t, std::less<>> classes;
+  std::vector<std::uint64_t> tier_counts(setup->replica.tiers.size(), 0);
+  double last_time = 0;
+  bool any_time = false;
+  for (const curve::Request& t : trace) any_time = any_time || t.has_timestamp();
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const curve::Request& t = trace[i];
+    if (t.pages.empty()) return R::Error("request " + std::to_string(i + 1) + " has no pages");
+    sim::ReplicaRequest r;
+    if (!any_time) {
+      r.arrival_s = static_cast<double>(i) / setup->rate;
+    } else if (t.has_timestamp()) {
+      r.arrival_s = last_time = t.timestamp_s;
+    } else {
+      r.arrival_s = last_time;
+      ++no_time;
+    }
+    std::uint64_t prompt = 0;
+    if (t.input_tokens > 0) {
+      prompt = static_cast<std::uint64_t>(t.input_tokens);
+    } else {
+      prompt = t.pages.size() * page_tokens;
+      ++no_input;
+    }
+    if (prompt > std::numeric_limits<std::uint32_t>::max()) {
+      return R::Error("request " + std::to_string(i + 1) + ": prompt of " + std::to_string(prompt) + " tokens");
+    }
+    r.prompt_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(prompt, 1));
+    if (t.output_tokens > 0) {
+      r.output_tokens = static_cast<std::uint32_t>(std::min<std::int64_t>(t.output_tokens, 1 << 30));
+    } else {
+      r.output_tokens = setup->output_tokens;
+      ++no_output;
+    }
+    if (split == 1) {
+      r.pages = t.pages;
+    } else {
+      const std::uint64_t blocks = (static_cast<std::uint64_t>(r.prompt_tokens) + st.block_tokens - 1) / st.block_tokens;
+      for (curve::PageId page : t.pages) {
+        for (std::uint64_t j = 0; j < split && r.pages.size() < blocks; ++j) r.pages.push_back(SubBlock(page, j));
+      }
+    }
+    const std::string_view cls = curve::ClassOf(t, t.pages, &classifier);
+    auto it = classes.find(cls);
+    if (it == classes.end()) it = classes.emplace(std::string(cls), static_cast<std::uint32_t>(classes.size())).first;
+    r.class_id = std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1);
+    beyond_classes += it->second >= sim::kMaxClasses;
+    r.tier = setup->tier_map.For(t.tenant, cls);
+    ++tier_counts[r.tier];
+    r.priority = setup->priorities.For(t.tenant, cls);
+    out.push_back(std::move(r));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
+  // Requests sharing an arrival time: counted, and spread with --spread-ties.
+  std::uint64_t tied = 0, distinct = 0;
+  for (std::size_t i = 0; i < out.size();) {
+    std::size_t j = i;
+    while (j < out.size() && out[j].arrival_s == out[i].arrival_s) ++j;
+    ++distinct;
+    if (j - i > 1) {
+      tied += j - i;
+      if (setup->spread_ties && j < out.size()) {
+        const double gap = (out[j].arrival_s - out[i].arrival_s) / static_cast<double>(j - i);
+        for (std::size_t k = i; k < j; ++k) out[k].arrival_s += gap * static_cast<double>(k - i);
+      }
+    }
+    i = j;
+  }
+  const double t0 = out.empty() ? 0 : out.front().arrival_s;
+  for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
+  st.requests = out.size();
+  st.trace_span_s = out.empty() ? 0 : out.back().arrival_s;
+
+  auto& a = st.assumptions;
+  const std::string n = Count(trace.size());
+  if (!any_time && !trace.empty()) {
+    a.push_back("no record has a timestamp: arrivals evenly spaced at " + Fixed(setup->rate, 3) +
+                " requests/s (--rate) at load 1");
+  } else if (no_time > 0) {
+    a.push_back(Count(no_time) + " of " + n + " records have no timestamp: each arrives with the record before it");
+  }
+  if (any_time && tied > 0) {
+    a.push_back(Count(tied) + " of " + n + " requests share an arrival time with another (" + Count(distinct) +
+                " distinct times): " +
+                (setup->spread_ties ? "each group spread evenly up to the next time (--spread-ties)"
+                                    : "each group arrives at once, at every load (--spread-ties spreads them)"));
+  }
+  if (no_output > 0) {
+    a.push_back(Count(no_output) + " of " + n + " records have no output_length: " +
+                std::to_string(setup->output_tokens) + " output tokens assumed (--output-tokens)");
+  }
+  if (no_input > 0) {
+    a.push_back(Count(no_input) + " of " + n + " records have no input_length: pages x " +
+                std::to_string(page_tokens) + " tokens assumed");
+  }
+  if (st.page_tokens_source != "option") {
+    a.push_back(std::to_string(page_tokens) + " tokens per trace page (" +
+                (st.page_tokens_source == "inferred" ? "inferred from input_length and the pages"
+                                                     : "no record gives input_length: vLLM's default block") +
+                "; --page-tokens sets it)");
+  }
+  if (split > 1) {
+    a.push_back("each trace page split into " + std::to_string(split) + " blocks of " +
+                std::to_string(st.block_tokens) + " tokens (--block-tokens)");
+  }
+  if (beyond_classes > 0) {
+    a.push_back(Count(beyond_classes) + " requests of classes beyond the first 64 share the 64th's output quantile");
+  }
+  for (std::size_t i = 0; i < tier_counts.size() && i < st.tier_members.size(); ++i) {
+    st.tier_members[i] += " (" + Count(tier_counts[i]) + " requests)";
+  }
+  return out;
+}
+
+int RunSimulate(const SimulateOptions& options) {
+  auto setup = ResolveSimulateOptions(options);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "kvwatch simulate: %s\n", setup.error().c_str());
+    return 2;
+  }
+  if (options.traces.empty()) {
+    std::fprintf(stderr, "kvwatch simulate: no TRACE given (a path, or - for standard input)\n");
+    return 2;
+  }
+  auto unit = collectors::ParseTimestampUnit(options.timestamp_unit);
+  if (!unit) {
+    std::fprintf(stderr, "kvwatch simulate: --timestamp-unit: expected auto, ms or s, got '%s'\n",
+                 options.timestamp_unit.c_str());
+    return 2;
+  }
+  const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
+  ProgressBar bar(stderr, progress_on);
+
+  // The whole trace in memory: every run replays all of it.
+  std::vector<curve::Request> trace;
+  std::vector<TokenPages> evidence;
+  std::uint64_t bad_lines = 0;
+  for (const std::string& path : options.traces) {
+    collectors::TraceReaderOptions ro;
+    ro.strict = options.strict;
+    ro.record.timestamp_unit = *unit;
+    if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
+    collectors::TraceCallbacks callbacks;
+    callbacks.on_request = [&](curve::Request& request) {
+      if (request.input_tokens > 0) {
+        evidence.push_back({static_cast<std::uint64_t>(request.input_tokens), request.pages.size()});
+      }
+      trace.push_back(std::move(request));
+      request = curve::Request();
+    };
+    callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
+      bar.Clear();
+      if (bad_lines++ < 20) {
+        std::fprintf(stderr, "kvwatch simulate: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
+                     static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
+      }
+    };
+    callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.Update(path, done, total); };
+    auto summary = collectors::ReadTrace(path, ro, callbacks);
+    bar.Clear();
+    if (!summary.ok()) {
+      std::fprintf(stderr, "kvwatch simulate: %s\n", summary.error().c_str());
+      return 1;
+    }
+  }
+  if (trace.empty()) {
+    std::fprintf(stderr, "kvwatch simulate: the trace has no request\n");
+    return 1;
+  }
+  const auto guess = InferPageTokens(evidence);
+  auto settled = SettleSimulatePool(&setup.value(), guess ? std::optional(guess->page_tokens) : std::nullopt);
+  if (!settled.ok()) {
+    std::fprintf(stderr, "kvwatch simulate: %s\n", settled.error().c_str());
+    return 2;
+  }
+  auto built = BuildReplicaRequests(trace, &setup.value());
+  if (!built.ok()) {
+    std::fprintf(stderr, "kvwatch simulate: %s\n", built.error().c_str());
+    return 1;
+  }
+  trace.clear();
+  trace.shrink_to_fit();
+  const std::vector<sim::ReplicaRequest>& base = built.value();
+  SimulateSetup& s = setup.value();
+  const sim::LinearStepTime time(s.coefficients);
+
+  SimulateResult result;
+  result.settings = s.settings;
+  // Runs in the output's order: admission, policy, load.
+  for (sim::Admission a : s.admissions) {
+    for (curve::PolicyKind p : s.policies) {
+      for (double load : s.loads) {
+        SimulateRun run;
+        run.admission = std::string(sim::AdmissionName(a));
+        run.policy = std::string(curve::PolicyName(p));
+        run.load = load;
+        result.runs.push_back(run);
+      }
+    }
+  }
+  const std::size_t per_load = s.admissions.size() * s.policies.size();
+  const std::uint64_t total = static_cast<std::uint64_t>(result.runs.size()) * base.size();
+  std::vector<std::uint64_t> done(result.runs.size(), 0);
+  std::mutex mu;
+  std::string error;
+  unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, per_load));
+  // One load at a time: its arrivals scaled once, shared by its runs.
+  for (std::size_t li = 0; li < s.loads.size() && error.empty(); ++li) {
+    const double load = s.loads[li];
+    std::vector<sim::ReplicaRequest> scaled = base;
+    for (sim::ReplicaRequest& r : scaled) r.arrival_s /= load;
+    std::atomic<std::size_t> next{0};
+    auto worker = [&]() {
+      for (std::size_t k = next++; k < per_load; k = next++) {
+        const std::size_t a = k / s.policies.size(), p = k % s.policies.size();
+        const std::size_t index = (a * s.policies.size() + p) * s.loads.size() + li;
+        sim::ReplicaOptions ro = s.replica;
+        ro.admission = s.admissions[a];
+        ro.eviction = s.policies[p];
+        auto progress = [&, index](std::uint64_t d, std::uint64_t) {
+          std::lock_guard lock(mu);
+          done[index] = d;
+          std::uint64_t sum = 0;
+          for (std::uint64_t v : done) sum += v;
+          bar.Update("simulate", sum, total);
+        };
+        auto summary = sim::SimulateReplica(ro, scaled, time, progress);
+        std::lock_guard lock(mu);
+        if (!summary.ok()) {
+          if (error.empty()) error = result.runs[index].admission + " / " + result.runs[index].policy + ": " + summary.error();
+          return;
+        }
+        result.runs[index].summary = std::move(summary.value());
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
+  bar.Clear();
+  if (!error.empty()) {
+    std::fprintf(stderr, "kvwatch simulate: %s\n", error.c_str());
+    return 2;
+  }
+  ScoreSla(&result);
+  if (options.format == "json") {
+    std::fputs(FormatSimulateJson(result).c_str(), stdout);
+  } else if (options.format == "csv") {
+    std::fputs(FormatSimulateCsv(result).c_str(), stdout);
+  } else {
+    std::fputs(FormatSimulateTable(result).c_str(), stdout);
+  }
+  if (bad_lines > 0) {
+    std::fprintf(stderr, "kvwatch simulate: skipped %llu bad lines\n", static_cast<unsigned long long>(bad_lines));
+  }
+  if (!options.svg.empty()) {
+    std::ofstream svg(options.svg, std::ios::binary | std::ios::trunc);
+    svg << RenderSimulateSvg(result);
+    if (!svg.good()) {
+      std::fprintf(stderr, "kvwatch simulate: --svg: cannot write '%s'\n", options.svg.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace kvwatch::agent

@@ -1,0 +1,326 @@
+// The replica's evictors (sim/evictor.h): lru, vllm, fifo, s3fifo, sglang.
+#include "sim/evictor.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvwatch::sim::internal {
+
+namespace {
+
+// lru: free cached blocks in release order, the least recently released first.
+// A request releases its blocks tail first, so its prefix is released last and
+// outlives its tail, as in curve/'s lru with its tail-first touch order.
+// vllm: the same queue, but every free block is in it, cached or not (vLLM's
+// free_block_queue): a freed generated block at the tail does not spare a cached
+// block at the head.
+class ListEvictor final : public Evictor {
+ public:
+  ListEvictor(std::vector<Block>* blocks, bool takes_empty) : blocks_(*blocks), takes_empty_(takes_empty) {}
+
+  void Add(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.prev = tail_;
+    x.next = kNoBlock;
+    x.in_evictor = true;
+    if (tail_ != kNoBlock) blocks_[tail_].next = b; else head_ = b;
+    tail_ = b;
+    ++size_;
+  }
+  void Remove(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    if (x.prev != kNoBlock) blocks_[x.prev].next = x.next; else head_ = x.next;
+    if (x.next != kNoBlock) blocks_[x.next].prev = x.prev; else tail_ = x.prev;
+    x.prev = x.next = kNoBlock;
+    x.in_evictor = false;
+    --size_;
+  }
+  std::uint32_t Pop() override {
+    const std::uint32_t b = head_;
+    Remove(b);
+    return b;
+  }
+  std::uint64_t size() const override { return size_; }
+  bool TakesEmpty() const override { return takes_empty_; }
+
+ private:
+  std::vector<Block>& blocks_;
+  bool takes_empty_;
+  std::uint32_t head_ = kNoBlock, tail_ = kNoBlock;
+  std::uint64_t size_ = 0;
+};
+
+// A min-heap of (key, block, version) entries with lazy deletion: an entry is
+// live while its block is in the evictor with the same version.
+class LazyHeap {
+ public:
+  struct Entry {
+    std::uint64_t key;
+    std::uint32_t block;
+    std::uint32_t version;
+  };
+  void Push(const Entry& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), Later);
+  }
+  // Pops entries until valid(entry) holds; returns kNoBlock when none does.
+  template <typename Valid>
+  std::uint32_t PopValid(Valid&& valid) {
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      const Entry e = heap_.back();
+      heap_.pop_back();
+      if (valid(e)) return e.block;
+    }
+    return kNoBlock;
+  }
+  // Drops stale entries when they outnumber live ones.
+  template <typename Valid>
+  void MaybeCompact(std::uint64_t live, Valid&& valid) {
+    if (heap_.size() <= 2 * live + 1024) return;
+    std::erase_if(heap_, [&](const Entry& e) { return !valid(e); });
+    std::make_heap(heap_.begin(), heap_.end(), Later);
+  }
+
+ private:
+  static bool Later(const Entry& a, const Entry& b) { return a.key != b.key ? a.key > b.key : a.block > b.block; }
+  std::vector<Entry> heap_;
+};
+
+// fifo: cached blocks, held or free, in the order their pages were computed:
+// by the admission of the request that computed them, then tail first within it
+// (curve/'s fifo admits a request's pages in its tail-first touch order). A hit
+// does not change it. Eviction takes the oldest free one; a held block met first is
+// requeued as computed now (curve/'s fifo evicts such a page and admits it again
+// when the request touches it, after the request's other pages).
+class FifoEvictor final : public Evictor {
+ public:
+  explicit FifoEvictor(std::vector<Block>* blocks) : blocks_(*blocks) {}
+  void Filled(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    ++x.version;
+    heap_.Push({x.key, b, x.version});
+    ++listed_;
+    heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
+  }
+  void Add(std::uint32_t b) override {
+    blocks_[b].in_evictor = true;
+    ++size_;
+  }
+  void Remove(std::uint32_t b) override {
+    blocks_[b].in_evictor = false;
+    --size_;
+  }
+  std::uint32_t Pop() override {
+    for (;;) {
+      const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Listed(e); });
+      Block& x = blocks_[b];
+      if (x.in_evictor) {
+        Remove(b);
+        ++x.version;  // unlisted
+        --listed_;
+        return b;
+      }
+      x.key = OrderKey(NewEpoch(), 0);
+      ++x.version;
+      heap_.Push({x.key, b, x.version});
+    }
+  }
+  std::uint64_t size() const override { return size_; }
+
+ private:
+  bool Listed(const LazyHeap::Entry& e) const {
+    const Block& x = blocks_[e.block];
+    return x.cached && x.version == e.version;
+  }
+  std::vector<Block>& blocks_;
+  LazyHeap heap_;
+  std::uint64_t size_ = 0, listed_ = 0;
+};
+
+// sglang: the least recently released free leaf first (SGLang's radix cache evicts
+// the least recently used leaf; a node is a leaf when no cached block has it as
+// parent). Evicting a leaf may make its parent a leaf.
+class SglangEvictor final : public Evictor {
+ public:
+  explicit SglangEvictor(std::vector<Block>* blocks) : blocks_(*blocks) {}
+  void Add(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.in_evictor = true;
+    x.key = ++seq_;
+    ++size_;
+    if (x.children == 0) heap_.Push({x.key, b, x.version});
+    heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
+  }
+  void Remove(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.in_evictor = false;
+    ++x.version;
+    --size_;
+  }
+  void MaybeLeaf(std::uint32_t b) override {
+    const Block& x = blocks_[b];
+    if (x.in_evictor && x.children == 0) heap_.Push({x.key, b, x.version});
+  }
+  std::uint32_t Pop() override {
+    const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Valid(e); });
+    Remove(b);
+    return b;
+  }
+  std::uint64_t size() const override { return size_; }
+
+ private:
+  bool Valid(const LazyHeap::Entry& e) const {
+    const Block& x = blocks_[e.block];
+    return x.in_evictor && x.version == e.version && x.children == 0;
+  }
+  std::vector<Block>& blocks_;
+  LazyHeap heap_;
+  std::uint64_t size_ = 0, seq_ = 0;
+};
+
+// s3fifo: S3-FIFO (Yang et al., SOSP 2023) over the free cached blocks. A block
+// whose page is computed enters the small queue S when released, or the main
+// queue M when its page id is in the ghost queue (evicted from S recently). Hits
+// count up to 3. A held block leaves its queue and returns to the tail of the same
+// queue when released. Eviction: while S holds at least 10% of the free cached
+// blocks (or M is empty), S's head leaves to the ghost queue if never hit, or moves
+// to M with its count reset if hit; otherwise M's head is evicted if its count is
+// 0, else reinserted at M's tail with its count decremented. The ghost queue
+// remembers as many page ids as the pool has blocks.
+class S3FifoEvictor final : public Evictor {
+ public:
+  S3FifoEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks)
+      : blocks_(*blocks), ghost_limit_(std::max<std::uint64_t>(1, pool_blocks)) {}
+
+  void Filled(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.freq = 0;
+    x.in_main = false;
+    if (ghost_map_.Find(x.page) != nullptr) {
+      ghost_map_.Erase(x.page);
+      x.in_main = true;
+    }
+  }
+  void Hit(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    if (x.freq < 3) ++x.freq;
+  }
+  void Add(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.in_evictor = true;
+    (x.in_main ? main_ : small_).push_back({b, x.version});
+    ++(x.in_main ? main_size_ : small_size_);
+    Compact();
+  }
+  void Remove(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.in_evictor = false;
+    ++x.version;
+    --(x.in_main ? main_size_ : small_size_);
+  }
+  std::uint32_t Pop() override {
+    for (;;) {
+      const std::uint64_t total = small_size_ + main_size_;
+      const std::uint64_t small_target = std::max<std::uint64_t>(1, (total + 9) / 10);
+      if (small_size_ >= small_target || main_size_ == 0) {
+        const std::uint32_t b = PopLive(&small_);
+        Block& x = blocks_[b];
+        if (x.freq >= 1) {  // hit while in S: to M
+          --small_size_;
+          x.freq = 0;
+          x.in_main = true;
+          ++x.version;
+          main_.push_back({b, x.version});
+          ++main_size_;
+          continue;
+        }
+        Remove(b);
+        AddGhost(x.page);
+        return b;
+      }
+      const std::uint32_t b = PopLive(&main_);
+      Block& x = blocks_[b];
+      if (x.freq > 0) {
+        --x.freq;
+        ++x.version;
+        main_.push_back({b, x.version});
+        continue;
+      }
+      Remove(b);
+      return b;
+    }
+  }
+  std::uint64_t size() const override { return small_size_ + main_size_; }
+
+ private:
+  struct Entry {
+    std::uint32_t block;
+    std::uint32_t version;
+  };
+  bool Live(const Entry& e) const {
+    const Block& x = blocks_[e.block];
+    return x.in_evictor && x.version == e.version;
+  }
+  // The queue's first live entry, popped. REQUIRES: the queue has one.
+  std::uint32_t PopLive(std::deque<Entry>* q) {
+    for (;;) {
+      const Entry e = q->front();
+      q->pop_front();
+      if (Live(e)) return e.block;
+    }
+  }
+  void Compact() {
+    for (auto [q, n] : {std::pair{&small_, small_size_}, std::pair{&main_, main_size_}}) {
+      if (q->size() <= 2 * n + 1024) continue;
+      std::deque<Entry> kept;
+      for (const Entry& e : *q) {
+        if (Live(e)) kept.push_back(e);
+      }
+      *q = std::move(kept);
+    }
+  }
+  void AddGhost(curve::PageId page) {
+    if (ghost_map_.Find(page) == nullptr) {
+      ghost_map_.Insert(page, 0);
+      ghost_.push_back(page);
+    }
+    while (ghost_.size() > ghost_limit_) {
+      ghost_map_.Erase(ghost_.front());
+      ghost_.pop_front();
+    }
+  }
+
+  std::vector<Block>& blocks_;
+  std::uint64_t ghost_limit_;
+  std::deque<Entry> small_, main_;
+  std::uint64_t small_size_ = 0, main_size_ = 0;
+  // Ghost page ids, oldest first. An id that comes back is erased from the map
+  // only; its deque entry then erases nothing it should not: the map is checked
+  // before inserting, and an id re-added after coming back is a new entry whose
+  // older twin, when it reaches the front, erases it early (a shorter memory for
+  // that page, never a wrong admission).
+  std::deque<curve::PageId> ghost_;
+  curve::PageMap ghost_map_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evictor> MakeEvictor(curve::PolicyKind kind, std::vector<Block>* blocks, std::uint64_t pool_blocks) {
+  switch (kind) {
+    case curve::PolicyKind::kLru:
+      return std::make_unique<ListEvictor>(blocks, false);
+    case curve::PolicyKind::kVllm:
+      return std::make_unique<ListEvictor>(blocks, true);
+    case curve::PolicyKind::kFifo:
+      return std::make_unique<FifoEvictor>(blocks);
+    case curve::PolicyKind::kSglang:
+      return std::make_unique<SglangEvictor>(blocks);
+    case curve::PolicyKind::kS3Fifo:
+      return std::make_unique<S3FifoEvictor>(blocks, pool_blocks);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace kvwatch::sim::internal

@@ -1,0 +1,308 @@
+// `kvwatch simulate` end to end: the binary on small hand-made traces (a
+// hand-worked run, what is assumed, the pool from a GPU's memory, every output
+// format, bad flags) and in-process on its setup; and a smoke run on the Mooncake
+// conversation trace when ../shared/data has it.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agent/cli/simulate_command.h"
+#include "tests/agent/testing_process.h"
+
+namespace kvwatch::agent {
+namespace {
+
+using testing_support::Millis;
+using testing_support::RunCommand;
+using testing_support::TempDir;
+using testing_support::WriteFile;
+
+testing_support::CommandResult Simulate(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {KVWATCH_BINARY, "simulate", "--progress", "never"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, Millis(120000));
+}
+
+// One request: a 32-token prompt in two 16-token pages, 3 output tokens.
+const char kOneRequest[] = R"({"timestamp": 0, "input_length": 32, "output_length": 3, "hash_ids": [1, 2]})"
+                           "\n";
+
+// Steps of 10 ms plus 1 ms per prefill token.
+const char kCoefficients[] = "fixed=10ms,prefill_token=1ms";
+
+TEST(SimulateCommandTest, OneRequestHandWorked) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--step-coefficients", kCoefficients, "--pool-blocks", "100", "--admission",
+                     "greedy", "--policy", "lru", "--load", "1", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  simdjson::dom::element run = doc["runs"].at(0);
+  // Step 1 prefills 32 tokens: 10 + 32 ms, the first token at 42 ms; two decode
+  // steps of 10 ms give the others at 52 and 62 ms.
+  EXPECT_NEAR(double(run["ttft_s"]["p50"]), 0.042, 1e-12);
+  EXPECT_NEAR(double(run["itl_s"]["p99"]), 0.010, 1e-12);
+  EXPECT_NEAR(double(run["simulated_s"]), 0.062, 1e-12);
+  EXPECT_NEAR(double(run["output_tokens_per_s"]), 3 / 0.062, 1e-9);
+  EXPECT_EQ(uint64_t(run["finished"]), 1u);
+  EXPECT_EQ(uint64_t(run["steps"]), 3u);
+  EXPECT_TRUE(bool(run["meets_sla"]));
+  EXPECT_EQ(uint64_t(doc["settings"]["pool"]["blocks"]), 100u);
+  EXPECT_EQ(uint64_t(doc["settings"]["page_tokens"]), 16u);
+  EXPECT_EQ(std::string_view(doc["settings"]["page_tokens_source"]), "inferred");
+  EXPECT_DOUBLE_EQ(double(doc["combinations"].at(0)["max_load_meeting_sla"]), 1);
+}
+
+// Six requests sharing a 2-page system prompt, two tenants, no output lengths.
+std::string SmallTrace(bool timestamps) {
+  std::ostringstream out;
+  for (int i = 0; i < 6; ++i) {
+    out << "{";
+    if (timestamps) out << "\"timestamp\": " << i * 100 << ", ";
+    out << "\"tenant\": \"" << (i % 2 ? "b" : "a") << "\", \"input_length\": 60, \"hash_ids\": [7, 8, " << 100 + i
+        << ", " << 200 + i << "]}\n";
+  }
+  return out.str();
+}
+
+TEST(SimulateCommandTest, TableSaysWhatIsAssumedAndScoresEveryCombination) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(false)));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--step-coefficients", kCoefficients, "--pool-blocks", "64", "--admission",
+                     "greedy,reserve-max", "--policy", "lru,s3fifo", "--load", "1,2", "--rate", "4", "--output-tokens",
+                     "5", "--tier", "gold:ttft=1s,itl=50ms", "--tier", "free:ttft=5s", "--tier-of", "tenant:b=free"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  const std::string& t = r.out;
+  EXPECT_NE(t.find("assumed: no record has a timestamp: arrivals evenly spaced at 4.000 requests/s (--rate)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("assumed: 6 of 6 records have no output_length: 5 output tokens assumed (--output-tokens)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("gold (TTFT <= 1 s, ITL <= 50 ms: every request not in another tier (3 requests))"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("free (TTFT <= 5 s, ITL <= 100 ms: tenant b (3 requests))"), std::string::npos) << t;
+  EXPECT_NE(t.find("KV pool: 64 blocks of 16 tokens per rank (given with --pool-blocks)"), std::string::npos) << t;
+  for (const char* row : {"greedy       lru", "greedy       s3fifo", "reserve-max  lru", "reserve-max  s3fifo"}) {
+    EXPECT_NE(t.find(row), std::string::npos) << row << "\n" << t;
+  }
+  EXPECT_NE(t.find("highest load meeting the SLA"), std::string::npos) << t;
+}
+
+TEST(SimulateCommandTest, CsvAndSvg) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(true)));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--step-coefficients", kCoefficients, "--pool-blocks", "64", "--load",
+                     "0.5,1,3", "--csv", "--svg", dir.Sub("plot.svg")});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  std::istringstream in(r.out);
+  std::string header;
+  std::getline(in, header);
+  EXPECT_EQ(header.rfind("admission,policy,load,requests,finished,rejected,", 0), 0u) << header;
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "attainment_all");
+  std::size_t rows = 0;
+  for (std::string line; std::getline(in, line);) ++rows;
+  EXPECT_EQ(rows, 3u * 3u * 3u);  // the default 3 admissions x 3 policies, 3 loads
+  const std::string svg = testing_support::ReadFile(dir.Sub("plot.svg"));
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  EXPECT_NE(svg.find("</svg>\n"), std::string::npos);
+  std::size_t lines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
+  EXPECT_EQ(lines, 2u * 9u);
+}
+
+TEST(SimulateCommandTest, PoolFromTheGpuMemorySubtractsTheWeights) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--admission",
+                     "greedy", "--policy", "lru", "--load", "1", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  // (80 GiB x 0.9 - 70.6e9 x 2 / 4 bytes) / (16 tokens x 81,920 bytes) = 32,050.3.
+  EXPECT_EQ(uint64_t(doc["settings"]["pool"]["blocks"]), 32050u);
+  EXPECT_EQ(std::string_view(doc["settings"]["pool"]["source"]), "gpu-memory");
+  EXPECT_DOUBLE_EQ(double(doc["settings"]["pool"]["kv_bytes_per_token"]), 81920);
+  EXPECT_EQ(std::string_view(doc["settings"]["time_model"]["kind"]), "roofline");
+}
+
+TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
+  const std::string trace = dir.Sub("t.jsonl");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--gpu", "v100", "--model", "llama-3-8b"}, "--gpu: unknown GPU 'v100'"},
+      {{"--pool-blocks", "10"}, "--gpu: no time model"},
+      {{"--step-coefficients", kCoefficients}, "--pool-blocks: no KV pool size"},
+      {{"--step-coefficients", "fixed=-1", "--pool-blocks", "10"}, "--step-coefficients: fixed: must be >= 0"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "0"}, "--load: each load factor"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "fifo"}, "--admission:"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--policy", "belady"}, "--policy: belady"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier", "gold:ttft=fast"}, "--tier: tier gold"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier-of", "tenant:a=gold"},
+       "--tier-of: unknown tier 'gold'"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--block-tokens", "5"}, "--block-tokens: 5"},
+      {{"--model-config", "/nonexistent/config.json", "--gpu", "h100"}, "--model-config:"},
+      {{"--model", "llama-3-70b", "--gpu", "l40s"}, "--gpu: the weights"},
+      {{"--calibrate", "/nonexistent/metrics.txt", "--pool-blocks", "10"}, "--calibrate: /nonexistent/metrics.txt"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--queue-order", "priority"},
+       "--queue-order: priority needs --priority"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {trace};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = Simulate(argv);
+    EXPECT_TRUE(r.Exited(2)) << message << "\n" << r.Describe();
+    EXPECT_NE(r.err.find("kvwatch simulate: " + message), std::string::npos) << r.err;
+  }
+}
+
+TEST(SimulateSetupTest, PagesSplitIntoSmallerBlocksKeepPrefixesShared) {
+  SimulateOptions o;
+  o.traces = {"x"};
+  o.step_coefficients = kCoefficients;
+  o.pool_blocks = 100;
+  o.block_tokens = 4;
+  auto setup = ResolveSimulateOptions(o);
+  ASSERT_TRUE(setup.ok()) << setup.error();
+  ASSERT_TRUE(SettleSimulatePool(&setup.value(), 16).ok());
+  std::vector<curve::Request> trace(2);
+  trace[0].timestamp_s = 5;
+  trace[0].input_tokens = 30;  // two pages of 16, the second partial: 8 blocks of 4
+  trace[0].output_tokens = 2;
+  trace[0].pages = {1, 2};
+  trace[1].timestamp_s = 7;
+  trace[1].input_tokens = 16;
+  trace[1].pages = {1};
+  auto built = BuildReplicaRequests(trace, &setup.value());
+  ASSERT_TRUE(built.ok()) << built.error();
+  const auto& r = built.value();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].pages.size(), 8u);
+  EXPECT_EQ(r[1].pages.size(), 4u);
+  EXPECT_TRUE(std::equal(r[1].pages.begin(), r[1].pages.end(), r[0].pages.begin()));
+  EXPECT_DOUBLE_EQ(r[0].arrival_s, 0);
+  EXPECT_DOUBLE_EQ(r[1].arrival_s, 2);
+  EXPECT_EQ(r[1].output_tokens, 128u);  // the default assumption
+  EXPECT_EQ(setup.value().settings.block_tokens, 4u);
+  bool split_said = false;
+  for (const std::string& a : setup.value().settings.assumptions) {
+    split_said = split_said || a.find("split into 4 blocks of 4 tokens") != std::string::npos;
+  }
+  EXPECT_TRUE(split_said);
+}
+
+TEST(SimulateCommandTest, MooncakeConversationAtTwoLoads) {
+  const std::string path = std::string(KVWATCH_SHARED_DATA) + "/mooncake/conversation_trace.jsonl";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+  auto r = Simulate({path, "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--admission", "greedy",
+                     "--policy", "lru", "--load", "0.1,0.3", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS);
+  EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 12031u);
+  EXPECT_EQ(uint64_t(doc["settings"]["page_tokens"]), 512u);
+  simdjson::dom::array runs = doc["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  for (simdjson::dom::element run : runs) {
+    EXPECT_EQ(uint64_t(run["finished"]) + uint64_t(run["rejected"]), 12031u);
+    EXPECT_GT(double(run["prefix_hit_ratio"]), 0);
+  }
+  // Three times the arrivals: more tokens per second, a longer TTFT tail.
+  EXPECT_GT(double(runs.at(1)["output_tokens_per_s"]), double(runs.at(0)["output_tokens_per_s"]));
+  EXPECT_GE(double(runs.at(1)["ttft_s"]["p99"]), double(runs.at(0)["ttft_s"]["p99"]));
+}
+
+}  // namespace
+}  // namespace kvwatch::agent
+
+namespace kvwatch::agent {
+namespace {
+
+std::vector<double> Arrivals(bool spread, std::vector<std::string>* assumptions) {
+  SimulateOptions o;
+  o.traces = {"x"};
+  o.step_coefficients = kCoefficients;
+  o.pool_blocks = 100;
+  o.spread_ties = spread;
+  auto setup = ResolveSimulateOptions(o);
+  EXPECT_TRUE(setup.ok());
+  EXPECT_TRUE(SettleSimulatePool(&setup.value(), 16).ok());
+  std::vector<curve::Request> trace(4);
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    trace[i].timestamp_s = i < 3 ? 10 : 13;  // three at once, then one 3 s later
+    trace[i].input_tokens = 16;
+    trace[i].output_tokens = 1;
+    trace[i].pages = {i};
+  }
+  auto built = BuildReplicaRequests(trace, &setup.value());
+  EXPECT_TRUE(built.ok());
+  *assumptions = setup.value().settings.assumptions;
+  std::vector<double> out;
+  for (const auto& r : built.value()) out.push_back(r.arrival_s);
+  return out;
+}
+
+TEST(SimulateSetupTest, TiedArrivalsAreSaidAndSpreadOnlyWhenAsked) {
+  std::vector<std::string> said;
+  EXPECT_EQ(Arrivals(false, &said), (std::vector<double>{0, 0, 0, 3}));
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find("3 of 4 requests share an arrival time with another (2 distinct times): each group arrives "
+                         "at once"),
+            std::string::npos)
+      << said[0];
+  EXPECT_EQ(Arrivals(true, &said), (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_NE(said[0].find("spread evenly up to the next time (--spread-ties)"), std::string::npos) << said[0];
+}
+
+}  // namespace
+}  // namespace kvwatch::agent
+
+namespace kvwatch::agent {
+namespace {
+
+// Two vLLM scrapes an engine with steps of 10 ms + 1e-8 s per context token and
+// 1e-4 s per computed prompt token reports (docs/simulate.md "The fit"), at 4 and
+// 20 running requests.
+const char kScrapeLow[] =
+    "vllm:request_prefill_time_seconds_sum 11.0042\nvllm:request_prefill_time_seconds_count 100\n"
+    "vllm:inter_token_latency_seconds_sum 99.4158\nvllm:inter_token_latency_seconds_count 9900\n"
+    "vllm:prompt_tokens_total 100000\nvllm:generation_tokens_total 10000\nvllm:num_requests_running 4\n";
+const char kScrapeHigh[] =
+    "vllm:request_prefill_time_seconds_sum 32.084\nvllm:request_prefill_time_seconds_count 200\n"
+    "vllm:inter_token_latency_seconds_sum 414.716\nvllm:inter_token_latency_seconds_count 39800\n"
+    "vllm:prompt_tokens_total 400000\nvllm:prefix_cache_hits_total 100000\nvllm:generation_tokens_total 40000\n"
+    "vllm:num_requests_running 20\n";
+
+TEST(SimulateCommandTest, CalibratedFromTwoScrapes) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
+  ASSERT_TRUE(WriteFile(dir.Sub("low.prom"), kScrapeLow));
+  ASSERT_TRUE(WriteFile(dir.Sub("high.prom"), kScrapeHigh));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--calibrate", dir.Sub("low.prom"), "--calibrate", dir.Sub("high.prom"),
+                     "--pool-blocks", "100", "--admission", "greedy", "--policy", "lru", "--load", "1", "--json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  simdjson::dom::element tm = doc["settings"]["time_model"];
+  EXPECT_EQ(std::string_view(tm["kind"]), "calibrated");
+  EXPECT_NE(std::string_view(tm["detail"]).find("least squares over 2 observations"), std::string_view::npos);
+  EXPECT_NEAR(double(tm["coefficients"]["fixed_s"]), 0.01, 1e-9);
+  EXPECT_NEAR(double(tm["coefficients"]["per_context_token_s"]), 1e-8, 1e-14);
+  EXPECT_NEAR(double(tm["coefficients"]["per_prefill_token_s"]), 1e-4, 1e-10);
+  // The one request: 10 ms + 32 x 0.1 ms to its first token.
+  EXPECT_NEAR(double(doc["runs"].at(0)["ttft_s"]["p50"]), 0.0132, 1e-9);
+}
+
+}  // namespace
+}  // namespace kvwatch::agent
