@@ -204,7 +204,8 @@ class Replica {
     scheduled_.push_back(r);
   }
 
-  // Running requests first; false when this one was preempted itself.
+  // Running requests first, in admission order; a request that cannot get its
+  // blocks preempts the newest until it fits or has preempted itself (then stop).
   void ScheduleRunning() {
     for (std::size_t i = 0; i < running_.size() && budget_ > 0;) {
       const std::uint32_t r = running_[i];

@@ -83,3 +83,49 @@ TEST(AdmissionTest, ReserveQuantileLearnsFromFinishedRequests) {
 
 }  // namespace
 }  // namespace kvwatch::sim
+
+#include "sim/admission.h"
+
+namespace kvwatch::sim::internal {
+namespace {
+
+TEST(AdmissionEstimatorTest, OutputQuantilesRoundUpToTheirBucket) {
+  OutputQuantiles q(kMaxClasses);
+  EXPECT_EQ(q.count(3), 0u);
+  for (std::uint32_t v = 100; v >= 1; --v) q.Add(3, v);
+  EXPECT_EQ(q.count(3), 100u);
+  EXPECT_EQ(q.Quantile(3, 0.2), 20u);  // exact below 32
+  EXPECT_EQ(q.Quantile(3, 0.5), 50u);
+  const std::uint32_t p90 = q.Quantile(3, 0.9);
+  EXPECT_GE(p90, 90u);
+  EXPECT_LE(p90, 92u);  // within 2.2%
+  q.Add(3, 1000000);
+  EXPECT_GE(q.Quantile(3, 1.0), 1000000u);
+  EXPECT_LE(q.Quantile(3, 1.0), 1022000u);
+}
+
+TEST(AdmissionEstimatorTest, RateCapFromItsPriorThenFromFinishedRequests) {
+  RateCap cap(1000, 16, 100);
+  cap.Admitted(160);
+  // Prior: 100 decode steps x (10 prompt blocks + 100 / 32 of growth on average).
+  EXPECT_DOUBLE_EQ(cap.Rate(), 1000 / (100 * (10 + 100.0 / 32)));
+  cap.Finished(400);
+  cap.Finished(600);
+  EXPECT_DOUBLE_EQ(cap.Rate(), 2);
+  // Credits: one to start, plus the rate each step, up to a step's worth.
+  cap.StartStep();
+  EXPECT_TRUE(cap.CanAdmit());
+  cap.Spend();
+  EXPECT_TRUE(cap.CanAdmit());
+  cap.Spend();
+  EXPECT_FALSE(cap.CanAdmit());
+  for (int i = 0; i < 300; ++i) cap.Finished(4000);  // the window keeps the last 256
+  EXPECT_DOUBLE_EQ(cap.Rate(), 0.25);
+  cap.StartStep();
+  EXPECT_FALSE(cap.CanAdmit());
+  for (int i = 0; i < 3; ++i) cap.StartStep();
+  EXPECT_TRUE(cap.CanAdmit());
+}
+
+}  // namespace
+}  // namespace kvwatch::sim::internal

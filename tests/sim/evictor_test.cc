@@ -89,3 +89,53 @@ TEST(EvictorTest, EveryPolicyAndRuleKeepsThePoolAccountedUnderPressure) {
 
 }  // namespace
 }  // namespace kvwatch::sim
+
+namespace kvwatch::sim {
+namespace {
+
+// A request holds its whole prefix and releases its tail first, so a free block is
+// never released later than its free children: lru's victim is always a leaf, the
+// least recently released one, which is sglang's choice. The two coincide here
+// (curve's sglang differs from its lru by its lifetimes and touch order).
+TEST(EvictorTest, SglangChoosesAsLruInThisModel) {
+  std::mt19937_64 rng(9);
+  std::exponential_distribution<double> gap(5);
+  std::uniform_int_distribution<std::uint32_t> depth(1, 10), child(0, 3), output(1, 100);
+  std::vector<ReplicaRequest> reqs;
+  double t = 0;
+  for (int i = 0; i < 3000; ++i) {
+    t += gap(rng);
+    ReplicaRequest r;
+    r.arrival_s = t;
+    std::uint64_t id = 7;
+    const std::uint32_t d = depth(rng);
+    for (std::uint32_t k = 0; k < d; ++k) {
+      id = id * 5 + child(rng) + 1;
+      r.pages.push_back(id);
+    }
+    r.prompt_tokens = d * 16;
+    r.output_tokens = output(rng);
+    reqs.push_back(std::move(r));
+  }
+  const LinearStepTime time({0.01, 1e-5, 0, 1e-4, 0});
+  ReplicaOptions o;
+  o.pool_blocks = 150;
+  o.block_tokens = 16;
+  std::vector<RequestOutcome> lru, sglang;
+  ReplicaObserver obs;
+  obs.outcomes = &lru;
+  ASSERT_TRUE(SimulateReplicaObserved(o, reqs, time, {}, obs).ok());
+  o.eviction = curve::PolicyKind::kSglang;
+  obs.outcomes = &sglang;
+  ASSERT_TRUE(SimulateReplicaObserved(o, reqs, time, {}, obs).ok());
+  std::uint64_t hits = 0;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(lru[i].hit_pages, sglang[i].hit_pages) << i;
+    ASSERT_EQ(lru[i].finish_s, sglang[i].finish_s) << i;
+    hits += lru[i].hit_pages;
+  }
+  EXPECT_GT(hits, reqs.size());
+}
+
+}  // namespace
+}  // namespace kvwatch::sim

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace kvwatch::sim {
@@ -237,25 +238,34 @@ std::vector<ReplicaRequest> RandomWorkload(std::uint32_t n, double rate, std::ui
 }
 
 // Little's law on the outputs: the time-averaged number in the system (integrated
-// over the steps) equals the request rate times the mean time in the system (from
-// each request's own record).
+// over the steps) equals the departure rate times the mean time in the system (from
+// each request's own record), with and without requests timing out.
 TEST(ReplicaTest, LittlesLawHoldsOnARandomWorkload) {
   const LinearStepTime time({0.01, 2e-5, 1e-9, 1e-4, 1e-7});
-  for (Admission a : kAllAdmissions) {
-    ReplicaOptions o;
-    o.pool_blocks = 400;
-    o.block_tokens = 16;
-    o.max_batched_tokens = 1024;
-    o.admission = a;
-    const auto reqs = RandomWorkload(3000, 4, o.block_tokens, 7);
-    const SimRun run = Simulate(o, reqs, time);
-    double latency = 0;
-    for (std::size_t i = 0; i < reqs.size(); ++i) latency += run.outcomes[i].finish_s - reqs[i].arrival_s;
-    const double mean_latency = latency / static_cast<double>(reqs.size());
-    const double throughput = static_cast<double>(reqs.size()) / run.summary.simulated_s;
-    EXPECT_EQ(run.summary.finished, reqs.size()) << AdmissionName(a);
-    EXPECT_GT(run.summary.mean_in_system, 1) << AdmissionName(a);
-    EXPECT_NEAR(run.summary.mean_in_system / (throughput * mean_latency), 1, 0.01) << AdmissionName(a);
+  for (double timeout : {std::numeric_limits<double>::infinity(), 0.2}) {
+    for (Admission a : kAllAdmissions) {
+      ReplicaOptions o;
+      o.pool_blocks = 400;
+      o.block_tokens = 16;
+      o.max_batched_tokens = 1024;
+      o.admission = a;
+      o.queue_timeout_s = timeout;
+      const auto reqs = RandomWorkload(3000, 4, o.block_tokens, 7);
+      const SimRun run = Simulate(o, reqs, time);
+      double latency = 0;
+      for (std::size_t i = 0; i < reqs.size(); ++i) latency += run.outcomes[i].finish_s - reqs[i].arrival_s;
+      const double mean_latency = latency / static_cast<double>(reqs.size());
+      const double throughput = static_cast<double>(reqs.size()) / run.summary.simulated_s;
+      const std::string what = std::string(AdmissionName(a)) + " timeout " + std::to_string(timeout);
+      EXPECT_EQ(run.summary.finished + run.summary.rejected, reqs.size()) << what;
+      if (std::isinf(timeout)) {
+        EXPECT_EQ(run.summary.rejected, 0u) << what;
+      } else {
+        EXPECT_GT(run.summary.rejected, 0u) << what;  // the timeout does bite
+      }
+      EXPECT_GT(run.summary.mean_in_system, 1) << what;
+      EXPECT_NEAR(run.summary.mean_in_system / (throughput * mean_latency), 1, 0.01) << what;
+    }
   }
 }
 
