@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/progress.h"
@@ -44,6 +45,7 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   out.reserve(trace.size());
   std::uint64_t no_time = 0, no_output = 0, no_input = 0, beyond_classes = 0;
   curve::RequestClassifier classifier;
+  std::unordered_set<curve::PageId> seen_pages;
   std::map<std::string, std::uint32_t, std::less<>> classes;
   std::vector<std::uint64_t> tier_counts(setup->replica.tiers.size(), 0);
   double last_time = 0;
@@ -86,7 +88,14 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
         for (std::uint64_t j = 0; j < split && r.pages.size() < blocks; ++j) r.pages.push_back(SubBlock(page, j));
       }
     }
-    const std::string_view cls = curve::ClassOf(t, t.pages, &classifier);
+    // The derived class needs the request's hits in an unlimited cache (curve/tenants.h):
+    // its leading pages seen before.
+    std::uint32_t unlimited_hits = 0;
+    while (unlimited_hits < t.pages.size() && seen_pages.contains(t.pages[unlimited_hits])) ++unlimited_hits;
+    seen_pages.insert(t.pages.begin(), t.pages.end());
+    const std::uint32_t turn = curve::DerivedTurn(t, t.pages, classifier);
+    const std::string_view cls = curve::ClassOf(t, turn);
+    curve::RememberClass(t, t.pages, turn, page_tokens, unlimited_hits, &classifier);
     auto it = classes.find(cls);
     if (it == classes.end()) it = classes.emplace(std::string(cls), static_cast<std::uint32_t>(classes.size())).first;
     r.class_id = std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1);
