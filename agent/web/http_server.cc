@@ -1,3 +1,8 @@
+// HttpServer (http_server.h): the listening socket, the network thread and the
+// handler pool, one Beast session per connection (TLS handshake, reading with
+// deadlines, the connection cap, writing, lingering), and the authentication and
+// routing of each request. The TLS context is set up by tls_context.cc; responses
+// are encoded and compressed by http_response.cc.
 #include "agent/web/http_server.h"
 
 #include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
@@ -13,19 +18,16 @@
 #include <boost/beast/ssl.hpp>
 #include <httplib.h>
 #include <netdb.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
 #include <sys/socket.h>
 
 #include <cctype>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <list>
 #include <type_traits>
 
 #include "agent/web/basic_auth.h"
+#include "agent/web/http_response.h"
+#include "agent/web/tls_context.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -44,132 +46,12 @@ constexpr std::uint32_t kHeaderLimit = 8192;
 // through it into the request.
 constexpr std::size_t kReadBufferLimit = 2 * kHeaderLimit;
 
-// The OpenSSL error queue as text, emptied.
-std::string OpenSslErrors() {
-  std::string text;
-  while (unsigned long code = ERR_get_error()) {
-    char buffer[256];
-    ERR_error_string_n(code, buffer, sizeof(buffer));
-    text += (text.empty() ? "" : "; ") + std::string(buffer);
-  }
-  return text.empty() ? "unknown OpenSSL error" : text;
-}
-
-int OpenSslVersion(config::TlsVersion version) {
-  switch (version) {
-    case config::TlsVersion::kTls10:
-      return TLS1_VERSION;
-    case config::TlsVersion::kTls11:
-      return TLS1_1_VERSION;
-    case config::TlsVersion::kTls12:
-      return TLS1_2_VERSION;
-    case config::TlsVersion::kTls13:
-      return TLS1_3_VERSION;
-  }
-  return TLS1_2_VERSION;
-}
-
-// For RequestClientCert and RequireAnyClientCert: any certificate will do.
-int AcceptAnyCertificate(int /*preverify_ok*/, X509_STORE_CTX* /*ctx*/) { return 1; }
-
-// `tls_server_config.<key> "<path>": <problem>`.
-std::string FileError(const char* key, const std::string& path, const std::string& problem) {
-  return "tls_server_config." + std::string(key) + " \"" + path + "\": " + problem;
-}
-
-// Fails with the system's reason when path cannot be opened for reading.
-Status CheckReadable(const char* key, const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return Status::Error(FileError(key, path, std::strerror(errno)));
-  std::fclose(file);
-  return Status::Ok();
-}
-
-Status LoadClientCas(SSL_CTX* ctx, const std::string& ca_file) {
-  Status readable = CheckReadable("client_ca_file", ca_file);
-  if (!readable.ok()) return readable;
-  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(ca_file.c_str());
-  if (names == nullptr || sk_X509_NAME_num(names) == 0) {
-    if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
-    ERR_clear_error();
-    return Status::Error(FileError("client_ca_file", ca_file, "no PEM certificates in it"));
-  }
-  if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
-    sk_X509_NAME_pop_free(names, X509_NAME_free);
-    return Status::Error(FileError("client_ca_file", ca_file,
-                                   "cannot load the CA certificates: " + OpenSslErrors()));
-  }
-  SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership; sent in the CertificateRequest
-  return Status::Ok();
-}
-
-void SetClientAuth(SSL_CTX* ctx, config::ClientAuthType type) {
-  using config::ClientAuthType;
-  switch (type) {
-    case ClientAuthType::kNoClientCert:
-      SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
-      return;
-    case ClientAuthType::kRequestClientCert:
-      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCertificate);
-      return;
-    case ClientAuthType::kRequireAnyClientCert:
-      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-                         AcceptAnyCertificate);
-      return;
-    case ClientAuthType::kVerifyClientCertIfGiven:
-      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-      return;
-    case ClientAuthType::kRequireAndVerifyClientCert:
-      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-      return;
-  }
-}
-
-// Sets up ctx from the web config's tls_server_config.
-Status ConfigureTls(SSL_CTX* ctx, const config::TlsServerConfig& tls) {
-  ERR_clear_error();
-  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-  // Frees a connection's 34 KiB of record buffers while it is idle: a thousand
-  // idle TLS connections then cost little memory.
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-  if (tls.prefer_server_cipher_suites) SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
-  if (SSL_CTX_set_min_proto_version(ctx, OpenSslVersion(tls.min_version)) != 1 ||
-      SSL_CTX_set_max_proto_version(ctx, OpenSslVersion(tls.max_version)) != 1) {
-    return Status::Error("tls_server_config.min_version/max_version: " +
-                         std::string(config::TlsVersionName(tls.min_version)) + ".." +
-                         std::string(config::TlsVersionName(tls.max_version)) +
-                         " is not available: " + OpenSslErrors());
-  }
-  Status readable = CheckReadable("cert_file", tls.cert_file);
-  if (!readable.ok()) return readable;
-  if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
-    return Status::Error(FileError("cert_file", tls.cert_file,
-                                   "cannot load a PEM certificate chain: " + OpenSslErrors()));
-  }
-  readable = CheckReadable("key_file", tls.key_file);
-  if (!readable.ok()) return readable;
-  // OpenSSL 3 already reports a key that does not belong to the certificate
-  // here (X509_R_KEY_VALUES_MISMATCH); older versions only in the check below.
-  bool loaded = SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) == 1;
-  if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
-    return Status::Error(FileError("key_file", tls.key_file,
-                                   "cannot load a PEM private key: " + OpenSslErrors()));
-  }
-  if (!loaded || SSL_CTX_check_private_key(ctx) != 1) {
-    return Status::Error(FileError("key_file", tls.key_file,
-                                   "does not match the certificate in cert_file \"" +
-                                       tls.cert_file + "\": " + OpenSslErrors()));
-  }
-  if (!tls.client_ca_file.empty()) {
-    Status cas = LoadClientCas(ctx, tls.client_ca_file);
-    if (!cas.ok()) return cas;
-  }
-  SetClientAuth(ctx, tls.client_auth_type);
-  // Needed for session resumption once client certificates are requested.
-  static const unsigned char kSessionContext[] = "kvwatch";
-  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
-  return Status::Ok();
-}
+using web_internal::ConfigureTls;
+using web_internal::Encode;
+using web_internal::OpenSslErrors;
+using web_internal::Response;
+using web_internal::StatusForReadError;
+using web_internal::TextResponse;
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -180,87 +62,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
     }
   }
   return true;
-}
-
-HttpResponse TextResponse(int status, std::string body) {
-  HttpResponse response;
-  response.status = status;
-  response.body = std::move(body);
-  return response;
-}
-
-// Status for a request that could not be read; 0 when the connection is just
-// gone (closed by the client, past its deadline, evicted, the server stopping).
-int StatusForReadError(const beast::error_code& ec) {
-  if (ec == http::error::header_limit) return 431;
-  if (ec == http::error::body_limit) return 413;
-  if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-      ec != http::error::end_of_stream && ec != http::error::partial_message) {
-    return 400;  // bad_method, bad_target, bad_field, bad_content_length, ...
-  }
-  return 0;
-}
-
-// Compresses body as cpp-httplib would for this Accept-Encoding and
-// Content-Type (same content types, same choice of encoding). Returns the
-// Content-Encoding ("" when left as it is).
-std::string Compress(const std::string& accept_encoding, const std::string& content_type,
-                     std::string* body) {
-  if (body->empty() || accept_encoding.empty()) return "";
-  httplib::Request req;
-  req.set_header("Accept-Encoding", accept_encoding);
-  httplib::Response res;
-  res.set_header("Content-Type", content_type);
-  std::unique_ptr<httplib::detail::compressor> compressor;
-  std::string encoding;
-  switch (httplib::detail::encoding_type(req, res)) {
-    case httplib::detail::EncodingType::Gzip:
-      compressor = std::make_unique<httplib::detail::gzip_compressor>();
-      encoding = "gzip";
-      break;
-    case httplib::detail::EncodingType::Brotli:
-      compressor = std::make_unique<httplib::detail::brotli_compressor>();
-      encoding = "br";
-      break;
-    case httplib::detail::EncodingType::None:
-      return "";
-  }
-  std::string compressed;
-  bool ok = compressor->compress(body->data(), body->size(), true,
-                                 [&](const char* data, std::size_t n) {
-                                   compressed.append(data, n);
-                                   return true;
-                                 });
-  if (!ok) return "";  // sent as it is
-  *body = std::move(compressed);
-  return encoding;
-}
-
-using Response = http::response<http::string_body>;
-
-// The response on the wire for out: the handler's headers, Content-Type, Vary,
-// the web config's headers, compression, Content-Length; no body for HEAD.
-Response Encode(const HttpResponse& out, const std::optional<config::WebConfig>& web, bool head,
-                const std::string& accept_encoding, bool keep_alive, unsigned version,
-                std::string* content_encoding) {
-  Response res;
-  res.version(version);
-  res.result(static_cast<unsigned>(out.status));
-  for (const auto& [name, value] : out.headers) res.insert(name, value);
-  if (!out.content_type.empty()) res.set(http::field::content_type, out.content_type);
-  if (res.find(http::field::vary) == res.end()) res.set(http::field::vary, "Accept-Encoding");
-  if (web.has_value()) {
-    for (const auto& [name, value] : web->http.headers) {
-      if (res.find(name) == res.end()) res.set(name, value);
-    }
-  }
-  std::string body = out.body;
-  *content_encoding = Compress(accept_encoding, std::string(res[http::field::content_type]), &body);
-  if (!content_encoding->empty()) res.set(http::field::content_encoding, *content_encoding);
-  res.keep_alive(keep_alive);
-  res.content_length(body.size());
-  if (!head) res.body() = std::move(body);  // HEAD: the same Content-Length, no body
-  return res;
 }
 
 // A connection as the network thread sees it, for the connection cap and Stop().

@@ -1,0 +1,76 @@
+// The KV events' ZeroMQ framing (kv_event_decoder.h, "Framing"): the 3-frame PUB
+// message, the 8-byte big-endian sequence number, and the replay socket's replies
+// in either framing. Views into the frames; no copies.
+#include "collectors/kv_event_decoder.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "collectors/msgpack_scan.h"
+
+namespace kvwatch::collectors {
+
+KvResult<std::uint64_t> ParseSeqFrame(Frame frame) {
+  if (frame.size() != 8) {
+    return KvDecodeError{KvDecodeErrorCode::kBadFrames,
+                         "seq frame expected 8 bytes (big-endian uint64), got " +
+                             std::to_string(frame.size())};
+  }
+  return decoder_internal::ReadBigEndian(frame.data(), 8);
+}
+
+std::array<std::uint8_t, 8> EncodeSeqFrame(std::uint64_t seq) {
+  std::array<std::uint8_t, 8> out{};
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(seq & 0xff);
+    seq >>= 8;
+  }
+  return out;
+}
+
+namespace {
+std::string_view AsText(Frame f) { return {reinterpret_cast<const char*>(f.data()), f.size()}; }
+}  // namespace
+
+KvResult<KvMessage> ParseFrames(Frame topic, Frame seq, Frame payload) {
+  KvResult<std::uint64_t> s = ParseSeqFrame(seq);
+  if (!s.ok()) return s.error();
+  return KvMessage{AsText(topic), s.value(), payload};
+}
+
+KvResult<KvMessage> ParseFrames(std::span<const Frame> frames) {
+  if (frames.size() != 3) {
+    return KvDecodeError{KvDecodeErrorCode::kBadFrames,
+                         "expected 3 frames [topic, seq, payload], got " + std::to_string(frames.size())};
+  }
+  return ParseFrames(frames[0], frames[1], frames[2]);
+}
+
+KvResult<KvReplayReply> ParseReplayReply(std::span<const Frame> frames) {
+  KvReplayReply reply;
+  std::size_t first = 0;
+  if (frames.size() == 4 && frames[0].empty()) first = 1;  // DEALER delimiter
+  const std::size_t count = frames.size() - first;
+  if (count != 2 && count != 3) {
+    return KvDecodeError{KvDecodeErrorCode::kBadFrames,
+                         "replay reply expected [seq, payload] or [topic, seq, payload], got " +
+                             std::to_string(frames.size()) + " frames"};
+  }
+  if (count == 3) {
+    reply.topic = AsText(frames[first]);
+    reply.has_topic = true;
+    ++first;
+  }
+  KvResult<std::uint64_t> seq = ParseSeqFrame(frames[first]);
+  if (!seq.ok()) return seq.error();
+  reply.seq = seq.value();
+  reply.payload = frames[first + 1];
+  reply.end_of_replay = reply.payload.empty() || reply.seq == kReplayEndSeq;
+  return reply;
+}
+
+}  // namespace kvwatch::collectors
