@@ -33,10 +33,6 @@ using tail::kMaxFingerprintBytes;
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
-// File times come from a coarse clock (a jiffy behind the real time at most): an
-// unread-rotation scan looks this much before the time it is given.
-constexpr std::int64_t kMtimeSlackNs = 50'000'000;
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -242,7 +238,7 @@ void FileTailer::OpenNewFiles(const std::vector<Candidate>& found, Pass& pass) {
     // A new file at an exact path after the first pass: a file created there and
     // rotated away since the last pass (the loop stalled longer than the writer's
     // rotation period while no file was followed at that path) was never seen.
-    if (polled_) ScheduleUnreadScan(file->source, last_pass_ns_ - kMtimeSlackNs);
+    if (polled_) ScheduleUnreadScan(file->source, last_pass_ns_);
     EmitFor(pass, TailEventKind::kOpened, *file, file->pos.offset,
             file->pos.offset == 0
                 ? std::string("reading from the beginning")
@@ -395,6 +391,22 @@ void FileTailer::CloseFinished(Pass& pass) {
     RememberClosed(file);
     CloseFile(file);
     it = files_.erase(it);
+  }
+}
+
+std::vector<FileTailer::ClosedFile> FileTailer::ClosedRemembered() const {
+  std::vector<ClosedFile> out;
+  out.reserve(closed_order_.size());
+  for (const FileId& id : closed_order_) out.push_back({id, closed_.at(id)});
+  return out;
+}
+
+void FileTailer::RestoreClosedRemembered(std::vector<ClosedFile> files) {
+  if (files.size() > kMaxClosedRemembered) files.erase(files.begin(), files.end() - kMaxClosedRemembered);
+  closed_.clear();
+  closed_order_.clear();
+  for (const ClosedFile& f : files) {
+    if (closed_.insert_or_assign(f.id, f.mtime_ns).second) closed_order_.push_back(f.id);
   }
 }
 

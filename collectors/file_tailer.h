@@ -236,6 +236,25 @@ class FileTailer {
   static constexpr std::size_t kMaxUnreadReported = 4096;
   const std::vector<FileId>& UnreadReported() const { return unread_order_; }
   void RestoreUnreadReported(std::vector<FileId> ids);
+  // The files read to their end and closed, with their modification time then,
+  // oldest first (the last kMaxClosedRemembered): kept by the caller too, so that a
+  // restart does not count one that closed just before the state was saved as an
+  // unread rotation (the scan looks kMtimeSlackNs back, below). Restore before the
+  // first Poll().
+  struct ClosedFile {
+    FileId id;
+    std::int64_t mtime_ns = 0;
+  };
+  static constexpr std::size_t kMaxClosedRemembered = 4096;
+  std::vector<ClosedFile> ClosedRemembered() const;
+  void RestoreClosedRemembered(std::vector<ClosedFile> files);
+  // File times come from the kernel's coarse clock, up to a tick behind the real
+  // time that positions are validated at (a file written 1 ms after a pass can carry
+  // a time 3 ms before it): an unread-rotation scan counts files modified up to this
+  // long before the time it is given. Files it follows, files it closed unchanged
+  // and files already reported are never counted, so the slack cannot count a file
+  // twice.
+  static constexpr std::int64_t kMtimeSlackNs = 50'000'000;
 
   // The inotify descriptor, or -1 when disabled or unavailable. Owned by the
   // tailer; readable when Poll() has something to look at.
@@ -320,7 +339,6 @@ class FileTailer {
   std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
   std::set<FileId> unread_;                           // reported unread ...
   std::vector<FileId> unread_order_;                  // ... in the order reported (bounded)
-  static constexpr std::size_t kMaxClosedRemembered = 4096;
   std::map<FileId, std::int64_t> closed_;             // closed after draining -> mtime then ...
   std::deque<FileId> closed_order_;                   // ... oldest first (bounded)
 };

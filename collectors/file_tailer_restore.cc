@@ -186,7 +186,7 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
-    if (FindFile(dev, ino) || tail::ToNs(st.st_mtim) <= since_ns) continue;
+    if (FindFile(dev, ino) || tail::ToNs(st.st_mtim) <= since_ns - kMtimeSlackNs) continue;
     if (auto closed = closed_.find({dev, ino}); closed != closed_.end() && tail::ToNs(st.st_mtim) <= closed->second) {
       continue;  // read to its end and closed, unchanged since
     }

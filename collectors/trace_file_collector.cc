@@ -66,10 +66,12 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
 
 // The collector's part of the agent's state: a version, its counters (so they
 // continue across restarts with the curves they fed), the rotated files already
-// counted as unread (so a restart does not count them again) and the tailer's
-// positions.
+// counted as unread (so a restart does not count them again), the files it read
+// to their end and closed (so a restart does not count them as unread either) and
+// the tailer's positions. Version 2 had no closed files; it still loads.
 namespace {
-constexpr std::uint32_t kTraceFileStateVersion = 2;
+constexpr std::uint32_t kTraceFileStateVersion = 3;
+constexpr std::uint32_t kTraceFileStateVersionWithoutClosed = 2;
 }  // namespace
 
 void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
@@ -80,6 +82,13 @@ void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
   for (const auto& [dev, ino] : unread) {
     base::AppendPod(out, dev);
     base::AppendPod(out, ino);
+  }
+  const std::vector<FileTailer::ClosedFile> closed = tailer_->ClosedRemembered();
+  base::AppendPod<std::uint64_t>(out, closed.size());
+  for (const FileTailer::ClosedFile& f : closed) {
+    base::AppendPod(out, f.id.first);
+    base::AppendPod(out, f.id.second);
+    base::AppendPod(out, f.mtime_ns);
   }
   const std::string text = tailer_->SavePositions();
   base::AppendPod<std::uint64_t>(out, text.size());
@@ -92,7 +101,9 @@ base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) 
   std::uint64_t len = 0;
   CollectorStats stats;
   if (!base::ReadPod(&in, &version)) return base::Status::Error("truncated");
-  if (version != kTraceFileStateVersion) return base::Status::Error("version " + std::to_string(version));
+  if (version != kTraceFileStateVersion && version != kTraceFileStateVersionWithoutClosed) {
+    return base::Status::Error("version " + std::to_string(version));
+  }
   std::uint64_t n_unread = 0;
   if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &n_unread) ||
       n_unread > FileTailer::kMaxUnreadReported || n_unread * 16 > in.size()) {
@@ -102,10 +113,24 @@ base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) 
   for (auto& [dev, ino] : unread) {
     if (!base::ReadPod(&in, &dev) || !base::ReadPod(&in, &ino)) return base::Status::Error("malformed counters");
   }
+  std::vector<FileTailer::ClosedFile> closed;
+  if (version == kTraceFileStateVersion) {
+    std::uint64_t n_closed = 0;
+    if (!base::ReadPod(&in, &n_closed) || n_closed > FileTailer::kMaxClosedRemembered || n_closed * 24 > in.size()) {
+      return base::Status::Error("malformed closed files");
+    }
+    closed.resize(n_closed);
+    for (FileTailer::ClosedFile& f : closed) {
+      if (!base::ReadPod(&in, &f.id.first) || !base::ReadPod(&in, &f.id.second) || !base::ReadPod(&in, &f.mtime_ns)) {
+        return base::Status::Error("malformed closed files");
+      }
+    }
+  }
   if (!base::ReadPod(&in, &len) || len != in.size()) return base::Status::Error("malformed positions");
   base::Status s = tailer_->RestorePositions(std::string_view(reinterpret_cast<const char*>(in.data()), in.size()));
   if (!s.ok()) return s;
   tailer_->RestoreUnreadReported(std::move(unread));
+  tailer_->RestoreClosedRemembered(std::move(closed));
   stats_.records = stats.records;
   stats_.dropped = stats.dropped;
   stats_.dropped_by = std::move(stats.dropped_by);

@@ -1036,6 +1036,45 @@ TEST_F(FileTailerTest, RenameRotationsWhileDownAreDrainedOrCounted) {
   EXPECT_THAT(unread[1]->message, HasSubstr("compressed"));
 }
 
+// A rotated file drained and closed just before the state was saved: its last write
+// is within the unread scan's slack of the saved time (FileTailer::kMtimeSlackNs),
+// so only the remembered closed files keep a restart from counting it as unread.
+TEST_F(FileTailerTest, AFileClosedJustBeforeTheSaveIsNotUnreadAfterARestart) {
+  Append("app.log", "1\n");
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  Append("app.log", "2\n");
+  Rename("app.log", "app.log.1");
+  Append("app.log", "3\n");
+  Poll(*tailer);  // drains app.log.1 and closes it (rotate_wait 0), opens app.log
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "2", "3"));
+  const std::string saved = tailer->SavePositions();
+  const std::vector<FileTailer::ClosedFile> closed = tailer->ClosedRemembered();
+  ASSERT_EQ(closed.size(), 1u);
+  tailer.reset();
+  recorder_.Clear();
+
+  // With the closed files restored: nothing is counted.
+  tailer = Make(Options({"app.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  tailer->RestoreClosedRemembered(closed);
+  Poll(*tailer);
+  EXPECT_TRUE(recorder_.Texts().empty());
+  EXPECT_TRUE(recorder_.Of(TailEventKind::kUnreadRotation).empty());
+  tailer.reset();
+  recorder_.Clear();
+
+  // Without them (a state saved by an older version) the slack counts it: what the
+  // closed files are kept for.
+  tailer = Make(Options({"app.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.1"));
+}
+
 // A pass saw the path empty (its file rotated away, the next not yet created);
 // before the next pass a file was created there and rotated away too (the loop
 // stalled): that file was never seen, and it is counted when the next new file is
