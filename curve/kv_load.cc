@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/byte_io.h"
+
 namespace kvwatch::curve {
 
 double KvTokenSeconds(double prompt_tokens, double output_tokens, double decode_tokens_per_s, double prefill_s) {
@@ -76,6 +78,42 @@ void KvLoadSlice::Merge(const KvLoadSlice& other) {
 
 void KvLoadSlice::Clear() { *this = KvLoadSlice(); }
 
+void KvLoadSlice::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod(out, requests_);
+  base::AppendPod(out, sized_);
+  base::AppendPod(out, prompt_sum_);
+  base::AppendPod(out, growth_sum_);
+  base::AppendPod<std::uint64_t>(out, classes_.size());
+  for (const auto& [label, h] : classes_) {
+    base::AppendString(out, label);
+    base::AppendPod<std::uint64_t>(out, h.size());
+    for (std::uint64_t c : h) base::AppendPod(out, c);
+  }
+}
+
+bool KvLoadSlice::Deserialize(std::span<const std::uint8_t>* in) {
+  Clear();
+  std::uint64_t n = 0;
+  if (!base::ReadPod(in, &requests_) || !base::ReadPod(in, &sized_) || !base::ReadPod(in, &prompt_sum_) ||
+      !base::ReadPod(in, &growth_sum_) || !base::ReadCount(in, &n, sizeof(std::uint64_t) * 2)) {
+    return false;
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::string label;
+    std::uint64_t buckets = 0;
+    if (!base::ReadString(in, &label) || !base::ReadCount(in, &buckets, sizeof(std::uint64_t)) ||
+        buckets > kOutputLengthBuckets) {
+      return false;
+    }
+    OutputLengthHistogram& h = classes_[label];
+    h.resize(buckets);
+    for (std::uint64_t& c : h) {
+      if (!base::ReadPod(in, &c)) return false;
+    }
+  }
+  return true;
+}
+
 double KvLoadSlice::TokenSeconds(double decode_tokens_per_s, double prefill_s) const {
   return prefill_s * prompt_sum_ + growth_sum_ / decode_tokens_per_s;
 }
@@ -100,6 +138,39 @@ void KvLoadWindows::Add(const KvLoadRequest& request, double t) {
   const double at = std::isfinite(t) ? t : windows_.now();
   first_s_ = any_ ? std::min(first_s_, at) : at;
   any_ = true;
+}
+
+void KvLoadWindows::Serialize(std::vector<std::uint8_t>* out) const {
+  base::AppendPod<std::uint8_t>(out, windows_.started() ? 1 : 0);
+  base::AppendPod(out, windows_.now());
+  base::AppendPod<std::uint8_t>(out, any_ ? 1 : 0);
+  base::AppendPod(out, first_s_);
+  base::AppendPod<std::uint64_t>(out, windows_.size());
+  for (const auto& w : windows_.rings()) {
+    base::AppendPod(out, w.duration_s);
+    base::AppendPod(out, w.newest_slice);
+    for (const KvLoadSlice& slice : w.ring) slice.Serialize(out);
+  }
+}
+
+bool KvLoadWindows::Deserialize(std::span<const std::uint8_t>* in) {
+  std::uint8_t started = 0, any = 0;
+  double now = 0;
+  std::uint64_t n = 0;
+  if (!base::ReadPod(in, &started) || !base::ReadPod(in, &now) || !base::ReadPod(in, &any) ||
+      !base::ReadPod(in, &first_s_) || !base::ReadPod(in, &n) || n != windows_.size()) {
+    return false;
+  }
+  any_ = any != 0;
+  windows_.Restore(started != 0, now);
+  for (auto& w : windows_.rings()) {
+    double d = 0;
+    if (!base::ReadPod(in, &d) || d != w.duration_s || !base::ReadPod(in, &w.newest_slice)) return false;
+    for (KvLoadSlice& slice : w.ring) {
+      if (!slice.Deserialize(in)) return false;
+    }
+  }
+  return true;
 }
 
 double KvLoadWindows::Span(std::size_t i) const {

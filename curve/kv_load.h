@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,10 @@ class KvLoadSlice {
   // Output lengths by class label (requests with an output length and a class).
   const std::map<std::string, OutputLengthHistogram>& classes() const { return classes_; }
 
+  // Checkpoint encoding (appends / consumes); false when malformed.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
+
  private:
   std::uint64_t requests_ = 0;
   std::uint64_t sized_ = 0;
@@ -129,6 +134,12 @@ class KvLoadWindows {
   double Span(std::size_t i) const;
   std::size_t size() const { return windows_.size(); }
   double now() const { return windows_.now(); }
+
+  // Checkpoint encoding (appends / consumes): the clock, every slice and the first
+  // request's time. false (the windows are then unspecified: recreate them) when
+  // malformed or written for other window lengths.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
   SlidingWindows<KvLoadSlice> windows_;

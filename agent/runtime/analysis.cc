@@ -252,6 +252,7 @@ void Analysis::Serialize(StateParts* parts) const {
   }
   if (groups_) groups_->Serialize(&parts->groups);
   if (canaries_) canaries_->Serialize(&parts->canaries);
+  load_->Serialize(&parts->load);
 }
 
 std::string Analysis::Restore(const StateParts& parts) {
@@ -267,6 +268,10 @@ std::string Analysis::Restore(const StateParts& parts) {
   if (groups_) {
     std::span<const std::uint8_t> g(parts.groups);
     if (!groups_->Deserialize(&g) || !g.empty()) return "tenant and class groups";
+  }
+  if (!parts.load.empty()) {
+    std::span<const std::uint8_t> l(parts.load);
+    if (!load_->Deserialize(&l) || !l.empty()) return "KV load windows";
   }
   // The canaries are restored when their settings are unchanged; otherwise they
   // alone start fresh (their numbers are not the curves').
@@ -285,7 +290,7 @@ void Analysis::Reset() {
   if (sampled_) sampled_->Clear();
   all_page_refs_ = all_requests_ = 0;
   lifetime_.Clear();
-  ResetWindows();
+  ResetWindows();  // the load windows too
   hit_capacity_sum_ = required_capacity_sum_ = 0;
   if (groups_) groups_->Clear();
   ResetCanaries();

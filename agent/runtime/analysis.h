@@ -111,8 +111,8 @@ class Analysis {
   // Tenants and classes (TenantsOn), else null; the engine then decomposes
   // distances by group.
   std::unique_ptr<curve::GroupAccounting> groups_;
-  // The KV load factor's windows (every request, sampled or not); not in the
-  // state file: after a restart they refill from the requests that follow.
+  // The KV load factor's windows (every request, sampled or not). A state file
+  // without them (an older build's) restores them empty.
   std::unique_ptr<curve::KvLoadWindows> load_;
   std::uint64_t hit_capacity_sum_ = 0;  // for the histograms' _sum
   std::uint64_t required_capacity_sum_ = 0;

@@ -40,10 +40,11 @@ const MetricDef kLoadMetrics[6] = {
      "(the largest of curve.capacities), times page_tokens.",
      "source"},
     {"kvwatch_class_output_tokens", MetricType::kGauge,
-     "Output-length quantile of the class's requests over the window, in tokens (what a reservation per class "
-     "would use): the upper end of the bucket holding the nearest-rank quantile, exact below 32 tokens and at most "
+     "Output-length quantile of the class's requests over the window, in tokens: a fraction (0.5, 0.9, 0.99) of "
+     "them generated at most this many (what a reservation per class would use). The upper end of the bucket "
+     "holding the nearest-rank quantile, exact below 32 tokens and at most "
      "6.25% above otherwise.",
-     "window,class,quantile"},
+     "window,class,fraction"},
 };
 
 KvLoadSources KvLoadSourcesOf(const AgentOptions& options, const std::vector<CollectorCopy>& collectors) {
@@ -100,7 +101,7 @@ void AppendLoadMetrics(MetricsBuilder& m, const AgentOptions& options, const Age
         const std::optional<std::uint64_t> tokens = curve::OutputLengthQuantile(histogram, q);
         if (!tokens) continue;
         m.Add(kLoadMetrics[kOutputTokens], static_cast<double>(*tokens),
-              {{"window", options.curve.windows[i].name}, {"class", label}, {"quantile", FractionLabel(q)}});
+              {{"window", options.curve.windows[i].name}, {"class", label}, {"fraction", FractionLabel(q)}});
       }
     }
   }

@@ -76,12 +76,12 @@ TEST(KvLoadAgentTest, MetricsShowTheHandWorkedLoadFactorPerWindow) {
   EXPECT_EQ(SampleValue(e, "kvwatch_kv_load_capacity_tokens", {{"source", "config"}}), 1600);
   // Output lengths: chat's are all 50 (bucket 50..51), code's one is 100 (bucket 100..103).
   for (const char* q : {"0.5", "0.9", "0.99"}) {
-    EXPECT_EQ(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "5m"}, {"class", "chat"}, {"quantile", q}}),
+    EXPECT_EQ(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "5m"}, {"class", "chat"}, {"fraction", q}}),
               51);
-    EXPECT_EQ(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "5m"}, {"class", "code"}, {"quantile", q}}),
+    EXPECT_EQ(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "5m"}, {"class", "code"}, {"fraction", q}}),
               103);
   }
-  EXPECT_FALSE(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "1m"}, {"class", "code"}, {"quantile", "0.5"}}))
+  EXPECT_FALSE(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "1m"}, {"class", "code"}, {"fraction", "0.5"}}))
       << "the code request is older than the 1m window";
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace kvwatch::curve {
@@ -110,6 +111,42 @@ TEST(KvLoadTest, WindowsExpireTheirOldRequests) {
   w.Advance(2049 + 200);
   EXPECT_EQ(w.Window(0).requests(), 0u);
   EXPECT_EQ(w.Window(1).requests(), 0u);
+}
+
+TEST(KvLoadTest, CheckpointRestoresEveryWindowAndItsSpan) {
+  KvLoadWindows a({60, 600});
+  a.Add(Sized(1000, 100, "code"), 500);
+  for (int i = 0; i < 30; ++i) a.Add(Sized(100 + i, 50 + i, i % 2 ? "chat" : ""), 520 + i);
+  a.Add(Sized(-1, -1), 555);
+  std::vector<std::uint8_t> bytes;
+  a.Serialize(&bytes);
+  KvLoadWindows b({60, 600});
+  std::span<const std::uint8_t> in(bytes);
+  ASSERT_TRUE(b.Deserialize(&in));
+  EXPECT_TRUE(in.empty());
+  for (std::size_t i = 0; i < 2; ++i) {
+    const KvLoadSlice wa = a.Window(i), wb = b.Window(i);
+    EXPECT_EQ(wb.requests(), wa.requests());
+    EXPECT_EQ(wb.sized(), wa.sized());
+    EXPECT_EQ(wb.growth_sum(), wa.growth_sum());
+    EXPECT_EQ(wb.prompt_sum(), wa.prompt_sum());
+    EXPECT_EQ(wb.classes(), wa.classes());
+    EXPECT_EQ(b.Span(i), a.Span(i));
+  }
+  // Both go on alike.
+  a.Add(Sized(10, 10, "chat"), 600);
+  b.Add(Sized(10, 10, "chat"), 600);
+  EXPECT_EQ(b.Window(0).requests(), a.Window(0).requests());
+  EXPECT_EQ(b.Span(1), a.Span(1));
+  // Other window lengths, or truncated bytes, are refused.
+  KvLoadWindows other({60});
+  std::span<const std::uint8_t> again(bytes);
+  EXPECT_FALSE(other.Deserialize(&again));
+  for (std::size_t cut : {std::size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
+    KvLoadWindows c({60, 600});
+    std::span<const std::uint8_t> part(bytes.data(), cut);
+    EXPECT_FALSE(c.Deserialize(&part)) << cut;
+  }
 }
 
 TEST(KvLoadTest, OutputLengthBucketsAreExactBelow32AndNarrowAbove) {
