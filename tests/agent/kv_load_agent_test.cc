@@ -12,8 +12,10 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/runtime/agent.h"
+#include "agent/runtime/load_metrics.h"
 #include "collectors/exposition_parser.h"
 #include "tests/agent/testing_agent.h"
 
@@ -120,6 +122,36 @@ TEST(KvLoadAgentTest, TheAlertReadsItsWindowsLoadFactor) {
   EXPECT_EQ(in.kv_load->sized_requests, 5);
   EXPECT_EQ(in.kv_load->capacity_tokens, 1600);
   EXPECT_EQ(in.kv_load->decode_tokens_per_s, 50);
+}
+
+TEST(KvLoadAgentTest, TheEnginesDecodeRateAndCapacityWinOverTheConfigs) {
+  const AgentOptions o = Options();  // 50 tokens/s, 100 pages x 16 tokens
+  std::vector<CollectorCopy> collectors(3);
+  collectors[0].name = "trace";  // knows neither
+  collectors[1].name = "log";
+  collectors[1].signals.capacity_pages = 0;  // not a capacity
+  collectors[2].name = "vllm";
+  collectors[2].signals.decode_tokens_per_s = 40;
+  collectors[2].signals.capacity_pages = 1000;
+  KvLoadSources s = KvLoadSourcesOf(o, collectors);
+  EXPECT_EQ(s.decode_tokens_per_s, 40);
+  EXPECT_EQ(s.decode_source, "engine");
+  EXPECT_EQ(s.capacity_tokens, 16000);
+  EXPECT_EQ(s.capacity_source, "engine");
+  collectors.pop_back();
+  s = KvLoadSourcesOf(o, collectors);
+  EXPECT_EQ(s.decode_tokens_per_s, 50);
+  EXPECT_EQ(s.decode_source, "config");
+  EXPECT_EQ(s.capacity_tokens, 1600);
+  EXPECT_EQ(s.capacity_source, "config");
+  // rho follows: the same window at 40 tokens/s in 16000 tokens.
+  AnalysisSnapshot::LoadWindow w;
+  w.slice.Add({100, 50, "chat"});  // 100 x 50 / 40 + 2500 / 80 = 156.25 token-seconds
+  w.span_s = 10;
+  collectors.push_back({});
+  collectors.back().signals.decode_tokens_per_s = 40;
+  collectors.back().signals.capacity_pages = 1000;
+  EXPECT_DOUBLE_EQ(WindowKvLoad(w, KvLoadSourcesOf(o, collectors))->load_factor, 0.1 * 156.25 / 16000);
 }
 
 TEST(KvLoadAgentTest, WithoutOutputLengthsThereIsNoLoadFactor) {
