@@ -177,7 +177,8 @@ Status ResolveAlertWindows(const FieldReader& r, const AgentConfig& c) {
     }
   }
   const std::string kv_load = "alerts.kv_load.window";
-  if (r.Written(kv_load) && !c.curve.windows.FindSeconds(static_cast<double>(c.alerts.alerter.kv_load.window.count()))) {
+  const auto kv_load_seconds = static_cast<double>(c.alerts.alerter.kv_load.window.count());
+  if (r.Written(kv_load) && !c.curve.windows.FindSeconds(kv_load_seconds)) {
     return r.FailAtPath(kv_load, "expected one of curve.windows (" + c.curve.windows.NameList() +
                                      "): the load factor is read from that window");
   }

@@ -39,7 +39,9 @@ std::optional<std::uint64_t> OutputLengthQuantile(const OutputLengthHistogram& h
   for (std::uint64_t c : histogram) n += c;
   if (n == 0) return std::nullopt;
   // Nearest rank: the smallest value with at least ceil(q x n) values at or below it.
-  const auto rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n) * (1 - 1e-12))));
+  // (1 - 1e-12): q x n computed a hair above an integer must not skip a rank.
+  const double exact_rank = q * static_cast<double>(n) * (1 - 1e-12);
+  const auto rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(exact_rank)));
   std::uint64_t seen = 0;
   for (std::size_t b = 0; b < histogram.size(); ++b) {
     seen += histogram[b];

@@ -4,9 +4,9 @@
 // continuous cache state), the lifetime curve (exported as cumulative histograms)
 // with its histograms' sums, the windowed curves and their clock, the tenant and
 // class accounting (tenants.enabled, exact engine only) and the policy canaries
-// (curve.policies), and the KV load windows (curve/kv_load.h). It ingests requests, gives a snapshot of itself to the readers
-// (snapshot.h), and writes itself into, and restores itself from, the state file's
-// parts (state_file.h). What the numbers mean (sampling's weights, the clock) is
+// (curve.policies), and the KV load windows (curve/kv_load.h). It ingests requests,
+// gives a snapshot of itself to the readers (snapshot.h), and writes itself into,
+// and restores itself from, the state file's parts (state_file.h). What the numbers mean (sampling's weights, the clock) is
 // described in agent.h.
 //
 // Thread safety: none. The agent owns one and serializes every call under its

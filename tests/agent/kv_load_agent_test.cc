@@ -83,7 +83,8 @@ TEST(KvLoadAgentTest, MetricsShowTheHandWorkedLoadFactorPerWindow) {
     EXPECT_EQ(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "5m"}, {"class", "code"}, {"fraction", q}}),
               103);
   }
-  EXPECT_FALSE(SampleValue(e, "kvwatch_class_output_tokens", {{"window", "1m"}, {"class", "code"}, {"fraction", "0.5"}}))
+  EXPECT_FALSE(
+      SampleValue(e, "kvwatch_class_output_tokens", {{"window", "1m"}, {"class", "code"}, {"fraction", "0.5"}}))
       << "the code request is older than the 1m window";
 }
 

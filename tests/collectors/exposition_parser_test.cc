@@ -232,7 +232,8 @@ TEST(ExpositionParserTest, InterTokenLatencyPrefersThePerTokenHistogram) {
   EXPECT_EQ(per_request.inter_token_latency_sum_s, 9.0);
   EXPECT_EQ(per_request.inter_token_latency_count, 3.0);
   const EngineSnapshot sglang = MapEngineSnapshot(ParseExposition(
-      "sglang:inter_token_latency_seconds_sum{tp_rank=\"0\"} 4\nsglang:inter_token_latency_seconds_count{tp_rank=\"0\"} 80\n"));
+      "sglang:inter_token_latency_seconds_sum{tp_rank=\"0\"} 4\n"
+      "sglang:inter_token_latency_seconds_count{tp_rank=\"0\"} 80\n"));
   EXPECT_EQ(sglang.engine, EngineKind::kSglang);
   EXPECT_EQ(sglang.inter_token_latency_sum_s, 4.0);
   EXPECT_EQ(sglang.inter_token_latency_count, 80.0);
