@@ -103,6 +103,7 @@ base::Status AlerterOptions::Validate() const {
       preemption_rate_shift.Validate("preemption_rate_shift"),
       capacity_miss_share.Validate("capacity_miss_share"),
       ValidateChangeTests(change_tests),
+      kv_load.Validate("kv_load"),
       notify.Validate("notify"),
   });
 }
@@ -137,6 +138,8 @@ base::Status ValidateInputs(const AlertInputs& inputs) {
       check("counters.rejected_requests", inputs.counters.rejected_requests),
       check("counters.preemptions", inputs.counters.preemptions),
       check("counters.requests", inputs.counters.requests),
+      check("kv_load.load_factor", inputs.kv_load ? std::optional(inputs.kv_load->load_factor) : std::nullopt),
+      check("kv_load.sized_requests", inputs.kv_load ? std::optional(inputs.kv_load->sized_requests) : std::nullopt),
   });
 }
 
@@ -181,6 +184,7 @@ Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
   for (const ChangeTestOptions& test : options_.change_tests) {
     if (test.enabled) AddDetector(std::make_unique<ChangeTestDetector>(test), test.rule);
   }
+  if (options_.kv_load.enabled) AddDetector(std::make_unique<KvLoadDetector>(options_.kv_load), options_.kv_load.rule);
   for (std::size_t i = 0; i < kCounterKinds; ++i) {
     counters_.emplace_back(options_.baseline_window, spacing);
   }

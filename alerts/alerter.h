@@ -24,6 +24,8 @@
 //                                   references, smallest capacity, for 15m
 //   KVWatchEvictionRateDrift        CUSUM on the per-minute eviction rate, h = 10 sigma
 //                                   (clear < 5), k = 0.75 sigma, for 5m
+//   KVWatchKvLoadHigh               KV load factor over 5m >= 0.9 (clear < 0.8), 50 requests
+//                                   with token counts, for 10m
 //
 // Time: each Evaluate carries its time; one earlier than the previous evaluation's
 // is rejected (nothing changes). No clock is read.
@@ -50,6 +52,7 @@
 #include "alerts/detector.h"
 #include "alerts/inputs.h"
 #include "alerts/knee_shift.h"
+#include "alerts/kv_load.h"
 #include "alerts/notify.h"
 #include "alerts/rate_shift.h"
 #include "alerts/rule.h"
@@ -108,6 +111,9 @@ struct AlerterOptions {
   // is possible but, with an idle baseline, behaves as "any rejections for a few
   // minutes"; the rejection-rate shift covers that with an explicit floor.
   std::vector<ChangeTestOptions> change_tests{ChangeTestOptions{}};
+  // KV load factor (AlertInputs::kv_load). Defaults: window 5m, fire 0.9, clear
+  // 0.8, 50 requests with token counts, for 10m.
+  KvLoadOptions kv_load;
 
   // -------------------
   // Notification (Alertmanager v2 re-send contract)

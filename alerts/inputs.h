@@ -70,6 +70,17 @@ struct CapacityMissInputs {
   std::vector<EvictedBySample> evicted_by;
 };
 
+// The KV load factor (curve/kv_load.h) over the kv_load alert's window, with what
+// it rests on (annotations).
+struct KvLoadSample {
+  double load_factor = 0;         // rho
+  double sized_requests = 0;      // requests with prompt and output token counts in the window
+  double arrivals_per_s = 0;      // every request of the window over its span
+  double mean_token_seconds = 0;  // mean KV token-seconds of a sized request
+  double capacity_tokens = 0;
+  double decode_tokens_per_s = 0;
+};
+
 struct AlertInputs {
   // The evaluation time. REQUIRES: not earlier than the previous evaluation's.
   TimePoint time{};
@@ -100,6 +111,8 @@ struct AlertInputs {
 
   CounterSample counters;
   CapacityMissInputs capacity_misses;
+  // Absent: no request with token counts in the window, or no KV capacity.
+  std::optional<KvLoadSample> kv_load;
 };
 
 }  // namespace kvwatch::alerts

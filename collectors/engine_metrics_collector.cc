@@ -142,8 +142,9 @@ struct EngineMetricsCollector::State {
 
   RunningTotal preemptions, retracted, admission, aborted;
   RunningTotal hits, queries, cached, prompt;
+  RunningTotal itl_sum, itl_count;
   std::uint64_t counter_resets = 0;
-  std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages;
+  std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages, decode_rate;
 
   // Called with mu held.
   void Apply(ScrapeResult& r, const EngineMetricsCollectorOptions& o);
@@ -198,6 +199,15 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
   reset = reset || hits.resets() + queries.resets() + cached.resets() + prompt.resets() != resets_before;
   if (ratio) hit_ratio = ratio;
   if (reset) ++counter_resets;
+
+  // Decode rate: tokens over seconds of inter-token latency, of the increases
+  // since the previous scrape (the first scrape: the engine's totals so far);
+  // kept when an interval generated nothing.
+  if (s.inter_token_latency_sum_s && s.inter_token_latency_count) {
+    const double seconds = itl_sum.Observe(*s.inter_token_latency_sum_s);
+    const double tokens = itl_count.Observe(*s.inter_token_latency_count);
+    if (seconds > 0 && tokens > 0) decode_rate = tokens / seconds;
+  }
 
   if (s.kv_cache_usage) kv_cache_usage = s.kv_cache_usage;
   if (s.requests_running) running = s.requests_running;
@@ -322,6 +332,7 @@ EngineSignals EngineMetricsCollector::engine_signals() const {
   g.requests_running = s.running;
   g.requests_waiting = s.waiting;
   g.capacity_pages = s.capacity_pages;
+  g.decode_tokens_per_s = s.decode_rate;
   return g;
 }
 

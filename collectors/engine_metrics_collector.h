@@ -48,6 +48,10 @@
 //   kvwatch_engine_counter_resets_total (scrapes in which some engine counter
 //     went back: engine restarts),
 //   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).
+// Not exported here but handed to the agent in engine_signals(): the decode rate
+// per sequence, the inter-token latency histogram's _count increase over its
+// _sum increase between the last two scrapes (the first scrape: its totals;
+// kept when an interval generated no token), for the KV load factor.
 //
 // Thread safety: the public methods may be called from any thread; the agent
 // calls them from its loop only (after each Poll it publishes a copy of stats(),

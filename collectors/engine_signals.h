@@ -49,6 +49,10 @@ struct EngineSignals {
   std::optional<double> requests_running;
   std::optional<double> requests_waiting;
   std::optional<double> capacity_pages;  // in kvwatch pages
+  // Decode rate per sequence, tokens/s: 1 / the mean inter-token latency (engine
+  // /metrics). Not an exported family of its own: the agent's KV load factor uses
+  // it (kvwatch_kv_load_decode_tokens_per_second).
+  std::optional<double> decode_tokens_per_s;
 };
 
 // The engine-signal metric families, in one table.

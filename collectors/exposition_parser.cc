@@ -342,6 +342,8 @@ enum Slot {
   kRunning,
   kWaiting,
   kMaxTokens,
+  kItlSum,
+  kItlCount,
   kSlotCount,
 };
 
@@ -392,6 +394,18 @@ constexpr NameRule kRules[] = {
     {"vllm:num_requests_waiting", kWaiting, 0},
     {"sglang:num_queue_reqs", kWaiting, 0},
     {"sglang:max_total_num_tokens", kMaxTokens, 0},
+    // Inter-token latency: one observation per generated token (vLLM V1, SGLang);
+    // vLLM's deprecated per-token name, then its per-request mean, as fallbacks.
+    {"vllm:inter_token_latency_seconds_sum", kItlSum, 0},
+    {"vllm:inter_token_latency_seconds_count", kItlCount, 0},
+    {"sglang:inter_token_latency_seconds_sum", kItlSum, 0},
+    {"sglang:inter_token_latency_seconds_count", kItlCount, 0},
+    {"vllm:time_per_output_token_seconds_sum", kItlSum, 1},
+    {"vllm:time_per_output_token_seconds_count", kItlCount, 1},
+    {"sglang:time_per_output_token_seconds_sum", kItlSum, 1},
+    {"sglang:time_per_output_token_seconds_count", kItlCount, 1},
+    {"vllm:request_time_per_output_token_seconds_sum", kItlSum, 2},
+    {"vllm:request_time_per_output_token_seconds_count", kItlCount, 2},
 };
 
 struct Accumulator {
@@ -447,6 +461,8 @@ class SnapshotBuilder {
     snap.requests_running = Value(kRunning);
     snap.requests_waiting = Value(kWaiting);
     snap.max_total_num_tokens = Value(kMaxTokens);
+    snap.inter_token_latency_sum_s = Value(kItlSum);
+    snap.inter_token_latency_count = Value(kItlCount);
     if (blocks_.any) snap.num_gpu_blocks = blocks_.value;
     snap.block_size = block_size_;
     snap.matched_samples = matched_;

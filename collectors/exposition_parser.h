@@ -123,6 +123,14 @@ struct EngineSnapshot {
   // block_size (the first seen), when that info metric carries them.
   std::optional<double> num_gpu_blocks;
   std::optional<double> block_size;
+  // The inter-token latency histogram's _sum (seconds) and _count (tokens), summed
+  // over engines: vllm:inter_token_latency_seconds or
+  // sglang:inter_token_latency_seconds, else the older
+  // vllm:time_per_output_token_seconds or sglang:time_per_output_token_seconds,
+  // else vLLM's per-request vllm:request_time_per_output_token_seconds. The mean
+  // decode rate per sequence is count / sum.
+  std::optional<double> inter_token_latency_sum_s;
+  std::optional<double> inter_token_latency_count;
 
   std::size_t matched_samples = 0;  // samples that fed any field above
 };

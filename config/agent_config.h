@@ -123,7 +123,8 @@ struct CurveSettings {
   std::vector<curve::PolicyKind> policies;
   // curve.engine_policy: the policy the engine runs; the gain gauges compare with it.
   curve::PolicyKind engine_policy = curve::PolicyKind::kLru;
-  // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, > 0.
+  // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, and the
+  // KV load factor's decode rate when no engine /metrics gives one, > 0.
   double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
   curve::PriorityRules policy_priorities;
@@ -213,6 +214,7 @@ using WorkingSetTarget = alerts::WorkingSetTarget;
 //                                           values in rejection_ and preemption_rate_shift
 //                                           (each keeps its own rate floor)
 //   alerts.drift.*                          alerter.change_tests[0]
+//   alerts.kv_load.*                        alerter.kv_load (window: its window)
 // min_requests -> min_short_window_requests, min_baseline_requests ->
 // min_baseline_window_requests, for -> rule.for_duration. alerter.replica and
 // alerter.model are the agent's, filled in when the runner is built.

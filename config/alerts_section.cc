@@ -80,6 +80,13 @@ Status ParseOverCapacity(FieldReader& r, const Entry& section, alerts::CapacityS
   });
 }
 
+Status ParseKvLoad(FieldReader& r, const Entry& section, alerts::KvLoadOptions* a) {
+  return ParseDetector(r, section, a, [&](const Entry& e, const std::string& key) -> Status {
+    if (key == "window") return r.ReadWholeSeconds(e, 1, &a->window);
+    return r.Unhandled(e);
+  });
+}
+
 // A duration > 0 kept in milliseconds (alerts.evaluation_interval, alerts.timeout).
 Status ReadMillis(const FieldReader& r, const Entry& e, std::chrono::milliseconds* out) {
   double seconds = 0;
@@ -147,6 +154,7 @@ Status ParseAlertsSection(FieldReader& r, const Entry& section, AlertSettings* a
     if (k == "alerts.rate_shift") return ParseRateShift(r, e, &a);
     if (k == "alerts.drift") return ParseDrift(r, e, &a.change_tests.at(0));
     if (k == "alerts.capacity_miss_share") return ParseCapacityMissShare(r, e, &a.capacity_miss_share);
+    if (k == "alerts.kv_load") return ParseKvLoad(r, e, &a.kv_load);
     return r.Unhandled(e);
   });
 }
@@ -167,6 +175,12 @@ Status ResolveAlertWindows(const FieldReader& r, const AgentConfig& c) {
       return r.FailAtPath(path, "expected one of curve.windows (" + c.curve.windows.NameList() +
                                     "): the knee and the working set are read from that curve");
     }
+  }
+  const std::string kv_load = "alerts.kv_load.window";
+  const auto kv_load_seconds = static_cast<double>(c.alerts.alerter.kv_load.window.count());
+  if (r.Written(kv_load) && !c.curve.windows.FindSeconds(kv_load_seconds)) {
+    return r.FailAtPath(kv_load, "expected one of curve.windows (" + c.curve.windows.NameList() +
+                                     "): the load factor is read from that window");
   }
   return Status::Ok();
 }

@@ -85,8 +85,9 @@ constexpr ConfigKey kKeys[] = {
      "The policy the engine itself runs (`vllm` for vLLM, `sglang` for SGLang's radix cache); "
      "`kvwatch_policy_gain_ratio` compares every canary with it, and it runs as a canary too."},
     {"curve.decode_tokens_per_second", Type::kNumber, "50", true,
-     "Decode rate, > 0, that gives the sglang and vllm canaries' request lifetimes "
-     "(output tokens / rate)."},
+     "Decode rate per sequence in tokens/s, > 0: it gives the sglang and vllm canaries' "
+     "request lifetimes (output tokens / rate), and the KV load factor's "
+     "(`kvwatch_kv_load_factor`) when no engine `/metrics` collector reports one."},
     {"curve.policy_priorities", Type::kString, R"("")", true,
      "Retention priorities for the priority canary: `tenant:NAME=P,class:NAME=P` (higher kept "
      "longer; others 0; classes: first, turn2, turn3-4, turn5-8, turn9+)."},
@@ -298,6 +299,23 @@ constexpr ConfigKey kKeys[] = {
      "Requests needed in the short window, >= 0."},
     {"alerts.capacity_miss_share.for", Type::kDuration, R"("15m")", true,
      "How long the ratio must hold, whole seconds >= 0."},
+    {"alerts.kv_load", Type::kMap, "{}", true,
+     "`KVWatchKvLoadHigh`: the KV load factor (arrival rate x mean KV token-seconds per request / "
+     "KV capacity in tokens, `kvwatch_kv_load_factor`) holds at or above a threshold: admission "
+     "is outrunning memory and preemptions follow. Needs requests with prompt and output token "
+     "counts and a KV capacity (no data otherwise)."},
+    {"alerts.kv_load.enabled", Type::kBool, "true", true, "Run this detector."},
+    {"alerts.kv_load.window", Type::kDuration, R"("5m")", true,
+     "The curve window the load factor is read over; when written, one of `curve.windows`."},
+    {"alerts.kv_load.fire_threshold", Type::kNumber, "0.9", true,
+     "Load factor at which the alert goes pending, > 0."},
+    {"alerts.kv_load.clear_threshold", Type::kNumber, "0.8", true,
+     "Load factor below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
+    {"alerts.kv_load.min_requests", Type::kInt, "50", true,
+     "Requests with token counts needed in the window, >= 0."},
+    {"alerts.kv_load.for", Type::kDuration, R"("10m")", true,
+     "How long the load factor must hold at or above `fire_threshold` before the alert fires, "
+     "whole seconds >= 0."},
 
     {"tenants", Type::kMap, "{}", true,
      "Per-tenant and per-class accounting in the one shared cache: hit ratios, capacity "

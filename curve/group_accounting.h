@@ -136,6 +136,9 @@ class GroupAccounting {
   View Snapshot(bool windows) const;
 
   const GroupAccountingOptions& options() const { return options_; }
+  // The class folder's label of a class group (Classify's tags[1]): a sanitized
+  // name, "other", or "" for a slot never owned.
+  const std::string& class_label(std::uint32_t group) const { return classes_.label(group); }
   // The lifetime layout (no bucketed curves) and the windows' (with them).
   const GroupLayout& lifetime_layout() const { return lifetime_layout_; }
   const GroupLayout& window_layout() const { return window_layout_; }

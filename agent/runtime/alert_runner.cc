@@ -158,6 +158,7 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
   o.inputs.short_window = WindowIndex(context.windows, a.short_window);
   o.inputs.baseline_window = WindowIndex(context.windows, a.baseline_window);
   o.inputs.working_set = a.capacity_shortfall.working_set;
+  o.inputs.kv_load_window = WindowIndex(context.windows, a.kv_load.window);
   if (!context.capacities.empty()) {
     o.inputs.capacity_pages = static_cast<double>(*std::max_element(context.capacities.begin(), context.capacities.end()));
   }
@@ -177,6 +178,10 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
   } else if (!o.inputs.baseline_window && a.knee_shift.enabled) {
     note("curve.windows has no " + baseline_name + " window (alerts.baseline_window): the knee-shift alert has "
          "no data");
+  }
+  if (!o.inputs.kv_load_window && a.kv_load.enabled) {
+    note("curve.windows has no " + alerts::FormatDuration(a.kv_load.window) +
+         " window (alerts.kv_load.window): the KV load alert has no data");
   }
   if (!o.inputs.capacity_pages && a.capacity_shortfall.enabled) {
     note("curve.capacities is empty: the over-capacity alert has no capacity to compare with");

@@ -73,6 +73,9 @@ struct AlertInputSpec {
   alerts::WorkingSetSpec working_set;
   // The replica's KV-cache capacity in pages; nullopt: unknown (no data).
   std::optional<double> capacity_pages;
+  // Index of the KV load alert's window (alerter.kv_load.window) among the curve
+  // windows; nullopt: not a curve window (no data).
+  std::optional<std::size_t> kv_load_window;
 };
 
 struct AlertRunnerOptions {

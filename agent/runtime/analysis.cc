@@ -73,6 +73,7 @@ base::Status Analysis::Init() {
   }
   windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share,
                                                      sampled_ != nullptr);
+  load_ = std::make_unique<curve::KvLoadWindows>(options_.curve.windows.Seconds());
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
     co.windows_s = options_.curve.windows.Seconds();
@@ -97,6 +98,12 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
   const double t = timed ? request.timestamp_s : ClockNow(wall);
   std::uint64_t weight = 1;
   curve::GroupTags tags{};
+  if (groups_) tags = groups_->Classify(request);
+  // Every request counts in the load windows, sampled or not; its class label is
+  // the folder's (tenants on), so the quantiles' series stay bounded.
+  curve::KvLoadRequest load{request.input_tokens, request.output_tokens,
+                            groups_ ? groups_->class_label(tags[1]) : std::string()};
+  load_->Add(load, t);
   if (sampled_) {
     all_page_refs_ += request.pages.size();
     ++all_requests_;
@@ -115,7 +122,6 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
       return;
     }
   } else if (groups_) {
-    tags = groups_->Classify(request);
     engine_.Process(request.pages, tags, &outcome_);
   } else {
     engine_.Process(request.pages, &outcome_);
@@ -147,6 +153,7 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
 void Analysis::Advance(double wall_now_s) {
   if (last_record_time_ < 0) return;
   windows_->Advance(ClockNow(wall_now_s));
+  load_->Advance(ClockNow(wall_now_s));
   if (canaries_) canaries_->Advance(ClockNow(wall_now_s));
   if (groups_) groups_->Advance(ClockNow(wall_now_s));
 }
@@ -181,6 +188,7 @@ AnalysisSnapshot Analysis::TakeSnapshot(bool windows, bool canaries) const {
   s.late_requests = windows_->late_requests();
   if (windows) {
     for (std::size_t i = 0; i < windows_->size(); ++i) s.windows.push_back(windows_->Window(i));
+    for (std::size_t i = 0; i < load_->size(); ++i) s.load.push_back({load_->Window(i), load_->Span(i)});
   }
   if (canaries && canaries_) {
     const curve::PolicyCanaries& c = *canaries_;
@@ -245,6 +253,7 @@ void Analysis::Serialize(StateParts* parts) const {
   }
   if (groups_) groups_->Serialize(&parts->groups);
   if (canaries_) canaries_->Serialize(&parts->canaries);
+  load_->Serialize(&parts->load);
 }
 
 std::string Analysis::Restore(const StateParts& parts) {
@@ -260,6 +269,10 @@ std::string Analysis::Restore(const StateParts& parts) {
   if (groups_) {
     std::span<const std::uint8_t> g(parts.groups);
     if (!groups_->Deserialize(&g) || !g.empty()) return "tenant and class groups";
+  }
+  if (!parts.load.empty()) {
+    std::span<const std::uint8_t> l(parts.load);
+    if (!load_->Deserialize(&l) || !l.empty()) return "KV load windows";
   }
   // The canaries are restored when their settings are unchanged; otherwise they
   // alone start fresh (their numbers are not the curves').
@@ -278,7 +291,7 @@ void Analysis::Reset() {
   if (sampled_) sampled_->Clear();
   all_page_refs_ = all_requests_ = 0;
   lifetime_.Clear();
-  ResetWindows();
+  ResetWindows();  // the load windows too
   hit_capacity_sum_ = required_capacity_sum_ = 0;
   if (groups_) groups_->Clear();
   ResetCanaries();
@@ -288,6 +301,7 @@ void Analysis::ResetWindows() {
   windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share,
                                                      sampled_ != nullptr);
   if (groups_) groups_->ResetWindows();
+  load_ = std::make_unique<curve::KvLoadWindows>(options_.curve.windows.Seconds());
   last_record_time_ = -1;
   last_record_wall_ = 0;
 }

@@ -4,9 +4,9 @@
 // continuous cache state), the lifetime curve (exported as cumulative histograms)
 // with its histograms' sums, the windowed curves and their clock, the tenant and
 // class accounting (tenants.enabled, exact engine only) and the policy canaries
-// (curve.policies). It ingests requests, gives a snapshot of itself to the readers
-// (snapshot.h), and writes itself into, and restores itself from, the state file's
-// parts (state_file.h). What the numbers mean (sampling's weights, the clock) is
+// (curve.policies), and the KV load windows (curve/kv_load.h). It ingests requests,
+// gives a snapshot of itself to the readers (snapshot.h), and writes itself into,
+// and restores itself from, the state file's parts (state_file.h). What the numbers mean (sampling's weights, the clock) is
 // described in agent.h.
 //
 // Thread safety: none. The agent owns one and serializes every call under its
@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "curve/bucketed_curve.h"
 #include "curve/group_accounting.h"
+#include "curve/kv_load.h"
 #include "curve/policy_canaries.h"
 #include "curve/request.h"
 #include "curve/sampled_engine.h"
@@ -110,6 +111,9 @@ class Analysis {
   // Tenants and classes (TenantsOn), else null; the engine then decomposes
   // distances by group.
   std::unique_ptr<curve::GroupAccounting> groups_;
+  // The KV load factor's windows (every request, sampled or not). A state file
+  // without them (an older build's) restores them empty.
+  std::unique_ptr<curve::KvLoadWindows> load_;
   std::uint64_t hit_capacity_sum_ = 0;  // for the histograms' _sum
   std::uint64_t required_capacity_sum_ = 0;
   double last_record_time_ = -1;        // window clock at the last request

@@ -6,6 +6,7 @@
 
 #include "agent/runtime/agent.h"
 #include "agent/runtime/analysis.h"
+#include "agent/runtime/load_metrics.h"
 #include "agent/web/api_json.h"
 #include "base/json_writer.h"
 #include "agent/web/web_page.h"
@@ -28,6 +29,7 @@ std::string CurveJson(const AgentOptions& options, const AgentSnapshot& snapshot
                                 s.sampled ? std::nullopt : std::optional<double>(t.RequestCoverage()),
                                 t.PageHitRatio() - engine.PageHitRatio(), c.role == CanaryRole::kEnginePolicy});
   }
+  if (window < s.load.size()) context.kv_load = KvLoadApiOf(options, snapshot, window);
   return RenderCurveApiJson(WindowReport(options, s.windows[window], s.sampled), context);
 }
 

@@ -8,6 +8,7 @@
 
 #include "agent/runtime/agent.h"
 #include "agent/runtime/group_metrics.h"
+#include "agent/runtime/load_metrics.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/version.h"
 #include "agent/web/text_format.h"
@@ -297,6 +298,7 @@ std::string RenderMetricsText(const AgentOptions& options, const AgentSnapshot& 
     for (const WindowSpec& w : options.curve.windows) names.push_back(w.name);
     AppendGroupMetrics(m, *s.groups, names);
   }
+  AppendLoadMetrics(m, options, snapshot);
   if (s.has_canaries) AppendCanaryMetrics(m, options, s);
   if (!options.curve.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options.curve.capacities.back()));
   if (alerts) alerts->AppendMetrics(&m);

@@ -5,6 +5,7 @@
 #include "agent/runtime/agent.h"
 #include "agent/runtime/alert_runner.h"
 #include "agent/runtime/group_metrics.h"
+#include "agent/runtime/load_metrics.h"
 
 namespace kvwatch::agent {
 
@@ -67,7 +68,9 @@ alerts::AlertInputs AlertInputsOf(const AgentOptions& options, const AgentSnapsh
   o.capacity_misses = CapacityMissInputsOf(s.Count(s.lifetime.page_refs()),
                                            CapacityMissesOf(s.lifetime, options.curve.capacities, s.Count(1)),
                                            s.groups ? &*s.groups : nullptr);
-  return MakeAlertInputs(spec, o, time);
+  alerts::AlertInputs in = MakeAlertInputs(spec, o, time);
+  in.kv_load = KvLoadSampleOf(options, snapshot, spec.kv_load_window);
+  return in;
 }
 
 }  // namespace kvwatch::agent

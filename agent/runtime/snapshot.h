@@ -19,6 +19,7 @@
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
 #include "curve/group_accounting.h"
+#include "curve/kv_load.h"
 #include "curve/policy.h"
 #include "curve/report.h"
 #include "curve/sampled_engine.h"
@@ -82,6 +83,12 @@ struct AnalysisSnapshot {
   // Tenants and classes (their windows when windows were asked for); nullopt without.
   std::optional<curve::GroupAccounting::View> groups;
   std::uint64_t clock_repairs = 0;  // restored clocks beyond curve.max_clock_skew
+  // The KV load windows (curve/kv_load.h), per curve window, when windows were asked for.
+  struct LoadWindow {
+    curve::KvLoadSlice slice;
+    double span_s = 0;  // the seconds its arrivals are spread over
+  };
+  std::vector<LoadWindow> load;
 
   // Exported counts: weighted counts over the weight unit when sampled.
   double Count(std::uint64_t weighted) const {

@@ -27,6 +27,7 @@ enum class Kind : std::uint8_t {
   kCanaries = 5,
   kAlerts = 6,
   kCollector = 7,
+  kLoad = 8,
 };
 
 std::uint32_t Crc32(std::span<const std::uint8_t> bytes) {
@@ -75,6 +76,7 @@ StateBytes EncodeState(const StateParts& parts) {
   if (!parts.groups.empty()) add(Kind::kGroups, "", parts.groups);
   if (!parts.canaries.empty()) add(Kind::kCanaries, "", parts.canaries);
   if (!parts.alerts.empty()) add(Kind::kAlerts, "", parts.alerts);
+  if (!parts.load.empty()) add(Kind::kLoad, "", parts.load);
   for (const auto& [name, bytes] : parts.collectors) add(Kind::kCollector, name, bytes);
   std::memcpy(body.data(), &count, sizeof(count));
 
@@ -145,6 +147,9 @@ base::Result<StateParts> DecodeState(std::span<const std::uint8_t> in) {
         break;
       case Kind::kAlerts:
         parts.alerts = std::move(bytes);
+        break;
+      case Kind::kLoad:
+        parts.load = std::move(bytes);
         break;
       case Kind::kCollector:
         if (parts.Collector(name) != nullptr) return R::Error(where + "collector \"" + name + "\" twice");

@@ -5,7 +5,7 @@
 // What it holds (StateParts): the configuration fingerprint (what must match for
 // the saved numbers to mean the same thing), the curve engine, the curves and
 // windows with their clock, the tenant and class accounting, the policy canaries,
-// the alert state, and every collector's part (its positions: a tailer's files and
+// the alert state, the KV load windows, and every collector's part (its positions: a tailer's files and
 // offsets, a KV-event collector's last sequence numbers and block state). The
 // collectors' parts are taken on the agent's loop thread between two polls, when
 // every request they handed on is in the curves, and the whole is written by
@@ -45,6 +45,7 @@ struct StateParts {
   StateBytes groups;    // tenants and classes; empty when off
   StateBytes canaries;  // the policy canaries; empty without curve.policies
   StateBytes alerts;    // the alert runner; empty when alerts are off
+  StateBytes load;      // the KV load windows (curve/kv_load.h); empty in files of older builds
   std::vector<std::pair<std::string, StateBytes>> collectors;  // by configured name
 
   // The collector part named `name`, or nullptr.

@@ -134,6 +134,44 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
     }
     w.EndArray();
   }
+  const CurveApiContext::KvLoad& k = c.kv_load;
+  w.Key("kv_load");
+  w.BeginObject();
+  w.Key("load_factor");
+  w.Optional(k.load_factor);
+  w.Key("requests");
+  w.Uint(k.requests);
+  w.Key("sized_requests");
+  w.Uint(k.sized_requests);
+  w.Key("span_seconds");
+  w.Number(k.span_seconds);
+  w.Key("mean_kv_token_seconds");
+  w.Optional(k.mean_kv_token_seconds);
+  w.Key("decode_tokens_per_second");
+  w.Number(k.decode_tokens_per_second);
+  w.Key("decode_source");
+  w.String(k.decode_source);
+  w.Key("capacity_tokens");
+  w.Optional(k.capacity_tokens);
+  w.Key("capacity_source");
+  if (k.capacity_tokens) {
+    w.String(k.capacity_source);
+  } else {
+    w.Null();
+  }
+  w.Key("output_tokens");
+  w.BeginObject();
+  for (const auto& [label, quantiles] : k.output_tokens) {
+    w.Key(label);
+    w.BeginObject();
+    for (const auto& [q, tokens] : quantiles) {
+      w.Key(q);
+      w.Uint(tokens);
+    }
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
   w.EndObject();
   return w.Take();
 }

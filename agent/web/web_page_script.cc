@@ -261,7 +261,13 @@ std::string_view IndexPageScript() {
     if (empty) return 'window ' + name + ': no requests yet';
     return 'window ' + name + ': ' + formatCount(data.requests) + ' requests, ' +
            formatCount(data.page_refs) + ' page references, unlimited page hit ratio ' +
-           formatRatio(data.unlimited_page_hit_ratio) + '; knee ' + kneeText(data.knee);
+           formatRatio(data.unlimited_page_hit_ratio) + '; knee ' + kneeText(data.knee) + loadText(data.kv_load);
+  }
+
+  // The KV load factor (arrival rate x mean KV token-seconds / KV capacity), when the window has one.
+  function loadText(load) {
+    if (!load || load.load_factor == null) return '';
+    return '; KV load factor ' + formatRatio(load.load_factor);
   }
 
   function kneeText(knee) {

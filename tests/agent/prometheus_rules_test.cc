@@ -86,7 +86,7 @@ TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
     EXPECT_EQ(rule["labels"]["window"].as<std::string>(""), status.labels.at("window"));
     ++mirrored;
   }
-  EXPECT_EQ(mirrored, 6);
+  EXPECT_EQ(mirrored, 7);
 
   // `for` and the thresholds, detector by detector.
   auto expect = [&](const std::string& alert, const alerts::RuleOptions& rule, double fire, double clear) {
@@ -110,6 +110,16 @@ TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
          defaults.preemption_rate_shift.fire_threshold, defaults.preemption_rate_shift.clear_threshold);
   expect("KVWatchCapacityMissesRising", defaults.capacity_miss_share.rule, defaults.capacity_miss_share.fire_threshold,
          defaults.capacity_miss_share.clear_threshold);
+  expect("KVWatchKvLoadHigh", defaults.kv_load.rule, defaults.kv_load.fire_threshold,
+         defaults.kv_load.clear_threshold);
+
+  // The KV load alert reads the agent's own rho over its window, with its volume guard.
+  const std::string load = rules.at("KVWatchKvLoadHigh")["expr"].as<std::string>();
+  const std::string load_window = alerts::FormatDuration(defaults.kv_load.window);
+  EXPECT_TRUE(Contains(load, "kvwatch_kv_load_factor{window=\"" + load_window + "\"}")) << load;
+  EXPECT_TRUE(Contains(load, "kvwatch_kv_load_requests{window=\"" + load_window + "\"} >= " +
+                                 alerts::FormatCount(defaults.kv_load.min_short_window_requests)))
+      << load;
 
   // Guards: minimum volumes, the knee's minimum move, the rate floors.
   const std::string knee = rules.at("KVWatchKneeShift")["expr"].as<std::string>();

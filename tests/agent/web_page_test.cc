@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -80,10 +81,11 @@ curve::CurveReport ComputeReport(std::uint64_t requests, std::uint64_t max_pages
 
 // The answer of GET /api/v1/curve?window=NAME for a report, as the agent writes it.
 std::string CurveJson(const curve::CurveReport& r, const std::string& window,
-                      const std::vector<std::uint64_t>& configured) {
+                      const std::vector<std::uint64_t>& configured, std::optional<double> load_factor = {}) {
   CurveApiContext context;
   context.window = window;
   context.capacities = configured;
+  context.kv_load.load_factor = load_factor;
   return RenderCurveApiJson(r, context);
 }
 
@@ -428,7 +430,7 @@ TEST_F(BrowserTest, DrawsCurvesKneeTargetsConfiguredSizesAndTable) {
   options.page.replica = "replica-a";
   options.page.refresh_seconds = 2;
   options.page.windows = {"5m"};
-  options.curves = {{"5m", CurveJson(five, "5m", configured)}, {"1h", CurveJson(hour, "1h", configured)}};
+  options.curves = {{"5m", CurveJson(five, "5m", configured, 0.8125)}, {"1h", CurveJson(hour, "1h", configured)}};
   FakeAgent agent(options);
   ASSERT_TRUE(agent.Start());
   const std::string dom = DumpDom(agent.PageUrl());
@@ -440,6 +442,7 @@ TEST_F(BrowserTest, DrawsCurvesKneeTargetsConfiguredSizesAndTable) {
   EXPECT_NE(TextOf(dom, "updated"), "never");
   EXPECT_NE(TextOf(dom, "summary").find("window 5m: " + Grouped(five.requests) + " requests"), std::string::npos)
       << TextOf(dom, "summary");
+  EXPECT_NE(TextOf(dom, "summary").find("; KV load factor 0.813"), std::string::npos) << TextOf(dom, "summary");
   const auto buttons = StartTags(dom, "button", "window");
   ASSERT_EQ(buttons.size(), 2u);
   EXPECT_EQ(Attribute(buttons[0], "data-window"), "5m");
@@ -501,7 +504,7 @@ TEST_F(BrowserTest, FragmentSelectsTheWindowAndPathPrefixWorks) {
   FakeAgent::Options options;
   options.mount = "/kvwatch/";  // the API exists only under the prefix: URLs must be relative
   options.page.windows = {"5m", "1h"};
-  options.curves = {{"5m", CurveJson(five, "5m", {})}, {"1h", CurveJson(hour, "1h", {})}};
+  options.curves = {{"5m", CurveJson(five, "5m", {}, 0.5)}, {"1h", CurveJson(hour, "1h", {})}};
   FakeAgent agent(options);
   ASSERT_TRUE(agent.Start());
   const std::string dom = DumpDom(agent.PageUrl() + "#window=1h");
@@ -510,6 +513,7 @@ TEST_F(BrowserTest, FragmentSelectsTheWindowAndPathPrefixWorks) {
   EXPECT_EQ(Attribute(TagWithId(dom, "status"), "data-state"), "ok") << TextOf(dom, "status");
   EXPECT_NE(TextOf(dom, "summary").find("window 1h: " + Grouped(hour.requests) + " requests"), std::string::npos)
       << TextOf(dom, "summary");
+  EXPECT_EQ(TextOf(dom, "summary").find("KV load factor"), std::string::npos) << "5m's load factor, not 1h's";
   const auto buttons = StartTags(dom, "button", "window");
   ASSERT_EQ(buttons.size(), 2u);
   EXPECT_EQ(Attribute(buttons[1], "aria-pressed"), "true");

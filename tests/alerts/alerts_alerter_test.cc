@@ -101,7 +101,7 @@ TEST(AlerterTest, LabelsAreStableAndLowCardinality) {
   options.extra_labels = {{"cluster", "eu-1"}};
   Alerter alerter = Alerter::Create(options).value();
   const std::vector<AlertStatus> before = alerter.Statuses();
-  ASSERT_EQ(before.size(), 7u);
+  ASSERT_EQ(before.size(), 8u);
   std::set<std::string> names;
   for (const AlertStatus& status : before) {
     std::set<std::string> keys;
@@ -116,7 +116,8 @@ TEST(AlerterTest, LabelsAreStableAndLowCardinality) {
   EXPECT_EQ(names, (std::set<std::string>{"KVWatchKneeShift", "KVWatchWorkingSetOverCapacity",
                                           "KVWatchEvictionRateShift", "KVWatchRejectionRateShift",
                                           "KVWatchPreemptionRateShift",
-                                          "KVWatchEvictionRateDrift", "KVWatchCapacityMissesRising"}));
+                                          "KVWatchEvictionRateDrift", "KVWatchCapacityMissesRising",
+                                          "KVWatchKvLoadHigh"}));
   // The numbers change at every evaluation; the identity does not.
   for (int i = 0; i < 50; ++i) {
     AlertInputs inputs = Shifted(60 * i, 1000 + 37 * i);
@@ -180,7 +181,7 @@ TEST(AlerterTest, EventsCarryIdentityAndNumbers) {
   EXPECT_EQ(pending.annotations.at("old_knee_pages"), "1000");
   EXPECT_EQ(pending.annotations.at("new_knee_bytes"), "2936012800");
   EXPECT_DOUBLE_EQ(pending.value, 0.4);
-  EXPECT_EQ(first.value().alerts.size(), 7u);
+  EXPECT_EQ(first.value().alerts.size(), 8u);
 
   for (int t = 60; t < 900; t += 60) {
     base::Result<Evaluation> step = alerter.Evaluate(Shifted(t));
@@ -260,16 +261,18 @@ TEST(AlerterTest, DisabledDetectorsAreAbsent) {
   options.knee_shift.enabled = false;
   options.change_tests.clear();
   Alerter alerter = Alerter::Create(options).value();
-  EXPECT_EQ(alerter.Statuses().size(), 5u);  // over capacity, 3 rate shifts, capacity-miss share
+  EXPECT_EQ(alerter.Statuses().size(), 6u);  // over capacity, 3 rate shifts, capacity-miss share, KV load
   for (const AlertStatus& status : alerter.Statuses()) {
     EXPECT_NE(status.labels.at("alertname"), "KVWatchKneeShift");
   }
   options.capacity_miss_share.enabled = false;
   Alerter without = Alerter::Create(options).value();
-  EXPECT_EQ(without.Statuses().size(), 4u);
+  EXPECT_EQ(without.Statuses().size(), 5u);
   for (const AlertStatus& status : without.Statuses()) {
     EXPECT_NE(status.labels.at("alertname"), "KVWatchCapacityMissesRising");
   }
+  options.kv_load.enabled = false;
+  EXPECT_EQ(Alerter::Create(options).value().Statuses().size(), 4u);
 }
 
 }  // namespace

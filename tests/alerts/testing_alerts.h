@@ -40,6 +40,7 @@ inline AlerterOptions NoDetectors() {
   options.preemption_rate_shift.enabled = false;
   options.capacity_miss_share.enabled = false;
   options.change_tests.clear();
+  options.kv_load.enabled = false;
   return options;
 }
 

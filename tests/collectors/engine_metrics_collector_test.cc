@@ -217,6 +217,46 @@ TEST(EngineMetricsCollectorTest, VllmHitRatioIsOverTheLastInterval) {
   EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), 27730.0);
 }
 
+// vLLM's body with an inter-token latency histogram (seconds, tokens) and, when
+// `deprecated_too`, the deprecated per-token histogram with other values.
+std::string VllmItlBody(double seconds, double tokens, bool deprecated_too = false) {
+  const std::string l = "{engine=\"0\",model_name=\"m\"}";
+  auto num = [](double x) { return std::to_string(x); };
+  std::string body = VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0}) +
+                     "# TYPE vllm:inter_token_latency_seconds histogram\n"
+                     "vllm:inter_token_latency_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} " +
+                     num(tokens) + "\n" + "vllm:inter_token_latency_seconds_sum" + l + " " + num(seconds) + "\n" +
+                     "vllm:inter_token_latency_seconds_count" + l + " " + num(tokens) + "\n";
+  if (deprecated_too) {
+    body += "vllm:time_per_output_token_seconds_sum" + l + " 1.0\nvllm:time_per_output_token_seconds_count" + l +
+            " 1.0\n";
+  }
+  return body;
+}
+
+TEST(EngineMetricsCollectorTest, DecodeRateIsTokensOverInterTokenSecondsOfTheLastInterval) {
+  FakeEngine engine({
+      {200, VllmItlBody(10, 400, true)},   // first scrape: its totals, 40 tokens/s
+      {200, VllmItlBody(30, 1400, true)},  // +1000 tokens in +20 s: 50 tokens/s
+      {200, VllmItlBody(30, 1400, true)},  // nothing generated: kept
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  // Whichever scrape the worker is at, the rate is one of the script's.
+  const std::optional<double> first = c->engine_signals().decode_tokens_per_s;
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(*first == 40.0 || *first == 50.0) << *first;
+  ASSERT_TRUE(WaitScrapes(*c, 4));
+  EXPECT_DOUBLE_EQ(*c->engine_signals().decode_tokens_per_s, 50.0);
+}
+
+TEST(EngineMetricsCollectorTest, NoInterTokenHistogramNoDecodeRate) {
+  FakeEngine engine({{200, VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0})}});
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 2));
+  EXPECT_FALSE(c->engine_signals().decode_tokens_per_s);
+}
+
 std::string SglangBody(double cached, double prompt, double retracted, double aborted, double usage) {
   const std::string l =
       "{engine_type=\"unified\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\",pp_rank=\"0\",tp_rank=\"0\"}";

@@ -214,6 +214,32 @@ TEST(ExpositionParserTest, OlderVllmNamesAreFallbacksOnly) {
   EXPECT_EQ(b.prefix_cache_queries_tokens_total, 7.0);
 }
 
+TEST(ExpositionParserTest, InterTokenLatencyPrefersThePerTokenHistogram) {
+  // vLLM V1 exports both the per-token histogram and the per-request mean: the
+  // per-token one wins; SGLang's own name maps the same way.
+  const Exposition vllm = ParseExposition(
+      "vllm:request_time_per_output_token_seconds_sum{engine=\"0\"} 9\n"
+      "vllm:request_time_per_output_token_seconds_count{engine=\"0\"} 3\n"
+      "vllm:inter_token_latency_seconds_sum{engine=\"0\"} 2\n"
+      "vllm:inter_token_latency_seconds_sum{engine=\"1\"} 3\n"
+      "vllm:inter_token_latency_seconds_count{engine=\"0\"} 100\n"
+      "vllm:inter_token_latency_seconds_count{engine=\"1\"} 150\n");
+  const EngineSnapshot v = MapEngineSnapshot(vllm);
+  EXPECT_EQ(v.inter_token_latency_sum_s, 5.0);
+  EXPECT_EQ(v.inter_token_latency_count, 250.0);
+  const EngineSnapshot per_request = MapEngineSnapshot(ParseExposition(
+      "vllm:request_time_per_output_token_seconds_sum 9\nvllm:request_time_per_output_token_seconds_count 3\n"));
+  EXPECT_EQ(per_request.inter_token_latency_sum_s, 9.0);
+  EXPECT_EQ(per_request.inter_token_latency_count, 3.0);
+  const EngineSnapshot sglang = MapEngineSnapshot(ParseExposition(
+      "sglang:inter_token_latency_seconds_sum{tp_rank=\"0\"} 4\n"
+      "sglang:inter_token_latency_seconds_count{tp_rank=\"0\"} 80\n"));
+  EXPECT_EQ(sglang.engine, EngineKind::kSglang);
+  EXPECT_EQ(sglang.inter_token_latency_sum_s, 4.0);
+  EXPECT_EQ(sglang.inter_token_latency_count, 80.0);
+  EXPECT_FALSE(MapEngineSnapshot(ParseExposition("vllm:num_requests_running 1\n")).inter_token_latency_count);
+}
+
 TEST(ExpositionParserTest, ModelFilterAndNaNSamples) {
   const Exposition e = ParseExposition(
       "vllm:num_requests_running{model_name=\"a\",engine=\"0\"} 2\n"

@@ -320,6 +320,21 @@ TEST(AgentConfigTest, UrlListsAreChecked) {
   ExpectError("alerts:\n  webhooks: ['https://a b']\n", 2, "alerts.webhooks[0]", "URL");
 }
 
+TEST(AgentConfigTest, KvLoadAlertSettingsNameTheKey) {
+  ExpectError("alerts:\n  kv_load:\n    fire_threshold: 0\n", 3, "alerts.kv_load.fire_threshold",
+              "expected a number > 0");
+  ExpectError("alerts:\n  kv_load:\n    fire_threshold: 0.9\n    clear_threshold: 0.95\n", 4,
+              "alerts.kv_load.clear_threshold", "at most fire_threshold (0.9)");
+  ExpectError("alerts:\n  kv_load:\n    for: soon\n", 3, "alerts.kv_load.for", "");
+  ExpectError("alerts:\n  kv_load:\n    min_requests: -1\n", 3, "alerts.kv_load.min_requests", "");
+  ExpectError("alerts:\n  kv_load:\n    window: 10m\n", 3, "alerts.kv_load.window",
+              "expected one of curve.windows (5m, 1h, 24h)");
+  ExpectError("alerts:\n  kv_load:\n    hold: 10m\n", 3, "alerts.kv_load.hold", "");
+  EXPECT_EQ(MustParse("curve:\n  windows: [1m, 1h]\nalerts:\n  kv_load:\n    window: 1m\n")
+                .alerts.alerter.kv_load.window.count(),
+            60);
+}
+
 TEST(AgentConfigTest, AlertSettingsAreCheckedWhereWritten) {
   ExpectError("alerts:\n  knee_shift:\n    fire_threshold: 0.2\n    clear_threshold: 0.3\n", 4,
               "alerts.knee_shift.clear_threshold", "at most fire_threshold (0.2)");
@@ -500,6 +515,13 @@ alerts:
     every_capacity: true
     min_requests: 100
     for: 5m
+  kv_load:
+    enabled: true
+    window: 1h30m
+    fire_threshold: 1.2
+    clear_threshold: 1.0
+    min_requests: 20
+    for: 3m
 
 tenants:
   enabled: false
@@ -601,6 +623,12 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   miss.every_capacity = true;
   miss.min_short_window_requests = 100;
   miss.rule.for_duration = seconds(300);
+  alerts::KvLoadOptions& load = a.kv_load;
+  load.window = seconds(5400);
+  load.fire_threshold = 1.2;
+  load.clear_threshold = 1.0;
+  load.min_short_window_requests = 20;
+  load.rule.for_duration = seconds(180);
   EXPECT_EQ(c.alerts.alerter, a);
   EXPECT_EQ(c.alerts.alerter.rejection_rate_shift.rate_floor_per_second, 0.05);  // its own floor
   curve::TenantOptions t;
