@@ -122,6 +122,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_flag_callback("--json", [&o]() { o.format = "json"; }, "The same as --format json");
   cmd->add_flag_callback("--csv", [&o]() { o.format = "csv"; }, "The same as --format csv");
   cmd->add_option("--svg", o.svg, "Write a plot of SLA attainment and throughput against load here");
+  cmd->add_option("--timeline", o.timeline,
+                  "With one --load: write a plot over simulated time of each run's KV blocks (held, cached), requests "
+                  "finished per second and preemptions here");
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();
   cmd->add_option("--admission", o.admissions,
