@@ -228,6 +228,13 @@ TEST(SimulateOutputTest, TimelineSvgCarriesTheSeriesAndMatchesTheJson) {
                            dir.Sub("t.jsonl")},
                           Millis(60000));
   ASSERT_TRUE(synth.Exited(0)) << synth.Describe();
+  // The fixed shape's flags without --shape fixed, or a shape that does not exist: refused, naming the flag.
+  auto chat_even = RunCommand({KVWATCH_BINARY, "synth", "--arrivals", "even", "--requests", "5"}, Millis(60000));
+  EXPECT_TRUE(chat_even.Exited(2)) << chat_even.Describe();
+  EXPECT_NE(chat_even.err.find("--shape fixed"), std::string::npos) << chat_even.err;
+  auto bad_shape = RunCommand({KVWATCH_BINARY, "synth", "--shape", "square", "--requests", "5"}, Millis(60000));
+  EXPECT_TRUE(bad_shape.Exited(2)) << bad_shape.Describe();
+  EXPECT_NE(bad_shape.err.find("--shape"), std::string::npos) << bad_shape.err;
   std::vector<std::string> argv = {KVWATCH_BINARY, "simulate", "--progress", "never", dir.Sub("t.jsonl"),
                                    "--step-coefficients", "fixed=20ms,prefill_token=0.5ms,decode_sequence=0.2ms",
                                    "--pool-blocks", "2000", "--admission", "greedy,rate-cap", "--policy", "lru",
