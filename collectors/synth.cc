@@ -281,6 +281,62 @@ base::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
   return generator.value().generated();
 }
 
+Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape) {
+  std::string errors;
+  CheckPositive("rate_per_s", base.rate_per_s, &errors);
+  CheckRange("duration_s", base.duration_s, 0, std::numeric_limits<double>::max(), &errors);
+  CheckRange("page_tokens", base.page_tokens, 1, 1 << 20, &errors);
+  CheckRange("prompt_tokens", shape.prompt_tokens, 1,
+             static_cast<double>(kMaxIndex) * std::max(base.page_tokens, 1), &errors);
+  if (shape.output_tokens.empty()) {
+    errors.append(errors.empty() ? "" : "; ");
+    errors.append("output_tokens must list at least one length");
+  }
+  for (std::uint32_t n : shape.output_tokens) CheckRange("output_tokens", n, 1, 1 << 30, &errors);
+  if (errors.empty()) return Status::Ok();
+  return Status::Error("synth options: " + errors);
+}
+
+base::Result<std::uint64_t> GenerateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape,
+                                               const std::function<void(const SynthRequest&)>& on_request) {
+  using R = base::Result<std::uint64_t>;
+  if (Status s = ValidateFixedShape(base, shape); !s.ok()) return R::Error(s.error());
+  if (base.duration_s <= 0 && base.max_requests == 0) {
+    return R::Error("synth options: duration_s or max_requests must be set for a finite workload");
+  }
+  std::mt19937_64 rng(base.seed);
+  const std::uint64_t page_tokens = static_cast<std::uint64_t>(base.page_tokens);
+  const std::uint64_t pages = (shape.prompt_tokens + page_tokens - 1) / page_tokens;
+  SynthRequest out;
+  double poisson_s = 0;
+  std::uint64_t i = 0;
+  for (; base.max_requests == 0 || i < base.max_requests; ++i) {
+    double t = 0;
+    if (shape.even_arrivals) {
+      t = static_cast<double>(i) / base.rate_per_s;
+    } else {
+      if (i > 0) poisson_s += -std::log1p(-static_cast<double>(rng() >> 11) * 0x1.0p-53) / base.rate_per_s;
+      t = poisson_s;
+    }
+    t = std::round(t * 1000.0) / 1000.0;  // whole milliseconds, as the JSON line writes them
+    if (base.duration_s > 0 && t >= base.duration_s) break;
+    curve::Request& r = out.request;
+    r.timestamp_s = t;
+    const std::uint32_t output = shape.output_tokens[i % shape.output_tokens.size()];
+    r.request_class.assign("out").append(std::to_string(output));
+    r.tenant = r.request_class;
+    r.input_tokens = shape.prompt_tokens;
+    r.output_tokens = output;
+    r.pages.clear();
+    const std::uint64_t name_space = kFirstSessionNamespace + i;
+    for (std::uint64_t k = 0; k < pages; ++k) r.pages.push_back((name_space << kIndexBits) | k);
+    out.session.assign(1, 'o').append(std::to_string(i));
+    out.turn = 0;
+    if (on_request) on_request(out);
+  }
+  return i;
+}
+
 void AppendSynthJsonLine(const SynthRequest& request, std::string* out) {
   const curve::Request& r = request.request;
   out->push_back('{');
@@ -309,6 +365,10 @@ void AppendSynthJsonLine(const SynthRequest& request, std::string* out) {
   if (!r.tenant.empty()) {
     out->append(", \"tenant\": ");
     AppendJsonString(r.tenant, out);
+  }
+  if (!r.request_class.empty()) {
+    out->append(", \"class\": ");
+    AppendJsonString(r.request_class, out);
   }
   if (!request.session.empty()) {
     out->append(", \"session\": ");

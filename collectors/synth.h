@@ -138,9 +138,36 @@ class SynthGenerator {
 [[nodiscard]] base::Result<std::uint64_t> GenerateSynth(
     const SynthOptions& options, const std::function<void(const SynthRequest&)>& on_request);
 
+// The fixed shape (`kvwatch synth --shape fixed`): the workload of Ao, Dong, Luo and
+// Simchi-Levi's homogeneous and coprime cases. Every request has prompt_tokens
+// prompt tokens and output_tokens[i % size] output tokens (so several lengths
+// alternate), pages of its own (no prefix sharing: request i's pages are
+// ((2^16 + i) << 20) | k, k < ceil(prompt_tokens / page_tokens)), session "o<i>",
+// turn 0, and the class and tenant "out<N>" for its output length N (both, so
+// the line reads back identical: a trace's tenant defaults to its class). Arrivals at
+// rate_per_s of `base`: Poisson, or evenly spaced (request i at i / rate) with
+// even_arrivals; timestamps in whole milliseconds as the chat shape's. The stream
+// ends as the chat shape's (base.duration_s, base.max_requests); base.seed drives
+// the Poisson gaps; base.page_tokens sizes the pages; the chat shape's other
+// options are ignored.
+struct FixedShapeOptions {
+  std::uint32_t prompt_tokens = 512;
+  std::vector<std::uint32_t> output_tokens = {512};
+  bool even_arrivals = false;
+};
+
+// Ok, or what is wrong (a count of 0, no output length, a prompt beyond 2^20 pages).
+[[nodiscard]] base::Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape);
+
+// Generates the fixed-shape workload; returns the number of requests, or an error
+// for invalid options or an unbounded workload.
+[[nodiscard]] base::Result<std::uint64_t> GenerateFixedShape(
+    const SynthOptions& base, const FixedShapeOptions& shape,
+    const std::function<void(const SynthRequest&)>& on_request);
+
 // Appends `request` as one Mooncake-style JSON line ending in "\n":
 //   {"timestamp": <ms, integer>, "input_length": N, "output_length": M,
-//    "hash_ids": [...], "tenant": "...", "session": "...", "turn": k}
+//    "hash_ids": [...], "tenant": "...", "class": "...", "session": "...", "turn": k}
 // Absent facts (no timestamp, token count -1, empty tenant) are left out.
 // TraceRecordParser reads the line back to an identical curve::Request.
 void AppendSynthJsonLine(const SynthRequest& request, std::string* out);

@@ -122,6 +122,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_flag_callback("--json", [&o]() { o.format = "json"; }, "The same as --format json");
   cmd->add_flag_callback("--csv", [&o]() { o.format = "csv"; }, "The same as --format csv");
   cmd->add_option("--svg", o.svg, "Write a plot of SLA attainment and throughput against load here");
+  cmd->add_option("--timeline", o.timeline,
+                  "With one --load: write a plot over simulated time of each run's KV blocks (held, cached), requests "
+                  "finished per second and preemptions here");
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();
   cmd->add_option("--admission", o.admissions,
@@ -195,10 +198,22 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
       "synth",
       "Write a synthetic multi-tenant workload as JSON Lines (tenants with shared system prompts, multi-turn "
       "sessions whose chains grow, one-shot requests, Poisson arrivals, an optional shift part-way), readable "
-      "by replay and the agent.");
+      "by replay and the agent; or, with --shape fixed, requests all alike (one prompt length, output lengths "
+      "taken in turn, no shared prefix) for kvwatch simulate.");
   cmd->add_option("-o,--output", o.output, "Where to write, - for standard output")->capture_default_str();
+  cmd->add_option("--shape", o.shape,
+                  "chat (tenants, sessions, one-shot requests) or fixed (every request alike: --prompt-tokens, "
+                  "--output-tokens)")
+      ->capture_default_str();
+  cmd->add_option("--arrivals", o.arrivals, "poisson, or even (request i at i / rate; --shape fixed only)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o.prompt_tokens, "--shape fixed: prompt tokens of every request (default 512)");
+  cmd->add_option("--output-tokens", o.output_tokens,
+                  "--shape fixed: output tokens, or several (383,641) taken in turn, request i the (i mod n)-th "
+                  "(default 512)")
+      ->delimiter(',');
   cmd->add_option("--seed", s.seed, "Seed of the random stream")->capture_default_str();
-  cmd->add_option("--rate", s.rate_per_s, "Poisson arrival rate, requests per second")->capture_default_str();
+  cmd->add_option("--rate", s.rate_per_s, "Arrival rate, requests per second")->capture_default_str();
   cmd->add_option("--duration", s.duration_s, "Seconds of traffic; 0 = no time limit")->capture_default_str();
   cmd->add_option("--requests", s.max_requests, "Stop after this many requests; 0 = no count limit")
       ->capture_default_str();

@@ -174,6 +174,11 @@ int RunSimulate(const SimulateOptions& options) {
     std::fprintf(stderr, "kvwatch simulate: %s\n", setup.error().c_str());
     return 2;
   }
+  if (!options.timeline.empty() && setup.value().loads.size() != 1) {
+    std::fprintf(stderr, "kvwatch simulate: --timeline: needs exactly one --load, got %zu\n",
+                 setup.value().loads.size());
+    return 2;
+  }
   if (options.traces.empty()) {
     std::fprintf(stderr, "kvwatch simulate: no TRACE given (a path, or - for standard input)\n");
     return 2;
@@ -254,6 +259,10 @@ int RunSimulate(const SimulateOptions& options) {
       }
     }
   }
+  const bool timeline = !options.timeline.empty();
+  if (timeline) {
+    for (const SimulateRun& run : result.runs) result.timelines.push_back({run.admission, run.policy, run.load, {}});
+  }
   const std::size_t per_load = s.admissions.size() * s.policies.size();
   const std::uint64_t total = static_cast<std::uint64_t>(result.runs.size()) * base.size();
   std::vector<std::uint64_t> done(result.runs.size(), 0);
@@ -281,8 +290,17 @@ int RunSimulate(const SimulateOptions& options) {
           for (std::uint64_t v : done) sum += v;
           bar.Update("simulate", sum, total);
         };
-        auto summary = sim::SimulateReplica(ro, scaled, time, progress);
+        std::vector<TimelineStep> steps;
+        sim::ReplicaObserver observer;
+        if (timeline) {
+          observer.on_step = [&steps](const sim::StepRecord& step) {
+            steps.push_back({step.start_s, step.seconds, step.held_blocks, step.cached_free_blocks, step.finished,
+                             step.preempted});
+          };
+        }
+        auto summary = sim::SimulateReplicaObserved(ro, scaled, time, progress, observer);
         std::lock_guard lock(mu);
+        if (timeline) result.timelines[index].steps = std::move(steps);
         if (!summary.ok()) {
           if (error.empty()) error = result.runs[index].admission + " / " + result.runs[index].policy + ": " + summary.error();
           return;
@@ -316,6 +334,14 @@ int RunSimulate(const SimulateOptions& options) {
     svg << RenderSimulateSvg(result);
     if (!svg.good()) {
       std::fprintf(stderr, "kvwatch simulate: --svg: cannot write '%s'\n", options.svg.c_str());
+      return 1;
+    }
+  }
+  if (timeline) {
+    std::ofstream svg(options.timeline, std::ios::binary | std::ios::trunc);
+    svg << RenderTimelineSvg(result);
+    if (!svg.good()) {
+      std::fprintf(stderr, "kvwatch simulate: --timeline: cannot write '%s'\n", options.timeline.c_str());
       return 1;
     }
   }

@@ -37,6 +37,7 @@ struct SimulateOptions {
   std::vector<std::string> traces;  // paths, or "-" for standard input
   std::string format = "table";     // table | json | csv
   std::string svg;                  // write the plot here
+  std::string timeline;             // write the timeline plot here (one load only)
   std::string progress = "auto";    // auto | always | never
   std::string timestamp_unit = "auto";
   std::vector<std::string> tenant_fields;

@@ -1,7 +1,8 @@
 // `kvwatch simulate`'s result and its renderings: the table (for people), JSON
 // (the contract in docs/simulate.md), CSV (one row per run) and the SVG of SLA
 // attainment and throughput against load. The runs come from sim::SimulateReplica
-// (agent/cli/simulate_command.cc); nothing here simulates.
+// (agent/cli/simulate_command.cc); nothing here simulates. The timeline SVG plots
+// a run's steps over simulated time.
 //
 // Thread safety: pure functions over values.
 #ifndef KVWATCH_AGENT_CLI_SIMULATE_OUTPUT_H_
@@ -68,10 +69,29 @@ struct SimulateCombination {
   std::optional<double> first_load_failing_sla;
 };
 
+// One step of a run as the timeline plot needs it (from sim::StepRecord).
+struct TimelineStep {
+  double start_s = 0;
+  double seconds = 0;
+  std::uint64_t held_blocks = 0;    // held by running requests after the step's scheduling
+  std::uint64_t cached_blocks = 0;  // free blocks with a page (the prefix cache)
+  std::uint32_t finished = 0;
+  std::uint32_t preempted = 0;
+};
+
+// Every step of one run (--timeline): same order as SimulateResult::runs.
+struct SimulateTimeline {
+  std::string admission;
+  std::string policy;
+  double load = 1;
+  std::vector<TimelineStep> steps;
+};
+
 struct SimulateResult {
   SimulateSettings settings;
   std::vector<SimulateRun> runs;  // admission-major, then policy, then load ascending
   std::vector<SimulateCombination> combinations;
+  std::vector<SimulateTimeline> timelines;  // one per run with --timeline, else empty
 };
 
 // Fills meets_sla of every run and the combinations from the runs (runs of one
@@ -84,6 +104,14 @@ std::string FormatSimulateCsv(const SimulateResult& r);
 // Two panels against load: the lowest tier attainment (with the target) and output
 // tokens per second; one line per admission x policy.
 std::string RenderSimulateSvg(const SimulateResult& r);
+// Over simulated time, one row per run of r.timelines: the KV blocks held by
+// running requests and by the cache (mean per time bin, the pool as the top), the
+// requests finished per second and the preemptions per bin. Each row is a <g> with
+// data-admission, data-policy, data-load, data-steps, data-finished and
+// data-preemptions (the steps' sums) and data-bursts (runs of preempting steps, a
+// new one after 50 steps without, as tests/sim/paper_test.cc counts them)
+// attributes; its title gives the run's summary.
+std::string RenderTimelineSvg(const SimulateResult& r);
 
 }  // namespace kvwatch::agent
 

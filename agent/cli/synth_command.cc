@@ -2,13 +2,33 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 
 namespace kvwatch::agent {
 
 int RunSynth(const SynthCommandOptions& options) {
-  if (base::Status s = collectors::ValidateSynthOptions(options.synth); !s.ok()) {
-    std::fprintf(stderr, "kvwatch synth: %s\n", s.error().c_str());
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "kvwatch synth: %s\n", message.c_str());
     return 2;
+  };
+  if (options.shape != "chat" && options.shape != "fixed") {
+    return fail("--shape: expected chat or fixed, got '" + options.shape + "'");
+  }
+  if (options.arrivals != "poisson" && options.arrivals != "even") {
+    return fail("--arrivals: expected poisson or even, got '" + options.arrivals + "'");
+  }
+  const bool fixed = options.shape == "fixed";
+  if (!fixed && (options.arrivals != "poisson" || options.prompt_tokens != 0 || !options.output_tokens.empty())) {
+    return fail("--arrivals even, --prompt-tokens and --output-tokens need --shape fixed");
+  }
+  collectors::FixedShapeOptions shape;
+  if (options.prompt_tokens != 0) shape.prompt_tokens = options.prompt_tokens;
+  if (!options.output_tokens.empty()) shape.output_tokens = options.output_tokens;
+  shape.even_arrivals = options.arrivals == "even";
+  if (base::Status s = fixed ? collectors::ValidateFixedShape(options.synth, shape)
+                             : collectors::ValidateSynthOptions(options.synth);
+      !s.ok()) {
+    return fail(s.error());
   }
   std::FILE* out = stdout;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
@@ -21,11 +41,13 @@ int RunSynth(const SynthCommandOptions& options) {
     out = file.get();
   }
   std::string line;
-  auto written = collectors::GenerateSynth(options.synth, [&](const collectors::SynthRequest& r) {
+  auto write = [&](const collectors::SynthRequest& r) {
     line.clear();
     collectors::AppendSynthJsonLine(r, &line);
     std::fwrite(line.data(), 1, line.size(), out);
-  });
+  };
+  auto written = fixed ? collectors::GenerateFixedShape(options.synth, shape, write)
+                       : collectors::GenerateSynth(options.synth, write);
   if (!written.ok()) {
     std::fprintf(stderr, "kvwatch synth: %s\n", written.error().c_str());
     return 2;

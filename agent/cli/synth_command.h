@@ -4,7 +4,9 @@
 #ifndef KVWATCH_AGENT_SYNTH_COMMAND_H_
 #define KVWATCH_AGENT_SYNTH_COMMAND_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "collectors/synth.h"
 
@@ -12,6 +14,14 @@ namespace kvwatch::agent {
 
 struct SynthCommandOptions {
   collectors::SynthOptions synth;
+  // "chat" (collectors/synth.h's multi-tenant sessions) or "fixed" (every request
+  // alike: collectors::GenerateFixedShape).
+  std::string shape = "chat";
+  std::string arrivals = "poisson";  // poisson | even (even: the fixed shape only)
+  // The fixed shape's lengths; 0 / empty: not given (512 and {512}). Given with the
+  // chat shape, an error.
+  std::uint32_t prompt_tokens = 0;
+  std::vector<std::uint32_t> output_tokens;
   std::string output = "-";  // a path, or - for standard output
 };
 

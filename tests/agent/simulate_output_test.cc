@@ -1,6 +1,7 @@
 // `kvwatch simulate`'s renderings (agent/cli/simulate_output.h) on constructed
 // results: the SLA scoring, the table, the JSON contract (docs/simulate.md), the
-// CSV header and the SVG's well-formedness.
+// CSV header and the SVG's well-formedness; and the timeline SVG of `kvwatch
+// simulate --timeline` on a `kvwatch synth --shape fixed` trace against the JSON.
 #include "agent/cli/simulate_output.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "agent/web/text_format.h"
+#include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -203,6 +207,92 @@ TEST(SimulateOutputTest, SvgIsWellFormedWithALinePerCombinationAndPanel) {
   EXPECT_EQ(lines, 2 * r.combinations.size());
   EXPECT_NE(svg.find("greedy&lt;&amp;&gt; / lru"), std::string::npos);
   EXPECT_NE(svg.find("target 0.9"), std::string::npos);
+}
+
+// The value of attribute `name` in the tag that starts at `at`.
+std::string Attribute(const std::string& xml, std::size_t at, const std::string& name) {
+  const std::size_t end = xml.find('>', at);
+  const std::size_t key = xml.find(" " + name + "=\"", at);
+  if (key == std::string::npos || key > end) return "";
+  const std::size_t value = key + name.size() + 3;
+  return xml.substr(value, xml.find('"', value) - value);
+}
+
+TEST(SimulateOutputTest, TimelineSvgCarriesTheSeriesAndMatchesTheJson) {
+  using testing_support::Millis;
+  using testing_support::RunCommand;
+  testing_support::TempDir dir;
+  // The paper's homogeneous workload, shorter: 600 requests every 0.1 s.
+  auto synth = RunCommand({KVWATCH_BINARY, "synth", "--shape", "fixed", "--arrivals", "even", "--rate", "10",
+                           "--requests", "600", "--prompt-tokens", "512", "--output-tokens", "512", "-o",
+                           dir.Sub("t.jsonl")},
+                          Millis(60000));
+  ASSERT_TRUE(synth.Exited(0)) << synth.Describe();
+  // The fixed shape's flags without --shape fixed, or a shape that does not exist: refused, naming the flag.
+  auto chat_even = RunCommand({KVWATCH_BINARY, "synth", "--arrivals", "even", "--requests", "5"}, Millis(60000));
+  EXPECT_TRUE(chat_even.Exited(2)) << chat_even.Describe();
+  EXPECT_NE(chat_even.err.find("--shape fixed"), std::string::npos) << chat_even.err;
+  auto bad_shape = RunCommand({KVWATCH_BINARY, "synth", "--shape", "square", "--requests", "5"}, Millis(60000));
+  EXPECT_TRUE(bad_shape.Exited(2)) << bad_shape.Describe();
+  EXPECT_NE(bad_shape.err.find("--shape"), std::string::npos) << bad_shape.err;
+  std::vector<std::string> argv = {KVWATCH_BINARY, "simulate", "--progress", "never", dir.Sub("t.jsonl"),
+                                   "--step-coefficients", "fixed=20ms,prefill_token=0.5ms,decode_sequence=0.2ms",
+                                   "--pool-blocks", "2000", "--admission", "greedy,rate-cap", "--policy", "lru",
+                                   "--json", "--load", "1", "--timeline", dir.Sub("timeline.svg")};
+  auto r = RunCommand(argv, Millis(120000));
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  const std::string svg = testing_support::ReadFile(dir.Sub("timeline.svg"));
+  std::string why;
+  ASSERT_TRUE(WellFormed(svg, &why)) << why;
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+
+  // One row per run, in the JSON's order, whose sums are the JSON's.
+  std::size_t row = 0;
+  std::uint64_t greedy_preemptions = 0;
+  for (simdjson::dom::element run : doc["runs"].get_array()) {
+    std::size_t at = 0;
+    for (std::size_t k = 0; k <= row; ++k) at = svg.find("<g data-admission=", k == 0 ? 0 : at + 1);
+    ASSERT_NE(at, std::string::npos) << "no row " << row;
+    const std::string admission(run["admission"].get_string().value());
+    EXPECT_EQ(Attribute(svg, at, "data-admission"), admission);
+    EXPECT_EQ(Attribute(svg, at, "data-policy"), "lru");
+    EXPECT_EQ(Attribute(svg, at, "data-load"), "1");
+    EXPECT_EQ(Attribute(svg, at, "data-steps"), std::to_string(run["steps"].get_uint64().value()));
+    EXPECT_EQ(Attribute(svg, at, "data-finished"), std::to_string(run["finished"].get_uint64().value()));
+    const std::uint64_t preemptions = run["preemptions"].get_uint64().value();
+    EXPECT_EQ(Attribute(svg, at, "data-preemptions"), std::to_string(preemptions));
+    if (admission == "greedy") greedy_preemptions = preemptions;
+    // The row's series: held and cached blocks, throughput, and preemption bars
+    // whose counts add up to the run's preemptions.
+    const std::size_t end = svg.find("</g>", at);
+    const std::string body = svg.substr(at, end - at);
+    for (const char* series : {"class=\"held\"", "class=\"cached\"", "class=\"throughput\""}) {
+      EXPECT_NE(body.find(std::string("<polyline ") + series), std::string::npos) << admission << " " << series;
+    }
+    std::uint64_t bars = 0;
+    for (std::size_t b = body.find("<rect class=\"preemptions\""); b != std::string::npos;
+         b = body.find("<rect class=\"preemptions\"", b + 1)) {
+      bars += std::stoull(Attribute(body, b, "data-count"));
+    }
+    EXPECT_EQ(bars, preemptions) << admission;
+    EXPECT_NE(body.find(Grouped(static_cast<double>(preemptions)) + " preemptions"), std::string::npos) << body.substr(0, 400);
+    ++row;
+  }
+  EXPECT_EQ(row, 2u);
+  EXPECT_EQ(svg.find("<g data-admission=", svg.rfind("<g data-admission=") + 1), std::string::npos);
+  // The workload is far past saturation: greedy preempts, rate-cap does not.
+  EXPECT_GT(greedy_preemptions, 0u);
+  EXPECT_NE(svg.find("data-admission=\"rate-cap\" data-policy=\"lru\""), std::string::npos);
+
+  // Two loads: the timeline is refused, naming the flag.
+  argv.back() = dir.Sub("two.svg");
+  argv[argv.size() - 3] = "1,2";
+  auto two = RunCommand(argv, Millis(60000));
+  EXPECT_TRUE(two.Exited(2)) << two.Describe();
+  EXPECT_NE(two.err.find("--timeline"), std::string::npos) << two.err;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -382,6 +383,96 @@ TEST(SynthTest, JsonLineFormat) {
   EXPECT_EQ(line,
             "{\"timestamp\": 1234, \"input_length\": 32, \"output_length\": 16, \"hash_ids\": [65537, 65538], "
             "\"tenant\": \"acme\", \"session\": \"s7\", \"turn\": 2}\n");
+}
+
+std::vector<SynthRequest> GenerateFixed(const SynthOptions& options, const FixedShapeOptions& shape) {
+  std::vector<SynthRequest> out;
+  auto result = GenerateFixedShape(options, shape, [&](const SynthRequest& r) { out.push_back(r); });
+  EXPECT_TRUE(result.ok()) << result.error();
+  if (result.ok()) {
+    EXPECT_EQ(result.value(), out.size());
+  }
+  return out;
+}
+
+TEST(SynthFixedShapeTest, EvenArrivalsAlternatingOutputsAndOwnPages) {
+  SynthOptions options;
+  options.rate_per_s = 10;
+  options.max_requests = 3000;
+  FixedShapeOptions shape;
+  shape.prompt_tokens = 500;  // 32 pages, the last partial
+  shape.output_tokens = {383, 641};
+  shape.even_arrivals = true;
+  const std::vector<SynthRequest> all = GenerateFixed(options, shape);
+  ASSERT_EQ(all.size(), 3000u);
+  std::set<curve::PageId> pages;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const curve::Request& r = all[i].request;
+    EXPECT_DOUBLE_EQ(r.timestamp_s, std::round(static_cast<double>(i) * 100.0) / 1000.0) << i;
+    EXPECT_EQ(r.input_tokens, 500);
+    EXPECT_EQ(r.output_tokens, i % 2 == 0 ? 383 : 641);
+    EXPECT_EQ(r.request_class, i % 2 == 0 ? "out383" : "out641");
+    EXPECT_EQ(r.tenant, r.request_class);
+    ASSERT_EQ(r.pages.size(), 32u);
+    for (curve::PageId p : r.pages) EXPECT_TRUE(pages.insert(p).second) << "page " << p << " shared";
+    EXPECT_LT(r.pages.back(), std::uint64_t{1} << 53);
+  }
+  // The lines read back identically, class included.
+  std::string text;
+  for (const SynthRequest& r : all) AppendSynthJsonLine(r, &text);
+  TraceRecordParser parser;
+  curve::Request back;
+  const std::string first = text.substr(0, text.find('\n'));
+  ASSERT_TRUE(parser.Parse(first, &back).ok());
+  EXPECT_TRUE(SameRequest(back, all[0].request));
+  EXPECT_EQ(back.request_class, "out383");
+  EXPECT_THAT(first, HasSubstr("\"class\": \"out383\""));
+}
+
+TEST(SynthFixedShapeTest, PoissonArrivalsAtTheRateAndDurationStops) {
+  SynthOptions options;
+  options.rate_per_s = 20;
+  options.duration_s = 500;
+  options.max_requests = 0;
+  FixedShapeOptions shape;
+  const std::vector<SynthRequest> all = GenerateFixed(options, shape);
+  // About 10,000 arrivals (sd 100), none at or past the duration, gaps not all equal.
+  EXPECT_NEAR(static_cast<double>(all.size()), 10000, 400);
+  std::set<double> gaps;
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    EXPECT_GE(all[i].request.timestamp_s, all[i - 1].request.timestamp_s);
+    gaps.insert(all[i].request.timestamp_s - all[i - 1].request.timestamp_s);
+  }
+  EXPECT_GT(gaps.size(), 50u);
+  EXPECT_LT(all.back().request.timestamp_s, 500);
+  EXPECT_EQ(all[0].request.output_tokens, 512);
+  EXPECT_EQ(all[0].request.pages.size(), 32u);
+  // Deterministic: the same seed gives the same stream, another seed another.
+  const std::vector<SynthRequest> again = GenerateFixed(options, shape);
+  ASSERT_EQ(again.size(), all.size());
+  EXPECT_TRUE(SameRequest(again[77].request, all[77].request));
+  options.seed = 2;
+  const std::vector<SynthRequest> other = GenerateFixed(options, shape);
+  EXPECT_FALSE(other.size() == all.size() && SameRequest(other[77].request, all[77].request));
+}
+
+TEST(SynthFixedShapeTest, InvalidShapesAreRejectedWithTheFieldName) {
+  SynthOptions options;
+  options.max_requests = 10;
+  FixedShapeOptions shape;
+  shape.output_tokens.clear();
+  EXPECT_THAT(ValidateFixedShape(options, shape).error(), HasSubstr("output_tokens"));
+  shape.output_tokens = {0};
+  EXPECT_THAT(ValidateFixedShape(options, shape).error(), HasSubstr("output_tokens"));
+  shape.output_tokens = {5};
+  shape.prompt_tokens = 0;
+  EXPECT_THAT(ValidateFixedShape(options, shape).error(), HasSubstr("prompt_tokens"));
+  shape.prompt_tokens = 5;
+  options.max_requests = 0;
+  options.duration_s = 0;
+  auto r = GenerateFixedShape(options, shape, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error(), HasSubstr("finite"));
 }
 
 }  // namespace
