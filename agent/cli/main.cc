@@ -171,8 +171,10 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--priority", o.priorities, "Queue priorities tenant:NAME=P,class:NAME=P (higher first)");
   cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation (0: the trace's largest)")
       ->capture_default_str();
-  cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile per class")
+  cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile of every class")
       ->capture_default_str();
+  cmd->add_option("--class-quantile", o.class_quantiles,
+                  "reserve-quantile's quantile for named classes: CLASS=Q,CLASS=Q (others: --reserve-quantile)");
   cmd->add_option("--tier", o.tiers,
                   "An SLA tier NAME:ttft=2s,itl=100ms; repeat for each (default: one tier 'all', ttft 2s, itl 100ms)");
   cmd->add_option("--tier-of", o.tier_of, "Who is in which tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");

@@ -122,6 +122,15 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
     }
     i = j;
   }
+  for (const auto& [name, q] : setup->class_quantiles) {
+    const auto it = classes.find(name);
+    if (it == classes.end()) {
+      std::string known;
+      for (const auto& entry : classes) known += (known.empty() ? "" : ", ") + entry.first;
+      return R::Error("--class-quantile: no request of class '" + name + "' in the trace (its classes: " + known + ")");
+    }
+    setup->replica.class_quantiles[std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1)] = q;
+  }
   const double t0 = out.empty() ? 0 : out.front().arrival_s;
   for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
   st.requests = out.size();

@@ -80,6 +80,8 @@ struct SimulateOptions {
   std::string priorities;               // tenant:NAME=P,class:NAME=P
   std::uint32_t max_output_tokens = 0;  // reserve-max; 0: the trace's largest
   double reserve_quantile = 0.9;
+  // reserve-quantile's q for named classes: CLASS=Q,CLASS=Q (others: reserve_quantile).
+  std::string class_quantiles;
 
   // Tiers: NAME:ttft=2s,itl=100ms (repeatable), and who belongs to which.
   std::vector<std::string> tiers;
@@ -111,6 +113,7 @@ struct SimulateSetup {
   sim::ReplicaOptions replica;  // everything but eviction and admission (per run)
   TierMap tier_map;
   curve::PriorityRules priorities;
+  std::map<std::string, double, std::less<>> class_quantiles;  // --class-quantile, by class name
   SimulateSettings settings;
   // For the pool, settled after the trace is read.
   std::optional<std::uint64_t> pool_blocks;

@@ -287,6 +287,19 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   s.replica.max_output_tokens = o.max_output_tokens;
   if (!(o.reserve_quantile > 0 && o.reserve_quantile <= 1)) return Flag("--reserve-quantile", "must be in (0, 1]");
   s.replica.class_quantiles.assign(sim::kMaxClasses, o.reserve_quantile);
+  // Per class name; the names become class ids when the trace is read (BuildReplicaRequests).
+  for (std::string_view item : Split(o.class_quantiles, ',')) {
+    const std::size_t eq = item.rfind('=');
+    const std::string name(item.substr(0, eq == std::string_view::npos ? 0 : eq));
+    const std::string_view number = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    double q = 0;
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), q);
+    if (name.empty() || number.empty() || ec != std::errc() || ptr != number.data() + number.size() ||
+        !(q > 0 && q <= 1)) {
+      return Flag("--class-quantile", "expected CLASS=Q with Q in (0, 1], got '" + std::string(item) + "'");
+    }
+    if (!s.class_quantiles.emplace(name, q).second) return Flag("--class-quantile", "class " + name + " given twice");
+  }
 
   // Tiers.
   for (const std::string& text : o.tiers) {

@@ -155,6 +155,10 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--calibrate", "/nonexistent/metrics.txt", "--pool-blocks", "10"}, "--calibrate: /nonexistent/metrics.txt"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--queue-order", "priority"},
        "--queue-order: priority needs --priority"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--class-quantile", "code=1.5"},
+       "--class-quantile: expected CLASS=Q"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--class-quantile", "code=0.9,code=0.8"},
+       "--class-quantile: class code given twice"},
   };
   for (const auto& [args, message] : cases) {
     std::vector<std::string> argv = {trace};
@@ -198,6 +202,46 @@ TEST(SimulateSetupTest, PagesSplitIntoSmallerBlocksKeepPrefixesShared) {
     split_said = split_said || a.find("split into 4 blocks of 4 tokens") != std::string::npos;
   }
   EXPECT_TRUE(split_said);
+}
+
+// --class-quantile sets reserve-quantile's q of the named classes (record classes
+// here), the others keep --reserve-quantile; a class the trace lacks is an error.
+TEST(SimulateSetupTest, ClassQuantilesGoToTheirClassIds) {
+  SimulateOptions o;
+  o.traces = {"x"};
+  o.step_coefficients = kCoefficients;
+  o.pool_blocks = 100;
+  o.reserve_quantile = 0.8;
+  o.class_quantiles = "code=0.99,chat=0.5";
+  auto setup = ResolveSimulateOptions(o);
+  ASSERT_TRUE(setup.ok()) << setup.error();
+  ASSERT_TRUE(SettleSimulatePool(&setup.value(), 16).ok());
+  std::vector<curve::Request> trace(3);
+  const char* classes[] = {"chat", "batch", "code"};
+  for (int i = 0; i < 3; ++i) {
+    trace[i].timestamp_s = i;
+    trace[i].input_tokens = 16;
+    trace[i].output_tokens = 4;
+    trace[i].request_class = classes[i];
+    trace[i].pages = {static_cast<curve::PageId>(i + 1)};
+  }
+  auto built = BuildReplicaRequests(trace, &setup.value());
+  ASSERT_TRUE(built.ok()) << built.error();
+  const auto& r = built.value();
+  const auto& q = setup.value().replica.class_quantiles;
+  EXPECT_DOUBLE_EQ(q[r[0].class_id], 0.5);   // chat
+  EXPECT_DOUBLE_EQ(q[r[1].class_id], 0.8);   // batch: --reserve-quantile
+  EXPECT_DOUBLE_EQ(q[r[2].class_id], 0.99);  // code
+
+  o.class_quantiles = "cod=0.99";
+  auto typo = ResolveSimulateOptions(o);
+  ASSERT_TRUE(typo.ok()) << typo.error();
+  ASSERT_TRUE(SettleSimulatePool(&typo.value(), 16).ok());
+  auto refused = BuildReplicaRequests(trace, &typo.value());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("--class-quantile: no request of class 'cod' in the trace (its classes: batch, chat, code)"),
+            std::string::npos)
+      << refused.error();
 }
 
 TEST(SimulateCommandTest, MooncakeConversationAtTwoLoads) {
