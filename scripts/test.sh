@@ -44,8 +44,8 @@ stage_done install-deps
 scripts/build.sh -DKVWATCH_BUILD_BENCH=OFF
 stage_done "gcc build (build/)"
 
-# Fuzz smoke: each libFuzzer target from its seed corpus, 10 s (10 min when long).
-fuzz_seconds=10
+# Fuzz smoke: each libFuzzer target from its seed corpus, 5 s (10 min when long).
+fuzz_seconds=5
 [[ "${KVWATCH_LONG:-}" == 1 ]] && fuzz_seconds=600
 # ThreadSanitizer over the agent's threaded tests: the HTTP server, the alert
 # notifiers, the engine /metrics scraper and the ZeroMQ collectors (their transport
