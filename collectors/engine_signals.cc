@@ -6,44 +6,42 @@
 
 namespace kvwatch::collectors {
 
-using base::MetricType;
-
 const base::MetricDef kEngineSignalMetrics[13] = {
-    {"kvwatch_engine_stored_blocks_total", MetricType::kCounter,
+    {"kvwatch_engine_stored_blocks_total", base::MetricType::kCounter,
      "Blocks the engine reported stored (KV events BlockStored, tier moves included, reuse reports not).",
      "collector,medium"},
-    {"kvwatch_engine_evicted_blocks_total", MetricType::kCounter,
+    {"kvwatch_engine_evicted_blocks_total", base::MetricType::kCounter,
      "Blocks the engine reported evicted (KV events BlockRemoved).", "collector,medium"},
-    {"kvwatch_engine_resident_blocks", MetricType::kGauge,
+    {"kvwatch_engine_resident_blocks", base::MetricType::kGauge,
      "Distinct block hashes resident per the engine's KV events, summed over publishers and groups.",
      "collector,medium"},
-    {"kvwatch_engine_reused_blocks_total", MetricType::kCounter,
+    {"kvwatch_engine_reused_blocks_total", base::MetricType::kCounter,
      "Blocks the engine reported reused from its prefix cache (kv_cache_report_mode full).", "collector,medium"},
-    {"kvwatch_engine_tier_moved_blocks_total", MetricType::kCounter,
+    {"kvwatch_engine_tier_moved_blocks_total", base::MetricType::kCounter,
      "Stored blocks that were moves from another tier (offload placeholders, cache-level updates).",
      "collector,medium"},
-    {"kvwatch_engine_preemptions_total", MetricType::kCounter,
+    {"kvwatch_engine_preemptions_total", base::MetricType::kCounter,
      "Engine preemptions: the engine's vllm:num_preemptions_total when scraped (a running total across engine "
      "restarts), else from its log lines (vLLM V0 preemption warnings and the stats line's Preemptions field, "
      "which vLLM V1 may never print).",
      "collector"},
-    {"kvwatch_engine_retracted_requests_total", MetricType::kCounter,
+    {"kvwatch_engine_retracted_requests_total", base::MetricType::kCounter,
      "Requests the engine retracted (SGLang's preemption analogue), from its metric or its log lines.", "collector"},
-    {"kvwatch_engine_rejected_requests_total", MetricType::kCounter,
+    {"kvwatch_engine_rejected_requests_total", base::MetricType::kCounter,
      "Requests the engine refused: admission rejections and aborted requests from its metrics (reason admission, "
      "abort), HTTP 429 and 503 responses from its access log (reason http_429, http_503).",
      "collector,reason"},
-    {"kvwatch_engine_kv_cache_usage_ratio", MetricType::kGauge,
+    {"kvwatch_engine_kv_cache_usage_ratio", base::MetricType::kGauge,
      "The engine's KV-cache usage as it reports it (a fraction; it excludes evictable cached blocks, so it is not "
      "a working-set size).",
      "collector"},
-    {"kvwatch_engine_prefix_cache_hit_ratio", MetricType::kGauge,
+    {"kvwatch_engine_prefix_cache_hit_ratio", base::MetricType::kGauge,
      "The engine's prefix-cache hit ratio as it reports it: from metrics, hits over queries (vLLM) or cached over "
      "prompt tokens (SGLang) of the counter increases of the last scrape interval; from logs, its printed rate.",
      "collector"},
-    {"kvwatch_engine_requests_running", MetricType::kGauge, "Requests the engine is running.", "collector"},
-    {"kvwatch_engine_requests_waiting", MetricType::kGauge, "Requests waiting in the engine's queue.", "collector"},
-    {"kvwatch_engine_capacity_pages", MetricType::kGauge,
+    {"kvwatch_engine_requests_running", base::MetricType::kGauge, "Requests the engine is running.", "collector"},
+    {"kvwatch_engine_requests_waiting", base::MetricType::kGauge, "Requests waiting in the engine's queue.", "collector"},
+    {"kvwatch_engine_capacity_pages", base::MetricType::kGauge,
      "The engine's KV-cache capacity in kvwatch pages: vLLM num_gpu_blocks x block_size (cache_config_info), or "
      "SGLang max_total_num_tokens, over the configured tokens per page.",
      "collector"},

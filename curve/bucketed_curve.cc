@@ -9,10 +9,6 @@
 namespace kvwatch::curve {
 namespace {
 
-std::uint64_t CeilCount(double x) {
-  if (x <= 0) return 0;
-  return static_cast<std::uint64_t>(std::ceil(x - 1e-9 * std::max(1.0, x)));
-}
 
 void PutVector(std::vector<std::uint8_t>* out, const std::vector<std::uint64_t>& v) {
   base::AppendPod<std::uint64_t>(out, v.size());

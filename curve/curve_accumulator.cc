@@ -8,10 +8,6 @@ namespace {
 
 // ceil(x), guarded against x landing a hair above an integer through rounding
 // (0.95 * 100 is 95.00000000000001 in binary floating point).
-std::uint64_t CeilCount(double x) {
-  if (x <= 0) return 0;
-  return static_cast<std::uint64_t>(std::ceil(x - 1e-9 * std::max(1.0, x)));
-}
 
 }  // namespace
 

@@ -7,6 +7,8 @@
 #ifndef KVWATCH_CURVE_CURVE_TOTALS_H_
 #define KVWATCH_CURVE_CURVE_TOTALS_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "curve/stack_distance.h"
@@ -44,6 +46,13 @@ struct CurveTotals {
     return page_refs == 0 ? 0.0 : static_cast<double>(unlimited_page_hits) / static_cast<double>(page_refs);
   }
 };
+
+// ceil(x) for a count computed in floating point (a fraction times a total): a
+// value a rounding error above an integer counts as that integer.
+inline std::uint64_t CeilCount(double x) {
+  if (x <= 0) return 0;
+  return static_cast<std::uint64_t>(std::ceil(x - 1e-9 * std::max(1.0, x)));
+}
 
 }  // namespace kvwatch::curve
 

@@ -75,13 +75,12 @@ void WriteGroupRows(base::JsonWriter& w, const std::vector<GroupRow>& rows, cons
   w.EndArray();
 }
 
-std::string Count(std::uint64_t n) { return Grouped(static_cast<double>(n)); }
 
 }  // namespace
 
 std::string PageTokensSetting(const ReplaySettings& s) {
   const std::string size = std::to_string(s.page_tokens) + " tokens per page";
-  const std::string fit = Count(s.fitting_records) + " of " + Count(s.token_records) + " records fit";
+  const std::string fit = GroupedCount(s.fitting_records) + " of " + GroupedCount(s.token_records) + " records fit";
   const std::string rule = s.page_rule == "floor" ? "full pages only" : "last page partial";
   if (s.page_tokens_source == "inferred") {
     return size + " (inferred from input_length and pages: " + fit + ", " + rule + ")";
@@ -89,7 +88,7 @@ std::string PageTokensSetting(const ReplaySettings& s) {
   if (s.page_tokens_source == "option") {
     if (s.token_records == 0) return size + " (--page-tokens)";
     if (s.inferred_page_tokens && *s.inferred_page_tokens != s.page_tokens) {
-      return size + " (--page-tokens; " + fit + ", " + Count(s.inferred_fitting_records) + " fit " +
+      return size + " (--page-tokens; " + fit + ", " + GroupedCount(s.inferred_fitting_records) + " fit " +
              std::to_string(*s.inferred_page_tokens) + ")";
     }
     return size + " (--page-tokens; " + fit + ", " + rule + ")";
@@ -106,13 +105,13 @@ std::optional<std::string> PageTokensWarning(const ReplaySettings& s) {
   if (s.inferred_page_tokens && *s.inferred_page_tokens != s.page_tokens &&
       s.inferred_fitting_records > s.fitting_records) {
     const std::string inferred = std::to_string(*s.inferred_page_tokens);
-    return "--page-tokens " + used + " does not fit the records: " + Count(s.fitting_records) + " of " +
-           Count(s.token_records) + have + ", " + Count(s.inferred_fitting_records) + " fit " + inferred +
+    return "--page-tokens " + used + " does not fit the records: " + GroupedCount(s.fitting_records) + " of " +
+           GroupedCount(s.token_records) + have + ", " + GroupedCount(s.inferred_fitting_records) + " fit " + inferred +
            " tokens per page; every token and byte figure assumes " + used + " (give --page-tokens " + inferred +
            ", or none, to use " + inferred + ")";
   }
   if (s.fitting_records * 2 < s.token_records) {
-    return "only " + Count(s.fitting_records) + " of " + Count(s.token_records) + have + " (" + used +
+    return "only " + GroupedCount(s.fitting_records) + " of " + GroupedCount(s.token_records) + have + " (" + used +
            " tokens per page: " + (s.page_tokens_source == "option" ? "--page-tokens" : s.page_tokens_source) +
            "); token and byte figures may not be the engine's";
   }

@@ -31,7 +31,6 @@ curve::PageId SubBlock(curve::PageId page, std::uint64_t j) {
   return z ^ (z >> 31);
 }
 
-std::string Count(std::uint64_t n) { return Grouped(static_cast<double>(n)); }
 
 }  // namespace
 
@@ -137,25 +136,25 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   st.trace_span_s = out.empty() ? 0 : out.back().arrival_s;
 
   auto& a = st.assumptions;
-  const std::string n = Count(trace.size());
+  const std::string n = GroupedCount(trace.size());
   if (!any_time && !trace.empty()) {
     a.push_back("no record has a timestamp: arrivals evenly spaced at " + Fixed(setup->rate, 3) +
                 " requests/s (--rate) at load 1");
   } else if (no_time > 0) {
-    a.push_back(Count(no_time) + " of " + n + " records have no timestamp: each arrives with the record before it");
+    a.push_back(GroupedCount(no_time) + " of " + n + " records have no timestamp: each arrives with the record before it");
   }
   if (any_time && tied > 0) {
-    a.push_back(Count(tied) + " of " + n + " requests share an arrival time with another (" + Count(distinct) +
+    a.push_back(GroupedCount(tied) + " of " + n + " requests share an arrival time with another (" + GroupedCount(distinct) +
                 " distinct times): " +
                 (setup->spread_ties ? "each group spread evenly up to the next time (--spread-ties)"
                                     : "each group arrives at once, at every load (--spread-ties spreads them)"));
   }
   if (no_output > 0) {
-    a.push_back(Count(no_output) + " of " + n + " records have no output_length: " +
+    a.push_back(GroupedCount(no_output) + " of " + n + " records have no output_length: " +
                 std::to_string(setup->output_tokens) + " output tokens assumed (--output-tokens)");
   }
   if (no_input > 0) {
-    a.push_back(Count(no_input) + " of " + n + " records have no input_length: pages x " +
+    a.push_back(GroupedCount(no_input) + " of " + n + " records have no input_length: pages x " +
                 std::to_string(page_tokens) + " tokens assumed");
   }
   if (st.page_tokens_source != "option") {
@@ -169,10 +168,10 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
                 std::to_string(st.block_tokens) + " tokens (--block-tokens)");
   }
   if (beyond_classes > 0) {
-    a.push_back(Count(beyond_classes) + " requests of classes beyond the first 64 share the 64th's output quantile");
+    a.push_back(GroupedCount(beyond_classes) + " requests of classes beyond the first 64 share the 64th's output quantile");
   }
   for (std::size_t i = 0; i < tier_counts.size() && i < st.tier_members.size(); ++i) {
-    st.tier_members[i] += " (" + Count(tier_counts[i]) + " requests)";
+    st.tier_members[i] += " (" + GroupedCount(tier_counts[i]) + " requests)";
   }
   return out;
 }

@@ -20,12 +20,6 @@ Result<SimulateSetup> Flag(const std::string& flag, const std::string& message) 
   return Result<SimulateSetup>::Error(flag + ": " + message);
 }
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4g", v);
-  return buf;
-}
-
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> out;
   std::size_t start = 0;
@@ -116,7 +110,7 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   s.policies = kinds.value();
   if (s.policies.empty()) return Flag("--policy", "give at least one policy");
   for (double l : o.loads) {
-    if (!(l > 0) || !std::isfinite(l)) return Flag("--load", "each load factor must be a number > 0, got " + Num(l));
+    if (!(l > 0) || !std::isfinite(l)) return Flag("--load", "each load factor must be a number > 0, got " + Significant4(l));
   }
   s.loads = o.loads;
   std::sort(s.loads.begin(), s.loads.end());
@@ -142,7 +136,7 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   if (o.total_parameters) {
     if (!s.model) return Flag("--total-parameters", "needs --model or --model-config");
     if (!(*o.total_parameters >= s.model->parameters)) {
-      return Flag("--total-parameters", "must be >= the active parameters (" + Num(s.model->parameters) + ")");
+      return Flag("--total-parameters", "must be >= the active parameters (" + Significant4(s.model->parameters) + ")");
     }
     s.model->total_parameters = *o.total_parameters;
   }
@@ -219,10 +213,10 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   } else if (roofline) {
     s.coefficients = *roofline;
     st.time_model = "roofline";
-    st.time_model_detail = hardware + " (dense BF16 " + Num(s.gpu->dense_bf16_flops / 1e12) + " TFLOP/s, " +
-                           Num(s.gpu->memory_bandwidth / 1e12) + " TB/s per GPU; efficiency compute " +
-                           Num(roof.compute_efficiency) + ", memory " + Num(roof.memory_efficiency) +
-                           "; all-reduce " + Num(roof.allreduce_latency_s * 1e6) + " us x 2 per layer)";
+    st.time_model_detail = hardware + " (dense BF16 " + Significant4(s.gpu->dense_bf16_flops / 1e12) + " TFLOP/s, " +
+                           Significant4(s.gpu->memory_bandwidth / 1e12) + " TB/s per GPU; efficiency compute " +
+                           Significant4(roof.compute_efficiency) + ", memory " + Significant4(roof.memory_efficiency) +
+                           "; all-reduce " + Significant4(roof.allreduce_latency_s * 1e6) + " us x 2 per layer)";
   } else {
     return Flag("--gpu", "no time model: give --gpu with --model (or --model-config and --parameters), "
                          "--step-coefficients, or --calibrate FILE");
@@ -402,8 +396,8 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
       bytes = s->gpu->memory_bytes * s->gpu_memory_utilization - weights;
       st.pool_source = "gpu-memory";
       st.pool_detail = s->gpu->name + " " + HumanBytes(s->gpu->memory_bytes) + " x " +
-                       Num(s->gpu_memory_utilization) + " utilization - " + HumanBytes(weights) +
-                       " of weights per rank (" + Num(sim::TotalParameters(*s->model) / 1e9) +
+                       Significant4(s->gpu_memory_utilization) + " utilization - " + HumanBytes(weights) +
+                       " of weights per rank (" + Significant4(sim::TotalParameters(*s->model) / 1e9) +
                        "B parameters x 2 bytes / " + std::to_string(s->tensor_parallel) + ") = " +
                        HumanBytes(std::max(0.0, bytes)) + " / " + per_block;
       if (!(bytes > 0)) {

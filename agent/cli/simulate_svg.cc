@@ -27,26 +27,6 @@ double MinAttainment(const sim::SimSummary& s) {
   return m;
 }
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4g", v);
-  return buf;
-}
-
-// Text escaped for XML (names come from the command line).
-std::string Xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -93,11 +73,11 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
       out << "<line x1=\"" << kLeft[p] << "\" y1=\"" << y << "\" x2=\"" << kLeft[p] + kPanelWidth << "\" y2=\"" << y
           << "\" stroke=\"#ddd\"/>\n";
       out << "<text x=\"" << kLeft[p] - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
-          << (p == 0 ? Num(v) : Num(std::round(v))) << "</text>\n";
+          << (p == 0 ? Significant4(v) : Significant4(std::round(v))) << "</text>\n";
     }
     for (double load : ticks) {
       out << "<text x=\"" << x_of(p, load) << "\" y=\"" << kTop + kPanelHeight + 16
-          << "\" text-anchor=\"middle\">" << Num(load) << "</text>\n";
+          << "\" text-anchor=\"middle\">" << Significant4(load) << "</text>\n";
     }
     out << "<text x=\"" << kLeft[p] + kPanelWidth / 2 << "\" y=\"" << kTop + kPanelHeight + 34
         << "\" text-anchor=\"middle\">load factor (arrival rate x)</text>\n";
@@ -106,7 +86,7 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
       out << "<line x1=\"" << kLeft[0] << "\" y1=\"" << y << "\" x2=\"" << kLeft[0] + kPanelWidth << "\" y2=\"" << y
           << "\" stroke=\"#000\" stroke-dasharray=\"6 4\"/>\n";
       out << "<text x=\"" << kLeft[0] + kPanelWidth - 4 << "\" y=\"" << y - 4 << "\" text-anchor=\"end\">target "
-          << Num(r.settings.sla_target) << "</text>\n";
+          << Significant4(r.settings.sla_target) << "</text>\n";
     }
   }
   // One polyline per combination and panel, in load order.
@@ -136,7 +116,7 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     }
     out << "<line x1=\"" << legend_x << "\" y1=\"" << legend_y - 4 << "\" x2=\"" << legend_x + 20 << "\" y2=\""
         << legend_y - 4 << "\" stroke=\"" << stroke << "\" stroke-width=\"2\"/>\n";
-    out << "<text x=\"" << legend_x + 26 << "\" y=\"" << legend_y << "\">" << Xml(c.admission + " / " + c.policy)
+    out << "<text x=\"" << legend_x + 26 << "\" y=\"" << legend_y << "\">" << EscapeMarkup(c.admission + " / " + c.policy)
         << "</text>\n";
     legend_x += 220;
     if (legend_x > kWidth - 200) {
@@ -216,7 +196,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
   out << "<text x=\"" << kPlotLeft << "\" y=\"24\" font-size=\"13\">KV blocks of " << Grouped(pool)
       << " held by running requests (blue) and cached (grey); requests finished per second (green); preemptions "
          "(red); per "
-      << Num(bin_s) << " s</text>\n";
+      << Significant4(bin_s) << " s</text>\n";
   for (std::size_t i = 0; i < r.timelines.size(); ++i) {
     const SimulateTimeline& t = r.timelines[i];
     const SimulateRun* run = nullptr;
@@ -236,10 +216,10 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     const double top = 40 + kRowHeight * static_cast<double>(i);
     const double kv_top = top + kTitleHeight, rate_top = kv_top + kKvHeight + kStripGap,
                  preempt_top = rate_top + kRateHeight + kStripGap;
-    out << "<g data-admission=\"" << Xml(t.admission) << "\" data-policy=\"" << Xml(t.policy) << "\" data-load=\""
-        << Num(t.load) << "\" data-steps=\"" << t.steps.size() << "\" data-finished=\"" << finished
+    out << "<g data-admission=\"" << EscapeMarkup(t.admission) << "\" data-policy=\"" << EscapeMarkup(t.policy) << "\" data-load=\""
+        << Significant4(t.load) << "\" data-steps=\"" << t.steps.size() << "\" data-finished=\"" << finished
         << "\" data-preemptions=\"" << preempted << "\" data-bursts=\"" << bursts << "\">\n";
-    std::string title = t.admission + " / " + t.policy + " at load " + Num(t.load);
+    std::string title = t.admission + " / " + t.policy + " at load " + Significant4(t.load);
     if (run != nullptr) {
       title += ": " + Fixed(run->summary.requests_per_s, 3) + " requests/s, " +
                Grouped(static_cast<double>(run->summary.preemptions)) + " preemptions" +
@@ -248,7 +228,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
                Grouped(static_cast<double>(run->summary.recomputed_tokens)) + " tokens recomputed";
     }
     out << "<text x=\"" << kPlotLeft << "\" y=\"" << top + 14 << "\" font-size=\"13\" font-weight=\"bold\">"
-        << Xml(title) << "</text>\n";
+        << EscapeMarkup(title) << "</text>\n";
     // The three strips' frames and left labels.
     const double strip_top[3] = {kv_top, rate_top, preempt_top};
     const double strip_height[3] = {kKvHeight, kRateHeight, kPreemptHeight};
@@ -258,7 +238,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
       out << "<rect x=\"" << kPlotLeft << "\" y=\"" << strip_top[k] << "\" width=\"" << kPlotWidth << "\" height=\""
           << strip_height[k] << "\" fill=\"none\" stroke=\"#444\"/>\n";
       out << "<text x=\"" << kPlotLeft - 6 << "\" y=\"" << strip_top[k] + 10 << "\" text-anchor=\"end\">"
-          << (k == 1 ? Num(strip_max[k]) : Grouped(strip_max[k])) << "</text>\n";
+          << (k == 1 ? Significant4(strip_max[k]) : Grouped(strip_max[k])) << "</text>\n";
       out << "<text x=\"" << kPlotLeft - 6 << "\" y=\"" << strip_top[k] + strip_height[k] / 2 + 4
           << "\" text-anchor=\"end\" fill=\"#666\">" << strip_label[k] << "</text>\n";
     }
@@ -300,7 +280,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     // The time axis under the last strip.
     for (double tick = 0; tick <= bins * bin_s + 1e-9; tick += tick_s) {
       out << "<text x=\"" << x_of(tick) << "\" y=\"" << preempt_top + kPreemptHeight + 14
-          << "\" text-anchor=\"middle\">" << Num(tick) << (tick + tick_s > bins * bin_s ? " s" : "") << "</text>\n";
+          << "\" text-anchor=\"middle\">" << Significant4(tick) << (tick + tick_s > bins * bin_s ? " s" : "") << "</text>\n";
     }
     out << "</g>\n";
   }

@@ -270,14 +270,14 @@ namespace {
 
 // Marks the start of the runner's state ("KVAR"), and its layout version.
 constexpr std::uint32_t kStateTag = 0x5241564b;
-constexpr std::uint32_t kStateVersion = 1;
+constexpr std::uint32_t kAlertStateVersion = 1;
 
 }  // namespace
 
 void AlertRunner::AppendState(std::vector<std::uint8_t>* out) const {
   base::MutexLock lock(mu_);
   base::AppendPod(out, kStateTag);
-  base::AppendPod(out, kStateVersion);
+  base::AppendPod(out, kAlertStateVersion);
   base::AppendPod(out, evaluations_);
   base::AppendPod(out, evaluation_errors_);
   base::AppendPod(out, log_lines_);
@@ -287,7 +287,7 @@ void AlertRunner::AppendState(std::vector<std::uint8_t>* out) const {
 bool AlertRunner::RestoreState(std::span<const std::uint8_t> in) {
   std::uint32_t tag = 0, version = 0;
   std::uint64_t evaluations = 0, errors = 0, log_lines = 0;
-  if (!base::ReadPod(&in, &tag) || tag != kStateTag || !base::ReadPod(&in, &version) || version != kStateVersion ||
+  if (!base::ReadPod(&in, &tag) || tag != kStateTag || !base::ReadPod(&in, &version) || version != kAlertStateVersion ||
       !base::ReadPod(&in, &evaluations) || !base::ReadPod(&in, &errors) || !base::ReadPod(&in, &log_lines)) {
     return false;
   }

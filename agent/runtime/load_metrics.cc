@@ -11,7 +11,7 @@ namespace {
 using base::MetricDef;
 using base::MetricType;
 
-enum Family { kLoadFactor, kLoadRequests, kTokenSeconds, kDecodeRate, kCapacityTokens, kOutputTokens };
+enum LoadFamily { kLoadFactor, kLoadRequests, kTokenSeconds, kDecodeRate, kCapacityTokens, kOutputTokens };
 
 bool Positive(std::optional<double> v) { return v && *v > 0 && std::isfinite(*v); }
 

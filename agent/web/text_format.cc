@@ -47,4 +47,28 @@ std::string HumanBytes(double bytes) {
   return Fixed(bytes, bytes < 10 ? 2 : (bytes < 100 ? 1 : 0)) + " " + kUnits[u];
 }
 
+std::string GroupedCount(std::uint64_t n) { return Grouped(static_cast<double>(n)); }
+
+std::string Significant4(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
+}
+
+std::string EscapeMarkup(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace kvwatch::agent

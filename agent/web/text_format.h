@@ -4,7 +4,9 @@
 #define KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kvwatch::agent {
 
@@ -14,6 +16,12 @@ std::string Fixed(double v, int digits);
 std::string Grouped(double v);
 std::string Pad(const std::string& s, std::size_t width, bool left = false);
 std::string FractionLabel(double f);
+// A count grouped like Grouped: 12031 -> "12,031".
+std::string GroupedCount(std::uint64_t n);
+// Four significant digits, the shortest form: 0.0001234 -> "0.0001234", 1e6 -> "1e+06".
+std::string Significant4(double v);
+// Text for HTML or SVG/XML: & < > " ' escaped.
+std::string EscapeMarkup(std::string_view text);
 
 // "1.50 GiB", "512 B": binary units, three significant digits.
 std::string HumanBytes(double bytes);

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "agent/web/text_format.h"
 #include "base/json_writer.h"
 
 namespace kvwatch::agent {
@@ -107,21 +108,6 @@ constexpr std::string_view kPageTemplate = R"kvwatch_page(<!DOCTYPE html>
 </html>
 )kvwatch_page";
 
-std::string EscapeHtml(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // JSON for a <script type="application/json"> element: <, > and & appear only
 // inside strings, where \u escapes mean the same, so "</script>" cannot occur.
@@ -189,8 +175,8 @@ std::string RenderIndexPage(const PageOptions& options) {
   // The script is filled first and then inserted as a value, so neither it nor the
   // panels' code is scanned for the page's placeholders.
   std::string script = Fill(IndexPageScript(), {{"PANELS", std::string(IndexPagePanelsScript())}});
-  return Fill(kPageTemplate, {{"TITLE", EscapeHtml(options.title)},
-                              {"REPLICA", EscapeHtml(options.replica)},
+  return Fill(kPageTemplate, {{"TITLE", EscapeMarkup(options.title)},
+                              {"REPLICA", EscapeMarkup(options.replica)},
                               {"CONFIG", ConfigJson(options)},
                               {"STYLE", std::string(IndexPageStyle())},
                               {"SCRIPT", std::move(script)}});
