@@ -414,7 +414,7 @@ void FormatGroupsTable(std::ostringstream& out, const ReplayGroups& g, PerGroup&
   per_group("class", g.class_reports);
   auto header = [&](const char* first, const char* second) {
     out << Pad(first, 16, true) << (second ? Pad(second, 16, true) : "");
-    for (std::uint64_t c : g.capacities) out << Pad("@" + Grouped(static_cast<double>(c)), 12);
+    for (std::uint64_t c : g.capacities) out << Pad('@' + Grouped(static_cast<double>(c)), 12);  // a char: g++ 12 warns (-Wrestrict, a false positive) on "@" + string
     out << "\n";
   };
   auto dimension = [&](const char* what, const std::vector<GroupRow>& rows, bool isolated) {

@@ -129,7 +129,9 @@ TEST_F(ReplayTest, NotConvergedIsNullInJson) {
   EXPECT_EQ(uint64_t(doc["unlimited_page_hits"]), 3u);
   EXPECT_EQ(uint64_t(doc["beyond_tracked"]), 3u);
   for (simdjson::dom::element e : simdjson::dom::array(doc["working_set"])) {
-    if (std::string_view(e["target"]) == "page_hit") EXPECT_TRUE(e["capacity_pages"].is_null());
+    if (std::string_view(e["target"]) == "page_hit") {
+      EXPECT_TRUE(e["capacity_pages"].is_null());
+    }
   }
   CommandResult table = RunKvwatch("replay --max-pages 2 " + trace);
   EXPECT_NE(table.out.find("not converged"), std::string::npos) << table.out;
@@ -370,8 +372,12 @@ TEST_F(ReplayTest, InterferenceFootprintAndRunningKv) {
   EXPECT_EQ(uint64_t(doc["classes"]["turn2"]["requests"]), 1u);
   // Footprints (input + output) x 100 bytes: first 6,400, 1,600 x 3; turn2 8,000.
   for (simdjson::dom::element f : doc["footprint"].get_array()) {
-    if (std::string_view(f["class"]) == "turn2") EXPECT_EQ(double(f["max_bytes"]), 8000.0);
-    if (std::string_view(f["class"]) == "first") EXPECT_EQ(double(f["p50_bytes"]), 1600.0);
+    if (std::string_view(f["class"]) == "turn2") {
+      EXPECT_EQ(double(f["max_bytes"]), 8000.0);
+    }
+    if (std::string_view(f["class"]) == "first") {
+      EXPECT_EQ(double(f["p50_bytes"]), 1600.0);
+    }
   }
   // Running: 6,400 bytes on [0, 2) s (16 output tokens at 8/s), 8,000 on [4, 6) s; the
   // flood has no output (no lifetime). Mean over [0, 6): (12,800 + 16,000) / 6.

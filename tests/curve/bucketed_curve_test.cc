@@ -20,7 +20,9 @@ TEST(LogBucketBoundsTest, IntegerLogSpacedUpToTheTrackedRange) {
   for (std::size_t i = 1; i < b.size(); ++i) {
     ASSERT_GT(b[i], b[i - 1]);
     // At least 4 per octave: consecutive bounds within 2^(1/4) (plus rounding).
-    if (b[i - 1] >= 8 && i + 1 < b.size()) EXPECT_LE(static_cast<double>(b[i]) / b[i - 1], std::exp2(0.25) + 0.07);
+    if (b[i - 1] >= 8 && i + 1 < b.size()) {
+      EXPECT_LE(static_cast<double>(b[i]) / b[i - 1], std::exp2(0.25) + 0.07);
+    }
   }
   EXPECT_EQ(LogBucketBounds(1, 8), std::vector<std::uint64_t>{1});
 }

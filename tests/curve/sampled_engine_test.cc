@@ -77,7 +77,9 @@ BucketedCurve SampledCurve(const Trace& trace, const std::vector<std::uint64_t>*
     engine.Process(r, &out);
     if (out.size() == 0) continue;
     curve.Add(out, engine.weight());
-    if (max_sampled != 0) EXPECT_LE(engine.sampled_pages(), max_sampled);
+    if (max_sampled != 0) {
+      EXPECT_LE(engine.sampled_pages(), max_sampled);
+    }
   }
   if (adjust) curve.AdjustReferences(refs * SampledEngine::kWeightUnit);
   if (final_rate != nullptr) *final_rate = engine.rate();
