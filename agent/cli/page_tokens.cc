@@ -39,9 +39,9 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> BestUnder(std::span<const
   std::vector<std::pair<std::uint64_t, int>> events;
   for (const TokenPages& t : records) {
     const auto range = FittingPageTokens(t.tokens, t.pages, rule);
-    if (!range) continue;
+    if (!range || range->lo > kMaxPageTokens) continue;
     events.emplace_back(range->lo, +1);
-    if (range->hi != PageTokensRange::kUnbounded) events.emplace_back(range->hi + 1, -1);
+    events.emplace_back(std::min(range->hi, kMaxPageTokens) + 1, -1);
   }
   if (events.empty()) return std::nullopt;
   std::sort(events.begin(), events.end());
@@ -51,7 +51,7 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> BestUnder(std::span<const
   for (std::size_t i = 0; i < events.size();) {
     const std::uint64_t at = events[i].first;
     for (; i < events.size() && events[i].first == at; ++i) count += events[i].second;
-    const std::uint64_t end = i < events.size() ? events[i].first - 1 : PageTokensRange::kUnbounded;
+    const std::uint64_t end = i < events.size() ? events[i].first - 1 : kMaxPageTokens;
     if (count <= 0 || count < best) continue;
     if (count > best) {
       best = count;
@@ -62,7 +62,6 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> BestUnder(std::span<const
   if (best_regions.empty()) return std::nullopt;
   std::uint64_t chosen = best_regions.front().lo;
   for (const PageTokensRange& region : best_regions) {
-    if (region.lo > (std::uint64_t{1} << 62)) break;
     const std::uint64_t pow2 = std::bit_ceil(region.lo);
     if (pow2 <= region.hi) {
       chosen = pow2;
@@ -76,7 +75,8 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> BestUnder(std::span<const
 
 std::optional<PageTokensGuess> InferPageTokens(std::span<const TokenPages> records) {
   std::uint64_t counted = 0;
-  for (const TokenPages& t : records) counted += t.tokens > 0 && t.pages > 0;
+  // A record whose pages would each hold more than kMaxPageTokens is no evidence.
+  for (const TokenPages& t : records) counted += t.tokens > 0 && t.pages > 0 && t.tokens / t.pages <= kMaxPageTokens;
   if (counted == 0) return std::nullopt;
   std::optional<PageTokensGuess> guess;
   for (PageRule rule : {PageRule::kPartialLastPage, PageRule::kFullPagesOnly}) {

@@ -31,6 +31,12 @@ enum class PageRule {
 // "ceil" or "floor", as the JSON output names the rules.
 const char* PageRuleName(PageRule rule);
 
+// The largest page size inferred or accepted: far above any engine's block (vLLM
+// and SGLang use 1 to 256 tokens, the Mooncake traces 512), low enough that a page
+// and a block size fit 32 bits. A record that fits only larger sizes (an absurd
+// input_length) does not vote and is not counted among the records.
+inline constexpr std::uint64_t kMaxPageTokens = std::uint64_t{1} << 20;
+
 // One record's evidence: its prompt tokens and its pages (both > 0 to count).
 struct TokenPages {
   std::uint64_t tokens = 0;

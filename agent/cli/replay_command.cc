@@ -53,7 +53,9 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   }
   r.engine.max_pages = static_cast<std::uint32_t>(o.max_pages);
   r.engine.remembered_evictions = 0;  // offline: tell beyond-tracked from cold exactly
-  if (o.page_tokens && *o.page_tokens < 1) return OptionError("--page-tokens", "must be at least 1");
+  if (o.page_tokens && (*o.page_tokens < 1 || *o.page_tokens > kMaxPageTokens)) {
+    return OptionError("--page-tokens", "must be between 1 and " + std::to_string(kMaxPageTokens));
+  }
   const std::uint64_t page_tokens = o.page_tokens.value_or(kDefaultPageTokens);
   for (double f : o.page_hit_targets) {
     if (!ValidFraction(f)) return OptionError("--page-hit-targets", "each target must be in (0, 1]");

@@ -43,6 +43,9 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   std::vector<sim::ReplicaRequest> out;
   out.reserve(trace.size());
   std::uint64_t no_time = 0, no_output = 0, no_input = 0, beyond_classes = 0;
+  // Records the replica cannot run, left out and said (never the whole run):
+  // no pages (nothing to prefill or share), a prompt beyond 2^32 tokens.
+  std::uint64_t no_pages = 0, huge_prompt = 0;
   curve::RequestClassifier classifier;
   std::unordered_set<curve::PageId> seen_pages;
   std::map<std::string, std::uint32_t, std::less<>> classes;
@@ -52,7 +55,10 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   for (const curve::Request& t : trace) any_time = any_time || t.has_timestamp();
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const curve::Request& t = trace[i];
-    if (t.pages.empty()) return R::Error("request " + std::to_string(i + 1) + " has no pages");
+    if (t.pages.empty()) {
+      ++no_pages;
+      continue;
+    }
     sim::ReplicaRequest r;
     if (!any_time) {
       r.arrival_s = static_cast<double>(i) / setup->rate;
@@ -70,7 +76,8 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
       ++no_input;
     }
     if (prompt > std::numeric_limits<std::uint32_t>::max()) {
-      return R::Error("request " + std::to_string(i + 1) + ": prompt of " + std::to_string(prompt) + " tokens");
+      ++huge_prompt;
+      continue;
     }
     r.prompt_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(prompt, 1));
     if (t.output_tokens > 0) {
@@ -130,7 +137,11 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
     }
     setup->replica.class_quantiles[std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1)] = q;
   }
-  const double t0 = out.empty() ? 0 : out.front().arrival_s;
+  if (out.empty()) {
+    return R::Error("no record can be simulated: " + GroupedCount(no_pages) + " without hash_ids, " +
+                    GroupedCount(huge_prompt) + " with a prompt over 4,294,967,295 tokens");
+  }
+  const double t0 = out.front().arrival_s;
   for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
   st.requests = out.size();
   st.trace_span_s = out.empty() ? 0 : out.back().arrival_s;
@@ -148,6 +159,13 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
                 " distinct times): " +
                 (setup->spread_ties ? "each group spread evenly up to the next time (--spread-ties)"
                                     : "each group arrives at once, at every load (--spread-ties spreads them)"));
+  }
+  if (no_pages > 0) {
+    a.push_back(GroupedCount(no_pages) + " of " + n + " records have no hash_ids: left out (nothing to prefill or share)");
+  }
+  if (huge_prompt > 0) {
+    a.push_back(GroupedCount(huge_prompt) + " of " + n +
+                " records have a prompt over 4,294,967,295 tokens (input_length, or pages x page size): left out");
   }
   if (no_output > 0) {
     a.push_back(GroupedCount(no_output) + " of " + n + " records have no output_length: " +

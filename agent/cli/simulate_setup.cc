@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "agent/cli/calibrate.h"
+#include "agent/cli/page_tokens.h"
 #include "agent/cli/simulate_command.h"
 #include "agent/web/text_format.h"
 #include "config/model_config.h"
@@ -247,7 +248,9 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   if (!s.pool_blocks && !s.kv_bytes && !(s.gpu && s.model)) {
     return Flag("--pool-blocks", "no KV pool size: give --pool-blocks, --kv-bytes with a model, or --gpu with a model");
   }
-  if (o.page_tokens && *o.page_tokens < 1) return Flag("--page-tokens", "must be at least 1");
+  if (o.page_tokens && (*o.page_tokens < 1 || *o.page_tokens > kMaxPageTokens)) {
+    return Flag("--page-tokens", "must be between 1 and " + std::to_string(kMaxPageTokens));
+  }
   s.page_tokens = o.page_tokens;
   if (o.block_tokens && *o.block_tokens < 1) return Flag("--block-tokens", "must be at least 1");
   s.block_tokens = o.block_tokens;
@@ -367,7 +370,7 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
     st.page_tokens = 16;
     st.page_tokens_source = "default";
   }
-  const std::uint64_t block = s->block_tokens.value_or(static_cast<std::uint32_t>(st.page_tokens));
+  const std::uint64_t block = s->block_tokens.value_or(st.page_tokens);  // both at most kMaxPageTokens
   if (block > st.page_tokens || st.page_tokens % block != 0) {
     return base::Status::Error("--block-tokens: " + std::to_string(block) + " must divide the trace's " +
                                std::to_string(st.page_tokens) + " tokens per page");

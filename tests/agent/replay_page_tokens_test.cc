@@ -162,6 +162,27 @@ TEST(PageTokensTest, AMajorityIsNeeded) {
   EXPECT_FALSE(InferPageTokens(c).has_value());
 }
 
+// An absurd input_length (1e18 tokens in 2 pages) fits only sizes far beyond any
+// engine's block: it does not vote, and alone gives no guess (`kvwatch simulate`
+// once divided by the 32-bit truncation of such a size).
+TEST(PageTokensTest, SizesBeyondTheLargestPageDoNotVote) {
+  const std::vector<TokenPages> absurd = {{1000000000000000000u, 2}};
+  EXPECT_FALSE(InferPageTokens(absurd).has_value());
+  auto records = Records(Lengths(10, 30000, 4), 512, kCeil);
+  records.push_back({1000000000000000000u, 2});
+  const auto guess = InferPageTokens(records);
+  ASSERT_TRUE(guess.has_value());
+  EXPECT_EQ(guess->page_tokens, 512u);
+  EXPECT_EQ(guess->records, 10u);  // the absurd one is not evidence
+  EXPECT_EQ(guess->fitting, 10u);
+  // One page of 5,000,000 tokens: the single-page range is cut at kMaxPageTokens.
+  const std::vector<TokenPages> one_page = {{5000000, 1}, {5000000, 1}};
+  EXPECT_FALSE(InferPageTokens(one_page).has_value());
+  const std::vector<TokenPages> small = {{700, 1}, {700, 1}};
+  ASSERT_TRUE(InferPageTokens(small).has_value());
+  EXPECT_EQ(InferPageTokens(small)->page_tokens, 1024u);
+}
+
 TEST(PageTokensTest, NoTokenCountsNoGuess) {
   EXPECT_FALSE(InferPageTokens({}).has_value());
   const std::vector<TokenPages> no_tokens = {{0, 14}, {0, 3}};

@@ -150,6 +150,8 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier-of", "tenant:a=gold"},
        "--tier-of: unknown tier 'gold'"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--block-tokens", "5"}, "--block-tokens: 5"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--page-tokens", "2000000"},
+       "--page-tokens: must be between 1 and 1048576"},
       {{"--model-config", "/nonexistent/config.json", "--gpu", "h100"}, "--model-config:"},
       {{"--model", "llama-3-70b", "--gpu", "l40s"}, "--gpu: the weights"},
       {{"--calibrate", "/nonexistent/metrics.txt", "--pool-blocks", "10"}, "--calibrate: /nonexistent/metrics.txt"},
@@ -167,6 +169,37 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
     EXPECT_TRUE(r.Exited(2)) << message << "\n" << r.Describe();
     EXPECT_NE(r.err.find("kvwatch simulate: " + message), std::string::npos) << r.err;
   }
+}
+
+// Records the replica cannot run (no hash_ids; a prompt beyond 32 bits) are left
+// out and said; the others run. Before, one of them stopped the whole command, and
+// an input_length of 1e18 crashed it (a page size inferred from it).
+TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
+  TempDir dir;
+  const std::string trace = dir.Sub("t.jsonl");
+  ASSERT_TRUE(WriteFile(trace, std::string(kOneRequest) +
+                                   R"({"timestamp": 1, "input_length": 0, "output_length": 3, "hash_ids": []})" "\n"
+                                   R"({"timestamp": 2, "input_length": 1e18, "output_length": 3, "hash_ids": [1, 9]})"
+                                   "\n"));
+  auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 1u) << r.out;
+  std::string assumed;
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  EXPECT_NE(assumed.find("1 of 3 records have no hash_ids: left out"), std::string::npos) << assumed;
+  EXPECT_NE(assumed.find("1 of 3 records have a prompt over 4,294,967,295 tokens"), std::string::npos) << assumed;
+  EXPECT_NE(assumed.find("16 tokens per trace page (inferred"), std::string::npos) << assumed;
+
+  // Nothing left to run: an error that says why, not a crash.
+  ASSERT_TRUE(WriteFile(trace, R"({"timestamp": 2, "input_length": 1e18, "output_length": 3, "hash_ids": [1, 9]})"
+                               "\n"));
+  r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("kvwatch simulate: no record can be simulated: 0 without hash_ids, 1 with a prompt over"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(SimulateSetupTest, PagesSplitIntoSmallerBlocksKeepPrefixesShared) {
