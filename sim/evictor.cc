@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "curve/index_list.h"
+
 namespace kvwatch::sim::internal {
 
 namespace {
@@ -21,35 +23,25 @@ class ListEvictor final : public Evictor {
   ListEvictor(std::vector<Block>* blocks, bool takes_empty) : blocks_(*blocks), takes_empty_(takes_empty) {}
 
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.prev = tail_;
-    x.next = kNoBlock;
-    x.in_evictor = true;
-    if (tail_ != kNoBlock) blocks_[tail_].next = b; else head_ = b;
-    tail_ = b;
-    ++size_;
+    list_.PushBack(blocks_, b);
+    blocks_[b].in_evictor = true;
   }
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    if (x.prev != kNoBlock) blocks_[x.prev].next = x.next; else head_ = x.next;
-    if (x.next != kNoBlock) blocks_[x.next].prev = x.prev; else tail_ = x.prev;
-    x.prev = x.next = kNoBlock;
-    x.in_evictor = false;
-    --size_;
+    list_.Erase(blocks_, b);
+    blocks_[b].in_evictor = false;
   }
   std::uint32_t Pop() override {
-    const std::uint32_t b = head_;
-    Remove(b);
+    const std::uint32_t b = list_.PopFront(blocks_);
+    blocks_[b].in_evictor = false;
     return b;
   }
-  std::uint64_t size() const override { return size_; }
+  std::uint64_t size() const override { return list_.size(); }
   bool TakesEmpty() const override { return takes_empty_; }
 
  private:
   std::vector<Block>& blocks_;
   bool takes_empty_;
-  std::uint32_t head_ = kNoBlock, tail_ = kNoBlock;
-  std::uint64_t size_ = 0;
+  curve::IndexList list_;  // released first at the front
 };
 
 // fifo: cached blocks, held or free, in the order their pages were computed:

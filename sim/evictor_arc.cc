@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "sim/evictor.h"
 
@@ -47,8 +48,8 @@ class ArcEvictor final : public Evictor {
     if (std::uint32_t* found = ghost_map_.Find(page)) {
       const std::uint32_t g = *found;
       const std::uint32_t list = ghosts_[g].list;
-      const double b1 = static_cast<double>(ghost_lists_[kB1].size);
-      const double b2 = static_cast<double>(ghost_lists_[kB2].size);
+      const double b1 = static_cast<double>(ghost_lists_[kB1].size());
+      const double b2 = static_cast<double>(ghost_lists_[kB2].size());
       if (list == kB1) {  // case II
         p_ = std::min(c, p_ + (b1 >= b2 ? 1.0 : b2 / b1));
       } else {  // case III
@@ -60,16 +61,16 @@ class ArcEvictor final : public Evictor {
       return;
     }
     // Case IV.
-    const std::uint64_t l1 = t_[kT1] + ghost_lists_[kB1].size;
-    const std::uint64_t total = l1 + t_[kT2] + ghost_lists_[kB2].size;
+    const std::uint64_t l1 = t_[kT1] + ghost_lists_[kB1].size();
+    const std::uint64_t total = l1 + t_[kT2] + ghost_lists_[kB2].size();
     if (l1 >= c_) {
-      if (ghost_lists_[kB1].size > 0) {
-        DropGhost(ghost_lists_[kB1].lru);
+      if (ghost_lists_[kB1].size() > 0) {
+        DropGhost(ghost_lists_[kB1].front());
       } else {
         no_ghost_ = true;  // T1 fills the pool: its LRU page leaves without a ghost
       }
     } else if (total >= 2 * c_) {
-      DropGhost(ghost_lists_[ghost_lists_[kB2].size > 0 ? kB2 : kB1].lru);
+      DropGhost(ghost_lists_[ghost_lists_[kB2].empty() ? kB1 : kB2].front());
     }
   }
 
@@ -90,53 +91,39 @@ class ArcEvictor final : public Evictor {
 
   void Add(std::uint32_t b) override {
     Block& x = blocks_[b];
-    List& l = free_[x.in_main ? kT2 : kT1];
-    x.prev = l.mru;
-    x.next = kNoBlock;
-    if (l.mru != kNoBlock) blocks_[l.mru].next = b; else l.lru = b;
-    l.mru = b;
-    ++l.size;
+    free_[x.in_main ? kT2 : kT1].PushBack(blocks_, b);
     x.in_evictor = true;
   }
 
   void Remove(std::uint32_t b) override {
     Block& x = blocks_[b];
-    List& l = free_[x.in_main ? kT2 : kT1];
-    if (x.prev != kNoBlock) blocks_[x.prev].next = x.next; else l.lru = x.next;
-    if (x.next != kNoBlock) blocks_[x.next].prev = x.prev; else l.mru = x.prev;
-    x.prev = x.next = kNoBlock;
-    --l.size;
+    free_[x.in_main ? kT2 : kT1].Erase(blocks_, b);
     x.in_evictor = false;
   }
 
   std::uint32_t Pop() override {
     std::uint32_t from;
     bool ghost = true;
-    if (no_ghost_ && free_[kT1].size > 0) {
+    if (no_ghost_ && !free_[kT1].empty()) {
       from = kT1;
       ghost = false;
     } else {
       const double t1 = static_cast<double>(t_[kT1]);
       from = t_[kT1] >= 1 && (t1 > p_ || (from_b2_ && t1 == p_)) ? kT1 : kT2;
-      if (free_[from].size == 0) from = 1 - from;
+      if (free_[from].empty()) from = 1 - from;
     }
     no_ghost_ = false;
-    const std::uint32_t b = free_[from].lru;
+    const std::uint32_t b = free_[from].front();
     Remove(b);
     --t_[from];
     if (ghost) AddGhost(blocks_[b].page, from == kT1 ? kB1 : kB2);
     return b;
   }
 
-  std::uint64_t size() const override { return free_[kT1].size + free_[kT2].size; }
+  std::uint64_t size() const override { return free_[kT1].size() + free_[kT2].size(); }
 
  private:
   enum : std::uint32_t { kT1 = 0, kT2 = 1, kB1 = 0, kB2 = 1 };
-  struct List {
-    std::uint32_t lru = kNoBlock;
-    std::uint32_t mru = kNoBlock;
-    std::uint64_t size = 0;
-  };
   struct Ghost {
     curve::PageId page = 0;
     std::uint32_t prev = kNoBlock;  // towards the LRU end
@@ -153,20 +140,14 @@ class ArcEvictor final : public Evictor {
       g = spare_.back();
       spare_.pop_back();
     }
-    List& l = ghost_lists_[list];
-    ghosts_[g] = Ghost{page, l.mru, kNoBlock, list};
-    if (l.mru != kNoBlock) ghosts_[l.mru].next = g; else l.lru = g;
-    l.mru = g;
-    ++l.size;
+    ghosts_[g] = Ghost{page, kNoBlock, kNoBlock, list};
+    ghost_lists_[list].PushBack(ghosts_, g);
     ghost_map_.Insert(page, g);
   }
 
   void DropGhost(std::uint32_t g) {
-    Ghost& x = ghosts_[g];
-    List& l = ghost_lists_[x.list];
-    if (x.prev != kNoBlock) ghosts_[x.prev].next = x.next; else l.lru = x.next;
-    if (x.next != kNoBlock) ghosts_[x.next].prev = x.prev; else l.mru = x.prev;
-    --l.size;
+    const Ghost& x = ghosts_[g];
+    ghost_lists_[x.list].Erase(ghosts_, g);
     ghost_map_.Erase(x.page);
     spare_.push_back(g);
   }
@@ -175,8 +156,8 @@ class ArcEvictor final : public Evictor {
   std::uint64_t c_;
   double p_ = 0;                   // the target size of T1
   std::uint64_t t_[2] = {0, 0};    // |T1|, |T2|: cached blocks, held or free
-  List free_[2];                   // the free blocks of T1 and T2, LRU (released first) to MRU
-  List ghost_lists_[2];            // B1, B2
+  curve::IndexList free_[2];        // the free blocks of T1 and T2, LRU (released first) at the front
+  curve::IndexList ghost_lists_[2]; // B1, B2, LRU at the front
   std::vector<Ghost> ghosts_;
   std::vector<std::uint32_t> spare_;  // unused slots of ghosts_
   curve::PageMap ghost_map_;          // page -> slot in ghosts_

@@ -40,6 +40,7 @@
 #include <span>
 #include <vector>
 
+#include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "sim/evictor.h"
 
@@ -205,21 +206,14 @@ class WorkloadAwareEvictor final : public Evictor {
 
   void Add(std::uint32_t b) override {
     Block& x = blocks_[b];
-    List& l = lists_[x.category];
-    x.prev = l.newest;
-    x.next = kNoBlock;
-    if (l.newest != kNoBlock) blocks_[l.newest].next = b; else l.oldest = b;
-    l.newest = b;
+    lists_[x.category].PushBack(blocks_, b);
     x.in_evictor = true;
     ++size_;
   }
 
   void Remove(std::uint32_t b) override {
     Block& x = blocks_[b];
-    List& l = lists_[x.category];
-    if (x.prev != kNoBlock) blocks_[x.prev].next = x.next; else l.oldest = x.next;
-    if (x.next != kNoBlock) blocks_[x.next].prev = x.prev; else l.newest = x.prev;
-    x.prev = x.next = kNoBlock;
+    lists_[x.category].Erase(blocks_, b);
     x.in_evictor = false;
     --size_;
   }
@@ -229,7 +223,7 @@ class WorkloadAwareEvictor final : public Evictor {
     std::uint32_t victim = kNoBlock;
     double best = 0;
     for (std::uint32_t c = 0; c < kMaxClasses; ++c) {
-      const std::uint32_t head = lists_[c].oldest;
+      const std::uint32_t head = lists_[c].front();
       if (head == kNoBlock) continue;
       const double score = Score(c, blocks_[head]);
       if (victim == kNoBlock || score < best || (score == best && blocks_[head].key < blocks_[victim].key)) {
@@ -246,10 +240,6 @@ class WorkloadAwareEvictor final : public Evictor {
   std::uint64_t size() const override { return size_; }
 
  private:
-  struct List {
-    std::uint32_t oldest = kNoBlock;
-    std::uint32_t newest = kNoBlock;
-  };
   struct Stats {
     std::uint64_t references = 0;
     std::uint64_t reuses = 0;
@@ -318,7 +308,7 @@ class WorkloadAwareEvictor final : public Evictor {
 
   std::vector<Block>& blocks_;
   std::uint64_t ghost_limit_;
-  List lists_[kMaxClasses];    // free cached blocks per category, oldest released first
+  curve::IndexList lists_[kMaxClasses];  // free cached blocks per category, released first at the front
   Stats stats_[kMaxClasses];
   std::uint64_t size_ = 0;
   std::uint64_t clock_ = 0;
