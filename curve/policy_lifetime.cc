@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/byte_io.h"
+#include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/policy.h"
 #include "curve/policy_internal.h"
@@ -437,8 +438,8 @@ class VllmCache final : public PolicyCache {
       base::AppendPod<std::uint8_t>(out, b.cached ? 1 : 0);
     }
     running_.Serialize(out, [](std::uint32_t slot) { return slot; });
-    base::AppendPod(out, queued_);
-    for (std::uint32_t slot = head_; slot != kNil; slot = blocks_[slot].next) base::AppendPod(out, slot);
+    base::AppendPod<std::uint64_t>(out, free_.size());
+    for (std::uint32_t slot = free_.front(); slot != kNil; slot = blocks_[slot].next) base::AppendPod(out, slot);
   }
 
   bool Deserialize(std::span<const std::uint8_t>* in) override {
@@ -482,7 +483,7 @@ class VllmCache final : public PolicyCache {
     bool queued = false;
   };
 
-  std::uint64_t FreeBlocks() const { return (options_.capacity - blocks_.size()) + queued_; }
+  std::uint64_t FreeBlocks() const { return (options_.capacity - blocks_.size()) + free_.size(); }
 
   // A block for a new page: a never-used one, else the free queue's head (its
   // cached page, if any, is evicted). REQUIRES: FreeBlocks() > 0.
@@ -492,7 +493,7 @@ class VllmCache final : public PolicyCache {
       slot = static_cast<std::uint32_t>(blocks_.size());
       blocks_.emplace_back();
     } else {
-      slot = head_;
+      slot = free_.front();
       Dequeue(slot);
       if (blocks_[slot].cached) map_.Erase(blocks_[slot].page);
     }
@@ -515,30 +516,19 @@ class VllmCache final : public PolicyCache {
   }
 
   void Enqueue(std::uint32_t slot) {
-    Block& b = blocks_[slot];
-    b.prev = tail_;
-    b.next = kNil;
-    b.queued = true;
-    if (tail_ != kNil) blocks_[tail_].next = slot; else head_ = slot;
-    tail_ = slot;
-    ++queued_;
+    free_.PushBack(blocks_, slot);
+    blocks_[slot].queued = true;
   }
 
   void Dequeue(std::uint32_t slot) {
-    Block& b = blocks_[slot];
-    if (b.prev != kNil) blocks_[b.prev].next = b.next; else head_ = b.next;
-    if (b.next != kNil) blocks_[b.next].prev = b.prev; else tail_ = b.prev;
-    b.prev = b.next = kNil;
-    b.queued = false;
-    --queued_;
+    free_.Erase(blocks_, slot);
+    blocks_[slot].queued = false;
   }
 
   PolicyOptions options_;
   PageMap map_;
   std::vector<Block> blocks_;
-  std::uint32_t head_ = kNil;
-  std::uint32_t tail_ = kNil;
-  std::uint64_t queued_ = 0;
+  IndexList free_;  // the free queue: blocks nobody holds, released first at the front
   RunningSet running_;
   std::vector<std::uint32_t> held_;  // per page position: its cached block, or kNil
 };

@@ -1,8 +1,12 @@
-// The replica's evictors (sim/evictor.h): lru, vllm, fifo, s3fifo, sglang.
+// The replica's evictors (sim/evictor.h): lru, vllm, fifo, s3fifo, sglang, and
+// MakeEvictor (arc, lfu, priority, belady and workload-aware are in
+// sim/evictor_arc.cc and sim/evictor_keyed.cc).
 #include "sim/evictor.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "curve/index_list.h"
 
 namespace kvwatch::sim::internal {
 
@@ -19,72 +23,25 @@ class ListEvictor final : public Evictor {
   ListEvictor(std::vector<Block>* blocks, bool takes_empty) : blocks_(*blocks), takes_empty_(takes_empty) {}
 
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.prev = tail_;
-    x.next = kNoBlock;
-    x.in_evictor = true;
-    if (tail_ != kNoBlock) blocks_[tail_].next = b; else head_ = b;
-    tail_ = b;
-    ++size_;
+    list_.PushBack(blocks_, b);
+    blocks_[b].in_evictor = true;
   }
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    if (x.prev != kNoBlock) blocks_[x.prev].next = x.next; else head_ = x.next;
-    if (x.next != kNoBlock) blocks_[x.next].prev = x.prev; else tail_ = x.prev;
-    x.prev = x.next = kNoBlock;
-    x.in_evictor = false;
-    --size_;
+    list_.Erase(blocks_, b);
+    blocks_[b].in_evictor = false;
   }
   std::uint32_t Pop() override {
-    const std::uint32_t b = head_;
-    Remove(b);
+    const std::uint32_t b = list_.PopFront(blocks_);
+    blocks_[b].in_evictor = false;
     return b;
   }
-  std::uint64_t size() const override { return size_; }
+  std::uint64_t size() const override { return list_.size(); }
   bool TakesEmpty() const override { return takes_empty_; }
 
  private:
   std::vector<Block>& blocks_;
   bool takes_empty_;
-  std::uint32_t head_ = kNoBlock, tail_ = kNoBlock;
-  std::uint64_t size_ = 0;
-};
-
-// A min-heap of (key, block, version) entries with lazy deletion: an entry is
-// live while its block is in the evictor with the same version.
-class LazyHeap {
- public:
-  struct Entry {
-    std::uint64_t key;
-    std::uint32_t block;
-    std::uint32_t version;
-  };
-  void Push(const Entry& e) {
-    heap_.push_back(e);
-    std::push_heap(heap_.begin(), heap_.end(), Later);
-  }
-  // Pops entries until valid(entry) holds; returns kNoBlock when none does.
-  template <typename Valid>
-  std::uint32_t PopValid(Valid&& valid) {
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), Later);
-      const Entry e = heap_.back();
-      heap_.pop_back();
-      if (valid(e)) return e.block;
-    }
-    return kNoBlock;
-  }
-  // Drops stale entries when they outnumber live ones.
-  template <typename Valid>
-  void MaybeCompact(std::uint64_t live, Valid&& valid) {
-    if (heap_.size() <= 2 * live + 1024) return;
-    std::erase_if(heap_, [&](const Entry& e) { return !valid(e); });
-    std::make_heap(heap_.begin(), heap_.end(), Later);
-  }
-
- private:
-  static bool Later(const Entry& a, const Entry& b) { return a.key != b.key ? a.key > b.key : a.block > b.block; }
-  std::vector<Entry> heap_;
+  curve::IndexList list_;  // released first at the front
 };
 
 // fifo: cached blocks, held or free, in the order their pages were computed:
@@ -99,7 +56,7 @@ class FifoEvictor final : public Evictor {
   void Filled(std::uint32_t b) override {
     Block& x = blocks_[b];
     ++x.version;
-    heap_.Push({x.key, b, x.version});
+    heap_.Push({x.key, 0, b, x.version});
     ++listed_;
     heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
   }
@@ -123,7 +80,7 @@ class FifoEvictor final : public Evictor {
       }
       x.key = OrderKey(NewEpoch(), 0);
       ++x.version;
-      heap_.Push({x.key, b, x.version});
+      heap_.Push({x.key, 0, b, x.version});
     }
   }
   std::uint64_t size() const override { return size_; }
@@ -149,7 +106,7 @@ class SglangEvictor final : public Evictor {
     x.in_evictor = true;
     x.key = ++seq_;
     ++size_;
-    if (x.children == 0) heap_.Push({x.key, b, x.version});
+    if (x.children == 0) heap_.Push({x.key, 0, b, x.version});
     heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
   }
   void Remove(std::uint32_t b) override {
@@ -160,7 +117,7 @@ class SglangEvictor final : public Evictor {
   }
   void MaybeLeaf(std::uint32_t b) override {
     const Block& x = blocks_[b];
-    if (x.in_evictor && x.children == 0) heap_.Push({x.key, b, x.version});
+    if (x.in_evictor && x.children == 0) heap_.Push({x.key, 0, b, x.version});
   }
   std::uint32_t Pop() override {
     const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Valid(e); });
@@ -306,7 +263,8 @@ class S3FifoEvictor final : public Evictor {
 
 }  // namespace
 
-std::unique_ptr<Evictor> MakeEvictor(curve::PolicyKind kind, std::vector<Block>* blocks, std::uint64_t pool_blocks) {
+std::unique_ptr<Evictor> MakeEvictor(curve::PolicyKind kind, std::vector<Block>* blocks, std::uint64_t pool_blocks,
+                                     std::span<const ReplicaRequest> requests) {
   switch (kind) {
     case curve::PolicyKind::kLru:
       return std::make_unique<ListEvictor>(blocks, false);
@@ -318,9 +276,16 @@ std::unique_ptr<Evictor> MakeEvictor(curve::PolicyKind kind, std::vector<Block>*
       return std::make_unique<SglangEvictor>(blocks);
     case curve::PolicyKind::kS3Fifo:
       return std::make_unique<S3FifoEvictor>(blocks, pool_blocks);
-    default:
-      return nullptr;
+    case curve::PolicyKind::kArc:
+      return MakeArcEvictor(blocks, pool_blocks);
+    case curve::PolicyKind::kLfu:
+    case curve::PolicyKind::kPriority:
+    case curve::PolicyKind::kBelady:
+      return MakeKeyedEvictor(kind, blocks, requests);
+    case curve::PolicyKind::kWorkloadAware:
+      return MakeWorkloadAwareEvictor(blocks, pool_blocks);
   }
+  return nullptr;
 }
 
 }  // namespace kvwatch::sim::internal

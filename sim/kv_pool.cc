@@ -3,10 +3,10 @@
 
 namespace kvwatch::sim::internal {
 
-KvPool::KvPool(std::uint64_t pool_blocks, curve::PolicyKind kind)
+KvPool::KvPool(std::uint64_t pool_blocks, curve::PolicyKind kind, std::span<const ReplicaRequest> requests)
     : pool_blocks_(pool_blocks),
       tree_(kind == curve::PolicyKind::kSglang),
-      evictor_(MakeEvictor(kind, &blocks_, pool_blocks)) {
+      evictor_(MakeEvictor(kind, &blocks_, pool_blocks, requests)) {
   // Blocks are materialized as they are first used; reserve what a small pool needs.
   const std::uint64_t expected = std::min<std::uint64_t>(pool_blocks, 1u << 19);
   blocks_.reserve(static_cast<std::size_t>(expected));

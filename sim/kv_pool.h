@@ -24,8 +24,9 @@ namespace kvwatch::sim::internal {
 
 class KvPool {
  public:
-  // REQUIRES: MakeEvictor(kind, ...) is not null.
-  KvPool(std::uint64_t pool_blocks, curve::PolicyKind kind);
+  // REQUIRES: MakeEvictor(kind, ...) is not null. `requests` (belady's future) must
+  // outlive the pool.
+  KvPool(std::uint64_t pool_blocks, curve::PolicyKind kind, std::span<const ReplicaRequest> requests);
 
   // Blocks a request can obtain now: empty ones plus free cached ones.
   std::uint64_t FreeBlocks() const { return (pool_blocks_ - blocks_.size()) + empty_.size() + evictor_->size(); }
@@ -43,14 +44,23 @@ class KvPool {
   bool IsFree(std::uint32_t b) const { return blocks_[b].ref == 0; }
   // Takes a reference on block b (found by Find: a prefix hit or a shared page).
   void Hold(std::uint32_t b);
+  // The request the next Hold, Allocate and Fill calls serve (the evictor reads it).
+  void SetReferrer(const Referrer& referrer) { evictor_->SetReferrer(referrer); }
   // A fresh block, held once and carrying no page id: an empty one, else the
   // evictor's choice (its page id dropped). REQUIRES: FreeBlocks() > 0.
   std::uint32_t Allocate();
+  // Allocate for a block that will carry `page` (Fill next), so that the evictor
+  // may look at the page first. REQUIRES: Find(page) == kNoBlock.
+  std::uint32_t AllocateFor(curve::PageId page) {
+    evictor_->Incoming(page);
+    return Allocate();
+  }
   // A new admission's epoch (fifo's order, see Evictor::OrderKey).
   std::uint64_t NewEpoch() { return evictor_->NewEpoch(); }
   // Gives held block b (fresh from Allocate) its page id; parent: the block of the
   // previous prompt page of the request (kNoBlock for the first); the page is page
-  // `index` of a request admitted at `epoch`. REQUIRES: Find(page) == kNoBlock.
+  // `index` of a request admitted at `epoch`. REQUIRES: Find(page) == kNoBlock and b
+  // came from AllocateFor(page).
   void Fill(std::uint32_t b, curve::PageId page, std::uint32_t parent, std::uint64_t epoch, std::uint64_t index);
   // Drops one reference on each block, last block first.
   void Release(std::span<const std::uint32_t> blocks);

@@ -16,16 +16,30 @@
 namespace kvwatch::sim {
 
 bool SupportedByReplica(curve::PolicyKind kind) {
+  // Every policy of curve/policy.h has an evictor (sim/evictor.h).
   switch (kind) {
     case curve::PolicyKind::kLru:
     case curve::PolicyKind::kFifo:
+    case curve::PolicyKind::kLfu:
+    case curve::PolicyKind::kArc:
     case curve::PolicyKind::kS3Fifo:
     case curve::PolicyKind::kSglang:
     case curve::PolicyKind::kVllm:
+    case curve::PolicyKind::kPriority:
+    case curve::PolicyKind::kWorkloadAware:
+    case curve::PolicyKind::kBelady:
       return true;
-    default:
-      return false;
   }
+  return false;
+}
+
+std::string SupportedByReplicaNames() {
+  std::string names;
+  for (curve::PolicyKind kind : curve::kAllPolicies) {
+    if (!SupportedByReplica(kind)) continue;
+    names += (names.empty() ? "" : ", ") + std::string(curve::PolicyName(kind));
+  }
+  return names;
 }
 
 namespace internal {
@@ -58,7 +72,7 @@ class Replica {
  public:
   Replica(const ReplicaOptions& o, std::span<const ReplicaRequest> reqs, const StepTimeModel& time,
           const Progress& progress, const ReplicaObserver& observer, std::uint32_t max_output)
-      : o_(o), reqs_(reqs), time_(time), progress_(progress), observer_(observer), pool_(o.pool_blocks, o.eviction),
+      : o_(o), reqs_(reqs), time_(time), progress_(progress), observer_(observer), pool_(o.pool_blocks, o.eviction, reqs),
         st_(reqs.size()), quantiles_(kMaxClasses), rate_(o.pool_blocks, o.block_tokens, max_output),
         max_output_(max_output), rec_(o, reqs.size()) {}
 
@@ -154,16 +168,23 @@ class Replica {
     return demand;
   }
 
+  // The request the pool's next references are for.
+  void Refer(std::uint32_t r) {
+    const ReplicaRequest& q = reqs_[r];
+    pool_.SetReferrer({r, q.priority, q.class_id});
+  }
+
   void Extend(std::uint32_t r, std::uint64_t to) {
     const auto& pages = reqs_[r].pages;
     auto& blocks = st_[r].blocks;
+    Refer(r);
     for (std::uint64_t k = blocks.size(); k < to; ++k) {
       if (k < pages.size()) {
         std::uint32_t b = pool_.Find(pages[k]);
         if (b != kNoBlock) {
           pool_.Hold(b);
         } else {
-          b = pool_.Allocate();
+          b = pool_.AllocateFor(pages[k]);
           pool_.Fill(b, pages[k], k > 0 ? blocks[k - 1] : kNoBlock, st_[r].epoch, k);
         }
         blocks.push_back(b);
@@ -285,6 +306,7 @@ class Replica {
       // Admit.
       waiting_.erase(waiting_.begin());
       scan_request_ = kNoBlock;
+      Refer(r);
       for (std::uint32_t b : hits_) {
         pool_.Hold(b);
         s.blocks.push_back(b);
@@ -408,7 +430,7 @@ base::Status Validate(const ReplicaOptions& o, std::span<const ReplicaRequest> r
   if (o.max_running < 1) return S::Error("max_running: must be at least 1");
   if (!SupportedByReplica(o.eviction)) {
     return S::Error("eviction: policy '" + std::string(curve::PolicyName(o.eviction)) +
-                    "' is not supported by the replica (supported: lru, fifo, s3fifo, sglang, vllm)");
+                    "' is not supported by the replica (supported: " + SupportedByReplicaNames() + ")");
   }
   for (std::size_t c = 0; c < o.class_quantiles.size(); ++c) {
     const double q = o.class_quantiles[c];

@@ -41,6 +41,7 @@
 #include <functional>
 #include <limits>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -101,8 +102,11 @@ struct ReplicaOptions {
   std::vector<TierTarget> tiers;          // SLA tiers (sim/summary.h)
 };
 
-// The eviction policies the replica supports: lru, fifo, s3fifo, sglang, vllm.
+// The eviction policies the replica supports (every one of curve/policy.h; see
+// docs/simulate.md, "The KV pool", for how each maps onto the pool), and their
+// names, comma-separated, in kAllPolicies' order (for error messages).
 bool SupportedByReplica(curve::PolicyKind kind);
+std::string SupportedByReplicaNames();
 
 // Called now and then with (requests finished or rejected, total); may be empty.
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;

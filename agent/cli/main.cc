@@ -130,7 +130,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--admission", o.admissions,
                   "Admission rules, comma-separated: greedy, reserve-max, reserve-quantile, rate-cap")
       ->capture_default_str();
-  cmd->add_option("--policy", o.policies, "Eviction policies of the prefix cache: lru, fifo, s3fifo, sglang, vllm")
+  cmd->add_option("--policy", o.policies,
+                  "Eviction policies of the prefix cache, comma-separated, or all: lru, fifo, lfu, arc, s3fifo, sglang, "
+                  "vllm, priority, workload-aware, belady (an oracle over arrival order)")
       ->capture_default_str();
   cmd->add_option("--load", o.loads, "Load factors, comma-separated: arrival times are divided by each")
       ->delimiter(',')
@@ -168,7 +170,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
       ->capture_default_str();
   cmd->add_option("--queue-order", o.queue_order, "Waiting queue order: arrival, tier or priority")
       ->capture_default_str();
-  cmd->add_option("--priority", o.priorities, "Queue priorities tenant:NAME=P,class:NAME=P (higher first)");
+  cmd->add_option("--priority", o.priorities,
+                  "Priorities tenant:NAME=P,class:NAME=P (higher first): --queue-order priority's order and the "
+                  "priority eviction policy's retention levels");
   cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation (0: the trace's largest)")
       ->capture_default_str();
   cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile of every class")

@@ -178,8 +178,10 @@ std::string FormatSimulateTable(const SimulateResult& r) {
          "blocks)\n\n";
 
   out << "highest load meeting the SLA (every tier >= " << Fixed(s.sla_target, 2) << "):\n";
+  std::size_t policy_width = 8;  // "workload-aware" is wider
+  for (const SimulateCombination& c : r.combinations) policy_width = std::max(policy_width, c.policy.size());
   for (const SimulateCombination& c : r.combinations) {
-    out << "  " << Pad(c.admission, 16, true) << " " << Pad(c.policy, 8, true) << " ";
+    out << "  " << Pad(c.admission, 16, true) << " " << Pad(c.policy, policy_width, true) << " ";
     if (!c.max_load_meeting_sla) {
       out << "none (fails at " << Load(*c.first_load_failing_sla) << ", the lowest load)";
     } else if (!c.first_load_failing_sla) {

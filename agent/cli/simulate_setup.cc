@@ -105,7 +105,7 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   for (curve::PolicyKind k : kinds.value()) {
     if (!sim::SupportedByReplica(k)) {
       return Flag("--policy", std::string(curve::PolicyName(k)) +
-                                  " is not simulated in a replica (it supports lru, fifo, s3fifo, sglang, vllm)");
+                                  " is not simulated in a replica (it supports " + sim::SupportedByReplicaNames() + ")");
     }
   }
   s.policies = kinds.value();

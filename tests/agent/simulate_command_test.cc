@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/cli/simulate_command.h"
+#include "curve/policy.h"
 #include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent {
@@ -134,6 +135,28 @@ TEST(SimulateCommandTest, PoolFromTheGpuMemorySubtractsTheWeights) {
   EXPECT_EQ(std::string_view(doc["settings"]["time_model"]["kind"]), "roofline");
 }
 
+// Every policy replay knows runs in the replica too (--policy all), in replay's order.
+TEST(SimulateCommandTest, EveryPolicyRunsInTheReplica) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(true)));
+  auto r = Simulate({dir.Sub("t.jsonl"), "--step-coefficients", kCoefficients, "--pool-blocks", "16", "--admission",
+                     "greedy", "--policy", "all", "--load", "1", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  simdjson::dom::array runs = doc["runs"];
+  ASSERT_EQ(runs.size(), std::size(curve::kAllPolicies));
+  std::size_t i = 0;
+  for (simdjson::dom::element run : runs) {
+    EXPECT_EQ(std::string_view(run["policy"]), curve::PolicyName(curve::kAllPolicies[i++]));
+    EXPECT_EQ(uint64_t(run["finished"]), 6u);
+    // A request's KV takes 13 of the 16 blocks (60 + 128 - 1 tokens in pages of 15),
+    // so blocks are reused; the shared 2-page system prompt hits for requests 2..6.
+    EXPECT_GT(double(run["prefix_hit_ratio"]), 0.3) << std::string_view(run["policy"]);
+  }
+}
+
 TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
   TempDir dir;
   ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
@@ -145,7 +168,7 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--step-coefficients", "fixed=-1", "--pool-blocks", "10"}, "--step-coefficients: fixed: must be >= 0"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "0"}, "--load: each load factor"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "fifo"}, "--admission:"},
-      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--policy", "belady"}, "--policy: belady"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--policy", "lazy"}, "--policy: unknown policy 'lazy'"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier", "gold:ttft=fast"}, "--tier: tier gold"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier-of", "tenant:a=gold"},
        "--tier-of: unknown tier 'gold'"},

@@ -1,0 +1,331 @@
+// The replica's evictors that order free cached blocks by a key taken from the
+// requests that used them (sim/evictor.h): lfu, priority and belady on a lazy heap,
+// and workload-aware on one list per request category. Each mirrors curve/'s policy
+// of the same name (curve/policy_keyed.cc, curve/policy_workload_aware.cc); where
+// curve says "reference" the replica has a request taking a block (computing its
+// page: Filled, or holding it: Hit), and where curve says "least recently
+// referenced" for ties the replica has "released longest ago", as its lru does.
+//
+//   lfu       LFU-DA: the key of a block is F + L, F its references since its page
+//             was computed (Block::key), L the cache age (the key of the last block
+//             evicted) when the block was last released; the smallest key first,
+//             ties to the one released longest ago.
+//   priority  the retention priority of the request that referenced the block last
+//             (ReplicaRequest::priority, from --priority); the lowest first, the one
+//             released longest ago within a level.
+//   belady    the block whose page's next use is farthest first (never used again:
+//             first of all). The next use is read from the input, which the replica
+//             has whole: after a reference by request r, the first reference to the
+//             page by a request after r in arrival order, numbered as curve numbers
+//             references (every request's pages in tail-first touch order, requests
+//             in arrival order), so ties break as in curve. A block referenced by
+//             several requests keeps the latest next use. An oracle bound over
+//             arrival order: the replica's own schedule (preemptions, queue order)
+//             may reference pages in another order.
+//   workload-aware  Wang et al. (ATC 2025), as curve/policy_workload_aware.cc: per
+//             category c (the request's class id), p_c = (reuses + 1) / (references
+//             + 2) and mu_c = (reuse intervals + 1) / (reuses + 1), intervals and
+//             ages in requests (the request clock: one past the latest arrival index
+//             that referenced a block); a reuse is a reference to a cached block or
+//             to one among the last pool-size blocks evicted (a ghost list). The
+//             free block with the smallest log p_c - age / mu_c is evicted; within a
+//             category the one released longest ago (one list per category in
+//             release order, so an eviction compares 64 heads), ties between
+//             categories to the older reference, then the lower category.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "curve/index_list.h"
+#include "curve/page_map.h"
+#include "sim/evictor.h"
+
+namespace kvwatch::sim::internal {
+
+namespace {
+
+// Each page's references in the whole input, numbered in curve's order (requests
+// in arrival order, each one's pages tail first), for belady.
+class NextUses {
+ public:
+  explicit NextUses(std::span<const ReplicaRequest> requests) {
+    ends_.reserve(requests.size());
+    std::uint64_t n = 0;
+    for (const ReplicaRequest& q : requests) {
+      n += q.pages.size();
+      ends_.push_back(n);
+    }
+    std::vector<std::uint32_t> count;
+    for (const ReplicaRequest& q : requests) {
+      for (curve::PageId p : q.pages) {
+        if (std::uint32_t* slot = slots_.Find(p)) {
+          ++count[*slot];
+        } else {
+          slots_.Insert(p, static_cast<std::uint32_t>(count.size()));
+          count.push_back(1);
+        }
+      }
+    }
+    start_.assign(count.size() + 1, 0);
+    for (std::size_t s = 0; s < count.size(); ++s) start_[s + 1] = start_[s] + count[s];
+    uses_.resize(n);
+    std::vector<std::uint64_t> fill(start_.begin(), start_.end() - 1);
+    std::uint64_t begin = 0;
+    for (std::size_t r = 0; r < requests.size(); ++r) {
+      const auto& pages = requests[r].pages;
+      for (std::size_t k = pages.size(); k-- > 0;) {  // tail first: ascending touch numbers
+        const std::uint32_t slot = *slots_.Find(pages[k]);
+        uses_[fill[slot]++] = begin + (pages.size() - 1 - k);
+      }
+      begin = ends_[r];
+    }
+  }
+
+  // The first reference to `page` by a request after request r; kNeverUsed if none.
+  std::uint64_t After(curve::PageId page, std::uint32_t r) const {
+    const std::uint32_t* slot = slots_.Find(page);
+    if (slot == nullptr || r >= ends_.size()) return curve::kNeverUsed;
+    const auto first = uses_.begin() + static_cast<std::ptrdiff_t>(start_[*slot]);
+    const auto last = uses_.begin() + static_cast<std::ptrdiff_t>(start_[*slot + 1]);
+    const auto it = std::lower_bound(first, last, ends_[r]);
+    return it == last ? curve::kNeverUsed : *it;
+  }
+
+ private:
+  std::vector<std::uint64_t> ends_;   // request r's references are numbered below ends_[r]
+  curve::PageMap slots_;              // page -> its slot
+  std::vector<std::uint64_t> start_;  // slot s's references: uses_[start_[s] .. start_[s + 1])
+  std::vector<std::uint64_t> uses_;
+};
+
+class KeyedEvictor final : public Evictor {
+ public:
+  KeyedEvictor(curve::PolicyKind kind, std::vector<Block>* blocks, std::span<const ReplicaRequest> requests)
+      : kind_(kind), blocks_(*blocks) {
+    if (kind == curve::PolicyKind::kBelady) next_uses_ = std::make_unique<NextUses>(requests);
+  }
+
+  void Filled(std::uint32_t b) override {
+    blocks_[b].key = 0;
+    Reference(b);
+  }
+  void Hit(std::uint32_t b) override { Reference(b); }
+
+  void Add(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.in_evictor = true;
+    ++size_;
+    std::uint64_t key = x.key;
+    if (kind_ == curve::PolicyKind::kLfu) key += age_;
+    if (kind_ == curve::PolicyKind::kBelady) key = curve::kNeverUsed - x.key;
+    heap_.Push({key, ++seq_, b, x.version});
+    heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
+  }
+  void Remove(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.in_evictor = false;
+    ++x.version;
+    --size_;
+  }
+  std::uint32_t Pop() override {
+    LazyHeap::Entry e{};
+    const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& entry) { return Valid(entry); }, &e);
+    if (kind_ == curve::PolicyKind::kLfu) age_ = e.key;
+    Remove(b);
+    return b;
+  }
+  std::uint64_t size() const override { return size_; }
+
+ private:
+  void Reference(std::uint32_t b) {
+    Block& x = blocks_[b];
+    switch (kind_) {
+      case curve::PolicyKind::kLfu:
+        ++x.key;
+        break;
+      case curve::PolicyKind::kPriority:
+        x.key = static_cast<std::uint64_t>(static_cast<std::int64_t>(referrer().priority) + (std::int64_t{1} << 32));
+        break;
+      case curve::PolicyKind::kBelady: {
+        // The next use after the latest request (by arrival) that referenced it.
+        // (next uses grow with the request: the largest one is that request's).
+        x.key = std::max(x.key, next_uses_->After(x.page, referrer().request));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  bool Valid(const LazyHeap::Entry& e) const {
+    const Block& x = blocks_[e.block];
+    return x.in_evictor && x.version == e.version;
+  }
+
+  curve::PolicyKind kind_;
+  std::vector<Block>& blocks_;
+  std::unique_ptr<NextUses> next_uses_;  // belady
+  LazyHeap heap_;                        // key, then release order
+  std::uint64_t size_ = 0, seq_ = 0;
+  std::uint64_t age_ = 0;  // lfu: LFU-DA's L
+};
+
+class WorkloadAwareEvictor final : public Evictor {
+ public:
+  WorkloadAwareEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks)
+      : blocks_(*blocks), ghost_limit_(std::max<std::uint64_t>(1, pool_blocks)) {}
+
+  // A page computed: the reference is counted, and a ghost's reuse observed,
+  // before the block for it is chosen (as curve counts before it evicts).
+  void Incoming(curve::PageId page) override {
+    ++stats_[Tick()].references;
+    if (std::uint32_t* g = ghost_map_.Find(page)) {
+      const Ghost& ghost = ghost_[static_cast<std::uint32_t>(*g - static_cast<std::uint32_t>(ghost_base_))];
+      Observe(ghost.category, ghost.last);
+      ghost_map_.Erase(page);
+    }
+  }
+
+  void Filled(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    x.key = clock_;
+    x.category = static_cast<std::uint8_t>(Tick());
+  }
+
+  void Hit(std::uint32_t b) override {
+    const std::uint32_t category = Tick();
+    ++stats_[category].references;
+    Block& x = blocks_[b];
+    Observe(x.category, x.key);
+    x.key = clock_;
+    x.category = static_cast<std::uint8_t>(category);
+  }
+
+  void Add(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    lists_[x.category].PushBack(blocks_, b);
+    x.in_evictor = true;
+    ++size_;
+  }
+
+  void Remove(std::uint32_t b) override {
+    Block& x = blocks_[b];
+    lists_[x.category].Erase(blocks_, b);
+    x.in_evictor = false;
+    --size_;
+  }
+
+  std::uint32_t Pop() override {
+    Tick();
+    std::uint32_t victim = kNoBlock;
+    double best = 0;
+    for (std::uint32_t c = 0; c < kMaxClasses; ++c) {
+      const std::uint32_t head = lists_[c].front();
+      if (head == kNoBlock) continue;
+      const double score = Score(c, blocks_[head]);
+      if (victim == kNoBlock || score < best || (score == best && blocks_[head].key < blocks_[victim].key)) {
+        victim = head;
+        best = score;
+      }
+    }
+    Remove(victim);
+    const Block& x = blocks_[victim];
+    AddGhost(x.page, x.key, x.category);
+    return victim;
+  }
+
+  std::uint64_t size() const override { return size_; }
+
+ private:
+  struct Stats {
+    std::uint64_t references = 0;
+    std::uint64_t reuses = 0;
+    double interval_sum = 0;
+  };
+  struct Ghost {
+    curve::PageId page;
+    std::uint64_t last;
+    std::uint32_t category;
+    std::uint64_t id;  // matches ghost_map_ while this is the page's live ghost
+  };
+
+  // Advances the request clock to the referrer's; its category.
+  std::uint32_t Tick() {
+    clock_ = std::max<std::uint64_t>(clock_, std::uint64_t{referrer().request} + 1);
+    return std::min<std::uint32_t>(referrer().category, kMaxClasses - 1);
+  }
+
+  void Observe(std::uint32_t category, std::uint64_t last) {
+    Stats& s = stats_[category];
+    ++s.reuses;
+    s.interval_sum += static_cast<double>(clock_ - last);
+  }
+
+  double Score(std::uint32_t category, const Block& x) const {
+    const Stats& s = stats_[category];
+    const double p = (static_cast<double>(s.reuses) + 1) / (static_cast<double>(s.references) + 2);
+    const double mu = (s.interval_sum + 1) / (static_cast<double>(s.reuses) + 1);
+    return std::log(p) - static_cast<double>(clock_ - x.key) / mu;
+  }
+
+  // As curve/policy_workload_aware.cc: ids are positions in an endless FIFO whose
+  // front is ghost_base_; a page's live ghost is the one ghost_map_ names.
+  void AddGhost(curve::PageId page, std::uint64_t last, std::uint32_t category) {
+    ghost_.push_back(Ghost{page, last, category, ghost_base_ + ghost_.size()});
+    const auto id = static_cast<std::uint32_t>(ghost_.back().id);
+    if (std::uint32_t* g = ghost_map_.Find(page)) {
+      *g = id;
+    } else {
+      ghost_map_.Insert(page, id);
+    }
+    while (ghost_map_.size() > ghost_limit_) {
+      const Ghost& old = ghost_.front();
+      if (LiveGhost(old)) ghost_map_.Erase(old.page);
+      ghost_.pop_front();
+      ++ghost_base_;
+    }
+    if (ghost_.size() > 2 * ghost_limit_ + 16) CompactGhosts();
+  }
+
+  bool LiveGhost(const Ghost& g) const {
+    const std::uint32_t* id = ghost_map_.Find(g.page);
+    return id != nullptr && *id == static_cast<std::uint32_t>(g.id);
+  }
+
+  void CompactGhosts() {
+    std::deque<Ghost> kept;
+    for (const Ghost& g : ghost_) {
+      if (!LiveGhost(g)) continue;
+      kept.push_back(g);
+      kept.back().id = ghost_base_ + kept.size() - 1;
+      *ghost_map_.Find(g.page) = static_cast<std::uint32_t>(kept.back().id);
+    }
+    ghost_ = std::move(kept);
+  }
+
+  std::vector<Block>& blocks_;
+  std::uint64_t ghost_limit_;
+  curve::IndexList lists_[kMaxClasses];  // free cached blocks per category, released first at the front
+  Stats stats_[kMaxClasses];
+  std::uint64_t size_ = 0;
+  std::uint64_t clock_ = 0;
+  std::deque<Ghost> ghost_;
+  std::uint64_t ghost_base_ = 0;
+  curve::PageMap ghost_map_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evictor> MakeKeyedEvictor(curve::PolicyKind kind, std::vector<Block>* blocks,
+                                          std::span<const ReplicaRequest> requests) {
+  return std::make_unique<KeyedEvictor>(kind, blocks, requests);
+}
+
+std::unique_ptr<Evictor> MakeWorkloadAwareEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks) {
+  return std::make_unique<WorkloadAwareEvictor>(blocks, pool_blocks);
+}
+
+}  // namespace kvwatch::sim::internal
