@@ -181,6 +181,10 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
                                                      : "no record gives input_length: vLLM's default block") +
                 "; --page-tokens sets it)");
   }
+  if (setup->priorities.empty() &&
+      std::find(setup->policies.begin(), setup->policies.end(), curve::PolicyKind::kPriority) != setup->policies.end()) {
+    a.push_back("no --priority rules: every request has priority 0, so the priority policy evicts as lru");
+  }
   if (split > 1) {
     a.push_back("each trace page split into " + std::to_string(split) + " blocks of " +
                 std::to_string(st.block_tokens) + " tokens (--block-tokens)");

@@ -155,6 +155,12 @@ TEST(SimulateCommandTest, EveryPolicyRunsInTheReplica) {
     // so blocks are reused; the shared 2-page system prompt hits for requests 2..6.
     EXPECT_GT(double(run["prefix_hit_ratio"]), 0.3) << std::string_view(run["policy"]);
   }
+  // Without --priority rules the priority policy is lru, and the output says so.
+  bool said = false;
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) {
+    said = said || std::string_view(a).find("no --priority rules") != std::string_view::npos;
+  }
+  EXPECT_TRUE(said) << r.out;
 }
 
 TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
