@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "base/byte_io.h"
+#include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/policy_internal.h"
 
@@ -52,15 +53,15 @@ class ArcCache final : public PolicyCache {
     return out;
   }
 
-  std::uint64_t resident() const override { return lists_[kT1].size + lists_[kT2].size; }
+  std::uint64_t resident() const override { return lists_[kT1].size() + lists_[kT2].size(); }
   std::size_t MemoryBytes() const override { return map_.MemoryBytes() + nodes_.MemoryBytes(); }
 
   // p, then T1, T2, B1 and B2, each from its LRU end to its MRU end.
   void Serialize(std::vector<std::uint8_t>* out) const override {
     base::AppendPod(out, p_);
     for (std::uint32_t l = 0; l < kLists; ++l) {
-      base::AppendPod<std::uint64_t>(out, lists_[l].size);
-      for (std::uint32_t i = lists_[l].lru; i != kNil; i = nodes_[i].next) base::AppendPod(out, nodes_[i].page);
+      base::AppendPod<std::uint64_t>(out, lists_[l].size());
+      for (std::uint32_t i = lists_[l].front(); i != kNil; i = nodes_[i].next) base::AppendPod(out, nodes_[i].page);
     }
   }
 
@@ -83,12 +84,12 @@ class ArcCache final : public PolicyCache {
     // The paper's invariants: at most c resident, |T1| + |B1| <= c, at most 2c ids,
     // and ghosts only once the cache is full.
     const std::uint64_t cap = options_.capacity;
-    return resident() <= cap && lists_[kT1].size + lists_[kB1].size <= cap && map_.size() <= 2 * cap &&
-           (resident() == cap || lists_[kB1].size + lists_[kB2].size == 0);
+    return resident() <= cap && lists_[kT1].size() + lists_[kB1].size() <= cap && map_.size() <= 2 * cap &&
+           (resident() == cap || lists_[kB1].size() + lists_[kB2].size() == 0);
   }
 
  private:
-  static constexpr std::uint32_t kNil = 0xffffffffu;
+  static constexpr std::uint32_t kNil = kIndexNil;
   enum : std::uint32_t { kT1 = 0, kT2 = 1, kB1 = 2, kB2 = 3, kLists = 4 };
   struct Node {
     PageId page = 0;
@@ -96,12 +97,6 @@ class ArcCache final : public PolicyCache {
     std::uint32_t next = kNil;  // towards the MRU end
     std::uint32_t list = kT1;
   };
-  struct List {
-    std::uint32_t lru = kNil;
-    std::uint32_t mru = kNil;
-    std::uint64_t size = 0;
-  };
-
   static bool IsResident(std::uint32_t list) { return list == kT1 || list == kT2; }
 
   void Reference(PageId page) {
@@ -113,8 +108,8 @@ class ArcCache final : public PolicyCache {
         Move(index, kT2);
         return;
       }
-      const double b1 = static_cast<double>(lists_[kB1].size);
-      const double b2 = static_cast<double>(lists_[kB2].size);
+      const double b1 = static_cast<double>(lists_[kB1].size());
+      const double b2 = static_cast<double>(lists_[kB2].size());
       if (list == kB1) {  // case II
         p_ = std::min(c, p_ + (b1 >= b2 ? 1.0 : b2 / b1));
       } else {  // case III
@@ -126,17 +121,17 @@ class ArcCache final : public PolicyCache {
     }
     // Case IV.
     const std::uint64_t cap = options_.capacity;
-    const std::uint64_t l1 = lists_[kT1].size + lists_[kB1].size;
-    const std::uint64_t total = l1 + lists_[kT2].size + lists_[kB2].size;
+    const std::uint64_t l1 = lists_[kT1].size() + lists_[kB1].size();
+    const std::uint64_t total = l1 + lists_[kT2].size() + lists_[kB2].size();
     if (l1 == cap) {
-      if (lists_[kT1].size < cap) {
-        Drop(lists_[kB1].lru);
+      if (lists_[kT1].size() < cap) {
+        Drop(lists_[kB1].front());
         Replace(false);
       } else {
-        Drop(lists_[kT1].lru);
+        Drop(lists_[kT1].front());
       }
     } else if (total >= cap) {
-      if (total == 2 * cap) Drop(lists_[kB2].lru);
+      if (total == 2 * cap) Drop(lists_[kB2].front());
       Replace(false);
     }
     const std::uint32_t index = nodes_.Allocate();
@@ -147,11 +142,11 @@ class ArcCache final : public PolicyCache {
 
   // REPLACE(x, p); in_b2: x is in B2.
   void Replace(bool in_b2) {
-    const double t1 = static_cast<double>(lists_[kT1].size);
-    if (lists_[kT1].size >= 1 && (t1 > p_ || (in_b2 && t1 == p_))) {
-      Move(lists_[kT1].lru, kB1);
-    } else if (lists_[kT2].size >= 1) {
-      Move(lists_[kT2].lru, kB2);
+    const double t1 = static_cast<double>(lists_[kT1].size());
+    if (lists_[kT1].size() >= 1 && (t1 > p_ || (in_b2 && t1 == p_))) {
+      Move(lists_[kT1].front(), kB1);
+    } else if (lists_[kT2].size() >= 1) {
+      Move(lists_[kT2].front(), kB2);
     }
   }
 
@@ -168,30 +163,15 @@ class ArcCache final : public PolicyCache {
     nodes_.Release(index);
   }
 
-  void PushMru(std::uint32_t list, std::uint32_t index) {
-    List& l = lists_[list];
-    Node& n = nodes_[index];
-    n.prev = l.mru;
-    n.next = kNil;
-    if (l.mru != kNil) nodes_[l.mru].next = index; else l.lru = index;
-    l.mru = index;
-    ++l.size;
-  }
-
-  void Unlink(std::uint32_t index) {
-    Node& n = nodes_[index];
-    List& l = lists_[n.list];
-    if (n.prev != kNil) nodes_[n.prev].next = n.next; else l.lru = n.next;
-    if (n.next != kNil) nodes_[n.next].prev = n.prev; else l.mru = n.prev;
-    n.prev = n.next = kNil;
-    --l.size;
-  }
+  // Each list's front is its LRU end, its back the MRU end.
+  void PushMru(std::uint32_t list, std::uint32_t index) { lists_[list].PushBack(nodes_, index); }
+  void Unlink(std::uint32_t index) { lists_[nodes_[index].list].Erase(nodes_, index); }
 
   PolicyOptions options_;
   double p_ = 0;  // the target size of T1
   PageMap map_;   // every id in the directory (T1, T2, B1, B2) -> its node
   policy_internal::SlotPool<Node> nodes_;
-  std::array<List, kLists> lists_{};
+  std::array<IndexList, kLists> lists_{};
 };
 
 }  // namespace

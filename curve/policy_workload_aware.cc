@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "base/byte_io.h"
+#include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/policy_internal.h"
 
@@ -68,7 +69,7 @@ class WorkloadAwareCache final : public PolicyCache {
     std::vector<std::uint32_t> order;
     order.reserve(live_);
     for (std::uint32_t c = 0; c < kMaxCategories; ++c) {
-      for (std::uint32_t i = lists_[c].oldest; i != kNil; i = nodes_[i].next) order.push_back(i);
+      for (std::uint32_t i = lists_[c].front(); i != kNil; i = nodes_[i].next) order.push_back(i);
     }
     std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return nodes_[a].seq < nodes_[b].seq; });
     base::AppendPod<std::uint64_t>(out, order.size());
@@ -139,7 +140,7 @@ class WorkloadAwareCache final : public PolicyCache {
   }
 
  private:
-  static constexpr std::uint32_t kNil = 0xffffffffu;
+  static constexpr std::uint32_t kNil = kIndexNil;
   struct Node {
     PageId page = 0;
     std::uint64_t last = 0;     // request clock at the last reference
@@ -147,10 +148,6 @@ class WorkloadAwareCache final : public PolicyCache {
     std::uint32_t category = 0;
     std::uint32_t prev = kNil;  // towards the list's oldest
     std::uint32_t next = kNil;
-  };
-  struct List {
-    std::uint32_t oldest = kNil;
-    std::uint32_t newest = kNil;
   };
   struct Stats {
     std::uint64_t references = 0;
@@ -211,7 +208,7 @@ class WorkloadAwareCache final : public PolicyCache {
     std::uint32_t victim = kNil;
     double best = 0;
     for (std::uint32_t c = 0; c < kMaxCategories; ++c) {
-      const std::uint32_t head = lists_[c].oldest;
+      const std::uint32_t head = lists_[c].front();
       if (head == kNil) continue;
       const double score = Score(c, nodes_[head]);
       if (victim == kNil || score < best || (score == best && nodes_[head].seq < nodes_[victim].seq)) {
@@ -258,28 +255,14 @@ class WorkloadAwareCache final : public PolicyCache {
     ghost_ = std::move(kept);
   }
 
-  void Append(std::uint32_t index) {
-    Node& n = nodes_[index];
-    List& l = lists_[n.category];
-    n.prev = l.newest;
-    n.next = kNil;
-    if (l.newest != kNil) nodes_[l.newest].next = index;
-    l.newest = index;
-    if (l.oldest == kNil) l.oldest = index;
-  }
-
-  void Unlink(std::uint32_t index) {
-    Node& n = nodes_[index];
-    List& l = lists_[n.category];
-    if (n.prev != kNil) nodes_[n.prev].next = n.next; else l.oldest = n.next;
-    if (n.next != kNil) nodes_[n.next].prev = n.prev; else l.newest = n.prev;
-    n.prev = n.next = kNil;
-  }
+  // One list per category, oldest reference at the front.
+  void Append(std::uint32_t index) { lists_[nodes_[index].category].PushBack(nodes_, index); }
+  void Unlink(std::uint32_t index) { lists_[nodes_[index].category].Erase(nodes_, index); }
 
   PolicyOptions options_;
   PageMap map_;
   policy_internal::SlotPool<Node> nodes_;
-  std::vector<List> lists_;
+  std::vector<IndexList> lists_;
   std::vector<Stats> stats_;
   std::uint64_t live_ = 0;
   std::uint64_t now_ = 0;
