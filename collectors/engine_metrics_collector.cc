@@ -111,6 +111,21 @@ double RunningTotal::Observe(double value) {
   return increase;
 }
 
+std::optional<double> IntervalMean::Observe(std::optional<double> sum, std::optional<double> count) {
+  constexpr double kMaxValue = 9007199254740992.0;  // 2^53
+  auto plausible = [](double v) { return std::isfinite(v) && v >= 0 && v <= kMaxValue; };
+  if (!sum || !count || !plausible(*sum) || !plausible(*count)) return std::nullopt;
+  const std::uint64_t resets_before = sum_.resets() + count_.resets();
+  double d_sum = sum_.Observe(*sum);
+  double d_count = count_.Observe(*count);
+  if (sum_.resets() + count_.resets() != resets_before) {
+    d_sum = *sum;
+    d_count = *count;
+  }
+  if (!(d_count > 0)) return std::nullopt;
+  return d_sum / d_count;
+}
+
 base::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url) {
   using R = base::Result<ScrapeTarget>;
   const std::size_t scheme_end = url.find("://");
@@ -143,8 +158,9 @@ struct EngineMetricsCollector::State {
   RunningTotal preemptions, retracted, admission, aborted;
   RunningTotal hits, queries, cached, prompt;
   RunningTotal itl_sum, itl_count;
+  IntervalMean prefill_time, time_to_first_token, queue_time;
   std::uint64_t counter_resets = 0;
-  std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages, decode_rate;
+  std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages, decode_rate, prefill_seconds;
 
   // Called with mu held.
   void Apply(ScrapeResult& r, const EngineMetricsCollectorOptions& o);
@@ -208,6 +224,21 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
     const double tokens = itl_count.Observe(*s.inter_token_latency_count);
     if (seconds > 0 && tokens > 0) decode_rate = tokens / seconds;
   }
+
+  // Prefill seconds per request over the interval: vLLM's prefill phase where
+  // it is exported (either line of it), else time to first token minus queue
+  // time (both reported); kept when the interval gives none.
+  const std::optional<double> prefill = prefill_time.Observe(s.prefill_time_sum_s, s.prefill_time_count);
+  const std::optional<double> ttft = time_to_first_token.Observe(s.time_to_first_token_sum_s,
+                                                                  s.time_to_first_token_count);
+  const std::optional<double> queue = queue_time.Observe(s.queue_time_sum_s, s.queue_time_count);
+  std::optional<double> prefill_mean;
+  if (s.prefill_time_sum_s || s.prefill_time_count) {
+    prefill_mean = prefill;
+  } else if (ttft && queue) {
+    prefill_mean = std::max(*ttft - *queue, 0.0);
+  }
+  if (prefill_mean && *prefill_mean <= kMaxPrefillSeconds) prefill_seconds = prefill_mean;
 
   if (s.kv_cache_usage) kv_cache_usage = s.kv_cache_usage;
   if (s.requests_running) running = s.requests_running;
@@ -333,6 +364,7 @@ EngineSignals EngineMetricsCollector::engine_signals() const {
   g.requests_waiting = s.waiting;
   g.capacity_pages = s.capacity_pages;
   g.decode_tokens_per_s = s.decode_rate;
+  g.prefill_seconds = s.prefill_seconds;
   return g;
 }
 

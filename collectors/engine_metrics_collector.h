@@ -48,10 +48,17 @@
 //   kvwatch_engine_counter_resets_total (scrapes in which some engine counter
 //     went back: engine restarts),
 //   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).
-// Not exported here but handed to the agent in engine_signals(): the decode rate
-// per sequence, the inter-token latency histogram's _count increase over its
-// _sum increase between the last two scrapes (the first scrape: its totals;
-// kept when an interval generated no token), for the KV load factor.
+// Not exported here but handed to the agent in engine_signals(), for the KV load
+// factor:
+//   the decode rate per sequence, the inter-token latency histogram's _count
+//     increase over its _sum increase between the last two scrapes (the first
+//     scrape: its totals; kept when an interval generated no token);
+//   the prefill seconds per request, the mean of the same interval (IntervalMean)
+//     of vllm:request_prefill_time_seconds where the engine exports it, else the
+//     mean time to first token minus the mean queue time (SGLang, older vLLM),
+//     at least 0; kept when an interval finished no prefill, when a value is
+//     hostile (not finite, negative, beyond 2^53) and when the mean is beyond
+//     kMaxPrefillSeconds.
 //
 // Thread safety: the public methods may be called from any thread; the agent
 // calls them from its loop only (after each Poll it publishes a copy of stats(),
@@ -89,6 +96,25 @@ class RunningTotal {
   double total_ = 0;
   std::uint64_t resets_ = 0;
 };
+
+// A histogram's mean over the last scrape interval: the increase of its _sum
+// over the increase of its _count (the first observation: its totals; when
+// either went back, the engine restarted: both values as they are, the
+// observations since the restart). A value that is not finite, negative or
+// beyond 2^53 is hostile: the pair is not observed, so the next good scrape's
+// interval starts at the last good one.
+class IntervalMean {
+ public:
+  // nullopt when a value is absent or hostile, or the interval added no observation.
+  std::optional<double> Observe(std::optional<double> sum, std::optional<double> count);
+
+ private:
+  RunningTotal sum_, count_;
+};
+
+// A mean prefill above this many seconds is not a prefill (a corrupted or
+// hostile histogram): ignored.
+inline constexpr double kMaxPrefillSeconds = 3600;
 
 // The scheme://host:port and path of a scrape URL; an error when the URL is
 // not http(s)://host[:port][/path].

@@ -1,9 +1,10 @@
 // EngineSignals: what a collector knows of the inference engine it watches
 // (block stores and evictions from KV events, preemptions, retractions,
 // rejections, KV-cache usage, hit ratio, running and waiting requests,
-// capacity), typed, each unknown until the collector learns it. The agent reads
-// them for the alert detectors (agent/runtime/alert_runner.h: GPU evictions,
-// rejections, preemptions) and the curve's prediction at the engine's capacity;
+// capacity, decode rate, prefill time), typed, each unknown until the collector
+// learns it. The agent reads them for the alert detectors
+// (agent/runtime/alert_runner.h: GPU evictions, rejections, preemptions), the
+// curve's prediction at the engine's capacity and the KV load factor;
 // /metrics renders them through the one table below, so one metric family has
 // one name, help text and label set whichever collector reports it.
 //
@@ -53,6 +54,12 @@ struct EngineSignals {
   // /metrics). Not an exported family of its own: the agent's KV load factor uses
   // it (kvwatch_kv_load_decode_tokens_per_second).
   std::optional<double> decode_tokens_per_s;
+  // Prefill seconds per request, >= 0: the mean of the engine's last scrape
+  // interval of vLLM's vllm:request_prefill_time_seconds, else of the time to
+  // first token minus the queue time (SGLang, older vLLM); engine /metrics only.
+  // Not an exported family of its own: the agent's KV load factor charges the
+  // prompt for it (kvwatch_kv_load_prefill_seconds).
+  std::optional<double> prefill_seconds;
 };
 
 // The engine-signal metric families, in one table.

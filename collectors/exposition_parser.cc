@@ -344,6 +344,12 @@ enum Slot {
   kMaxTokens,
   kItlSum,
   kItlCount,
+  kPrefillSum,
+  kPrefillCount,
+  kTtftSum,
+  kTtftCount,
+  kQueueSum,
+  kQueueCount,
   kSlotCount,
 };
 
@@ -406,6 +412,18 @@ constexpr NameRule kRules[] = {
     {"sglang:time_per_output_token_seconds_count", kItlCount, 1},
     {"vllm:request_time_per_output_token_seconds_sum", kItlSum, 2},
     {"vllm:request_time_per_output_token_seconds_count", kItlCount, 2},
+    // Per-request latencies, for the prefill time: vLLM's prefill phase, else
+    // time to first token minus queue time.
+    {"vllm:request_prefill_time_seconds_sum", kPrefillSum, 0},
+    {"vllm:request_prefill_time_seconds_count", kPrefillCount, 0},
+    {"vllm:time_to_first_token_seconds_sum", kTtftSum, 0},
+    {"vllm:time_to_first_token_seconds_count", kTtftCount, 0},
+    {"sglang:time_to_first_token_seconds_sum", kTtftSum, 0},
+    {"sglang:time_to_first_token_seconds_count", kTtftCount, 0},
+    {"vllm:request_queue_time_seconds_sum", kQueueSum, 0},
+    {"vllm:request_queue_time_seconds_count", kQueueCount, 0},
+    {"sglang:queue_time_seconds_sum", kQueueSum, 0},
+    {"sglang:queue_time_seconds_count", kQueueCount, 0},
 };
 
 struct Accumulator {
@@ -463,6 +481,12 @@ class SnapshotBuilder {
     snap.max_total_num_tokens = Value(kMaxTokens);
     snap.inter_token_latency_sum_s = Value(kItlSum);
     snap.inter_token_latency_count = Value(kItlCount);
+    snap.prefill_time_sum_s = Value(kPrefillSum);
+    snap.prefill_time_count = Value(kPrefillCount);
+    snap.time_to_first_token_sum_s = Value(kTtftSum);
+    snap.time_to_first_token_count = Value(kTtftCount);
+    snap.queue_time_sum_s = Value(kQueueSum);
+    snap.queue_time_count = Value(kQueueCount);
     if (blocks_.any) snap.num_gpu_blocks = blocks_.value;
     snap.block_size = block_size_;
     snap.matched_samples = matched_;

@@ -131,6 +131,17 @@ struct EngineSnapshot {
   // decode rate per sequence is count / sum.
   std::optional<double> inter_token_latency_sum_s;
   std::optional<double> inter_token_latency_count;
+  // Per-request latency histograms' _sum (seconds) and _count (requests), summed
+  // over engines, for the mean prefill time: vLLM's prefill phase
+  // (vllm:request_prefill_time_seconds, from scheduling to the first token), else
+  // the time to first token (vllm: or sglang:time_to_first_token_seconds) minus
+  // the queue time (vllm:request_queue_time_seconds, sglang:queue_time_seconds).
+  std::optional<double> prefill_time_sum_s;
+  std::optional<double> prefill_time_count;
+  std::optional<double> time_to_first_token_sum_s;
+  std::optional<double> time_to_first_token_count;
+  std::optional<double> queue_time_sum_s;
+  std::optional<double> queue_time_count;
 
   std::size_t matched_samples = 0;  // samples that fed any field above
 };

@@ -126,6 +126,9 @@ struct CurveSettings {
   // curve.decode_tokens_per_second: sglang and vllm canaries' request lifetimes, and the
   // KV load factor's decode rate when no engine /metrics gives one, > 0.
   double decode_tokens_per_second = curve::LifetimeOptions{}.decode_tokens_per_s;
+  // curve.prefill_seconds: the KV load factor's prefill time per request when no
+  // engine /metrics gives one, >= 0 (finite).
+  double prefill_seconds = 0;
   // curve.policy_priorities: the priority canary's rules ("tenant:NAME=P,class:NAME=P").
   curve::PriorityRules policy_priorities;
   // curve.s3fifo_promotion_hits: the s3fifo canaries' promotion threshold, 1..3

@@ -88,6 +88,10 @@ constexpr ConfigKey kKeys[] = {
      "Decode rate per sequence in tokens/s, > 0: it gives the sglang and vllm canaries' "
      "request lifetimes (output tokens / rate), and the KV load factor's "
      "(`kvwatch_kv_load_factor`) when no engine `/metrics` collector reports one."},
+    {"curve.prefill_seconds", Type::kNumber, "0", true,
+     "Prefill time per request in seconds, >= 0: the KV load factor charges each prompt's KV for it "
+     "on top of the decode time, when no engine `/metrics` collector reports one (0: prefill "
+     "is not charged)."},
     {"curve.policy_priorities", Type::kString, R"("")", true,
      "Retention priorities for the priority canary: `tenant:NAME=P,class:NAME=P` (higher kept "
      "longer; others 0; classes: first, turn2, turn3-4, turn5-8, turn9+)."},

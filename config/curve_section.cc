@@ -134,6 +134,9 @@ Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* cu
     if (k == "curve.decode_tokens_per_second") {
       return r.ReadNumber(e, Positive, "> 0", &curve->decode_tokens_per_second);
     }
+    if (k == "curve.prefill_seconds") {
+      return r.ReadNumber(e, NonNegative, ">= 0", &curve->prefill_seconds);
+    }
     if (k == "curve.max_clock_skew") return r.ReadDuration(e, true, &curve->max_clock_skew_s);
     if (k == "curve.s3fifo_promotion_hits") {
       return r.ReadInt(e, 1, curve::kMaxS3FifoPromotionHits, &curve->s3fifo_promotion_hits);

@@ -11,13 +11,27 @@ namespace {
 using base::MetricDef;
 using base::MetricType;
 
-enum LoadFamily { kLoadFactor, kLoadRequests, kTokenSeconds, kDecodeRate, kCapacityTokens, kOutputTokens };
+enum LoadFamily {
+  kLoadFactor,
+  kLoadRequests,
+  kTokenSeconds,
+  kDecodeRate,
+  kPrefillSeconds,
+  kCapacityTokens,
+  kOutputTokens
+};
 
 bool Positive(std::optional<double> v) { return v && *v > 0 && std::isfinite(*v); }
+bool NonNegative(std::optional<double> v) { return v && *v >= 0 && std::isfinite(*v); }
+
+// Mean KV token-seconds per sized request of a slice with sized requests.
+double MeanTokenSeconds(const curve::KvLoadSlice& slice, const KvLoadSources& sources) {
+  return slice.TokenSeconds(sources.decode_tokens_per_s, sources.prefill_s) / static_cast<double>(slice.sized());
+}
 
 }  // namespace
 
-const MetricDef kLoadMetrics[6] = {
+const MetricDef kLoadMetrics[7] = {
     {"kvwatch_kv_load_factor", MetricType::kGauge,
      "KV load factor over the window (Little's law for memory): arrival rate x mean KV token-seconds per request "
      "/ KV capacity in tokens. Near 1, admission outruns memory and preemptions follow. Absent without requests "
@@ -28,12 +42,17 @@ const MetricDef kLoadMetrics[6] = {
      "on them (the arrival rate counts every request).",
      "window"},
     {"kvwatch_kv_token_seconds_per_request", MetricType::kGauge,
-     "Mean KV token-seconds a request holds over the window: prompt tokens x output tokens / decode rate + "
-     "output tokens^2 / (2 x decode rate), over the requests with both token counts (prefill time taken as 0).",
+     "Mean KV token-seconds a request holds over the window: prompt tokens x (prefill time + output tokens / "
+     "decode rate) + output tokens^2 / (2 x decode rate), over the requests with both token counts.",
      "window"},
     {"kvwatch_kv_load_decode_tokens_per_second", MetricType::kGauge,
      "Decode rate per sequence the load factor uses, tokens/s: source engine (1 / the mean inter-token latency "
      "the engine's /metrics reported over its last scrape interval) or config (curve.decode_tokens_per_second).",
+     "source"},
+    {"kvwatch_kv_load_prefill_seconds", MetricType::kGauge,
+     "Prefill time per request the load factor charges each prompt for, seconds: source engine (the mean the "
+     "engine's /metrics reported over its last scrape interval: vLLM's request prefill time, else time to first "
+     "token minus queue time) or config (curve.prefill_seconds).",
      "source"},
     {"kvwatch_kv_load_capacity_tokens", MetricType::kGauge,
      "KV capacity in tokens the load factor divides by: source engine (the engine's reported capacity) or config "
@@ -57,6 +76,14 @@ KvLoadSources KvLoadSourcesOf(const AgentOptions& options, const std::vector<Col
     s.decode_source = "engine";
     break;
   }
+  s.prefill_s = options.curve.prefill_seconds;
+  s.prefill_source = "config";
+  for (const CollectorCopy& c : collectors) {
+    if (!NonNegative(c.signals.prefill_seconds)) continue;
+    s.prefill_s = *c.signals.prefill_seconds;
+    s.prefill_source = "engine";
+    break;
+  }
   const auto page_tokens = static_cast<double>(options.page_tokens);
   for (const CollectorCopy& c : collectors) {
     if (!Positive(c.signals.capacity_pages)) continue;
@@ -73,7 +100,8 @@ KvLoadSources KvLoadSourcesOf(const AgentOptions& options, const std::vector<Col
 
 std::optional<curve::KvLoad> WindowKvLoad(const AnalysisSnapshot::LoadWindow& window, const KvLoadSources& sources) {
   if (!sources.capacity_tokens) return std::nullopt;
-  return curve::KvLoadOf(window.slice, window.span_s, sources.decode_tokens_per_s, *sources.capacity_tokens);
+  return curve::KvLoadOf(window.slice, window.span_s, sources.decode_tokens_per_s, *sources.capacity_tokens,
+                         sources.prefill_s);
 }
 
 void AppendLoadMetrics(MetricsBuilder& m, const AgentOptions& options, const AgentSnapshot& snapshot) {
@@ -87,11 +115,11 @@ void AppendLoadMetrics(MetricsBuilder& m, const AgentOptions& options, const Age
     const curve::KvLoadSlice& slice = s.load[i].slice;
     m.Add(kLoadMetrics[kLoadRequests], static_cast<double>(slice.sized()), labels);
     if (slice.sized() > 0) {
-      m.Add(kLoadMetrics[kTokenSeconds],
-            slice.TokenSeconds(sources.decode_tokens_per_s) / static_cast<double>(slice.sized()), labels);
+      m.Add(kLoadMetrics[kTokenSeconds], MeanTokenSeconds(slice, sources), labels);
     }
   }
   m.Add(kLoadMetrics[kDecodeRate], sources.decode_tokens_per_s, {{"source", sources.decode_source}});
+  m.Add(kLoadMetrics[kPrefillSeconds], sources.prefill_s, {{"source", sources.prefill_source}});
   if (sources.capacity_tokens) {
     m.Add(kLoadMetrics[kCapacityTokens], *sources.capacity_tokens, {{"source", sources.capacity_source}});
   }
@@ -116,10 +144,12 @@ CurveApiContext::KvLoad KvLoadApiOf(const AgentOptions& options, const AgentSnap
   k.span_seconds = w.span_s;
   if (const std::optional<curve::KvLoad> load = WindowKvLoad(w, sources)) k.load_factor = load->load_factor;
   if (w.slice.sized() > 0) {
-    k.mean_kv_token_seconds = w.slice.TokenSeconds(sources.decode_tokens_per_s) / static_cast<double>(w.slice.sized());
+    k.mean_kv_token_seconds = MeanTokenSeconds(w.slice, sources);
   }
   k.decode_tokens_per_second = sources.decode_tokens_per_s;
   k.decode_source = sources.decode_source;
+  k.prefill_seconds = sources.prefill_s;
+  k.prefill_source = sources.prefill_source;
   k.capacity_tokens = sources.capacity_tokens;
   k.capacity_source = sources.capacity_source;
   for (const auto& [label, histogram] : w.slice.classes()) {

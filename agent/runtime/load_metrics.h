@@ -10,14 +10,17 @@
 //   KV capacity   the first collector that reports the engine's capacity
 //                 (kvwatch_engine_capacity_pages) x page_tokens, else the largest
 //                 of curve.capacities x page_tokens; none: no load factor;
-//   prefill time  taken as 0: a prompt's KV is charged from its arrival for
-//                 output / decode rate seconds (prefill is short against decode;
-//                 queueing holds no KV).
+//   prefill time  the first engine /metrics collector that reports one (the
+//                 mean prefill seconds of its last scrape interval: vLLM's
+//                 request_prefill_time, else time to first token minus queue
+//                 time), else curve.prefill_seconds (default 0); each prompt's KV
+//                 is charged for it on top of output / decode rate seconds
+//                 (curve::KvTokenSeconds; queueing holds no KV).
 // A window without a request with both token counts has no load factor and no
 // mean (absent, not 0): KV events give no output lengths. The quantiles need the
 // classes (tenants.enabled, exact engine) and output lengths.
 //
-// Series: 3 per window (factor, requests, mean), 2 sources, and at most W x (class_top_k +
+// Series: 3 per window (factor, requests, mean), 3 sources, and at most W x (class_top_k +
 // 1) x 3 quantiles (81 with the defaults).
 //
 // Thread safety: stateless functions over const data.
@@ -40,16 +43,18 @@ namespace kvwatch::agent {
 struct AgentOptions;  // agent.h
 
 // Every family of this file, in exposition order.
-extern const base::MetricDef kLoadMetrics[6];
+extern const base::MetricDef kLoadMetrics[7];
 
 // The quantiles exported per class.
 inline constexpr double kOutputQuantiles[] = {0.5, 0.9, 0.99};
 
-// The decode rate and KV capacity the load factor uses, and where each came from
-// ("engine" or "config").
+// The decode rate, prefill time and KV capacity the load factor uses, and where
+// each came from ("engine" or "config").
 struct KvLoadSources {
   double decode_tokens_per_s = 0;
   std::string decode_source;
+  double prefill_s = 0;
+  std::string prefill_source;
   std::optional<double> capacity_tokens;  // nullopt: unknown
   std::string capacity_source;
 };

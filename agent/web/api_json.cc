@@ -151,6 +151,10 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
   w.Number(k.decode_tokens_per_second);
   w.Key("decode_source");
   w.String(k.decode_source);
+  w.Key("prefill_seconds");
+  w.Number(k.prefill_seconds);
+  w.Key("prefill_source");
+  w.String(k.prefill_source);
   w.Key("capacity_tokens");
   w.Optional(k.capacity_tokens);
   w.Key("capacity_source");

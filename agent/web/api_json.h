@@ -51,6 +51,8 @@ struct CurveApiContext {
     std::optional<double> mean_kv_token_seconds;  // nullopt: no sized request
     double decode_tokens_per_second = 0;
     std::string decode_source;                // "engine" or "config"
+    double prefill_seconds = 0;               // charged per prompt on top of the decode time
+    std::string prefill_source;               // "engine" or "config"
     std::optional<double> capacity_tokens;    // nullopt: unknown
     std::string capacity_source;
     // Per class label: the output-length quantiles of kOutputQuantiles, in tokens.

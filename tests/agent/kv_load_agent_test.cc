@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -153,6 +155,105 @@ TEST(KvLoadAgentTest, TheEnginesDecodeRateAndCapacityWinOverTheConfigs) {
   collectors.back().signals.decode_tokens_per_s = 40;
   collectors.back().signals.capacity_pages = 1000;
   EXPECT_DOUBLE_EQ(WindowKvLoad(w, KvLoadSourcesOf(o, collectors))->load_factor, 0.1 * 156.25 / 16000);
+}
+
+// An engine /metrics collector that has learned a prefill time (and nothing else).
+class PrefillEngine : public collectors::Collector {
+ public:
+  explicit PrefillEngine(double prefill_s) : prefill_s_(prefill_s) {}
+  const std::string& name() const override { return name_; }
+  std::string_view kind() const override { return "fake"; }
+  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(1000); }
+  void Poll(collectors::RequestSink&, double) override {}
+  collectors::CollectorStats stats() const override { return {}; }
+  collectors::EngineSignals engine_signals() const override {
+    collectors::EngineSignals s;
+    s.prefill_seconds = prefill_s_;
+    return s;
+  }
+
+ private:
+  std::string name_ = "vllm";
+  double prefill_s_;
+};
+
+// With a prefill time T each prompt is held T seconds longer: the trace's chat
+// requests hold 125 + 100 T token-seconds, the code request 2100 + 1000 T.
+TEST(KvLoadAgentTest, TheEnginesPrefillTimeIsChargedToEveryPrompt) {
+  AgentOptions o = Options();
+  o.curve.prefill_seconds = 2;  // the engine's wins
+  o.collectors.push_back(std::make_unique<PrefillEngine>(0.5));
+  auto created = Agent::Create(std::move(o));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Feed(*created.value());
+  const collectors::Exposition e = collectors::ParseExposition(created.value()->RenderMetrics());
+  ASSERT_TRUE(e.errors.empty());
+  // T = 0.5: chat 175, code 2600; 5m mean (4 x 175 + 2600) / 5 = 660, 1m mean 175.
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "5m"}}).value_or(-1), 660);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "1m"}}).value_or(-1), 175);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "5m"}}).value_or(-1),
+                   (6.0 / 140) * 660 / 1600);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "1m"}}).value_or(-1),
+                   (5.0 / 59) * 175 / 1600);
+  EXPECT_EQ(SampleValue(e, "kvwatch_kv_load_prefill_seconds", {{"source", "engine"}}), 0.5);
+  EXPECT_FALSE(SampleValue(e, "kvwatch_kv_load_prefill_seconds", {{"source", "config"}}));
+
+  const std::string json = created.value()->RenderCurveJson("5m");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(json).get(doc), simdjson::SUCCESS) << json;
+  simdjson::dom::element k = doc["kv_load"];
+  EXPECT_DOUBLE_EQ(double(k["mean_kv_token_seconds"]), 660) << json;
+  EXPECT_DOUBLE_EQ(double(k["load_factor"]), (6.0 / 140) * 660 / 1600);
+  EXPECT_DOUBLE_EQ(double(k["prefill_seconds"]), 0.5);
+  EXPECT_EQ(std::string_view(k["prefill_source"]), "engine");
+  EXPECT_EQ(std::string_view(k["decode_source"]), "config");
+}
+
+TEST(KvLoadAgentTest, WithoutAnEnginesPrefillTimeTheConfigsIsCharged) {
+  AgentOptions o = Options();
+  o.curve.prefill_seconds = 2;
+  auto created = Agent::Create(std::move(o));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Feed(*created.value());
+  const collectors::Exposition e = collectors::ParseExposition(created.value()->RenderMetrics());
+  // T = 2: chat 325, code 4100; 5m mean (4 x 325 + 4100) / 5 = 1080, 1m mean 325.
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "5m"}}).value_or(-1), 1080);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "1m"}}).value_or(-1), 325);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "5m"}}).value_or(-1),
+                   (6.0 / 140) * 1080 / 1600);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "1m"}}).value_or(-1),
+                   (5.0 / 59) * 325 / 1600);
+  EXPECT_EQ(SampleValue(e, "kvwatch_kv_load_prefill_seconds", {{"source", "config"}}), 2);
+  const std::string json = created.value()->RenderCurveJson("1m");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(json).get(doc), simdjson::SUCCESS) << json;
+  EXPECT_DOUBLE_EQ(double(doc["kv_load"]["prefill_seconds"]), 2) << json;
+  EXPECT_EQ(std::string_view(doc["kv_load"]["prefill_source"]), "config");
+}
+
+TEST(KvLoadAgentTest, TheFirstUsablePrefillTimeWinsAndZeroIsOne) {
+  AgentOptions o = Options();
+  o.curve.prefill_seconds = 2;
+  std::vector<CollectorCopy> collectors(4);
+  collectors[0].signals.prefill_seconds = std::nan("");
+  collectors[1].signals.prefill_seconds = -1;
+  collectors[2].signals.prefill_seconds = std::numeric_limits<double>::infinity();
+  KvLoadSources s = KvLoadSourcesOf(o, collectors);
+  EXPECT_EQ(s.prefill_s, 2);
+  EXPECT_EQ(s.prefill_source, "config");
+  collectors[3].signals.prefill_seconds = 0;  // the engine says prefill is instant: not the config's 2
+  s = KvLoadSourcesOf(o, collectors);
+  EXPECT_EQ(s.prefill_s, 0);
+  EXPECT_EQ(s.prefill_source, "engine");
+  // The alert reads the same load: 1 request of P 100, O 50 at 50 tokens/s with
+  // a 2 s prefill holds 100 x 3 + 25 = 325 token-seconds.
+  AnalysisSnapshot::LoadWindow w;
+  w.slice.Add({100, 50, "chat"});
+  w.span_s = 10;
+  collectors.pop_back();
+  EXPECT_DOUBLE_EQ(WindowKvLoad(w, KvLoadSourcesOf(o, collectors))->mean_token_seconds, 325);
 }
 
 TEST(KvLoadAgentTest, WithoutOutputLengthsThereIsNoLoadFactor) {

@@ -4,6 +4,9 @@
 #include <httplib.h>
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -296,6 +299,140 @@ TEST(EngineMetricsCollectorTest, SglangCountersAndHitRatio) {
   EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_running"), 4);
   EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_waiting"), 6);
   EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), std::floor(439182.0 / 16));
+}
+
+// A number as the exposition writes it: +Inf, -Inf and NaN by name.
+std::string ExpositionNumber(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "+Inf" : "-Inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+// A histogram's _sum and _count lines (the buckets are not read).
+std::string HistogramLines(const std::string& name, const std::string& labels, double sum, double count) {
+  return "# TYPE " + name + " histogram\n" + name + "_sum" + labels + " " + ExpositionNumber(sum) + "\n" + name +
+         "_count" + labels + " " + ExpositionNumber(count) + "\n";
+}
+
+// vLLM's body with the prefill histogram (seconds, requests) and, to show that
+// it wins, a time to first token and a queue time that would say 10 s.
+std::string VllmPrefillBody(double seconds, double requests) {
+  const std::string l = "{engine=\"0\",model_name=\"m\"}";
+  return VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0}) +
+         HistogramLines("vllm:request_prefill_time_seconds", l, seconds, requests) +
+         HistogramLines("vllm:time_to_first_token_seconds", l, 11 * requests, requests) +
+         HistogramLines("vllm:request_queue_time_seconds", l, requests, requests);
+}
+
+// SGLang's body with time to first token and queue time (seconds, requests).
+std::string SglangTtftBody(double ttft_s, double ttft_n, double queue_s, double queue_n) {
+  const std::string l = "{model_name=\"m\",tp_rank=\"0\"}";
+  return SglangBody(100, 1000, 2, 1, 0.3) + HistogramLines("sglang:time_to_first_token_seconds", l, ttft_s, ttft_n) +
+         HistogramLines("sglang:queue_time_seconds", l, queue_s, queue_n);
+}
+
+TEST(IntervalMeanTest, MeanOfTheIncreasesWithResetsAndHostileValuesSkipped) {
+  IntervalMean m;
+  EXPECT_FALSE(m.Observe(std::nullopt, 1));
+  EXPECT_FALSE(m.Observe(0, 0)) << "no observation yet";
+  EXPECT_DOUBLE_EQ(*m.Observe(2, 10), 0.2) << "the first interval: the totals";
+  EXPECT_DOUBLE_EQ(*m.Observe(5, 20), 0.3);
+  EXPECT_FALSE(m.Observe(5, 20)) << "no observation in the interval";
+  const double inf = std::numeric_limits<double>::infinity();
+  for (auto [sum, count] : {std::pair{inf, 30.0}, {-inf, 30.0}, {std::nan(""), 30.0}, {-1.0, 30.0},
+                            {8.0, inf}, {8.0, -2.0}, {8.0, std::nan("")}, {1e300, 30.0}, {8.0, 1e300}}) {
+    EXPECT_FALSE(m.Observe(sum, count)) << sum << " " << count;
+  }
+  // Every hostile pair was skipped: the interval runs from (5, 20).
+  EXPECT_DOUBLE_EQ(*m.Observe(8, 30), 0.3);
+  // A restart: both went back; the mean is of everything since it.
+  EXPECT_DOUBLE_EQ(*m.Observe(3, 2), 1.5);
+  EXPECT_DOUBLE_EQ(*m.Observe(13, 12), 1.0);
+  // A restart that only the sum shows (more requests since than before, in less
+  // time): both values as they are, not the count's apparent increase (1 / 8).
+  EXPECT_DOUBLE_EQ(*m.Observe(1, 20), 1.0 / 20);
+}
+
+TEST(EngineMetricsCollectorTest, PrefillIsTheMeanOfVllmsPrefillHistogramOverTheLastInterval) {
+  FakeEngine engine({
+      {200, VllmPrefillBody(2, 10)},  // first scrape: its totals, 0.2 s
+      {200, VllmPrefillBody(5, 20)},  // +3 s over +10 requests: 0.3 s
+      {200, VllmPrefillBody(5, 20)},  // no request prefilled: kept
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  // Whichever scrape the worker is at, the mean is one of the script's.
+  const std::optional<double> first = c->engine_signals().prefill_seconds;
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(*first == 0.2 || *first == 0.3) << *first;
+  ASSERT_TRUE(WaitScrapes(*c, 4));
+  EXPECT_DOUBLE_EQ(*c->engine_signals().prefill_seconds, 0.3);
+}
+
+TEST(EngineMetricsCollectorTest, PrefillIsTimeToFirstTokenMinusQueueTimeWithoutThePrefillHistogram) {
+  FakeEngine engine({
+      {200, SglangTtftBody(10, 10, 4, 10)},  // 1 - 0.4 = 0.6 s
+      {200, SglangTtftBody(40, 30, 9, 30)},  // 30 / 20 - 5 / 20 = 1.25 s
+      {200, SglangTtftBody(40, 30, 9, 30)},  // nothing new: kept
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 4));
+  EXPECT_DOUBLE_EQ(*c->engine_signals().prefill_seconds, 1.25);
+}
+
+TEST(EngineMetricsCollectorTest, PrefillIsNeverBelowZero) {
+  // Queue time above time to first token (histograms observed at other moments): 0, not negative.
+  FakeEngine engine({{200, SglangTtftBody(10, 10, 12, 10)}});
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 2));
+  EXPECT_EQ(c->engine_signals().prefill_seconds, 0.0);
+}
+
+TEST(EngineMetricsCollectorTest, PrefillAcrossAnEngineRestartIsSinceTheRestart) {
+  FakeEngine engine({
+      {200, VllmPrefillBody(100, 100)},
+      {200, VllmPrefillBody(3, 2)},  // restarted: 3 s over 2 requests since
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 3));
+  EXPECT_DOUBLE_EQ(*c->engine_signals().prefill_seconds, 1.5);
+}
+
+TEST(EngineMetricsCollectorTest, NoPrefillHistogramsOrNoRequestsNoPrefillTime) {
+  FakeEngine vllm({{200, VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0})}});
+  auto a = Make(vllm.url());
+  // Time to first token without a queue time is not enough.
+  FakeEngine ttft_only({{200, SglangBody(100, 1000, 2, 1, 0.3) +
+                                  HistogramLines("sglang:time_to_first_token_seconds", "", 10, 10)}});
+  auto b = Make(ttft_only.url());
+  FakeEngine idle({{200, VllmPrefillBody(0, 0)}});  // no request prefilled yet
+  auto d = Make(idle.url());
+  ASSERT_TRUE(WaitScrapes(*a, 2));
+  ASSERT_TRUE(WaitScrapes(*b, 2));
+  ASSERT_TRUE(WaitScrapes(*d, 2));
+  EXPECT_FALSE(a->engine_signals().prefill_seconds);
+  EXPECT_FALSE(b->engine_signals().prefill_seconds);
+  EXPECT_FALSE(d->engine_signals().prefill_seconds);
+}
+
+TEST(EngineMetricsCollectorTest, HostilePrefillValuesNeverReachTheSignal) {
+  const double inf = std::numeric_limits<double>::infinity();
+  FakeEngine engine({
+      {200, VllmPrefillBody(2, 10)},        // 0.2 s
+      {200, VllmPrefillBody(inf, 20)},      // skipped
+      {200, VllmPrefillBody(-5, 20)},       // skipped
+      {200, VllmPrefillBody(4, -inf)},      // skipped
+      {200, VllmPrefillBody(1e300, 20)},    // skipped (beyond 2^53)
+      {200, VllmPrefillBody(std::nan(""), 20)},  // the parser drops the NaN sum: kept
+      {200, VllmPrefillBody(1e7, 20)},      // a mean of 10^6 s: not a prefill
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 9));
+  const std::optional<double> p = c->engine_signals().prefill_seconds;
+  ASSERT_TRUE(p);
+  EXPECT_DOUBLE_EQ(*p, 0.2);
 }
 
 TEST(EngineMetricsCollectorTest, DownEngineIsDownAndBacksOffToEightIntervals) {

@@ -167,7 +167,11 @@ TEST(ExpositionParserTest, MapsVllmSnapshot) {
   EXPECT_FALSE(s.cached_tokens_total.has_value());
   EXPECT_FALSE(s.evicted_tokens_total.has_value());
   EXPECT_FALSE(s.max_total_num_tokens.has_value());
-  EXPECT_EQ(s.matched_samples, 24u);
+  EXPECT_EQ(s.time_to_first_token_sum_s, 21.377);
+  EXPECT_EQ(s.time_to_first_token_count, 154.0);
+  EXPECT_FALSE(s.queue_time_count.has_value());
+  EXPECT_FALSE(s.prefill_time_count.has_value());
+  EXPECT_EQ(s.matched_samples, 26u);  // 24, and the time to first token's _sum and _count
 }
 
 TEST(ExpositionParserTest, MapsSglangSnapshot) {
@@ -238,6 +242,33 @@ TEST(ExpositionParserTest, InterTokenLatencyPrefersThePerTokenHistogram) {
   EXPECT_EQ(sglang.inter_token_latency_sum_s, 4.0);
   EXPECT_EQ(sglang.inter_token_latency_count, 80.0);
   EXPECT_FALSE(MapEngineSnapshot(ParseExposition("vllm:num_requests_running 1\n")).inter_token_latency_count);
+}
+
+TEST(ExpositionParserTest, PrefillQueueAndFirstTokenHistogramsAreSummedOverEngines) {
+  const EngineSnapshot v = MapEngineSnapshot(ParseExposition(
+      "vllm:request_prefill_time_seconds_sum{engine=\"0\"} 2\n"
+      "vllm:request_prefill_time_seconds_sum{engine=\"1\"} 3\n"
+      "vllm:request_prefill_time_seconds_count{engine=\"0\"} 10\n"
+      "vllm:request_prefill_time_seconds_count{engine=\"1\"} 15\n"
+      "vllm:time_to_first_token_seconds_sum 30\nvllm:time_to_first_token_seconds_count 25\n"
+      "vllm:request_queue_time_seconds_sum 7\nvllm:request_queue_time_seconds_count 25\n"));
+  EXPECT_EQ(v.prefill_time_sum_s, 5.0);
+  EXPECT_EQ(v.prefill_time_count, 25.0);
+  EXPECT_EQ(v.time_to_first_token_sum_s, 30.0);
+  EXPECT_EQ(v.time_to_first_token_count, 25.0);
+  EXPECT_EQ(v.queue_time_sum_s, 7.0);
+  EXPECT_EQ(v.queue_time_count, 25.0);
+  const EngineSnapshot sglang = MapEngineSnapshot(ParseExposition(
+      "sglang:time_to_first_token_seconds_sum{tp_rank=\"0\"} 4\n"
+      "sglang:time_to_first_token_seconds_count{tp_rank=\"0\"} 8\n"
+      "sglang:queue_time_seconds_sum{tp_rank=\"0\"} 1\n"
+      "sglang:queue_time_seconds_count{tp_rank=\"0\"} 8\n"));
+  EXPECT_EQ(sglang.engine, EngineKind::kSglang);
+  EXPECT_FALSE(sglang.prefill_time_sum_s);
+  EXPECT_EQ(sglang.time_to_first_token_sum_s, 4.0);
+  EXPECT_EQ(sglang.time_to_first_token_count, 8.0);
+  EXPECT_EQ(sglang.queue_time_sum_s, 1.0);
+  EXPECT_EQ(sglang.queue_time_count, 8.0);
 }
 
 TEST(ExpositionParserTest, ModelFilterAndNaNSamples) {

@@ -76,6 +76,7 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_TRUE(c.curve.capacities.empty());
   EXPECT_EQ(c.curve.knee_window_min_requests, 100u);
   EXPECT_EQ(c.curve.max_clock_skew_s, 300);
+  EXPECT_EQ(c.curve.prefill_seconds, 0);
   EXPECT_EQ(c.web.listen_address, "127.0.0.1");
   EXPECT_EQ(c.web.port, 8477);
   EXPECT_EQ(c.web.refresh_seconds, 5);
@@ -280,6 +281,11 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("curve:\n  buckets_per_octave: 65\n", 2, "curve.buckets_per_octave", "4 to 64");
   ExpectError("curve:\n  knee_sensitivity: 0\n", 2, "curve.knee_sensitivity", "> 0");
   ExpectError("curve:\n  knee_sensitivity: .nan\n", 2, "curve.knee_sensitivity", "> 0");
+  ExpectError("curve:\n  prefill_seconds: -0.1\n", 2, "curve.prefill_seconds", ">= 0");
+  ExpectError("curve:\n  prefill_seconds: .nan\n", 2, "curve.prefill_seconds", ">= 0");
+  ExpectError("curve:\n  prefill_seconds: .inf\n", 2, "curve.prefill_seconds", ">= 0");
+  ExpectError("curve:\n  prefill_seconds: 1e400\n", 2, "curve.prefill_seconds", ">= 0");
+  ExpectError("curve:\n  prefill_seconds: 2s\n", 2, "curve.prefill_seconds", ">= 0");
   ExpectError("curve:\n  max_clock_skew: 0s\n", 2, "curve.max_clock_skew", "a duration > 0");
   ExpectError("curve:\n  max_clock_skew: -5m\n", 2, "curve.max_clock_skew", "a duration");
   ExpectError("curve:\n  max_clock_skew: 300\n", 2, "curve.max_clock_skew", "a duration");
@@ -444,6 +450,7 @@ curve:
   policies: [sglang, priority, workload-aware, arc, s3fifo]
   engine_policy: vllm
   decode_tokens_per_second: 30
+  prefill_seconds: 0.25
   policy_priorities: "tenant:gold=2,class:turn2=1"
   s3fifo_promotion_hits: 2
   max_clock_skew: 90s
@@ -565,6 +572,7 @@ TEST(AgentConfigTest, FullRealisticConfig) {
             (std::vector<PolicyKind>{PolicyKind::kVllm, PolicyKind::kSglang, PolicyKind::kPriority,
                                      PolicyKind::kWorkloadAware, PolicyKind::kArc, PolicyKind::kS3Fifo}));
   EXPECT_EQ(c.curve.decode_tokens_per_second, 30);
+  EXPECT_EQ(c.curve.prefill_seconds, 0.25);
   EXPECT_EQ(c.curve.policy_priorities, curve::ParsePriorityRules("tenant:gold=2,class:turn2=1").value());
   EXPECT_EQ(c.curve.s3fifo_promotion_hits, 2u);
   EXPECT_EQ(c.curve.max_clock_skew_s, 90);
