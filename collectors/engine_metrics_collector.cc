@@ -157,8 +157,7 @@ struct EngineMetricsCollector::State {
 
   RunningTotal preemptions, retracted, admission, aborted;
   RunningTotal hits, queries, cached, prompt;
-  RunningTotal itl_sum, itl_count;
-  IntervalMean prefill_time, time_to_first_token, queue_time;
+  IntervalMean inter_token_latency, prefill_time, time_to_first_token, queue_time;
   std::uint64_t counter_resets = 0;
   std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages, decode_rate, prefill_seconds;
 
@@ -219,11 +218,11 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
   // Decode rate: tokens over seconds of inter-token latency, of the increases
   // since the previous scrape (the first scrape: the engine's totals so far);
   // kept when an interval generated nothing.
-  if (s.inter_token_latency_sum_s && s.inter_token_latency_count) {
-    const double seconds = itl_sum.Observe(*s.inter_token_latency_sum_s);
-    const double tokens = itl_count.Observe(*s.inter_token_latency_count);
-    if (seconds > 0 && tokens > 0) decode_rate = tokens / seconds;
-  }
+  // Guarded as the prefill time is (IntervalMean: hostile values skipped, a
+  // reset of either line read as a restart).
+  const std::optional<double> itl = inter_token_latency.Observe(s.inter_token_latency_sum_s,
+                                                                 s.inter_token_latency_count);
+  if (itl && *itl > 0 && *itl <= kMaxInterTokenSeconds) decode_rate = 1 / *itl;
 
   // Prefill seconds per request over the interval: vLLM's prefill phase where
   // it is exported (either line of it), else time to first token minus queue

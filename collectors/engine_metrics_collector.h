@@ -50,9 +50,10 @@
 //   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).
 // Not exported here but handed to the agent in engine_signals(), for the KV load
 // factor:
-//   the decode rate per sequence, the inter-token latency histogram's _count
-//     increase over its _sum increase between the last two scrapes (the first
-//     scrape: its totals; kept when an interval generated no token);
+//   the decode rate per sequence, 1 / the inter-token latency histogram's mean
+//     over the last scrape interval (IntervalMean: the first scrape, its totals;
+//     kept when an interval generated no token, when a value is hostile and when
+//     the mean is beyond kMaxInterTokenSeconds);
 //   the prefill seconds per request, the mean of the same interval (IntervalMean)
 //     of vllm:request_prefill_time_seconds where the engine exports it, else the
 //     mean time to first token minus the mean queue time (SGLang, older vLLM),
@@ -115,6 +116,9 @@ class IntervalMean {
 // A mean prefill above this many seconds is not a prefill (a corrupted or
 // hostile histogram): ignored.
 inline constexpr double kMaxPrefillSeconds = 3600;
+// Likewise a mean inter-token latency above this (a decode rate below one token a
+// minute per sequence).
+inline constexpr double kMaxInterTokenSeconds = 60;
 
 // The scheme://host:port and path of a scrape URL; an error when the URL is
 // not http(s)://host[:port][/path].

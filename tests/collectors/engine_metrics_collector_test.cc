@@ -253,6 +253,26 @@ TEST(EngineMetricsCollectorTest, DecodeRateIsTokensOverInterTokenSecondsOfTheLas
   EXPECT_DOUBLE_EQ(*c->engine_signals().decode_tokens_per_s, 50.0);
 }
 
+// As for the prefill time: values that are not finite, negative or beyond 2^53,
+// and a mean beyond kMaxInterTokenSeconds, never reach the decode rate (an
+// infinite sum used to give a rate of 0; a huge one, a restart the next scrape).
+TEST(EngineMetricsCollectorTest, HostileInterTokenValuesNeverReachTheDecodeRate) {
+  const double inf = std::numeric_limits<double>::infinity();
+  FakeEngine engine({
+      {200, VllmItlBody(10, 400)},     // 40 tokens/s
+      {200, VllmItlBody(inf, 500)},    // skipped
+      {200, VllmItlBody(-5, 500)},     // skipped
+      {200, VllmItlBody(20, -inf)},    // skipped
+      {200, VllmItlBody(1e300, 500)},  // skipped (beyond 2^53)
+      {200, VllmItlBody(1e6, 500)},    // +999,990 s over +100 tokens: a mean of 10^4 s, not a decode step
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 8));
+  const std::optional<double> rate = c->engine_signals().decode_tokens_per_s;
+  ASSERT_TRUE(rate);
+  EXPECT_DOUBLE_EQ(*rate, 40.0);
+}
+
 TEST(EngineMetricsCollectorTest, NoInterTokenHistogramNoDecodeRate) {
   FakeEngine engine({{200, VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0})}});
   auto c = Make(engine.url());
