@@ -38,11 +38,13 @@ Observation KvLoadDetector::Evaluate(const DetectorInput& input) {
   a["mean_kv_token_seconds"] = FormatNumber(load->mean_token_seconds);
   a["kv_capacity_tokens"] = FormatCount(load->capacity_tokens);
   a["decode_tokens_per_second"] = FormatNumber(load->decode_tokens_per_s);
+  a["prefill_seconds"] = FormatNumber(load->prefill_s);
   a["summary"] = "KV load factor over " + window_ + " is " + FormatNumber(rho) + " (" + FormatPercent(rho) +
                  " of the KV capacity)";
   a["description"] = "Requests arrive at " + FormatNumber(load->arrivals_per_s) + "/s and each holds " +
-                     FormatNumber(load->mean_token_seconds) + " KV token-seconds on average (decode at " +
-                     FormatNumber(load->decode_tokens_per_s) + " tokens/s), " + FormatPercent(rho) + " of the " +
+                     FormatNumber(load->mean_token_seconds) + " KV token-seconds on average (prefill " +
+                     FormatNumber(load->prefill_s) + " s, decode at " + FormatNumber(load->decode_tokens_per_s) +
+                     " tokens/s), " + FormatPercent(rho) + " of the " +
                      FormatCount(load->capacity_tokens) +
                      "-token KV capacity (Little's law): admission is outrunning memory and preemptions follow. "
                      "Fires at " + FormatNumber(options_.fire_threshold) + " and clears below " +

@@ -178,6 +178,7 @@ std::optional<alerts::KvLoadSample> KvLoadSampleOf(const AgentOptions& options, 
   k.mean_token_seconds = load->mean_token_seconds;
   k.capacity_tokens = load->capacity_tokens;
   k.decode_tokens_per_s = sources.decode_tokens_per_s;
+  k.prefill_s = sources.prefill_s;
   return k;
 }
 

@@ -30,6 +30,7 @@ AlertInputs Load(int t, std::optional<double> rho, double sized = 200) {
     k.mean_token_seconds = 500 * *rho;
     k.capacity_tokens = 1000;
     k.decode_tokens_per_s = 50;
+    k.prefill_s = 0.25;
     inputs.kv_load = k;
   }
   return inputs;
@@ -51,6 +52,9 @@ TEST(KvLoadDetectorTest, ValueIsTheLoadFactorAgainstItsThresholds) {
   EXPECT_FALSE(high.below_clear);
   EXPECT_EQ(high.annotations.at("kv_capacity_tokens"), "1000");
   EXPECT_EQ(high.annotations.at("load_factor"), "0.95");
+  EXPECT_EQ(high.annotations.at("prefill_seconds"), "0.25");
+  EXPECT_NE(high.annotations.at("description").find("(prefill 0.25 s, decode at 50 tokens/s)"), std::string::npos)
+      << high.annotations.at("description");
   EXPECT_NE(high.annotations.at("summary").find("over 5m"), std::string::npos);
   const Observation between = Evaluate(detector, Load(0, 0.85));
   EXPECT_FALSE(between.above_fire);
