@@ -134,7 +134,7 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
                   "Eviction policies of the prefix cache, comma-separated, or all: lru, fifo, lfu, arc, s3fifo, sglang, "
                   "vllm, priority, workload-aware, belady (an oracle over arrival order)")
       ->capture_default_str();
-  cmd->add_option("--load", o.loads, "Load factors, comma-separated: arrival times are divided by each")
+  cmd->add_option("--load", o.loads, "Load factors, comma-separated, each 1e-6 to 1e6: arrival times are divided by each")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpu", o.gpu, "GPU preset for the roofline and the pool: " + Join(kvwatch::sim::GpuPresetNames()));
@@ -156,9 +156,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
                   "Step time given directly: fixed=..,prefill_token=..,attention_pair=..,decode_sequence=..,"
                   "context_token=.. (seconds, or 10ms, 20us)");
   cmd->add_option("--calibrate", o.calibrate,
-                  "Fit the step time to an engine's scraped /metrics text (vLLM or SGLang); repeat for scrapes at "
-                  "other loads");
-  cmd->add_option("--pool-blocks", o.pool_blocks, "KV pool size in blocks per rank, given directly");
+                  "Fit the step time to an engine's scraped /metrics text (vLLM or SGLang; at most 64 MiB); repeat for "
+                  "scrapes at other loads");
+  cmd->add_option("--pool-blocks", o.pool_blocks, "KV pool size in blocks per rank, given directly (1 to 4294967294)");
   cmd->add_option("--kv-bytes", o.kv_bytes, "KV pool size in bytes per rank (20GB, 18.5GiB)");
   cmd->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                   "With --gpu: the pool is the GPU's memory x this minus the weights per rank (default 0.9)");
@@ -173,7 +173,7 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--priority", o.priorities,
                   "Priorities tenant:NAME=P,class:NAME=P (higher first): --queue-order priority's order and the "
                   "priority eviction policy's retention levels");
-  cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation (0: the trace's largest)")
+  cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation, at most 2^24 (0: the trace's largest)")
       ->capture_default_str();
   cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile of every class")
       ->capture_default_str();
@@ -184,9 +184,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--tier-of", o.tier_of, "Who is in which tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");
   cmd->add_option("--sla-target", o.sla_target, "Attainment every tier needs for a load to meet the SLA")
       ->capture_default_str();
-  cmd->add_option("--output-tokens", o.output_tokens, "Output length assumed for records without output_length")
+  cmd->add_option("--output-tokens", o.output_tokens, "Output length assumed for records without output_length (1 to 2^24)")
       ->capture_default_str();
-  cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s")
+  cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s (1e-6 to 1e9)")
       ->capture_default_str();
   cmd->add_flag("--spread-ties", o.spread_ties,
                 "Spread requests sharing a timestamp evenly up to the next one (traces rounded to seconds)");
