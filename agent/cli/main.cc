@@ -34,7 +34,8 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--format", o.format, "Output: table (for people), json or csv (for scripts)")
       ->capture_default_str();
   cmd->add_option("--capacities", o.capacities,
-                  "Capacities in pages to report, comma-separated (default: 1, 2, 5, 10, ... up to the curve's end)")
+                  "Capacities in pages to report, comma-separated, each 1 to 2^53 (with --policy, to 4294967293; "
+                  "default: 1, 2, 5, 10, ... up to the curve's end)")
       ->delimiter(',');
   cmd->add_option("--coverage-share", o.coverage_share,
                   "Share s in (0,1] of a request's unlimited hits it must keep to count as covered")
@@ -73,7 +74,7 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--prefill-flops-per-second", o.prefill_flops_per_s,
                   "Prefill throughput, to give avoided prefill in seconds and tier hits in time");
   cmd->add_option("--tier", o.tiers,
-                  "A tier NAME:PAGES[:GBPS[:LATENCY_US]], fastest first; repeat for each (e.g. --tier hbm:100000 "
+                  "A tier NAME:PAGES[:GBPS[:LATENCY_US]] (PAGES 1 to 2^53), fastest first; repeat for each (e.g. --tier hbm:100000 "
                   "--tier dram:400000:50:10)");
   cmd->add_option("--sample-rate", o.sample_rate,
                   "Spatial sampling rate R in (0,1] for traces too large to track exactly (page counts are "
