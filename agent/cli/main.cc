@@ -220,8 +220,8 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
                   "(default 512)")
       ->delimiter(',');
   cmd->add_option("--seed", s.seed, "Seed of the random stream")->capture_default_str();
-  cmd->add_option("--rate", s.rate_per_s, "Arrival rate, requests per second")->capture_default_str();
-  cmd->add_option("--duration", s.duration_s, "Seconds of traffic; 0 = no time limit")->capture_default_str();
+  cmd->add_option("--rate", s.rate_per_s, "Arrival rate, requests per second (1e-6 to 1e9)")->capture_default_str();
+  cmd->add_option("--duration", s.duration_s, "Seconds of traffic, at most 1e10; 0 = no time limit")->capture_default_str();
   cmd->add_option("--requests", s.max_requests, "Stop after this many requests; 0 = no count limit")
       ->capture_default_str();
   cmd->add_option("--tenants", s.tenants, "Tenants, each with its own system prompt")->capture_default_str();
