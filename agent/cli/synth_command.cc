@@ -2,17 +2,17 @@
 
 #include <cctype>
 #include <cstdio>
-#include <string_view>
-#include <utility>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace kvwatch::agent {
 
 namespace {
 
-// The generator's option names (collectors/synth.h, as the agent's config reports
-// them) and the flags that set them.
+// The generator's option names (SynthOptions' fields, as collectors/synth.cc's
+// messages name them) and the flags that set them.
 constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
     {"rate_per_s", "--rate"},
     {"duration_s", "--duration"},
