@@ -35,8 +35,16 @@ std::optional<std::int64_t> ExactInt(std::string_view s) {
   return v;
 }
 
+// Every number these lines print is a count, a rate or a fraction: never
+// negative, and no count of one line comes near 2^40 (a trillion). A value
+// outside that (a corrupt or hostile line) is unknown, as if the field were
+// absent, so that it never reaches a gauge or a running total (nor overflows a
+// sum of two of them).
+constexpr std::int64_t kMaxLogCount = std::int64_t{1} << 40;
+constexpr double kMaxLogNumber = 9007199254740992.0;  // 2^53
+
 // The integer that starts value ("10 reqs" -> 10); nullopt when it is not an
-// integer ("1.5", "abc").
+// integer ("1.5", "abc") or is outside 0..kMaxLogCount.
 std::optional<std::int64_t> LeadingInt(std::string_view value) {
   value = TrimLeft(value);
   std::int64_t v = 0;
@@ -44,19 +52,29 @@ std::optional<std::int64_t> LeadingInt(std::string_view value) {
   auto [ptr, ec] = std::from_chars(value.data(), end, v);
   if (ec != std::errc()) return std::nullopt;
   if (ptr != end && (*ptr == '.' || *ptr == 'e' || *ptr == 'E')) return std::nullopt;
+  if (v < 0 || v > kMaxLogCount) return std::nullopt;
   return v;
 }
 
 // The number that starts value ("34.9 tokens/s" -> 34.9). A '%' right after it
-// ("93.9%") divides by 100, so percentages come back as fractions.
+// ("93.9%") divides by 100, so percentages come back as fractions. nullopt when
+// it is negative, NaN, infinite or above 2^53.
 std::optional<double> LeadingNumber(std::string_view value) {
   value = TrimLeft(value);
   double v = 0;
   const char* end = value.data() + value.size();
   auto [ptr, ec] = std::from_chars(value.data(), end, v);
   if (ec != std::errc()) return std::nullopt;
+  if (!(v >= 0 && v <= kMaxLogNumber)) return std::nullopt;
   std::string_view rest = TrimLeft(std::string_view(ptr, static_cast<std::size_t>(end - ptr)));
   if (!rest.empty() && rest.front() == '%') v /= 100.0;
+  return v;
+}
+
+// A fraction (a usage, a hit rate: "0.42" or "42.0%"); nullopt outside [0, 1].
+std::optional<double> LeadingFraction(std::string_view value) {
+  const std::optional<double> v = LeadingNumber(value);
+  if (!v || *v > 1) return std::nullopt;
   return v;
 }
 
@@ -90,6 +108,10 @@ void SetInt(std::string_view value, std::optional<std::int64_t>* out) {
 
 void SetNumber(std::string_view value, std::optional<double>* out) {
   if (auto v = LeadingNumber(value)) *out = v;
+}
+
+void SetFraction(std::string_view value, std::optional<double>* out) {
+  if (auto v = LeadingFraction(value)) *out = v;
 }
 
 // ---- Prefix -----------------------------------------------------------------------
@@ -257,13 +279,13 @@ std::optional<VllmStatsRecord> ParseVllmStatsLine(std::string_view line) {
     } else if (key == "Corrupted") {
       SetInt(value, &r.corrupted_reqs);
     } else if (key == "GPU KV cache usage" || key == "KV cache usage") {
-      SetNumber(value, &r.gpu_kv_cache_usage);
+      SetFraction(value, &r.gpu_kv_cache_usage);
     } else if (key == "Prefix cache hit rate") {
-      SetNumber(value, &r.prefix_cache_hit_rate);
+      SetFraction(value, &r.prefix_cache_hit_rate);
     } else if (key == "External prefix cache hit rate") {
-      SetNumber(value, &r.external_prefix_cache_hit_rate);
+      SetFraction(value, &r.external_prefix_cache_hit_rate);
     } else if (key == "MM cache hit rate") {
-      SetNumber(value, &r.mm_cache_hit_rate);
+      SetFraction(value, &r.mm_cache_hit_rate);
     }
   });
   const bool recognised = r.running_reqs || r.waiting_reqs || r.gpu_kv_cache_usage ||
@@ -321,13 +343,13 @@ std::optional<std::size_t> FindSglangBatchAnchor(std::string_view line, std::str
 
 bool SetUsage(std::string_view key, std::string_view value, SglangTokenUsage* u) {
   if (key == "token usage") {
-    SetNumber(value, &u->token_usage);
+    SetFraction(value, &u->token_usage);
   } else if (key == "full token usage") {
-    SetNumber(value, &u->full_token_usage);
+    SetFraction(value, &u->full_token_usage);
   } else if (key == "swa token usage") {
-    SetNumber(value, &u->swa_token_usage);
+    SetFraction(value, &u->swa_token_usage);
   } else if (key == "mamba usage") {
-    SetNumber(value, &u->mamba_usage);
+    SetFraction(value, &u->mamba_usage);
   } else {
     return false;
   }
@@ -347,7 +369,7 @@ std::optional<SglangPrefillRecord> ParseSglangPrefillLine(std::string_view line)
     if (key == "#new-seq") SetInt(value, &r.new_seq);
     else if (key == "#new-token") SetInt(value, &r.new_token);
     else if (key == "#cached-token") SetInt(value, &r.cached_token);
-    else if (key == "cache hit rate") SetNumber(value, &r.cache_hit_rate);
+    else if (key == "cache hit rate") SetFraction(value, &r.cache_hit_rate);
     else if (key == "#running-req") SetInt(value, &r.running_req);
     else if (key == "#queue-req") SetInt(value, &r.queue_req);
     else if (key == "#prealloc-req") SetInt(value, &r.prealloc_req);
@@ -370,7 +392,7 @@ std::optional<SglangDecodeRecord> ParseSglangDecodeLine(std::string_view line) {
     if (key == "#running-req") SetInt(value, &r.running_req);
     else if (key == "#token") SetInt(value, &r.num_tokens);
     else if (key == "accept len") SetNumber(value, &r.accept_len);
-    else if (key == "accept rate") SetNumber(value, &r.accept_rate);
+    else if (key == "accept rate") SetFraction(value, &r.accept_rate);
     else if (key == "pre-allocated usage") SetNumber(value, &r.pre_allocated_usage);
     else if (key == "#prealloc-req") SetInt(value, &r.prealloc_req);
     else if (key == "#transfer-req") SetInt(value, &r.transfer_req);

@@ -14,7 +14,10 @@
 // The stats lines drift between versions, so their bodies are read as
 // "key: value" lists split on ", ": unknown keys are ignored, missing ones stay
 // nullopt, and a key may appear anywhere. Percentages ("93.9%") are returned as
-// fractions (0.939), like the engines' Prometheus gauges.
+// fractions (0.939), like the engines' Prometheus gauges. An absurd value is
+// unknown (nullopt, as if the key were absent), never parsed into a number:
+// a negative one, NaN or Inf, a count above 2^40, another number above 2^53, a
+// usage or hit rate outside [0, 1].
 //
 // Contract: pure functions of the line (a trailing "\r" or "\n" is ignored).
 // A line that is not one of the above gives std::nullopt, never an error.

@@ -78,6 +78,12 @@ ScrapeResult Scrape(httplib::Client& client, const std::string& url, const std::
     }
   }
   EngineSnapshot snapshot = MapEngineSnapshot(exposition, snapshot_options);
+  if (snapshot.bad_values > 0) {
+    r.errors["bad_value"] += snapshot.bad_values;
+    r.messages.push_back(url + ": " + std::to_string(snapshot.bad_values) +
+                         " sample(s) negative, infinite or NaN, dropped for this scrape (the first: " +
+                         snapshot.first_bad_value + "; expected a finite value >= 0)");
+  }
   if (snapshot.matched_samples == 0) {
     ++r.errors["no_engine_metrics"];
     r.messages.push_back(url + ": expected vLLM (vllm:) or SGLang (sglang:) metrics, found none in " +

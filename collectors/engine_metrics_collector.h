@@ -15,10 +15,12 @@
 // joins it.
 //
 // up: the last scrape returned HTTP 2xx with at least one vLLM or SGLang metric.
-// Errors by reason (each also a failed scrape, except bad_line): "connect"
+// Errors by reason (each also a failed scrape, except bad_line and bad_value): "connect"
 // (connection refused or timed out), "read" (the connection failed or timed out
 // while sending or reading), "http" (other transport errors), "http_status" (not 2xx), "bad_line" (one per
-// malformed exposition line; the rest of the body is still used),
+// malformed exposition line; the rest of the body is still used), "bad_value" (one per sample of a
+// metric kvwatch uses that is negative, infinite or NaN: that metric is left out of the scrape, the rest is
+// used; not a failed scrape),
 // "no_engine_metrics" (a body without any vLLM or SGLang metric). Problems are
 // logged through CollectorLog from Poll (on the agent's thread).
 //

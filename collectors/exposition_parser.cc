@@ -446,14 +446,21 @@ class SnapshotBuilder {
     if (options_.model_name && model && *model != *options_.model_name) return;
     (vllm ? saw_vllm_ : saw_sglang_) = true;
     if (model && (models_.empty() || models_.back() != *model)) models_.emplace_back(*model);
-    if (std::isnan(s.value)) return;
     if (s.name == "vllm:cache_config_info") return AddCacheConfig(s);
     for (const NameRule& rule : kRules) {
       if (rule.name != s.name) continue;
-      acc_[rule.slot][rule.level].Add(s.value, rule.slot == kUsage);
-      if (rule.slot == kFinished && s.Label("finished_reason") == std::optional<std::string_view>("abort")) {
-        acc_[kAborted][rule.level].Add(s.value, false);
+      const bool abort = rule.slot == kFinished && s.Label("finished_reason") == std::optional<std::string_view>("abort");
+      // Every number used is a count, a sum of seconds or a fraction: never
+      // negative or infinite. Such a sample (or NaN) drops its whole field for
+      // this scrape, as a half sum would read as a counter reset.
+      if (!Plausible(s.value)) {
+        NoteBad(s.name, s.value);
+        bad_[rule.slot] = true;
+        if (abort) bad_[kAborted] = true;
+        return;
       }
+      acc_[rule.slot][rule.level].Add(s.value, rule.slot == kUsage);
+      if (abort) acc_[kAborted][rule.level].Add(s.value, false);
       ++matched_;
       return;
     }
@@ -487,14 +494,25 @@ class SnapshotBuilder {
     snap.time_to_first_token_count = Value(kTtftCount);
     snap.queue_time_sum_s = Value(kQueueSum);
     snap.queue_time_count = Value(kQueueCount);
-    if (blocks_.any) snap.num_gpu_blocks = blocks_.value;
+    if (blocks_.any && !blocks_bad_) snap.num_gpu_blocks = blocks_.value;
     snap.block_size = block_size_;
     snap.matched_samples = matched_;
+    snap.bad_values = bad_values_;
+    snap.first_bad_value = std::move(first_bad_value_);
     return snap;
   }
 
  private:
+  static bool Plausible(double v) { return std::isfinite(v) && v >= 0; }
+
+  void NoteBad(std::string_view what, double v) {
+    if (bad_values_++ > 0) return;
+    first_bad_value_ = std::string(what) + " is " +
+                       (std::isnan(v) ? std::string("NaN") : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : std::to_string(v));
+  }
+
   std::optional<double> Value(Slot slot) const {
+    if (bad_[slot]) return std::nullopt;
     for (const Accumulator& a : acc_[slot]) {
       if (a.any) return a.value;
     }
@@ -510,14 +528,25 @@ class SnapshotBuilder {
   void AddCacheConfig(const Sample& s) {
     const std::optional<double> blocks = NumberLabel(s, "num_gpu_blocks");
     const std::optional<double> size = NumberLabel(s, "block_size");
-    if (blocks) blocks_.Add(*blocks, false);
-    if (size && !block_size_) block_size_ = size;
-    if (blocks || size) ++matched_;
+    const bool blocks_ok = blocks.has_value() && Plausible(*blocks);
+    const bool size_ok = size.has_value() && Plausible(*size) && *size > 0;
+    if (blocks.has_value() && !blocks_ok) {
+      NoteBad("vllm:cache_config_info num_gpu_blocks", *blocks);
+      blocks_bad_ = true;
+    }
+    if (size.has_value() && !size_ok) NoteBad("vllm:cache_config_info block_size", *size);
+    if (blocks_ok) blocks_.Add(*blocks, false);
+    if (size_ok && !block_size_) block_size_ = size;
+    if (blocks_ok || size_ok) ++matched_;
   }
 
   const EngineSnapshotOptions& options_;
   std::array<std::array<Accumulator, kLevels>, kSlotCount> acc_{};
   Accumulator blocks_;
+  bool blocks_bad_ = false;
+  std::array<bool, kSlotCount> bad_{};
+  std::size_t bad_values_ = 0;
+  std::string first_bad_value_;
   std::optional<double> block_size_;
   std::vector<std::string> models_;
   bool saw_vllm_ = false;

@@ -85,7 +85,10 @@ enum class EngineKind { kUnknown, kVllm, kSglang };
 // The engine numbers kvwatch uses, each nullopt when the scrape had no sample
 // for it. Counters are summed over label sets (engines, DP ranks, reasons);
 // gauges of counts are summed; kv_cache_usage is the maximum over engines.
-// NaN samples are skipped.
+// A sample of a used metric that is negative, infinite or NaN is not plausible
+// (every one is a count, a sum of seconds or a fraction): its field is left
+// unset for this scrape (a sum over the other label sets would read as a
+// counter reset) and it is counted in bad_values.
 struct EngineSnapshot {
   EngineKind engine = EngineKind::kUnknown;  // from the name prefixes seen
   std::vector<std::string> model_names;      // distinct model_name labels, sorted
@@ -144,6 +147,8 @@ struct EngineSnapshot {
   std::optional<double> queue_time_count;
 
   std::size_t matched_samples = 0;  // samples that fed any field above
+  std::size_t bad_values = 0;       // samples of used metrics dropped as implausible
+  std::string first_bad_value;      // the first of them, "vllm:num_requests_running is -3.000000"
 };
 
 EngineSnapshot MapEngineSnapshot(const Exposition& exposition,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -20,23 +21,42 @@ constexpr std::uint64_t kFirstSessionNamespace = std::uint64_t{1} << 16;
 constexpr int kMaxTenants = 60000;
 constexpr int kMaxActiveSessions = 1000000;
 constexpr int kMaxDrawnCount = std::numeric_limits<int>::max() / 4;
+// Arrival rates and times: beyond these the millisecond timestamps written would
+// overflow (or every request would share one), and no trace reader takes them.
+constexpr double kMinRate = 1e-6;
+constexpr double kMaxRate = 1e9;
+constexpr double kMaxSeconds = 1e10;  // about 317 years
 
 PageId MakePageId(std::uint64_t name_space, std::uint64_t index) {
   return (name_space << kIndexBits) | index;
+}
+
+// A number as %.15g writes it (1e+10, 0.5, 1048576).
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.15g", value);
+  return text;
 }
 
 // Checks that `value` is finite and within [low, high]; appends a message if not.
 void CheckRange(std::string_view name, double value, double low, double high, std::string* errors) {
   if (std::isfinite(value) && value >= low && value <= high) return;
   if (!errors->empty()) errors->append("; ");
-  errors->append(std::string(name) + " must be in [" + std::to_string(low) + ", " +
-                 std::to_string(high) + "], got " + std::to_string(value));
+  errors->append(std::string(name) + " must be in [" + Number(low) + ", " + Number(high) + "], got " + Number(value));
 }
 
-void CheckPositive(std::string_view name, double value, std::string* errors) {
-  if (std::isfinite(value) && value > 0) return;
-  if (!errors->empty()) errors->append("; ");
-  errors->append(std::string(name) + " must be a finite number > 0, got " + std::to_string(value));
+// The arrival rate, the span and the shift's times: bounded so that every
+// timestamp is a whole number of milliseconds that fits 64 bits.
+void CheckTimes(const SynthOptions& o, std::string* errors) {
+  CheckRange("rate_per_s", o.rate_per_s, kMinRate, kMaxRate, errors);
+  CheckRange("duration_s", o.duration_s, 0, kMaxSeconds, errors);
+  if (o.duration_s <= 0 && o.max_requests > 0 && std::isfinite(o.rate_per_s) && o.rate_per_s > 0 &&
+      static_cast<double>(o.max_requests) / o.rate_per_s > kMaxSeconds) {
+    if (!errors->empty()) errors->append("; ");
+    errors->append("max_requests at rate_per_s " + Number(o.rate_per_s) + " would span " +
+                   Number(static_cast<double>(o.max_requests) / o.rate_per_s) + " s, more than " +
+                   Number(kMaxSeconds) + " (set duration_s, or fewer requests)");
+  }
 }
 
 bool ShiftEnabled(const SynthShift& shift) { return shift.end_s > shift.start_s; }
@@ -76,8 +96,7 @@ void AppendJsonString(std::string_view text, std::string* out) {
 
 Status ValidateSynthOptions(const SynthOptions& o) {
   std::string errors;
-  CheckPositive("rate_per_s", o.rate_per_s, &errors);
-  CheckRange("duration_s", o.duration_s, 0, std::numeric_limits<double>::max(), &errors);
+  CheckTimes(o, &errors);
   CheckRange("tenants", o.tenants, 1, kMaxTenants, &errors);
   CheckRange("tenant_zipf_exponent", o.tenant_zipf_exponent, 0, 100, &errors);
   CheckRange("max_session_pages", o.max_session_pages, 1, static_cast<double>(kMaxIndex), &errors);
@@ -92,7 +111,8 @@ Status ValidateSynthOptions(const SynthOptions& o) {
   CheckRange("mean_one_shot_pages", o.mean_one_shot_pages, 1, 1e6, &errors);
   CheckRange("page_tokens", o.page_tokens, 1, 1 << 20, &errors);
   if (ShiftEnabled(o.shift)) {
-    CheckRange("shift.start_s", o.shift.start_s, 0, std::numeric_limits<double>::max(), &errors);
+    CheckRange("shift.start_s", o.shift.start_s, 0, kMaxSeconds, &errors);
+    CheckRange("shift.end_s", o.shift.end_s, 0, kMaxSeconds, &errors);
     CheckRange("shift.share", o.shift.share, 0, 1, &errors);
     CheckRange("shift.system_prompt_pages", o.shift.system_prompt_pages, 0, o.max_session_pages, &errors);
     CheckRange("shift.active_sessions", o.shift.active_sessions, 1, kMaxActiveSessions, &errors);
@@ -283,8 +303,7 @@ base::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
 
 Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape) {
   std::string errors;
-  CheckPositive("rate_per_s", base.rate_per_s, &errors);
-  CheckRange("duration_s", base.duration_s, 0, std::numeric_limits<double>::max(), &errors);
+  CheckTimes(base, &errors);
   CheckRange("page_tokens", base.page_tokens, 1, 1 << 20, &errors);
   CheckRange("prompt_tokens", shape.prompt_tokens, 1,
              static_cast<double>(kMaxIndex) * std::max(base.page_tokens, 1), &errors);

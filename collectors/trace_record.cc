@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -101,6 +102,16 @@ bool IsValidRootScalar(od::document& doc, od::json_type type) {
     default:
       return true;
   }
+}
+
+// NaN, Infinity, inf (any case, any sign): what Python's json module writes
+// for non-finite floats, and no JSON number.
+bool IsNanOrInfinity(std::string_view token) {
+  if (!token.empty() && (token.front() == '-' || token.front() == '+')) token.remove_prefix(1);
+  if (token.size() < 3) return false;
+  std::string head(token.substr(0, 3));
+  for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return head == "nan" || head == "inf";
 }
 
 // A number as written: integral (no fraction, exponent-free integer literal) or not.
@@ -302,7 +313,9 @@ base::Status RecordReader::ReadNumber(od::value& value, std::string_view name, N
   if (value.get_number().get(number) != simdjson::SUCCESS) {
     od::json_type type;
     std::string found = "not a valid number";
-    if (value.type().get(type) == simdjson::SUCCESS && type != od::json_type::number) {
+    if (IsNanOrInfinity(token)) {
+      found = "NaN or Infinity, which JSON has no number for";
+    } else if (value.type().get(type) == simdjson::SUCCESS && type != od::json_type::number) {
       found = std::string(TypeName(type));
     } else if (token.find_first_of(".eE") == std::string_view::npos) {
       found = "an integer out of range";

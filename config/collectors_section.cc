@@ -43,7 +43,8 @@ std::chrono::milliseconds Millis(double seconds) {
 
 double Seconds(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000; }
 
-bool SynthRate(double v) { return v > 0 && v <= 1e6; }
+// At least synth.h's lowest rate (1e-6: slower, the millisecond timestamps would overflow).
+bool SynthRate(double v) { return v >= 1e-6 && v <= 1e6; }
 
 bool IsLabelName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.front() == '.') return false;
@@ -223,7 +224,9 @@ Status ParseSynth(SectionParser& p, const Entry& section, CollectorOptions* out)
   std::optional<double> shift_start, shift_end;
   Status status = r.ForEachKey(section, [&](const Entry& e) -> Status {
     const std::string& k = e.pattern;
-    if (k == "collectors.synth.rate") return r.ReadNumber(e, SynthRate, "> 0 and at most 1000000", &o.rate_per_s);
+    if (k == "collectors.synth.rate") {
+      return r.ReadNumber(e, SynthRate, "at least 0.000001 and at most 1000000", &o.rate_per_s);
+    }
     if (k == "collectors.synth.seed") return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(), &o.seed);
     if (k == "collectors.synth.tenants") return r.ReadInt(e, 1, 60000, &o.tenants);
     if (k == "collectors.synth.sessions") return r.ReadInt(e, 1, 1000000, &o.active_sessions);

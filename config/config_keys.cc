@@ -131,7 +131,7 @@ constexpr ConfigKey kKeys[] = {
      "The built-in synthetic replica, for trying kvwatch out: `synth: {}` turns it on with "
      "the defaults below. With no collector configured at all, it runs with its defaults."},
     {"collectors.synth.rate", Type::kNumber, "5", true,
-     "Requests per second, > 0 and at most 1000000."},
+     "Requests per second, at least 0.000001 and at most 1000000."},
     {"collectors.synth.seed", Type::kInt, "1", true, "Seed of the random stream, >= 0."},
     {"collectors.synth.tenants", Type::kInt, "4", true, "Tenants, 1 to 60000."},
     {"collectors.synth.sessions", Type::kInt, "50", true,

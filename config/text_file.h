@@ -22,9 +22,10 @@ inline constexpr std::size_t kMaxConfigFileBytes = std::size_t{16} << 20;
 
 // Reads all of `in` (opened from path) into *out. "" on success, else the
 // problem without the path: "is a directory", "is larger than 16 MiB (not a
-// config file?)", or the read error.
+// config file?)" (max_bytes and `what` as given), or the read error.
 inline std::string ReadConfigText(const std::string& path, std::istream& in, std::string* out,
-                                  std::size_t max_bytes = kMaxConfigFileBytes) {
+                                  std::size_t max_bytes = kMaxConfigFileBytes,
+                                  const std::string& what = "a config file") {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return "is a directory, not a file";
   out->clear();
@@ -33,7 +34,7 @@ inline std::string ReadConfigText(const std::string& path, std::istream& in, std
     in.read(chunk, sizeof(chunk));
     out->append(chunk, static_cast<std::size_t>(in.gcount()));
     if (out->size() > max_bytes) {
-      return "is larger than " + std::to_string(max_bytes >> 20) + " MiB (not a config file?)";
+      return "is larger than " + std::to_string(max_bytes >> 20) + " MiB (not " + what + "?)";
     }
   }
   if (in.bad()) return std::string("cannot read the file: ") + std::strerror(errno);

@@ -30,8 +30,11 @@ base::Result<TierSpec> ParseTierSpec(const std::string& text) {
   TierSpec tier;
   tier.name = parts[0];
   double capacity = 0;
-  if (!ParseDouble(parts[1], &capacity) || capacity < 1 || capacity != std::floor(capacity)) {
-    return base::Result<TierSpec>::Error("tier '" + text + "': capacity must be a whole number of pages >= 1");
+  // At most 2^53 pages: whole numbers are exact in a double, and the tiers' sum fits 64 bits.
+  if (!ParseDouble(parts[1], &capacity) || !(capacity >= 1 && capacity <= kMaxTierCapacityPages) ||
+      capacity != std::floor(capacity)) {
+    return base::Result<TierSpec>::Error("tier '" + text + "': capacity must be a whole number of pages from 1 to " +
+                                         std::to_string(static_cast<std::uint64_t>(kMaxTierCapacityPages)));
   }
   tier.capacity_pages = static_cast<std::uint64_t>(capacity);
   if (parts.size() >= 3) {

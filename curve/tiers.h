@@ -36,7 +36,11 @@ struct TierSpec {
   double latency_s = 0;              // per transfer; unused for the first tier
 };
 
-// Parses "name:capacity_pages[:bandwidth_GBps[:latency_us]]" (GB = 1e9 bytes).
+// The largest tier capacity accepted, 2^53 pages.
+inline constexpr double kMaxTierCapacityPages = 9007199254740992.0;
+
+// Parses "name:capacity_pages[:bandwidth_GBps[:latency_us]]" (GB = 1e9 bytes);
+// the capacity a whole number from 1 to 2^53.
 base::Result<TierSpec> ParseTierSpec(const std::string& text);
 
 struct TierTotals {

@@ -5,9 +5,10 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
-#include <sstream>
+#include <string>
 
 #include "collectors/exposition_parser.h"
+#include "config/text_file.h"
 
 namespace kvwatch::agent {
 
@@ -120,11 +121,18 @@ base::Result<sim::CalibrationObservation> ObservationFromMetrics(std::string_vie
 }
 
 base::Result<sim::CalibrationObservation> ReadCalibrationFile(const std::string& path) {
+  using R = base::Result<sim::CalibrationObservation>;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return base::Result<sim::CalibrationObservation>::Error(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ObservationFromMetrics(text.str(), path);
+  if (!in) return R::Error(path + ": cannot open");
+  // A scrape is kilobytes to a few megabytes; a device or a huge log named by
+  // mistake is refused, not read without end.
+  std::string text;
+  if (std::string problem = config::internal::ReadConfigText(path, in, &text, kMaxCalibrationFileBytes,
+                                                             "an engine's /metrics scrape");
+      !problem.empty()) {
+    return R::Error(path + ": " + problem);
+  }
+  return ObservationFromMetrics(text, path);
 }
 
 }  // namespace kvwatch::agent

@@ -23,6 +23,7 @@
 #ifndef KVWATCH_AGENT_CLI_CALIBRATE_H_
 #define KVWATCH_AGENT_CLI_CALIBRATE_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -35,7 +36,11 @@ namespace kvwatch::agent {
 // metric (with the alternatives tried) or the malformed line.
 base::Result<sim::CalibrationObservation> ObservationFromMetrics(std::string_view text, const std::string& source);
 
-// Reads the file at path and calls ObservationFromMetrics.
+// The largest scrape file read: 64 MiB, far above any engine's /metrics body.
+inline constexpr std::size_t kMaxCalibrationFileBytes = std::size_t{64} << 20;
+
+// Reads the file at path (at most kMaxCalibrationFileBytes; a directory is an
+// error) and calls ObservationFromMetrics.
 base::Result<sim::CalibrationObservation> ReadCalibrationFile(const std::string& path);
 
 }  // namespace kvwatch::agent

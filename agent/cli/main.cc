@@ -34,7 +34,8 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--format", o.format, "Output: table (for people), json or csv (for scripts)")
       ->capture_default_str();
   cmd->add_option("--capacities", o.capacities,
-                  "Capacities in pages to report, comma-separated (default: 1, 2, 5, 10, ... up to the curve's end)")
+                  "Capacities in pages to report, comma-separated, each 1 to 2^53 (with --policy, to 4294967293; "
+                  "default: 1, 2, 5, 10, ... up to the curve's end)")
       ->delimiter(',');
   cmd->add_option("--coverage-share", o.coverage_share,
                   "Share s in (0,1] of a request's unlimited hits it must keep to count as covered")
@@ -73,7 +74,7 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--prefill-flops-per-second", o.prefill_flops_per_s,
                   "Prefill throughput, to give avoided prefill in seconds and tier hits in time");
   cmd->add_option("--tier", o.tiers,
-                  "A tier NAME:PAGES[:GBPS[:LATENCY_US]], fastest first; repeat for each (e.g. --tier hbm:100000 "
+                  "A tier NAME:PAGES[:GBPS[:LATENCY_US]] (PAGES 1 to 2^53), fastest first; repeat for each (e.g. --tier hbm:100000 "
                   "--tier dram:400000:50:10)");
   cmd->add_option("--sample-rate", o.sample_rate,
                   "Spatial sampling rate R in (0,1] for traces too large to track exactly (page counts are "
@@ -134,7 +135,7 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
                   "Eviction policies of the prefix cache, comma-separated, or all: lru, fifo, lfu, arc, s3fifo, sglang, "
                   "vllm, priority, workload-aware, belady (an oracle over arrival order)")
       ->capture_default_str();
-  cmd->add_option("--load", o.loads, "Load factors, comma-separated: arrival times are divided by each")
+  cmd->add_option("--load", o.loads, "Load factors, comma-separated, each 1e-6 to 1e6: arrival times are divided by each")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpu", o.gpu, "GPU preset for the roofline and the pool: " + Join(kvwatch::sim::GpuPresetNames()));
@@ -156,9 +157,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
                   "Step time given directly: fixed=..,prefill_token=..,attention_pair=..,decode_sequence=..,"
                   "context_token=.. (seconds, or 10ms, 20us)");
   cmd->add_option("--calibrate", o.calibrate,
-                  "Fit the step time to an engine's scraped /metrics text (vLLM or SGLang); repeat for scrapes at "
-                  "other loads");
-  cmd->add_option("--pool-blocks", o.pool_blocks, "KV pool size in blocks per rank, given directly");
+                  "Fit the step time to an engine's scraped /metrics text (vLLM or SGLang; at most 64 MiB); repeat for "
+                  "scrapes at other loads");
+  cmd->add_option("--pool-blocks", o.pool_blocks, "KV pool size in blocks per rank, given directly (1 to 4294967294)");
   cmd->add_option("--kv-bytes", o.kv_bytes, "KV pool size in bytes per rank (20GB, 18.5GiB)");
   cmd->add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                   "With --gpu: the pool is the GPU's memory x this minus the weights per rank (default 0.9)");
@@ -173,7 +174,7 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--priority", o.priorities,
                   "Priorities tenant:NAME=P,class:NAME=P (higher first): --queue-order priority's order and the "
                   "priority eviction policy's retention levels");
-  cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation (0: the trace's largest)")
+  cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation, at most 2^24 (0: the trace's largest)")
       ->capture_default_str();
   cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile of every class")
       ->capture_default_str();
@@ -184,9 +185,9 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--tier-of", o.tier_of, "Who is in which tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");
   cmd->add_option("--sla-target", o.sla_target, "Attainment every tier needs for a load to meet the SLA")
       ->capture_default_str();
-  cmd->add_option("--output-tokens", o.output_tokens, "Output length assumed for records without output_length")
+  cmd->add_option("--output-tokens", o.output_tokens, "Output length assumed for records without output_length (1 to 2^24)")
       ->capture_default_str();
-  cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s")
+  cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s (1e-6 to 1e9)")
       ->capture_default_str();
   cmd->add_flag("--spread-ties", o.spread_ties,
                 "Spread requests sharing a timestamp evenly up to the next one (traces rounded to seconds)");
@@ -219,8 +220,8 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
                   "(default 512)")
       ->delimiter(',');
   cmd->add_option("--seed", s.seed, "Seed of the random stream")->capture_default_str();
-  cmd->add_option("--rate", s.rate_per_s, "Arrival rate, requests per second")->capture_default_str();
-  cmd->add_option("--duration", s.duration_s, "Seconds of traffic; 0 = no time limit")->capture_default_str();
+  cmd->add_option("--rate", s.rate_per_s, "Arrival rate, requests per second (1e-6 to 1e9)")->capture_default_str();
+  cmd->add_option("--duration", s.duration_s, "Seconds of traffic, at most 1e10; 0 = no time limit")->capture_default_str();
   cmd->add_option("--requests", s.max_requests, "Stop after this many requests; 0 = no count limit")
       ->capture_default_str();
   cmd->add_option("--tenants", s.tenants, "Tenants, each with its own system prompt")->capture_default_str();

@@ -18,6 +18,7 @@
 #include "collectors/trace_reader.h"
 #include "config/model_config.h"
 #include "curve/tenants.h"
+#include "curve/tiers.h"
 
 namespace kvwatch::agent {
 
@@ -129,6 +130,18 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   r.plan.metadata_bytes_per_page = o.metadata_bytes_per_page;
   r.plan.reserve_fraction = o.reserve;
 
+  // Every entry, before anything uses them: a whole number of pages from 1 to 2^53
+  // (the tiers' limit; a policy simulates at most kBeyondTracked - 1 pages).
+  const std::uint64_t most_capacity =
+      o.policies.empty() ? static_cast<std::uint64_t>(curve::kMaxTierCapacityPages) : curve::kBeyondTracked - 1;
+  for (std::size_t i = 0; i < o.capacities.size(); ++i) {
+    const std::uint64_t c = o.capacities[i];
+    if (c < 1 || c > most_capacity) {
+      return OptionError("--capacities", "entry " + std::to_string(i + 1) + " is " + std::to_string(c) +
+                                             ": each capacity must be from 1 to " + std::to_string(most_capacity) +
+                                             " pages" + (o.policies.empty() ? "" : " with --policy"));
+    }
+  }
   r.report.capacities = o.capacities;
   std::sort(r.report.capacities.begin(), r.report.capacities.end());
   r.report.capacities.erase(std::unique(r.report.capacities.begin(), r.report.capacities.end()),
@@ -149,9 +162,6 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     if (r.report.sampled) return OptionError("--policy", "simulates every page exactly; drop --sample-rate");
     if (!(o.decode_tokens_per_s > 0) || !std::isfinite(o.decode_tokens_per_s)) {
       return OptionError("--decode-tokens-per-second", "must be a number > 0");
-    }
-    for (std::uint64_t c : r.report.capacities) {
-      if (c == 0) return OptionError("--capacities", "a policy needs a capacity of at least 1 page, got 0");
     }
     auto rules = curve::ParsePriorityRules(o.priorities);
     if (!rules.ok()) return OptionError("--priority", rules.error());

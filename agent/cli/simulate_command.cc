@@ -44,19 +44,31 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   out.reserve(trace.size());
   std::uint64_t no_time = 0, no_output = 0, no_input = 0, beyond_classes = 0;
   // Records the replica cannot run, left out and said (never the whole run):
-  // no pages (nothing to prefill or share), a prompt beyond 2^32 tokens.
-  std::uint64_t no_pages = 0, huge_prompt = 0;
+  // no pages (nothing to prefill or share), a timestamp beyond +-1e11 s, a
+  // prompt beyond 2^32 tokens, an output beyond 2^24 tokens.
+  std::uint64_t no_pages = 0, far_time = 0, huge_prompt = 0, huge_output = 0;
+  auto far = [](const curve::Request& t) {
+    return t.has_timestamp() && !(std::fabs(t.timestamp_s) <= kMaxTraceSeconds);
+  };
   curve::RequestClassifier classifier;
   std::unordered_set<curve::PageId> seen_pages;
   std::map<std::string, std::uint32_t, std::less<>> classes;
   std::vector<std::uint64_t> tier_counts(setup->replica.tiers.size(), 0);
   double last_time = 0;
   bool any_time = false;
-  for (const curve::Request& t : trace) any_time = any_time || t.has_timestamp();
+  for (const curve::Request& t : trace) any_time = any_time || (t.has_timestamp() && !far(t));
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const curve::Request& t = trace[i];
     if (t.pages.empty()) {
       ++no_pages;
+      continue;
+    }
+    if (far(t)) {
+      ++far_time;
+      continue;
+    }
+    if (t.output_tokens > static_cast<std::int64_t>(kMaxOutputTokens)) {
+      ++huge_output;
       continue;
     }
     sim::ReplicaRequest r;
@@ -81,7 +93,7 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
     }
     r.prompt_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(prompt, 1));
     if (t.output_tokens > 0) {
-      r.output_tokens = static_cast<std::uint32_t>(std::min<std::int64_t>(t.output_tokens, 1 << 30));
+      r.output_tokens = static_cast<std::uint32_t>(t.output_tokens);  // at most kMaxOutputTokens
     } else {
       r.output_tokens = setup->output_tokens;
       ++no_output;
@@ -139,7 +151,9 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   }
   if (out.empty()) {
     return R::Error("no record can be simulated: " + GroupedCount(no_pages) + " without hash_ids, " +
-                    GroupedCount(huge_prompt) + " with a prompt over 4,294,967,295 tokens");
+                    GroupedCount(far_time) + " with a timestamp beyond +-1e11 s, " + GroupedCount(huge_prompt) +
+                    " with a prompt over 4,294,967,295 tokens, " + GroupedCount(huge_output) +
+                    " with an output over 16,777,216 tokens");
   }
   const double t0 = out.front().arrival_s;
   for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
@@ -163,9 +177,16 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   if (no_pages > 0) {
     a.push_back(GroupedCount(no_pages) + " of " + n + " records have no hash_ids: left out (nothing to prefill or share)");
   }
+  if (far_time > 0) {
+    a.push_back(GroupedCount(far_time) + " of " + n +
+                " records have a timestamp beyond +-1e11 s (over 3,000 years from 1970): left out");
+  }
   if (huge_prompt > 0) {
     a.push_back(GroupedCount(huge_prompt) + " of " + n +
                 " records have a prompt over 4,294,967,295 tokens (input_length, or pages x page size): left out");
+  }
+  if (huge_output > 0) {
+    a.push_back(GroupedCount(huge_output) + " of " + n + " records have an output_length over 16,777,216 tokens: left out");
   }
   if (no_output > 0) {
     a.push_back(GroupedCount(no_output) + " of " + n + " records have no output_length: " +

@@ -33,6 +33,19 @@
 
 namespace kvwatch::agent {
 
+// Limits on what a trace record and the flags may say, beyond which a record is
+// left out (and counted on an assumed: line) or a flag refused:
+// a timestamp within +-1e11 s of 1970 (over 3,000 years; Unix seconds,
+// milliseconds and relative traces all fall well inside);
+inline constexpr double kMaxTraceSeconds = 1e11;
+// an output of at most 2^24 tokens (16,777,216; far beyond any model's context);
+inline constexpr std::uint32_t kMaxOutputTokens = std::uint32_t{1} << 24;
+// a load factor in [1e-6, 1e6] (scaled arrival times stay finite);
+inline constexpr double kMinLoad = 1e-6;
+inline constexpr double kMaxLoad = 1e6;
+// a pool of at most 2^32 - 2 blocks (the replica's block ids are 32 bits).
+inline constexpr std::uint64_t kMaxPoolBlocks = 4294967294u;
+
 struct SimulateOptions {
   std::vector<std::string> traces;  // paths, or "-" for standard input
   std::string format = "table";     // table | json | csv

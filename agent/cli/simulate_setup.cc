@@ -80,6 +80,7 @@ Result<double> ParseBytes(std::string_view text) {
   if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v) || v <= 0) {
     return R::Error("expected a positive size like 20GB, 18.5GiB or 2e10, got '" + std::string(text) + "'");
   }
+  if (!std::isfinite(v * scale)) return R::Error("'" + std::string(text) + "' is too large");
   return v * scale;
 }
 
@@ -111,7 +112,9 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   s.policies = kinds.value();
   if (s.policies.empty()) return Flag("--policy", "give at least one policy");
   for (double l : o.loads) {
-    if (!(l > 0) || !std::isfinite(l)) return Flag("--load", "each load factor must be a number > 0, got " + Significant4(l));
+    if (!(l >= kMinLoad && l <= kMaxLoad)) {
+      return Flag("--load", "each load factor must be between 1e-06 and 1e+06, got " + Significant4(l));
+    }
   }
   s.loads = o.loads;
   std::sort(s.loads.begin(), s.loads.end());
@@ -226,7 +229,10 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   // The pool's inputs (settled after the trace is read).
   if (!o.pool_blocks + o.kv_bytes.empty() == 0) return Flag("--pool-blocks", "give --pool-blocks or --kv-bytes, not both");
   if (o.pool_blocks) {
-    if (*o.pool_blocks < 1) return Flag("--pool-blocks", "must be at least 1");
+    if (*o.pool_blocks < 1 || *o.pool_blocks > kMaxPoolBlocks) {
+      return Flag("--pool-blocks", "must be between 1 and " + std::to_string(kMaxPoolBlocks) + ", got " +
+                                       std::to_string(*o.pool_blocks));
+    }
     s.pool_blocks = o.pool_blocks;
   }
   if (!o.kv_bytes.empty()) {
@@ -280,6 +286,9 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   s.priorities = rules.value();
   if (s.replica.queue_order == sim::QueueOrder::kPriority && s.priorities.empty()) {
     return Flag("--queue-order", "priority needs --priority rules (tenant:NAME=P,class:NAME=P)");
+  }
+  if (o.max_output_tokens > kMaxOutputTokens) {
+    return Flag("--max-output-tokens", "must be at most " + std::to_string(kMaxOutputTokens) + " (or 0)");
   }
   s.replica.max_output_tokens = o.max_output_tokens;
   if (!(o.reserve_quantile > 0 && o.reserve_quantile <= 1)) return Flag("--reserve-quantile", "must be in (0, 1]");
@@ -343,9 +352,11 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   if (!(o.sla_target > 0 && o.sla_target <= 1)) return Flag("--sla-target", "must be in (0, 1]");
   st.sla_target = o.sla_target;
 
-  if (o.output_tokens < 1) return Flag("--output-tokens", "must be at least 1");
+  if (o.output_tokens < 1 || o.output_tokens > kMaxOutputTokens) {
+    return Flag("--output-tokens", "must be between 1 and " + std::to_string(kMaxOutputTokens));
+  }
   s.output_tokens = o.output_tokens;
-  if (!(o.rate > 0) || !std::isfinite(o.rate)) return Flag("--rate", "must be a number > 0");
+  if (!(o.rate >= 1e-6 && o.rate <= 1e9)) return Flag("--rate", "must be between 1e-06 and 1e+09 requests/s");
   s.rate = o.rate;
   s.spread_ties = o.spread_ties;
 
@@ -411,6 +422,10 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
     }
     const double blocks = std::floor(bytes / (*st.kv_bytes_per_token * static_cast<double>(block)));
     if (!(blocks >= 1)) return base::Status::Error(flag + ": room for less than one KV block");
+    if (!(blocks <= static_cast<double>(kMaxPoolBlocks))) {
+      return base::Status::Error(flag + ": room for " + Significant4(blocks) + " KV blocks, more than the " +
+                                 std::to_string(kMaxPoolBlocks) + " a pool can have");
+    }
     st.pool_blocks = static_cast<std::uint64_t>(blocks);
   }
   s->replica.pool_blocks = st.pool_blocks;

@@ -5,6 +5,7 @@
 #define KVWATCH_AGENT_SYNTH_COMMAND_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,9 @@ struct SynthCommandOptions {
   // alike: collectors::GenerateFixedShape).
   std::string shape = "chat";
   std::string arrivals = "poisson";  // poisson | even (even: the fixed shape only)
-  // The fixed shape's lengths; 0 / empty: not given (512 and {512}). Given with the
-  // chat shape, an error.
-  std::uint32_t prompt_tokens = 0;
+  // The fixed shape's lengths; unset / empty: not given (512 and {512}). Given with
+  // the chat shape, an error.
+  std::optional<std::uint32_t> prompt_tokens;
   std::vector<std::uint32_t> output_tokens;
   std::string output = "-";  // a path, or - for standard output
 };

@@ -201,6 +201,24 @@ TEST_F(ReplayTest, ImpossibleSettingsNameTheOption) {
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_NE(r.err.find(c.option), std::string::npos) << c.args << ": " << r.err;
   }
+  // Absurd capacities: the flag and the entry named, before anything runs (a tier of
+  // 1e300 pages was cast to 64 bits; --capacities 0 or 2^64 - 1 drew a curve).
+  for (const Case& c : std::vector<Case>{
+           {"--tier hbm:1e300", "--tier: tier 'hbm:1e300': capacity must be a whole number of pages from 1 to "
+                                "9007199254740992"},
+           {"--tier hbm:18446744073709551615", "--tier: tier 'hbm:18446744073709551615': capacity must be"},
+           {"--tier hbm:0", "--tier: tier 'hbm:0': capacity must be"},
+           {"--capacities 5,0", "--capacities: entry 2 is 0: each capacity must be from 1 to 9007199254740992 pages"},
+           {"--capacities 18446744073709551615", "--capacities: entry 1 is 18446744073709551615"},
+           {"--capacities 10,4294967295 --policy lru",
+            "--capacities: entry 2 is 4294967295: each capacity must be from 1 to 4294967293 pages with --policy"},
+       }) {
+    CommandResult r = RunKvwatch("replay " + c.args + " " + trace);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.err.find("kvwatch replay: " + c.option), std::string::npos) << c.args << ": " << r.err;
+  }
+  CommandResult huge_tier = RunKvwatch("replay --tier hbm:9007199254740992 " + trace);
+  EXPECT_EQ(huge_tier.exit_code, 0) << huge_tier.err;
   CommandResult missing = RunKvwatch("replay " + (dir_ / "absent.jsonl").string());
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("absent.jsonl"), std::string::npos) << missing.err;

@@ -190,6 +190,31 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
        "--class-quantile: expected CLASS=Q"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--class-quantile", "code=0.9,code=0.8"},
        "--class-quantile: class code given twice"},
+      // Absurd values: refused naming the flag, never a crash or a run of nonsense.
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "1e-300"},
+       "--load: each load factor must be between 1e-06 and 1e+06, got 1e-300"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "1e300"},
+       "--load: each load factor must be between 1e-06 and 1e+06"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "nan"}, "--load: each load factor"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "inf"}, "--load: each load factor"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "-1"}, "--load: each load factor"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--rate", "1e-300"},
+       "--rate: must be between 1e-06 and 1e+09 requests/s"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "4294967295"},
+       "--pool-blocks: must be between 1 and 4294967294, got 4294967295"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "18446744073709551615"},
+       "--pool-blocks: must be between 1 and 4294967294"},
+      {{"--step-coefficients", kCoefficients, "--model", "llama-3-8b", "--kv-bytes", "1e30"},
+       "--kv-bytes: room for 4.768e+23 KV blocks, more than the 4294967294 a pool can have"},
+      {{"--step-coefficients", kCoefficients, "--model", "llama-3-8b", "--kv-bytes", "1e300GB"},
+       "--kv-bytes: '1e300GB' is too large"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--output-tokens", "16777217"},
+       "--output-tokens: must be between 1 and 16777216"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--max-output-tokens", "16777217"},
+       "--max-output-tokens: must be at most 16777216"},
+      {{"--calibrate", dir.path(), "--pool-blocks", "10"}, "--calibrate: " + dir.path() + ": is a directory"},
+      {{"--calibrate", "/dev/zero", "--pool-blocks", "10"},
+       "--calibrate: /dev/zero: is larger than 64 MiB (not an engine's /metrics scrape?)"},
   };
   for (const auto& [args, message] : cases) {
     std::vector<std::string> argv = {trace};
@@ -226,7 +251,50 @@ TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
                                "\n"));
   r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10"});
   EXPECT_TRUE(r.Exited(1)) << r.Describe();
-  EXPECT_NE(r.err.find("kvwatch simulate: no record can be simulated: 0 without hash_ids, 1 with a prompt over"),
+  EXPECT_NE(r.err.find("kvwatch simulate: no record can be simulated: 0 without hash_ids, 0 with a timestamp beyond +-1e11 s, 1 with "
+                      "a prompt over"),
+            std::string::npos)
+      << r.err;
+}
+
+// A timestamp beyond +-1e11 s (1e300, -1e300: far future and past) and an output
+// over 2^24 tokens are left out and said, like a record without hash_ids. Before,
+// one far timestamp stretched the run over 1e300 s (every rate 0, every request
+// alone), and an output of 1e8 tokens was simulated token by token.
+TEST(SimulateCommandTest, FarTimestampsAndHugeOutputsAreLeftOutAndSaid) {
+  TempDir dir;
+  const std::string trace = dir.Sub("t.jsonl");
+  ASSERT_TRUE(WriteFile(trace, std::string(kOneRequest) +
+                                   R"({"timestamp": 1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 3]})"
+                                   "\n"
+                                   R"({"timestamp": -1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 4]})"
+                                   "\n"
+                                   R"({"timestamp": 2, "input_length": 32, "output_length": 100000000, "hash_ids": [1, 5]})"
+                                   "\n"
+                                   R"({"timestamp": 3, "input_length": 32, "output_length": 16777216, "hash_ids": [1, 6]})"
+                                   "\n"));
+  auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "greedy",
+                     "--policy", "lru", "--load", "1", "--timestamp-unit", "s", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 2u) << r.out;
+  EXPECT_DOUBLE_EQ(double(doc["settings"]["trace_span_s"]), 3) << r.out;
+  std::string assumed;
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  EXPECT_NE(assumed.find("2 of 5 records have a timestamp beyond +-1e11 s (over 3,000 years from 1970): left out"),
+            std::string::npos)
+      << assumed;
+  EXPECT_NE(assumed.find("1 of 5 records have an output_length over 16,777,216 tokens: left out"), std::string::npos)
+      << assumed;
+
+  // Nothing left to run: an error that counts why.
+  ASSERT_TRUE(WriteFile(trace, R"({"timestamp": 1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 3]})"
+                               "\n"));
+  r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("kvwatch simulate: no record can be simulated: 0 without hash_ids, 1 with a timestamp beyond "
+                       "+-1e11 s"),
             std::string::npos)
       << r.err;
 }

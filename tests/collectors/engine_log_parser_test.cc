@@ -102,6 +102,52 @@ TEST(VllmStatsLineTest, OtherLinesAreNotStats) {
   EXPECT_FALSE(ParseVllmStatsLine("Engine : Running: 1 reqs").has_value());
 }
 
+// Absurd values (negative, NaN, Inf, overflowing, huge, a fraction above 1) are
+// unknown, as if the key were absent; the line's sane keys are still read.
+// Before, "Running: -5" gave a gauge of -5, "Preemptions: 9000000000000000000"
+// a running total of 9e18, "GPU KV cache usage: inf%" an infinite usage.
+TEST(VllmStatsLineTest, AbsurdValuesAreUnknown) {
+  const auto r = ParseVllmStatsLine(
+      "INFO 06-04 15:12:20 [loggers.py:259] Engine 000: Avg prompt throughput: 3.0 tokens/s, Avg generation "
+      "throughput: -nan tokens/s, Running: -5 reqs, Waiting: 99999999999999999999 reqs, Preemptions: "
+      "9000000000000000000, GPU KV cache usage: inf%, Prefix cache hit rate: 250.0%, "
+      "MM cache hit rate: 1e400%, External prefix cache hit rate: 42.0%");
+  ASSERT_TRUE(r.has_value()) << "the keys are recognised";
+  EXPECT_EQ(r->prompt_throughput_tokens_per_s, 3.0);
+  EXPECT_FALSE(r->generation_throughput_tokens_per_s.has_value());
+  EXPECT_FALSE(r->running_reqs.has_value());
+  EXPECT_FALSE(r->waiting_reqs.has_value());
+  EXPECT_FALSE(r->preemptions.has_value());
+  EXPECT_FALSE(r->gpu_kv_cache_usage.has_value());
+  EXPECT_FALSE(r->prefix_cache_hit_rate.has_value());
+  EXPECT_FALSE(r->mm_cache_hit_rate.has_value());
+  ASSERT_TRUE(r->external_prefix_cache_hit_rate.has_value());
+  EXPECT_NEAR(*r->external_prefix_cache_hit_rate, 0.42, 1e-12);
+
+  const auto s = ParseSglangPrefillLine(
+      "[2024-12-20 12:42:16 TP0] Prefill batch. #new-seq: 2, #new-token: 9223372036854775807, #cached-token: "
+      "9223372036854775807, cache hit rate: -1.0%, token usage: 1e308, #running-req: -1, #queue-req: 4");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->new_seq, 2);
+  EXPECT_FALSE(s->new_token.has_value()) << "a sum of two would overflow";
+  EXPECT_FALSE(s->cached_token.has_value());
+  EXPECT_FALSE(s->cache_hit_rate.has_value());
+  EXPECT_FALSE(s->usage.token_usage.has_value());
+  EXPECT_FALSE(s->running_req.has_value());
+  EXPECT_EQ(s->queue_req, 4);
+  EXPECT_FALSE(ParseSglangRetractLine("KV cache pool is full. Retract requests. #retracted_reqs: 5000000000000000, "
+                                      "#new_token_ratio: 0.7->1.0")
+                   .has_value());
+  EXPECT_FALSE(ParseSglangRetractLine("KV cache pool is full. Retract requests. #retracted_reqs: -2").has_value());
+  const auto d = ParseSglangDecodeLine(
+      "[2025-02-14 00:42:22 TP0] Decode batch. #running-req: 1, #token: -210, token usage: -0.5, "
+      "gen throughput (token/s): inf, #queue-req: 0");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->num_tokens.has_value());
+  EXPECT_FALSE(d->usage.token_usage.has_value());
+  EXPECT_FALSE(d->gen_throughput_tokens_per_s.has_value());
+}
+
 TEST(VllmV0PreemptionLineTest, RealV0Warning) {
   const auto r = ParseVllmV0PreemptionLine(
       "WARNING 08-20 10:18:39 scheduler.py:1141] Sequence group 147 is preempted by "

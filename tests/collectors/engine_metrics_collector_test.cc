@@ -534,6 +534,41 @@ TEST(EngineMetricsCollectorTest, BadLinesBesideGoodMetricsAreCountedAndTheRestUs
   EXPECT_EQ(Samples(*c).at("kvwatch_engine_preemptions_total"), 7);
 }
 
+// A sample of a metric kvwatch uses that is negative, infinite or NaN is dropped
+// with its whole metric for the scrape, counted as bad_value and logged; the rest
+// of the body is used and the scrape is a good one. Before, -3 preemptions were
+// exported as a counter and +Inf waiting requests as a gauge.
+TEST(EngineMetricsCollectorTest, ImplausibleValuesAreDroppedCountedAndLogged) {
+  FakeEngine engine({{200, VllmBody({-3, 100, 40, 0.5, 2, 1, 0, 0}) +
+                               "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} +Inf\n"
+                               "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"} NaN\n"}});
+  std::vector<std::string> logged;
+  EngineMetricsCollectorOptions o;
+  o.name = "engine-0";
+  o.url = engine.url();
+  o.interval = milliseconds(60000);
+  o.timeout = milliseconds(10000);
+  auto c = EngineMetricsCollector::Create(
+      std::move(o), [&](std::string_view, std::string_view message) { logged.emplace_back(message); });
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_TRUE(WaitScrapes(*c.value(), 1));
+  const CollectorStats s = c.value()->stats();
+  EXPECT_TRUE(s.up);
+  ASSERT_TRUE(s.errors.count("bad_value"));
+  EXPECT_EQ(s.errors.at("bad_value"), 3u);
+  const auto m = Samples(*c.value());
+  EXPECT_FALSE(m.count("kvwatch_engine_preemptions_total"));
+  EXPECT_FALSE(m.count("kvwatch_engine_requests_waiting")) << "one engine's +Inf drops the sum";
+  EXPECT_FALSE(m.count("kvwatch_engine_kv_cache_usage_ratio"));
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_running"), 2);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), 27730);
+  NullSink sink;
+  c.value()->Poll(sink, 0);
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_NE(logged[0].find("3 sample(s) negative, infinite or NaN"), std::string::npos) << logged[0];
+  EXPECT_NE(logged[0].find("vllm:num_preemptions_total is -3"), std::string::npos) << logged[0];
+}
+
 TEST(EngineMetricsCollectorTest, PollDoesNotWaitForASlowEngine) {
   FakeEngine engine({{200, VllmBody({9, 0, 0, 0, 0, 0, 0, 0})}});
   engine.Block();

@@ -290,6 +290,31 @@ TEST(ExpositionParserTest, ModelFilterAndNaNSamples) {
   EXPECT_EQ(MapEngineSnapshot(ParseExposition("up 1\n")).engine, EngineKind::kUnknown);
 }
 
+// Negative, infinite and NaN samples of used metrics drop the metric for the
+// scrape (not a partial sum) and are counted; unused metrics are not looked at.
+TEST(ExpositionParserTest, ImplausibleValuesDropTheirMetricAndAreCounted) {
+  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(
+      "vllm:num_requests_running{engine=\"0\"} 2\n"
+      "vllm:num_requests_running{engine=\"1\"} -1\n"
+      "vllm:num_preemptions_total{engine=\"0\"} -Inf\n"
+      "vllm:num_preemptions{engine=\"0\"} 4\n"
+      "vllm:num_requests_waiting{engine=\"0\"} 3\n"
+      "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\"} NaN\n"
+      "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\"} 9\n"
+      "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"-5\"} 1\n"
+      "vllm:unused_gauge -7\n"));
+  EXPECT_FALSE(s.requests_running.has_value()) << "not 2 of the two engines' sum";
+  EXPECT_FALSE(s.preemptions_total.has_value()) << "nor the older name's value";
+  EXPECT_FALSE(s.aborted_requests_total.has_value());
+  EXPECT_FALSE(s.requests_finished_total.has_value());
+  EXPECT_FALSE(s.num_gpu_blocks.has_value());
+  EXPECT_EQ(s.block_size, 16.0);
+  EXPECT_EQ(s.requests_waiting, 3.0);
+  EXPECT_EQ(s.bad_values, 4u);
+  EXPECT_EQ(s.first_bad_value, "vllm:num_requests_running is -1.000000");
+  EXPECT_EQ(MapEngineSnapshot(ParseExposition("vllm:num_requests_running 2\n")).bad_values, 0u);
+}
+
 TEST(ExpositionParserTest, SpecialValuesTimestampsEscapesAndWhitespace) {
   const Exposition e = ParseExposition(
       "\n"

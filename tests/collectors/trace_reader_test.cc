@@ -227,6 +227,33 @@ TEST_F(TraceReaderTest, BadLineIsReportedWithItsNumberAndTheRestIsRead) {
   EXPECT_EQ(s.bad_lines, 2u);
 }
 
+// NaN and Infinity (as Python's json module writes non-finite floats) are no JSON
+// number: a bad line that says so, with the file, the line and the column. Before,
+// NaN read as "an integer out of range" and nan as "null".
+TEST_F(TraceReaderTest, NaNOrInfinityTimestampIsABadLineThatSaysSo) {
+  const std::string path = WritePlain("nan.jsonl",
+                                      "{\"timestamp\": 1, \"hash_ids\": [1]}\n"
+                                      "{\"timestamp\": NaN, \"hash_ids\": [2]}\n"
+                                      "{\"timestamp\": nan, \"hash_ids\": [3]}\n"
+                                      "{\"timestamp\": -Infinity, \"hash_ids\": [4]}\n"
+                                      "{\"timestamp\": 2, \"hash_ids\": [5]}\n");
+  Collected got;
+  auto result = Read(path, &got);
+  ASSERT_TRUE(result.ok()) << result.error();
+  ASSERT_EQ(got.requests.size(), 2u);
+  ASSERT_EQ(got.bad.size(), 3u);
+  for (std::size_t i = 0; i < got.bad.size(); ++i) {
+    EXPECT_EQ(got.bad[i].source, path);
+    EXPECT_EQ(got.bad[i].line, i + 2);
+    EXPECT_THAT(got.bad[i].message, StartsWith("column 15: \"timestamp\" is NaN or Infinity, which JSON has no "
+                                               "number for"));
+  }
+  Collected strict;
+  auto stopped = Read(path, &strict, ReaderOptions(true));
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_THAT(stopped.error(), StartsWith(path + ":2: column 15: \"timestamp\" is NaN or Infinity"));
+}
+
 TEST_F(TraceReaderTest, StrictModeStopsAtTheFirstBadLine) {
   const std::string path = WritePlain("strict.jsonl",
                                       "{\"hash_ids\": [1]}\n"

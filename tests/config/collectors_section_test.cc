@@ -299,7 +299,9 @@ TEST(CollectorsSectionTest, DurationsAndSizesNameTheKey) {
 }
 
 TEST(CollectorsSectionTest, SynthValuesAreChecked) {
-  ExpectError("collectors:\n  synth:\n    rate: 0\n", 3, "collectors.synth.rate", "> 0");
+  ExpectError("collectors:\n  synth:\n    rate: 0\n", 3, "collectors.synth.rate", "at least 0.000001");
+  // Slower than the generator takes (its millisecond timestamps would overflow): refused here, not at start.
+  ExpectError("collectors:\n  synth:\n    rate: 1e-9\n", 3, "collectors.synth.rate", "at least 0.000001");
   ExpectError("collectors:\n  synth:\n    one_shot_fraction: 2\n", 3, "collectors.synth.one_shot_fraction",
               "in [0, 1]");
   ExpectError("collectors:\n  synth:\n    tenants: 60001\n", 3, "collectors.synth.tenants", "1 to 60000");
