@@ -161,4 +161,75 @@ std::optional<std::uint64_t> CurveAccumulator::WorkingSetForCoverage(double frac
   return static_cast<std::uint64_t>(it - required_prefix_.begin());
 }
 
+void CompactCurveAccumulator::MergeEntries(std::vector<Entry>* entries) {
+  std::sort(entries->begin(), entries->end(), [](const Entry& a, const Entry& b) { return a.capacity < b.capacity; });
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    const Entry& e = (*entries)[i];
+    if (out > 0 && (*entries)[out - 1].capacity == e.capacity) {
+      (*entries)[out - 1].count += e.count;
+      (*entries)[out - 1].depth += e.depth;
+    } else {
+      (*entries)[out++] = e;
+    }
+  }
+  entries->resize(out);
+}
+
+void CompactCurveAccumulator::Append(std::vector<Entry>* entries, std::size_t* merged_size, std::uint32_t capacity,
+                                     std::uint64_t count, std::uint64_t depth) {
+  // Consecutive pages of a request often share a capacity: one entry.
+  if (!entries->empty() && entries->back().capacity == capacity) {
+    entries->back().count += count;
+    entries->back().depth += depth;
+    return;
+  }
+  if (entries->size() >= 2 * *merged_size + 16) {
+    MergeEntries(entries);
+    *merged_size = entries->size();
+    // Keep the vector's slack proportional to what it holds after a merge.
+    if (entries->capacity() > 4 * entries->size() + 64) entries->shrink_to_fit();
+  }
+  entries->push_back({capacity, count, depth});
+}
+
+void CompactCurveAccumulator::Add(const RequestOutcome& outcome) {
+  totals_.Add(outcome);
+  const std::size_t n = outcome.size();
+  for (std::size_t i = 0; i < n; ++i) {  // as CurveAccumulator::Add: the hits are a prefix
+    const std::uint32_t c = outcome.hit_capacity(i);
+    if (c == 0) break;
+    Append(&hits_, &hits_merged_, c, 1, i);
+  }
+  const std::uint32_t r = outcome.Requirement(coverage_share_);
+  if (r == kBeyondTracked) {
+    ++totals_.requests_beyond;
+  } else {
+    Append(&required_, &required_merged_, r, 1, 0);
+  }
+}
+
+CurveAccumulator CompactCurveAccumulator::Dense() const {
+  CurveAccumulator acc(coverage_share_);
+  acc.totals_ = totals_;
+  auto size = [](const std::vector<Entry>& entries) {
+    std::size_t n = 0;
+    for (const Entry& e : entries) n = std::max<std::size_t>(n, std::size_t{e.capacity} + 1);
+    return n;
+  };
+  acc.hits_.resize(size(hits_));
+  acc.depth_.resize(acc.hits_.size());
+  acc.required_.resize(size(required_));
+  for (const Entry& e : hits_) {
+    acc.hits_[e.capacity] += e.count;
+    acc.depth_[e.capacity] += e.depth;
+  }
+  for (const Entry& e : required_) acc.required_[e.capacity] += e.count;
+  return acc;
+}
+
+std::size_t CompactCurveAccumulator::MemoryBytes() const {
+  return sizeof(*this) + (hits_.capacity() + required_.capacity()) * sizeof(Entry);
+}
+
 }  // namespace kvwatch::curve

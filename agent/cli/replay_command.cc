@@ -246,7 +246,7 @@ struct Replayer::Groups {
   std::unique_ptr<curve::GroupCurves> curves;
   curve::LabelledTotals by_tenant, by_class;
   struct ClassAcc {
-    curve::CurveAccumulator acc;
+    curve::CompactCurveAccumulator acc;  // compact: a record's class may be any string
     std::uint64_t page_refs = 0;
   };
   std::map<std::string, ClassAcc, std::less<>> class_acc;  // by class name
@@ -336,7 +336,7 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
     const std::string label = curve::SanitizeLabel(request.tenant);
     auto it = tenants_.find(label);
     if (it == tenants_.end()) {
-      it = tenants_.emplace(label, Tenant{curve::CurveAccumulator(resolved_.settings.coverage_share), 0}).first;
+      it = tenants_.emplace(label, Tenant{curve::CompactCurveAccumulator(resolved_.settings.coverage_share), 0}).first;
     }
     last_tenant_name_ = request.tenant;
     last_tenant_ = &it->second;
@@ -379,7 +379,7 @@ void Replayer::AddGroups(const curve::Request& request, std::span<const curve::P
   auto it = g.class_acc.find(cls);
   if (it == g.class_acc.end()) it = g.class_acc.find(curve::SanitizeLabel(cls));
   if (it == g.class_acc.end()) {
-    it = g.class_acc.emplace(curve::SanitizeLabel(cls), Groups::ClassAcc{curve::CurveAccumulator(resolved_.settings.coverage_share), 0})
+    it = g.class_acc.emplace(curve::SanitizeLabel(cls), Groups::ClassAcc{curve::CompactCurveAccumulator(resolved_.settings.coverage_share), 0})
              .first;
   }
   it->second.acc.Add(outcome_);
@@ -428,6 +428,13 @@ curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uin
   return curve::BuildCurveReport(Adjusted(acc, page_refs), resolved_.report);
 }
 
+curve::CurveReport Replayer::GroupReport(const curve::CompactCurveAccumulator& acc, std::uint64_t page_refs) const {
+  curve::CurveReport report = Report(acc.Dense(), page_refs);
+  // Only the whole trace's curve is plotted; a trace may have a tenant per user.
+  report.plot = {};
+  return report;
+}
+
 ReplayResult Replayer::Result() const {
   ReplayResult r;
   r.settings = resolved_.settings;
@@ -446,7 +453,7 @@ ReplayResult Replayer::Result() const {
   r.engine_bytes = engine.MemoryBytes();
   r.tracked_pages = engine.tracked_pages();
   if (any_tenant_) {
-    for (const auto& [name, tenant] : tenants_) r.tenants.emplace_back(name, Report(tenant.acc, tenant.page_refs));
+    for (const auto& [name, tenant] : tenants_) r.tenants.emplace_back(name, GroupReport(tenant.acc, tenant.page_refs));
   }
   if (groups_) {
     const Groups& g = *groups_;
@@ -458,7 +465,7 @@ ReplayResult Replayer::Result() const {
     g.Flush(&by_tenant, &by_class);
     for (const auto& [name, totals] : by_tenant.rows()) out.tenants.push_back({name, totals});
     for (const auto& [name, totals] : by_class.rows()) out.classes.push_back({name, totals});
-    for (const auto& [name, cls] : g.class_acc) out.class_reports.emplace_back(name, Report(cls.acc, cls.page_refs));
+    for (const auto& [name, cls] : g.class_acc) out.class_reports.emplace_back(name, GroupReport(cls.acc, cls.page_refs));
     for (const auto& [name, values] : g.footprints) {
       std::vector<double> v = values;
       FootprintRow row;

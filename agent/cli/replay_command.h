@@ -135,6 +135,8 @@ class Replayer {
  private:
   // BuildCurveReport of Adjusted(acc, page_refs), without copying acc when exact.
   curve::CurveReport Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
+  // A tenant's or a class's report: Report of its curve, without the plot samples.
+  curve::CurveReport GroupReport(const curve::CompactCurveAccumulator& acc, std::uint64_t page_refs) const;
 
   ResolvedReplay resolved_;
   std::unique_ptr<curve::StackDistanceEngine> exact_;
@@ -144,7 +146,7 @@ class Replayer {
   std::uint64_t requests_ = 0;
   std::uint64_t page_refs_ = 0;  // all references, sampled or not
   struct Tenant {
-    curve::CurveAccumulator acc;
+    curve::CompactCurveAccumulator acc;  // compact: a trace may have a tenant per user
     std::uint64_t page_refs = 0;
   };
   std::map<std::string, Tenant> tenants_;  // by label (curve::SanitizeLabel), "none" included

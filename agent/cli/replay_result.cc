@@ -565,9 +565,20 @@ std::string FormatTable(const ReplayResult& r) {
     out << "\nper " << what << "\n";
     out << Pad(what, 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
         << Pad("ws 0.95 hits", 14) << Pad("ws 0.95 cov", 13) << Pad("knee", 10) << "\n";
-    for (const auto& tenant : groups) {
-      const std::string& name = tenant.first;
-      const curve::CurveReport& rep = tenant.second;
+    // Every group when they fit on a screen, in name order; else the ones with the
+    // most page references (a trace may have a tenant per user) and a line for
+    // the rest, which JSON and CSV list.
+    constexpr std::size_t kTableRows = 20;
+    std::vector<const std::pair<std::string, curve::CurveReport>*> shown;
+    for (const auto& g : groups) shown.push_back(&g);
+    if (shown.size() > kTableRows) {
+      std::stable_sort(shown.begin(), shown.end(),
+                       [](const auto* a, const auto* b) { return a->second.page_refs > b->second.page_refs; });
+      shown.resize(kTableRows);
+    }
+    for (const auto* shown_group : shown) {
+      const std::string& name = shown_group->first;
+      const curve::CurveReport& rep = shown_group->second;
       auto ws = [&](const char* target) {
         for (const auto& e : rep.working_set) {
           if (e.target == target && std::fabs(e.fraction - 0.95) < 1e-12) {
@@ -580,6 +591,13 @@ std::string FormatTable(const ReplayResult& r) {
           << Pad(Grouped(rep.page_refs), 12) << Pad(Fixed(rep.unlimited_page_hit_ratio, 4), 10)
           << Pad(ws("page_hit"), 14) << Pad(ws("request_coverage"), 13)
           << Pad(rep.knee ? Grouped(static_cast<double>(rep.knee->capacity_pages)) : "-", 10) << "\n";
+    }
+    if (shown.size() < groups.size()) {
+      double rest = 0;
+      for (const auto& g : groups) rest += g.second.page_refs;
+      for (const auto* g : shown) rest -= g->second.page_refs;
+      out << "(" << Grouped(static_cast<double>(groups.size() - shown.size())) << " more " << what << "s with "
+          << Grouped(rest) << " page references; --format json or csv lists every one)\n";
     }
   };
   if (!r.tenants.empty()) per_group("tenant", r.tenants);

@@ -269,6 +269,42 @@ TEST_F(ReplayTest, TenantsAreBrokenDown) {
   EXPECT_EQ(uint64_t(doc["tenants"]["b"]["unlimited_page_hits"]), 1u);
 }
 
+// A tenant per user: 30 tenants, the ones with more requests first in the table,
+// which stops at 20 rows and says how many are left; JSON lists every one with
+// its own numbers (each tenant's curve is kept compact, built dense one at a time).
+TEST_F(ReplayTest, ManyTenantsFitTheTableAndJsonListsEveryOne) {
+  std::string text;
+  for (int t = 0; t < 30; ++t) {
+    // Tenant t sends t + 1 requests for the same two pages: t hits of each page.
+    for (int i = 0; i <= t; ++i) {
+      text += "{\"hash_ids\": [" + std::to_string(1000 + 2 * t) + ", " + std::to_string(1001 + 2 * t) +
+              "], \"tenant\": \"user" + std::to_string(t) + "\"}\n";
+    }
+  }
+  const std::string trace = Write("t.jsonl", text);
+  CommandResult table = RunKvwatch("replay " + trace);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("\nuser29 "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("\nuser10 "), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("\nuser9 "), std::string::npos) << table.out;
+  EXPECT_LT(table.out.find("\nuser29 "), table.out.find("\nuser10 "));
+  // The ten smallest: 1 + 2 + ... + 10 requests of 2 pages.
+  EXPECT_NE(table.out.find("(10 more tenants with 110 page references; --format json or csv lists every one)"),
+            std::string::npos)
+      << table.out;
+
+  CommandResult json = RunKvwatch("replay --format json " + trace);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(json.out);
+  EXPECT_EQ(simdjson::dom::object(doc["tenants"]).size(), 30u);
+  for (int t = 0; t < 30; ++t) {
+    simdjson::dom::element row = doc["tenants"]["user" + std::to_string(t)];
+    EXPECT_EQ(uint64_t(row["requests"]), static_cast<std::uint64_t>(t + 1));
+    EXPECT_EQ(uint64_t(row["unlimited_page_hits"]), static_cast<std::uint64_t>(2 * t));
+  }
+}
+
 // One label set: the tenants map, the interference rows and the policies' rows
 // all use the agent's labels (curve::SanitizeLabel), requests without a tenant
 // count under "none", and the tenants' requests, references and hits at every

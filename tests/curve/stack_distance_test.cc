@@ -369,5 +369,80 @@ TEST(StackDistanceTest, CorruptCheckpointIsRejected) {
   EXPECT_FALSE(b.Deserialize({}));
 }
 
+// --- The compact accumulator (replay's per-tenant and per-class curves) ----------------
+
+// Equal to CurveAccumulator at every capacity, for groups of a shared stream (every
+// fourth request, as one tenant of four), with a bounded engine so that some
+// requests are beyond the tracked range, across merges of its entries.
+TEST(CompactCurveAccumulatorTest, DenseEqualsTheCurveAccumulatorAtEveryCapacity) {
+  for (const std::uint64_t max_pages : {std::uint64_t{EngineOptions{}.max_pages}, std::uint64_t{300}}) {
+    for (const double share : {1.0, 0.5}) {
+      EngineOptions options;
+      options.max_pages = max_pages;
+      StackDistanceEngine engine(options);
+      std::mt19937_64 rng(7 + max_pages);
+      CurveAccumulator dense[4] = {CurveAccumulator(share), CurveAccumulator(share), CurveAccumulator(share),
+                                   CurveAccumulator(share)};
+      CompactCurveAccumulator compact[4] = {CompactCurveAccumulator(share), CompactCurveAccumulator(share),
+                                            CompactCurveAccumulator(share), CompactCurveAccumulator(share)};
+      RequestOutcome out;
+      for (int i = 0; i < 5000; ++i) {
+        // Prefix-sharing requests: a system prompt of 1..3 pages, then a few pages
+        // drawn from a space of 600 so that distances reach past the bound.
+        std::vector<PageId> pages;
+        const int prefix = 1 + static_cast<int>(rng() % 3);
+        for (int p = 0; p < prefix; ++p) pages.push_back(1'000'000 + p);
+        const int n = static_cast<int>(rng() % 6);
+        for (int p = 0; p < n; ++p) pages.push_back(rng() % 600);
+        engine.Process(pages, &out);
+        dense[i % 4].Add(out);
+        compact[i % 4].Add(out);
+      }
+      for (int g = 0; g < 4; ++g) {
+        const CurveAccumulator rebuilt = compact[g].Dense();
+        ASSERT_EQ(rebuilt.requests(), dense[g].requests());
+        EXPECT_EQ(compact[g].requests(), dense[g].requests());
+        EXPECT_EQ(rebuilt.page_refs(), dense[g].page_refs());
+        EXPECT_EQ(rebuilt.unlimited_page_hits(), dense[g].unlimited_page_hits());
+        EXPECT_EQ(rebuilt.cold_misses(), dense[g].cold_misses());
+        EXPECT_EQ(rebuilt.requests_beyond_tracked(), dense[g].requests_beyond_tracked());
+        EXPECT_EQ(rebuilt.MaxCapacity(), dense[g].MaxCapacity());
+        if (max_pages == 300) {
+          EXPECT_GT(dense[g].requests_beyond_tracked(), 0u);
+        }
+        for (std::uint64_t c = 0; c <= dense[g].MaxCapacity() + 2; ++c) {
+          ASSERT_EQ(rebuilt.PageHits(c), dense[g].PageHits(c)) << "group " << g << " capacity " << c;
+          ASSERT_EQ(rebuilt.HitDepthSum(c), dense[g].HitDepthSum(c)) << "group " << g << " capacity " << c;
+          ASSERT_EQ(rebuilt.RequestCoverage(c), dense[g].RequestCoverage(c)) << "group " << g << " capacity " << c;
+        }
+      }
+    }
+  }
+}
+
+// A group of a few requests late in a long stream holds a few entries, where the
+// dense histograms span the largest distance it met.
+TEST(CompactCurveAccumulatorTest, SmallGroupsStaySmall) {
+  StackDistanceEngine engine(EngineOptions{});
+  RequestOutcome out;
+  std::vector<PageId> pages(1);
+  for (PageId p = 0; p < 20000; ++p) {
+    pages[0] = p;
+    engine.Process(pages, &out);
+  }
+  CurveAccumulator dense;
+  CompactCurveAccumulator compact;
+  for (PageId p : {PageId{0}, PageId{1}, PageId{2}}) {  // each at distance about 20,000
+    pages[0] = p;
+    engine.Process(pages, &out);
+    dense.Add(out);
+    compact.Add(out);
+  }
+  EXPECT_EQ(compact.Dense().PageHits(20000), dense.PageHits(20000));
+  EXPECT_EQ(dense.PageHits(20000), 3u);
+  EXPECT_LT(compact.MemoryBytes(), 2000u);
+  EXPECT_GT(dense.MaxCapacity(), 19000u);  // what the dense form spans
+}
+
 }  // namespace
 }  // namespace kvwatch::curve
