@@ -32,6 +32,10 @@ curve::PageId SubBlock(curve::PageId page, std::uint64_t j) {
 }
 
 
+// The most block ids a run keeps for the trace's prompts (1 GiB of ids): a small
+// --block-tokens over long prompts would otherwise end in bad_alloc.
+constexpr std::uint64_t kMaxTraceBlocks = std::uint64_t{1} << 27;
+
 }  // namespace
 
 base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::vector<curve::Request>& trace,
@@ -47,6 +51,7 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   // no pages (nothing to prefill or share), a timestamp beyond +-1e11 s, a
   // prompt beyond 2^32 tokens, an output beyond 2^24 tokens.
   std::uint64_t no_pages = 0, far_time = 0, huge_prompt = 0, huge_output = 0;
+  std::uint64_t total_blocks = 0;  // at most kMaxTraceBlocks
   auto far = [](const curve::Request& t) {
     return t.has_timestamp() && !(std::fabs(t.timestamp_s) <= kMaxTraceSeconds);
   };
@@ -98,10 +103,21 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
       r.output_tokens = setup->output_tokens;
       ++no_output;
     }
+    const std::uint64_t blocks = split == 1 ? t.pages.size()
+                                            : std::min<std::uint64_t>(
+                                                  (static_cast<std::uint64_t>(r.prompt_tokens) + st.block_tokens - 1) /
+                                                      st.block_tokens,
+                                                  split * t.pages.size());
+    total_blocks += blocks;
+    if (total_blocks > kMaxTraceBlocks) {
+      return R::Error("the trace's prompts come to more than " + GroupedCount(kMaxTraceBlocks) + " blocks of " +
+                      std::to_string(st.block_tokens) + " tokens by record " + std::to_string(i + 1) +
+                      " (the simulator keeps every block id: 8 bytes each); use a larger --block-tokens or fewer "
+                      "records");
+    }
     if (split == 1) {
       r.pages = t.pages;
     } else {
-      const std::uint64_t blocks = (static_cast<std::uint64_t>(r.prompt_tokens) + st.block_tokens - 1) / st.block_tokens;
       for (curve::PageId page : t.pages) {
         for (std::uint64_t j = 0; j < split && r.pages.size() < blocks; ++j) r.pages.push_back(SubBlock(page, j));
       }

@@ -257,6 +257,23 @@ TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
       << r.err;
 }
 
+// Prompts that split into more block ids than a run keeps (2^27: 1 GiB of ids), here
+// 300 pages of 2^20 tokens at --block-tokens 1, give an error naming the flag;
+// before, the split ran into bad_alloc (SIGABRT).
+TEST(SimulateCommandTest, TooManyBlocksIsAnErrorNotAnAbort) {
+  TempDir dir;
+  const std::string trace = dir.Sub("t.jsonl");
+  std::string ids;
+  for (int i = 0; i < 300; ++i) ids += (i ? ", " : "") + std::to_string(i);
+  ASSERT_TRUE(WriteFile(trace, R"({"timestamp": 0, "input_length": 314572800, "output_length": 3, "hash_ids": [)" + ids +
+                                   "]}\n"));
+  auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--page-tokens", "1048576",
+                     "--block-tokens", "1"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("more than 134,217,728 blocks of 1 tokens by record 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--block-tokens"), std::string::npos) << r.err;
+}
+
 // A timestamp beyond +-1e11 s (1e300, -1e300: far future and past) and an output
 // over 2^24 tokens are left out and said, like a record without hash_ids. Before,
 // one far timestamp stretched the run over 1e300 s (every rate 0, every request
