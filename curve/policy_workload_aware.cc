@@ -3,13 +3,12 @@
 #include "curve/policy.h"
 
 #include <algorithm>
-#include <cmath>
-#include <deque>
 
 #include "base/byte_io.h"
 #include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/policy_internal.h"
+#include "curve/reuse_ghosts.h"
 
 namespace kvwatch::curve {
 
@@ -37,7 +36,7 @@ namespace {
 class WorkloadAwareCache final : public PolicyCache {
  public:
   explicit WorkloadAwareCache(const PolicyOptions& options)
-      : options_(options), lists_(kMaxCategories), stats_(kMaxCategories) {}
+      : options_(options), lists_(kMaxCategories), stats_(kMaxCategories), ghosts_(options.capacity) {}
 
   SimOutcome Process(const SimRequest& request) override {
     ++now_;
@@ -51,7 +50,7 @@ class WorkloadAwareCache final : public PolicyCache {
 
   std::uint64_t resident() const override { return live_; }
   std::size_t MemoryBytes() const override {
-    return map_.MemoryBytes() + ghost_map_.MemoryBytes() + nodes_.MemoryBytes() + ghost_.size() * sizeof(Ghost);
+    return map_.MemoryBytes() + ghosts_.MemoryBytes() + nodes_.MemoryBytes();
   }
 
   // The clocks, every category's statistics, the resident blocks by reference seq
@@ -61,7 +60,7 @@ class WorkloadAwareCache final : public PolicyCache {
   void Serialize(std::vector<std::uint8_t>* out) const override {
     base::AppendPod(out, now_);
     base::AppendPod(out, seq_);
-    for (const Stats& st : stats_) {
+    for (const ReuseStats& st : stats_) {
       base::AppendPod(out, st.references);
       base::AppendPod(out, st.reuses);
       base::AppendPod(out, st.interval_sum);
@@ -80,20 +79,17 @@ class WorkloadAwareCache final : public PolicyCache {
       base::AppendPod(out, n.seq);
       base::AppendPod(out, n.category);
     }
-    std::uint64_t ghosts = 0;
-    for (const Ghost& g : ghost_) ghosts += LiveGhost(g) ? 1 : 0;
-    base::AppendPod(out, ghosts);
-    for (const Ghost& g : ghost_) {
-      if (!LiveGhost(g)) continue;
+    base::AppendPod(out, ghosts_.size());
+    ghosts_.ForEach([&](const GhostList::Ghost& g) {
       base::AppendPod(out, g.page);
       base::AppendPod(out, g.last);
       base::AppendPod(out, g.category);
-    }
+    });
   }
 
   bool Deserialize(std::span<const std::uint8_t>* in) override {
     if (live_ != 0 || !base::ReadPod(in, &now_) || !base::ReadPod(in, &seq_)) return false;
-    for (Stats& st : stats_) {
+    for (ReuseStats& st : stats_) {
       if (!base::ReadPod(in, &st.references) || !base::ReadPod(in, &st.reuses) || !base::ReadPod(in, &st.interval_sum)) {
         return false;
       }
@@ -123,18 +119,15 @@ class WorkloadAwareCache final : public PolicyCache {
     constexpr std::size_t kGhostBytes = sizeof(PageId) + sizeof(std::uint64_t) + sizeof(std::uint32_t);
     std::uint64_t ghosts = 0;
     if (!base::ReadCount(in, &ghosts, kGhostBytes) || ghosts > options_.capacity) return false;
-    ghost_map_.Reserve(ghosts);
+    ghosts_.Reserve(ghosts);
     for (std::uint64_t k = 0; k < ghosts; ++k) {
-      Ghost g{};
+      GhostList::Ghost g;
       if (!base::ReadPod(in, &g.page) || !base::ReadPod(in, &g.last) || !base::ReadPod(in, &g.category)) return false;
       // A block that came back is no longer a ghost.
-      if (g.category >= kMaxCategories || g.last > now_ || map_.Find(g.page) != nullptr ||
-          ghost_map_.Find(g.page) != nullptr) {
+      if (g.category >= kMaxCategories || g.last > now_ || map_.Find(g.page) != nullptr || ghosts_.Contains(g.page)) {
         return false;
       }
-      g.id = ghost_.size();
-      ghost_.push_back(g);
-      ghost_map_.Insert(g.page, static_cast<std::uint32_t>(g.id));
+      ghosts_.Add(g);
     }
     return true;
   }
@@ -149,17 +142,6 @@ class WorkloadAwareCache final : public PolicyCache {
     std::uint32_t prev = kNil;  // towards the list's oldest
     std::uint32_t next = kNil;
   };
-  struct Stats {
-    std::uint64_t references = 0;
-    std::uint64_t reuses = 0;
-    double interval_sum = 0;
-  };
-  struct Ghost {
-    PageId page;
-    std::uint64_t last;
-    std::uint32_t category;
-    std::uint64_t id;  // matches ghost_map_ while this is the page's live ghost
-  };
 
   void Reference(PageId page, std::uint32_t category) {
     ++seq_;
@@ -172,11 +154,7 @@ class WorkloadAwareCache final : public PolicyCache {
       Observe(n.category, n.last);
       Unlink(index);
     } else {
-      if (std::uint32_t* g = ghost_map_.Find(page)) {
-        const Ghost& ghost = ghost_[static_cast<std::uint32_t>(*g - static_cast<std::uint32_t>(ghost_base_))];
-        Observe(ghost.category, ghost.last);
-        ghost_map_.Erase(page);
-      }
+      if (const auto ghost = ghosts_.Take(page)) Observe(ghost->category, ghost->last);
       if (live_ >= options_.capacity) EvictOne();
       index = nodes_.Allocate();
       nodes_[index].page = page;
@@ -191,17 +169,12 @@ class WorkloadAwareCache final : public PolicyCache {
   }
 
   void Observe(std::uint32_t category, std::uint64_t last) {
-    Stats& s = stats_[category];
-    ++s.reuses;
-    s.interval_sum += static_cast<double>(now_ - last);
+    stats_[category].Observe(static_cast<double>(now_ - last));
   }
 
   // log(p_c) - age / mu_c for the category's oldest block.
   double Score(std::uint32_t category, const Node& n) const {
-    const Stats& s = stats_[category];
-    const double p = (static_cast<double>(s.reuses) + 1) / (static_cast<double>(s.references) + 2);
-    const double mu = (s.interval_sum + 1) / (static_cast<double>(s.reuses) + 1);
-    return std::log(p) - static_cast<double>(now_ - n.last) / mu;
+    return stats_[category].Score(static_cast<double>(now_ - n.last));
   }
 
   void EvictOne() {
@@ -223,36 +196,7 @@ class WorkloadAwareCache final : public PolicyCache {
     nodes_.Release(victim);
     --live_;
     // Remember the block among the last C evicted.
-    ghost_.push_back(Ghost{n.page, n.last, n.category, ghost_base_ + ghost_.size()});
-    if (std::uint32_t* g = ghost_map_.Find(n.page)) {
-      *g = static_cast<std::uint32_t>(ghost_.back().id);
-    } else {
-      ghost_map_.Insert(n.page, static_cast<std::uint32_t>(ghost_.back().id));
-    }
-    while (ghost_map_.size() > options_.capacity) {
-      const Ghost& old = ghost_.front();
-      if (LiveGhost(old)) ghost_map_.Erase(old.page);
-      ghost_.pop_front();
-      ++ghost_base_;
-    }
-    if (ghost_.size() > 2 * options_.capacity + 16) CompactGhosts();
-  }
-
-  bool LiveGhost(const Ghost& g) const {
-    const std::uint32_t* id = ghost_map_.Find(g.page);
-    return id != nullptr && *id == static_cast<std::uint32_t>(g.id);
-  }
-
-  // Drops the entries of blocks that came back, renumbering the live ones.
-  void CompactGhosts() {
-    std::deque<Ghost> kept;
-    for (const Ghost& g : ghost_) {
-      if (!LiveGhost(g)) continue;
-      kept.push_back(g);
-      kept.back().id = ghost_base_ + kept.size() - 1;
-      *ghost_map_.Find(g.page) = static_cast<std::uint32_t>(kept.back().id);
-    }
-    ghost_ = std::move(kept);
+    ghosts_.Add({n.page, n.last, n.category});
   }
 
   // One list per category, oldest reference at the front.
@@ -263,17 +207,14 @@ class WorkloadAwareCache final : public PolicyCache {
   PageMap map_;
   policy_internal::SlotPool<Node> nodes_;
   std::vector<IndexList> lists_;
-  std::vector<Stats> stats_;
+  std::vector<ReuseStats> stats_;
   std::uint64_t live_ = 0;
   std::uint64_t now_ = 0;
   std::uint64_t seq_ = 0;
-  // Ghost ids are positions in an endless FIFO; ghost_base_ is the id of its front.
-  // They are stored as 32 bits in ghost_map_, which is exact while fewer than 2^32
-  // evictions happen between a block's eviction and its lookup (the FIFO holds at
-  // most 2C + 16 entries).
-  std::deque<Ghost> ghost_;
-  std::uint64_t ghost_base_ = 0;
-  PageMap ghost_map_;
+  // The last C blocks evicted. Ghost ids are held as 32 bits, exact while fewer
+  // than 2^32 evictions happen between a block's eviction and its lookup (the FIFO
+  // holds at most 2C + 16 entries).
+  GhostList ghosts_;
 };
 
 }  // namespace

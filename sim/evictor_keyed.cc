@@ -33,15 +33,14 @@
 //             release order, so an eviction compares 64 heads), ties between
 //             categories to the older reference, then the lower category.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "curve/index_list.h"
 #include "curve/page_map.h"
+#include "curve/reuse_ghosts.h"
 #include "sim/evictor.h"
 
 namespace kvwatch::sim::internal {
@@ -176,17 +175,13 @@ class KeyedEvictor final : public Evictor {
 class WorkloadAwareEvictor final : public Evictor {
  public:
   WorkloadAwareEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks)
-      : blocks_(*blocks), ghost_limit_(std::max<std::uint64_t>(1, pool_blocks)) {}
+      : blocks_(*blocks), ghosts_(std::max<std::uint64_t>(1, pool_blocks)) {}
 
   // A page computed: the reference is counted, and a ghost's reuse observed,
   // before the block for it is chosen (as curve counts before it evicts).
   void Incoming(curve::PageId page) override {
     ++stats_[Tick()].references;
-    if (std::uint32_t* g = ghost_map_.Find(page)) {
-      const Ghost& ghost = ghost_[static_cast<std::uint32_t>(*g - static_cast<std::uint32_t>(ghost_base_))];
-      Observe(ghost.category, ghost.last);
-      ghost_map_.Erase(page);
-    }
+    if (const auto ghost = ghosts_.Take(page)) Observe(ghost->category, ghost->last);
   }
 
   void Filled(std::uint32_t b) override {
@@ -233,25 +228,13 @@ class WorkloadAwareEvictor final : public Evictor {
     }
     Remove(victim);
     const Block& x = blocks_[victim];
-    AddGhost(x.page, x.key, x.category);
+    ghosts_.Add({x.page, x.key, x.category});
     return victim;
   }
 
   std::uint64_t size() const override { return size_; }
 
  private:
-  struct Stats {
-    std::uint64_t references = 0;
-    std::uint64_t reuses = 0;
-    double interval_sum = 0;
-  };
-  struct Ghost {
-    curve::PageId page;
-    std::uint64_t last;
-    std::uint32_t category;
-    std::uint64_t id;  // matches ghost_map_ while this is the page's live ghost
-  };
-
   // Advances the request clock to the referrer's; its category.
   std::uint32_t Tick() {
     clock_ = std::max<std::uint64_t>(clock_, std::uint64_t{referrer().request} + 1);
@@ -259,62 +242,19 @@ class WorkloadAwareEvictor final : public Evictor {
   }
 
   void Observe(std::uint32_t category, std::uint64_t last) {
-    Stats& s = stats_[category];
-    ++s.reuses;
-    s.interval_sum += static_cast<double>(clock_ - last);
+    stats_[category].Observe(static_cast<double>(clock_ - last));
   }
 
   double Score(std::uint32_t category, const Block& x) const {
-    const Stats& s = stats_[category];
-    const double p = (static_cast<double>(s.reuses) + 1) / (static_cast<double>(s.references) + 2);
-    const double mu = (s.interval_sum + 1) / (static_cast<double>(s.reuses) + 1);
-    return std::log(p) - static_cast<double>(clock_ - x.key) / mu;
-  }
-
-  // As curve/policy_workload_aware.cc: ids are positions in an endless FIFO whose
-  // front is ghost_base_; a page's live ghost is the one ghost_map_ names.
-  void AddGhost(curve::PageId page, std::uint64_t last, std::uint32_t category) {
-    ghost_.push_back(Ghost{page, last, category, ghost_base_ + ghost_.size()});
-    const auto id = static_cast<std::uint32_t>(ghost_.back().id);
-    if (std::uint32_t* g = ghost_map_.Find(page)) {
-      *g = id;
-    } else {
-      ghost_map_.Insert(page, id);
-    }
-    while (ghost_map_.size() > ghost_limit_) {
-      const Ghost& old = ghost_.front();
-      if (LiveGhost(old)) ghost_map_.Erase(old.page);
-      ghost_.pop_front();
-      ++ghost_base_;
-    }
-    if (ghost_.size() > 2 * ghost_limit_ + 16) CompactGhosts();
-  }
-
-  bool LiveGhost(const Ghost& g) const {
-    const std::uint32_t* id = ghost_map_.Find(g.page);
-    return id != nullptr && *id == static_cast<std::uint32_t>(g.id);
-  }
-
-  void CompactGhosts() {
-    std::deque<Ghost> kept;
-    for (const Ghost& g : ghost_) {
-      if (!LiveGhost(g)) continue;
-      kept.push_back(g);
-      kept.back().id = ghost_base_ + kept.size() - 1;
-      *ghost_map_.Find(g.page) = static_cast<std::uint32_t>(kept.back().id);
-    }
-    ghost_ = std::move(kept);
+    return stats_[category].Score(static_cast<double>(clock_ - x.key));
   }
 
   std::vector<Block>& blocks_;
-  std::uint64_t ghost_limit_;
+  curve::GhostList ghosts_;  // the last pool-size blocks evicted
   curve::IndexList lists_[kMaxClasses];  // free cached blocks per category, released first at the front
-  Stats stats_[kMaxClasses];
+  curve::ReuseStats stats_[kMaxClasses];
   std::uint64_t size_ = 0;
   std::uint64_t clock_ = 0;
-  std::deque<Ghost> ghost_;
-  std::uint64_t ghost_base_ = 0;
-  curve::PageMap ghost_map_;
 };
 
 }  // namespace
