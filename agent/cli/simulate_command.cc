@@ -179,7 +179,8 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   auto& a = st.assumptions;
   const std::string n = GroupedCount(trace.size());
   if (!any_time && !trace.empty()) {
-    a.push_back("no record has a timestamp: arrivals evenly spaced at " + Fixed(setup->rate, 3) +
+    a.push_back(std::string(far_time > 0 ? "no record has a timestamp within +-1e11 s" : "no record has a timestamp") +
+                ": arrivals evenly spaced at " + Fixed(setup->rate, 3) +
                 " requests/s (--rate) at load 1");
   } else if (no_time > 0) {
     a.push_back(GroupedCount(no_time) + " of " + n + " records have no timestamp: each arrives with the record before it");

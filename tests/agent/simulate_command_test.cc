@@ -305,6 +305,19 @@ TEST(SimulateCommandTest, FarTimestampsAndHugeOutputsAreLeftOutAndSaid) {
   EXPECT_NE(assumed.find("1 of 5 records have an output_length over 16,777,216 tokens: left out"), std::string::npos)
       << assumed;
 
+  // Only a far record had a timestamp: the rest are spaced at --rate, and said so.
+  ASSERT_TRUE(WriteFile(trace, R"({"timestamp": 1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 3]})"
+                               "\n"
+                               R"({"input_length": 32, "output_length": 3, "hash_ids": [1, 4]})"
+                               "\n"));
+  r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  doc = parser.parse(r.out);
+  assumed.clear();
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  EXPECT_NE(assumed.find("no record has a timestamp within +-1e11 s: arrivals evenly spaced"), std::string::npos)
+      << assumed;
+
   // Nothing left to run: an error that counts why.
   ASSERT_TRUE(WriteFile(trace, R"({"timestamp": 1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 3]})"
                                "\n"));
