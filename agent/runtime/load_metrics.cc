@@ -47,16 +47,17 @@ const MetricDef kLoadMetrics[7] = {
      "window"},
     {"kvwatch_kv_load_decode_tokens_per_second", MetricType::kGauge,
      "Decode rate per sequence the load factor uses, tokens/s: source engine (1 / the mean inter-token latency "
-     "the engine's /metrics reported over its last scrape interval) or config (curve.decode_tokens_per_second).",
+     "the engine's /metrics reported over its last scrape interval, averaged over the engines) or config "
+     "(curve.decode_tokens_per_second).",
      "source"},
     {"kvwatch_kv_load_prefill_seconds", MetricType::kGauge,
      "Prefill time per request the load factor charges each prompt for, seconds: source engine (the mean the "
      "engine's /metrics reported over its last scrape interval: vLLM's request prefill time, else time to first "
-     "token minus queue time) or config (curve.prefill_seconds).",
+     "token minus queue time; averaged over the engines) or config (curve.prefill_seconds).",
      "source"},
     {"kvwatch_kv_load_capacity_tokens", MetricType::kGauge,
-     "KV capacity in tokens the load factor divides by: source engine (the engine's reported capacity) or config "
-     "(the largest of curve.capacities), times page_tokens.",
+     "KV capacity in tokens the load factor divides by: source engine (the sum of the engines' reported "
+     "capacities) or config (the largest of curve.capacities), times page_tokens.",
      "source"},
     {"kvwatch_class_output_tokens", MetricType::kGauge,
      "Output-length quantile of the class's requests over the window, in tokens: a fraction (0.5, 0.9, 0.99) of "
@@ -67,31 +68,35 @@ const MetricDef kLoadMetrics[7] = {
 };
 
 KvLoadSources KvLoadSourcesOf(const AgentOptions& options, const std::vector<CollectorCopy>& collectors) {
+  // Several engine /metrics collectors are the replica's engines (data-parallel
+  // ranks scraped one by one) whose requests all reach this agent: their KV
+  // capacities add up, and their decode rates and prefill times are averaged.
   KvLoadSources s;
-  s.decode_tokens_per_s = options.curve.decode_tokens_per_second;
-  s.decode_source = "config";
+  double decode_sum = 0, prefill_sum = 0, capacity_pages = 0;
+  int decode_n = 0, prefill_n = 0, capacity_n = 0;
   for (const CollectorCopy& c : collectors) {
-    if (!Positive(c.signals.decode_tokens_per_s)) continue;
-    s.decode_tokens_per_s = *c.signals.decode_tokens_per_s;
-    s.decode_source = "engine";
-    break;
+    if (Positive(c.signals.decode_tokens_per_s)) {
+      decode_sum += *c.signals.decode_tokens_per_s;
+      ++decode_n;
+    }
+    if (NonNegative(c.signals.prefill_seconds)) {
+      prefill_sum += *c.signals.prefill_seconds;
+      ++prefill_n;
+    }
+    if (Positive(c.signals.capacity_pages)) {
+      capacity_pages += *c.signals.capacity_pages;
+      ++capacity_n;
+    }
   }
-  s.prefill_s = options.curve.prefill_seconds;
-  s.prefill_source = "config";
-  for (const CollectorCopy& c : collectors) {
-    if (!NonNegative(c.signals.prefill_seconds)) continue;
-    s.prefill_s = *c.signals.prefill_seconds;
-    s.prefill_source = "engine";
-    break;
-  }
+  s.decode_tokens_per_s = decode_n > 0 ? decode_sum / decode_n : options.curve.decode_tokens_per_second;
+  s.decode_source = decode_n > 0 ? "engine" : "config";
+  s.prefill_s = prefill_n > 0 ? prefill_sum / prefill_n : options.curve.prefill_seconds;
+  s.prefill_source = prefill_n > 0 ? "engine" : "config";
   const auto page_tokens = static_cast<double>(options.page_tokens);
-  for (const CollectorCopy& c : collectors) {
-    if (!Positive(c.signals.capacity_pages)) continue;
-    s.capacity_tokens = *c.signals.capacity_pages * page_tokens;
+  if (capacity_n > 0) {
+    s.capacity_tokens = capacity_pages * page_tokens;
     s.capacity_source = "engine";
-    return s;
-  }
-  if (!options.curve.capacities.empty()) {
+  } else if (!options.curve.capacities.empty()) {
     s.capacity_tokens = static_cast<double>(options.curve.capacities.back()) * page_tokens;
     s.capacity_source = "config";
   }

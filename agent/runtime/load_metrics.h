@@ -4,14 +4,14 @@
 // quantiles; and the same numbers as the KV load alert's input.
 //
 // Where the inputs come from:
-//   decode rate   the first engine /metrics collector that reports one (1 / the
-//                 mean inter-token latency of its last scrape interval), else
-//                 curve.decode_tokens_per_second (default 50);
-//   KV capacity   the first collector that reports the engine's capacity
+//   decode rate   the mean over the engine /metrics collectors that report one
+//                 (1 / the mean inter-token latency of its last scrape
+//                 interval), else curve.decode_tokens_per_second (default 50);
+//   KV capacity   the sum of the engines' reported capacities
 //                 (kvwatch_engine_capacity_pages) x page_tokens, else the largest
 //                 of curve.capacities x page_tokens; none: no load factor;
-//   prefill time  the first engine /metrics collector that reports one (the
-//                 mean prefill seconds of its last scrape interval: vLLM's
+//   prefill time  the mean over the engine /metrics collectors that report one
+//                 (the mean prefill seconds of its last scrape interval: vLLM's
 //                 request_prefill_time, else time to first token minus queue
 //                 time), else curve.prefill_seconds (default 0); each prompt's KV
 //                 is charged for it on top of output / decode rate seconds
@@ -49,7 +49,9 @@ extern const base::MetricDef kLoadMetrics[7];
 inline constexpr double kOutputQuantiles[] = {0.5, 0.9, 0.99};
 
 // The decode rate, prefill time and KV capacity the load factor uses, and where
-// each came from ("engine" or "config").
+// each came from ("engine" or "config"): over the engine /metrics collectors that
+// report one, the mean decode rate, the mean prefill time and the sum of the
+// capacities (one replica's data-parallel engines); else the config's.
 struct KvLoadSources {
   double decode_tokens_per_s = 0;
   std::string decode_source;

@@ -233,7 +233,28 @@ TEST(KvLoadAgentTest, WithoutAnEnginesPrefillTimeTheConfigsIsCharged) {
   EXPECT_EQ(std::string_view(doc["kv_load"]["prefill_source"]), "config");
 }
 
-TEST(KvLoadAgentTest, TheFirstUsablePrefillTimeWinsAndZeroIsOne) {
+// Two data-parallel engines scraped one by one: their requests all reach the
+// agent, so the KV capacities add up; decode rates and prefill times are averaged.
+TEST(KvLoadAgentTest, SeveralEnginesAddTheirCapacitiesAndAverageTheirRates) {
+  const AgentOptions o = Options();  // 50 tokens/s, 100 pages x 16 tokens
+  std::vector<CollectorCopy> collectors(3);
+  collectors[0].signals.decode_tokens_per_s = 40;
+  collectors[0].signals.prefill_seconds = 0.5;
+  collectors[0].signals.capacity_pages = 1000;
+  collectors[1].name = "trace";  // knows none of them
+  collectors[2].signals.decode_tokens_per_s = 60;
+  collectors[2].signals.prefill_seconds = 1.5;
+  collectors[2].signals.capacity_pages = 3000;
+  const KvLoadSources s = KvLoadSourcesOf(o, collectors);
+  EXPECT_EQ(s.decode_tokens_per_s, 50);
+  EXPECT_EQ(s.prefill_s, 1);
+  EXPECT_EQ(s.capacity_tokens, 64000);
+  EXPECT_EQ(s.decode_source, "engine");
+  EXPECT_EQ(s.prefill_source, "engine");
+  EXPECT_EQ(s.capacity_source, "engine");
+}
+
+TEST(KvLoadAgentTest, UsablePrefillTimesAreTheEnginesAndZeroIsOne) {
   AgentOptions o = Options();
   o.curve.prefill_seconds = 2;
   std::vector<CollectorCopy> collectors(4);
