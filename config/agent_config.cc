@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/text_file.h"
 #include "config/field_reader.h"
 #include "config/sections.h"
-#include "config/text_file.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::config {
@@ -184,7 +184,7 @@ Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
                                       ": cannot open the agent config: " + std::strerror(errno));
   }
   std::string text;
-  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+  if (std::string problem = base::ReadBoundedText(path, in, &text); !problem.empty()) {
     return Result<AgentConfig>::Error(path + ": the agent config " + problem);
   }
   return ParseAgentConfig(text, path);

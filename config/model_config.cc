@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "config/text_file.h"
+#include "base/text_file.h"
 #include "simdjson.h"
 
 namespace kvwatch::config {
@@ -390,7 +390,7 @@ base::Result<ModelSpec> ReadModelConfigFile(const std::string& path,
   std::ifstream in(path, std::ios::binary);
   if (!in) return R::Error(path + ": cannot open the file (" + std::strerror(errno) + ")");
   std::string text;
-  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+  if (std::string problem = base::ReadBoundedText(path, in, &text); !problem.empty()) {
     return R::Error(path + ": " + problem);
   }
   R spec = ParseModelConfig(text, options);

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <vector>
 
+#include "base/text_file.h"
 #include "config/field_reader.h"
-#include "config/text_file.h"
 
 namespace kvwatch::config {
 namespace {
@@ -289,7 +289,7 @@ Result<WebConfig> ReadWebConfigFile(const std::string& path) {
     return Result<WebConfig>::Error(path + ": cannot open web config: " + std::strerror(errno));
   }
   std::string text;
-  if (std::string problem = internal::ReadConfigText(path, in, &text); !problem.empty()) {
+  if (std::string problem = base::ReadBoundedText(path, in, &text); !problem.empty()) {
     return Result<WebConfig>::Error(path + ": web config " + problem);
   }
   return ParseWebConfig(text, std::filesystem::path(path).parent_path().string(), path);

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base/text_file.h"
 #include "collectors/exposition_parser.h"
-#include "config/text_file.h"
 
 namespace kvwatch::agent {
 
@@ -127,8 +127,8 @@ base::Result<sim::CalibrationObservation> ReadCalibrationFile(const std::string&
   // A scrape is kilobytes to a few megabytes; a device or a huge log named by
   // mistake is refused, not read without end.
   std::string text;
-  if (std::string problem = config::internal::ReadConfigText(path, in, &text, kMaxCalibrationFileBytes,
-                                                             "an engine's /metrics scrape");
+  if (std::string problem = base::ReadBoundedText(path, in, &text, kMaxCalibrationFileBytes,
+                                                     "an engine's /metrics scrape");
       !problem.empty()) {
     return R::Error(path + ": " + problem);
   }
