@@ -422,17 +422,23 @@ curve::CurveAccumulator Replayer::Adjusted(const curve::CurveAccumulator& acc, s
   return adjusted;
 }
 
-curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
+curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs,
+                                    const curve::ReportOptions& options) const {
   // Exact: no adjustment, so no copy of the histograms (they span every distance).
-  if (!sampled_) return curve::BuildCurveReport(acc, resolved_.report);
-  return curve::BuildCurveReport(Adjusted(acc, page_refs), resolved_.report);
+  if (!sampled_) return curve::BuildCurveReport(acc, options);
+  return curve::BuildCurveReport(Adjusted(acc, page_refs), options);
+}
+
+curve::CurveReport Replayer::Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const {
+  return Report(acc, page_refs, resolved_.report);
 }
 
 curve::CurveReport Replayer::GroupReport(const curve::CompactCurveAccumulator& acc, std::uint64_t page_refs) const {
-  curve::CurveReport report = Report(acc.Dense(), page_refs);
-  // Only the whole trace's curve is plotted; a trace may have a tenant per user.
-  report.plot = {};
-  return report;
+  // Only the whole trace's curve is plotted: no plot samples (200 points each)
+  // for a group, since a trace may have a tenant per user.
+  curve::ReportOptions options = resolved_.report;
+  options.plot_points = 0;
+  return Report(acc.Dense(), page_refs, options);
 }
 
 ReplayResult Replayer::Result() const {

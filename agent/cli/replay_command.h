@@ -135,6 +135,8 @@ class Replayer {
  private:
   // BuildCurveReport of Adjusted(acc, page_refs), without copying acc when exact.
   curve::CurveReport Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
+  curve::CurveReport Report(const curve::CurveAccumulator& acc, std::uint64_t page_refs,
+                            const curve::ReportOptions& options) const;
   // A tenant's or a class's report: Report of its curve, without the plot samples.
   curve::CurveReport GroupReport(const curve::CompactCurveAccumulator& acc, std::uint64_t page_refs) const;
 
