@@ -19,6 +19,7 @@
 
 #include "agent/runtime/agent.h"
 #include "collectors/exposition_parser.h"
+#include "tests/agent/testing_agent.h"
 #include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent {
@@ -240,27 +241,16 @@ TEST(AgentTenantsTest, ManyTenantNamesKeepTheLabelsAtTheBound) {
 }
 
 // An engine collector that knows the KV-cache usage and capacity.
-class FakeEngine : public collectors::Collector {
- public:
-  const std::string& name() const override { return name_; }
-  std::string_view kind() const override { return "fake"; }
-  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(1000); }
-  void Poll(collectors::RequestSink&, double) override {}
-  collectors::CollectorStats stats() const override { return {}; }
-  collectors::EngineSignals engine_signals() const override {
-    collectors::EngineSignals s;
-    s.kv_cache_usage = 0.25;
-    s.capacity_pages = 1000;
-    return s;
-  }
-
- private:
-  std::string name_ = "vllm";
-};
+std::unique_ptr<collectors::Collector> FakeEngine() {
+  collectors::EngineSignals s;
+  s.kv_cache_usage = 0.25;
+  s.capacity_pages = 1000;
+  return std::make_unique<testing_support::FixedSignalsCollector>(s);
+}
 
 TEST(AgentTenantsTest, RunningKvIsTheEnginesUsageInBytes) {
   AgentOptions o = Options();
-  o.collectors.push_back(std::make_unique<FakeEngine>());
+  o.collectors.push_back(FakeEngine());
   auto agent = MakeAgent(std::move(o));
   ASSERT_NE(agent, nullptr);
   // 0.25 x 1000 pages x 16 tokens x 1024 bytes per token.
@@ -269,7 +259,7 @@ TEST(AgentTenantsTest, RunningKvIsTheEnginesUsageInBytes) {
   // Without bytes per token there is no byte figure.
   AgentOptions pages_only = Options();
   pages_only.bytes_per_token.reset();
-  pages_only.collectors.push_back(std::make_unique<FakeEngine>());
+  pages_only.collectors.push_back(FakeEngine());
   auto other = MakeAgent(std::move(pages_only));
   ASSERT_NE(other, nullptr);
   EXPECT_TRUE(Series(other.get(), "kvwatch_running_kv_bytes").empty());

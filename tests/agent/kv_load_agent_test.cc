@@ -158,31 +158,18 @@ TEST(KvLoadAgentTest, TheEnginesDecodeRateAndCapacityWinOverTheConfigs) {
 }
 
 // An engine /metrics collector that has learned a prefill time (and nothing else).
-class PrefillEngine : public collectors::Collector {
- public:
-  explicit PrefillEngine(double prefill_s) : prefill_s_(prefill_s) {}
-  const std::string& name() const override { return name_; }
-  std::string_view kind() const override { return "fake"; }
-  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(1000); }
-  void Poll(collectors::RequestSink&, double) override {}
-  collectors::CollectorStats stats() const override { return {}; }
-  collectors::EngineSignals engine_signals() const override {
-    collectors::EngineSignals s;
-    s.prefill_seconds = prefill_s_;
-    return s;
-  }
-
- private:
-  std::string name_ = "vllm";
-  double prefill_s_;
-};
+std::unique_ptr<collectors::Collector> PrefillEngine(double prefill_s) {
+  collectors::EngineSignals s;
+  s.prefill_seconds = prefill_s;
+  return std::make_unique<testing_support::FixedSignalsCollector>(s);
+}
 
 // With a prefill time T each prompt is held T seconds longer: the trace's chat
 // requests hold 125 + 100 T token-seconds, the code request 2100 + 1000 T.
 TEST(KvLoadAgentTest, TheEnginesPrefillTimeIsChargedToEveryPrompt) {
   AgentOptions o = Options();
   o.curve.prefill_seconds = 2;  // the engine's wins
-  o.collectors.push_back(std::make_unique<PrefillEngine>(0.5));
+  o.collectors.push_back(PrefillEngine(0.5));
   auto created = Agent::Create(std::move(o));
   ASSERT_TRUE(created.ok()) << created.error();
   Feed(*created.value());

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "collectors/collector.h"
 #include "collectors/exposition_parser.h"
 #include "tests/agent/testing_process.h"
 
@@ -175,6 +176,24 @@ class PrometheusProcess {
   PrometheusProcess() = default;
   std::unique_ptr<ChildProcess> process_;
   int port_ = 0;
+};
+
+// A collector that reads nothing and reports fixed engine signals: what an engine
+// /metrics collector would have learned, for the agent's readers of EngineSignals.
+class FixedSignalsCollector : public collectors::Collector {
+ public:
+  explicit FixedSignalsCollector(collectors::EngineSignals signals, std::string name = "vllm")
+      : signals_(std::move(signals)), name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  std::string_view kind() const override { return "fake"; }
+  std::chrono::milliseconds poll_interval() const override { return std::chrono::milliseconds(1000); }
+  void Poll(collectors::RequestSink&, double) override {}
+  collectors::CollectorStats stats() const override { return {}; }
+  collectors::EngineSignals engine_signals() const override { return signals_; }
+
+ private:
+  collectors::EngineSignals signals_;
+  std::string name_;
 };
 
 }  // namespace kvwatch::agent::testing_support

@@ -111,16 +111,24 @@ std::map<std::string, double> Samples(const Collector& c) {
 
 std::unique_ptr<EngineMetricsCollector> Make(const std::string& url, milliseconds interval = milliseconds(5),
                                              std::uint32_t page_tokens = 16,
-                                             milliseconds timeout = milliseconds(10000)) {
+                                             milliseconds timeout = milliseconds(10000),
+                                             std::vector<std::string>* logged = nullptr) {
   EngineMetricsCollectorOptions o;
   o.name = "engine-0";
   o.url = url;
   o.interval = interval;
   o.timeout = timeout;
   o.page_tokens = page_tokens;
-  auto c = EngineMetricsCollector::Create(std::move(o), nullptr);
+  CollectorLog log = nullptr;
+  if (logged != nullptr) log = [logged](std::string_view, std::string_view message) { logged->emplace_back(message); };
+  auto c = EngineMetricsCollector::Create(std::move(o), std::move(log));
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error());
   return std::move(c).value();
+}
+
+// One scrape every minute, its log lines kept in *logged.
+std::unique_ptr<EngineMetricsCollector> MakeLogged(const std::string& url, std::vector<std::string>* logged) {
+  return Make(url, milliseconds(60000), 16, milliseconds(10000), logged);
 }
 
 struct VllmValues {
@@ -504,23 +512,16 @@ TEST(EngineMetricsCollectorTest, BackoffGrowsOnFailuresAndResetsOnSuccess) {
 TEST(EngineMetricsCollectorTest, GarbageBodyCountsErrors) {
   FakeEngine engine({{200, "<html>not metrics</html>\nfoo{bar 1\n"}});
   std::vector<std::string> logged;
-  EngineMetricsCollectorOptions o;
-  o.name = "engine-0";
-  o.url = engine.url();
-  o.interval = milliseconds(60000);
-  o.timeout = milliseconds(10000);
-  auto c = EngineMetricsCollector::Create(
-      std::move(o), [&](std::string_view, std::string_view message) { logged.emplace_back(message); });
-  ASSERT_TRUE(c.ok()) << c.error();
-  ASSERT_TRUE(WaitScrapes(*c.value(), 1));
-  const CollectorStats s = c.value()->stats();
+  auto c = MakeLogged(engine.url(), &logged);
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  const CollectorStats s = c->stats();
   EXPECT_FALSE(s.up);
   EXPECT_EQ(s.errors.at("bad_line"), 2u);
   EXPECT_EQ(s.errors.at("no_engine_metrics"), 1u);
-  EXPECT_EQ(c.value()->next_delay(), milliseconds(120000)) << "a garbage scrape is a failed one";
+  EXPECT_EQ(c->next_delay(), milliseconds(120000)) << "a garbage scrape is a failed one";
   NullSink sink;
   EXPECT_TRUE(logged.empty()) << "logs go out from Poll, on the caller's thread";
-  c.value()->Poll(sink, 0);
+  c->Poll(sink, 0);
   ASSERT_EQ(logged.size(), 3u);
   EXPECT_NE(logged[0].find("line 1"), std::string::npos) << logged[0];
 }
@@ -543,27 +544,20 @@ TEST(EngineMetricsCollectorTest, ImplausibleValuesAreDroppedCountedAndLogged) {
                                "vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} +Inf\n"
                                "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"} NaN\n"}});
   std::vector<std::string> logged;
-  EngineMetricsCollectorOptions o;
-  o.name = "engine-0";
-  o.url = engine.url();
-  o.interval = milliseconds(60000);
-  o.timeout = milliseconds(10000);
-  auto c = EngineMetricsCollector::Create(
-      std::move(o), [&](std::string_view, std::string_view message) { logged.emplace_back(message); });
-  ASSERT_TRUE(c.ok()) << c.error();
-  ASSERT_TRUE(WaitScrapes(*c.value(), 1));
-  const CollectorStats s = c.value()->stats();
+  auto c = MakeLogged(engine.url(), &logged);
+  ASSERT_TRUE(WaitScrapes(*c, 1));
+  const CollectorStats s = c->stats();
   EXPECT_TRUE(s.up);
   ASSERT_TRUE(s.errors.count("bad_value"));
   EXPECT_EQ(s.errors.at("bad_value"), 3u);
-  const auto m = Samples(*c.value());
+  const auto m = Samples(*c);
   EXPECT_FALSE(m.count("kvwatch_engine_preemptions_total"));
   EXPECT_FALSE(m.count("kvwatch_engine_requests_waiting")) << "one engine's +Inf drops the sum";
   EXPECT_FALSE(m.count("kvwatch_engine_kv_cache_usage_ratio"));
   EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_requests_running"), 2);
   EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), 27730);
   NullSink sink;
-  c.value()->Poll(sink, 0);
+  c->Poll(sink, 0);
   ASSERT_EQ(logged.size(), 1u);
   EXPECT_NE(logged[0].find("3 sample(s) negative, infinite or NaN"), std::string::npos) << logged[0];
   EXPECT_NE(logged[0].find("vllm:num_preemptions_total is -3"), std::string::npos) << logged[0];
