@@ -38,24 +38,45 @@ std::string Number(double value) {
   return text;
 }
 
-// Checks that `value` is finite and within [low, high]; appends a message if not.
-void CheckRange(std::string_view name, double value, double low, double high, std::string* errors) {
-  if (std::isfinite(value) && value >= low && value <= high) return;
-  if (!errors->empty()) errors->append("; ");
-  errors->append(std::string(name) + " must be in [" + Number(low) + ", " + Number(high) + "], got " + Number(value));
-}
+// The problems found, each naming its option as the caller does (names), else by
+// its field name.
+class Problems {
+ public:
+  explicit Problems(SynthOptionNames names) : names_(names) {}
+
+  std::string Name(std::string_view field) const {
+    for (const auto& [from, to] : names_) {
+      if (from == field) return std::string(to);
+    }
+    return std::string(field);
+  }
+  void Add(const std::string& problem) { text_.append(text_.empty() ? "" : "; ").append(problem); }
+  // Checks that `value` is finite and within [low, high].
+  void Range(std::string_view field, double value, double low, double high) {
+    if (std::isfinite(value) && value >= low && value <= high) return;
+    Add(Name(field) + " must be in [" + Number(low) + ", " + Number(high) + "], got " + Number(value));
+  }
+  // Ok, or the problems: after "synth options: " when they carry field names.
+  Status ToStatus() const {
+    if (text_.empty()) return Status::Ok();
+    return Status::Error((names_.empty() ? "synth options: " : "") + text_);
+  }
+
+ private:
+  SynthOptionNames names_;
+  std::string text_;
+};
 
 // The arrival rate, the span and the shift's times: bounded so that every
 // timestamp is a whole number of milliseconds that fits 64 bits.
-void CheckTimes(const SynthOptions& o, std::string* errors) {
-  CheckRange("rate_per_s", o.rate_per_s, kMinRate, kMaxRate, errors);
-  CheckRange("duration_s", o.duration_s, 0, kMaxSeconds, errors);
+void CheckTimes(const SynthOptions& o, Problems* p) {
+  p->Range("rate_per_s", o.rate_per_s, kMinRate, kMaxRate);
+  p->Range("duration_s", o.duration_s, 0, kMaxSeconds);
   if (o.duration_s <= 0 && o.max_requests > 0 && std::isfinite(o.rate_per_s) && o.rate_per_s > 0 &&
       static_cast<double>(o.max_requests) / o.rate_per_s > kMaxSeconds) {
-    if (!errors->empty()) errors->append("; ");
-    errors->append("max_requests at rate_per_s " + Number(o.rate_per_s) + " would span " +
-                   Number(static_cast<double>(o.max_requests) / o.rate_per_s) + " s, more than " +
-                   Number(kMaxSeconds) + " (set duration_s, or fewer requests)");
+    p->Add(p->Name("max_requests") + " at " + p->Name("rate_per_s") + " " + Number(o.rate_per_s) + " would span " +
+           Number(static_cast<double>(o.max_requests) / o.rate_per_s) + " s, more than " + Number(kMaxSeconds) +
+           " (set " + p->Name("duration_s") + ", or fewer requests)");
   }
 }
 
@@ -94,36 +115,32 @@ void AppendJsonString(std::string_view text, std::string* out) {
 
 }  // namespace
 
-Status ValidateSynthOptions(const SynthOptions& o) {
-  std::string errors;
-  CheckTimes(o, &errors);
-  CheckRange("tenants", o.tenants, 1, kMaxTenants, &errors);
-  CheckRange("tenant_zipf_exponent", o.tenant_zipf_exponent, 0, 100, &errors);
-  CheckRange("max_session_pages", o.max_session_pages, 1, static_cast<double>(kMaxIndex), &errors);
-  CheckRange("system_prompt_min_pages", o.system_prompt_min_pages, 0, o.system_prompt_max_pages, &errors);
-  CheckRange("system_prompt_max_pages", o.system_prompt_max_pages, 0, o.max_session_pages, &errors);
-  CheckRange("active_sessions", o.active_sessions, 1, kMaxActiveSessions, &errors);
-  CheckRange("one_shot_fraction", o.one_shot_fraction, 0, 1, &errors);
-  CheckRange("mean_session_turns", o.mean_session_turns, 1, 1e6, &errors);
-  CheckRange("mean_first_message_pages", o.mean_first_message_pages, 1, 1e6, &errors);
-  CheckRange("mean_followup_message_pages", o.mean_followup_message_pages, 1, 1e6, &errors);
-  CheckRange("mean_answer_pages", o.mean_answer_pages, 1, 1e6, &errors);
-  CheckRange("mean_one_shot_pages", o.mean_one_shot_pages, 1, 1e6, &errors);
-  CheckRange("page_tokens", o.page_tokens, 1, 1 << 20, &errors);
+Status ValidateSynthOptions(const SynthOptions& o, SynthOptionNames names) {
+  Problems p(names);
+  CheckTimes(o, &p);
+  p.Range("tenants", o.tenants, 1, kMaxTenants);
+  p.Range("tenant_zipf_exponent", o.tenant_zipf_exponent, 0, 100);
+  p.Range("max_session_pages", o.max_session_pages, 1, static_cast<double>(kMaxIndex));
+  p.Range("system_prompt_min_pages", o.system_prompt_min_pages, 0, o.system_prompt_max_pages);
+  p.Range("system_prompt_max_pages", o.system_prompt_max_pages, 0, o.max_session_pages);
+  p.Range("active_sessions", o.active_sessions, 1, kMaxActiveSessions);
+  p.Range("one_shot_fraction", o.one_shot_fraction, 0, 1);
+  p.Range("mean_session_turns", o.mean_session_turns, 1, 1e6);
+  p.Range("mean_first_message_pages", o.mean_first_message_pages, 1, 1e6);
+  p.Range("mean_followup_message_pages", o.mean_followup_message_pages, 1, 1e6);
+  p.Range("mean_answer_pages", o.mean_answer_pages, 1, 1e6);
+  p.Range("mean_one_shot_pages", o.mean_one_shot_pages, 1, 1e6);
+  p.Range("page_tokens", o.page_tokens, 1, 1 << 20);
   if (ShiftEnabled(o.shift)) {
-    CheckRange("shift.start_s", o.shift.start_s, 0, kMaxSeconds, &errors);
-    CheckRange("shift.end_s", o.shift.end_s, 0, kMaxSeconds, &errors);
-    CheckRange("shift.share", o.shift.share, 0, 1, &errors);
-    CheckRange("shift.system_prompt_pages", o.shift.system_prompt_pages, 0, o.max_session_pages, &errors);
-    CheckRange("shift.active_sessions", o.shift.active_sessions, 1, kMaxActiveSessions, &errors);
-    CheckRange("shift.mean_session_turns", o.shift.mean_session_turns, 1, 1e6, &errors);
-    if (o.shift.tenant.empty()) {
-      errors.append(errors.empty() ? "" : "; ");
-      errors.append("shift.tenant must not be empty");
-    }
+    p.Range("shift.start_s", o.shift.start_s, 0, kMaxSeconds);
+    p.Range("shift.end_s", o.shift.end_s, 0, kMaxSeconds);
+    p.Range("shift.share", o.shift.share, 0, 1);
+    p.Range("shift.system_prompt_pages", o.shift.system_prompt_pages, 0, o.max_session_pages);
+    p.Range("shift.active_sessions", o.shift.active_sessions, 1, kMaxActiveSessions);
+    p.Range("shift.mean_session_turns", o.shift.mean_session_turns, 1, 1e6);
+    if (o.shift.tenant.empty()) p.Add(p.Name("shift.tenant") + " must not be empty");
   }
-  if (errors.empty()) return Status::Ok();
-  return Status::Error("synth options: " + errors);
+  return p.ToStatus();
 }
 
 base::Result<SynthGenerator> SynthGenerator::Create(SynthOptions options) {
@@ -301,19 +318,14 @@ base::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
   return generator.value().generated();
 }
 
-Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape) {
-  std::string errors;
-  CheckTimes(base, &errors);
-  CheckRange("page_tokens", base.page_tokens, 1, 1 << 20, &errors);
-  CheckRange("prompt_tokens", shape.prompt_tokens, 1,
-             static_cast<double>(kMaxIndex) * std::max(base.page_tokens, 1), &errors);
-  if (shape.output_tokens.empty()) {
-    errors.append(errors.empty() ? "" : "; ");
-    errors.append("output_tokens must list at least one length");
-  }
-  for (std::uint32_t n : shape.output_tokens) CheckRange("output_tokens", n, 1, 1 << 30, &errors);
-  if (errors.empty()) return Status::Ok();
-  return Status::Error("synth options: " + errors);
+Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape, SynthOptionNames names) {
+  Problems p(names);
+  CheckTimes(base, &p);
+  p.Range("page_tokens", base.page_tokens, 1, 1 << 20);
+  p.Range("prompt_tokens", shape.prompt_tokens, 1, static_cast<double>(kMaxIndex) * std::max(base.page_tokens, 1));
+  if (shape.output_tokens.empty()) p.Add(p.Name("output_tokens") + " must list at least one length");
+  for (std::uint32_t n : shape.output_tokens) p.Range("output_tokens", n, 1, 1 << 30);
+  return p.ToStatus();
 }
 
 base::Result<std::uint64_t> GenerateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape,

@@ -45,7 +45,10 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "curve/request.h"
@@ -61,8 +64,14 @@ struct SynthRequest {
   int turn = 0;            // 0-based turn within the session (0 for a one-shot)
 };
 
-// Ok, or what is wrong with the options ("rate_per_s must be > 0, got 0").
-[[nodiscard]] base::Status ValidateSynthOptions(const SynthOptions& options);
+// The name each option goes by in the caller's messages, by field name
+// ({"rate_per_s", "--rate"}: kvwatch synth passes its flags); a field not listed,
+// or no names at all, keeps its field name.
+using SynthOptionNames = std::span<const std::pair<std::string_view, std::string_view>>;
+
+// Ok, or what is wrong with the options ("synth options: rate_per_s must be in
+// [1e-06, 1000000000], got 0"; with names: "--rate must be in ...").
+[[nodiscard]] base::Status ValidateSynthOptions(const SynthOptions& options, SynthOptionNames names = {});
 
 // The streaming generator: Next() produces the requests in timestamp order, one at
 // a time, so a live agent can pace them in real time.
@@ -157,7 +166,8 @@ struct FixedShapeOptions {
 };
 
 // Ok, or what is wrong (a count of 0, no output length, a prompt beyond 2^20 pages).
-[[nodiscard]] base::Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape);
+[[nodiscard]] base::Status ValidateFixedShape(const SynthOptions& base, const FixedShapeOptions& shape,
+                                              SynthOptionNames names = {});
 
 // Generates the fixed-shape workload; returns the number of requests, or an error
 // for invalid options or an unbounded workload.

@@ -1,6 +1,5 @@
 #include "agent/cli/synth_command.h"
 
-#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -11,8 +10,8 @@ namespace kvwatch::agent {
 
 namespace {
 
-// The generator's option names (SynthOptions' fields, as collectors/synth.cc's
-// messages name them) and the flags that set them.
+// The generator's option names (SynthOptions' fields) and the flags that set them,
+// so that its messages name the flags.
 constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
     {"rate_per_s", "--rate"},
     {"duration_s", "--duration"},
@@ -32,36 +31,6 @@ constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
     {"prompt_tokens", "--prompt-tokens"},
     {"output_tokens", "--output-tokens"},
 };
-
-bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
-
-// A generator's message with each option name (a whole word) as its flag:
-// "synth options: rate_per_s must be ..." -> "--rate must be ...".
-std::string WithFlagNames(std::string_view message) {
-  constexpr std::string_view kPrefix = "synth options: ";
-  if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
-  std::string out;
-  std::size_t i = 0;
-  while (i < message.size()) {
-    if (!IsNameChar(message[i])) {
-      out.push_back(message[i++]);
-      continue;
-    }
-    std::size_t end = i;
-    while (end < message.size() && IsNameChar(message[end])) ++end;
-    std::string_view word = message.substr(i, end - i);
-    std::size_t stops = 0;  // a sentence's full stops after the word
-    while (stops < word.size() && word[word.size() - 1 - stops] == '.') ++stops;
-    const std::string_view bare = word.substr(0, word.size() - stops);
-    std::string_view replaced = bare;
-    for (const auto& [name, flag] : kFlags) {
-      if (bare == name) replaced = flag;
-    }
-    out.append(replaced).append(word.substr(bare.size()));
-    i = end;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -84,10 +53,13 @@ int RunSynth(const SynthCommandOptions& options) {
   if (options.prompt_tokens) shape.prompt_tokens = *options.prompt_tokens;
   if (!options.output_tokens.empty()) shape.output_tokens = options.output_tokens;
   shape.even_arrivals = options.arrivals == "even";
-  if (base::Status s = fixed ? collectors::ValidateFixedShape(options.synth, shape)
-                             : collectors::ValidateSynthOptions(options.synth);
+  if (base::Status s = fixed ? collectors::ValidateFixedShape(options.synth, shape, kFlags)
+                             : collectors::ValidateSynthOptions(options.synth, kFlags);
       !s.ok()) {
-    return fail(WithFlagNames(s.error()));
+    return fail(s.error());
+  }
+  if (options.synth.duration_s <= 0 && options.synth.max_requests == 0) {
+    return fail("--duration or --requests must be set for a finite workload");
   }
   std::FILE* out = stdout;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(nullptr, &std::fclose);
@@ -108,7 +80,7 @@ int RunSynth(const SynthCommandOptions& options) {
   auto written = fixed ? collectors::GenerateFixedShape(options.synth, shape, write)
                        : collectors::GenerateSynth(options.synth, write);
   if (!written.ok()) {
-    std::fprintf(stderr, "kvwatch synth: %s\n", WithFlagNames(written.error()).c_str());
+    std::fprintf(stderr, "kvwatch synth: %s\n", written.error().c_str());
     return 2;
   }
   if (std::fflush(out) != 0 || std::ferror(out)) {
