@@ -169,7 +169,7 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
     return R::Error("no record can be simulated: " + GroupedCount(no_pages) + " without hash_ids, " +
                     GroupedCount(far_time) + " with a timestamp beyond +-1e11 s, " + GroupedCount(huge_prompt) +
                     " with a prompt over 4,294,967,295 tokens, " + GroupedCount(huge_output) +
-                    " with an output over 16,777,216 tokens");
+                    " with an output over " + GroupedCount(kMaxOutputTokens) + " tokens");
   }
   const double t0 = out.front().arrival_s;
   for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
@@ -203,7 +203,8 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
                 " records have a prompt over 4,294,967,295 tokens (input_length, or pages x page size): left out");
   }
   if (huge_output > 0) {
-    a.push_back(GroupedCount(huge_output) + " of " + n + " records have an output_length over 16,777,216 tokens: left out");
+    a.push_back(GroupedCount(huge_output) + " of " + n + " records have an output_length over " +
+                GroupedCount(kMaxOutputTokens) + " tokens: left out");
   }
   if (no_output > 0) {
     a.push_back(GroupedCount(no_output) + " of " + n + " records have no output_length: " +
