@@ -425,10 +425,18 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
     }
     std::this_thread::sleep_for(Millis(500));
   }
-  // Two more scrapes after the last record.
   ASSERT_TRUE(agent->WaitForRequests(static_cast<double>(workload.lines.size())))
       << "the agent did not count every record; stderr:\n" << Tail(agent->Stderr());
-  std::this_thread::sleep_for(Millis(2500));
+  // Prometheus has scraped the agent after its last record: the queries below
+  // read the whole workload.
+  const double records = static_cast<double>(workload.lines.size());
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto total = QueryAt(prom, "sum(kvwatch_requests_total)");
+        return total.ok() && !total.value().empty() && total.value()[0].value == records;
+      },
+      Millis(60000), Millis(250)))
+      << "Prometheus did not scrape the agent's last count";
 
   const double flood_s = flood_ms / 1000.0;
   const double before_s = flood_s - 0.5;
