@@ -29,7 +29,10 @@
 // Parts skip when a tool (cpack, dpkg-deb, systemd-analyze) is absent. The
 // package test fails when the build tree has no CPackConfig.cmake: the top-level
 // CMakeLists.txt must include packaging/cpack.cmake.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <simdjson.h>
 #include <yaml-cpp/yaml.h>
 
@@ -164,6 +167,27 @@ std::string BuildDir() {
   return "";
 }
 
+// The newest modification time (ns since the epoch) of the package's inputs: the
+// binary, CPackConfig.cmake, and every file under packaging/ and docs/ and README.md.
+std::string PackageInputsKey(const std::string& build) {
+  fs::file_time_type newest = fs::last_write_time(KVWATCH_BINARY);
+  auto consider = [&](const fs::path& p) {
+    std::error_code ec;
+    const fs::file_time_type t = fs::last_write_time(p, ec);
+    if (!ec && t > newest) newest = t;
+  };
+  consider(fs::path(build) / "CPackConfig.cmake");
+  consider(fs::path(kSource) / "README.md");
+  for (const char* dir : {"packaging", "docs"}) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(fs::path(kSource) / dir, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      consider(it->path());
+    }
+  }
+  return std::to_string(newest.time_since_epoch().count());
+}
+
 class DebPackageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -179,11 +203,36 @@ class DebPackageTest : public ::testing::Test {
                ": the top-level CMakeLists.txt must include(packaging/cpack.cmake)";
       return;
     }
-    dir_ = std::make_unique<TempDir>("kvwatch_packaging_test");
-    const std::string out = dir_->Sub("out");
-    const CommandResult made = RunCommand(
-        {cpack, "-G", "DEB", "--config", (fs::path(build) / "CPackConfig.cmake").string(), "-B", out}, kPackageTimeout);
-    if (!made.Exited(0)) {
+    // One package per set of inputs, shared by this suite's tests: ctest runs each
+    // test in a process of its own, so making it per process meant four cpack runs
+    // (50 s each on a loaded 2-core machine). <build>/tests/deb_package/<key>/ holds
+    // it, made under an exclusive flock, where the key is the newest modification
+    // time of what packaging/cpack.cmake installs (the binary, packaging/,
+    // README.md, docs/) and of CPackConfig.cmake.
+    const std::string cache = (fs::path(build) / "tests" / "deb_package").string();
+    fs::create_directories(cache);
+    const std::string out = (fs::path(cache) / PackageInputsKey(build)).string();
+    const int lock = open((fs::path(cache) / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+      error_ = "cannot lock " + cache + "/lock";
+      if (lock >= 0) close(lock);
+      return;
+    }
+    const bool made_before = fs::exists(fs::path(out) / "made");
+    CommandResult made;
+    if (!made_before) {
+      std::error_code ignored;
+      for (const auto& old : fs::directory_iterator(cache)) {
+        if (old.is_directory()) fs::remove_all(old.path(), ignored);  // packages of older inputs
+      }
+      made = RunCommand({cpack, "-G", "DEB", "--config", (fs::path(build) / "CPackConfig.cmake").string(), "-B", out},
+                        kPackageTimeout);
+      if (made.Exited(0)) {
+        std::ofstream(fs::path(out) / "made") << made.out << made.err;
+      }
+    }
+    close(lock);
+    if (!made_before && !made.Exited(0)) {
       error_ = "cpack -G DEB: " + made.Describe();
       return;
     }
@@ -191,10 +240,11 @@ class DebPackageTest : public ::testing::Test {
       if (entry.path().extension() == ".deb") deb_ = entry.path().string();
     }
     if (deb_.empty()) {
-      error_ = "cpack made no .deb in " + out + ":\n" + made.Describe();
+      error_ = "cpack made no .deb in " + out + ":\n" + ReadFile((fs::path(out) / "made").string());
       return;
     }
-    cpack_output_ = made.out + made.err;
+    cpack_output_ = ReadFile((fs::path(out) / "made").string());
+    dir_ = std::make_unique<TempDir>("kvwatch_packaging_test");
     root_ = dir_->Sub("root");
     control_ = dir_->Sub("control");
     for (const auto& args : {std::vector<std::string>{dpkg_deb_, "-x", deb_, root_},
