@@ -93,7 +93,9 @@ constexpr base::MetricDef kKvMetrics[] = {
     {"kvwatch_kv_events_batches_total", MetricType::kCounter, "KV event batches decoded and applied (live and replayed).",
      "collector"},
     {"kvwatch_kv_events_lost_total", MetricType::kCounter,
-     "KV event batches known missing (sequence gaps) and not recovered.", "collector"},
+     "KV event batches known missing (sequence gaps) and not recovered: no longer in the engine's replay buffer, "
+     "not answered within replay_give_up, or without a replay endpoint. Kept across agent restarts.",
+     "collector"},
     {"kvwatch_kv_events_replayed_total", MetricType::kCounter,
      "KV event batches recovered from the engine's replay socket.", "collector"},
     {"kvwatch_kv_events_publisher_restarts_total", MetricType::kCounter,

@@ -266,6 +266,19 @@ int KillRepeatedly(const TempDir& dir, const std::string& config_path, int kills
 
 int Kills() { return LongRun() ? 350 : 70; }
 
+using collectors::testing::EngineCacheModel;
+using collectors::testing::EngineModelOptions;
+using collectors::testing::KvEventsTestPublisher;
+using collectors::testing::TestPublisherOptions;
+
+// An agent with one kv_events collector "kv" on the publisher and its replay
+// socket, saving its state in `state` every 150 ms.
+std::string KvAgentConfig(const std::string& state, const KvEventsTestPublisher& publisher) {
+  return "web: {port: 0}\nstate: {path: \"" + state +
+         "\", interval: 150ms}\ncollectors:\n  kv_events:\n    - name: kv\n      endpoints: [\"" +
+         publisher.endpoint() + "\"]\n      replay_endpoint: \"" + publisher.replay_endpoint() + "\"\n";
+}
+
 TEST_F(CrashConsistencyTest, RenameRotationWithAGlobIsExactlyOnce) { Run(Rotation::kRename, /*glob=*/true, Kills()); }
 
 TEST_F(CrashConsistencyTest, CopyTruncateDoublesNothingAndCountsWhatItMisses) {
@@ -277,10 +290,6 @@ TEST_F(CrashConsistencyTest, RenameRotationWithAnExactPathCountsWhatItMisses) {
 }
 
 TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOnce) {
-  using collectors::testing::EngineCacheModel;
-  using collectors::testing::EngineModelOptions;
-  using collectors::testing::KvEventsTestPublisher;
-  using collectors::testing::TestPublisherOptions;
   ASSERT_TRUE(dir_.ok());
   TestPublisherOptions po;
   po.replay = true;
@@ -288,10 +297,7 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
   KvEventsTestPublisher publisher(po);
   const std::string state = dir_.Sub("state");
   ASSERT_TRUE(std::filesystem::create_directories(state));
-  const std::string config = "web: {port: 0}\nstate: {path: \"" + state +
-                             "\", interval: 150ms}\ncollectors:\n  kv_events:\n    - name: kv\n      endpoints: [\"" +
-                             publisher.endpoint() + "\"]\n      replay_endpoint: \"" + publisher.replay_endpoint() +
-                             "\"\n";
+  const std::string config = KvAgentConfig(state, publisher);
   const std::string config_path = dir_.Sub("agent.yaml");
   ASSERT_TRUE(WriteFile(config_path, config));
 
@@ -384,10 +390,6 @@ class KvEventsRestartGapTest : public ::testing::TestWithParam<std::tuple<bool, 
 };
 
 TEST_P(KvEventsRestartGapTest, EveryBatchIsAppliedOnceOrCountedLost) {
-  using collectors::testing::EngineCacheModel;
-  using collectors::testing::EngineModelOptions;
-  using collectors::testing::KvEventsTestPublisher;
-  using collectors::testing::TestPublisherOptions;
   const bool kill = std::get<0>(GetParam());
   const std::size_t buffer = std::get<1>(GetParam());
   constexpr std::size_t kGap = 20000;
@@ -398,10 +400,7 @@ TEST_P(KvEventsRestartGapTest, EveryBatchIsAppliedOnceOrCountedLost) {
   KvEventsTestPublisher publisher(po);
   const std::string state = dir_.Sub("state");
   ASSERT_TRUE(std::filesystem::create_directories(state));
-  const std::string config = "web: {port: 0}\nstate: {path: \"" + state +
-                             "\", interval: 150ms}\ncollectors:\n  kv_events:\n    - name: kv\n      endpoints: [\"" +
-                             publisher.endpoint() + "\"]\n      replay_endpoint: \"" + publisher.replay_endpoint() +
-                             "\"\n";
+  const std::string config = KvAgentConfig(state, publisher);
   EngineModelOptions mo;
   mo.capacity_blocks = kGap + 16;
   mo.tokens_per_block = 0;
