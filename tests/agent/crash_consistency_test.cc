@@ -383,7 +383,8 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
   EXPECT_EQ(cold, total) << "batches not counted: " << total - cold;
   EXPECT_EQ(refs, cold) << "batches counted twice: " << refs - cold;
   EXPECT_EQ(lost, 0);
-  std::printf("crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed (over all runs: the counters are restored)\n",
+  std::printf("crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed (over all runs: "
+              "the counters are restored)\n",
               Kills(), fault_kills, static_cast<unsigned long long>(published.load()), replayed);
 }
 
