@@ -160,7 +160,11 @@ struct KvEventsCollectorOptions {
   // bounded slices rather than holding the agent's loop (its other collectors,
   // and the copy of this one's metrics that /metrics reads, wait for the poll).
   std::size_t max_messages_per_poll = 1000;
+  // Fetching a gap from the replay endpoint: at most replay_timeout of each
+  // poll (for all publishers together); what the endpoint has not answered
+  // for replay_give_up is counted lost.
   std::chrono::milliseconds replay_timeout{100};
+  std::chrono::milliseconds replay_give_up{5000};
   std::chrono::milliseconds poll_interval{50};
   int receive_hwm = 100000;  // messages queued per SUB socket (vLLM's own PUB default)
   std::size_t max_publishers = 256;

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <optional>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -14,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "base/byte_io.h"
+#include "base/json_writer.h"
 #include "collectors/kv_event_decoder.h"
 
 namespace kvwatch::collectors {
@@ -49,11 +51,21 @@ std::atomic<std::uint64_t> monitor_counter{0};
 
 // The collector's state part (AppendState): kStateMagic, kStateVersion, the
 // publisher count, per publisher [endpoint index u32, configured endpoint,
-// topic, last seq u64], then the tracker's part (KvEventTracker::AppendState,
-// its publishers in the same order) to the end. Host byte order (base/byte_io.h).
+// topic, last applied seq u64, highest seq known u64], the transport counters
+// (batches, lost, replayed, replay requests, restarts, recovery polls: u64
+// each), the collector's stats (collector.h AppendStats: records, dropped,
+// errors), then the tracker's part (KvEventTracker::AppendState, its publishers
+// in the same order) to the end. Host byte order (base/byte_io.h). Version 1
+// (still read) had no highest seq, counters or stats.
 constexpr std::uint32_t kStateMagic = 0x5645564b;  // "KVEV" read little-endian
-constexpr std::uint32_t kStateVersion = 1;
-constexpr std::size_t kSavedPublisherBytes = 4 + 4 + 4 + 8;
+constexpr std::uint32_t kStateVersion = 2;
+constexpr std::uint32_t kStateVersionWithoutCounters = 1;
+constexpr std::size_t kSavedPublisherBytesV1 = 4 + 4 + 4 + 8;
+constexpr std::size_t kSavedPublisherBytes = kSavedPublisherBytesV1 + 8;
+
+// A topic as logged: quoted and escaped (JSON), so a NUL or a control byte in
+// it shows instead of cutting or garbling the line.
+std::string QuotedTopic(std::string_view topic) { return base::JsonQuote(topic); }
 
 // Where the requests of a batch whose ts is not sane go (its block events are
 // still applied).
@@ -68,6 +80,7 @@ enum class KvMetric {
   kLost,
   kReplayed,
   kRestarts,
+  kRecoveryPolls,
   kCacheClears,
   kUnknownEvents,
   kUnknownRemovals,
@@ -80,12 +93,18 @@ constexpr base::MetricDef kKvMetrics[] = {
     {"kvwatch_kv_events_batches_total", MetricType::kCounter, "KV event batches decoded and applied (live and replayed).",
      "collector"},
     {"kvwatch_kv_events_lost_total", MetricType::kCounter,
-     "KV event batches known missing (sequence gaps) and not recovered.", "collector"},
+     "KV event batches known missing (sequence gaps) and not recovered: no longer in the engine's replay buffer, "
+     "not answered within replay_give_up, or without a replay endpoint. Kept across agent restarts.",
+     "collector"},
     {"kvwatch_kv_events_replayed_total", MetricType::kCounter,
      "KV event batches recovered from the engine's replay socket.", "collector"},
     {"kvwatch_kv_events_publisher_restarts_total", MetricType::kCounter,
      "Publisher restarts seen (a sequence number going back, or jumping more than 2^20 ahead); the publisher's "
      "block state was reset.",
+     "collector"},
+    {"kvwatch_kv_events_recovery_polls_total", MetricType::kCounter,
+     "Polls that spent time fetching a sequence gap from a replay socket; each takes at most replay_timeout and "
+     "max_messages_per_poll replies per publisher, so a gap of N batches takes at least N / max_messages_per_poll.",
      "collector"},
     {"kvwatch_kv_events_cache_clears_total", MetricType::kCounter,
      "AllBlocksCleared events (prefix cache resets; not evictions).", "collector"},
@@ -151,14 +170,34 @@ struct KvEventsCollector::Io {
     zmq::socket_t sub;
     zmq::socket_t monitor;  // PAIR reading the SUB socket's monitor events
   };
+  // A live batch of a publisher whose gap is being fetched, kept until the
+  // replay reaches it.
+  struct Held {
+    std::uint64_t seq = 0;
+    std::vector<std::uint8_t> payload;
+  };
+  // The fetching of one publisher's gap, across polls.
+  struct Recovery {
+    zmq::socket_t dealer;            // open while a request is out
+    bool answer_started = false;     // a batch of the current answer arrived
+    bool asked_again_on_silence = false;
+    Clock::time_point last_heard{};  // the last reply, or the request
+    std::deque<Held> held;           // ascending seqs, all > last_seq and <= seen
+  };
   struct Publisher {
     std::size_t endpoint = 0;
     std::string topic;
     std::size_t tracker_id = 0;
     bool has_seq = false;
-    std::uint64_t last_seq = 0;
+    std::uint64_t last_seq = 0;  // the last batch applied (or counted lost)
+    // The highest seq known to exist (a live message's); above last_seq while a
+    // gap is being fetched.
+    std::uint64_t seen = 0;
     bool restored = false;  // last_seq came from RestoreState; no message since
     std::string label;      // for logs
+    std::unique_ptr<Recovery> recovery;  // while recovering with a replay endpoint
+
+    bool recovering() const { return has_seq && seen > last_seq; }
   };
 
   // Declared first: destroyed after every socket of this collector.
@@ -189,7 +228,7 @@ struct KvEventsCollector::Io {
   }
 
   std::string Label(std::size_t endpoint, std::string_view topic) const {
-    return endpoints[endpoint].address + (topic.empty() ? "" : " topic '" + std::string(topic) + "'");
+    return endpoints[endpoint].address + (topic.empty() ? "" : " topic " + QuotedTopic(topic));
   }
 };
 
@@ -263,7 +302,6 @@ void KvEventsCollector::CountError(std::string_view reason, const std::string& m
 }
 
 void KvEventsCollector::Poll(RequestSink& sink, double wall_now_s) {
-  replay_budget_ = options_.replay_timeout;
   for (std::size_t i = 0; i < io_->endpoints.size(); ++i) {
     try {
       for (std::size_t n = 0; n < options_.max_messages_per_poll; ++n) {
@@ -281,6 +319,17 @@ void KvEventsCollector::Poll(RequestSink& sink, double wall_now_s) {
       CountError("zmq_error", io_->endpoints[i].address + ": " + err.what());
     }
   }
+  // The gaps, after the live messages (which may have shown new ones), within
+  // one budget for all publishers.
+  // Each poll starts with the next publisher, so one gap cannot take every
+  // poll's whole budget while another waits.
+  const Clock::time_point deadline = Clock::now() + options_.replay_timeout;
+  const std::size_t count = io_->publishers.size();
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t p = (polls_ + k) % count;
+    if (io_->publishers[p].recovering()) AdvanceRecovery(p, deadline, sink, wall_now_s);
+  }
+  ++polls_;
   ReadMonitors();
 }
 
@@ -301,15 +350,31 @@ void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, d
     return;
   }
   const std::size_t p = *found;
-  {
-    Io::Publisher& pub = io_->publishers[p];
-    if (pub.has_seq && m.seq != pub.last_seq + 1) {
-      // Unsigned: a seq below last (a restart, or -5 on the wire) is not a gap,
-      // and neither is a jump past the bound (it cannot be replayed and would
-      // count 2^64 batches lost).
-      if (m.seq > pub.last_seq && m.seq - pub.last_seq <= kKvMaxSeqJump) {
-        Recover(p, pub.last_seq + 1, m.seq, sink, wall_now_s);
+  Io::Publisher& pub = io_->publishers[p];
+  if (pub.has_seq) {
+    // Unsigned: a seq below the last (a restart, or -5 on the wire) is not a
+    // gap, and neither is a jump past the bound (it cannot be replayed and
+    // would count 2^64 batches lost). A gap being fetched extends to `seen`.
+    const bool ahead = m.seq > pub.seen && m.seq - pub.last_seq <= kKvMaxSeqJump;
+    const bool known = m.seq > pub.last_seq && m.seq <= pub.seen;  // a gap being fetched covers it
+    if (pub.recovering() && ahead) {
+      pub.seen = m.seq;
+      Hold(p, m.seq, m.payload);
+      return;
+    }
+    if (known) return;  // the replay returns it, in order
+    if (m.seq != pub.last_seq + 1) {
+      if (ahead) {
+        pub.seen = m.seq;
+        pub.restored = false;
+        if (!io_->endpoints[endpoint].replay.empty()) {
+          Hold(p, m.seq, m.payload);  // applied once the replay reaches it
+          return;
+        }
+        SkipTo(p, m.seq - 1, "no replay endpoint", sink, wall_now_s);
       } else {
+        // A gap still being fetched is the old process's: what is not back is lost.
+        if (pub.recovering()) FinishRecovery(p, pub.seen, "the publisher restarted", sink, wall_now_s);
         ++transport_.restarts;
         ++save_events_;
         tracker_.ResetPublisher(pub.tracker_id);
@@ -320,11 +385,21 @@ void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, d
       }
     }
   }
-  Io::Publisher& pub = io_->publishers[p];
   pub.has_seq = true;
   pub.restored = false;
   pub.last_seq = m.seq;
+  pub.seen = m.seq;
   ApplyPayload(p, m.seq, m.payload.data(), m.payload.size(), sink, wall_now_s, false);
+}
+
+void KvEventsCollector::Hold(std::size_t publisher, std::uint64_t seq, std::span<const std::uint8_t> payload) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  if (!pub.recovery) pub.recovery = std::make_unique<Io::Recovery>();
+  std::deque<Io::Held>& held = pub.recovery->held;
+  // Bounded: the oldest held batch makes room (the replay returns it, or its
+  // loss is counted when the replay buffer no longer has it).
+  if (held.size() >= options_.max_messages_per_poll) held.pop_front();
+  held.push_back(Io::Held{seq, std::vector<std::uint8_t>(payload.begin(), payload.end())});
 }
 
 void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data,
@@ -360,49 +435,126 @@ void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, c
   stats_.last_success_s = wall_now_s;
 }
 
-void KvEventsCollector::Recover(std::size_t publisher, std::uint64_t from, std::uint64_t to, RequestSink& sink,
-                                double wall_now_s) {
-  const std::uint64_t gap = to - from;
-  const Io::Endpoint& endpoint = io_->endpoints[io_->publishers[publisher].endpoint];
-  std::uint64_t received = 0;
-  if (!endpoint.replay.empty() && replay_budget_ > Clock::duration::zero()) {
-    received = Replay(publisher, from, to, sink, wall_now_s);
+void KvEventsCollector::ApplyHeld(std::size_t publisher, RequestSink& sink, double wall_now_s) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  if (!pub.recovery) return;
+  std::deque<Io::Held>& held = pub.recovery->held;
+  while (!held.empty() && held.front().seq <= pub.last_seq) held.pop_front();  // replayed already
+  while (!held.empty() && held.front().seq == pub.last_seq + 1) {
+    pub.last_seq = held.front().seq;
+    ApplyPayload(publisher, pub.last_seq, held.front().payload.data(), held.front().payload.size(), sink,
+                 wall_now_s, false);
+    held.pop_front();
   }
-  if (received > 0) ++save_events_;
-  const std::uint64_t lost = gap - received;
+}
+
+void KvEventsCollector::SkipTo(std::size_t publisher, std::uint64_t upto, std::string_view why, RequestSink& sink,
+                               double wall_now_s) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  std::uint64_t lost_first = 0, lost_last = 0, lost = 0;
+  auto lose = [&](std::uint64_t first, std::uint64_t last) {
+    if (last < first) return;
+    if (lost == 0) lost_first = first;
+    lost_last = last;
+    lost += last - first + 1;
+  };
+  std::deque<Io::Held>* held = pub.recovery ? &pub.recovery->held : nullptr;
+  while (held != nullptr && !held->empty() && held->front().seq <= upto) {
+    if (held->front().seq > pub.last_seq) {
+      lose(pub.last_seq + 1, held->front().seq - 1);
+      pub.last_seq = held->front().seq;
+      ApplyPayload(publisher, pub.last_seq, held->front().payload.data(), held->front().payload.size(), sink,
+                   wall_now_s, false);
+    }
+    held->pop_front();
+  }
+  if (upto > pub.last_seq) {
+    lose(pub.last_seq + 1, upto);
+    pub.last_seq = upto;
+  }
   if (lost == 0) return;
   transport_.lost += lost;
   stats_.dropped += lost;
-  log_(io_->publishers[publisher].label + ": lost " + std::to_string(lost) + " of " + std::to_string(gap) +
-      " batches between seq " + std::to_string(from) + " and " + std::to_string(to - 1) +
-      (endpoint.replay.empty() ? " (no replay endpoint)" : " (not in the replay buffer or not in time)"));
+  ++save_events_;
+  log_(pub.label + ": lost " + std::to_string(lost) + " batches between seq " + std::to_string(lost_first) +
+       " and " + std::to_string(lost_last) + " (" + std::string(why) + ")");
 }
 
-std::uint64_t KvEventsCollector::Replay(std::size_t publisher, std::uint64_t from, std::uint64_t to,
-                                        RequestSink& sink, double wall_now_s) {
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + replay_budget_;
-  const std::string replay_address = io_->endpoints[io_->publishers[publisher].endpoint].replay;
-  std::uint64_t received = 0;
+void KvEventsCollector::FinishRecovery(std::size_t publisher, std::uint64_t upto, std::string_view why,
+                                       RequestSink& sink, double wall_now_s) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  SkipTo(publisher, upto, why, sink, wall_now_s);
+  ApplyHeld(publisher, sink, wall_now_s);
+  if (!pub.recovering()) {
+    pub.recovery.reset();  // closes the DEALER: a late answer goes nowhere
+    ++save_events_;
+  }
+}
+
+void KvEventsCollector::AskReplay(std::size_t publisher, bool fresh_socket) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  Io::Recovery& r = *pub.recovery;
+  if (fresh_socket || !r.dealer) {
+    // A fresh DEALER: replies to an earlier request can never be taken for
+    // this one's (ZeroMQ drops what is queued for a closed socket).
+    r.dealer = zmq::socket_t(io_->context, zmq::socket_type::dealer);
+    r.dealer.set(zmq::sockopt::linger, 0);
+    r.dealer.set(zmq::sockopt::rcvhwm, 0);
+    r.dealer.connect(io_->endpoints[pub.endpoint].replay);
+  }
+  const std::array<std::uint8_t, 8> seq = EncodeSeqFrame(pub.last_seq + 1);
+  r.dealer.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  r.dealer.send(zmq::buffer(seq), zmq::send_flags::dontwait);
+  r.answer_started = false;
+  r.last_heard = Clock::now();
+  ++transport_.replay_requests;
+}
+
+// One poll's share of fetching a publisher's gap [last_seq + 1, seen] (see the
+// header): at most max_messages_per_poll replies, until `deadline`.
+void KvEventsCollector::AdvanceRecovery(std::size_t publisher, Clock::time_point deadline, RequestSink& sink,
+                                        double wall_now_s) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  const std::string& replay_address = io_->endpoints[pub.endpoint].replay;
+  if (replay_address.empty()) {  // a gap restored from a state saved with a replay endpoint
+    FinishRecovery(publisher, pub.seen, "no replay endpoint", sink, wall_now_s);
+    return;
+  }
+  if (!pub.recovery) pub.recovery = std::make_unique<Io::Recovery>();
+  Io::Recovery& r = *pub.recovery;
+  ++transport_.recovery_polls;
   try {
-    // A fresh DEALER per recovery: replies left over from a timed-out one can
-    // never be mistaken for this one's.
-    zmq::socket_t dealer(io_->context, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.set(zmq::sockopt::rcvhwm, 0);
-    dealer.connect(replay_address);
-    const std::array<std::uint8_t, 8> seq = EncodeSeqFrame(from);
-    dealer.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    dealer.send(zmq::buffer(seq), zmq::send_flags::dontwait);
-    ++transport_.replay_requests;
-    std::uint64_t expected = from;
-    while (expected < to) {
-      const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (remaining <= std::chrono::milliseconds::zero()) break;
-      zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
-      if (zmq::poll(&item, 1, remaining) == 0) continue;
-      const std::size_t n = ReceiveMessage(dealer, &io_->replay_frames);
-      if (n == 0) continue;
+    if (!r.dealer) AskReplay(publisher, true);
+    std::size_t replies = 0;
+    while (pub.recovering() && replies < options_.max_messages_per_poll) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) break;
+      const std::size_t n = ReceiveMessage(r.dealer, &io_->replay_frames);
+      if (n == 0) {
+        zmq::pollitem_t item{r.dealer.handle(), 0, ZMQ_POLLIN, 0};
+        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        if (zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(1))) > 0) continue;
+        // Silent for the whole wait: once past half the give-up time, ask
+        // again on a fresh socket (a reply dropped on the way, say the end
+        // marker); past the whole give-up time, what is missing is lost.
+        const auto silent = Clock::now() - r.last_heard;
+        if (silent >= options_.replay_give_up) {
+          FinishRecovery(publisher, pub.seen,
+                         "the replay endpoint " + replay_address + " did not answer for " +
+                             std::to_string(options_.replay_give_up.count()) + " ms",
+                         sink, wall_now_s);
+          return;
+        }
+        if (silent >= options_.replay_give_up / 2 && !r.asked_again_on_silence) {
+          r.asked_again_on_silence = true;
+          AskReplay(publisher, true);
+          r.last_heard -= options_.replay_give_up / 2;  // the give-up time still counts from the first silence
+        }
+        continue;
+      }
+      ++replies;
+      r.last_heard = Clock::now();
+      r.asked_again_on_silence = false;
       std::array<Frame, kMaxFrames> frames;
       for (std::size_t i = 0; i < std::min(n, kMaxFrames); ++i) frames[i] = AsFrame(io_->replay_frames[i]);
       KvResult<KvReplayReply> reply = ParseReplayReply(std::span<const Frame>(frames.data(), std::min(n, kMaxFrames)));
@@ -412,20 +564,44 @@ std::uint64_t KvEventsCollector::Replay(std::size_t publisher, std::uint64_t fro
                    replay_address + ": replay reply: " + why);
         continue;
       }
-      const KvReplayReply& r = reply.value();
-      if (r.end_of_replay || r.seq >= to) break;  // past the gap: the live stream has the rest
-      if (r.seq < expected) continue;
-      // Batches between expected and r.seq had left the engine's buffer: lost.
-      ++received;
+      const KvReplayReply& rr = reply.value();
+      if (rr.end_of_replay) {
+        if (!r.answer_started) {
+          // Nothing from last_seq + 1 on is in the engine's buffer any more.
+          FinishRecovery(publisher, pub.seen, "not in the replay buffer", sink, wall_now_s);
+          return;
+        }
+        AskReplay(publisher, false);  // the answer ended before the gap did: ask for the rest
+        continue;
+      }
+      if (rr.seq <= pub.last_seq) continue;  // applied already (held, or an earlier answer)
+      if (rr.seq > pub.last_seq + 1) {
+        if (r.answer_started) {
+          // A hole inside one answer: a reply dropped on the way (a ROUTER
+          // drops at its high-water mark) or a batch the engine never
+          // buffered. Ask again from the first missing seq: the new answer's
+          // first batch tells which.
+          AskReplay(publisher, true);
+          continue;
+        }
+        // The first batch of an answer: the engine's buffer starts there.
+        SkipTo(publisher, std::min(rr.seq - 1, pub.seen), "no longer in the replay buffer", sink, wall_now_s);
+        ApplyHeld(publisher, sink, wall_now_s);
+        if (rr.seq != pub.last_seq + 1 || !pub.recovering()) continue;
+      }
+      r.answer_started = true;
       ++transport_.replayed;
-      expected = r.seq + 1;
-      ApplyPayload(publisher, r.seq, r.payload.data(), r.payload.size(), sink, wall_now_s, true);
+      pub.last_seq = rr.seq;
+      ApplyPayload(publisher, rr.seq, rr.payload.data(), rr.payload.size(), sink, wall_now_s, true);
+      ApplyHeld(publisher, sink, wall_now_s);
     }
   } catch (const zmq::error_t& err) {
     CountError("zmq_error", replay_address + ": replay: " + err.what());
   }
-  replay_budget_ -= Clock::now() - start;
-  return received;
+  if (!pub.recovering()) {
+    pub.recovery.reset();
+    ++save_events_;
+  }
 }
 
 void KvEventsCollector::ReadMonitors() {
@@ -463,9 +639,18 @@ void KvEventsCollector::AppendState(std::vector<std::uint8_t>* out) const {
     base::AppendPod<std::uint32_t>(out, static_cast<std::uint32_t>(pub.endpoint));
     AppendKvStateString(out, options_.endpoints[pub.endpoint]);
     AppendKvStateString(out, pub.topic);
+    // The last batch applied, and the end of a gap still being fetched: the
+    // next agent asks the replay socket for the rest (the held live batches
+    // are not saved; the replay returns them too).
     base::AppendPod<std::uint64_t>(out, pub.last_seq);
+    base::AppendPod<std::uint64_t>(out, pub.seen);
     tracker_ids.push_back(pub.tracker_id);
   }
+  for (std::uint64_t counter : {transport_.batches, transport_.lost, transport_.replayed, transport_.replay_requests,
+                                transport_.restarts, transport_.recovery_polls}) {
+    base::AppendPod<std::uint64_t>(out, counter);
+  }
+  AppendStats(stats(), out);
   tracker_.AppendState(tracker_ids, out);
 }
 
@@ -479,33 +664,60 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
   std::uint32_t magic = 0, version = 0, count = 0;
   if (!base::ReadPod(&in, &magic) || !base::ReadPod(&in, &version)) return Status::Error(what + "truncated header");
   if (magic != kStateMagic) return Status::Error(what + "not a KV-events collector's state");
-  if (version != kStateVersion) {
-    return Status::Error(what + "version " + std::to_string(version) + "; this build reads version " +
-                         std::to_string(kStateVersion));
+  if (version != kStateVersion && version != kStateVersionWithoutCounters) {
+    return Status::Error(what + "version " + std::to_string(version) + "; this build reads versions " +
+                         std::to_string(kStateVersionWithoutCounters) + " and " + std::to_string(kStateVersion));
   }
-  if (!ReadKvStateCount(&in, kSavedPublisherBytes, &count)) return Status::Error(what + "truncated publishers");
+  const bool v1 = version == kStateVersionWithoutCounters;
+  if (!ReadKvStateCount(&in, v1 ? kSavedPublisherBytesV1 : kSavedPublisherBytes, &count)) {
+    return Status::Error(what + "truncated publishers");
+  }
   struct Saved {
     std::uint32_t endpoint = 0;
     std::string address;
     std::string topic;
     std::uint64_t seq = 0;
+    std::uint64_t seen = 0;
   };
   std::vector<Saved> saved(count);
   for (std::uint32_t i = 0; i < count; ++i) {
     Saved& s = saved[i];
     if (!base::ReadPod(&in, &s.endpoint) || !ReadKvStateString(&in, in.size(), &s.address) ||
-        !ReadKvStateString(&in, in.size(), &s.topic) || !base::ReadPod(&in, &s.seq)) {
+        !ReadKvStateString(&in, in.size(), &s.topic) || !base::ReadPod(&in, &s.seq) ||
+        (!v1 && !base::ReadPod(&in, &s.seen))) {
       return Status::Error(what + "truncated publishers");
+    }
+    if (v1) s.seen = s.seq;
+    if (s.seen < s.seq || s.seen - s.seq > kKvMaxSeqJump) {
+      return Status::Error(what + "publisher " + std::to_string(s.endpoint) + " topic " + QuotedTopic(s.topic) +
+                           ": a gap from seq " + std::to_string(s.seq) + " to " + std::to_string(s.seen));
     }
     for (std::uint32_t j = 0; j < i; ++j) {
       if (saved[j].endpoint == s.endpoint && saved[j].topic == s.topic) {
-        return Status::Error(what + "publisher " + std::to_string(s.endpoint) + " topic '" + s.topic + "' twice");
+        return Status::Error(what + "publisher " + std::to_string(s.endpoint) + " topic " + QuotedTopic(s.topic) +
+                             " twice");
       }
     }
+  }
+  KvTransportCounters counters;
+  CollectorStats stats;
+  if (!v1) {
+    for (std::uint64_t* counter : {&counters.batches, &counters.lost, &counters.replayed, &counters.replay_requests,
+                                   &counters.restarts, &counters.recovery_polls}) {
+      if (!base::ReadPod(&in, counter)) return Status::Error(what + "truncated counters");
+    }
+    if (!ReadStats(&in, &stats)) return Status::Error(what + "malformed stats");
   }
   if (Status restored = tracker_.RestoreState(in, count); !restored.ok()) {
     return Status::Error(what + restored.error());
   }
+  // The counters continue where they were (kvwatch_kv_events_lost_total and
+  // the dropped count among them: a loss stays counted across restarts).
+  transport_ = counters;
+  records_restored_ = stats.records;
+  stats_.dropped = stats.dropped;
+  stats_.dropped_by = std::move(stats.dropped_by);
+  stats_.errors = std::move(stats.errors);
   // Restored: tracker publishers 0..count-1 are the saved ones, in order. A
   // publisher of an endpoint no longer configured at its index keeps nothing.
   for (std::uint32_t i = 0; i < count; ++i) {
@@ -513,7 +725,7 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
     const bool configured = s.endpoint < options_.endpoints.size() && options_.endpoints[s.endpoint] == s.address;
     if (!configured || io_->publishers.size() >= options_.max_publishers) {
       tracker_.ResetPublisher(i);
-      log_("saved state of " + s.address + (s.topic.empty() ? "" : " topic '" + s.topic + "'") +
+      log_("saved state of " + s.address + (s.topic.empty() ? "" : " topic " + QuotedTopic(s.topic)) +
            " not restored: " + (configured ? "more than max_publishers" : "no longer endpoints[" +
                                                                                 std::to_string(s.endpoint) + "]"));
       continue;
@@ -524,6 +736,7 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
     p.tracker_id = i;
     p.has_seq = true;
     p.last_seq = s.seq;
+    p.seen = s.seen;  // above last_seq: the first Poll fetches the rest of the gap
     p.restored = true;
     p.label = io_->Label(s.endpoint, s.topic);
     io_->publishers.push_back(std::move(p));
@@ -535,7 +748,7 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
 
 CollectorStats KvEventsCollector::stats() const {
   CollectorStats s = stats_;
-  s.records = tracker_.counters().requests - withheld_requests_;
+  s.records = records_restored_ + tracker_.counters().requests - withheld_requests_;
   s.up = std::all_of(io_->endpoints.begin(), io_->endpoints.end(),
                      [](const Io::Endpoint& e) { return e.bound || e.peers > 0; });
   return s;
@@ -562,6 +775,7 @@ void KvEventsCollector::AppendSamples(std::vector<MetricSample>* out) const {
   add(KvMetric::kLost, static_cast<double>(transport_.lost));
   add(KvMetric::kReplayed, static_cast<double>(transport_.replayed));
   add(KvMetric::kRestarts, static_cast<double>(transport_.restarts));
+  add(KvMetric::kRecoveryPolls, static_cast<double>(transport_.recovery_polls));
   add(KvMetric::kCacheClears, static_cast<double>(t.cache_clears));
   add(KvMetric::kUnknownEvents, static_cast<double>(t.unknown_events));
   add(KvMetric::kUnknownRemovals, static_cast<double>(t.unknown_removals));

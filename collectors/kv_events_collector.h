@@ -18,16 +18,41 @@
 // numbers interleave and read as gaps and restarts. Per publisher the last seq
 // is kept (unsigned 64-bit, as the 8 big-endian bytes read):
 //   - seq == last + 1: in order;
-//   - last + 1 < seq <= last + kKvMaxSeqJump (2^20): batches were lost. With a
-//     replay endpoint the collector asks for them at once on a DEALER socket
-//     ([empty delimiter, 8-byte BE start seq]; replies in the 2-frame [seq,
-//     payload] or 3-frame [topic, seq, payload] form; the end marker, seq -1 or
-//     an empty payload, stops it), applies the batches of the missing range in
-//     order, then the live one. The wait is bounded: at most
-//     options.replay_timeout per Poll in total, so the agent's loop never stalls
-//     longer; what did not arrive in time, or had already left the engine's
-//     replay buffer, is counted as lost. Without a replay endpoint the gap is
-//     counted as lost. Lost batches also count as CollectorStats dropped;
+//   - last + 1 < seq <= last + kKvMaxSeqJump (2^20): batches were lost on the
+//     way. Without a replay endpoint they are counted lost at once. With one,
+//     the gap [last + 1, seq - 1] is fetched from it over as many polls as it
+//     takes ("recovering"). The request is vLLM's ([empty delimiter, 8-byte BE
+//     start seq] on a DEALER kept across polls); the answer is every buffered
+//     batch with seq >= start, then an end marker (seq -1 or an empty
+//     payload), in the 2-frame [seq, payload] or 3-frame [topic, seq, payload]
+//     form (vLLM vllm/distributed/kv_events.py ZmqEventPublisher._service_replay,
+//     v0.25 and v0.26 framings with the 8-byte request; SGLang and
+//     TensorRT-LLM answer alike).
+//     Each poll spends at most options.replay_timeout on all gaps together and
+//     reads at most options.max_messages_per_poll replies per publisher, so the
+//     agent's loop never stalls longer; the fetching goes on at the next poll.
+//     last stays the last batch applied; `seen` (the highest seq a live message
+//     showed) is where the gap ends. Live messages of a recovering publisher
+//     beyond `seen` are held, at most max_messages_per_poll of the newest (an
+//     older one dropped from the hold is fetched by the replay like the rest),
+//     and applied in order once the replay reaches them; one within the gap is
+//     dropped (the replay returns it). Replies:
+//       - seq == last + 1: applied (counted replayed), then the held batches
+//         that follow; the recovery ends when last reaches seen;
+//       - seq <= last: already applied, skipped;
+//       - the first batch of an answer beyond last + 1: the engine's buffer
+//         no longer holds the batches before it: exactly those are counted
+//         lost and logged;
+//       - a later batch of an answer beyond last + 1 (a reply dropped on the
+//         way, e.g. at the ROUTER's high-water mark): asked again from last + 1
+//         on a fresh DEALER, whose answer's first batch tells what is lost;
+//       - an end marker before last reaches seen: asked again from last + 1
+//         (the engine published on meanwhile); one before any batch of its
+//         answer: nothing from last + 1 on is buffered any more: lost;
+//       - nothing for options.replay_give_up / 2: asked once more on a fresh
+//         DEALER; nothing for options.replay_give_up: the rest is lost.
+//     Nothing is applied twice or out of order. Lost batches also count as
+//     CollectorStats dropped;
 //   - seq <= last, or seq > last + 2^20: the publisher restarted (seq starts at
 //     0 per process; a jump that far is no loss a replay buffer could answer,
 //     and read as a gap a seq of -5 would count 2^64 batches lost): its block
@@ -63,7 +88,8 @@
 //   kvwatch_engine_resident_blocks{medium}, kvwatch_engine_reused_blocks_total{medium},
 //   kvwatch_engine_tier_moved_blocks_total{medium}, kvwatch_kv_events_batches_total,
 //   kvwatch_kv_events_lost_total, kvwatch_kv_events_replayed_total,
-//   kvwatch_kv_events_publisher_restarts_total, kvwatch_kv_events_cache_clears_total,
+//   kvwatch_kv_events_recovery_polls_total, kvwatch_kv_events_publisher_restarts_total,
+//   kvwatch_kv_events_cache_clears_total,
 //   kvwatch_kv_events_unknown_events_total, kvwatch_kv_events_unknown_removals_total,
 //   kvwatch_kv_events_chain_anomalies_total{kind="truncated"|"cycle"|"too_long"},
 //   kvwatch_kv_events_parent_map_entries, kvwatch_kv_events_parent_map_evictions_total.
@@ -79,26 +105,34 @@
 //
 // State across agent restarts (AppendState / RestoreState, the collector's part
 // of the agent's one atomic state file). Saved: per publisher its endpoint index,
-// the endpoint as configured, its topic and last seq, and the tracker's state
-// (KvEventTracker::AppendState: block state per publisher, the parent map, the
-// salted roots' tenants, the block size). Encoding: a magic, a version (1),
-// then little fixed-size fields and length-prefixed strings in host byte order;
-// RestoreState checks every count and length against the bytes left, rejects
-// another magic or version, bytes left over, duplicate publishers and a tracker
-// state of another scope or request group, and is all or nothing. After a
-// restore each publisher continues from its saved seq as if the agent had never
-// stopped: a first message with seq == saved + 1 is in order; with a larger seq
-// (within 2^20) the missed range is fetched from the replay endpoint, so every
-// batch is applied exactly once, or counted lost when the replay buffer no
-// longer holds it; with seq <= saved the engine restarted while the agent was
-// down (a restart, as above). A saved publisher whose endpoint index no longer
-// holds the same configured endpoint keeps nothing (its block state is dropped,
-// logged). Not saved: counters (Prometheus counters restart with the process).
-// Limit: an engine that restarted while the agent was down and has already
-// published more than saved + 1 batches is taken for a gap (the seq alone cannot
-// tell); its replay returns the new process's batches, applied onto the old
-// block state. WantsSave is true after a restart or a gap recovered from a
-// replay socket, until the next AppendState.
+// the endpoint as configured, its topic, its last applied seq and `seen` (above
+// the last applied seq: a gap still being fetched), the transport counters and
+// the collector's stats (batches, lost, replayed, replay requests, restarts,
+// recovery polls; records, dropped, errors: they continue across restarts, so
+// a loss stays counted), and the tracker's state (KvEventTracker::AppendState:
+// block state per publisher, the parent map, the salted roots' tenants, the
+// block size). Encoding: a magic, a version (2; version 1, without `seen`,
+// counters or stats, is still read), then little fixed-size fields and
+// length-prefixed strings in host byte order; RestoreState checks every count
+// and length against the bytes left, rejects another magic or version, bytes
+// left over, duplicate publishers and a tracker state of another scope or
+// request group, and is all or nothing. After a restore each publisher
+// continues from its saved seq as if the agent had never stopped: a gap still
+// being fetched is asked for again at the first Poll (held live batches are not
+// saved: the replay returns them); a first message with seq == saved + 1 is in
+// order; with a larger seq (within 2^20) the missed range is fetched from the
+// replay endpoint, so every batch is applied exactly once, or counted lost when
+// the replay buffer no longer holds it; with seq <= saved the engine restarted
+// while the agent was down (a restart, as above). A saved publisher whose
+// endpoint index no longer holds the same configured endpoint keeps nothing
+// (its block state is dropped, logged). Limit: an engine that restarted while
+// the agent was down and has already published more than saved + 1 batches is
+// taken for a gap (the seq alone cannot tell); its replay returns the new
+// process's batches, applied onto the old block state. WantsSave is true after
+// a restart, a loss, or the end of a recovery, until the next AppendState.
+//
+// Topics are logged quoted and escaped as JSON strings, so a NUL or control
+// byte in one shows as \u0000 instead of cutting the line.
 //
 // Every collector of a process shares one ZeroMQ context (one I/O thread),
 // released with the last collector: one collector per replica of a fleet must
@@ -135,6 +169,7 @@ struct KvTransportCounters {
   std::uint64_t replayed = 0;  // batches recovered from a replay socket
   std::uint64_t replay_requests = 0;
   std::uint64_t restarts = 0;  // publisher restarts seen
+  std::uint64_t recovery_polls = 0;  // polls that spent time fetching a gap
 };
 
 // The replay endpoint of data-parallel rank `rank` (see above); an error when
@@ -177,9 +212,18 @@ class KvEventsCollector : public Collector {
   void HandleMessage(std::size_t endpoint, RequestSink& sink, double wall_now_s);
   void ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data, std::size_t size,
                     RequestSink& sink, double wall_now_s, bool replayed);
-  void Recover(std::size_t publisher, std::uint64_t from, std::uint64_t to, RequestSink& sink,
-               double wall_now_s);
-  std::uint64_t Replay(std::size_t publisher, std::uint64_t from, std::uint64_t to, RequestSink& sink,
+  // Gap recovery (see above): a live batch kept until the replay reaches it;
+  // the held batches that are next in order applied; every seq up to `upto`
+  // applied from the held batches or counted lost; that, ending the recovery
+  // when nothing is left to fetch; a replay request from last_seq + 1; one
+  // poll's share of the fetching.
+  void Hold(std::size_t publisher, std::uint64_t seq, std::span<const std::uint8_t> payload);
+  void ApplyHeld(std::size_t publisher, RequestSink& sink, double wall_now_s);
+  void SkipTo(std::size_t publisher, std::uint64_t upto, std::string_view why, RequestSink& sink, double wall_now_s);
+  void FinishRecovery(std::size_t publisher, std::uint64_t upto, std::string_view why, RequestSink& sink,
+                      double wall_now_s);
+  void AskReplay(std::size_t publisher, bool fresh_socket);
+  void AdvanceRecovery(std::size_t publisher, std::chrono::steady_clock::time_point deadline, RequestSink& sink,
                        double wall_now_s);
   void ReadMonitors();
 
@@ -189,7 +233,8 @@ class KvEventsCollector : public Collector {
   KvEventTracker tracker_;
   KvTransportCounters transport_;
   CollectorStats stats_;
-  std::chrono::steady_clock::duration replay_budget_{};
+  std::uint64_t polls_ = 0;
+  std::uint64_t records_restored_ = 0;  // CollectorStats records before the last restart
   std::uint64_t withheld_requests_ = 0;  // requests of batches with a bad ts, not handed on
   std::uint64_t save_events_ = 0;        // restarts and recovered gaps seen
   mutable std::uint64_t save_events_at_append_ = 0;  // save_events_ at the last AppendState

@@ -150,6 +150,7 @@ Status ParseTraceFile(SectionParser& p, const Entry& item, CollectorOptions* out
 Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out) {
   collectors::KvEventsCollectorOptions o;
   FieldReader& r = p.r;
+  double replay_timeout = Seconds(o.replay_timeout), replay_give_up = Seconds(o.replay_give_up);
   Status status = p.Item(item, {"name", "endpoints"}, [&](const Entry& e) -> Status {
     const std::string& k = e.pattern;
     if (k == "collectors.kv_events[].name") return p.Name(e, &o.name);
@@ -164,6 +165,11 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
       std::string problem = ZmqEndpointProblem(o.replay_endpoint);
       return problem.empty() ? Status::Ok() : r.Fail(e, problem);
     }
+    if (k == "collectors.kv_events[].replay_timeout" || k == "collectors.kv_events[].replay_give_up") {
+      double* seconds = k == "collectors.kv_events[].replay_timeout" ? &replay_timeout : &replay_give_up;
+      if (Status s = r.ReadDuration(e, true, seconds); !s.ok()) return s;
+      return *seconds >= 0.001 ? Status::Ok() : r.Expected(e, "a duration of at least 1ms");
+    }
     if (k == "collectors.kv_events[].bind") return r.ReadBool(e, &o.bind);
     if (k == "collectors.kv_events[].tenant_source") {
       return r.ReadChoice(e, collectors::kKvTenantSourceSpellings, &o.tracker.tenant_source);
@@ -171,6 +177,14 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
     return r.Unhandled(e);
   });
   if (!status.ok()) return status;
+  if (replay_give_up < replay_timeout) {
+    std::string key = item.path + ".replay_give_up";
+    return r.Fail(key, r.MarkOf(key, item.mark),
+                  NumberText(replay_give_up) + "s is shorter than replay_timeout (" + NumberText(replay_timeout) +
+                      "s)");
+  }
+  o.replay_timeout = Millis(replay_timeout);
+  o.replay_give_up = Millis(replay_give_up);
   *out = std::move(o);
   return Status::Ok();
 }

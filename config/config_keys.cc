@@ -172,6 +172,12 @@ constexpr ConfigKey kKeys[] = {
      "Subscription topic prefix; empty: every message."},
     {"collectors.kv_events[].replay_endpoint", Type::kString, R"("")", true,
      "The publisher's replay endpoint, to fetch missed events; empty: none."},
+    {"collectors.kv_events[].replay_timeout", Type::kDuration, R"("100ms")", true,
+     "Per poll, how long fetching missed batches from `replay_endpoint` may take (for all its publishers "
+     "together; a gap takes as many polls as it needs), >= 1ms."},
+    {"collectors.kv_events[].replay_give_up", Type::kDuration, R"("5s")", true,
+     "After this long without an answer from `replay_endpoint`, the batches still missing count as lost; "
+     ">= `replay_timeout`."},
     {"collectors.kv_events[].bind", Type::kBool, "false", true,
      "Bind the endpoints instead of connecting to them."},
     {"collectors.kv_events[].tenant_source", Type::kString, R"("none")", true,

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -34,8 +35,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tests/agent/testing_agent.h"
@@ -264,6 +267,19 @@ int KillRepeatedly(const TempDir& dir, const std::string& config_path, int kills
 
 int Kills() { return LongRun() ? 350 : 70; }
 
+using collectors::testing::EngineCacheModel;
+using collectors::testing::EngineModelOptions;
+using collectors::testing::KvEventsTestPublisher;
+using collectors::testing::TestPublisherOptions;
+
+// An agent with one kv_events collector "kv" on the publisher and its replay
+// socket, saving its state in `state` every 150 ms.
+std::string KvAgentConfig(const std::string& state, const KvEventsTestPublisher& publisher) {
+  return "web: {port: 0}\nstate: {path: \"" + state +
+         "\", interval: 150ms}\ncollectors:\n  kv_events:\n    - name: kv\n      endpoints: [\"" +
+         publisher.endpoint() + "\"]\n      replay_endpoint: \"" + publisher.replay_endpoint() + "\"\n";
+}
+
 TEST_F(CrashConsistencyTest, RenameRotationWithAGlobIsExactlyOnce) { Run(Rotation::kRename, /*glob=*/true, Kills()); }
 
 TEST_F(CrashConsistencyTest, CopyTruncateDoublesNothingAndCountsWhatItMisses) {
@@ -275,10 +291,6 @@ TEST_F(CrashConsistencyTest, RenameRotationWithAnExactPathCountsWhatItMisses) {
 }
 
 TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOnce) {
-  using collectors::testing::EngineCacheModel;
-  using collectors::testing::EngineModelOptions;
-  using collectors::testing::KvEventsTestPublisher;
-  using collectors::testing::TestPublisherOptions;
   ASSERT_TRUE(dir_.ok());
   TestPublisherOptions po;
   po.replay = true;
@@ -286,10 +298,7 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
   KvEventsTestPublisher publisher(po);
   const std::string state = dir_.Sub("state");
   ASSERT_TRUE(std::filesystem::create_directories(state));
-  const std::string config = "web: {port: 0}\nstate: {path: \"" + state +
-                             "\", interval: 150ms}\ncollectors:\n  kv_events:\n    - name: kv\n      endpoints: [\"" +
-                             publisher.endpoint() + "\"]\n      replay_endpoint: \"" + publisher.replay_endpoint() +
-                             "\"\n";
+  const std::string config = KvAgentConfig(state, publisher);
   const std::string config_path = dir_.Sub("agent.yaml");
   ASSERT_TRUE(WriteFile(config_path, config));
 
@@ -357,17 +366,139 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
   const double refs = agent->Value("kvwatch_page_references_total");
   const double lost = agent->Value("kvwatch_kv_events_lost_total", {{"collector", "kv"}});
   const double replayed = agent->Value("kvwatch_kv_events_replayed_total", {{"collector", "kv"}});
+  // On a failure, the collector's own view: its counters and errors.
+  std::string kv_lines;
+  std::istringstream scrape(agent->Get("/metrics").body);
+  for (std::string line; std::getline(scrape, line);) {
+    if (line[0] != '#' && (line.find("kv_events") != std::string::npos || line.find("collector_") != std::string::npos)) {
+      kv_lines += line + "\n";
+    }
+  }
   const std::string log = agent->Stderr();
   EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0");
   SCOPED_TRACE("published " + std::to_string(published.load()) + "; counted " + std::to_string(cold) +
-               " distinct, " + std::to_string(refs) + " references; lost " + std::to_string(lost) + "\n" + Tail(log));
+               " distinct, " + std::to_string(refs) + " references; lost " + std::to_string(lost) + "\n" + kv_lines +
+               Tail(log));
   EXPECT_TRUE(caught_up);
   EXPECT_EQ(cold, total) << "batches not counted: " << total - cold;
   EXPECT_EQ(refs, cold) << "batches counted twice: " << refs - cold;
   EXPECT_EQ(lost, 0);
-  std::printf("crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed by the last run\n",
+  std::printf("crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed (over all runs: "
+              "the counters are restored)\n",
               Kills(), fault_kills, static_cast<unsigned long long>(published.load()), replayed);
 }
+
+// A restart into a gap of 20,000 batches: the agent (stopped with SIGTERM, or
+// killed with SIGKILL after a save) misses them all, then a new agent restored
+// from the state file asks the replay socket for them. With a replay buffer that
+// holds them, all are applied once each, over many polls (the collector takes at
+// most max_messages_per_poll = 1000 replies per poll, within replay_timeout);
+// with a buffer of 10,000, exactly what it no longer holds is counted lost and
+// logged, and still counted after one more restart.
+class KvEventsRestartGapTest : public ::testing::TestWithParam<std::tuple<bool, std::size_t>> {
+ protected:
+  TempDir dir_{"kvwatch_kvgap"};
+};
+
+TEST_P(KvEventsRestartGapTest, EveryBatchIsAppliedOnceOrCountedLost) {
+  const bool kill = std::get<0>(GetParam());
+  const std::size_t buffer = std::get<1>(GetParam());
+  constexpr std::size_t kGap = 20000;
+  ASSERT_TRUE(dir_.ok());
+  TestPublisherOptions po;
+  po.replay = true;
+  po.replay_buffer = buffer;
+  KvEventsTestPublisher publisher(po);
+  const std::string state = dir_.Sub("state");
+  ASSERT_TRUE(std::filesystem::create_directories(state));
+  const std::string config = KvAgentConfig(state, publisher);
+  EngineModelOptions mo;
+  mo.capacity_blocks = kGap + 16;
+  mo.tokens_per_block = 0;
+  EngineCacheModel model(mo);
+  std::uint64_t published = 0;
+  auto publish_next = [&](bool deliver) {
+    model.Run({published + 1});
+    for (const auto& batch : model.TakeBatches()) publisher.PublishBatch(batch, collectors::KvEncoding::kMap, deliver);
+    ++published;
+  };
+  {
+    std::string error;
+    auto first = AgentProcess::Start(dir_.path(), "first", config, &error);
+    ASSERT_NE(first, nullptr) << error;
+    ASSERT_TRUE(publisher.WaitForSubscriber());
+    publish_next(true);
+    ASSERT_TRUE(first->WaitForRequests(1)) << Tail(first->Stderr());
+    if (kill) {
+      // Killed once a save after the batch is on disk.
+      const double saves = first->Value("kvwatch_state_saves_total");
+      ASSERT_TRUE(PollUntil([&] { return first->Value("kvwatch_state_saves_total") > saves; }, Millis(10000)));
+      ASSERT_EQ(::kill(first->pid(), SIGKILL), 0);
+      EXPECT_EQ(DescribeWaitStatus(first->Stop()), "killed by signal 9");
+    } else {
+      ASSERT_EQ(DescribeWaitStatus(first->Stop()), "exit 0");
+    }
+  }
+  ASSERT_TRUE(publisher.WaitForUnsubscribe());
+  for (std::size_t i = 0; i < kGap; ++i) publish_next(false);  // to no one
+  const std::uint64_t lost_expected = buffer > kGap ? 0 : kGap + 1 - buffer;  // the buffer ends at the trigger
+
+  auto run_agent = [&](const std::string& name, bool trigger, double* cold, double* lost, double* replayed,
+                       double* polls, double* dropped, std::string* log) {
+    std::string error;
+    auto agent = AgentProcess::Start(dir_.path(), name, config, &error);
+    ASSERT_NE(agent, nullptr) << error;
+    if (trigger) {
+      ASSERT_TRUE(publisher.WaitForSubscriber());
+      publish_next(true);  // shows the gap
+    }
+    const auto target = static_cast<double>(published - lost_expected);
+    const bool done = PollUntil([&] { return agent->Value("kvwatch_page_cold_misses_total") >= target; },
+                                Millis(60000), Millis(100));
+    const LabelMap kv = {{"collector", "kv"}};
+    *cold = agent->Value("kvwatch_page_cold_misses_total");
+    *lost = agent->Value("kvwatch_kv_events_lost_total", kv);
+    *replayed = agent->Value("kvwatch_kv_events_replayed_total", kv);
+    *polls = agent->Value("kvwatch_kv_events_recovery_polls_total", kv);
+    *dropped = agent->Value("kvwatch_collector_dropped_total", {{"collector", "kv"}, {"reason", "lost"}});
+    const double refs = agent->Value("kvwatch_page_references_total");
+    *log = agent->Stderr();
+    EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0");
+    EXPECT_TRUE(done) << "counted " << *cold << " of " << target << "\n" << Tail(*log);
+    EXPECT_EQ(refs, *cold) << "batches counted twice";
+  };
+  double cold = 0, lost = 0, replayed = 0, polls = 0, dropped = 0;
+  std::string log;
+  run_agent("second", true, &cold, &lost, &replayed, &polls, &dropped, &log);
+  SCOPED_TRACE(Tail(log));
+  EXPECT_EQ(cold, static_cast<double>(published - lost_expected));
+  EXPECT_EQ(lost, static_cast<double>(lost_expected));
+  EXPECT_EQ(dropped, static_cast<double>(lost_expected));
+  EXPECT_EQ(replayed, static_cast<double>(kGap - lost_expected));
+  EXPECT_GE(polls, std::floor((kGap - lost_expected) / 1000.0));  // at most 1000 replies a poll
+  if (lost_expected > 0) {
+    EXPECT_NE(log.find("lost " + std::to_string(lost_expected) + " batches between seq 1 and " +
+                       std::to_string(lost_expected) + " (no longer in the replay buffer)"),
+              std::string::npos);
+  }
+  // One more restart: the counts are where they were.
+  run_agent("third", false, &cold, &lost, &replayed, &polls, &dropped, &log);
+  EXPECT_EQ(cold, static_cast<double>(published - lost_expected));
+  EXPECT_EQ(lost, static_cast<double>(lost_expected));
+  EXPECT_EQ(dropped, static_cast<double>(lost_expected));
+  EXPECT_EQ(replayed, static_cast<double>(kGap - lost_expected));
+  std::printf("kv gap: %s, buffer %zu: %.0f replayed in %.0f recovery polls, %.0f lost\n", kill ? "SIGKILL" : "SIGTERM",
+              buffer, replayed, polls, lost);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StopsAndBuffers, KvEventsRestartGapTest,
+    ::testing::Values(std::make_tuple(false, std::size_t{1} << 20), std::make_tuple(true, std::size_t{1} << 20),
+                      std::make_tuple(false, std::size_t{10000}), std::make_tuple(true, std::size_t{10000})),
+    [](const ::testing::TestParamInfo<std::tuple<bool, std::size_t>>& p) {
+      return std::string(std::get<0>(p.param) ? "Sigkill" : "Sigterm") +
+             (std::get<1>(p.param) > 20000 ? "BufferHoldsTheGap" : "BufferOf10000");
+    });
 
 }  // namespace
 }  // namespace kvwatch::agent

@@ -18,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/byte_io.h"
 #include "collectors/kv_event_decoder.h"
+#include "collectors/kv_event_tracker.h"
 #include "collectors/trace_reader.h"
 #include "curve/curve_accumulator.h"
 #include "curve/stack_distance.h"
@@ -499,7 +501,7 @@ void ExpectRestartNotLoss(std::uint64_t jump) {
   EXPECT_EQ(collector->tracker().counters().publisher_resets, 1u);
   EXPECT_TRUE(collector->WantsSave());
   // Logged with the publisher (endpoint and topic) and both sequence numbers.
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events': seq " + std::to_string(jump) + " after 9"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv-events\": seq " + std::to_string(jump) + " after 9"));
 }
 
 TEST(KvEventsRestartTest, SeqMinusFiveIsARestartNotALoss) {
@@ -700,8 +702,8 @@ TEST(KvEventsTimestampTest, FutureAndInvalidTimesAreCountedAndTheirRequestsWithh
   EXPECT_EQ(sink.requests[0].pages, Scoped({1, 2, 3, 4}));
   EXPECT_EQ(s.records, 1u);
   EXPECT_EQ(collector->tracker().ResidentBlocks(0, "GPU", 0), 4u);
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 0: ts"));
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 1: ts"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv-events\" seq 0: ts"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv-events\" seq 1: ts"));
 }
 
 TEST(KvEventsTimestampTest, SkewIsAnOption) {
@@ -786,9 +788,10 @@ TEST_P(KvEventsRestoreTest, EachBatchIsAppliedOnceAcrossTheRestart) {
   // Seq b first, so that the recovery sees the replay buffer as it is then.
   pub.PublishBatch(f.run.batches[b], KvEncoding::kMap);
   const KvTransportCounters& t = collector->transport();
-  ASSERT_TRUE(PollUntil(*collector, sink_b, [&] { return t.batches + t.lost == b - a + 1; }));
+  EXPECT_EQ(t.batches, a);  // the counters go on from A's
+  ASSERT_TRUE(PollUntil(*collector, sink_b, [&] { return t.batches + t.lost == b + 1; }));
   for (std::size_t i = b + 1; i < n; ++i) pub.PublishBatch(f.run.batches[i], KvEncoding::kMap);
-  ASSERT_TRUE(PollUntil(*collector, sink_b, [&] { return t.batches + t.lost == n - a; }));
+  ASSERT_TRUE(PollUntil(*collector, sink_b, [&] { return t.batches + t.lost == n; }));
 
   // The replay buffer held the last replay_buffer seqs up to b when asked.
   const std::size_t held = std::min(b - a, GetParam().replay_buffer - 1);
@@ -844,7 +847,8 @@ TEST(KvEventsRestoreTest, PublisherRestartedWhileTheAgentWasDown) {
   ASSERT_TRUE(pub.WaitForSubscriber());
   for (const KvEventBatch& batch : after.batches) pub.PublishBatch(batch, KvEncoding::kMap);
   CaptureSink sink;
-  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == after.batches.size(); }));
+  ASSERT_TRUE(
+      PollUntil(*collector, sink, [&] { return collector->transport().batches == 100 + after.batches.size(); }));
   EXPECT_EQ(collector->transport().restarts, 1u);
   EXPECT_EQ(collector->transport().lost, 0u);
   EXPECT_EQ(collector->transport().replay_requests, 0u);
@@ -881,7 +885,7 @@ TEST(KvEventsRestoreTest, PublishersOfEndpointsNoLongerConfiguredKeepNothing) {
   other.SetNextSeq(5000);
   other.PublishBatch(f.run.batches[0], KvEncoding::kMap);
   CaptureSink sink;
-  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 50 + 1; }));
   EXPECT_EQ(collector->transport().lost + collector->transport().restarts, 0u);
 }
 
@@ -913,8 +917,8 @@ TEST(KvEventsRestoreTest, GarbageTruncatedAndOtherVersionsAreErrorsAndChangeNoth
   EXPECT_NE(error_of(garbage).find("not a KV-events collector's state"), std::string::npos) << error_of(garbage);
 
   std::vector<std::uint8_t> other_version = state;
-  other_version[4] = 2;
-  EXPECT_NE(error_of(other_version).find("version 2; this build reads version 1"), std::string::npos)
+  other_version[4] = 3;
+  EXPECT_NE(error_of(other_version).find("version 3; this build reads versions 1 and 2"), std::string::npos)
       << error_of(other_version);
 
   std::vector<std::uint8_t> longer = state;
@@ -980,6 +984,334 @@ TEST(KvEventsRestoreTest, FlippedBytesNeverCrash) {
     }
   }
   EXPECT_GT(rejected, 0u);
+}
+
+// ---- (g) gaps fetched over several polls ------------------------------------------
+
+// Batch i holds one request of one new block, page i + 1: the requests handed
+// on say exactly which batches were applied, in which order, how many times.
+std::vector<std::vector<std::uint8_t>> UniquePagePayloads(std::size_t n) {
+  EngineModelOptions mo;
+  mo.capacity_blocks = n + 1;
+  mo.tokens_per_block = 0;
+  EngineCacheModel model(mo);
+  std::vector<std::vector<std::uint8_t>> out;
+  for (std::size_t i = 0; i < n; ++i) model.Run({i + 1});
+  for (const KvEventBatch& b : model.TakeBatches()) out.push_back(EncodeKvEventBatch(b, KvEncoding::kMap));
+  return out;
+}
+
+// The first index at which the requests are not batches first.. in order, one
+// each (requests.size() when they all are).
+std::size_t FirstOutOfOrder(const std::vector<curve::Request>& requests, std::size_t first = 0) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].pages != Scoped({first + i + 1})) return i;
+  }
+  return requests.size();
+}
+
+// A replay endpoint the test answers by hand between polls: a ROUTER bound on
+// 127.0.0.1 that hands out each request's start seq and replies as vLLM
+// (v0.26) does, [topic, seq, payload] per batch and [empty, -1, empty] at the
+// end. The collector's poll waits at most replay_timeout; replies sent between
+// polls are read by the next.
+class ScriptedReplay {
+ public:
+  ScriptedReplay() {
+    router_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::sndhwm, 0);
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  std::size_t requests() const { return requests_; }
+  // A request's start seq if one arrived (waiting up to 5 ms); later replies go
+  // to its sender.
+  std::optional<std::uint64_t> TakeRequest() {
+    zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(5)) == 0) return std::nullopt;
+    std::vector<zmq::message_t> frames;
+    do {
+      frames.emplace_back();
+      if (!router_.recv(frames.back(), zmq::recv_flags::none).has_value()) return std::nullopt;
+    } while (frames.back().more());
+    if (frames.size() != 3 || frames[2].size() != 8) return std::nullopt;
+    id_.assign(frames[0].data<char>(), frames[0].size());
+    ++requests_;
+    return ParseSeqFrame(Frame(frames[2].data<std::uint8_t>(), 8)).value();
+  }
+  void Send(std::uint64_t seq, const std::vector<std::uint8_t>& payload) {
+    const std::array<std::uint8_t, 8> bytes = EncodeSeqFrame(seq);
+    const std::string topic = payload.empty() ? "" : "kv-events";
+    router_.send(zmq::buffer(id_), zmq::send_flags::sndmore);
+    router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(bytes), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
+  void SendRange(std::uint64_t first, std::uint64_t last, const std::vector<std::vector<std::uint8_t>>& payloads) {
+    for (std::uint64_t seq = first; seq <= last; ++seq) Send(seq, payloads[seq]);
+  }
+  void End() { Send(kReplayEndSeq, {}); }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t router_{context_, zmq::socket_type::router};
+  std::string endpoint_;
+  std::string id_;
+  std::size_t requests_ = 0;
+};
+
+// Polls until the scripted endpoint has a request; its start seq (nullopt: none came).
+std::optional<std::uint64_t> PollForRequest(KvEventsCollector& c, RequestSink& sink, ScriptedReplay& replay) {
+  std::optional<std::uint64_t> start;
+  PollUntil(c, sink, [&] { return (start = replay.TakeRequest()).has_value(); });
+  return start;
+}
+
+// A collector of a plain publisher (no replay socket of its own) whose replay
+// endpoint is `replay`; the publisher sends batch 0, keeps 1..gap from the
+// collector, then sends gap + 1, the batch that shows the gap.
+struct ScriptedGap {
+  explicit ScriptedGap(std::size_t gap, std::vector<std::string>* log = nullptr,
+                       std::chrono::milliseconds give_up = std::chrono::seconds(60)) {
+    payloads = UniquePagePayloads(gap + 2);
+    KvEventsCollectorOptions o = CollectorOptions({pub.endpoint()}, replay.endpoint());
+    o.replay_timeout = std::chrono::milliseconds(5);  // replies come between polls
+    o.replay_give_up = give_up;
+    options = o;
+    collector = MakeCollector(o, log);
+    if (collector == nullptr) return;
+    EXPECT_TRUE(pub.WaitForSubscriber());
+    pub.Publish(payloads[0]);
+    EXPECT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
+    for (std::size_t i = 1; i <= gap; ++i) pub.Publish(payloads[i], /*deliver=*/false);
+    pub.Publish(payloads[gap + 1]);
+  }
+  KvEventsTestPublisher pub{TestPublisherOptions{}};
+  ScriptedReplay replay;
+  std::vector<std::vector<std::uint8_t>> payloads;
+  KvEventsCollectorOptions options;
+  std::unique_ptr<KvEventsCollector> collector;
+  CaptureSink sink;
+};
+
+TEST(KvEventsRecoveryTest, AGapOf20000IsFetchedOverManyBoundedPolls) {
+  constexpr std::size_t kGap = 20000, kLive = 300, kPerPoll = 1000;
+  const auto payloads = UniquePagePayloads(kGap + 2 + kLive);
+  TestPublisherOptions po;
+  po.replay = true;
+  po.replay_buffer = 100000;  // holds everything
+  KvEventsTestPublisher pub(po);
+  KvEventsCollectorOptions o = CollectorOptions({pub.endpoint()}, pub.replay_endpoint());
+  o.max_messages_per_poll = kPerPoll;
+  auto collector = MakeCollector(o, nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  CaptureSink sink;
+  pub.Publish(payloads[0]);
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
+  for (std::size_t i = 1; i <= kGap; ++i) pub.Publish(payloads[i], /*deliver=*/false);
+  pub.Publish(payloads[kGap + 1]);
+  const KvTransportCounters& t = collector->transport();
+  // The engine goes on publishing while the gap is fetched: those batches wait
+  // (held, or fetched again) and come after the gap, in order.
+  std::uint64_t replayed_before = 0, most_in_a_poll = 0;
+  bool published_live = false;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] {
+    most_in_a_poll = std::max(most_in_a_poll, t.replayed - replayed_before);
+    replayed_before = t.replayed;
+    if (!published_live && t.recovery_polls >= 3) {
+      for (std::size_t i = kGap + 2; i < payloads.size(); ++i) pub.Publish(payloads[i]);
+      published_live = true;
+    }
+    return t.batches == payloads.size();
+  }));
+  EXPECT_EQ(t.replayed, kGap);
+  EXPECT_EQ(t.lost, 0u);
+  EXPECT_LE(most_in_a_poll, kPerPoll);               // each poll bounded...
+  EXPECT_GE(t.recovery_polls, kGap / kPerPoll);      // ...so it took many
+  EXPECT_EQ(SampleValue(*collector, "kvwatch_kv_events_recovery_polls_total"), static_cast<double>(t.recovery_polls));
+  ASSERT_EQ(sink.requests.size(), payloads.size());
+  EXPECT_EQ(FirstOutOfOrder(sink.requests), payloads.size());
+  EXPECT_TRUE(collector->stats().errors.empty());
+}
+
+TEST(KvEventsRecoveryTest, AnEndMarkerBeforeTheGapIsFilledAsksAgainFromTheNextSeq) {
+  ScriptedGap g(100);
+  ASSERT_NE(g.collector, nullptr);
+  EXPECT_EQ(PollForRequest(*g.collector, g.sink, g.replay), std::optional<std::uint64_t>(1));
+  g.replay.SendRange(1, 40, g.payloads);
+  g.replay.End();
+  EXPECT_EQ(PollForRequest(*g.collector, g.sink, g.replay), std::optional<std::uint64_t>(41));
+  g.replay.SendRange(41, 100, g.payloads);
+  g.replay.End();
+  const KvTransportCounters& t = g.collector->transport();
+  ASSERT_TRUE(PollUntil(*g.collector, g.sink, [&] { return t.batches == 102; }));
+  EXPECT_EQ(t.replayed, 100u);
+  EXPECT_EQ(t.lost, 0u);
+  EXPECT_EQ(t.replay_requests, 2u);
+  EXPECT_EQ(FirstOutOfOrder(g.sink.requests), 102u);
+}
+
+TEST(KvEventsRecoveryTest, AHoleInsideAnAnswerIsAskedForAgainNotCountedLost) {
+  ScriptedGap g(100);
+  ASSERT_NE(g.collector, nullptr);
+  EXPECT_EQ(PollForRequest(*g.collector, g.sink, g.replay), std::optional<std::uint64_t>(1));
+  g.replay.SendRange(1, 10, g.payloads);  // 11..19 dropped on the way
+  g.replay.SendRange(20, 100, g.payloads);
+  g.replay.End();
+  EXPECT_EQ(PollForRequest(*g.collector, g.sink, g.replay), std::optional<std::uint64_t>(11));
+  g.replay.SendRange(11, 100, g.payloads);
+  g.replay.End();
+  const KvTransportCounters& t = g.collector->transport();
+  ASSERT_TRUE(PollUntil(*g.collector, g.sink, [&] { return t.batches == 102; }));
+  EXPECT_EQ(t.replayed, 100u);
+  EXPECT_EQ(t.lost, 0u);
+  EXPECT_EQ(FirstOutOfOrder(g.sink.requests), 102u);
+}
+
+TEST(KvEventsRecoveryTest, WhatTheBufferNoLongerHoldsIsLostAndStaysCountedAfterARestart) {
+  std::vector<std::string> log;
+  ScriptedGap g(100, &log);
+  ASSERT_NE(g.collector, nullptr);
+  EXPECT_EQ(PollForRequest(*g.collector, g.sink, g.replay), std::optional<std::uint64_t>(1));
+  g.replay.SendRange(30, 100, g.payloads);  // the engine's buffer starts at 30
+  g.replay.End();
+  const KvTransportCounters& t = g.collector->transport();
+  ASSERT_TRUE(PollUntil(*g.collector, g.sink, [&] { return t.batches == 73; }));
+  EXPECT_EQ(t.lost, 29u);
+  EXPECT_EQ(t.replayed, 71u);
+  EXPECT_EQ(g.collector->stats().dropped, 29u);
+  EXPECT_TRUE(Logged(log, "lost 29 batches between seq 1 and 29 (no longer in the replay buffer)"));
+  EXPECT_TRUE(g.collector->WantsSave());
+  ASSERT_EQ(g.sink.requests.size(), 73u);
+  EXPECT_EQ(g.sink.requests[1].pages, Scoped({31}));
+
+  std::vector<std::uint8_t> state;
+  g.collector->AppendState(&state);
+  const CollectorStats before = g.collector->stats();
+  g.collector.reset();
+  auto next = MakeCollector(g.options, nullptr);
+  ASSERT_NE(next, nullptr);
+  const base::Status restored = next->RestoreState(state);
+  ASSERT_TRUE(restored.ok()) << restored.error();
+  EXPECT_EQ(next->transport().lost, 29u);
+  EXPECT_EQ(next->transport().replayed, 71u);
+  EXPECT_EQ(next->transport().batches, 73u);
+  EXPECT_EQ(next->stats().dropped, 29u);
+  EXPECT_EQ(next->stats().records, before.records);
+  EXPECT_EQ(SampleValue(*next, "kvwatch_kv_events_lost_total"), 29.0);
+}
+
+TEST(KvEventsRecoveryTest, ASilentReplayEndpointCountsTheRestLostAfterTheGiveUpTime) {
+  std::vector<std::string> log;
+  ScriptedGap g(100, &log, std::chrono::milliseconds(200));
+  ASSERT_NE(g.collector, nullptr);
+  const KvTransportCounters& t = g.collector->transport();
+  ASSERT_TRUE(PollUntil(*g.collector, g.sink, [&] { return t.lost == 100; }));
+  EXPECT_EQ(t.batches, 2u);  // 0, and 101 once the gap was given up
+  EXPECT_EQ(t.replayed, 0u);
+  EXPECT_GE(t.replay_requests, 1u);
+  EXPECT_EQ(FirstOutOfOrder(g.sink.requests), 1u);
+  ASSERT_EQ(g.sink.requests.size(), 2u);
+  EXPECT_EQ(g.sink.requests[1].pages, Scoped({102}));
+  EXPECT_TRUE(Logged(log, "lost 100 batches between seq 1 and 100 (the replay endpoint " + g.replay.endpoint() +
+                              " did not answer for 200 ms)"));
+  // The next batch is in order again.
+  g.pub.Publish(g.payloads[0]);
+  ASSERT_TRUE(PollUntil(*g.collector, g.sink, [&] { return t.batches == 3; }));
+  EXPECT_EQ(t.lost, 100u);
+}
+
+TEST(KvEventsRecoveryTest, AGapHalfFetchedWhenTheStateIsSavedIsFinishedAfterTheRestart) {
+  ScriptedGap g(100);
+  ASSERT_NE(g.collector, nullptr);
+  EXPECT_EQ(PollForRequest(*g.collector, g.sink, g.replay), std::optional<std::uint64_t>(1));
+  g.replay.SendRange(1, 40, g.payloads);  // and then nothing
+  ASSERT_TRUE(PollUntil(*g.collector, g.sink, [&] { return g.collector->transport().batches == 41; }));
+  std::vector<std::uint8_t> state;
+  g.collector->AppendState(&state);
+  g.collector.reset();
+
+  auto next = MakeCollector(g.options, nullptr);
+  ASSERT_NE(next, nullptr);
+  const base::Status restored = next->RestoreState(state);
+  ASSERT_TRUE(restored.ok()) << restored.error();
+  // No live batch needed: the saved gap is asked for at the first poll.
+  CaptureSink sink;
+  EXPECT_EQ(PollForRequest(*next, sink, g.replay), std::optional<std::uint64_t>(41));
+  g.replay.SendRange(41, 101, g.payloads);
+  g.replay.End();
+  const KvTransportCounters& t = next->transport();
+  ASSERT_TRUE(PollUntil(*next, sink, [&] { return t.batches == 102; }));  // counted since the first start
+  EXPECT_EQ(t.replayed, 40u + 61u);
+  EXPECT_EQ(t.lost, 0u);
+  ASSERT_EQ(sink.requests.size(), 61u);
+  EXPECT_EQ(FirstOutOfOrder(g.sink.requests), 41u);
+  EXPECT_EQ(FirstOutOfOrder(sink.requests, 41), 61u);
+}
+
+TEST(KvEventsRecoveryTest, AVersion1StateIsStillRead) {
+  ScriptedReplay replay;
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  const auto payloads = UniquePagePayloads(52);
+  KvEventsCollectorOptions o = CollectorOptions({pub.endpoint()}, replay.endpoint());
+  o.replay_timeout = std::chrono::milliseconds(5);
+  // Version 1: magic, version, publishers [endpoint index, endpoint, topic,
+  // last seq], the tracker's part. Publisher 0 has applied seq 0.
+  KvEventTracker tracker(o.tracker);
+  const std::size_t p = tracker.AddPublisher();
+  KvEventDecoder decoder;
+  KvEventBatch batch;
+  ASSERT_TRUE(decoder.Decode(payloads[0], &batch).ok());
+  CaptureSink ignored;
+  tracker.Apply(p, batch, ignored);
+  std::vector<std::uint8_t> state;
+  base::AppendPod<std::uint32_t>(&state, 0x5645564b);
+  base::AppendPod<std::uint32_t>(&state, 1);
+  base::AppendPod<std::uint32_t>(&state, 1);
+  base::AppendPod<std::uint32_t>(&state, 0);
+  AppendKvStateString(&state, pub.endpoint());
+  AppendKvStateString(&state, "kv-events");
+  base::AppendPod<std::uint64_t>(&state, 0);
+  const std::vector<std::size_t> publishers = {p};
+  tracker.AppendState(publishers, &state);
+
+  auto collector = MakeCollector(o, nullptr);
+  ASSERT_NE(collector, nullptr);
+  const base::Status restored = collector->RestoreState(state);
+  ASSERT_TRUE(restored.ok()) << restored.error();
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  for (std::size_t i = 0; i <= 50; ++i) pub.Publish(payloads[i], /*deliver=*/false);  // seq 0..50
+  pub.Publish(payloads[51]);
+  CaptureSink sink;
+  EXPECT_EQ(PollForRequest(*collector, sink, replay), std::optional<std::uint64_t>(1));
+  replay.SendRange(1, 50, payloads);
+  replay.End();
+  const KvTransportCounters& t = collector->transport();
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return t.batches == 51; }));
+  EXPECT_EQ(t.replayed, 50u);
+  EXPECT_EQ(t.lost + t.restarts, 0u);
+  EXPECT_EQ(FirstOutOfOrder(sink.requests, 1), 51u);
+}
+
+TEST(KvEventsLogTest, TopicsWithANulArePrintedWholeAndEscaped) {
+  TestPublisherOptions po;
+  po.topic = std::string("kv\0x", 4);
+  KvEventsTestPublisher pub(po);
+  const auto payloads = UniquePagePayloads(2);
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  pub.SetNextSeq(10);
+  pub.Publish(payloads[0]);
+  pub.SetNextSeq(3);  // back: a restart, logged with the topic
+  pub.Publish(payloads[1]);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 2; }));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv\\u0000x\": seq 3 after 10")) << (log.empty() ? "" : log[0]);
 }
 
 }  // namespace

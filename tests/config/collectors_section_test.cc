@@ -197,6 +197,8 @@ TEST(CollectorsSectionTest, EveryKeyReachesItsCollectorsOptions) {
   EXPECT_EQ(kv.endpoints, (std::vector<std::string>{"tcp://127.0.0.1:5557"}));
   EXPECT_EQ(kv.topic, "kv");
   EXPECT_EQ(kv.replay_endpoint, "tcp://127.0.0.1:5558");
+  EXPECT_EQ(kv.replay_timeout, std::chrono::milliseconds(250));
+  EXPECT_EQ(kv.replay_give_up, std::chrono::milliseconds(10000));
   EXPECT_TRUE(kv.bind);
   EXPECT_EQ(kv.tracker.tenant_source, collectors::KvTenantSource::kLoraOrSalt);
   EXPECT_EQ(kv.tracker.scope, "llama-3-70b");
@@ -320,6 +322,12 @@ TEST(CollectorsSectionTest, CollectorValuesAreChecked) {
               "collectors.kv_events[0].replay_endpoint", "ZeroMQ endpoint");
   ExpectError(kv + "      endpoints: [tcp://h:1]\n      bind: 'true'\n", 5, "collectors.kv_events[0].bind",
               "expected true or false");
+  ExpectError(kv + "      endpoints: [tcp://h:1]\n      replay_timeout: 0s\n", 5,
+              "collectors.kv_events[0].replay_timeout", "a duration > 0");
+  ExpectError(kv + "      endpoints: [tcp://h:1]\n      replay_timeout: 0.1ms\n", 5,
+              "collectors.kv_events[0].replay_timeout", "at least 1ms");
+  ExpectError(kv + "      endpoints: [tcp://h:1]\n      replay_give_up: 50ms\n", 5,
+              "collectors.kv_events[0].replay_give_up", "0.05s is shorter than replay_timeout (0.1s)");
   // The index of the item at fault.
   ExpectError(
       "collectors:\n  kv_events:\n    - name: k\n      endpoints: [tcp://h:1]\n"

@@ -35,6 +35,8 @@ inline constexpr char kCollectorListsExample[] = R"(  trace_files:
       endpoints: [tcp://127.0.0.1:5557]
       topic: kv
       replay_endpoint: tcp://127.0.0.1:5558
+      replay_timeout: 250ms
+      replay_give_up: 10s
       bind: true
       tenant_source: lora_or_salt
   engine_log:
