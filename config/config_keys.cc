@@ -111,7 +111,10 @@ constexpr ConfigKey kKeys[] = {
     {"web.port", Type::kInt, "8477", true, "TCP port, 0 to 65535 (0: any free port)."},
     {"web.config_file", Type::kString, R"("")", true,
      "A Prometheus exporter-toolkit web config file (TLS, basic auth, headers); empty: "
-     "plain HTTP without authentication."},
+     "plain HTTP without authentication. Re-read on SIGHUP: its TLS certificate, key, client CA "
+     "and settings, `basic_auth_users` and headers take effect for new connections and requests "
+     "(TLS cannot be turned on or off without a restart; a file that fails keeps the previous "
+     "one, `kvwatch_web_config_last_reload_successful` 0). Nothing else is reloaded."},
     {"web.refresh_seconds", Type::kInt, "5", true,
      "Seconds between redraws of the web page, >= 1."},
     {"web.max_connections", Type::kInt, "1024", true,
@@ -121,7 +124,8 @@ constexpr ConfigKey kKeys[] = {
     {"state", Type::kMap, "{}", true, "State kept across restarts."},
     {"state.path", Type::kString, R"("")", true,
      "Directory of the agent's state (curves, tail positions); empty: nothing is kept "
-     "across restarts."},
+     "across restarts. One agent per directory: `state.bin.lock` in it is locked for the "
+     "agent's life (with its pid), and a second agent is refused at start-up."},
     {"state.interval", Type::kDuration, R"("60s")", true, "How often the state is saved, > 0."},
 
     {"collectors", Type::kMap, "{}", true,

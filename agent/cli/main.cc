@@ -251,7 +251,8 @@ void AddAgent(CLI::App& app, std::string& config_path) {
       "agent",
       "Run beside a serving replica: ingest its requests (KV events, trace files; with no config, a built-in "
       "synthetic replica) and health signals (engine logs and /metrics), keep windowed curves, raise alerts, "
-      "serve /metrics, /api/v1/curve, /api/v1/alerts and a live page.");
+      "serve /metrics, /api/v1/curve, /api/v1/alerts and a live page. SIGTERM or SIGINT: save the state "
+      "(state.path) and exit; SIGHUP: re-read web.config_file (TLS files, basic-auth users, headers).");
   cmd->add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)");
   cmd->callback([&config_path]() { std::exit(kvwatch::agent::RunAgent(config_path)); });
 

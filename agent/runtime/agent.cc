@@ -14,6 +14,7 @@
 #include "agent/runtime/api_routes.h"
 #include "agent/runtime/exposition.h"
 #include "agent/runtime/state_file.h"
+#include "config/web_config.h"
 
 namespace kvwatch::agent {
 
@@ -34,6 +35,13 @@ Agent::~Agent() {
 }
 
 base::Status Agent::Init() {
+  // Before anything reads the state: a second agent on the same state.path would
+  // restore the same positions and overwrite the first one's saves.
+  if (!options_.state_path.empty()) {
+    auto lock = StateLock::Acquire(options_.state_path);
+    if (!lock.ok()) return base::Status::Error("state.path: " + lock.error());
+    state_lock_ = std::move(lock).value();
+  }
   auto analysis = Analysis::Create(options_);
   if (!analysis.ok()) return base::Status::Error(analysis.error());
   // No other thread runs yet; the lock keeps the analysis honest.
@@ -109,19 +117,31 @@ void Agent::PublishCollector(std::size_t i) {
 // --- Event loop -----------------------------------------------------------------------
 
 int Agent::Run() {
+  // The signals are caught before the agent listens: a SIGHUP sent once the
+  // agent serves never meets the default action (which ends the process
+  // silently, and systemd would count it as a clean exit).
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+  std::function<void()> wait_signal = [&]() {
+    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+      if (ec) return;
+      if (signal == SIGHUP) {
+        ReloadWebConfig();  // on the loop's thread, between two passes (never during a save)
+        wait_signal();
+        return;
+      }
+      AgentLog(std::string("stopping on ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT"));
+      stop_ = true;
+    });
+  };
+  wait_signal();
   if (base::Status s = http_->Start(); !s.ok()) {
     AgentLog(s.error());
     return 1;
   }
   AgentLog("listening on " + http_->url());
-  ready_ = true;
 
-  boost::asio::io_context io;
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-    if (!ec) AgentLog(std::string("stopping on ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT"));
-    stop_ = true;
-  });
+  ready_ = true;
   using Clock = std::chrono::steady_clock;
   std::vector<Clock::time_point> next_poll(options_.collectors.size(), Clock::now());
   Clock::time_point next_save = Clock::now() + options_.state_interval;
@@ -195,12 +215,35 @@ int Agent::Run() {
 
 void Agent::Stop() { stop_ = true; }
 
+void Agent::ReloadWebConfig() {
+  if (options_.web_config_file.empty()) {
+    AgentLog("SIGHUP: no web.config_file to reload; ignored (the agent's config is read at start-up only)");
+    return;
+  }
+  auto web = config::ReadWebConfigFile(options_.web_config_file);
+  base::Status applied = web.ok() ? http_->ReloadWebConfig(web.value()) : base::Status::Error(web.error());
+  {
+    base::MutexLock lock(mu_);
+    state_.web_reload_ok = applied.ok();
+  }
+  if (applied.ok()) {
+    AgentLog("SIGHUP: reloaded web.config_file " + options_.web_config_file +
+             " (TLS certificate, key, client CA and settings, basic_auth_users, headers)");
+  } else {
+    AgentLog("SIGHUP: web.config_file not reloaded, the previous one stays in force: " + applied.error());
+  }
+}
+
 int Agent::port() const { return http_ ? http_->port() : 0; }
 
 // --- State ----------------------------------------------------------------------------
 
 base::Status Agent::SaveState() {
   if (options_.state_path.empty()) return base::Status::Ok();
+  {
+    base::MutexLock lock(mu_);
+    if (!state_.saving) return base::Status::Ok();  // said once, at start-up (LoadState)
+  }
   const auto started = std::chrono::steady_clock::now();
   StateParts parts;
   {
@@ -228,7 +271,14 @@ base::Status Agent::SaveState() {
 
 void Agent::LoadState() {
   if (options_.state_path.empty()) return;
-  LoadedState loaded = ReadStateFile(options_.state_path);
+  StateBounds bounds;
+  bounds.max_pages = options_.engine.max_pages;
+  bounds.remembered_evictions = options_.engine.remembered_evictions;
+  if (options_.canaries) {
+    for (std::uint64_t c : options_.curve.capacities) bounds.canary_pages += c * options_.canaries->policies.size();
+  }
+  bounds.collectors = options_.collectors.size();
+  LoadedState loaded = ReadStateFile(options_.state_path, StateByteLimit(bounds));
   if (loaded.outcome == LoadedState::Outcome::kNone) {
     state_.restore_result = "none";
     return;
@@ -236,16 +286,30 @@ void Agent::LoadState() {
   // A state that cannot be restored whole is set aside (kept for inspection, never
   // read again) and the agent starts fresh: a partial restore would count some
   // records twice or not at all.
+  // A file that cannot be set aside (immutable, a read-only folder) cannot be
+  // replaced by a save either: the agent then runs without saving, says so, and
+  // leaves the file as it is, rather than failing every save into it.
   auto reject = [&](const std::string& why) NO_THREAD_SAFETY_ANALYSIS {  // LoadState holds mu_
     const std::string suffix = ".rejected-" + std::to_string(static_cast<long long>(WallNow()));
-    std::string aside;
+    std::string aside, failed;
     for (const std::string& file : {options_.state_path, options_.state_path + ".tmp"}) {
       std::error_code ec;
-      if (!std::filesystem::exists(file, ec)) continue;
+      if (std::filesystem::symlink_status(file, ec).type() == std::filesystem::file_type::not_found) continue;
       std::filesystem::rename(file, file + suffix, ec);
-      aside += (aside.empty() ? "" : ", ") + file + suffix;
+      if (ec) {
+        failed += (failed.empty() ? "" : "; ") + file + " cannot be set aside (" + ec.message() + ")";
+      } else {
+        aside += (aside.empty() ? "" : ", ") + file + suffix;
+      }
     }
-    AgentLog("state " + loaded.from + " not restored (" + why + "); set aside as " + aside + "; starting fresh");
+    std::string what = "state " + loaded.from + " not restored (" + why + ")";
+    if (!aside.empty()) what += "; set aside as " + aside;
+    if (!failed.empty()) {
+      state_.saving = false;
+      what += "; " + failed + "; the agent runs WITHOUT SAVING its state (kvwatch_state_saving 0) until the file "
+              "is moved away and the agent restarted";
+    }
+    AgentLog(what + "; starting fresh");
     analysis_->Reset();
     restored_alerts_.clear();
     state_.restore_result = "rejected";

@@ -9,7 +9,9 @@
 // window's knee and working sets into a bounded history (agent/runtime/curve_history.h). State (engine, curves, clock, groups, and every
 // collector's positions) is committed in one atomic step (agent/runtime/state_file.h)
 // right after start-up, on an interval, soon after a rotation, and at shutdown, and
-// restored at start-up. With alerts enabled the loop
+// restored at start-up; the state path is locked (StateLock) from Init to the
+// agent's end, so two agents never share it. SIGHUP reloads the web config
+// (web.config_file) and nothing else. With alerts enabled the loop
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
 // notifications are sent on the runner's own threads.
 //
@@ -74,6 +76,7 @@
 #include "agent/runtime/analysis.h"
 #include "agent/runtime/curve_history.h"
 #include "agent/runtime/snapshot.h"
+#include "agent/runtime/state_file.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "agent/web/http_server.h"
@@ -106,6 +109,9 @@ struct AgentOptions {
   std::optional<double> bytes_per_token;   // per GPU rank
   std::optional<std::string> model_name;
   HttpServerOptions http;
+  // web.config_file: re-read on SIGHUP (TLS files and settings, basic-auth users,
+  // headers); empty: none, SIGHUP is logged and ignored.
+  std::string web_config_file;
   int refresh_seconds = config::WebSettings{}.refresh_seconds;
   std::string state_path;                  // empty: no persistence
   std::chrono::milliseconds state_interval{config::StateSettings{}.SaveInterval()};
@@ -130,7 +136,8 @@ class Agent : public collectors::RequestSink {
   ~Agent() override;
 
   // Starts HTTP and runs the event loop until Stop() or SIGINT/SIGTERM; then
-  // checkpoints. Returns the process exit code.
+  // checkpoints. SIGHUP reloads the web config (ReloadWebConfig) and the loop
+  // goes on. Returns the process exit code.
   int Run();
   // Asks Run() to return (any thread).
   void Stop();
@@ -153,8 +160,14 @@ class Agent : public collectors::RequestSink {
   int port() const;
   bool ready() const { return ready_.load(); }
 
-  // Writes the state file now (loop thread, or before Run).
+  // Writes the state file now (loop thread, or before Run). Does nothing when
+  // start-up turned saving off (the state file could not be set aside).
   base::Status SaveState() EXCLUDES(mu_);
+
+  // What SIGHUP does (loop thread): re-reads web.config_file and applies it to
+  // the HTTP server (HttpServer::ReloadWebConfig), or keeps the previous one when
+  // it cannot be read or applied; without web.config_file, nothing. Logs either way.
+  void ReloadWebConfig() EXCLUDES(mu_);
 
   // What the alert detectors see at `time`: requests, knee and working set of the
   // alert windows, the collectors' engine signals (any thread; takes mu_ for a
@@ -196,6 +209,7 @@ class Agent : public collectors::RequestSink {
   std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled
   std::unique_ptr<CurveHistory> history_;      // the windows over time (its own lock)
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<StateLock> state_lock_;  // held from Init to destruction when state_path is set
   std::atomic<bool> ready_{false};
   std::atomic<bool> stop_{false};
 };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +135,7 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
     auto web = config::ReadWebConfigFile(c.web.config_file);
     if (!web.ok()) return R::Error("web.config_file: " + web.error());
     o.http.web = web.value();
+    o.web_config_file = c.web.config_file;  // re-read on SIGHUP
   }
   {
     auto server = HttpServer::Create(o.http);
@@ -200,6 +202,10 @@ base::Status CheckConfigText(std::string_view yaml, const std::string& source, c
 }
 
 int RunAgent(const std::string& config_path) {
+  // A write to a closed pipe (stderr when journald restarts, a peer gone) returns
+  // EPIPE rather than ending the agent silently: systemd counts a death by SIGPIPE
+  // as a clean exit, which Restart=on-failure would not restart.
+  std::signal(SIGPIPE, SIG_IGN);
   // No config file: the built-in synthetic replica (builtin_config.h).
   auto config = config_path.empty() ? BuiltInAgentConfig() : config::LoadAgentConfigFile(config_path);
   if (!config.ok()) {

@@ -121,6 +121,14 @@ constexpr base::MetricDef kStateRestore{
     "What start-up found in the state file, 1 for the outcome: none (first start), restored, or rejected (set "
     "aside, started fresh).",
     "outcome"};
+constexpr base::MetricDef kStateSaving{
+    "kvwatch_state_saving", MetricType::kGauge,
+    "1 while the agent saves its state to state.path; 0 when start-up could not set a rejected state file aside "
+    "(the agent cannot replace it, so it runs without saving; the log says why)."};
+constexpr base::MetricDef kWebReload{
+    "kvwatch_web_config_last_reload_successful", MetricType::kGauge,
+    "With web.config_file: 1 when the last SIGHUP's reload of the web config applied (or none came yet), 0 when "
+    "it failed and the previous web config stays in force."};
 constexpr base::MetricDef kClockRepairs{
     "kvwatch_state_clock_repairs_total", MetricType::kCounter,
     "Restored window clocks that were beyond curve.max_clock_skew ahead of the wall clock (the windows restarted)."};
@@ -153,7 +161,7 @@ constexpr base::MetricDef kCanaryMemory{"kvwatch_policy_canary_memory_bytes", Me
 }  // namespace
 
 base::MetricDefs AgentMetricDefs() {
-  return {&kBuildInfo, &kPageHitCapacity, &kRequiredCapacity, &kRequests, &kPageReferences, &kColdMisses, &kBeyondTracked, &kReusedTokens, &kTrackedPages, &kSampleRate, &kTrackedPagesLimit, &kEngineMemory, &kLateRequests, &kWindowRequests, &kUnlimitedHitRatio, &kWorkingSetPages, &kWorkingSetBytes, &kKneePages, &kKneeBytes, &kPageHitRatio, &kCoverageRatio, &kBytesPerPage, &kCollectorUp, &kCollectorRecords, &kCollectorDropped, &kCollectorLastSuccess, &kCollectorErrors, &kPredictedHitRatio, &kCacheCapacity, &kStateSaves, &kStateSaveErrors, &kStateSaveSeconds, &kStateRestore, &kClockRepairs};
+  return {&kBuildInfo, &kPageHitCapacity, &kRequiredCapacity, &kRequests, &kPageReferences, &kColdMisses, &kBeyondTracked, &kReusedTokens, &kTrackedPages, &kSampleRate, &kTrackedPagesLimit, &kEngineMemory, &kLateRequests, &kWindowRequests, &kUnlimitedHitRatio, &kWorkingSetPages, &kWorkingSetBytes, &kKneePages, &kKneeBytes, &kPageHitRatio, &kCoverageRatio, &kBytesPerPage, &kCollectorUp, &kCollectorRecords, &kCollectorDropped, &kCollectorLastSuccess, &kCollectorErrors, &kPredictedHitRatio, &kCacheCapacity, &kStateSaves, &kStateSaveErrors, &kStateSaveSeconds, &kStateRestore, &kStateSaving, &kWebReload, &kClockRepairs};
 }
 
 base::MetricDefs CanaryMetricDefs() {
@@ -309,7 +317,9 @@ std::string RenderMetricsText(const AgentOptions& options, const AgentSnapshot& 
     for (const char* outcome : {"none", "restored", "rejected"}) {
       m.Add(kStateRestore, state.restore_result == outcome ? 1 : 0, {{"outcome", outcome}});
     }
+    m.Add(kStateSaving, state.saving ? 1 : 0);
   }
+  if (!options.web_config_file.empty()) m.Add(kWebReload, state.web_reload_ok ? 1 : 0);
   m.Add(kClockRepairs, static_cast<double>(s.clock_repairs));
   m.Add(kStateSaveErrors, static_cast<double>(state.errors));
   m.ProcessMetrics();

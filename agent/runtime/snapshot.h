@@ -45,6 +45,12 @@ struct StateCounters {
   std::uint64_t errors = 0;
   double last_save_seconds = 0;          // duration of the last save
   std::string restore_result = "none";   // what start-up found: none, restored, rejected
+  // False when start-up could not set a rejected state file aside: the agent then
+  // runs without saving (it cannot replace the file), kvwatch_state_saving 0.
+  bool saving = true;
+  // False after a SIGHUP whose web config could not be applied (the previous one
+  // stays); kvwatch_web_config_last_reload_successful.
+  bool web_reload_ok = true;
 };
 
 // What a policy canary is for. The agent runs curve.engine_policy as the first of

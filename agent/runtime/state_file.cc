@@ -1,5 +1,9 @@
 #include "agent/runtime/state_file.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -14,8 +18,8 @@ namespace kvwatch::agent {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'V', 'W', 'S', 'T', 'A', 'T', 'E'};
-constexpr std::size_t kHeaderBytes = sizeof(kMagic) + sizeof(std::uint32_t) + sizeof(std::uint64_t) +
-                                     sizeof(std::uint32_t);
+constexpr std::size_t kHeaderBytes = kStateHeaderBytes;
+static_assert(kHeaderBytes == sizeof(kMagic) + sizeof(std::uint32_t) + sizeof(std::uint64_t) + sizeof(std::uint32_t));
 // More sections than any configuration has (collectors are bounded by the config).
 constexpr std::uint32_t kMaxSections = 1 << 16;
 
@@ -89,26 +93,46 @@ StateBytes EncodeState(const StateParts& parts) {
   return out;
 }
 
-base::Result<StateParts> DecodeState(std::span<const std::uint8_t> in) {
-  using R = base::Result<StateParts>;
+namespace {
+
+struct Header {
+  std::uint64_t length = 0;  // of the body
+  std::uint32_t crc = 0;
+};
+
+// Checks the first bytes of a state of file_size bytes (head: at most the header)
+// before any of the body is read: the magic, the version, and the announced
+// length against the file's and against max_bytes.
+base::Result<Header> CheckHeader(std::span<const std::uint8_t> in, std::uint64_t file_size, std::uint64_t max_bytes) {
+  using R = base::Result<Header>;
   if (in.size() < sizeof(kMagic) || std::memcmp(in.data(), kMagic, sizeof(kMagic)) != 0) {
     return R::Error("not a kvwatch state file (no KVWSTATE header)");
   }
   in = in.subspan(sizeof(kMagic));
   std::uint32_t version = 0;
-  std::uint64_t length = 0;
-  std::uint32_t crc = 0;
+  Header h;
   if (!base::ReadPod(&in, &version)) return R::Error("truncated in the header");
   if (version != kStateVersion) {
     return R::Error("version " + std::to_string(version) + " (this build reads version " +
                     std::to_string(kStateVersion) + ")");
   }
-  if (!base::ReadPod(&in, &length) || !base::ReadPod(&in, &crc)) return R::Error("truncated in the header");
-  if (length != in.size()) {
-    return R::Error("truncated: the header announces " + std::to_string(length) + " bytes, the file holds " +
-                    std::to_string(in.size()));
+  if (!base::ReadPod(&in, &h.length) || !base::ReadPod(&in, &h.crc)) return R::Error("truncated in the header");
+  const std::uint64_t body = file_size - kHeaderBytes;
+  if (h.length != body) {
+    return R::Error("truncated: the header announces " + std::to_string(h.length) + " bytes, the file holds " +
+                    std::to_string(body));
   }
-  if (Crc32(in) != crc) return R::Error("checksum mismatch (the file is corrupt)");
+  if (h.length > max_bytes) {
+    return R::Error("the header announces " + std::to_string(h.length) + " bytes, more than the " +
+                    std::to_string(max_bytes) +
+                    " this configuration's state can hold (docs/guarantees.md); not read");
+  }
+  return h;
+}
+
+base::Result<StateParts> DecodeBody(std::span<const std::uint8_t> in, const Header& header) {
+  using R = base::Result<StateParts>;
+  if (Crc32(in) != header.crc) return R::Error("checksum mismatch (the file is corrupt)");
 
   StateParts parts;
   std::uint32_t count = 0;
@@ -164,22 +188,52 @@ base::Result<StateParts> DecodeState(std::span<const std::uint8_t> in) {
   return parts;
 }
 
+}  // namespace
+
+base::Result<StateParts> DecodeState(std::span<const std::uint8_t> in) {
+  base::Result<Header> header = CheckHeader(in.first(std::min(in.size(), kHeaderBytes)), in.size(), kMaxStateBytes);
+  if (!header.ok()) return base::Result<StateParts>::Error(header.error());
+  return DecodeBody(in.subspan(kHeaderBytes), header.value());
+}
+
+std::uint64_t StateByteLimit(const StateBounds& b) {
+  return kStateBaseBytes + kStateBytesPerEnginePage * (b.max_pages + b.remembered_evictions) +
+         kStateBytesPerCanaryPage * b.canary_pages + kStateBytesPerCollectorPage * b.max_pages * b.collectors;
+}
+
 base::Status WriteStateFile(const std::string& path, const StateParts& parts) {
   const StateBytes bytes = EncodeState(parts);
   return base::WriteFileAtomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
-LoadedState ReadStateFile(const std::string& path) {
+LoadedState ReadStateFile(const std::string& path, std::uint64_t max_bytes) {
   LoadedState loaded;
-  auto decode = [](const std::string& file) -> base::Result<StateParts> {
-    base::Result<std::string> text = base::ReadWholeFile(file, kMaxStateBytes);
-    if (!text.ok()) return base::Result<StateParts>::Error(text.error());
-    return DecodeState(AsBytes(text.value()));
+  // The header and the size first (a FIFO, a device or a 2 GiB sparse file is
+  // refused before its body is read), then the body.
+  auto decode = [&](const std::string& file) -> base::Result<StateParts> {
+    using R = base::Result<StateParts>;
+    base::Result<base::RegularFile> opened = base::RegularFile::Open(file);
+    if (!opened.ok()) return R::Error(opened.error());
+    base::RegularFile& f = opened.value();
+    std::string head;
+    base::Status read = f.Read(static_cast<std::size_t>(std::min<std::uint64_t>(f.size(), kHeaderBytes)), &head);
+    base::Result<Header> header =
+        read.ok() ? CheckHeader(AsBytes(head), f.size(), max_bytes) : base::Result<Header>::Error(read.error());
+    std::string body;
+    if (header.ok()) read = f.Read(static_cast<std::size_t>(header.value().length), &body);
+    loaded.bytes_read += f.bytes_read();
+    if (!header.ok()) return R::Error(header.error());
+    if (!read.ok()) return R::Error(read.error());
+    return DecodeBody(AsBytes(body), header.value());
+  };
+  // Present in any form (a dangling link or a FIFO too: they are rejected, not missed).
+  auto present = [](const std::string& file) {
+    std::error_code ec;
+    return std::filesystem::symlink_status(file, ec).type() != std::filesystem::file_type::not_found;
   };
   // A complete temporary file is the newer state (the kill came before its rename).
   const std::string tmp = path + ".tmp";
-  std::error_code ec;
-  if (std::filesystem::exists(tmp, ec)) {
+  if (present(tmp)) {
     base::Result<StateParts> parts = decode(tmp);
     if (parts.ok()) {
       loaded.outcome = LoadedState::Outcome::kLoaded;
@@ -188,7 +242,7 @@ LoadedState ReadStateFile(const std::string& path) {
       return loaded;
     }
   }
-  if (!std::filesystem::exists(path, ec)) return loaded;
+  if (!present(path)) return loaded;
   loaded.from = path;
   base::Result<StateParts> parts = decode(path);
   if (!parts.ok()) {
@@ -199,6 +253,38 @@ LoadedState ReadStateFile(const std::string& path) {
   loaded.outcome = LoadedState::Outcome::kLoaded;
   loaded.parts = std::move(parts).value();
   return loaded;
+}
+
+base::Result<std::unique_ptr<StateLock>> StateLock::Acquire(const std::string& state_path) {
+  using R = base::Result<std::unique_ptr<StateLock>>;
+  const std::string path = state_path + ".lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) return R::Error(path + ": cannot open the lock file: " + std::strerror(errno));
+  std::unique_ptr<StateLock> lock(new StateLock(path, fd));  // closes fd on every return below
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return R::Error(path + ": fstat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return R::Error(path + ": is " + base::DescribeFileType(st.st_mode) + ", not a regular file");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error != EWOULDBLOCK) return R::Error(path + ": flock: " + std::strerror(error));
+    // The holder wrote its pid right after locking; an empty file: it is about to.
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    return R::Error(path + " is held by another kvwatch agent (pid " + (pid.empty() ? "unknown" : pid) +
+                    "): two agents must not share a state file");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return R::Error(path + ": cannot write the pid: " + std::strerror(errno));
+  }
+  return lock;
+}
+
+StateLock::~StateLock() {
+  // The file stays (removing it would race a third agent's open); the lock goes with the descriptor.
+  ::close(fd_);
 }
 
 }  // namespace kvwatch::agent

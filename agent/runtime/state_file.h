@@ -21,12 +21,23 @@
 //
 // Reading prefers a complete "<path>.tmp" (a kill came between its write and the
 // rename: it is the newer of two consistent states); a torn one is ignored.
+// Only a regular file is read (base::RegularFile: a FIFO, socket, device,
+// directory or symbolic link at the path is rejected, never opened for reading
+// or followed), and its header and size are checked before its body is read: a
+// body longer than the file, or than the size limit, is rejected after reading
+// the 24 header bytes. The size limit (StateByteLimit) is what the configured
+// state can hold at most; a 2 GiB file, sparse or not, is never read whole.
+//
+// StateLock: "<path>.lock", flock'ed for the agent's life, with the holder's pid
+// written in it, so that a second agent given the same state.path is refused at
+// start-up instead of overwriting the first one's state.
 //
 // Thread safety: free functions without shared state.
 #ifndef KVWATCH_AGENT_RUNTIME_STATE_FILE_H_
 #define KVWATCH_AGENT_RUNTIME_STATE_FILE_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,8 +64,34 @@ struct StateParts {
 };
 
 inline constexpr std::uint32_t kStateVersion = 2;
-// The largest state file read back: beyond any engine.max_pages the agent accepts.
+// The header: "KVWSTATE", version, body length, CRC.
+inline constexpr std::size_t kStateHeaderBytes = 8 + 4 + 8 + 4;
+// The largest state DecodeState accepts from memory (tests, the fuzz target);
+// the agent reads files against StateByteLimit.
 inline constexpr std::size_t kMaxStateBytes = std::size_t{16} << 30;
+
+// What bounds a state's size: the configuration.
+struct StateBounds {
+  std::uint64_t max_pages = 0;             // engine.max_pages
+  std::uint64_t remembered_evictions = 0;  // engine.remembered_evictions
+  std::uint64_t canary_pages = 0;          // the canaries' cache sizes, summed over policies and capacities
+  std::uint64_t collectors = 0;            // configured collectors
+};
+// Bytes per part, each above what the encoders write (documented in
+// docs/guarantees.md): the engine writes at most 8 + 2 bytes per tracked page and
+// 8 per remembered eviction; a canary's cache at most 3 words per cached page;
+// a KV-event collector at most 4 x engine.max_pages block entries of a few words.
+// Curves, windows, groups (top_k <= 254 each), alerts and load windows are
+// bounded by the config and far below kStateBaseBytes.
+inline constexpr std::uint64_t kStateBaseBytes = std::uint64_t{256} << 20;
+inline constexpr std::uint64_t kStateBytesPerEnginePage = 32;
+inline constexpr std::uint64_t kStateBytesPerCanaryPage = 64;
+inline constexpr std::uint64_t kStateBytesPerCollectorPage = 4 * 64;
+// The largest state file the configuration can legitimately produce: base +
+// 32 x (max_pages + remembered_evictions) + 64 x canary pages + 256 x max_pages
+// per collector. A larger file is rejected unread (for the defaults, 2^20 pages:
+// 320 MiB and 256 MiB per collector).
+std::uint64_t StateByteLimit(const StateBounds& bounds);
 
 StateBytes EncodeState(const StateParts& parts);
 // The parts of an encoded state; an error says what is wrong (not a state file,
@@ -69,9 +106,31 @@ struct LoadedState {
   StateParts parts;   // when kLoaded
   std::string from;   // the file read: path or "<path>.tmp"
   std::string error;  // when kRejected: why
+  std::uint64_t bytes_read = 0;  // from both files (what the size limit bounds; tests check it)
 };
-// Reads the state at `path` (or its complete ".tmp"); kNone when neither exists.
-LoadedState ReadStateFile(const std::string& path);
+// Reads the state at `path` (or its complete ".tmp"), rejecting a file whose body
+// is longer than max_bytes unread; kNone when neither exists.
+LoadedState ReadStateFile(const std::string& path, std::uint64_t max_bytes = kMaxStateBytes);
+
+// An exclusive lock on a state path, held until destruction (or the process's
+// end): flock(LOCK_EX|LOCK_NB) on "<state path>.lock", which then holds the
+// holder's pid.
+class StateLock {
+ public:
+  // Errors: "<path>.lock is held by another kvwatch agent (pid 1234): two agents
+  // must not share a state file", or why the lock file cannot be opened.
+  static base::Result<std::unique_ptr<StateLock>> Acquire(const std::string& state_path);
+  ~StateLock();
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  StateLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
 
 }  // namespace kvwatch::agent
 

@@ -137,7 +137,6 @@ class HttpServer::Network {
   std::size_t open = 0;            // connections counted against max_connections
 
   asio::io_context io{1};
-  std::optional<asio::ssl::context> ssl;  // set by Create() when TLS is on
   asio::thread_pool handlers;             // runs Answer() and the access log
   std::thread thread;                     // runs io; started by Start()
   // Set by Stop(); read by the handler threads.
@@ -146,6 +145,15 @@ class HttpServer::Network {
   // Network thread only (and Start() before the thread runs).
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
+};
+
+// The web config in force and what was built from it; replaced whole by
+// ReloadWebConfig. A connection keeps the one it started with (its TLS context);
+// each request is authenticated with the one in force when it is answered.
+struct HttpServer::Security {
+  std::optional<config::WebConfig> web;
+  std::unique_ptr<BasicAuthenticator> auth;  // null when auth is off
+  std::shared_ptr<asio::ssl::context> ssl;   // null when TLS is off
 };
 
 // What goes to a handler thread and back for one request.
@@ -169,9 +177,10 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
 
   template <class... StreamArgs>
   Session(const HttpServer& server, Network& network, std::string remote_address,
-          StreamArgs&&... stream_args)
+          std::shared_ptr<const Security> security, StreamArgs&&... stream_args)
       : server_(server),
         network_(network),
+        security_(std::move(security)),
         stream_(std::forward<StreamArgs>(stream_args)...),
         remote_address_(std::move(remote_address)) {
     ++network_.open;
@@ -264,7 +273,7 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
                                        : "Bad Request\n";
     Exchange exchange;
     std::string encoding;
-    exchange.response = Encode(TextResponse(status, text), server_.options_.web, false, "",
+    exchange.response = Encode(TextResponse(status, text), server_.CurrentSecurity()->web, false, "",
                                /*keep_alive=*/false, 11, &encoding);
     exchange.log.status = status;
     exchange.log.remote_address = remote_address_;
@@ -324,6 +333,7 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
 
   const HttpServer& server_;
   Network& network_;
+  const std::shared_ptr<const Security> security_;  // keeps the TLS context alive; before stream_
   Stream stream_;
   const std::string remote_address_;
   beast::flat_buffer buffer_{kReadBufferLimit};
@@ -365,12 +375,14 @@ void HttpServer::Network::Admit(const HttpServer& server, tcp::socket socket) {
   }
   tcp::endpoint remote = socket.remote_endpoint(ec);
   std::string address = ec ? "" : remote.address().to_string();
-  if (ssl.has_value()) {
-    std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(server, *this, address,
-                                                                     std::move(socket), *ssl)
+  std::shared_ptr<const Security> security = server.CurrentSecurity();
+  if (security->ssl != nullptr) {
+    asio::ssl::context& ssl = *security->ssl;
+    std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(server, *this, address, std::move(security),
+                                                                     std::move(socket), ssl)
         ->Start();
   } else {
-    std::make_shared<Session<beast::tcp_stream>>(server, *this, address, std::move(socket))
+    std::make_shared<Session<beast::tcp_stream>>(server, *this, address, std::move(security), std::move(socket))
         ->Start();
   }
 }
@@ -396,30 +408,55 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(HttpServerOptions options
   }
   if (options.max_connections < 1) return R::Error("max_connections must be at least 1");
   if (options.handler_threads < 1) return R::Error("handler_threads must be at least 1");
-  std::unique_ptr<BasicAuthenticator> auth;
-  if (options.web.has_value() && !options.web->basic_auth_users.empty()) {
-    Result<std::unique_ptr<BasicAuthenticator>> created =
-        BasicAuthenticator::Create(options.web->basic_auth_users);
-    if (!created.ok()) return R::Error(created.error());
-    auth = std::move(created).value();
-  }
-  bool tls = options.web.has_value() && options.web->tls.has_value();
-  std::unique_ptr<HttpServer> http(new HttpServer(std::move(options), tls, std::move(auth)));
-  if (tls) {
-    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-    if (ctx == nullptr) return R::Error("cannot create the TLS context: " + OpenSslErrors());
-    http->network_->ssl.emplace(ctx);  // takes ownership
-    Status status = ConfigureTls(ctx, *http->options_.web->tls);
-    if (!status.ok()) return R::Error(status.error());
-  }
-  return http;
+  Result<std::shared_ptr<const Security>> security = MakeSecurity(options.web);
+  if (!security.ok()) return R::Error(security.error());
+  const bool tls = security.value()->ssl != nullptr;
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(options), tls, std::move(security).value()));
 }
 
-HttpServer::HttpServer(HttpServerOptions options, bool tls, std::unique_ptr<BasicAuthenticator> auth)
+Result<std::shared_ptr<const HttpServer::Security>> HttpServer::MakeSecurity(
+    const std::optional<config::WebConfig>& web) {
+  using R = Result<std::shared_ptr<const Security>>;
+  auto security = std::make_shared<Security>();
+  security->web = web;
+  if (web.has_value() && !web->basic_auth_users.empty()) {
+    Result<std::unique_ptr<BasicAuthenticator>> created = BasicAuthenticator::Create(web->basic_auth_users);
+    if (!created.ok()) return R::Error(created.error());
+    security->auth = std::move(created).value();
+  }
+  if (web.has_value() && web->tls.has_value()) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == nullptr) return R::Error("cannot create the TLS context: " + OpenSslErrors());
+    security->ssl = std::make_shared<asio::ssl::context>(ctx);  // takes ownership
+    Status status = ConfigureTls(ctx, *web->tls);
+    if (!status.ok()) return R::Error(status.error());
+  }
+  return std::shared_ptr<const Security>(std::move(security));
+}
+
+Status HttpServer::ReloadWebConfig(const std::optional<config::WebConfig>& web) {
+  const bool tls = web.has_value() && web->tls.has_value();
+  if (tls != tls_) {
+    return Status::Error(std::string("tls_server_config: TLS cannot be turned ") + (tls ? "on" : "off") +
+                         " by a reload (the listening URL would change); restart the agent");
+  }
+  Result<std::shared_ptr<const Security>> security = MakeSecurity(web);
+  if (!security.ok()) return Status::Error(security.error());
+  base::MutexLock lock(security_mutex_);
+  security_ = std::move(security).value();
+  return Status::Ok();
+}
+
+std::shared_ptr<const HttpServer::Security> HttpServer::CurrentSecurity() const {
+  base::MutexLock lock(security_mutex_);
+  return security_;
+}
+
+HttpServer::HttpServer(HttpServerOptions options, bool tls, std::shared_ptr<const Security> security)
     : options_(std::move(options)),
       tls_(tls),
-      auth_(std::move(auth)),
       network_(std::make_unique<Network>(options_.handler_threads)),
+      security_(std::move(security)),
       port_(options_.port) {}
 
 HttpServer::~HttpServer() { Stop(); }
@@ -435,11 +472,14 @@ void HttpServer::Answer(Exchange& exchange) const {
   request.remote_address = exchange.remote_address;
   bool head = req.method() == http::verb::head;
 
+  // The web config in force now (a reload may have replaced it since the
+  // connection was opened).
+  const std::shared_ptr<const Security> security = CurrentSecurity();
   HttpResponse out;
   bool authorized = true;
-  if (auth_ != nullptr) {
+  if (security->auth != nullptr) {
     std::optional<std::string> user =
-        auth_->Authenticate(std::string(req[http::field::authorization]));
+        security->auth->Authenticate(std::string(req[http::field::authorization]));
     authorized = user.has_value();
     if (authorized) request.user = *user;
   }
@@ -462,7 +502,7 @@ void HttpServer::Answer(Exchange& exchange) const {
   }
   bool keep_alive = req.keep_alive() && !network_->stopping.load();
   std::string encoding;
-  exchange.response = Encode(out, options_.web, head, std::string(req[http::field::accept_encoding]),
+  exchange.response = Encode(out, security->web, head, std::string(req[http::field::accept_encoding]),
                              keep_alive, req.version(), &encoding);
   AccessLogEntry& log = exchange.log;
   log.method = request.method;

@@ -4,8 +4,10 @@
 //
 //   - TLS with OpenSSL when tls_server_config is set: certificate chain, key,
 //     min/max version, and the client certificate policy (client_auth_type,
-//     client_ca_file). Certificates are loaded once, by Create() (the toolkit
-//     re-reads them per connection; kvwatch needs a restart to pick up new ones).
+//     client_ca_file). Certificates are loaded by Create() and again by
+//     ReloadWebConfig() (the agent calls it on SIGHUP; the toolkit re-reads them
+//     per connection): connections opened after a reload use the new ones, open
+//     connections keep theirs.
 //   - Basic auth on every path, including unknown ones, when basic_auth_users is
 //     set: 401 with `WWW-Authenticate: Basic realm="kvwatch"` otherwise
 //     (agent/basic_auth.h).
@@ -50,7 +52,7 @@
 // writing); handlers, the basic-auth check (bcrypt) and compression run on a
 // small pool of handler threads, so a slow handler does not stall the sockets.
 //
-// Thread safety: Handle() may be called at any time from any thread. Handlers
+// Thread safety: Handle() and ReloadWebConfig() may be called at any time from any thread. Handlers
 // run on the handler threads (several at once) and must be thread-safe. Start()
 // and Stop() must not race each other; the destructor stops the server.
 #ifndef KVWATCH_AGENT_HTTP_SERVER_H_
@@ -165,6 +167,12 @@ class HttpServer {
   // the threads. Idempotent.
   void Stop();
 
+  // Replaces the web config in force (tls_server_config, basic_auth_users,
+  // http_server_config.headers), built and checked as Create() does; on error the
+  // previous one stays and nothing changes. TLS cannot be turned on or off (the
+  // URL would change): that is an error naming tls_server_config. Any thread.
+  base::Status ReloadWebConfig(const std::optional<config::WebConfig>& web);
+
   // Started, not stopped, and the network thread has not ended.
   bool is_running() const;
   // The bound port after Start(); options.port before.
@@ -178,17 +186,23 @@ class HttpServer {
   template <class Stream>
   class Session;
   struct Exchange;
+  struct Security;
 
-  HttpServer(HttpServerOptions options, bool tls, std::unique_ptr<BasicAuthenticator> auth);
+  HttpServer(HttpServerOptions options, bool tls, std::shared_ptr<const Security> security);
+  static base::Result<std::shared_ptr<const Security>> MakeSecurity(const std::optional<config::WebConfig>& web);
+  std::shared_ptr<const Security> CurrentSecurity() const;
   // Runs on a handler thread: authenticates, routes and encodes one request.
   void Answer(Exchange& exchange) const;
   HttpResponse Dispatch(const HttpRequest& request) const;
 
-  // Constant after construction.
+  // Constant after construction (options_.web: the web config Create() was given;
+  // what is in force is security_'s).
   const HttpServerOptions options_;
   const bool tls_;
-  const std::unique_ptr<BasicAuthenticator> auth_;  // null when auth is off
-  const std::unique_ptr<Network> network_;          // sockets, TLS context, threads
+  const std::unique_ptr<Network> network_;  // sockets, threads
+
+  mutable base::Mutex security_mutex_;
+  std::shared_ptr<const Security> security_ GUARDED_BY(security_mutex_);  // never null
 
   mutable base::Mutex handlers_mutex_;
   std::map<std::string, HttpHandler> handlers_ GUARDED_BY(handlers_mutex_);

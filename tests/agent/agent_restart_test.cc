@@ -13,14 +13,30 @@
 // A corrupt, truncated or incompatible (other engine.max_pages) state file is
 // reported on stderr, set aside as <state file>.rejected-<time>, and the agent
 // starts with empty curves; the state it saves afterwards restores normally.
+//
+// StatePathTest: what is at the state path may be anything. A FIFO is set aside
+// without blocking start-up; a 2 GiB sparse file is refused after its header
+// (the agent's peak RSS stays far below the file); a corrupt file that cannot be
+// set aside (chattr +i when the test may use it, else a read-only folder for a
+// non-root user) is said so, and the agent runs without saving rather than
+// writing into a path it cannot replace; a second agent on the same state.path
+// is refused at start-up naming the first one's pid. SighupTest: SIGHUP reloads
+// web.config_file (or is logged and ignored without one); the agent serves on,
+// and SIGTERM afterwards still saves.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <iostream>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "agent/web/basic_auth.h"
 #include "tests/agent/testing_agent.h"
 #include "tests/agent/testing_process.h"
 
@@ -308,6 +324,228 @@ TEST_F(RejectedStateTest, TruncatedStateIsSetAsideAndTheAgentStartsFresh) {
 TEST_F(RejectedStateTest, StateOfAnotherMaxPagesIsSetAsideAndTheAgentStartsFresh) {
   SaveStateOf(100, 65536);
   ExpectRejectedAndFresh(131072, 100, 150);
+}
+
+// ------------------------------------------------------------------ What is at the state path
+
+class StatePathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.ok());
+    trace_ = dir_.Sub("trace.jsonl");
+    state_dir_ = dir_.Sub("state");
+    state_file_ = (std::filesystem::path(state_dir_) / kStateFile).string();
+    ASSERT_TRUE(std::filesystem::create_directories(state_dir_));
+    records_ = SynthRecords(100);
+    ASSERT_TRUE(WriteFile(trace_, JsonLines(records_, 0, records_.size(), WallNowMs())));
+  }
+
+  // Starts an agent on state_dir_ and checks it serves (/readyz), reads the trace
+  // and reports the state as rejected.
+  std::unique_ptr<AgentProcess> StartRejecting(const std::string& name) {
+    std::string error;
+    auto agent = AgentProcess::Start(dir_.path(), name, AgentConfig(trace_, state_dir_), &error);
+    EXPECT_NE(agent, nullptr) << error;
+    if (agent == nullptr) return nullptr;
+    EXPECT_TRUE(PollUntil([&] { return agent->Get("/readyz").status == 200; }, kStartTimeout)) << Tail(agent->Stderr());
+    EXPECT_TRUE(agent->WaitForRequests(static_cast<double>(records_.size()))) << Tail(agent->Stderr());
+    EXPECT_EQ(agent->Value("kvwatch_state_restore", {{"outcome", "rejected"}}), 1) << Tail(agent->Stderr());
+    return agent;
+  }
+
+  TempDir dir_{"kvwatch_state_path"};
+  std::vector<Record> records_;
+  std::string trace_, state_dir_, state_file_;
+};
+
+TEST_F(StatePathTest, AFifoAtTheStateFileIsSetAsideWithoutBlockingStartUp) {
+  ASSERT_EQ(::mkfifo(state_file_.c_str(), 0644), 0) << std::strerror(errno);
+  auto agent = StartRejecting("fifo");  // a blocking open() would never log "listening"
+  ASSERT_NE(agent, nullptr);
+  const std::string log = agent->Stderr();
+  EXPECT_NE(log.find(state_file_ + ": is a FIFO, not a regular file"), std::string::npos) << Tail(log);
+  const std::vector<std::string> aside = FilesStartingWith(state_dir_, std::string(kStateFile) + ".rejected-");
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_TRUE(std::filesystem::is_fifo(aside[0]));
+  EXPECT_EQ(agent->Value("kvwatch_state_saving"), 1);
+  ASSERT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+  EXPECT_TRUE(std::filesystem::is_regular_file(state_file_)) << "the save at SIGTERM replaces the FIFO";
+}
+
+// The peak resident set of a running process (VmHWM), in bytes; 0 when unknown.
+std::uint64_t PeakRss(pid_t pid) {
+  const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  const std::size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? 0 : std::stoull(status.substr(at + 6)) * 1024;
+}
+
+TEST_F(StatePathTest, AHugeSparseStateFileIsRefusedWithoutBeingRead) {
+  // 2 GiB with a valid header announcing the rest: beyond what this config's
+  // state can hold (StateByteLimit), so only the header may be read.
+  constexpr std::uint64_t kSize = std::uint64_t{2} << 30;
+  std::string header = "KVWSTATE";
+  const std::uint32_t version = 2, crc = 0;
+  const std::uint64_t body = kSize - 24;
+  header.append(reinterpret_cast<const char*>(&version), 4);
+  header.append(reinterpret_cast<const char*>(&body), 8);
+  header.append(reinterpret_cast<const char*>(&crc), 4);
+  ASSERT_TRUE(WriteFile(state_file_, header));
+  std::filesystem::resize_file(state_file_, kSize);
+  auto agent = StartRejecting("sparse");
+  ASSERT_NE(agent, nullptr);
+  const std::string log = agent->Stderr();
+  EXPECT_NE(log.find("the header announces " + std::to_string(body) + " bytes, more than the"), std::string::npos)
+      << Tail(log);
+  const std::uint64_t peak = PeakRss(agent->pid());
+  ASSERT_GT(peak, 0u);
+  EXPECT_LT(peak, std::uint64_t{512} << 20) << "the agent's peak RSS; reading the file whole would take 2 GiB";
+  EXPECT_EQ(FilesStartingWith(state_dir_, std::string(kStateFile) + ".rejected-").size(), 1u);
+  EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+}
+
+// Makes a file impossible to rename for the agent while it lives: chattr +i
+// (root with CAP_LINUX_IMMUTABLE on a file system that has the flag), else a
+// read-only folder (which stops a non-root user only). `how` says which.
+class Unrenamable {
+ public:
+  Unrenamable(const std::string& file, const std::string& dir) : file_(file), dir_(dir) {
+    const std::string chattr = FindProgram("chattr");
+    if (!chattr.empty() && RunCommand({chattr, "+i", file_}, Millis(10000)).Exited(0)) {
+      chattr_ = chattr;
+      how = "chattr +i";
+    } else if (::geteuid() != 0 && ::chmod(dir_.c_str(), 0555) == 0) {
+      how = "a read-only folder";
+    }
+  }
+  ~Unrenamable() {
+    if (!chattr_.empty()) (void)RunCommand({chattr_, "-i", file_}, Millis(10000));
+    if (how == "a read-only folder") ::chmod(dir_.c_str(), 0755);
+  }
+  std::string how;  // empty: neither works here
+
+ private:
+  std::string file_, dir_, chattr_;
+};
+
+TEST_F(StatePathTest, ACorruptFileThatCannotBeSetAsideTurnsSavingOffAndSaysSo) {
+  const std::string bad = "not a state file, and it cannot be moved\n";
+  ASSERT_TRUE(WriteFile(state_file_, bad));
+  // The lock file exists before the folder may turn read-only.
+  ASSERT_TRUE(WriteFile(state_file_ + ".lock", ""));
+  Unrenamable guard(state_file_, state_dir_);
+  if (guard.how.empty()) GTEST_SKIP() << "neither chattr +i nor a read-only folder can stop a rename here";
+  std::cout << "[ unrenamable ] simulated with " << guard.how << "\n";
+  auto agent = StartRejecting("immutable");
+  ASSERT_NE(agent, nullptr);
+  const std::string log = agent->Stderr();
+  EXPECT_NE(log.find(state_file_ + " cannot be set aside ("), std::string::npos) << Tail(log);
+  EXPECT_NE(log.find("WITHOUT SAVING"), std::string::npos) << Tail(log);
+  EXPECT_EQ(log.find("set aside as"), std::string::npos) << "nothing was set aside:\n" << Tail(log);
+  EXPECT_EQ(agent->Value("kvwatch_state_saving"), 0);
+  // The first pass's save and every later one are skipped, not failed.
+  EXPECT_EQ(agent->Value("kvwatch_state_saves_total"), 0);
+  EXPECT_EQ(agent->Value("kvwatch_state_save_errors_total"), 0);
+  EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+  EXPECT_EQ(ReadFile(state_file_), bad);
+  EXPECT_FALSE(std::filesystem::exists(state_file_ + ".tmp"));
+}
+
+TEST_F(StatePathTest, ASecondAgentOnTheSameStatePathIsRefusedNamingTheHolder) {
+  std::string error;
+  auto first = AgentProcess::Start(dir_.path(), "first", AgentConfig(trace_, state_dir_), &error);
+  ASSERT_NE(first, nullptr) << error;
+  ASSERT_TRUE(first->WaitForRequests(static_cast<double>(records_.size()))) << Tail(first->Stderr());
+  const std::string config = dir_.Sub("second.yaml");
+  ASSERT_TRUE(WriteFile(config, AgentConfig(trace_, state_dir_)));
+  const CommandResult second = RunCommand({KVWATCH_BINARY, "agent", "--config", config}, kStartTimeout);
+  EXPECT_TRUE(second.Exited(1)) << second.Describe();
+  EXPECT_NE(second.err.find("state.path: " + state_file_ + ".lock is held by another kvwatch agent (pid " +
+                            std::to_string(first->pid()) + ")"),
+            std::string::npos)
+      << second.err;
+  // The first one is untouched and still saves.
+  EXPECT_EQ(first->Get("/readyz").status, 200);
+  EXPECT_EQ(first->Value("kvwatch_requests_total"), static_cast<double>(records_.size()));
+  EXPECT_EQ(DescribeWaitStatus(first->Stop()), "exit 0") << Tail(first->Stderr());
+  // Once it is gone, the path is free again.
+  auto third = AgentProcess::Start(dir_.path(), "third", AgentConfig(trace_, state_dir_), &error);
+  ASSERT_NE(third, nullptr) << error;
+  EXPECT_EQ(third->Value("kvwatch_requests_total"), static_cast<double>(records_.size())) << Tail(third->Stderr());
+  EXPECT_EQ(DescribeWaitStatus(third->Stop()), "exit 0");
+}
+
+// ------------------------------------------------------------------ SIGHUP
+
+// How many times `needle` occurs in text.
+std::size_t Count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(SighupTest, ReloadsTheWebConfigAndTheAgentServesOn) {
+  TempDir dir("kvwatch_sighup");
+  ASSERT_TRUE(dir.ok());
+  const std::string web = dir.Sub("web.yml");
+  ASSERT_TRUE(WriteFile(web, "{}\n"));  // valid, turns nothing on
+  const std::string trace = dir.Sub("trace.jsonl");
+  ASSERT_TRUE(WriteFile(trace, JsonLines(SynthRecords(50), 0, 50, WallNowMs())));
+  std::string yaml = AgentConfig(trace, dir.Sub("state"));
+  yaml.replace(yaml.find("web: {port: 0}"), 14, "web: {port: 0, config_file: \"" + web + "\"}");
+  std::string error;
+  auto agent = AgentProcess::Start(dir.path(), "sighup", yaml, &error);
+  ASSERT_NE(agent, nullptr) << error;
+  ASSERT_TRUE(agent->WaitForRequests(50)) << Tail(agent->Stderr());
+  EXPECT_EQ(agent->Value("kvwatch_web_config_last_reload_successful"), 1);
+
+  // A web config that does not parse: the previous one stays, and it says so.
+  ASSERT_TRUE(WriteFile(web, "basic_auth_users: {alice: not-a-hash}\n"));
+  ASSERT_TRUE(agent->Signal(SIGHUP));
+  ASSERT_TRUE(PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: web.config_file not reloaded") == 1; },
+                        kStartTimeout))
+      << Tail(agent->Stderr());
+  EXPECT_EQ(agent->Get("/readyz").status, 200);
+  EXPECT_EQ(agent->Value("kvwatch_web_config_last_reload_successful"), 0);
+
+  // Basic auth turned on by a reload: requests without credentials get 401.
+  const auto hash = HashPassword("s3cret", 4);
+  ASSERT_TRUE(hash.ok()) << hash.error();
+  ASSERT_TRUE(WriteFile(web, "basic_auth_users: {alice: \"" + hash.value() + "\"}\n"));
+  ASSERT_TRUE(agent->Signal(SIGHUP));
+  ASSERT_TRUE(PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: reloaded web.config_file " + web) == 1; },
+                        kStartTimeout))
+      << Tail(agent->Stderr());
+  EXPECT_EQ(agent->Get("/readyz").status, 401);
+  EXPECT_TRUE(agent->Running());
+
+  // SIGTERM after SIGHUPs still saves and exits 0.
+  ASSERT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+  EXPECT_NE(agent->Stderr().find("stopping on SIGTERM"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir.Sub("state/state.bin")));
+}
+
+TEST(SighupTest, WithoutAWebConfigItIsLoggedAndIgnored) {
+  TempDir dir("kvwatch_sighup");
+  ASSERT_TRUE(dir.ok());
+  const std::string trace = dir.Sub("trace.jsonl");
+  ASSERT_TRUE(WriteFile(trace, JsonLines(SynthRecords(50), 0, 50, WallNowMs())));
+  std::string error;
+  auto agent = AgentProcess::Start(dir.path(), "sighup", AgentConfig(trace, dir.Sub("state")), &error);
+  ASSERT_NE(agent, nullptr) << error;
+  ASSERT_TRUE(agent->WaitForRequests(50)) << Tail(agent->Stderr());
+  ASSERT_TRUE(agent->Signal(SIGHUP));
+  ASSERT_TRUE(PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: no web.config_file to reload; ignored") == 1; },
+                        kStartTimeout))
+      << Tail(agent->Stderr());
+  EXPECT_TRUE(agent->Running());
+  EXPECT_EQ(agent->Get("/readyz").status, 200);
+  EXPECT_EQ(agent->Value("kvwatch_requests_total"), 50);
+  ASSERT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
+  // The state saved at SIGTERM restores.
+  auto again = AgentProcess::Start(dir.path(), "again", AgentConfig(trace, dir.Sub("state")), &error);
+  ASSERT_NE(again, nullptr) << error;
+  EXPECT_EQ(again->Value("kvwatch_requests_total"), 50) << Tail(again->Stderr());
+  EXPECT_EQ(DescribeWaitStatus(again->Stop()), "exit 0");
 }
 
 }  // namespace

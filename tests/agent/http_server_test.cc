@@ -140,6 +140,10 @@ class Pki {
     WritePem(MakeIdentity("prometheus", Role::kClient, &ca), Path("client.crt"), Path("client.key"));
     WritePem(MakeIdentity("intruder", Role::kClient, &other_ca), Path("rogue.crt"),
              Path("rogue.key"));
+    // A second server identity, from the other CA: what a reload swaps in.
+    WritePem(other_ca, Path("other_ca.crt"), Path("other_ca.key"));
+    WritePem(MakeIdentity("127.0.0.1", Role::kServer, &other_ca), Path("other_server.crt"),
+             Path("other_server.key"));
     std::FILE* f = std::fopen(Path("empty.pem").c_str(), "w");
     if (f != nullptr) std::fclose(f);
   }
@@ -541,6 +545,67 @@ TEST(HttpServerTest, BasicAuthOnEveryPath) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "bob");
+}
+
+// ReloadWebConfig (what the agent does on SIGHUP): new connections get the new
+// certificate, requests the new users; a config that fails, or one that would
+// turn TLS on or off, changes nothing.
+TEST(HttpServerTest, ReloadSwapsTheCertificateAndKeepsTheOldOneOnError) {
+  const Pki& pki = Pki::Get();
+  HttpServerOptions options;
+  options.web = TlsConfig();
+  std::unique_ptr<HttpServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto trusting = [&](const std::string& ca) {
+    auto client = TlsClient(*server);
+    client->set_ca_cert_path(pki.Path(ca));
+    httplib::Result r = client->Get("/hello");
+    return r && r->status == 200;
+  };
+  EXPECT_TRUE(trusting("ca.crt"));
+  EXPECT_FALSE(trusting("other_ca.crt"));
+
+  config::WebConfig other = TlsConfig();
+  other.tls->cert_file = pki.Path("other_server.crt");
+  other.tls->key_file = pki.Path("other_server.key");
+  Status reloaded = server->ReloadWebConfig(other);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.error();
+  EXPECT_FALSE(trusting("ca.crt"));
+  EXPECT_TRUE(trusting("other_ca.crt"));
+
+  config::WebConfig broken = other;
+  broken.tls->key_file = pki.Path("missing.key");
+  reloaded = server->ReloadWebConfig(broken);
+  ASSERT_FALSE(reloaded.ok());
+  EXPECT_NE(reloaded.error().find("missing.key"), std::string::npos) << reloaded.error();
+  reloaded = server->ReloadWebConfig(std::nullopt);
+  ASSERT_FALSE(reloaded.ok());
+  EXPECT_NE(reloaded.error().find("TLS cannot be turned off"), std::string::npos) << reloaded.error();
+  EXPECT_TRUE(trusting("other_ca.crt")) << "a failed reload keeps the config in force";
+}
+
+TEST(HttpServerTest, ReloadTurnsBasicAuthOnForTheNextRequest) {
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto client = PlainClient(*server);  // one kept-alive connection across the reload
+  httplib::Result r = client->Get("/hello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  config::WebConfig web;
+  web.basic_auth_users = {{"alice", HashPassword("pw", 4).value()}};
+  web.http.headers = {{"X-Frame-Options", "deny"}};
+  ASSERT_TRUE(server->ReloadWebConfig(web).ok());
+  r = client->Get("/hello");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("X-Frame-Options"), "deny");
+  r = client->Get("/hello", {{"Authorization", Basic("alice", "pw")}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // TLS cannot be turned on by a reload: the URL would change.
+  Status on = server->ReloadWebConfig(TlsConfig());
+  ASSERT_FALSE(on.ok());
+  EXPECT_NE(on.error().find("TLS cannot be turned on"), std::string::npos) << on.error();
 }
 
 TEST(HttpServerTest, ConfiguredHeadersOnEveryResponse) {

@@ -101,6 +101,7 @@ class AgentProcess {
   pid_t pid() const { return process_->pid(); }
   bool Running() { return process_->Running(); }
   std::string Stderr() const { return process_->Stderr(); }
+  bool Signal(int signal) { return process_->Signal(signal); }
   HttpResult Get(const std::string& path) const { return HttpGet(port_, path); }
 
   // The parsed /metrics, or nullopt when the scrape failed (*error says why).
