@@ -59,6 +59,9 @@
 //     carries its epoch, so an engine that restarted while the agent was down
 //     is a restart too, even when it has published past the saved seq (the
 //     limit below does not apply to such publishers).
+// The epoch names a process, not an engine: SGLang engines that share a bound
+// endpoint still need distinct topics (above), or each one's batches restart
+// the other's publisher.
 // kvwatch does not read the snapshot endpoint: gaps are recovered from the
 // replay endpoint as for any publisher. Topics are logged whole, SGLang's NUL
 // separators and other control bytes as \xNN (EscapeKvTopic).
