@@ -376,14 +376,13 @@ constexpr NameRule kRules[] = {
     {"vllm:num_preemptions", kPreemptions, 1},
     {"sglang:num_retracted_requests_total", kRetracted, 0},
     {"sglang:num_retracted_requests", kRetracted, 1},
+    // vLLM's gpu_prefix_cache_* and gpu_cache_usage_perc (before 0.9) are no
+    // longer read: vLLM's loggers.py of 2026 registers neither, and their
+    // replacements below exist in every vLLM since.
     {"vllm:prefix_cache_queries_total", kQueries, 0},
     {"vllm:prefix_cache_queries", kQueries, 1},
-    {"vllm:gpu_prefix_cache_queries_total", kQueries, 2},
-    {"vllm:gpu_prefix_cache_queries", kQueries, 2},
     {"vllm:prefix_cache_hits_total", kHits, 0},
     {"vllm:prefix_cache_hits", kHits, 1},
-    {"vllm:gpu_prefix_cache_hits_total", kHits, 2},
-    {"vllm:gpu_prefix_cache_hits", kHits, 2},
     {"vllm:prompt_tokens_total", kPromptTokens, 0},
     {"vllm:prompt_tokens", kPromptTokens, 1},
     {"sglang:prompt_tokens_total", kPromptTokens, 0},
@@ -401,7 +400,6 @@ constexpr NameRule kRules[] = {
     {"sglang:evicted_tokens_total", kEvicted, 0},
     {"sglang:evicted_tokens", kEvicted, 1},
     {"vllm:kv_cache_usage_perc", kUsage, 0},
-    {"vllm:gpu_cache_usage_perc", kUsage, 1},
     {"sglang:token_usage", kUsage, 0},
     {"vllm:num_requests_running", kRunning, 0},
     {"sglang:num_running_reqs", kRunning, 0},

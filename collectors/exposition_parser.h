@@ -123,8 +123,8 @@ struct EngineSnapshot {
   std::optional<double> preemptions_total;
   // sglang:num_retracted_requests_total (SGLang's preemption analogue).
   std::optional<double> retracted_requests_total;
-  // vllm:prefix_cache_queries_total / hits_total, in tokens (falling back to the
-  // pre-0.9 vllm:gpu_prefix_cache_queries_total / hits_total).
+  // vllm:prefix_cache_queries_total / hits_total, in tokens (the pre-0.9
+  // vllm:gpu_prefix_cache_* names, which vLLM no longer registers, are not read).
   std::optional<double> prefix_cache_queries_tokens_total;
   std::optional<double> prefix_cache_hits_tokens_total;
   // vllm:prompt_tokens_total or sglang:prompt_tokens_total.
@@ -140,7 +140,7 @@ struct EngineSnapshot {
   // sglang:evicted_tokens_total (HiCache GPU -> CPU).
   std::optional<double> evicted_tokens_total;
 
-  // vllm:kv_cache_usage_perc (or the older vllm:gpu_cache_usage_perc), or
+  // vllm:kv_cache_usage_perc (not the pre-0.9 vllm:gpu_cache_usage_perc), or
   // sglang:token_usage: a fraction, maximum over engines. Not a working-set size.
   std::optional<double> kv_cache_usage;
   // vllm:num_requests_running / waiting, or sglang:num_running_reqs / num_queue_reqs.

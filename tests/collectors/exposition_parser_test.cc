@@ -196,25 +196,26 @@ TEST(ExpositionParserTest, MapsSglangSnapshot) {
   EXPECT_FALSE(s.prefix_cache_hits_tokens_total.has_value());
 }
 
-TEST(ExpositionParserTest, OlderVllmNamesAreFallbacksOnly) {
-  // v0.8-era body: deprecated gpu_* names, and a bare counter name as an
-  // exporter without the _total suffix would print it.
+TEST(ExpositionParserTest, DeadVllmNamesAreNotReadAndBareCounterNamesAreFallbacksOnly) {
+  // v0.8-era body: the gpu_* names vLLM no longer registers (their replacements
+  // exist since 0.9), and a bare counter name as an exporter without the _total
+  // suffix would print it.
   const Exposition old = ParseExposition(
       "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
       "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 100\n"
       "vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 40\n"
       "vllm:num_preemptions{model_name=\"m\"} 3\n");
   const EngineSnapshot s = MapEngineSnapshot(old);
-  EXPECT_EQ(s.kv_cache_usage, 0.25);
-  EXPECT_EQ(s.prefix_cache_queries_tokens_total, 100.0);
-  EXPECT_EQ(s.prefix_cache_hits_tokens_total, 40.0);
+  EXPECT_FALSE(s.kv_cache_usage.has_value());
+  EXPECT_FALSE(s.prefix_cache_queries_tokens_total.has_value());
+  EXPECT_FALSE(s.prefix_cache_hits_tokens_total.has_value());
   EXPECT_EQ(s.preemptions_total, 3.0);
-  // Both spellings present: the current names win and nothing is summed twice.
+  EXPECT_EQ(s.matched_samples, 1u);
+  // Both spellings of a counter: the suffixed one wins and nothing is summed twice.
   const Exposition both = ParseExposition(
-      "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n"
-      "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
       "vllm:prefix_cache_queries_total{model_name=\"m\"} 7\n"
-      "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 100\n");
+      "vllm:prefix_cache_queries{model_name=\"m\"} 100\n"
+      "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n");
   const EngineSnapshot b = MapEngineSnapshot(both);
   EXPECT_EQ(b.kv_cache_usage, 0.5);
   EXPECT_EQ(b.prefix_cache_queries_tokens_total, 7.0);
