@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <condition_variable>
 #include <map>
@@ -106,6 +107,41 @@ std::optional<double> IntervalRatio(RunningTotal& num, RunningTotal& den, std::o
   return std::clamp(dn / dd, 0.0, 1.0);
 }
 
+// An engine histogram as a running total across engine restarts: the first
+// observation is taken as is; later ones add each bucket's increase; a count or
+// bucket going back is a restart (the new values are the increase since); other
+// bounds than the last (another engine version) restart the totals at the new
+// bounds (the exported counts then go back once: Prometheus reads a reset).
+class RunningHistogram {
+ public:
+  // Returns whether the engine restarted (or changed its bounds) since the last.
+  bool Observe(const EngineHistogram& h) {
+    const bool first = !total_.has_value();
+    const bool same_bounds = total_ && total_->buckets.size() == h.buckets.size() &&
+                             std::equal(h.buckets.begin(), h.buckets.end(), total_->buckets.begin(),
+                                        [](const auto& a, const auto& b) { return a.first == b.first; });
+    if (!same_bounds) {
+      total_ = EngineHistogramSignal{h.buckets, h.count, h.sum};
+      last_ = h;
+      return !first;
+    }
+    bool reset = h.count < last_.count || h.sum < last_.sum;
+    for (std::size_t i = 0; i < h.buckets.size() && !reset; ++i) reset = h.buckets[i].second < last_.buckets[i].second;
+    for (std::size_t i = 0; i < h.buckets.size(); ++i) {
+      total_->buckets[i].second += h.buckets[i].second - (reset ? 0 : last_.buckets[i].second);
+    }
+    total_->count += h.count - (reset ? 0 : last_.count);
+    total_->sum += h.sum - (reset ? 0 : last_.sum);
+    last_ = h;
+    return reset;
+  }
+  const std::optional<EngineHistogramSignal>& total() const { return total_; }
+
+ private:
+  std::optional<EngineHistogramSignal> total_;
+  EngineHistogram last_;
+};
+
 }  // namespace
 
 double RunningTotal::Observe(double value) {
@@ -163,14 +199,31 @@ struct EngineMetricsCollector::State {
 
   RunningTotal preemptions, retracted, admission, aborted;
   RunningTotal hits, queries, cached, prompt;
+  RunningTotal device_hits, sourced_prompt, external_hits, external_queries;
+  std::array<RunningTotal, kPromptSources> prompt_sources;
+  std::array<RunningHistogram, kResidencyHistograms> residency;
   IntervalMean inter_token_latency, prefill_time, time_to_first_token, queue_time;
   std::uint64_t counter_resets = 0;
   std::optional<double> kv_cache_usage, running, waiting, hit_ratio, capacity_pages, decode_rate, prefill_seconds;
+  std::optional<double> external_hit_ratio, kv_used, kv_evictable, kv_available, page_tokens;
+  std::optional<double> page_tokens_logged;  // the engine page size a mismatch was last logged for
 
   // Called with mu held.
   void Apply(ScrapeResult& r, const EngineMetricsCollectorOptions& o);
   void ApplySnapshot(const EngineSnapshot& s, std::uint32_t page_tokens);
+  void CheckPageTokens(const EngineMetricsCollectorOptions& o);
 };
+
+void EngineMetricsCollector::State::CheckPageTokens(const EngineMetricsCollectorOptions& o) {
+  if (!page_tokens || *page_tokens == o.page_tokens || page_tokens == page_tokens_logged) return;
+  page_tokens_logged = page_tokens;
+  if (pending_logs.size() >= kMaxPendingLogs) return;
+  pending_logs.push_back(o.url + ": the engine's pages hold " + std::to_string(static_cast<std::uint64_t>(*page_tokens)) +
+                         " tokens, page_tokens is " + std::to_string(o.page_tokens) +
+                         ": kvwatch's pages are not the engine's blocks, so its curve at the engine's capacity "
+                         "is not the engine's cache (expected page_tokens: " +
+                         std::to_string(static_cast<std::uint64_t>(*page_tokens)) + ")");
+}
 
 void EngineMetricsCollector::State::Apply(ScrapeResult& r, const EngineMetricsCollectorOptions& o) {
   ++scrapes;
@@ -187,6 +240,7 @@ void EngineMetricsCollector::State::Apply(ScrapeResult& r, const EngineMetricsCo
     stats.last_success_s = r.wall_s;
     failures = 0;
     ApplySnapshot(*r.snapshot, o.page_tokens);
+    CheckPageTokens(o);
   } else if (failures < 30) {
     ++failures;
   }
@@ -208,16 +262,46 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
   follow(admission, s.admission_rejections_total);
   follow(aborted, s.aborted_requests_total);
 
-  // Hit ratio of the interval: vLLM counts queried and hit tokens; SGLang
-  // counts prompt and cached tokens.
-  const std::uint64_t resets_before = hits.resets() + queries.resets() + cached.resets() + prompt.resets();
+  // Prompt tokens by source, and their sum for the hit ratio.
+  std::optional<double> sourced, device;
+  bool by_source = false, complete = true;  // sources seen; none seen before is missing now
+  for (std::size_t i = 0; i < kPromptSources; ++i) {
+    const std::optional<double>& v = s.prompt_tokens_by_source[i];
+    by_source = by_source || v || prompt_sources[i].seen();
+    complete = complete && (v || !prompt_sources[i].seen());
+    follow(prompt_sources[i], v);
+    if (v) sourced = sourced.value_or(0) + *v;
+  }
+  if (sourced && complete) {
+    device = s.prompt_tokens_by_source[static_cast<std::size_t>(PromptSource::kDeviceHit)].value_or(0);
+  }
+
+  // Hit ratio of the interval: the GPU-cache share of all prompt tokens where
+  // the engine says where they came from (vLLM's prompt_tokens_by_source,
+  // SGLang's prefill_effective_tokens); else vLLM's queried and hit tokens, or SGLang's prompt and
+  // cached tokens. A source that goes missing for a scrape (a hostile value)
+  // leaves the interval out rather than reading as a reset.
+  const auto resets_of = [&] {
+    return hits.resets() + queries.resets() + cached.resets() + prompt.resets() + device_hits.resets() +
+           sourced_prompt.resets() + external_hits.resets() + external_queries.resets();
+  };
+  const std::uint64_t resets_before = resets_of();
   std::optional<double> ratio;
-  if (s.prefix_cache_queries_tokens_total && s.prefix_cache_hits_tokens_total) {
+  if (by_source) {
+    if (device) ratio = IntervalRatio(device_hits, sourced_prompt, device, sourced);
+  } else if (s.prefix_cache_queries_tokens_total && s.prefix_cache_hits_tokens_total) {
     ratio = IntervalRatio(hits, queries, s.prefix_cache_hits_tokens_total, s.prefix_cache_queries_tokens_total);
   } else if (s.cached_tokens_total && s.prompt_tokens_total) {
     ratio = IntervalRatio(cached, prompt, s.cached_tokens_total, s.prompt_tokens_total);
   }
-  reset = reset || hits.resets() + queries.resets() + cached.resets() + prompt.resets() != resets_before;
+  const std::optional<double> external = IntervalRatio(external_hits, external_queries,
+                                                       s.external_prefix_cache_hits_total,
+                                                       s.external_prefix_cache_queries_total);
+  if (external) external_hit_ratio = external;
+  for (std::size_t i = 0; i < kResidencyHistograms; ++i) {
+    if (s.residency[i]) reset = residency[i].Observe(*s.residency[i]) || reset;
+  }
+  reset = reset || resets_of() != resets_before;
   if (ratio) hit_ratio = ratio;
   if (reset) ++counter_resets;
 
@@ -248,11 +332,21 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
   if (s.kv_cache_usage) kv_cache_usage = s.kv_cache_usage;
   if (s.requests_running) running = s.requests_running;
   if (s.requests_waiting) waiting = s.requests_waiting;
+  if (s.kv_used_tokens) kv_used = s.kv_used_tokens;
+  if (s.kv_evictable_tokens) kv_evictable = s.kv_evictable_tokens;
+  if (s.kv_available_tokens) kv_available = s.kv_available_tokens;
+  if (s.block_size && *s.block_size > 0) {
+    this->page_tokens = s.block_size;
+  } else if (s.page_size && *s.page_size > 0) {
+    this->page_tokens = s.page_size;
+  }
   const double tokens_per_page = static_cast<double>(std::max<std::uint32_t>(page_tokens, 1));
   if (s.num_gpu_blocks && s.block_size && *s.block_size > 0) {
     capacity_pages = std::floor(*s.num_gpu_blocks * *s.block_size / tokens_per_page);
   } else if (s.num_gpu_blocks) {
     capacity_pages = std::floor(*s.num_gpu_blocks);
+  } else if (s.num_pages && s.page_size && *s.page_size > 0) {
+    capacity_pages = std::floor(*s.num_pages * *s.page_size / tokens_per_page);
   } else if (s.max_total_num_tokens) {
     capacity_pages = std::floor(*s.max_total_num_tokens / tokens_per_page);
   }
@@ -370,6 +464,18 @@ EngineSignals EngineMetricsCollector::engine_signals() const {
   g.capacity_pages = s.capacity_pages;
   g.decode_tokens_per_s = s.decode_rate;
   g.prefill_seconds = s.prefill_seconds;
+  for (std::size_t i = 0; i < kPromptSources; ++i) {
+    if (s.prompt_sources[i].seen()) {
+      g.prompt_tokens.push_back({std::string(PromptSourceName(static_cast<PromptSource>(i))),
+                                 s.prompt_sources[i].total()});
+    }
+  }
+  g.external_prefix_cache_hit_ratio = s.external_hit_ratio;
+  g.kv_used_tokens = s.kv_used;
+  g.kv_evictable_tokens = s.kv_evictable;
+  g.kv_available_tokens = s.kv_available;
+  g.page_tokens = s.page_tokens;
+  for (std::size_t i = 0; i < kResidencyHistograms; ++i) g.residency[i] = s.residency[i].total();
   return g;
 }
 

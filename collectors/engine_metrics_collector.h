@@ -4,6 +4,12 @@
 // engine's signals beside kvwatch's curves. It produces no page references: the
 // RequestSink is never called and CollectorStats.records stays 0.
 //
+// Names as the engines register them in 2026: vLLM vllm/v1/metrics/loggers.py
+// (PrometheusStatLogger of the main branch, 2026; the residency histograms
+// only with --kv-cache-metrics), SGLang python/sglang/srt/observability/
+// metrics_collector.py (SchedulerMetricsCollector: kv_*_tokens, page_size,
+// num_pages, prefill_effective_tokens_total); exposition_parser.h maps them.
+//
 // Scraping. A worker thread owned by the collector does the HTTP GET
 // (httplib::Client, connection and read timeout = options.timeout) and the
 // parsing, then updates the collector's state under a mutex; Poll, stats() and
@@ -42,11 +48,33 @@
 //   kvwatch_engine_kv_cache_usage_ratio, kvwatch_engine_requests_running,
 //   kvwatch_engine_requests_waiting (the last scrape's gauges),
 //   kvwatch_engine_prefix_cache_hit_ratio (the increases between the last two
-//     scrapes: vLLM prefix-cache hits / queries, SGLang cached / prompt tokens;
-//     kept when an interval had no queries),
+//     scrapes: where the engine counts prompt tokens by source, the GPU cache's
+//     share of them (vLLM prompt_tokens_by_source local_cache_hit, SGLang
+//     prefill_effective_tokens device_hit, over every source); else vLLM
+//     prefix-cache hits / queries, SGLang cached / prompt tokens, which such an
+//     engine's ratio no longer falls back to; kept when an interval had no
+//     queries or a source went missing for a scrape),
+//   kvwatch_engine_prompt_tokens_total{source} (vllm:prompt_tokens_by_source
+//     local_compute, local_cache_hit, external_kv_transfer as compute,
+//     device_hit, external_hit; sglang:prefill_effective_tokens mode input,
+//     device_hit, host_hit, storage_hit as compute, device_hit, host_hit,
+//     storage_hit: the engine's own tier hits beside kvwatch's tier curve),
+//   kvwatch_engine_external_prefix_cache_hit_ratio (vllm:external_prefix_cache_
+//     hits / queries, a KV connector's cache, of the last interval),
+//   kvwatch_engine_kv_tokens{state="used"|"evictable"|"available"} (SGLang's
+//     kv_used_tokens, kv_evictable_tokens, kv_available_tokens),
+//   kvwatch_engine_page_tokens (vLLM block_size, SGLang page_size; when it is
+//     not options.page_tokens, logged once per value: kvwatch's pages are then
+//     not the engine's blocks),
+//   kvwatch_engine_kv_block_lifetime_seconds, ..._idle_before_evict_seconds,
+//     ..._reuse_gap_seconds (vLLM's sampled residency histograms, with
+//     --kv-cache-metrics, re-exported with their buckets as running totals:
+//     per bucket as for counters, a count, sum or bucket going back is a
+//     restart of the whole histogram, and other bucket bounds than the last
+//     restart the totals at the new bounds),
 //   kvwatch_engine_capacity_pages (vLLM num_gpu_blocks x block_size, or SGLang
-//     max_total_num_tokens, over options.page_tokens, rounded down; vLLM without
-//     block_size: num_gpu_blocks as is),
+//     num_pages x page_size, else max_total_num_tokens, over options.page_tokens,
+//     rounded down; vLLM without block_size: num_gpu_blocks as is),
 //   kvwatch_engine_counter_resets_total (scrapes in which some engine counter
 //     went back: engine restarts),
 //   kvwatch_engine_scrape_backoff_seconds (the delay before the next scrape).

@@ -12,9 +12,11 @@
 #ifndef KVWATCH_COLLECTORS_ENGINE_SIGNALS_H_
 #define KVWATCH_COLLECTORS_ENGINE_SIGNALS_H_
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/metric_def.h"
@@ -39,6 +41,22 @@ struct EngineRejection {
   double requests = 0;
 };
 
+// Prompt tokens by where they came from (engine /metrics): source is
+// exposition_parser.h's PromptSourceName ("compute", "device_hit", "host_hit",
+// "storage_hit", "external_hit").
+struct EnginePromptTokens {
+  std::string source;
+  double tokens = 0;
+};
+
+// One of the engine's histograms as a running total across engine restarts:
+// cumulative counts per upper bound (the last +Inf), count and sum.
+struct EngineHistogramSignal {
+  std::vector<std::pair<double, double>> buckets;
+  double count = 0;
+  double sum = 0;
+};
+
 // Counters are running totals, monotonic over the agent's life.
 struct EngineSignals {
   std::vector<EngineBlockSignals> blocks;  // per medium; empty: no KV events
@@ -60,6 +78,16 @@ struct EngineSignals {
   // Not an exported family of its own: the agent's KV load factor charges the
   // prompt for it (kvwatch_kv_load_prefill_seconds).
   std::optional<double> prefill_seconds;
+  // Engine /metrics of 2026 (engine_metrics_collector.h says which names):
+  std::vector<EnginePromptTokens> prompt_tokens;  // running totals by source
+  std::optional<double> external_prefix_cache_hit_ratio;  // a KV connector's, of the last interval
+  std::optional<double> kv_used_tokens;       // SGLang's pool: held by running requests
+  std::optional<double> kv_evictable_tokens;  // cached and free to evict
+  std::optional<double> kv_available_tokens;  // free
+  std::optional<double> page_tokens;          // the engine's page (block) size in tokens
+  // vLLM's sampled residency histograms, by ResidencyHistogram (lifetime, idle
+  // before eviction, reuse gap); nullopt: not exported by the engine.
+  std::array<std::optional<EngineHistogramSignal>, 3> residency{};
 };
 
 // The engine-signal metric families, in one table.
@@ -77,14 +105,22 @@ enum class EngineMetric {
   kRequestsRunning,
   kRequestsWaiting,
   kCapacityPages,
+  kPromptTokens,
+  kExternalPrefixCacheHitRatio,
+  kKvTokens,
+  kPageTokens,
+  kBlockLifetime,
+  kBlockIdleBeforeEvict,
+  kBlockReuseGap,
 };
-extern const base::MetricDef kEngineSignalMetrics[13];
+extern const base::MetricDef kEngineSignalMetrics[20];
 const base::MetricDef& EngineMetricDef(EngineMetric metric);
 
 // Appends the samples of `signals`, labelled collector=<collector>: the counters
 // (per medium the block families, then preemptions, retractions, rejections by
-// reason) and the gauges (usage, hit ratio, running, waiting, capacity). Unknown
-// signals are not exported.
+// reason, prompt tokens by source) and the gauges (usage, hit ratios, running,
+// waiting, capacity, the KV pool by state, page size) and the residency
+// histograms. Unknown signals are not exported.
 void AppendEngineCounterSamples(const EngineSignals& signals, const std::string& collector,
                                 std::vector<MetricSample>* out);
 void AppendEngineGaugeSamples(const EngineSignals& signals, const std::string& collector,

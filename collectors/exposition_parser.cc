@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <unordered_map>
 
 namespace kvwatch::collectors {
@@ -350,6 +351,13 @@ enum Slot {
   kTtftCount,
   kQueueSum,
   kQueueCount,
+  kExternalQueries,
+  kExternalHits,
+  kKvUsedTokens,
+  kKvEvictableTokens,
+  kKvAvailableTokens,
+  kPageSize,
+  kNumPages,
   kSlotCount,
 };
 
@@ -368,14 +376,13 @@ constexpr NameRule kRules[] = {
     {"vllm:num_preemptions", kPreemptions, 1},
     {"sglang:num_retracted_requests_total", kRetracted, 0},
     {"sglang:num_retracted_requests", kRetracted, 1},
+    // vLLM's gpu_prefix_cache_* and gpu_cache_usage_perc (before 0.9) are no
+    // longer read: vLLM's loggers.py of 2026 registers neither, and their
+    // replacements below exist in every vLLM since.
     {"vllm:prefix_cache_queries_total", kQueries, 0},
     {"vllm:prefix_cache_queries", kQueries, 1},
-    {"vllm:gpu_prefix_cache_queries_total", kQueries, 2},
-    {"vllm:gpu_prefix_cache_queries", kQueries, 2},
     {"vllm:prefix_cache_hits_total", kHits, 0},
     {"vllm:prefix_cache_hits", kHits, 1},
-    {"vllm:gpu_prefix_cache_hits_total", kHits, 2},
-    {"vllm:gpu_prefix_cache_hits", kHits, 2},
     {"vllm:prompt_tokens_total", kPromptTokens, 0},
     {"vllm:prompt_tokens", kPromptTokens, 1},
     {"sglang:prompt_tokens_total", kPromptTokens, 0},
@@ -393,7 +400,6 @@ constexpr NameRule kRules[] = {
     {"sglang:evicted_tokens_total", kEvicted, 0},
     {"sglang:evicted_tokens", kEvicted, 1},
     {"vllm:kv_cache_usage_perc", kUsage, 0},
-    {"vllm:gpu_cache_usage_perc", kUsage, 1},
     {"sglang:token_usage", kUsage, 0},
     {"vllm:num_requests_running", kRunning, 0},
     {"sglang:num_running_reqs", kRunning, 0},
@@ -424,6 +430,46 @@ constexpr NameRule kRules[] = {
     {"vllm:request_queue_time_seconds_count", kQueueCount, 0},
     {"sglang:queue_time_seconds_sum", kQueueSum, 0},
     {"sglang:queue_time_seconds_count", kQueueCount, 0},
+    // A KV connector's prefix cache (vLLM, vllm/v1/metrics/loggers.py).
+    {"vllm:external_prefix_cache_queries_total", kExternalQueries, 0},
+    {"vllm:external_prefix_cache_queries", kExternalQueries, 1},
+    {"vllm:external_prefix_cache_hits_total", kExternalHits, 0},
+    {"vllm:external_prefix_cache_hits", kExternalHits, 1},
+    // SGLang's KV pool and its pages (python/sglang/srt/observability/
+    // metrics_collector.py, SchedulerMetricsCollector).
+    {"sglang:kv_used_tokens", kKvUsedTokens, 0},
+    {"sglang:kv_evictable_tokens", kKvEvictableTokens, 0},
+    {"sglang:kv_available_tokens", kKvAvailableTokens, 0},
+    {"sglang:page_size", kPageSize, 0},
+    {"sglang:num_pages", kNumPages, 0},
+};
+
+// Labelled counters of prompt tokens by source: the label and its values.
+struct SourceRule {
+  std::string_view name;
+  int level;
+  std::string_view label;
+};
+constexpr SourceRule kSourceRules[] = {
+    {"vllm:prompt_tokens_by_source_total", 0, "source"},
+    {"vllm:prompt_tokens_by_source", 1, "source"},
+    {"sglang:prefill_effective_tokens_total", 0, "mode"},
+    {"sglang:prefill_effective_tokens", 1, "mode"},
+};
+std::optional<PromptSource> SourceOf(std::string_view value) {
+  if (value == "local_compute" || value == "input") return PromptSource::kCompute;
+  if (value == "local_cache_hit" || value == "device_hit") return PromptSource::kDeviceHit;
+  if (value == "host_hit") return PromptSource::kHostHit;
+  if (value == "storage_hit") return PromptSource::kStorageHit;
+  if (value == "external_kv_transfer") return PromptSource::kExternalHit;
+  return std::nullopt;
+}
+
+// vLLM's residency histograms, by ResidencyHistogram.
+constexpr std::string_view kResidencyNames[kResidencyHistograms] = {
+    "vllm:kv_block_lifetime_seconds",
+    "vllm:kv_block_idle_before_evict_seconds",
+    "vllm:kv_block_reuse_gap_seconds",
 };
 
 struct Accumulator {
@@ -447,6 +493,7 @@ class SnapshotBuilder {
     (vllm ? saw_vllm_ : saw_sglang_) = true;
     if (model && (models_.empty() || models_.back() != *model)) models_.emplace_back(*model);
     if (s.name == "vllm:cache_config_info") return AddCacheConfig(s);
+    if (AddPromptSource(s) || AddResidency(s)) return;
     for (const NameRule& rule : kRules) {
       if (rule.name != s.name) continue;
       const bool abort = rule.slot == kFinished && s.Label("finished_reason") == std::optional<std::string_view>("abort");
@@ -459,7 +506,7 @@ class SnapshotBuilder {
         if (abort) bad_[kAborted] = true;
         return;
       }
-      acc_[rule.slot][rule.level].Add(s.value, rule.slot == kUsage);
+      acc_[rule.slot][rule.level].Add(s.value, rule.slot == kUsage || rule.slot == kPageSize);
       if (abort) acc_[kAborted][rule.level].Add(s.value, false);
       ++matched_;
       return;
@@ -494,6 +541,23 @@ class SnapshotBuilder {
     snap.time_to_first_token_count = Value(kTtftCount);
     snap.queue_time_sum_s = Value(kQueueSum);
     snap.queue_time_count = Value(kQueueCount);
+    snap.external_prefix_cache_queries_total = Value(kExternalQueries);
+    snap.external_prefix_cache_hits_total = Value(kExternalHits);
+    snap.kv_used_tokens = Value(kKvUsedTokens);
+    snap.kv_evictable_tokens = Value(kKvEvictableTokens);
+    snap.kv_available_tokens = Value(kKvAvailableTokens);
+    snap.page_size = Value(kPageSize);
+    snap.num_pages = Value(kNumPages);
+    for (std::size_t i = 0; i < kPromptSources; ++i) {
+      if (source_bad_[i]) continue;
+      for (const Accumulator& a : sources_[i]) {
+        if (a.any) {
+          snap.prompt_tokens_by_source[i] = a.value;
+          break;
+        }
+      }
+    }
+    for (std::size_t i = 0; i < kResidencyHistograms; ++i) snap.residency[i] = BuildHistogram(i);
     if (blocks_.any && !blocks_bad_) snap.num_gpu_blocks = blocks_.value;
     snap.block_size = block_size_;
     snap.matched_samples = matched_;
@@ -525,6 +589,81 @@ class SnapshotBuilder {
     return ParseFloat(*text);
   }
 
+  // vllm:prompt_tokens_by_source / sglang:prefill_effective_tokens; true when s is one.
+  bool AddPromptSource(const Sample& s) {
+    for (const SourceRule& rule : kSourceRules) {
+      if (rule.name != s.name) continue;
+      const std::optional<std::string_view> value = s.Label(rule.label);
+      const std::optional<PromptSource> source = value ? SourceOf(*value) : std::nullopt;
+      if (!source) return true;  // a source this build does not know
+      const auto i = static_cast<std::size_t>(*source);
+      if (!Plausible(s.value)) {
+        NoteBad(s.name, s.value);
+        source_bad_[i] = true;
+        return true;
+      }
+      sources_[i][static_cast<std::size_t>(rule.level)].Add(s.value, false);
+      ++matched_;
+      return true;
+    }
+    return false;
+  }
+
+  // A _bucket, _sum or _count line of a residency histogram; true when s is one.
+  bool AddResidency(const Sample& s) {
+    for (std::size_t i = 0; i < kResidencyHistograms; ++i) {
+      const std::string_view base = kResidencyNames[i];
+      if (!s.name.starts_with(base)) continue;
+      const std::string_view suffix = std::string_view(s.name).substr(base.size());
+      if (suffix != "_bucket" && suffix != "_sum" && suffix != "_count") return false;
+      Residency& r = residency_[i];
+      if (!Plausible(s.value)) {
+        NoteBad(s.name, s.value);
+        r.bad = true;
+        return true;
+      }
+      if (suffix == "_sum") {
+        r.sum.Add(s.value, false);
+      } else if (suffix == "_count") {
+        r.count.Add(s.value, false);
+      } else {
+        const std::optional<double> le = NumberLabel(s, "le");
+        if (!le || std::isnan(*le)) {
+          NoteBad(std::string(s.name) + " le", le.value_or(std::nan("")));
+          r.bad = true;
+          return true;
+        }
+        r.buckets[*le] += s.value;
+      }
+      ++matched_;
+      return true;
+    }
+    return false;
+  }
+
+  // Summed over engines; nullopt when absent, hostile, without a +Inf bucket or
+  // not cumulative.
+  std::optional<EngineHistogram> BuildHistogram(std::size_t i) {
+    const Residency& r = residency_[i];
+    if (r.bad || r.buckets.empty() || !r.count.any) return std::nullopt;
+    EngineHistogram h;
+    h.count = r.count.value;
+    h.sum = r.sum.any ? r.sum.value : 0;
+    double previous = 0;
+    for (const auto& [le, n] : r.buckets) {
+      if (n < previous) {
+        NoteBad(std::string(kResidencyNames[i]) + "_bucket counts not cumulative at le " + std::to_string(le) +
+                    ":",
+                n);
+        return std::nullopt;
+      }
+      previous = n;
+      h.buckets.emplace_back(le, n);
+    }
+    if (!std::isinf(h.buckets.back().first)) return std::nullopt;
+    return h;
+  }
+
   void AddCacheConfig(const Sample& s) {
     const std::optional<double> blocks = NumberLabel(s, "num_gpu_blocks");
     const std::optional<double> size = NumberLabel(s, "block_size");
@@ -545,6 +684,14 @@ class SnapshotBuilder {
   Accumulator blocks_;
   bool blocks_bad_ = false;
   std::array<bool, kSlotCount> bad_{};
+  std::array<std::array<Accumulator, 2>, kPromptSources> sources_{};
+  std::array<bool, kPromptSources> source_bad_{};
+  struct Residency {
+    std::map<double, double> buckets;  // le -> count, summed over engines
+    Accumulator sum, count;
+    bool bad = false;
+  };
+  std::array<Residency, kResidencyHistograms> residency_{};
   std::size_t bad_values_ = 0;
   std::string first_bad_value_;
   std::optional<double> block_size_;
@@ -555,6 +702,22 @@ class SnapshotBuilder {
 };
 
 }  // namespace
+
+std::string_view PromptSourceName(PromptSource source) {
+  switch (source) {
+    case PromptSource::kCompute:
+      return "compute";
+    case PromptSource::kDeviceHit:
+      return "device_hit";
+    case PromptSource::kHostHit:
+      return "host_hit";
+    case PromptSource::kStorageHit:
+      return "storage_hit";
+    case PromptSource::kExternalHit:
+      break;
+  }
+  return "external_hit";
+}
 
 EngineSnapshot MapEngineSnapshot(const Exposition& exposition, const EngineSnapshotOptions& options) {
   SnapshotBuilder builder(options);

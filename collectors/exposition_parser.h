@@ -19,6 +19,7 @@
 #ifndef KVWATCH_COLLECTORS_EXPOSITION_PARSER_H_
 #define KVWATCH_COLLECTORS_EXPOSITION_PARSER_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -82,6 +83,31 @@ Exposition ParseExposition(std::string_view text);
 
 enum class EngineKind { kUnknown, kVllm, kSglang };
 
+// Where the engine's prompt tokens came from, one engine-neutral name each:
+//   compute      vLLM vllm:prompt_tokens_by_source{source="local_compute"},
+//                SGLang sglang:prefill_effective_tokens_total{mode="input"}
+//   device_hit   vLLM source="local_cache_hit" (its GPU prefix cache), SGLang mode="device_hit"
+//   host_hit     SGLang mode="host_hit" (HiCache host memory)
+//   storage_hit  SGLang mode="storage_hit" (HiCache storage)
+//   external_hit vLLM source="external_kv_transfer" (a KV connector: offloading, LMCache, NIXL)
+enum class PromptSource { kCompute, kDeviceHit, kHostHit, kStorageHit, kExternalHit };
+inline constexpr std::size_t kPromptSources = 5;
+// "compute", "device_hit", "host_hit", "storage_hit", "external_hit".
+std::string_view PromptSourceName(PromptSource source);
+
+// One of the engine's histograms, summed over engines: cumulative counts per
+// upper bound (ascending, the +Inf bucket last), its _count and _sum.
+struct EngineHistogram {
+  std::vector<std::pair<double, double>> buckets;  // (le, cumulative count)
+  double count = 0;
+  double sum = 0;
+};
+
+// vLLM's sampled KV-block residency histograms (vllm/v1/metrics/loggers.py, with
+// --kv-cache-metrics; observed per sampled block when it is evicted).
+enum class ResidencyHistogram { kLifetime, kIdleBeforeEvict, kReuseGap };
+inline constexpr std::size_t kResidencyHistograms = 3;
+
 // The engine numbers kvwatch uses, each nullopt when the scrape had no sample
 // for it. Counters are summed over label sets (engines, DP ranks, reasons);
 // gauges of counts are summed; kv_cache_usage is the maximum over engines.
@@ -97,8 +123,8 @@ struct EngineSnapshot {
   std::optional<double> preemptions_total;
   // sglang:num_retracted_requests_total (SGLang's preemption analogue).
   std::optional<double> retracted_requests_total;
-  // vllm:prefix_cache_queries_total / hits_total, in tokens (falling back to the
-  // pre-0.9 vllm:gpu_prefix_cache_queries_total / hits_total).
+  // vllm:prefix_cache_queries_total / hits_total, in tokens (the pre-0.9
+  // vllm:gpu_prefix_cache_* names, which vLLM no longer registers, are not read).
   std::optional<double> prefix_cache_queries_tokens_total;
   std::optional<double> prefix_cache_hits_tokens_total;
   // vllm:prompt_tokens_total or sglang:prompt_tokens_total.
@@ -114,7 +140,7 @@ struct EngineSnapshot {
   // sglang:evicted_tokens_total (HiCache GPU -> CPU).
   std::optional<double> evicted_tokens_total;
 
-  // vllm:kv_cache_usage_perc (or the older vllm:gpu_cache_usage_perc), or
+  // vllm:kv_cache_usage_perc (not the pre-0.9 vllm:gpu_cache_usage_perc), or
   // sglang:token_usage: a fraction, maximum over engines. Not a working-set size.
   std::optional<double> kv_cache_usage;
   // vllm:num_requests_running / waiting, or sglang:num_running_reqs / num_queue_reqs.
@@ -145,6 +171,30 @@ struct EngineSnapshot {
   std::optional<double> time_to_first_token_count;
   std::optional<double> queue_time_sum_s;
   std::optional<double> queue_time_count;
+
+  // Prompt tokens by source (PromptSource): vllm:prompt_tokens_by_source_total
+  // (vLLM's main branch, 2026) or sglang:prefill_effective_tokens_total (SGLang with the
+  // tiered prefill counters), each source summed over engines.
+  std::array<std::optional<double>, kPromptSources> prompt_tokens_by_source{};
+  // vllm:external_prefix_cache_queries_total / _hits_total (a KV connector's
+  // prefix cache, in tokens).
+  std::optional<double> external_prefix_cache_queries_total;
+  std::optional<double> external_prefix_cache_hits_total;
+  // SGLang's KV pool in tokens, summed over DP ranks: sglang:kv_used_tokens
+  // (held by running requests), sglang:kv_evictable_tokens (cached, free to
+  // evict), sglang:kv_available_tokens (free).
+  std::optional<double> kv_used_tokens;
+  std::optional<double> kv_evictable_tokens;
+  std::optional<double> kv_available_tokens;
+  // SGLang's page size in tokens (sglang:page_size, the first seen) and pages
+  // (sglang:num_pages, summed over DP ranks).
+  std::optional<double> page_size;
+  std::optional<double> num_pages;
+  // vllm:kv_block_lifetime_seconds, vllm:kv_block_idle_before_evict_seconds,
+  // vllm:kv_block_reuse_gap_seconds (by ResidencyHistogram); nullopt when the
+  // engine does not export it or a bucket is hostile (negative, NaN, not
+  // cumulative), counted in bad_values.
+  std::array<std::optional<EngineHistogram>, kResidencyHistograms> residency{};
 
   std::size_t matched_samples = 0;  // samples that fed any field above
   std::size_t bad_values = 0;       // samples of used metrics dropped as implausible

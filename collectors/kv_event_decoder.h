@@ -173,6 +173,32 @@ struct KvMessage {
   Frame payload;
 };
 
+// A topic frame read for its SGLang metadata. SGLang's snapshot-capable
+// publisher (python/sglang/srt/disaggregation/kv_events.py, the ZmqEventPublisher
+// with a snapshot_endpoint, SNAPSHOT_PROTOCOL_VERSION 1, 2026) appends
+// "\0sgl-kv-epoch=<epoch>" to the configured topic of every live batch (the
+// epoch: a fresh id per publisher process), and publishes snapshot barriers,
+// empty batches that take the next sequence number of the same stream, on
+// "<topic>\0sgl-kv-epoch=<epoch>\0sgl-kv-snapshot=<barrier id>". Any other
+// topic (vLLM, TensorRT-LLM, older SGLang, llm-d's kv@pod@model) is all base.
+struct KvTopic {
+  std::string_view base;     // the publisher's identity: the topic without the metadata
+  std::string_view live;     // the topic without the barrier suffix (base + epoch marker)
+  std::string_view epoch;    // empty: no epoch marker
+  std::string_view barrier;  // the barrier id; meaningful when is_barrier
+  bool has_epoch = false;
+  bool is_barrier = false;
+};
+
+// Splits a topic as above. Markers are matched whole; a topic with a NUL that
+// starts neither marker is all base.
+KvTopic ParseKvTopic(std::string_view topic);
+
+// The topic printable whole, for logs: control bytes (SGLang's NUL separators
+// among them), DEL and backslash as \xNN; every other byte as is (UTF-8 stays
+// readable). printf's %.*s would stop at the first NUL.
+std::string EscapeKvTopic(std::string_view topic);
+
 // Parses an 8-byte big-endian sequence number.
 KvResult<std::uint64_t> ParseSeqFrame(Frame frame);
 // Inverse of ParseSeqFrame.

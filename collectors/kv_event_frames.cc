@@ -50,6 +50,49 @@ KvResult<KvMessage> ParseFrames(std::span<const Frame> frames) {
   return ParseFrames(frames[0], frames[1], frames[2]);
 }
 
+namespace {
+// SGLang's markers (kv_events.py: _EPOCH_TOPIC_MARKER, _SNAPSHOT_BARRIER_MARKER).
+constexpr std::string_view kEpochMarker("\0sgl-kv-epoch=", 14);
+constexpr std::string_view kBarrierMarker("\0sgl-kv-snapshot=", 17);
+}  // namespace
+
+KvTopic ParseKvTopic(std::string_view topic) {
+  KvTopic t;
+  t.base = topic;
+  t.live = topic;
+  const std::size_t epoch_at = topic.find(kEpochMarker);
+  if (epoch_at == std::string_view::npos) return t;
+  std::string_view rest = topic.substr(epoch_at + kEpochMarker.size());
+  const std::size_t barrier_at = rest.find(kBarrierMarker);
+  if (barrier_at != std::string_view::npos) {
+    t.is_barrier = true;
+    t.barrier = rest.substr(barrier_at + kBarrierMarker.size());
+    rest = rest.substr(0, barrier_at);
+    t.live = topic.substr(0, epoch_at + kEpochMarker.size() + barrier_at);
+  }
+  t.base = topic.substr(0, epoch_at);
+  t.epoch = rest;
+  t.has_epoch = true;
+  return t;
+}
+
+std::string EscapeKvTopic(std::string_view topic) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(topic.size() + 8);
+  for (const char c : topic) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f || b == '\\') {
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 KvResult<KvReplayReply> ParseReplayReply(std::span<const Frame> frames) {
   KvReplayReply reply;
   std::size_t first = 0;

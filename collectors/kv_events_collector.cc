@@ -211,22 +211,28 @@ struct KvEventsCollector::Io {
   KvEventDecoder decoder;
   KvEventBatch batch;
 
-  // The publisher of (endpoint, topic), added on first sight; nullopt beyond max.
-  std::optional<std::size_t> FindPublisher(std::size_t endpoint, std::string_view topic, std::size_t max,
+  // The publisher of (endpoint, topic.base), added on first sight; nullopt
+  // beyond max. Its topic is the live topic it was last seen with (with an
+  // SGLang epoch, so the state file keeps the epoch: HandleMessage).
+  std::optional<std::size_t> FindPublisher(std::size_t endpoint, const KvTopic& topic, std::size_t max,
                                            KvEventTracker* tracker) {
     for (std::size_t i = 0; i < publishers.size(); ++i) {
-      if (publishers[i].endpoint == endpoint && publishers[i].topic == topic) return i;
+      if (publishers[i].endpoint == endpoint && publishers[i].topic == topic.live) return i;
+    }
+    for (std::size_t i = 0; i < publishers.size(); ++i) {
+      if (publishers[i].endpoint == endpoint && ParseKvTopic(publishers[i].topic).base == topic.base) return i;
     }
     if (publishers.size() >= max) return std::nullopt;
     Publisher p;
     p.endpoint = endpoint;
-    p.topic = std::string(topic);
+    p.topic = std::string(topic.live);
     p.tracker_id = tracker->AddPublisher();
-    p.label = Label(endpoint, topic);
+    p.label = Label(endpoint, topic.live);
     publishers.push_back(std::move(p));
     return publishers.size() - 1;
   }
 
+  // Topics whole, NULs included (EscapeKvTopic).
   std::string Label(std::size_t endpoint, std::string_view topic) const {
     return endpoints[endpoint].address + (topic.empty() ? "" : " topic " + QuotedTopic(topic));
   }
@@ -342,7 +348,10 @@ void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, d
     return;
   }
   const KvMessage& m = message.value();
-  std::optional<std::size_t> found = io_->FindPublisher(endpoint, m.topic, options_.max_publishers, &tracker_);
+  // An SGLang snapshot barrier is a batch of its publisher's stream (it takes
+  // a seq); a new epoch on a known topic is that publisher restarted.
+  const KvTopic topic = ParseKvTopic(m.topic);
+  std::optional<std::size_t> found = io_->FindPublisher(endpoint, topic, options_.max_publishers, &tracker_);
   if (!found.has_value()) {
     CountError("too_many_publishers", io_->endpoints[endpoint].address + ": more than " +
                                           std::to_string(options_.max_publishers) +
@@ -350,6 +359,8 @@ void KvEventsCollector::HandleMessage(std::size_t endpoint, RequestSink& sink, d
     return;
   }
   const std::size_t p = *found;
+  if (io_->publishers[p].topic != topic.live) NewTopic(p, endpoint, topic, m.seq, sink, wall_now_s);
+  transport_.barriers += topic.is_barrier;
   Io::Publisher& pub = io_->publishers[p];
   if (pub.has_seq) {
     // Unsigned: a seq below the last (a restart, or -5 on the wire) is not a
@@ -400,6 +411,28 @@ void KvEventsCollector::Hold(std::size_t publisher, std::uint64_t seq, std::span
   // loss is counted when the replay buffer no longer has it).
   if (held.size() >= options_.max_messages_per_poll) held.pop_front();
   held.push_back(Io::Held{seq, std::vector<std::uint8_t>(payload.begin(), payload.end())});
+}
+
+void KvEventsCollector::NewTopic(std::size_t publisher, std::size_t endpoint, const KvTopic& topic,
+                                 std::uint64_t seq, RequestSink& sink, double wall_now_s) {
+  Io::Publisher& pub = io_->publishers[publisher];
+  const KvTopic was = ParseKvTopic(pub.topic);
+  if (pub.has_seq && topic.has_epoch && was.epoch != topic.epoch) {
+    // A new process, whatever its seq: also one that restarted while the
+    // agent was down and has published past the saved seq. A gap still being
+    // fetched is the old process's: what is not back is lost.
+    if (pub.recovering()) FinishRecovery(publisher, pub.seen, "the publisher restarted", sink, wall_now_s);
+    ++transport_.restarts;
+    ++save_events_;
+    tracker_.ResetPublisher(pub.tracker_id);
+    log_(pub.label + ": epoch '" + EscapeKvTopic(topic.epoch) + "' (seq " + std::to_string(seq) +
+         ") after epoch '" + EscapeKvTopic(was.epoch) + "' (seq " + std::to_string(pub.last_seq) + ")" +
+         (pub.restored ? " (the last before the agent restarted)" : "") + ", now topic '" +
+         EscapeKvTopic(topic.live) + "': publisher restarted, its block state was reset");
+    pub.has_seq = false;
+  }
+  pub.topic = std::string(topic.live);
+  pub.label = io_->Label(endpoint, pub.topic);
 }
 
 void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data,

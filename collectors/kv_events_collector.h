@@ -64,6 +64,32 @@
 //     a restart each way.
 // The first message of a publisher is taken as is (the agent joins mid-stream),
 // unless its last seq was restored (below).
+//
+// SGLang's snapshot-capable publisher (python/sglang/srt/disaggregation/
+// kv_events.py with a snapshot_endpoint, SNAPSHOT_PROTOCOL_VERSION 1, 2026)
+// appends "\0sgl-kv-epoch=<epoch>" to its topic (a fresh epoch per publisher
+// process) and, each time a client asks its snapshot endpoint for a placement
+// snapshot, publishes a barrier: an empty batch on
+// "<topic>\0sgl-kv-epoch=<epoch>\0sgl-kv-snapshot=<id>" that takes the next seq
+// of the same stream (its replay buffer holds it too). ParseKvTopic
+// (kv_event_decoder.h) splits such topics, and a publisher is (endpoint, topic
+// without them):
+//   - a barrier is a batch of its publisher: its seq goes through the rules
+//     above (in order, or a gap before it is still a gap), its empty payload is
+//     applied; it is neither a publisher of its own nor, taken in order, a gap
+//     (counted in KvTransportCounters.barriers);
+//   - a new epoch on a known topic is that publisher restarted, whatever the
+//     seq: counted and logged as a restart, its block state reset, the new seq
+//     taken as the first. The publisher's topic (as saved in the state file)
+//     carries its epoch, so an engine that restarted while the agent was down
+//     is a restart too, even when it has published past the saved seq (the
+//     limit below does not apply to such publishers).
+// The epoch names a process, not an engine: SGLang engines that share a bound
+// endpoint still need distinct topics (above), or each one's batches restart
+// the other's publisher.
+// kvwatch does not read the snapshot endpoint: gaps are recovered from the
+// replay endpoint as for any publisher. Topics are logged whole, SGLang's NUL
+// separators and other control bytes as \xNN (EscapeKvTopic).
 // The replay endpoint of the endpoint with index i is options.replay_endpoint
 // offset as vLLM offsets it per rank: tcp port + i; inproc and ipc get "_dp<i>".
 // Replay assumes one publisher per endpoint.
@@ -127,7 +153,7 @@
 // endpoint index no longer holds the same configured endpoint keeps nothing
 // (its block state is dropped, logged). Limit: an engine that restarted while
 // the agent was down and has already published more than saved + 1 batches is
-// taken for a gap (the seq alone cannot tell); its replay returns the new
+// taken for a gap (the seq alone cannot tell; an SGLang epoch can, above); its replay returns the new
 // process's batches, applied onto the old block state. WantsSave is true after
 // a restart, a loss, or the end of a recovery, until the next AppendState.
 //
@@ -158,6 +184,8 @@
 
 namespace kvwatch::collectors {
 
+struct KvTopic;  // kv_event_decoder.h
+
 // A sequence number more than this many beyond a publisher's last is a restart,
 // not a gap (see above).
 inline constexpr std::uint64_t kKvMaxSeqJump = std::uint64_t{1} << 20;
@@ -170,6 +198,7 @@ struct KvTransportCounters {
   std::uint64_t replay_requests = 0;
   std::uint64_t restarts = 0;  // publisher restarts seen
   std::uint64_t recovery_polls = 0;  // polls that spent time fetching a gap
+  std::uint64_t barriers = 0;  // SGLang snapshot barriers received live (also in batches)
 };
 
 // The replay endpoint of data-parallel rank `rank` (see above); an error when
@@ -210,6 +239,9 @@ class KvEventsCollector : public Collector {
 
   void CountError(std::string_view reason, const std::string& message);
   void HandleMessage(std::size_t endpoint, RequestSink& sink, double wall_now_s);
+  // A known publisher seen on another live topic: a new SGLang epoch restarts it.
+  void NewTopic(std::size_t publisher, std::size_t endpoint, const KvTopic& topic, std::uint64_t seq,
+                RequestSink& sink, double wall_now_s);
   void ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data, std::size_t size,
                     RequestSink& sink, double wall_now_s, bool replayed);
   // Gap recovery (see above): a live batch kept until the replay reaches it;

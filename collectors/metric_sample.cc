@@ -13,4 +13,14 @@ MetricSample MakeSample(const base::MetricDef& def, const std::string& collector
   return s;
 }
 
+MetricSample MakeHistogramSample(const base::MetricDef& def, const std::string& collector,
+                                 std::vector<std::pair<double, std::uint64_t>> buckets, std::uint64_t count,
+                                 double sum) {
+  MetricSample s = MakeSample(def, collector, sum);
+  s.histogram = true;
+  s.buckets = std::move(buckets);
+  s.count = count;
+  return s;
+}
+
 }  // namespace kvwatch::collectors

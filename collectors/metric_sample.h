@@ -7,6 +7,7 @@
 #ifndef KVWATCH_COLLECTORS_METRIC_SAMPLE_H_
 #define KVWATCH_COLLECTORS_METRIC_SAMPLE_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,13 +27,23 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 struct MetricSample {
   std::string name;
   std::string help;
-  bool counter = false;  // false: gauge
+  bool counter = false;  // false: gauge (or a histogram, below)
   Labels labels;
-  double value = 0;
+  double value = 0;  // a histogram's sum
+  // A histogram (an engine's, re-exported): (upper bound, cumulative count) per
+  // bucket, the +Inf bucket excluded (it is `count`); histogram false: none.
+  bool histogram = false;
+  std::vector<std::pair<double, std::uint64_t>> buckets;
+  std::uint64_t count = 0;
 };
 
 // A sample of `def` labelled collector=<collector> + extra.
 MetricSample MakeSample(const base::MetricDef& def, const std::string& collector, double value, Labels extra = {});
+// A histogram sample of `def` (a kHistogram family) labelled collector=<collector>:
+// buckets (upper bound, cumulative count) with any +Inf bucket left out, count, sum.
+MetricSample MakeHistogramSample(const base::MetricDef& def, const std::string& collector,
+                                 std::vector<std::pair<double, std::uint64_t>> buckets, std::uint64_t count,
+                                 double sum);
 
 }  // namespace kvwatch::collectors
 

@@ -285,6 +285,11 @@ std::string RenderMetricsText(const AgentOptions& options, const AgentSnapshot& 
   // each collector's own families (its table).
   for (const CollectorCopy& c : snapshot.collectors) {
     for (const collectors::MetricSample& sample : c.samples) {
+      if (sample.histogram) {
+        m.Histogram({sample.name, MetricType::kHistogram, sample.help, "*"}, sample.buckets, sample.count,
+                    sample.value, sample.labels);
+        continue;
+      }
       const base::MetricDef def{sample.name, sample.counter ? MetricType::kCounter : MetricType::kGauge, sample.help,
                                 "*"};
       m.Add(def, sample.value, sample.labels);

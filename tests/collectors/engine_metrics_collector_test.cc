@@ -563,6 +563,164 @@ TEST(EngineMetricsCollectorTest, ImplausibleValuesAreDroppedCountedAndLogged) {
   EXPECT_NE(logged[0].find("vllm:num_preemptions_total is -3"), std::string::npos) << logged[0];
 }
 
+// ---- The engine /metrics of 2026 ---------------------------------------------------------
+
+// The histogram sample of `name` (re-exported engine histograms), or nullptr.
+std::optional<MetricSample> HistogramSample(const Collector& c, const std::string& name) {
+  std::vector<MetricSample> out;
+  c.AppendSamples(&out);
+  for (MetricSample& s : out) {
+    if (s.name == name && s.histogram) return std::move(s);
+  }
+  return std::nullopt;
+}
+
+struct Vllm2026 {
+  double compute, cache_hit, external, ext_queries, ext_hits;
+  double gap_le1, gap_le60, gap_count, gap_sum;  // cumulative reuse-gap buckets (le=1, le=60), count, sum
+};
+
+// vLLM 2026 (vllm/v1/metrics/loggers.py): prompt tokens by source, the external
+// prefix cache, and the reuse-gap histogram of --kv-cache-metrics; block_size 16.
+std::string Vllm2026Body(const Vllm2026& v) {
+  const std::string m = "model_name=\"meta-llama/Llama-3.1-8B-Instruct\",engine=\"0\"";
+  auto n = [](double x) { return ExpositionNumber(x); };
+  auto source = [&](const char* name, double x) {
+    return "vllm:prompt_tokens_by_source_total{" + m + ",source=\"" + name + "\"} " + n(x) + "\n";
+  };
+  auto gap = [&](const char* le, double x) {
+    return "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"" + std::string(le) +
+           "\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} " + n(x) + "\n";
+  };
+  return "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
+         "# TYPE vllm:prompt_tokens_by_source_total counter\n" +
+         source("local_compute", v.compute) + source("local_cache_hit", v.cache_hit) +
+         source("external_kv_transfer", v.external) +
+         "# TYPE vllm:external_prefix_cache_queries_total counter\n"
+         "vllm:external_prefix_cache_queries_total{" + m + "} " + n(v.ext_queries) + "\n" +
+         "# TYPE vllm:external_prefix_cache_hits_total counter\n"
+         "vllm:external_prefix_cache_hits_total{" + m + "} " + n(v.ext_hits) + "\n" +
+         "# TYPE vllm:kv_block_reuse_gap_seconds histogram\n" + gap("1.0", v.gap_le1) + gap("60.0", v.gap_le60) +
+         gap("+Inf", v.gap_count) + "vllm:kv_block_reuse_gap_seconds_count{" + m + "} " + n(v.gap_count) + "\n" +
+         "vllm:kv_block_reuse_gap_seconds_sum{" + m + "} " + n(v.gap_sum) + "\n" +
+         // The older hit counters, which the sources replace (they would say 10%).
+         "vllm:prefix_cache_queries_total{" + m + "} " + n(10 * (v.compute + v.cache_hit)) + "\n" +
+         "vllm:prefix_cache_hits_total{" + m + "} " + n(v.compute + v.cache_hit) + "\n" +
+         "vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"27730\"} 1.0\n";
+}
+
+TEST(EngineMetricsCollectorTest, Vllm2026SourcesExternalHitsAndReuseGapsAcrossAnEngineRestart) {
+  FakeEngine engine({
+      {200, Vllm2026Body({100, 300, 0, 50, 0, 2, 5, 6, 40})},
+      {200, Vllm2026Body({200, 700, 100, 250, 100, 4, 9, 10, 70})},
+      {200, Vllm2026Body({50, 150, 0, 20, 5, 1, 1, 1, 0.5})},  // restarted: every counter went back
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 4));  // the script, then the last body again
+  const auto m = Samples(*c);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=compute}"), 200 + 50);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=device_hit}"), 700 + 150);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=external_hit}"), 100 + 0);
+  EXPECT_FALSE(m.count("kvwatch_engine_prompt_tokens_total{source=host_hit}"));
+  // Scrape 3, since the restart: 150 of 200 prompt tokens from the GPU cache (not
+  // the older counters' 10%); the external cache hit 5 of 20.
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_prefix_cache_hit_ratio"), 150.0 / 200.0);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_external_prefix_cache_hit_ratio"), 5.0 / 20.0);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_page_tokens"), 16);
+  EXPECT_EQ(m.at("kvwatch_engine_counter_resets_total"), 1);
+  const std::optional<MetricSample> gap = HistogramSample(*c, "kvwatch_engine_kv_block_reuse_gap_seconds");
+  ASSERT_TRUE(gap.has_value());
+  // Running totals: the first scrape's, the increase to the second, the third's since the restart.
+  const std::vector<std::pair<double, std::uint64_t>> buckets = {{1.0, 4 + 1}, {60.0, 9 + 1}};
+  EXPECT_EQ(gap->buckets, buckets);
+  EXPECT_EQ(gap->count, 10u + 1u);
+  EXPECT_DOUBLE_EQ(gap->value, 70 + 0.5);
+  EXPECT_FALSE(HistogramSample(*c, "kvwatch_engine_kv_block_lifetime_seconds").has_value())
+      << "not exported by this engine";
+}
+
+// SGLang 2026 (python/sglang/srt/observability/metrics_collector.py): the pool by
+// state, its pages, and the prefill tokens by tier.
+std::string Sglang2026Body(double input, double device, double host, double storage, double used, double page) {
+  const std::string l = "{engine_type=\"unified\",model_name=\"m\",tp_rank=\"0\",pp_rank=\"0\"}";
+  auto n = [](double x) { return ExpositionNumber(x); };
+  auto mode = [&](const char* name, double x) {
+    return "sglang:prefill_effective_tokens_total{engine_type=\"unified\",mode=\"" + std::string(name) +
+           "\",model_name=\"m\",tp_rank=\"0\",pp_rank=\"0\"} " + n(x) + "\n";
+  };
+  return SglangBody(100, 1000, 2, 1, 0.3) + "# TYPE sglang:prefill_effective_tokens_total counter\n" +
+         mode("input", input) + mode("device_hit", device) + mode("host_hit", host) + mode("storage_hit", storage) +
+         "sglang:kv_used_tokens" + l + " " + n(used) + "\n" + "sglang:kv_evictable_tokens" + l + " 250000.0\n" +
+         "sglang:kv_available_tokens" + l + " " + n(439104 - 250000 - used) + "\n" + "sglang:page_size" + l + " " +
+         n(page) + "\n" + "sglang:num_pages" + l + " " + n(std::floor(439104 / page)) + "\n";
+}
+
+TEST(EngineMetricsCollectorTest, Sglang2026TierHitsPoolAndPages) {
+  FakeEngine engine({
+      {200, Sglang2026Body(1000, 2000, 500, 0, 40000, 16)},
+      {200, Sglang2026Body(1400, 2600, 900, 100, 60000, 16)},
+  });
+  auto c = Make(engine.url());
+  ASSERT_TRUE(WaitScrapes(*c, 3));
+  const auto m = Samples(*c);
+  // 600 of 1500 prompt tokens of the interval hit the GPU cache (the older
+  // cached/prompt counters of SglangBody would say 0).
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_prefix_cache_hit_ratio"), 600.0 / 1500.0);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=compute}"), 1400);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=host_hit}"), 900);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=storage_hit}"), 100);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_kv_tokens{state=used}"), 60000);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_kv_tokens{state=evictable}"), 250000);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_kv_tokens{state=available}"), 439104 - 250000 - 60000);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_page_tokens"), 16);
+  // num_pages x page_size (439104 tokens), not max_total_num_tokens (439182).
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), 439104.0 / 16);
+  EXPECT_FALSE(m.count("kvwatch_engine_external_prefix_cache_hit_ratio"));
+}
+
+TEST(EngineMetricsCollectorTest, AnEnginePageSizeOtherThanPageTokensIsLoggedOnce) {
+  FakeEngine engine({{200, Sglang2026Body(1000, 2000, 0, 0, 100, 64)}});
+  std::vector<std::string> logged;
+  auto c = Make(engine.url(), milliseconds(5), 16, milliseconds(10000), &logged);
+  ASSERT_TRUE(WaitScrapes(*c, 3));
+  NullSink sink;
+  c->Poll(sink, 0);
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_NE(logged[0].find("the engine's pages hold 64 tokens, page_tokens is 16"), std::string::npos) << logged[0];
+  const auto m = Samples(*c);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_page_tokens"), 64);
+  EXPECT_DOUBLE_EQ(m.at("kvwatch_engine_capacity_pages"), std::floor(439104.0 / 64) * 64 / 16);
+  EXPECT_TRUE(c->stats().errors.empty());
+}
+
+TEST(EngineMetricsCollectorTest, Hostile2026ValuesAreDroppedForTheScrapeAndCounted) {
+  Vllm2026 good{100, 300, 0, 50, 0, 2, 5, 6, 40};
+  std::string hostile = Vllm2026Body({100, 300, 0, 50, 0, 2, 5, 6, 40});
+  // One engine's NaN drops the source's sum; a negative bucket drops the histogram.
+  hostile += "vllm:prompt_tokens_by_source_total{model_name=\"m\",engine=\"1\",source=\"local_cache_hit\"} NaN\n"
+             "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"1\",le=\"1.0\",model_name=\"m\"} -2\n";
+  good.compute = 200;
+  good.cache_hit = 700;
+  FakeEngine engine({{200, Vllm2026Body({50, 100, 0, 10, 0, 1, 2, 3, 10})}, {200, hostile}, {200, Vllm2026Body(good)}});
+  std::vector<std::string> logged;
+  auto c = Make(engine.url(), milliseconds(5), 16, milliseconds(10000), &logged);
+  ASSERT_TRUE(WaitScrapes(*c, 4));
+  NullSink sink;
+  c->Poll(sink, 0);
+  const CollectorStats s = c->stats();
+  ASSERT_TRUE(s.errors.count("bad_value"));
+  EXPECT_EQ(s.errors.at("bad_value"), 2u);
+  EXPECT_NE(logged[0].find("vllm:prompt_tokens_by_source_total is NaN"), std::string::npos) << logged[0];
+  const auto m = Samples(*c);
+  // The hostile scrape left cache_hit out: its total goes from 100 straight to 700.
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=device_hit}"), 700);
+  EXPECT_EQ(m.at("kvwatch_engine_prompt_tokens_total{source=compute}"), 200);
+  EXPECT_EQ(m.at("kvwatch_engine_counter_resets_total"), 0);
+  const std::optional<MetricSample> gap = HistogramSample(*c, "kvwatch_engine_kv_block_reuse_gap_seconds");
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(gap->count, 6u);
+}
+
 TEST(EngineMetricsCollectorTest, PollDoesNotWaitForASlowEngine) {
   FakeEngine engine({{200, VllmBody({9, 0, 0, 0, 0, 0, 0, 0})}});
   engine.Block();

@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -194,25 +196,26 @@ TEST(ExpositionParserTest, MapsSglangSnapshot) {
   EXPECT_FALSE(s.prefix_cache_hits_tokens_total.has_value());
 }
 
-TEST(ExpositionParserTest, OlderVllmNamesAreFallbacksOnly) {
-  // v0.8-era body: deprecated gpu_* names, and a bare counter name as an
-  // exporter without the _total suffix would print it.
+TEST(ExpositionParserTest, DeadVllmNamesAreNotReadAndBareCounterNamesAreFallbacksOnly) {
+  // v0.8-era body: the gpu_* names vLLM no longer registers (their replacements
+  // exist since 0.9), and a bare counter name as an exporter without the _total
+  // suffix would print it.
   const Exposition old = ParseExposition(
       "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
       "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 100\n"
       "vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 40\n"
       "vllm:num_preemptions{model_name=\"m\"} 3\n");
   const EngineSnapshot s = MapEngineSnapshot(old);
-  EXPECT_EQ(s.kv_cache_usage, 0.25);
-  EXPECT_EQ(s.prefix_cache_queries_tokens_total, 100.0);
-  EXPECT_EQ(s.prefix_cache_hits_tokens_total, 40.0);
+  EXPECT_FALSE(s.kv_cache_usage.has_value());
+  EXPECT_FALSE(s.prefix_cache_queries_tokens_total.has_value());
+  EXPECT_FALSE(s.prefix_cache_hits_tokens_total.has_value());
   EXPECT_EQ(s.preemptions_total, 3.0);
-  // Both spellings present: the current names win and nothing is summed twice.
+  EXPECT_EQ(s.matched_samples, 1u);
+  // Both spellings of a counter: the suffixed one wins and nothing is summed twice.
   const Exposition both = ParseExposition(
-      "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n"
-      "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
       "vllm:prefix_cache_queries_total{model_name=\"m\"} 7\n"
-      "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 100\n");
+      "vllm:prefix_cache_queries{model_name=\"m\"} 100\n"
+      "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n");
   const EngineSnapshot b = MapEngineSnapshot(both);
   EXPECT_EQ(b.kv_cache_usage, 0.5);
   EXPECT_EQ(b.prefix_cache_queries_tokens_total, 7.0);
@@ -399,6 +402,159 @@ TEST(ExpositionParserTest, EmptyAndCommentOnlyBodies) {
   EXPECT_EQ(s.engine, EngineKind::kUnknown);
   EXPECT_EQ(s.matched_samples, 0u);
   EXPECT_FALSE(s.kv_cache_usage.has_value());
+}
+
+
+// ---- The engine /metrics of 2026 ------------------------------------------------------
+
+// vLLM's newer families as prometheus_client prints them (vllm/v1/metrics/loggers.py
+// of 2026: prompt_tokens_by_source, the KV connector's external prefix cache, and the
+// residency histograms of --kv-cache-metrics with their buckets), two DP engines.
+constexpr std::string_view kVllm2026 = R"(# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.
+# TYPE vllm:prompt_tokens_by_source_total counter
+vllm:prompt_tokens_by_source_total{model_name="Qwen/Qwen3-8B",engine="0",source="local_compute"} 1200.0
+vllm:prompt_tokens_by_source_total{model_name="Qwen/Qwen3-8B",engine="1",source="local_compute"} 800.0
+vllm:prompt_tokens_by_source_total{model_name="Qwen/Qwen3-8B",engine="0",source="local_cache_hit"} 2400.0
+vllm:prompt_tokens_by_source_total{model_name="Qwen/Qwen3-8B",engine="1",source="local_cache_hit"} 1600.0
+vllm:prompt_tokens_by_source_total{model_name="Qwen/Qwen3-8B",engine="0",source="external_kv_transfer"} 300.0
+vllm:prompt_tokens_by_source_total{model_name="Qwen/Qwen3-8B",engine="1",source="external_kv_transfer"} 0.0
+# HELP vllm:prompt_tokens_by_source_created Number of prompt tokens by source.
+# TYPE vllm:prompt_tokens_by_source_created gauge
+vllm:prompt_tokens_by_source_created{model_name="Qwen/Qwen3-8B",engine="0",source="local_compute"} 1.7646e+09
+# HELP vllm:external_prefix_cache_queries_total External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.
+# TYPE vllm:external_prefix_cache_queries_total counter
+vllm:external_prefix_cache_queries_total{model_name="Qwen/Qwen3-8B",engine="0"} 1000.0
+vllm:external_prefix_cache_queries_total{model_name="Qwen/Qwen3-8B",engine="1"} 600.0
+# HELP vllm:external_prefix_cache_hits_total External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.
+# TYPE vllm:external_prefix_cache_hits_total counter
+vllm:external_prefix_cache_hits_total{model_name="Qwen/Qwen3-8B",engine="0"} 300.0
+vllm:external_prefix_cache_hits_total{model_name="Qwen/Qwen3-8B",engine="1"} 0.0
+# HELP vllm:kv_block_reuse_gap_seconds Histogram of time gaps between consecutive KV cache block accesses. Only the most recent accesses are recorded (ring buffer). Sampled metrics (controlled by --kv-cache-metrics-sample).
+# TYPE vllm:kv_block_reuse_gap_seconds histogram
+vllm:kv_block_reuse_gap_seconds_bucket{engine="0",le="0.1",model_name="Qwen/Qwen3-8B"} 2.0
+vllm:kv_block_reuse_gap_seconds_bucket{engine="0",le="1.0",model_name="Qwen/Qwen3-8B"} 5.0
+vllm:kv_block_reuse_gap_seconds_bucket{engine="0",le="60.0",model_name="Qwen/Qwen3-8B"} 9.0
+vllm:kv_block_reuse_gap_seconds_bucket{engine="0",le="+Inf",model_name="Qwen/Qwen3-8B"} 10.0
+vllm:kv_block_reuse_gap_seconds_count{engine="0",model_name="Qwen/Qwen3-8B"} 10.0
+vllm:kv_block_reuse_gap_seconds_sum{engine="0",model_name="Qwen/Qwen3-8B"} 130.5
+vllm:kv_block_reuse_gap_seconds_bucket{engine="1",le="0.1",model_name="Qwen/Qwen3-8B"} 1.0
+vllm:kv_block_reuse_gap_seconds_bucket{engine="1",le="1.0",model_name="Qwen/Qwen3-8B"} 1.0
+vllm:kv_block_reuse_gap_seconds_bucket{engine="1",le="60.0",model_name="Qwen/Qwen3-8B"} 3.0
+vllm:kv_block_reuse_gap_seconds_bucket{engine="1",le="+Inf",model_name="Qwen/Qwen3-8B"} 3.0
+vllm:kv_block_reuse_gap_seconds_count{engine="1",model_name="Qwen/Qwen3-8B"} 3.0
+vllm:kv_block_reuse_gap_seconds_sum{engine="1",model_name="Qwen/Qwen3-8B"} 40.25
+# HELP vllm:kv_block_reuse_gap_seconds_created Histogram of time gaps between consecutive KV cache block accesses.
+# TYPE vllm:kv_block_reuse_gap_seconds_created gauge
+vllm:kv_block_reuse_gap_seconds_created{engine="0",model_name="Qwen/Qwen3-8B"} 1.7646e+09
+# TYPE vllm:kv_block_idle_before_evict_seconds histogram
+vllm:kv_block_idle_before_evict_seconds_bucket{engine="0",le="30.0",model_name="Qwen/Qwen3-8B"} 4.0
+vllm:kv_block_idle_before_evict_seconds_bucket{engine="0",le="+Inf",model_name="Qwen/Qwen3-8B"} 6.0
+vllm:kv_block_idle_before_evict_seconds_count{engine="0",model_name="Qwen/Qwen3-8B"} 6.0
+vllm:kv_block_idle_before_evict_seconds_sum{engine="0",model_name="Qwen/Qwen3-8B"} 300.0
+)";
+
+TEST(ExpositionParserTest, MapsVllm2026PromptSourcesExternalCacheAndResidency) {
+  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(kVllm2026));
+  EXPECT_EQ(s.engine, EngineKind::kVllm);
+  EXPECT_EQ(s.bad_values, 0u);
+  const auto source = [&](PromptSource p) { return s.prompt_tokens_by_source[static_cast<std::size_t>(p)]; };
+  EXPECT_EQ(source(PromptSource::kCompute), 2000.0);
+  EXPECT_EQ(source(PromptSource::kDeviceHit), 4000.0);
+  EXPECT_EQ(source(PromptSource::kExternalHit), 300.0);
+  EXPECT_FALSE(source(PromptSource::kHostHit).has_value());
+  EXPECT_EQ(s.external_prefix_cache_queries_total, 1600.0);
+  EXPECT_EQ(s.external_prefix_cache_hits_total, 300.0);
+  const auto& gap = s.residency[static_cast<std::size_t>(ResidencyHistogram::kReuseGap)];
+  ASSERT_TRUE(gap.has_value());
+  const std::vector<std::pair<double, double>> summed = {
+      {0.1, 3}, {1.0, 6}, {60.0, 12}, {std::numeric_limits<double>::infinity(), 13}};
+  EXPECT_EQ(gap->buckets, summed);
+  EXPECT_EQ(gap->count, 13.0);
+  EXPECT_EQ(gap->sum, 170.75);
+  const auto& idle = s.residency[static_cast<std::size_t>(ResidencyHistogram::kIdleBeforeEvict)];
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(idle->count, 6.0);
+  EXPECT_FALSE(s.residency[static_cast<std::size_t>(ResidencyHistogram::kLifetime)].has_value());
+}
+
+// SGLang's pool gauges, page geometry and tiered prefill counters
+// (python/sglang/srt/observability/metrics_collector.py of 2026), two DP ranks.
+constexpr std::string_view kSglang2026 = R"(# HELP sglang:kv_used_tokens Number of actively used token slots in the KV cache pool.
+# TYPE sglang:kv_used_tokens gauge
+sglang:kv_used_tokens{engine_type="unified",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 30000.0
+sglang:kv_used_tokens{engine_type="unified",model_name="m",dp_rank="1",tp_rank="0",pp_rank="0"} 20000.0
+# HELP sglang:kv_evictable_tokens Number of evictable (radix-cached) token slots in the KV cache pool.
+# TYPE sglang:kv_evictable_tokens gauge
+sglang:kv_evictable_tokens{engine_type="unified",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 100000.0
+sglang:kv_evictable_tokens{engine_type="unified",model_name="m",dp_rank="1",tp_rank="0",pp_rank="0"} 50000.0
+# HELP sglang:kv_available_tokens Number of free token slots in the KV cache pool.
+# TYPE sglang:kv_available_tokens gauge
+sglang:kv_available_tokens{engine_type="unified",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 70000.0
+sglang:kv_available_tokens{engine_type="unified",model_name="m",dp_rank="1",tp_rank="0",pp_rank="0"} 130000.0
+# HELP sglang:page_size KV cache page size in tokens.
+# TYPE sglang:page_size gauge
+sglang:page_size{engine_type="unified",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 64.0
+sglang:page_size{engine_type="unified",model_name="m",dp_rank="1",tp_rank="0",pp_rank="0"} 64.0
+# HELP sglang:num_pages Number of KV cache pages.
+# TYPE sglang:num_pages gauge
+sglang:num_pages{engine_type="unified",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 3125.0
+sglang:num_pages{engine_type="unified",model_name="m",dp_rank="1",tp_rank="0",pp_rank="0"} 3125.0
+# HELP sglang:prefill_effective_tokens_total Effective prefill tokens by mode.
+# TYPE sglang:prefill_effective_tokens_total counter
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="input",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 5000.0
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="device_hit",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 12000.0
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="host_hit",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 2500.0
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="storage_hit",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 500.0
+sglang:prefill_effective_tokens_total{engine_type="unified",mode="speculative",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 77.0
+)";
+
+TEST(ExpositionParserTest, MapsSglang2026PoolPagesAndTierHits) {
+  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(kSglang2026));
+  EXPECT_EQ(s.engine, EngineKind::kSglang);
+  EXPECT_EQ(s.bad_values, 0u);
+  EXPECT_EQ(s.kv_used_tokens, 50000.0);
+  EXPECT_EQ(s.kv_evictable_tokens, 150000.0);
+  EXPECT_EQ(s.kv_available_tokens, 200000.0);
+  EXPECT_EQ(s.page_size, 64.0) << "the same on every rank, not summed";
+  EXPECT_EQ(s.num_pages, 6250.0);
+  const auto source = [&](PromptSource p) { return s.prompt_tokens_by_source[static_cast<std::size_t>(p)]; };
+  EXPECT_EQ(source(PromptSource::kCompute), 5000.0);
+  EXPECT_EQ(source(PromptSource::kDeviceHit), 12000.0);
+  EXPECT_EQ(source(PromptSource::kHostHit), 2500.0);
+  EXPECT_EQ(source(PromptSource::kStorageHit), 500.0);
+  EXPECT_FALSE(source(PromptSource::kExternalHit).has_value()) << "an unknown mode is not a source";
+}
+
+TEST(ExpositionParserTest, Hostile2026ValuesDropTheirMetricAndAreCounted) {
+  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(
+      "vllm:prompt_tokens_by_source_total{engine=\"0\",source=\"local_compute\"} 10\n"
+      "vllm:prompt_tokens_by_source_total{engine=\"1\",source=\"local_compute\"} NaN\n"
+      "vllm:prompt_tokens_by_source_total{engine=\"0\",source=\"local_cache_hit\"} 30\n"
+      "vllm:external_prefix_cache_hits_total{engine=\"0\"} -4\n"
+      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"1.0\"} 5\n"
+      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"+Inf\"} +Inf\n"
+      "vllm:kv_block_reuse_gap_seconds_count{engine=\"0\"} 5\n"
+      "vllm:kv_block_lifetime_seconds_bucket{engine=\"0\",le=\"1.0\"} 5\n"
+      "vllm:kv_block_lifetime_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3\n"
+      "vllm:kv_block_lifetime_seconds_count{engine=\"0\"} 3\n"
+      "vllm:kv_block_idle_before_evict_seconds_bucket{engine=\"0\",le=\"1.0\"} 2\n"
+      "vllm:kv_block_idle_before_evict_seconds_count{engine=\"0\"} 2\n"
+      "sglang:kv_used_tokens{dp_rank=\"0\"} -1\n"
+      "sglang:page_size{dp_rank=\"0\"} +Inf\n"));
+  const auto source = [&](PromptSource p) { return s.prompt_tokens_by_source[static_cast<std::size_t>(p)]; };
+  EXPECT_FALSE(source(PromptSource::kCompute).has_value()) << "not 10 of the two engines' sum";
+  EXPECT_EQ(source(PromptSource::kDeviceHit), 30.0);
+  EXPECT_FALSE(s.external_prefix_cache_hits_total.has_value());
+  EXPECT_FALSE(s.residency[static_cast<std::size_t>(ResidencyHistogram::kReuseGap)].has_value());
+  EXPECT_FALSE(s.residency[static_cast<std::size_t>(ResidencyHistogram::kLifetime)].has_value())
+      << "buckets that are not cumulative";
+  EXPECT_FALSE(s.residency[static_cast<std::size_t>(ResidencyHistogram::kIdleBeforeEvict)].has_value())
+      << "no +Inf bucket";
+  EXPECT_FALSE(s.kv_used_tokens.has_value());
+  EXPECT_FALSE(s.page_size.has_value());
+  // NaN, -4, +Inf, the non-cumulative lifetime, -1, +Inf.
+  EXPECT_EQ(s.bad_values, 6u);
+  EXPECT_EQ(s.first_bad_value, "vllm:prompt_tokens_by_source_total is NaN");
 }
 
 }  // namespace

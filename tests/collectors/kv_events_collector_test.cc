@@ -25,12 +25,14 @@
 #include "curve/curve_accumulator.h"
 #include "curve/stack_distance.h"
 #include "tests/collectors/kv_events_test_publisher.h"
+#include "tests/collectors/kv_events_test_state.h"
 
 namespace kvwatch::collectors {
 namespace {
 
 using testing::EngineCacheModel;
 using testing::EngineModelOptions;
+using testing::ExpectSameState;
 using testing::KvEventsTestPublisher;
 using testing::TestPublisherOptions;
 using Trace = std::vector<std::vector<std::uint64_t>>;
@@ -173,15 +175,6 @@ SimRun Simulate(const Trace& trace, EngineCacheModel* model) {
   for (const auto& r : trace) run.missed.push_back(model->Run(r));
   run.batches = model->TakeBatches();
   return run;
-}
-
-// The collector's block state equals the model's, copy for copy.
-void ExpectSameState(const KvEventTracker& t, std::size_t publisher, const EngineCacheModel& model) {
-  const auto resident = model.Resident();
-  EXPECT_EQ(t.ResidentBlocks(publisher, "GPU", 0), resident.size());
-  std::size_t mismatches = 0;
-  for (const auto& [hash, copies] : resident) mismatches += t.References(publisher, "GPU", 0, hash) != copies;
-  EXPECT_EQ(mismatches, 0u);
 }
 
 // Publishes a trace's events and collects them; returns the collector.

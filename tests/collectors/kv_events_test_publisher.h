@@ -19,7 +19,8 @@
 // for the slow-joiner problem) bound on tcp://127.0.0.1 at an ephemeral port,
 // or connected to a bound collector; optionally a ROUTER replay socket served by
 // a background thread from a bounded buffer of published batches, with or
-// without the topic frame (vLLM >= v0.26 / <= v0.25).
+// without the topic frame (vLLM >= v0.26 / <= v0.25). PublishOn sends on another
+// topic than the publisher's own (SGLang's snapshot barriers), SetTopic changes it.
 //
 // Thread safety: a publisher is driven by one test thread; its replay thread
 // only reads the buffer under a mutex.
@@ -299,6 +300,12 @@ class KvEventsTestPublisher {
   // Publishes a payload with the next seq; deliver=false keeps it for replay
   // only (a loss on the way).
   void Publish(const std::vector<std::uint8_t>& payload, bool deliver = true) {
+    PublishOn(options_.topic, payload, deliver);
+  }
+
+  // Publishes a payload with the next seq on another topic (SGLang's snapshot
+  // barriers: "<topic>\0sgl-kv-snapshot=<id>"); kept for replay like any batch.
+  void PublishOn(const std::string& topic, const std::vector<std::uint8_t>& payload, bool deliver = true) {
     const std::uint64_t seq = next_seq_++;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -307,7 +314,7 @@ class KvEventsTestPublisher {
     }
     if (!deliver) return;
     const std::array<std::uint8_t, 8> seq_bytes = EncodeSeqFrame(seq);
-    pub_.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);
+    pub_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
     pub_.send(zmq::buffer(seq_bytes), zmq::send_flags::sndmore);
     pub_.send(zmq::buffer(payload), zmq::send_flags::none);
   }
@@ -331,6 +338,14 @@ class KvEventsTestPublisher {
   }
 
   std::uint64_t replay_requests() const { return replay_requests_; }
+
+  // The topic of later batches (an SGLang publisher's new epoch). Not while a
+  // replay is served: the replay thread reads it.
+  void SetTopic(std::string topic) {
+    std::lock_guard<std::mutex> lock(mu_);
+    options_.topic = std::move(topic);
+  }
+  const std::string& topic() const { return options_.topic; }
 
  private:
   // kind 1: a subscription; 0: an unsubscription.
