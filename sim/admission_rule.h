@@ -19,9 +19,10 @@ namespace kvwatch::sim {
 //                     pool.
 //   reserve-quantile  the same with the class's output-length quantile q, learned
 //                     from the class's finished requests (max output before any).
-//   rate-cap          also: admissions per step capped at the eviction-free rate,
-//                     pool blocks / mean block-steps per request (Little's law for
-//                     memory) over the last 256 finished requests.
+//   rate-cap          also: admissions per step capped at the eviction-free rate
+//                     estimate, (pool blocks - half a request's peak blocks) / mean
+//                     block-steps per request (Little's law for memory), over the
+//                     last 256 finished requests (sim/admission.h, RateCap).
 enum class Admission { kGreedy, kReserveMax, kReserveQuantile, kRateCap };
 inline constexpr Admission kAllAdmissions[] = {Admission::kGreedy, Admission::kReserveMax,
                                                Admission::kReserveQuantile, Admission::kRateCap};
