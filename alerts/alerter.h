@@ -47,7 +47,7 @@
 #include "alerts/alert.h"
 #include "alerts/capacity_miss_share.h"
 #include "alerts/capacity_shortfall.h"
-#include "alerts/change_test.h"
+#include "alerts/change_detector.h"
 #include "alerts/counter_rate.h"
 #include "alerts/detector.h"
 #include "alerts/inputs.h"

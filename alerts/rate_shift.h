@@ -13,7 +13,7 @@
 // Because the baseline window contains the short one, a new level that persists is
 // gradually absorbed into the baseline and the alert resolves after about a
 // baseline window: this detector reports shifts, not levels. Small sustained
-// shifts that never reach the ratio are the change test's job (change_test.h).
+// shifts that never reach the ratio are the change test's job (change_detector.h).
 //
 // Quiet: kNoData until the counter has two samples; kBelowMinVolume with fewer than
 // min_short_window_requests requests in the short window (ShortWindowRequests()).

@@ -1,6 +1,9 @@
 // Engine log-line parsing: one text line of a vLLM or SGLang log (or of the
-// uvicorn access log they print) to a typed record. Formats follow
-// ../shared/docs/engine-formats.md sections 4 and 5.3.
+// uvicorn access log they print) to a typed record. Formats follow vLLM V1's
+// periodic stats line, LoggingStatLogger.log in vllm/v1/metrics/loggers.py (v0.9-
+// v0.10 and newer: the optional fields, e.g. Preemptions from PR #28522; real lines
+// from v0.22.0, LMCache issue #3532), and SGLang's scheduler log lines
+// (python/sglang/srt/managers/scheduler_metrics_mixin.py, older scheduler.py).
 //
 // Recognised lines:
 //   vLLM periodic stats      "... Engine 000: Avg prompt throughput: 34.9 tokens/s, ...

@@ -1,7 +1,9 @@
 // Prometheus text exposition (format 0.0.4) parsing, and the mapping of vLLM's
 // and SGLang's metrics to one EngineSnapshot. Pure functions over a scraped
-// body: no HTTP here. Metric names follow ../shared/docs/engine-formats.md
-// sections 3, 5.2 and 9.4.
+// body: no HTTP here. Metric names follow vLLM V1's vllm/v1/metrics/loggers.py
+// (the names of docs.vllm.ai v0.32.0 usage/metrics; counters gain _total on the
+// wire, as prometheus_client writes them) and SGLang's
+// python/sglang/srt/metrics/collector.py.
 //
 // ParseExposition reads every line: "# HELP name text" and "# TYPE name type"
 // lines become MetricFamilyInfo, other "#" lines are comments, blank lines are

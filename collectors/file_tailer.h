@@ -6,8 +6,11 @@
 // owns no threads and no timers, and every call returns without blocking on the
 // files' writers (it only does regular-file I/O).
 //
-// Conventions follow fluent-bit in_tail, Vector and Filebeat
-// (../shared/docs/operations-conventions.md section 1):
+// Conventions follow fluent-bit in_tail (plugins/in_tail/tail_file.c,
+// tail_fs_inotify.c: the offset marker), Vector's file source
+// (lib/file-source-common/src/fingerprinter.rs, checkpointer.rs), Grafana Alloy's
+// loki.source.file (internal/tail/signature.go: the growing signature) and Filebeat
+// filestream (filebeat/input/filestream/fswatch.go):
 //
 // Identity. A file is (st_dev, st_ino) plus two content checks: a 64-bit hash of
 // its first bytes (up to fingerprint_bytes, growing with the file until it has

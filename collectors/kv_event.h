@@ -1,5 +1,7 @@
-// Typed KV-cache events as the engines publish them over ZMQ (vLLM, SGLang and
-// TensorRT-LLM; ../shared/docs/engine-formats.md sections 1, 5 and 6).
+// Typed KV-cache events as the engines publish them over ZMQ (vLLM
+// vllm/distributed/kv_events.py, BlockStored's fields up to v0.26.0; SGLang
+// python/sglang/srt/disaggregation/kv_events.py; TensorRT-LLM
+// tensorrt_llm/_torch/pyexecutor/kv_cache_events.py).
 //
 // These are plain value types filled by the decoder in kv_event_decoder.h and
 // read by the collectors. Block hashes are normalised to uint64 whatever their

@@ -1,8 +1,12 @@
 // KV-event wire decoding: the msgpack payload of one ZMQ message (an EventBatch)
 // to a KvEventBatch, the 3-frame PUB framing, and replay replies. (The encoder that
 // tests, benchmarks and the fuzzer use is collectors/testing/kv_event_encoder.h.)
-// Pure functions over bytes: no sockets, no clocks. Formats follow
-// ../shared/docs/engine-formats.md sections 1.2-1.5, 5.1, 6.2 and 9.
+// Pure functions over bytes: no sockets, no clocks. Formats follow vLLM's
+// vllm/distributed/kv_events.py (events as positional arrays up to v0.23, maps
+// with "type" from PR #42892, seen in v0.26.0; the replay reply's topic frame
+// from PR #45177, v0.26.0), SGLang's python/sglang/srt/disaggregation/kv_events.py
+// (maps from PR #37482) and TensorRT-LLM's
+// tensorrt_llm/_torch/pyexecutor/kv_cache_events.py (maps, positional envelope).
 //
 // Accepted payloads:
 //   envelope  positional [ts, events, dp_rank?] (every engine), or defensively a

@@ -1,6 +1,8 @@
 // KvEventTracker: the engine's KV-cache state and page-reference stream rebuilt
-// from decoded KV events (vLLM, SGLang, TensorRT-LLM; see
-// ../shared/docs/engine-formats.md sections 1.5, 1.6, 2.1 and 9.3). Pure: no
+// from decoded KV events (vLLM, SGLang, TensorRT-LLM; when vLLM emits them:
+// vllm/v1/core/block_pool.py, BlockStored for newly cached full blocks only unless
+// a request sets kv_cache_report_mode=full (PR #45261), a BlockRemoved per
+// physical copy evicted (PR #48933's description)). Pure: no
 // sockets, no clocks. KvEventsCollector (kv_events_collector.h) feeds it from
 // ZeroMQ; tests and the benchmark feed it directly.
 //

@@ -1,5 +1,5 @@
 // KvEventsCollector: an engine's KV-cache events over ZeroMQ (vLLM, SGLang,
-// TensorRT-LLM; ../shared/docs/engine-formats.md sections 1.2-1.5, 5.1, 6.2, 9),
+// TensorRT-LLM: the wire formats of collectors/kv_event_decoder.h, with their sources),
 // decoded by KvEventDecoder and turned into engine state, engine metrics and a
 // page-reference stream by KvEventTracker (kv_event_tracker.h, which documents
 // the state, the request reconstruction and what it misses).

@@ -286,6 +286,9 @@ Status LineReader::Line(std::size_t begin, std::size_t end) {
     ++summary_.blank_lines;
     return Status::Ok();
   }
+  if (callbacks_.check) {
+    if (std::string refused = callbacks_.check(request_); !refused.empty()) return BadLine(refused);
+  }
   ++summary_.records;
   summary_.page_refs += request_.pages.size();
   if (callbacks_.on_request) callbacks_.on_request(request_);

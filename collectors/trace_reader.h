@@ -70,6 +70,11 @@ struct TraceCallbacks {
   // line: the callee may read it or move its contents out, but not keep a
   // reference. May be empty (the read then only counts and validates).
   std::function<void(curve::Request& request)> on_request;
+  // Called with each parsed request before on_request: a non-empty message makes
+  // its line a bad line (counted, passed to on_bad_line, or the error in strict
+  // mode) and on_request is not called. For a caller's own rules on a field
+  // (the message should name it). May be empty.
+  std::function<std::string(const curve::Request& request)> check;
   // Each bad line (not called in strict mode). May be empty.
   std::function<void(std::string_view source, std::uint64_t line, std::string_view message)>
       on_bad_line;

@@ -1,8 +1,9 @@
 // Web config: the security settings of the agent's HTTP server, read from the
 // YAML "web config file" of the Prometheus exporter-toolkit
 // (docs/web-configuration.md), so that `promtool check web-config` and existing
-// operations knowledge apply unchanged. See
-// ../shared/docs/operations-conventions.md section 3.
+// operations knowledge apply unchanged (github.com/prometheus/exporter-toolkit:
+// docs/web-configuration.md for the keys and defaults, web/tls_config_test.go's
+// testdata/*.good.yml and *.bad.yml for what is accepted).
 //
 // Keys accepted (everything else is an error that names the file, the line and
 // the key). The file is read by the agent config's walker (field_reader.h) against

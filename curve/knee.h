@@ -1,9 +1,9 @@
 // Kneedle: the knee (or elbow) of a sampled curve, after Satopaa, Albrecht, Irwin
 // and Raghavan, "Finding a 'Kneedle' in a Haystack: Detecting Knee Points in System
 // Behavior" (ICDCS Workshops 2011), exactly as arvkevi/kneed's KneeLocator computes
-// it with interp_method="interp1d" (no smoothing). See
-// ../shared/docs/operations-conventions.md section 7.3 and docs/semantics.md
-// section 3 ("Knee").
+// it with interp_method="interp1d" (no smoothing): kneed/knee_locator.py, its
+// golden cases in tests/test_sample.py (test_figure2, test_sensitivity). See
+// docs/semantics.md section 3 ("Knee").
 //
 // Algorithm (indices refer to the input arrays, n points, x strictly increasing):
 //   1. Normalise x and y to [0, 1]: (v - min) / (max - min).

@@ -1,4 +1,4 @@
-// The admission rules' names and estimators (sim/admission.h, sim/replica.h).
+// The admission rules' names and estimators (sim/admission_rule.h, sim/admission.h).
 #include "sim/admission.h"
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "sim/replica.h"
+#include "sim/admission_rule.h"
 
 namespace kvwatch::sim {
 
@@ -76,24 +76,35 @@ void RateCap::Admitted(std::uint32_t prompt_tokens) {
   ++prompts_;
 }
 
-void RateCap::Finished(double block_steps) {
-  if (filled_ == kWindow) ring_sum_ -= ring_[next_]; else ++filled_;
-  ring_[next_] = block_steps;
-  ring_sum_ += block_steps;
+void RateCap::Finished(double block_steps, std::uint64_t peak_blocks) {
+  if (filled_ == kWindow) {
+    steps_sum_ -= steps_ring_[next_];
+    peak_sum_ -= peak_ring_[next_];
+  } else {
+    ++filled_;
+  }
+  steps_ring_[next_] = block_steps;
+  peak_ring_[next_] = static_cast<double>(peak_blocks);
+  steps_sum_ += block_steps;
+  peak_sum_ += static_cast<double>(peak_blocks);
   next_ = (next_ + 1) % kWindow;
 }
 
 double RateCap::Rate() const {
-  double mean;
+  double steps, peak;
   if (filled_ > 0) {
-    mean = ring_sum_ / static_cast<double>(filled_);
+    steps = steps_sum_ / static_cast<double>(filled_);
+    peak = peak_sum_ / static_cast<double>(filled_);
+  } else if (prompts_ == 0) {
+    return 0;
   } else {
     const double b = static_cast<double>(block_tokens_);
-    const double prompt = prompts_ == 0 ? b : prompt_sum_ / static_cast<double>(prompts_);
+    const double prompt_blocks = std::ceil(prompt_sum_ / static_cast<double>(prompts_) / b);
     const double out = std::max<double>(1, prior_output_);
-    mean = out * (std::ceil(prompt / b) + out / (2 * b));
+    steps = out * (prompt_blocks + out / (2 * b));
+    peak = prompt_blocks + out / b;
   }
-  return static_cast<double>(pool_blocks_) / std::max(1.0, mean);
+  return std::max(0.0, static_cast<double>(pool_blocks_) - peak / 2) / std::max(1.0, steps);
 }
 
 }  // namespace internal

@@ -29,7 +29,7 @@
 #include "curve/page_map.h"
 #include "curve/policy.h"
 #include "curve/request.h"
-#include "sim/replica.h"
+#include "sim/request.h"
 
 namespace kvwatch::sim::internal {
 

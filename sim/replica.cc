@@ -101,6 +101,10 @@ class Replica {
  private:
   std::uint64_t BlocksFor(std::uint64_t tokens) const { return (tokens + o_.block_tokens - 1) / o_.block_tokens; }
   std::uint64_t Tokens(std::uint32_t r) const { return reqs_[r].prompt_tokens + st_[r].generated; }
+  // A request's whole KV, at its finish: prompt + output - 1 tokens (at least the prompt).
+  std::uint64_t PeakBlocks(const ReplicaRequest& q) const {
+    return BlocksFor(std::uint64_t{q.prompt_tokens} + std::max<std::uint32_t>(q.output_tokens, 1) - 1);
+  }
 
   WaitKey Key(std::uint32_t r) const {
     const ReplicaRequest& q = reqs_[r];
@@ -131,7 +135,7 @@ class Replica {
     ++in_system_;
     const ReplicaRequest& q = reqs_[r];
     // A request whose whole KV cannot fit would preempt itself forever.
-    if (BlocksFor(std::uint64_t{q.prompt_tokens} + q.output_tokens - 1) > o_.pool_blocks) {
+    if (PeakBlocks(q) > o_.pool_blocks) {
       Reject(r);
       return;
     }
@@ -315,7 +319,7 @@ class Replica {
       s.computed = c0;
       if (!s.admitted_once) {
         s.admitted_once = true;
-        rec_.FirstAdmission(r, static_cast<std::uint32_t>(hits_.size()), hit_tokens, q.prompt_tokens);
+        rec_.FirstAdmission(r, now_, static_cast<std::uint32_t>(hits_.size()), hit_tokens, q.prompt_tokens);
         if (cap) rate_.Admitted(q.prompt_tokens);
       }
       s.reserved = reservation;
@@ -370,17 +374,19 @@ class Replica {
       ReqState& s = st_[r];
       s.block_steps += static_cast<double>(s.blocks.size());
       if (s.computed < Tokens(r)) continue;
-      ++s.generated;
-      s.resuming = false;
-      rec_.Token(r, reqs_[r], s.generated, end, s.last_token);
-      s.last_token = end;
-      if (s.generated < reqs_[r].output_tokens) continue;
+      if (reqs_[r].output_tokens > 0) {  // else prefill only: finished, no token
+        ++s.generated;
+        s.resuming = false;
+        rec_.Token(r, reqs_[r], s.generated, end, s.last_token);
+        s.last_token = end;
+        if (s.generated < reqs_[r].output_tokens) continue;
+      }
       pool_.Release(s.blocks);
       s.blocks.clear();
       s.blocks.shrink_to_fit();
       rec_.Finished(r, reqs_[r], end);
       quantiles_.Add(reqs_[r].class_id, reqs_[r].output_tokens);
-      rate_.Finished(s.block_steps);
+      rate_.Finished(s.block_steps, PeakBlocks(reqs_[r]));
       Depart(r, end);
       ++finished;
     }
@@ -443,7 +449,6 @@ base::Status Validate(const ReplicaOptions& o, std::span<const ReplicaRequest> r
     if (!std::isfinite(q.arrival_s)) return S::Error(where + "arrival_s: not a finite number");
     if (i > 0 && q.arrival_s < reqs[i - 1].arrival_s) return S::Error(where + "arrival_s: earlier than the request before");
     if (q.prompt_tokens < 1) return S::Error(where + "prompt_tokens: must be at least 1");
-    if (q.output_tokens < 1) return S::Error(where + "output_tokens: must be at least 1");
     if (q.tier >= std::max<std::size_t>(1, o.tiers.size())) return S::Error(where + "tier: no such tier");
     if (q.class_id >= kMaxClasses) return S::Error(where + "class_id: must be below 64");
   }

@@ -17,7 +17,9 @@
 // of running requests: shared, reference counted) are not computed (at least one
 // prompt token always is, for the logits). When a request's computed tokens reach
 // its tokens, it emits one output token; after output_tokens it finishes and
-// releases its blocks, last block first. The step's time is
+// releases its blocks, last block first. A request of 0 output tokens (a trace's
+// `output_length: 0`: a request ended without a token) finishes when its prompt is
+// computed, emitting nothing: it costs its prefill and leaves its pages cached. The step's time is
 // time.StepSeconds(StepWork) and every token of the step is emitted at its end.
 // Simulated time jumps to the next arrival when nothing runs or waits.
 //
@@ -28,8 +30,8 @@
 // reusable by a hit, evictable) or empty. Preemption is by recompute: the request
 // goes back to the front of the waiting queue and later prefills prompt plus
 // generated tokens again (minus what its prefix hits give back); those tokens count
-// as recomputed. A request whose whole KV (prompt + output - 1 tokens) cannot fit in
-// the pool is rejected on arrival; one waiting longer than queue_timeout_s before
+// as recomputed. A request whose whole KV (prompt + output - 1 tokens, at least the
+// prompt) cannot fit in the pool is rejected on arrival; one waiting longer than queue_timeout_s before
 // its first admission is rejected.
 //
 // Thread safety: SimulateReplica is a pure function of its arguments; calls may run
@@ -48,39 +50,14 @@
 #include "base/status.h"
 #include "curve/policy.h"
 #include "curve/request.h"
+#include "sim/admission_rule.h"
+#include "sim/request.h"
 #include "sim/step_time.h"
 #include "sim/summary.h"
 
 namespace kvwatch::sim {
 
-struct ReplicaRequest {
-  double arrival_s = 0;                 // sorted ascending in the input
-  std::vector<curve::PageId> pages;     // prompt pages in prefix order (curve/request.h)
-  std::uint32_t prompt_tokens = 0;      // >= 1; pages.size() == ceil(prompt_tokens / block_tokens) normally
-  std::uint32_t output_tokens = 1;      // >= 1
-  std::uint32_t tier = 0;               // index into ReplicaOptions::tiers (0 when there are none)
-  std::uint32_t class_id = 0;           // reserve-quantile learns per class; < 64
-  std::int32_t priority = 0;            // higher first with QueueOrder::kPriority
-};
-
-inline constexpr std::uint32_t kMaxClasses = 64;
-
-// How waiting requests are admitted (docs/simulate.md, "Admission"):
-//   greedy            the blocks of the chunk it would prefill this step fit now
-//                     (the engines' default).
-//   reserve-max       also: the sum over running requests of their reserved peak
-//                     (prompt + max output tokens, in blocks) plus its own fits the
-//                     pool.
-//   reserve-quantile  the same with the class's output-length quantile q, learned
-//                     from the class's finished requests (max output before any).
-//   rate-cap          also: admissions per step capped at the eviction-free rate,
-//                     pool blocks / mean block-steps per request (Little's law for
-//                     memory) over the last 256 finished requests.
-enum class Admission { kGreedy, kReserveMax, kReserveQuantile, kRateCap };
-inline constexpr Admission kAllAdmissions[] = {Admission::kGreedy, Admission::kReserveMax,
-                                               Admission::kReserveQuantile, Admission::kRateCap};
-std::string_view AdmissionName(Admission);                 // "greedy", "reserve-max", "reserve-quantile", "rate-cap"
-base::Result<Admission> ParseAdmission(std::string_view);  // error lists the names
+// ReplicaRequest: sim/request.h. Admission and its names: sim/admission_rule.h.
 
 // Waiting queue order. kArrival: first come first served, preempted requests at the
 // front (most recently preempted first, as vLLM prepends them). kTier: lower tier
@@ -132,7 +109,8 @@ struct StepRecord {
 struct RequestOutcome {
   bool finished = false;
   bool rejected = false;
-  double first_token_s = 0;         // absolute simulated times
+  double first_admission_s = 0;     // absolute simulated times (the step start)
+  double first_token_s = 0;         // its finish when it has no output token
   double finish_s = 0;              // finish, or rejection
   std::uint32_t hit_pages = 0;      // leading pages found in the pool at its first admission
   std::uint64_t hit_tokens = 0;     // prompt tokens those pages cover

@@ -27,7 +27,8 @@ struct RunRecord {
     ++preemptions;
     ++outcomes[r].preemptions;
   }
-  void FirstAdmission(std::uint32_t r, std::uint32_t hit_pages, std::uint64_t hit, std::uint64_t prompt) {
+  void FirstAdmission(std::uint32_t r, double t, std::uint32_t hit_pages, std::uint64_t hit, std::uint64_t prompt) {
+    outcomes[r].first_admission_s = t;
     outcomes[r].hit_pages = hit_pages;
     outcomes[r].hit_tokens = hit;
     hit_tokens += hit;
@@ -44,6 +45,9 @@ struct RunRecord {
   LatencySamples ttft, itl;
   double start_s = 0, end_s = 0, last_departure = 0;
   double latency_sum = 0;      // sum over departed requests of departure - arrival
+  // Sums over finished requests of their queue wait, prefill and decode times
+  // (sim/summary.h, MeanLatency).
+  double wait_sum = 0, prefill_sum = 0, decode_sum = 0;
   double in_system_area = 0;   // integral of requests in the system over time
   double held_area = 0, cached_area = 0;
   std::uint64_t done = 0, steps = 0, finished = 0, rejected = 0;

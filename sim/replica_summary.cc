@@ -30,8 +30,12 @@ void RunRecord::Finished(std::uint32_t r, const ReplicaRequest& q, double t) {
   RequestOutcome& out = outcomes[r];
   out.finished = true;
   out.finish_s = t;
+  if (q.output_tokens == 0) out.first_token_s = t;  // no token: its prefill ended here
   ++finished;
   output_tokens += q.output_tokens;
+  wait_sum += out.first_admission_s - q.arrival_s;
+  prefill_sum += out.first_token_s - out.first_admission_s;
+  decode_sum += t - out.first_token_s;
   if (tiers.empty()) return;
   TierRecord& tier = tiers[q.tier];
   ++tier.requests;
@@ -53,6 +57,14 @@ SimSummary Summarize(const ReplicaOptions& o, RunRecord* rec) {
   s.requests_per_s = per_s(static_cast<double>(rec->finished));
   s.ttft = rec->ttft.Quantiles();
   s.itl = rec->itl.Quantiles();
+  auto mean = [](double sum, std::uint64_t n) { return n == 0 ? 0.0 : sum / static_cast<double>(n); };
+  MeanLatency& m = s.mean_latency;
+  m.in_system = mean(rec->latency_sum, rec->done);
+  m.queue_wait = mean(rec->wait_sum, rec->finished);
+  m.prefill = mean(rec->prefill_sum, rec->finished);
+  m.decode = mean(rec->decode_sum, rec->finished);
+  m.ttft = m.queue_wait + m.prefill;
+  m.finished = m.ttft + m.decode;
   for (std::size_t t = 0; t < rec->tiers.size(); ++t) {
     TierRecord& tr = rec->tiers[t];
     TierScore score;

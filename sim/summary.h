@@ -3,7 +3,8 @@
 // sim/replica.h fills it (Summarize); agent/cli formats it (table, JSON, CSV, SVG).
 //
 // Latencies are seconds of simulated time. TTFT: arrival to first output token
-// (queueing, prefill, any recomputation). ITL: the gap between consecutive output
+// (queueing, prefill, any recomputation); a request with no output token has
+// none, and meets its tier when its prefill ends within the TTFT target. ITL: the gap between consecutive output
 // tokens of one request, over every gap of every finished request. A request meets
 // its tier's SLA when its TTFT <= the tier's ttft_s and its mean ITL (TPOT:
 // (finish - first token) / (output tokens - 1)) <= the tier's itl_s.
@@ -38,6 +39,19 @@ struct TierScore {
   LatencyQuantiles ttft, itl;   // over the tier's finished requests
 };
 
+// Mean seconds per request. `in_system` is over every request, arrival to its
+// departure (a finish or a rejection): Little's law's W, so that mean_in_system =
+// requests / simulated_s x in_system. The others are over finished requests and
+// split `finished` (arrival to finish) in three that add up to it: queue_wait
+// (arrival to its first admission), prefill (first admission to first token; with
+// queue_wait, the TTFT; for a request without output, to its finish) and decode
+// (first token to finish). A preempted request's later waits and recomputation
+// count in the part it was preempted in.
+struct MeanLatency {
+  double in_system = 0, finished = 0;
+  double queue_wait = 0, prefill = 0, ttft = 0, decode = 0;
+};
+
 struct SimSummary {
   // The run.
   double simulated_s = 0;             // first arrival to last finish
@@ -46,6 +60,7 @@ struct SimSummary {
   double output_tokens_per_s = 0;
   double requests_per_s = 0;          // finished requests per second
   LatencyQuantiles ttft, itl;         // every finished request / every token gap
+  MeanLatency mean_latency;
   std::vector<TierScore> tiers;       // in the order of the tier targets
   // Memory.
   std::uint64_t preemptions = 0;      // requests preempted (by recompute)

@@ -190,7 +190,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s (1e-6 to 1e9)")
       ->capture_default_str();
   cmd->add_flag("--spread-ties", o.spread_ties,
-                "Spread requests sharing a timestamp evenly up to the next one (traces rounded to seconds)");
+                "Spread requests sharing a timestamp evenly up to the next one, the last group over the gap before it "
+                "(traces rounded to seconds)");
   cmd->add_option("--timestamp-unit", o.timestamp_unit, "Unit of the timestamp field: auto, ms or s")
       ->capture_default_str();
   cmd->add_option("--tenant-field", o.tenant_fields, "Field(s) naming a record's tenant or class");

@@ -46,7 +46,7 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   const std::uint64_t split = page_tokens / st.block_tokens;
   std::vector<sim::ReplicaRequest> out;
   out.reserve(trace.size());
-  std::uint64_t no_time = 0, no_output = 0, no_input = 0, beyond_classes = 0;
+  std::uint64_t no_time = 0, no_output = 0, zero_output = 0, no_input = 0, beyond_classes = 0;
   // Records the replica cannot run, left out and said (never the whole run):
   // no pages (nothing to prefill or share), a timestamp beyond +-1e11 s, a
   // prompt beyond 2^32 tokens, an output beyond 2^24 tokens.
@@ -97,8 +97,10 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
       continue;
     }
     r.prompt_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(prompt, 1));
-    if (t.output_tokens > 0) {
-      r.output_tokens = static_cast<std::uint32_t>(t.output_tokens);  // at most kMaxOutputTokens
+    if (t.output_tokens >= 0) {
+      // At most kMaxOutputTokens; 0: a request that prefills and ends without a token.
+      r.output_tokens = static_cast<std::uint32_t>(t.output_tokens);
+      zero_output += t.output_tokens == 0;
     } else {
       r.output_tokens = setup->output_tokens;
       ++no_output;
@@ -141,19 +143,27 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
-  // Requests sharing an arrival time: counted, and spread with --spread-ties.
+  // Requests sharing an arrival time: counted, and spread with --spread-ties over
+  // the gap to the next time; the last group, which has no next time, over the gap
+  // from the time before it (one time only: at --rate).
   std::uint64_t tied = 0, distinct = 0;
+  double previous_time = 0;
   for (std::size_t i = 0; i < out.size();) {
     std::size_t j = i;
     while (j < out.size() && out[j].arrival_s == out[i].arrival_s) ++j;
-    ++distinct;
+    const double time = out[i].arrival_s;
     if (j - i > 1) {
       tied += j - i;
-      if (setup->spread_ties && j < out.size()) {
-        const double gap = (out[j].arrival_s - out[i].arrival_s) / static_cast<double>(j - i);
+      if (setup->spread_ties) {
+        const double span = j < out.size() ? out[j].arrival_s - time
+                             : distinct > 0  ? time - previous_time
+                                             : static_cast<double>(j - i) / setup->rate;
+        const double gap = span / static_cast<double>(j - i);
         for (std::size_t k = i; k < j; ++k) out[k].arrival_s += gap * static_cast<double>(k - i);
       }
     }
+    ++distinct;
+    previous_time = time;
     i = j;
   }
   for (const auto& [name, q] : setup->class_quantiles) {
@@ -188,8 +198,10 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   if (any_time && tied > 0) {
     a.push_back(GroupedCount(tied) + " of " + n + " requests share an arrival time with another (" + GroupedCount(distinct) +
                 " distinct times): " +
-                (setup->spread_ties ? "each group spread evenly up to the next time (--spread-ties)"
-                                    : "each group arrives at once, at every load (--spread-ties spreads them)"));
+                (!setup->spread_ties ? "each group arrives at once, at every load (--spread-ties spreads them)"
+                 : distinct > 1      ? "each group spread evenly up to the next time, the last over the gap before "
+                                       "it (--spread-ties)"
+                                     : "spread evenly at --rate (--spread-ties)"));
   }
   if (no_pages > 0) {
     a.push_back(GroupedCount(no_pages) + " of " + n + " records have no hash_ids: left out (nothing to prefill or share)");
@@ -209,6 +221,10 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   if (no_output > 0) {
     a.push_back(GroupedCount(no_output) + " of " + n + " records have no output_length: " +
                 std::to_string(setup->output_tokens) + " output tokens assumed (--output-tokens)");
+  }
+  if (zero_output > 0) {
+    a.push_back(GroupedCount(zero_output) + " of " + n +
+                " records have output_length 0: each prefills its prompt and ends without a token");
   }
   if (no_input > 0) {
     a.push_back(GroupedCount(no_input) + " of " + n + " records have no input_length: pages x " +
@@ -271,6 +287,14 @@ int RunSimulate(const SimulateOptions& options) {
     ro.record.timestamp_unit = *unit;
     if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
     collectors::TraceCallbacks callbacks;
+    // input_length 0 beside pages is a contradiction (a prompt has a token);
+    // without pages the record is left out anyway (no hash_ids).
+    callbacks.check = [](const curve::Request& request) -> std::string {
+      if (request.input_tokens != 0 || request.pages.empty()) return {};
+      return "input_length is 0 but hash_ids has " + std::to_string(request.pages.size()) +
+             (request.pages.size() == 1 ? " page" : " pages") +
+             ": expected the prompt's token count (at least 1), or no input_length to assume pages x page size";
+    };
     callbacks.on_request = [&](curve::Request& request) {
       if (request.input_tokens > 0) {
         evidence.push_back({static_cast<std::uint64_t>(request.input_tokens), request.pages.size()});

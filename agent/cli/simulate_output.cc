@@ -1,6 +1,7 @@
 #include "agent/cli/simulate_output.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -61,6 +62,17 @@ void Coefficients(base::JsonWriter& w, const sim::LinearStepCoefficients& c) {
   w.Key("per_context_token_s");
   w.Number(c.per_context_token_s);
   w.EndObject();
+}
+
+// A run's mean latencies (sim/summary.h, MeanLatency) by their JSON key, in the
+// order of the JSON and the CSV columns (docs/simulate.md, the JSON contract).
+std::array<std::pair<const char*, double>, 6> MeanLatencyFields(const sim::MeanLatency& m) {
+  return {{{"in_system", m.in_system},
+           {"finished", m.finished},
+           {"queue_wait", m.queue_wait},
+           {"prefill", m.prefill},
+           {"ttft", m.ttft},
+           {"decode", m.decode}}};
 }
 
 std::string CsvField(const std::string& s) {
@@ -290,6 +302,13 @@ std::string FormatSimulateJson(const SimulateResult& r) {
     w.Number(m.output_tokens_per_s);
     Quantiles(w, "ttft_s", m.ttft);
     Quantiles(w, "itl_s", m.itl);
+    w.Key("mean_latency_s");
+    w.BeginObject();
+    for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) {
+      w.Key(key);
+      w.Number(value);
+    }
+    w.EndObject();
     w.Key("tiers");
     w.BeginArray();
     for (const sim::TierScore& t : m.tiers) {
@@ -356,8 +375,10 @@ std::string FormatSimulateJson(const SimulateResult& r) {
 std::string FormatSimulateCsv(const SimulateResult& r) {
   std::ostringstream out;
   out << "admission,policy,load,requests,finished,rejected,simulated_s,requests_per_s,output_tokens_per_s,"
-         "ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,itl_p90_s,itl_p99_s,meets_sla,preemptions,recomputed_tokens,"
-         "pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,mean_in_system,steps";
+         "ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,itl_p90_s,itl_p99_s";
+  for (const auto& [key, value] : MeanLatencyFields({})) out << ",mean_latency_" << key << "_s";
+  out << ",meets_sla,preemptions,recomputed_tokens,pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,"
+         "mean_in_system,steps";
   for (const sim::TierTarget& t : r.settings.tiers) out << "," << CsvField("attainment_" + t.name);
   out << "\n";
   for (const SimulateRun& run : r.runs) {
@@ -365,8 +386,9 @@ std::string FormatSimulateCsv(const SimulateResult& r) {
     out << CsvField(run.admission) << "," << CsvField(run.policy) << "," << Number(run.load) << "," << m.requests
         << "," << m.finished << "," << m.rejected << "," << Number(m.simulated_s) << "," << Number(m.requests_per_s)
         << "," << Number(m.output_tokens_per_s) << "," << Number(m.ttft.p50) << "," << Number(m.ttft.p90) << ","
-        << Number(m.ttft.p99) << "," << Number(m.itl.p50) << "," << Number(m.itl.p90) << "," << Number(m.itl.p99)
-        << "," << (run.meets_sla ? "true" : "false") << "," << m.preemptions << "," << m.recomputed_tokens << ","
+        << Number(m.ttft.p99) << "," << Number(m.itl.p50) << "," << Number(m.itl.p90) << "," << Number(m.itl.p99);
+    for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) out << "," << Number(value);
+    out << "," << (run.meets_sla ? "true" : "false") << "," << m.preemptions << "," << m.recomputed_tokens << ","
         << m.pool_blocks << "," << Number(m.mean_running_blocks) << "," << Number(m.mean_cached_blocks) << ","
         << Number(m.prefix_hit_ratio) << "," << Number(m.mean_in_system) << "," << m.steps;
     for (std::size_t i = 0; i < r.settings.tiers.size(); ++i) {

@@ -1,7 +1,9 @@
 // Basic auth for the agent's HTTP server, as exporter-toolkit does it: users map
 // to bcrypt hashes (the web config's basic_auth_users), and a request carries
-// "Authorization: Basic base64(user:password)". See
-// ../shared/docs/operations-conventions.md section 3.
+// "Authorization: Basic base64(user:password)". See exporter-toolkit's
+// web/handler.go (github.com/prometheus/exporter-toolkit: a dummy hash for unknown
+// users, 401 with WWW-Authenticate: Basic; CVE-2022-46146 for its cache key) and
+// docs/web-configuration.md.
 //
 // bcrypt comes from libcrypt (libxcrypt 4.4 on Debian 12, package libcrypt1 /
 // libcrypt-dev), which verifies $2a$, $2b$ and $2y$ hashes with crypt_r and makes

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -260,6 +262,87 @@ TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
 // Prompts that split into more block ids than a run keeps (2^27: 1 GiB of ids), here
 // 300 pages of 2^20 tokens at --block-tokens 1, give an error naming the flag;
 // before, the split ran into bad_alloc (SIGABRT).
+// output_length 0 reads as 0 (a request that prefills and ends without a token),
+// not as missing (it used to get --output-tokens' 128); input_length 0 beside
+// pages is a bad line naming the file, line and field (it used to read as missing).
+TEST(SimulateCommandTest, ZeroLengthsReadAsZeroOrRefusedNamingTheLine) {
+  TempDir dir;
+  const std::string trace = dir.Sub("t.jsonl");
+  ASSERT_TRUE(WriteFile(trace, std::string(kOneRequest) +
+                                   R"({"timestamp": 1, "input_length": 0, "output_length": 3, "hash_ids": [1, 7]})"
+                                   "\n"
+                                   R"({"timestamp": 2, "input_length": 32, "output_length": 0, "hash_ids": [1, 8]})"
+                                   "\n"));
+  auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "greedy",
+                     "--policy", "lru", "--load", "1", "--timestamp-unit", "s", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  EXPECT_NE(r.err.find(trace + ":2: input_length is 0 but hash_ids has 2 pages"), std::string::npos) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 2u) << r.out;
+  std::string assumed;
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  EXPECT_NE(assumed.find("1 of 2 records have output_length 0: each prefills its prompt and ends without a token"),
+            std::string::npos)
+      << assumed;
+  EXPECT_EQ(assumed.find("no output_length"), std::string::npos) << assumed;
+  // The first request's 3 tokens are all the output: the second's prefill (16
+  // tokens past its hit on page 1, 26 ms at 2 s) ends the run at 2.026 s.
+  simdjson::dom::element run = doc["runs"].at(0);
+  EXPECT_EQ(uint64_t(run["finished"]), 2u);
+  EXPECT_NEAR(double(run["simulated_s"]), 2.026, 1e-9);
+  EXPECT_NEAR(double(run["output_tokens_per_s"]), 3 / 2.026, 1e-9);
+
+  // --strict stops at the line instead.
+  r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--strict"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find(trace + ":2: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("input_length is 0"), std::string::npos) << r.err;
+}
+
+// Little's law from the JSON alone: for every run, the time-averaged number in the
+// system equals the arrival rate (requests / simulated_s) times the mean time in
+// the system (mean_latency_s.in_system), rejections by the queue timeout included;
+// the finished requests' mean splits into queue wait, prefill and decode.
+TEST(SimulateCommandTest, JsonCarriesLittlesLaw) {
+  TempDir dir;
+  const std::string trace = dir.Sub("t.jsonl");
+  std::mt19937_64 rng(11);
+  std::exponential_distribution<double> gap(8);  // 8 requests per second
+  std::uniform_int_distribution<int> prompt_pages(1, 12), output(1, 200), system(0, 3);
+  std::ostringstream text;
+  double t = 0;
+  for (int i = 0; i < 800; ++i) {
+    t += gap(rng);
+    const int pages = prompt_pages(rng), shared = std::min(pages, system(rng));
+    text << "{\"timestamp\": " << static_cast<long long>(t * 1000) << ", \"input_length\": " << pages * 16
+         << ", \"output_length\": " << output(rng) << ", \"hash_ids\": [";
+    for (int k = 0; k < pages; ++k) text << (k ? ", " : "") << (k < shared ? k : 1000 * (i + 1) + k);
+    text << "]}\n";
+  }
+  ASSERT_TRUE(WriteFile(trace, text.str()));
+  auto r = Simulate({trace, "--step-coefficients", "fixed=10ms,prefill_token=20us,decode_sequence=0.1ms",
+                     "--pool-blocks", "150", "--max-batched-tokens", "512", "--queue-timeout", "500ms", "--admission",
+                     "greedy,rate-cap", "--policy", "lru", "--load", "0.5,4", "--format", "json"});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  std::uint64_t rejected = 0;
+  for (simdjson::dom::element run : doc["runs"].get_array()) {
+    const std::string what = std::string(std::string_view(run["admission"])) + " at " + std::to_string(double(run["load"]));
+    const double arrivals_per_s = double(uint64_t(run["requests"])) / double(run["simulated_s"]);
+    simdjson::dom::element mean = run["mean_latency_s"];
+    EXPECT_GT(double(run["mean_in_system"]), 1) << what;
+    EXPECT_NEAR(double(run["mean_in_system"]) / (arrivals_per_s * double(mean["in_system"])), 1, 1e-6) << what;
+    EXPECT_NEAR(double(mean["queue_wait"]) + double(mean["prefill"]), double(mean["ttft"]), 1e-9) << what;
+    EXPECT_NEAR(double(mean["ttft"]) + double(mean["decode"]), double(mean["finished"]), 1e-9) << what;
+    EXPECT_GT(double(mean["decode"]), double(mean["prefill"])) << what;  // 100 tokens a request on average
+    rejected += uint64_t(run["rejected"]);
+  }
+  EXPECT_GT(rejected, 0u);  // the timeout bites at load 4
+}
+
 TEST(SimulateCommandTest, TooManyBlocksIsAnErrorNotAnAbort) {
   TempDir dir;
   const std::string trace = dir.Sub("t.jsonl");
@@ -432,7 +515,8 @@ TEST(SimulateCommandTest, MooncakeConversationAtTwoLoads) {
 namespace kvwatch::agent {
 namespace {
 
-std::vector<double> Arrivals(bool spread, std::vector<std::string>* assumptions) {
+std::vector<double> Arrivals(bool spread, std::vector<std::string>* assumptions,
+                             const std::vector<double>& times = {10, 10, 10, 13}) {
   SimulateOptions o;
   o.traces = {"x"};
   o.step_coefficients = kCoefficients;
@@ -441,9 +525,9 @@ std::vector<double> Arrivals(bool spread, std::vector<std::string>* assumptions)
   auto setup = ResolveSimulateOptions(o);
   EXPECT_TRUE(setup.ok());
   EXPECT_TRUE(SettleSimulatePool(&setup.value(), 16).ok());
-  std::vector<curve::Request> trace(4);
+  std::vector<curve::Request> trace(times.size());
   for (std::size_t i = 0; i < trace.size(); ++i) {
-    trace[i].timestamp_s = i < 3 ? 10 : 13;  // three at once, then one 3 s later
+    trace[i].timestamp_s = times[i];  // default: three at once, then one 3 s later
     trace[i].input_tokens = 16;
     trace[i].output_tokens = 1;
     trace[i].pages = {i};
@@ -465,7 +549,18 @@ TEST(SimulateSetupTest, TiedArrivalsAreSaidAndSpreadOnlyWhenAsked) {
             std::string::npos)
       << said[0];
   EXPECT_EQ(Arrivals(true, &said), (std::vector<double>{0, 1, 2, 3}));
-  EXPECT_NE(said[0].find("spread evenly up to the next time (--spread-ties)"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("spread evenly up to the next time, the last over the gap before it (--spread-ties)"),
+            std::string::npos)
+      << said[0];
+  // The last group has no next time: it spreads over the gap before it (3 s for
+  // three requests). It used to stay at once although the note said spread.
+  EXPECT_EQ(Arrivals(true, &said, {10, 13, 13, 13}), (std::vector<double>{0, 3, 4, 5}));
+  // One time only: spaced at --rate (1 request/s).
+  EXPECT_EQ(Arrivals(true, &said, {10, 10, 10}), (std::vector<double>{0, 1, 2}));
+  EXPECT_NE(said[0].find("3 of 3 requests share an arrival time with another (1 distinct times): spread evenly at "
+                         "--rate (--spread-ties)"),
+            std::string::npos)
+      << said[0];
 }
 
 }  // namespace

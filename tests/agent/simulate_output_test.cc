@@ -28,6 +28,7 @@ sim::SimSummary Summary(double attainment_gold, double attainment_free, double t
   s.requests_per_s = 1.9;
   s.ttft = {0.2, 0.9, 2.5};
   s.itl = {0.02, 0.04, 0.09};
+  s.mean_latency = {6.25, 6, 4, 0.5, 4.5, 1.5};
   s.tiers = {{"gold", 50, static_cast<std::uint64_t>(50 * attainment_gold), 0, attainment_gold, {0.1, 0.5, 1}, {0.02, 0.03, 0.05}},
              {"free", 150, static_cast<std::uint64_t>(150 * attainment_free), 10, attainment_free, {0.3, 1, 3}, {0.02, 0.05, 0.1}}};
   s.preemptions = 7;
@@ -136,11 +137,15 @@ TEST(SimulateOutputTest, JsonCarriesTheContractKeys) {
   ASSERT_EQ(runs.size(), r.runs.size());
   simdjson::dom::element run = runs.at(0);
   for (const char* key : {"admission", "policy", "load", "requests", "finished", "rejected", "simulated_s",
-                          "requests_per_s", "output_tokens_per_s", "ttft_s", "itl_s", "tiers", "meets_sla",
+                          "requests_per_s", "output_tokens_per_s", "ttft_s", "itl_s", "mean_latency_s", "tiers",
+                          "meets_sla",
                           "preemptions", "recomputed_tokens", "kv", "prefix_hit_ratio", "mean_in_system", "steps"}) {
     EXPECT_EQ(run[key].error(), simdjson::SUCCESS) << key;
   }
   EXPECT_DOUBLE_EQ(double(run["ttft_s"]["p99"]), 2.5);
+  const std::pair<const char*, double> means[] = {{"in_system", 6.25}, {"finished", 6},  {"queue_wait", 4},
+                                                  {"prefill", 0.5},    {"ttft", 4.5},     {"decode", 1.5}};
+  for (const auto& [key, value] : means) EXPECT_DOUBLE_EQ(double(run["mean_latency_s"][key]), value) << key;
   EXPECT_EQ(uint64_t(run["kv"]["pool_blocks"]), 1000u);
   EXPECT_DOUBLE_EQ(double(run["kv"]["mean_running_blocks"]), 600);
   EXPECT_DOUBLE_EQ(double(run["tiers"].at(1)["attainment"]), 0.95);
@@ -159,8 +164,9 @@ TEST(SimulateOutputTest, CsvHasOneRowPerRunAndATierColumnEach) {
   std::getline(in, header);
   EXPECT_EQ(header,
             "admission,policy,load,requests,finished,rejected,simulated_s,requests_per_s,output_tokens_per_s,"
-            "ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,itl_p90_s,itl_p99_s,meets_sla,preemptions,recomputed_tokens,"
-            "pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,mean_in_system,steps,"
+            "ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,itl_p90_s,itl_p99_s,mean_latency_in_system_s,"
+            "mean_latency_finished_s,mean_latency_queue_wait_s,mean_latency_prefill_s,mean_latency_ttft_s,"
+            "mean_latency_decode_s,meets_sla,preemptions,recomputed_tokens,pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,mean_in_system,steps,"
             "attainment_gold,attainment_free");
   const auto columns = std::count(header.begin(), header.end(), ',');
   std::size_t rows = 0;
@@ -168,8 +174,8 @@ TEST(SimulateOutputTest, CsvHasOneRowPerRunAndATierColumnEach) {
     EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;
   }
   EXPECT_EQ(rows, r.runs.size());
-  EXPECT_NE(csv.find("\ngreedy,lru,0.5,200,190,10,100,1.9,1000,0.2,0.9,2.5,0.02,0.04,0.09,true,7,12345,1000,600,300,"
-                     "0.4321,12.5,4000,1,0.95\n"),
+  EXPECT_NE(csv.find("\ngreedy,lru,0.5,200,190,10,100,1.9,1000,0.2,0.9,2.5,0.02,0.04,0.09,6.25,6,4,0.5,4.5,1.5,true,7,"
+                     "12345,1000,600,300,0.4321,12.5,4000,1,0.95\n"),
             std::string::npos)
       << csv;
 }

@@ -14,7 +14,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Real lines quoted in ../shared/docs/engine-formats.md sections 4 and 5.3.
+// Real lines as users posted them: vLLM's stats lines from LMCache issue #3532
+// (v0.22.0), vLLM PR #21809 (mid-2025) and PR #37307; the V0 preemption warning from
+// the PR #6102 thread; SGLang's (2024-12 and 2025-02 releases) and its retraction
+// line from the SGLang docs.
 constexpr const char* kVllmStats1 =
     "(APIServer pid=58) INFO 06-04 15:12:20 [v1/metrics/loggers.py:259] Engine 000: Avg prompt throughput: 34.9 "
     "tokens/s, Avg generation throughput: 1.2 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: "

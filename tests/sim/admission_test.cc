@@ -81,6 +81,60 @@ TEST(AdmissionTest, ReserveQuantileLearnsFromFinishedRequests) {
   EXPECT_FALSE(SimulateReplica(o, reqs, time).ok());
 }
 
+// rate-cap on identical requests with a constant step cost and 1-token blocks, far
+// past saturation, against the eviction-free rate of the fluid model (Ao, Dong,
+// Luo, Simchi-Levi, arXiv 2606.15555: a request's KV grows from its prompt to
+// prompt + output over its output steps, so it holds output x (prompt + output / 2)
+// block-steps and the pool sustains pool / that admissions per step). rate-cap
+// finishes at least 0.95 of that per step without preempting. Its credits used to
+// be capped at max(1, r), which dropped the fraction at each admission: 1 /
+// ceil(1 / r) per step, 0.75, 0.70, 0.77 and 0.54 of the rate in these four shapes;
+// with the fraction kept but no room left for the swing of the blocks in use, it
+// preempted (2, 1, 28 and 150 times).
+TEST(AdmissionTest, RateCapAdmitsAtTheEvictionFreeRate) {
+  struct Shape {
+    std::uint32_t prompt, output;
+    std::uint64_t pool;
+  };
+  for (const Shape& shape : {Shape{100, 100, 10000}, Shape{200, 50, 8000}, Shape{64, 256, 16000}, Shape{10, 20, 370}}) {
+    const double rate = static_cast<double>(shape.pool) / (shape.output * (shape.prompt + shape.output / 2.0));
+    ReplicaOptions o;
+    o.pool_blocks = shape.pool;
+    o.block_tokens = 1;
+    o.admission = Admission::kRateCap;
+    // Enough requests for some 6,000 steps, all waiting from the start.
+    const auto n = static_cast<std::uint32_t>(6000 * rate);
+    std::vector<ReplicaRequest> reqs;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      ReplicaRequest r;
+      r.prompt_tokens = shape.prompt;
+      r.output_tokens = shape.output;
+      for (std::uint32_t k = 0; k < shape.prompt; ++k) r.pages.push_back((std::uint64_t{i + 1} << 20) + k);
+      reqs.push_back(std::move(r));
+    }
+    const double step_s = 0.01;
+    const LinearStepTime time({step_s, 0, 0, 0, 0});
+    std::vector<std::uint32_t> finished;
+    ReplicaObserver obs;
+    obs.on_step = [&](const StepRecord& s) { finished.push_back(s.finished); };
+    auto run = SimulateReplicaObserved(o, reqs, time, {}, obs);
+    ASSERT_TRUE(run.ok()) << run.error();
+    // Finished per step over the middle half of the steps (past the first
+    // finishes, before the queue drains); per second over the whole run.
+    const std::size_t lo = finished.size() / 4, hi = finished.size() * 3 / 4;
+    std::uint64_t done = 0;
+    for (std::size_t k = lo; k < hi; ++k) done += finished[k];
+    const double per_step = static_cast<double>(done) / static_cast<double>(hi - lo);
+    const std::string what = std::to_string(shape.prompt) + "/" + std::to_string(shape.output) + "/" +
+                             std::to_string(shape.pool) + ": rate " + std::to_string(rate) + ", per step " +
+                             std::to_string(per_step);
+    EXPECT_EQ(run.value().preemptions, 0u) << what;
+    EXPECT_EQ(run.value().finished, n) << what;
+    EXPECT_GE(per_step, 0.95 * rate) << what;
+    EXPECT_GE(run.value().requests_per_s * step_s, 0.9 * rate) << what;  // warm-up and drain included
+  }
+}
+
 }  // namespace
 }  // namespace kvwatch::sim
 
@@ -106,25 +160,47 @@ TEST(AdmissionEstimatorTest, OutputQuantilesRoundUpToTheirBucket) {
 
 TEST(AdmissionEstimatorTest, RateCapFromItsPriorThenFromFinishedRequests) {
   RateCap cap(1000, 16, 100);
+  EXPECT_EQ(cap.Rate(), 0);  // nothing known before the first admission
+  cap.StartStep();
+  EXPECT_FALSE(cap.CanAdmit());
+  cap.Allow();  // the empty replica admits one anyway, on credit
+  EXPECT_TRUE(cap.CanAdmit());
+  cap.Spend();
+  EXPECT_FALSE(cap.CanAdmit());
   cap.Admitted(160);
-  // Prior: 100 decode steps x (10 prompt blocks + 100 / 32 of growth on average).
-  EXPECT_DOUBLE_EQ(cap.Rate(), 1000 / (100 * (10 + 100.0 / 32)));
-  cap.Finished(400);
-  cap.Finished(600);
-  EXPECT_DOUBLE_EQ(cap.Rate(), 2);
-  // Credits: one to start, plus the rate each step, up to a step's worth.
-  cap.StartStep();
-  EXPECT_TRUE(cap.CanAdmit());
-  cap.Spend();
-  EXPECT_TRUE(cap.CanAdmit());
-  cap.Spend();
-  EXPECT_FALSE(cap.CanAdmit());
-  for (int i = 0; i < 300; ++i) cap.Finished(4000);  // the window keeps the last 256
-  EXPECT_DOUBLE_EQ(cap.Rate(), 0.25);
+  // Prior: 100 decode steps x (10 prompt blocks + 100 / 32 of growth on average);
+  // half a peak of 10 + 100 / 16 blocks kept free.
+  EXPECT_DOUBLE_EQ(cap.Rate(), (1000 - (10 + 100.0 / 16) / 2) / (100 * (10 + 100.0 / 32)));
+  cap.Finished(400, 30);
+  cap.Finished(600, 10);
+  EXPECT_DOUBLE_EQ(cap.Rate(), (1000 - 10) / 500.0);
+  // The allowed admission's debt of 1 is paid first: -1 + 1.98 leaves 0.98.
   cap.StartStep();
   EXPECT_FALSE(cap.CanAdmit());
-  for (int i = 0; i < 3; ++i) cap.StartStep();
-  EXPECT_TRUE(cap.CanAdmit());
+  // Credits: the rate each step, up to the rate + 1.
+  cap.StartStep();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(cap.CanAdmit()) << i;
+    cap.Spend();
+  }
+  EXPECT_FALSE(cap.CanAdmit());
+  for (int i = 0; i < 3; ++i) cap.StartStep();  // nothing admitted: the credit stops at 2.98
+  for (int i = 0; i < 2; ++i) cap.Spend();
+  EXPECT_FALSE(cap.CanAdmit());
+  // The fraction is kept: at 0.4 per step, two admissions every five steps (the
+  // old cap at max(1, r) gave one every three).
+  for (int i = 0; i < 300; ++i) cap.Finished(2500, 0);  // the window keeps the last 256
+  EXPECT_DOUBLE_EQ(cap.Rate(), 0.4);
+  int admitted = 0;
+  for (int step = 0; step < 100; ++step) {
+    cap.StartStep();
+    while (cap.CanAdmit()) {
+      cap.Spend();
+      ++admitted;
+    }
+  }
+  EXPECT_GE(admitted, 39);  // 40 up to rounding
+  EXPECT_LE(admitted, 40);
 }
 
 }  // namespace

@@ -265,8 +265,56 @@ TEST(ReplicaTest, LittlesLawHoldsOnARandomWorkload) {
       }
       EXPECT_GT(run.summary.mean_in_system, 1) << what;
       EXPECT_NEAR(run.summary.mean_in_system / (throughput * mean_latency), 1, 0.01) << what;
+      // The summary's own mean time in system is the same W, and its parts add up.
+      const MeanLatency& m = run.summary.mean_latency;
+      EXPECT_NEAR(m.in_system / mean_latency, 1, 1e-9) << what;
+      EXPECT_NEAR(run.summary.mean_in_system / (throughput * m.in_system), 1, 0.01) << what;
+      EXPECT_NEAR(m.queue_wait + m.prefill + m.decode, m.finished, 1e-9) << what;
+      EXPECT_GT(m.queue_wait, 0) << what;
+      EXPECT_GT(m.prefill, 0) << what;
+      EXPECT_GT(m.decode, 0) << what;
     }
   }
+}
+
+// A request of 0 output tokens (a trace's output_length 0) computes its prompt and
+// leaves at the end of that step without a token; its pages stay cached for the
+// next request. Steps of 1 s; A: 8 prompt tokens (2 blocks of 4), no output; B at
+// t = 0.5: the same 2 pages and 4 more tokens, 2 output tokens.
+TEST(ReplicaTest, ZeroOutputTokensIsAPrefillOnlyRequest) {
+  const LinearStepTime time({1, 0, 0, 0, 0});
+  ReplicaOptions o;
+  o.pool_blocks = 10;
+  o.block_tokens = 4;
+  o.tiers = {{"all", 1.5, 1}};
+  const std::vector<ReplicaRequest> reqs = {Req(0, {1, 2}, 8, 0), Req(0.5, {1, 2, 3}, 12, 2)};
+  const SimRun run = Simulate(o, reqs, time);
+  ASSERT_EQ(run.outcomes.size(), 2u);
+  // Step 1 (0-1 s): A's prefill; A finishes at 1 s, with no token.
+  EXPECT_TRUE(run.outcomes[0].finished);
+  EXPECT_DOUBLE_EQ(run.outcomes[0].finish_s, 1);
+  EXPECT_DOUBLE_EQ(run.outcomes[0].first_token_s, 1);
+  // Step 2 (1-2 s): B hits A's two cached pages and computes its last 4 tokens,
+  // first token at 2 s; step 3: its second at 3 s.
+  EXPECT_EQ(run.outcomes[1].hit_pages, 2u);
+  EXPECT_DOUBLE_EQ(run.outcomes[1].first_admission_s, 1);
+  EXPECT_DOUBLE_EQ(run.outcomes[1].first_token_s, 2);
+  EXPECT_DOUBLE_EQ(run.outcomes[1].finish_s, 3);
+  const SimSummary& s = run.summary;
+  EXPECT_EQ(s.finished, 2u);
+  EXPECT_EQ(s.steps, 3u);
+  EXPECT_DOUBLE_EQ(s.output_tokens_per_s, 2.0 / 3);  // A's output counts 0
+  EXPECT_DOUBLE_EQ(s.ttft.p99, 1.5);                 // B's only: A has no first token
+  // A meets the TTFT target of 1.5 s with its prefill (1 s); B too (1.5 s).
+  ASSERT_EQ(s.tiers.size(), 1u);
+  EXPECT_EQ(s.tiers[0].met, 2u);
+  // Means: A waits 0, prefills 1, decodes 0; B waits 0.5, prefills 1, decodes 1.
+  EXPECT_DOUBLE_EQ(s.mean_latency.queue_wait, 0.25);
+  EXPECT_DOUBLE_EQ(s.mean_latency.prefill, 1);
+  EXPECT_DOUBLE_EQ(s.mean_latency.ttft, 1.25);
+  EXPECT_DOUBLE_EQ(s.mean_latency.decode, 0.5);
+  EXPECT_DOUBLE_EQ(s.mean_latency.finished, 1.75);
+  EXPECT_DOUBLE_EQ(s.mean_latency.in_system, 1.75);
 }
 
 TEST(ReplicaTest, BadOptionsAndRequestsAreErrorsNamingThem) {
@@ -278,11 +326,11 @@ TEST(ReplicaTest, BadOptionsAndRequestsAreErrorsNamingThem) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("request 1: arrival_s"), std::string::npos) << r.error();
   reqs[1].arrival_s = 2;
-  reqs[0].output_tokens = 0;
+  reqs[0].prompt_tokens = 0;
   r = SimulateReplica(o, reqs, time);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().find("request 0: output_tokens"), std::string::npos) << r.error();
-  reqs[0].output_tokens = 1;
+  EXPECT_NE(r.error().find("request 0: prompt_tokens"), std::string::npos) << r.error();
+  reqs[0].prompt_tokens = 4;
   // Every policy of curve/ has an evictor (none is an error any more).
   for (curve::PolicyKind kind : curve::kAllPolicies) {
     EXPECT_TRUE(SupportedByReplica(kind)) << curve::PolicyName(kind);

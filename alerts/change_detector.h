@@ -45,8 +45,8 @@
 // running mean and absolute delta/lambda depend on the counter's scale.
 //
 // Thread safety: none (stateful); one owner serializes calls.
-#ifndef KVWATCH_ALERTS_CHANGE_TEST_H_
-#define KVWATCH_ALERTS_CHANGE_TEST_H_
+#ifndef KVWATCH_ALERTS_CHANGE_DETECTOR_H_
+#define KVWATCH_ALERTS_CHANGE_DETECTOR_H_
 
 #include <chrono>
 #include <optional>
@@ -198,4 +198,4 @@ class ChangeTestDetector : public Detector {
 
 }  // namespace kvwatch::alerts
 
-#endif  // KVWATCH_ALERTS_CHANGE_TEST_H_
+#endif  // KVWATCH_ALERTS_CHANGE_DETECTOR_H_

@@ -1,4 +1,4 @@
-#include "alerts/change_test.h"
+#include "alerts/change_detector.h"
 
 #include <algorithm>
 #include <cmath>

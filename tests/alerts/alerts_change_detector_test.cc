@@ -1,8 +1,8 @@
-// Tests for alerts/change_test.h: the CUSUM statistic, and the eviction-rate drift
+// Tests for alerts/change_detector.h: the CUSUM statistic, and the eviction-rate drift
 // detector through the Alerter: it catches a sustained small shift that the
 // window comparison with default thresholds misses, stays quiet on long
 // stationary noise, re-learns after a long alarm, and handles volume and resets.
-#include "alerts/change_test.h"
+#include "alerts/change_detector.h"
 
 #include <chrono>
 #include <cmath>
