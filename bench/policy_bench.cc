@@ -13,7 +13,7 @@
 // do what libCacheSim's cache->get does, over the same requests with the same
 // check-then-touch semantics (a request's hits are its leading resident pages,
 // then every page is one get in touch order), timed alternately in the same
-// iteration; ratio = kvwatch's references per second / the baseline's. The
+// iteration (thread CPU time); ratio = kvwatch's references per second / the baseline's. The
 // baseline's data structures are libCacheSim's (github.com/1a1a11a/libCacheSim,
 // read at commit 15463060, LRU.c, FIFO.c, ARC.c, S3FIFO.c, chainedHashTableV2.c,
 // cacheObj.h): a chained hash table of object pointers (2^23 buckets, its
@@ -26,6 +26,8 @@
 //
 //   build/bench/policy_bench --benchmark_filter=VsLibCacheSim --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -54,7 +56,11 @@ struct Loaded {
 const Loaded& Weka() {
   static Loaded w = [] {
     Loaded l;
-    const std::string path = std::string(KVWATCH_SHARED_DATA) + "/weka/claude_code_sessions_merged.jsonl.gz";
+    // The environment's KVWATCH_SHARED_DATA, when set, overrides the build's (a worktree
+    // elsewhere than beside ../shared).
+    const char* env = std::getenv("KVWATCH_SHARED_DATA");
+    const std::string path = std::string(env != nullptr ? env : KVWATCH_SHARED_DATA) +
+                             "/weka/claude_code_sessions_merged.jsonl.gz";
     if (!std::filesystem::exists(path)) return l;
     EngineOptions eo;
     eo.remembered_evictions = 0;
@@ -471,22 +477,27 @@ void VsLibCacheSim(benchmark::State& state) {
   o.kind = kCompared[state.range(0)];
   o.capacity = kCapacity;
   state.SetLabel(std::string(PolicyName(o.kind)));
-  using Clock = std::chrono::steady_clock;
+  // CPU time of this thread: the machine is shared, and wall time followed the load.
+  auto now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
   double ours_s = 0, base_s = 0;
   std::uint64_t ours_hits = 0, base_hits = 0;
   for (auto _ : state) {
-    const auto t0 = Clock::now();
+    const double t0 = now();
     base_hits = libcs::Run(o.kind, w.trace, o.capacity, o.s3fifo_promotion_hits);
-    const auto t1 = Clock::now();
+    const double t1 = now();
     auto run = RunPolicy(w.trace, o, 1.0);
-    const auto t2 = Clock::now();
+    const double t2 = now();
     if (!run.ok()) {
       state.SkipWithError(run.error().c_str());
       return;
     }
     ours_hits = run.value().total.page_hits;
-    base_s += std::chrono::duration<double>(t1 - t0).count();
-    ours_s += std::chrono::duration<double>(t2 - t1).count();
+    base_s += t1 - t0;
+    ours_s += t2 - t1;
   }
   const double refs = static_cast<double>(w.trace.page_refs()) * static_cast<double>(state.iterations());
   state.counters["kvwatch_Mrefs_s"] = refs / ours_s * 1e-6;
