@@ -116,16 +116,24 @@ void StackEngine(benchmark::State& state) {
   state.counters["hit_ratio"] = static_cast<double>(hits) / static_cast<double>(w.trace.page_refs());
 }
 
-void Policy(benchmark::State& state) {
+// The trace, or nullptr (the benchmark skipped); *o the policy at kCapacity, labelled.
+const Loaded* Setup(benchmark::State& state, PolicyKind kind, PolicyOptions* o) {
   const Loaded& w = Weka();
   if (!w.ok) {
     state.SkipWithError("../shared/data/weka is absent");
-    return;
+    return nullptr;
   }
+  o->kind = kind;
+  o->capacity = kCapacity;
+  state.SetLabel(std::string(PolicyName(kind)));
+  return &w;
+}
+
+void Policy(benchmark::State& state) {
   PolicyOptions o;
-  o.kind = kAllPolicies[state.range(0)];
-  o.capacity = kCapacity;
-  state.SetLabel(std::string(PolicyName(o.kind)));
+  const Loaded* loaded = Setup(state, kAllPolicies[state.range(0)], &o);
+  if (loaded == nullptr) return;
+  const Loaded& w = *loaded;
   PolicyRunResult last;
   for (auto _ : state) {
     auto run = RunPolicy(w.trace, o, 1.0);
@@ -468,15 +476,10 @@ std::uint64_t Run(PolicyKind kind, const StoredTrace& trace, std::uint64_t capac
 constexpr PolicyKind kCompared[] = {PolicyKind::kLru, PolicyKind::kFifo, PolicyKind::kArc, PolicyKind::kS3Fifo};
 
 void VsLibCacheSim(benchmark::State& state) {
-  const Loaded& w = Weka();
-  if (!w.ok) {
-    state.SkipWithError("../shared/data/weka is absent");
-    return;
-  }
   PolicyOptions o;
-  o.kind = kCompared[state.range(0)];
-  o.capacity = kCapacity;
-  state.SetLabel(std::string(PolicyName(o.kind)));
+  const Loaded* loaded = Setup(state, kCompared[state.range(0)], &o);
+  if (loaded == nullptr) return;
+  const Loaded& w = *loaded;
   // CPU time of this thread: the machine is shared, and wall time followed the load.
   auto now = [] {
     timespec ts{};
