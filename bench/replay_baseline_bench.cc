@@ -15,10 +15,14 @@
 //
 // The comparison (no mode, the default): decompresses the weka trace to a temp
 // file (zlib), converts it, then runs, alternately and 5 times each, this program's
-// baseline on the .bin file and `kvwatch replay --format json --progress never` on
-// the uncompressed trace, timing each whole process (fork to wait, wall clock), and
-// prints both medians and their ratio (and, for context, the median CPU time of
-// each, all threads). The issue's target is replay <= 1.25x.
+// baseline on the .bin file and `kvwatch replay --format json --progress never
+// --capacities 1000,100000,400000` on the uncompressed trace, timing each whole
+// process (fork to wait, wall clock), and prints both medians and replay's speed
+// as a share of the baseline's (references per second, the same references: the
+// baseline's time over replay's; and, for context, the median CPU time of each,
+// all threads). Issue 12's target was replay within 1.25x of the baseline's time;
+// issue 26's is replay at >= 1.0x its speed (it had fallen to 0.37x when every
+// trace paid for per-tenant curves).
 //
 // A plain program with its own main(); it times processes, not functions (like
 // agent_load_bench, the kvwatch binary is found beside it, see --kvwatch).
@@ -296,7 +300,9 @@ int RunComparison(int argc, char** argv) {
   }
   std::vector<double> base, replay, base_cpu, replay_cpu;
   const std::vector<std::string> base_cmd = {self.string(), "baseline", bin};
-  const std::vector<std::string> replay_cmd = {kvwatch, "replay", "--format", "json", "--progress", "never", jsonl};
+  const std::vector<std::string> replay_cmd = {kvwatch,      "replay",     "--format",
+                                               "json",       "--progress", "never",
+                                               "--capacities", "1000,100000,400000", jsonl};
   for (int r = 0; rc == 0 && r < runs; ++r) {
     const Timing b = TimeProcess(base_cmd, out);
     const Timing k = TimeProcess(replay_cmd, out);
@@ -318,7 +324,7 @@ int RunComparison(int argc, char** argv) {
                 trace.c_str());
     std::printf("median of %d, whole-process wall time: baseline %.3f s, kvwatch replay --format json %.3f s\n", runs,
                 mb, mk);
-    std::printf("ratio replay / baseline: %.2fx (target <= 1.25x)\n", mk / mb);
+    std::printf("replay's references per second / the baseline's: %.2fx (target >= 1.0x)\n", mb / mk);
     std::printf("median cpu (user+sys, all threads): baseline %.3f s, replay %.3f s\n", Median(base_cpu),
                 Median(replay_cpu));
   }

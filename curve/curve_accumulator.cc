@@ -176,40 +176,63 @@ void CompactCurveAccumulator::MergeEntries(std::vector<Entry>* entries) {
   entries->resize(out);
 }
 
-void CompactCurveAccumulator::Append(std::vector<Entry>* entries, std::size_t* merged_size, std::uint32_t capacity,
+CompactCurveAccumulator::CompactCurveAccumulator(const CurveAccumulator& so_far)
+    : coverage_share_(so_far.coverage_share()), dense_(std::make_unique<CurveAccumulator>(so_far)) {}
+
+bool CompactCurveAccumulator::Append(std::vector<Entry>* entries, std::uint32_t* merged_size, std::uint32_t capacity,
                                      std::uint64_t count, std::uint64_t depth) {
   // Consecutive pages of a request often share a capacity: one entry.
   if (!entries->empty() && entries->back().capacity == capacity) {
     entries->back().count += count;
     entries->back().depth += depth;
-    return;
+    return false;
   }
-  if (entries->size() >= 2 * *merged_size + 16) {
+  if (entries->size() >= 2 * std::size_t{*merged_size} + 16) {
     MergeEntries(entries);
-    *merged_size = entries->size();
+    *merged_size = static_cast<std::uint32_t>(entries->size());
     // Keep the vector's slack proportional to what it holds after a merge.
     if (entries->capacity() > 4 * entries->size() + 64) entries->shrink_to_fit();
   }
   entries->push_back({capacity, count, depth});
+  return true;
 }
 
 void CompactCurveAccumulator::Add(const RequestOutcome& outcome) {
+  if (dense_) {
+    dense_->Add(outcome);
+    return;
+  }
   totals_.Add(outcome);
   const std::size_t n = outcome.size();
   for (std::size_t i = 0; i < n; ++i) {  // as CurveAccumulator::Add: the hits are a prefix
     const std::uint32_t c = outcome.hit_capacity(i);
     if (c == 0) break;
-    Append(&hits_, &hits_merged_, c, 1, i);
+    largest_ = std::max(largest_, c);
+    if (Append(&hits_, &hits_merged_, c, 1, i)) Appended();
   }
   const std::uint32_t r = outcome.Requirement(coverage_share_);
   if (r == kBeyondTracked) {
     ++totals_.requests_beyond;
   } else {
-    Append(&required_, &required_merged_, r, 1, 0);
+    largest_ = std::max(largest_, r);
+    if (Append(&required_, &required_merged_, r, 1, 0)) Appended();
   }
+  MaybeTurnDense();
+}
+
+void CompactCurveAccumulator::MaybeTurnDense() {
+  const std::uint64_t range = std::uint64_t{largest_} + 1;
+  const std::uint64_t held = (hits_.size() + required_.size()) * sizeof(Entry);
+  const std::uint64_t dense_bytes = range * 3 * sizeof(std::uint64_t);  // hits, depth, required
+  if (std::uint64_t{appended_} < kDenseAfter * range && held < dense_bytes) return;
+  dense_ = std::make_unique<CurveAccumulator>(Dense());
+  std::vector<Entry>().swap(hits_);
+  std::vector<Entry>().swap(required_);
+  hits_merged_ = required_merged_ = 0;
 }
 
 CurveAccumulator CompactCurveAccumulator::Dense() const {
+  if (dense_) return *dense_;
   CurveAccumulator acc(coverage_share_);
   acc.totals_ = totals_;
   auto size = [](const std::vector<Entry>& entries) {
@@ -229,7 +252,13 @@ CurveAccumulator CompactCurveAccumulator::Dense() const {
 }
 
 std::size_t CompactCurveAccumulator::MemoryBytes() const {
-  return sizeof(*this) + (hits_.capacity() + required_.capacity()) * sizeof(Entry);
+  std::size_t bytes = sizeof(*this) + (hits_.capacity() + required_.capacity()) * sizeof(Entry);
+  if (dense_) {
+    bytes += sizeof(CurveAccumulator) +
+             (dense_->hits_.capacity() + dense_->depth_.capacity() + dense_->required_.capacity()) *
+                 sizeof(std::uint64_t);
+  }
+  return bytes;
 }
 
 }  // namespace kvwatch::curve

@@ -16,6 +16,7 @@
 #define KVWATCH_CURVE_CURVE_ACCUMULATOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -104,34 +105,66 @@ class CurveAccumulator {
 // entries, merged (sorted, summed) whenever they double since the last merge, so
 // at most about twice the distinct capacities are held. Dense() builds the
 // CurveAccumulator to query, for one group at a time.
+//
+// A busy group turns dense: once it has appended kDenseAfter times as many entries
+// as its largest capacity (or holds as many bytes of entries as the dense form
+// would), its entries become a CurveAccumulator and later requests go there in
+// O(1) per page. The sorts of the merges cost O(log n) per entry: on a large trace
+// of few groups they were most of replay's time (issue 26: 43% on the coding-agent
+// trace). The dense form then takes at most 24 bytes per capacity times 3/2 (its
+// growth), which is at most 18 bytes per entry the group appended: memory stays
+// bounded by the trace's size, and a small group (the 200,000 tenants of a few
+// requests each) never turns dense.
 class CompactCurveAccumulator {
  public:
   explicit CompactCurveAccumulator(double coverage_share = 1.0) : coverage_share_(coverage_share) {}
+  // A group whose requests so far are exactly `so_far`'s (replay's "none" tenant
+  // when the first request with a tenant comes: every earlier one had none, so
+  // its curve is the whole trace's). Dense from the start.
+  explicit CompactCurveAccumulator(const CurveAccumulator& so_far);
 
   // As CurveAccumulator::Add.
   void Add(const RequestOutcome& outcome);
   // A CurveAccumulator with exactly the numbers of the requests added.
   CurveAccumulator Dense() const;
 
-  std::uint64_t requests() const { return totals_.requests; }
+  std::uint64_t requests() const { return dense_ ? dense_->requests() : totals_.requests; }
+  bool is_dense() const { return dense_ != nullptr; }
   std::size_t MemoryBytes() const;
 
+  // Entries appended per capacity of the group's range before it turns dense.
+  static constexpr std::uint64_t kDenseAfter = 2;
+
  private:
+  // Packed to 20 bytes (a tenant per user holds a few entries each).
+#pragma pack(push, 4)
   struct Entry {
     std::uint32_t capacity;
     std::uint64_t count;
     std::uint64_t depth;  // sum of the page positions (hits); unused for requirements
   };
-  static void Append(std::vector<Entry>* entries, std::size_t* merged_size, std::uint32_t capacity,
+#pragma pack(pop)
+  static_assert(sizeof(Entry) == 20);
+  // Whether a new entry was appended (else the last one took the count).
+  static bool Append(std::vector<Entry>* entries, std::uint32_t* merged_size, std::uint32_t capacity,
                      std::uint64_t count, std::uint64_t depth);
   static void MergeEntries(std::vector<Entry>* entries);
+  void Appended() {
+    if (appended_ != 0xffffffffu) ++appended_;
+  }
+  void MaybeTurnDense();
 
   double coverage_share_;
   CurveTotals totals_;
   std::vector<Entry> hits_;
   std::vector<Entry> required_;
-  std::size_t hits_merged_ = 0;      // size after the last merge
-  std::size_t required_merged_ = 0;
+  // 32 bits each: a group holds fewer entries than distinct capacities (< 2^32)
+  // before it turns dense.
+  std::uint32_t hits_merged_ = 0;  // size after the last merge
+  std::uint32_t required_merged_ = 0;
+  std::uint32_t appended_ = 0;     // entries appended in the compact form (saturates)
+  std::uint32_t largest_ = 0;      // the largest capacity appended
+  std::unique_ptr<CurveAccumulator> dense_;  // once busy: every request goes here
 };
 
 }  // namespace kvwatch::curve

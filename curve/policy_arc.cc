@@ -48,8 +48,10 @@ class ArcCache final : public PolicyCache {
       const std::uint32_t* found = map_.Find(p);
       return found != nullptr && IsResident(nodes_[*found].list);
     });
-    policy_internal::ForEachInTouchOrder(request.pages.size(), options_.touch_order,
-                                         [&](std::size_t i) { Reference(request.pages[i]); });
+    policy_internal::ForEachInTouchOrder(request.pages.size(), options_.touch_order, [&](std::size_t i) {
+      policy_internal::PrefetchAhead(map_, request.pages, i, options_.touch_order);
+      Reference(request.pages[i]);
+    });
     return out;
   }
 

@@ -33,6 +33,18 @@ void ForEachInTouchOrder(std::size_t n, TouchOrder order, Fn&& fn) {
   }
 }
 
+// Hints the CPU to fetch the map entry of the page kPrefetchAhead references after
+// position i in the touch order, so that its lookup does not wait on memory.
+inline constexpr std::size_t kPrefetchAhead = 8;
+template <typename Map>
+void PrefetchAhead(const Map& map, std::span<const PageId> pages, std::size_t i, TouchOrder order) {
+  if (order == TouchOrder::kTailFirst) {
+    if (i >= kPrefetchAhead) map.Prefetch(pages[i - kPrefetchAhead]);
+  } else if (i + kPrefetchAhead < pages.size()) {
+    map.Prefetch(pages[i + kPrefetchAhead]);
+  }
+}
+
 // A pool of slots of T reused after Release (indices stay small and stable).
 template <typename T>
 class SlotPool {

@@ -331,8 +331,16 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
   // Every request counts under its tenant's label as the agent sanitizes it
   // (curve::SanitizeLabel: "none" without a tenant); the map is reported when
   // some request had a tenant.
-  any_tenant_ = any_tenant_ || !request.tenant.empty();
-  if (request.tenant != last_tenant_name_ || last_tenant_ == nullptr) {
+  // Until some request has a tenant, every one is "none", whose curve is the
+  // whole trace's: no second accumulator (a trace without tenants pays nothing).
+  // The first request with a tenant starts "none" from the whole trace's curve.
+  if (!any_tenant_ && !request.tenant.empty()) {
+    any_tenant_ = true;
+    if (requests_ > 1) {
+      tenants_.emplace(curve::SanitizeLabel(""), Tenant{curve::CompactCurveAccumulator(total_), page_refs_ - pages.size()});
+    }
+  }
+  if (any_tenant_ && (request.tenant != last_tenant_name_ || last_tenant_ == nullptr)) {
     const std::string label = curve::SanitizeLabel(request.tenant);
     auto it = tenants_.find(label);
     if (it == tenants_.end()) {
@@ -341,8 +349,8 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
     last_tenant_name_ = request.tenant;
     last_tenant_ = &it->second;
   }
-  Tenant* tenant = last_tenant_;
-  tenant->page_refs += pages.size();
+  Tenant* tenant = any_tenant_ ? last_tenant_ : nullptr;
+  if (tenant != nullptr) tenant->page_refs += pages.size();
   if (sampled_) {
     sampled_->Process(pages, &outcome_);
     // A request with no sampled page says nothing about its requirement.

@@ -376,6 +376,46 @@ TEST_F(ReplayTest, TenantLabelsAreTheAgentsAndEveryRequestCounts) {
   }
 }
 
+// Until the first request with a tenant, replay keeps no curve for "none" (it is
+// the whole trace's); then "none" starts from the whole trace's curve. Its
+// requests, references and hits at every capacity are those of every request
+// without a tenant, before and after, as the other tenants' are theirs.
+TEST_F(ReplayTest, RequestsBeforeTheFirstTenantCountUnderNone) {
+  std::string text;
+  std::uint64_t unlabelled = 0, unlabelled_refs = 0;
+  for (std::size_t i = 0; i < 90; ++i) {
+    const bool labelled = i >= 40 && i % 3 != 0;
+    const std::string pages = std::to_string(i % 7) + ", " + std::to_string(50 + i % 13) + ", " + std::to_string(i);
+    text += "{\"hash_ids\": [" + pages + "]";
+    text += labelled ? ", \"tenant\": \"t" + std::to_string(i % 2) + "\"}\n" : "}\n";
+    if (!labelled) {
+      ++unlabelled;
+      unlabelled_refs += 3;
+    }
+  }
+  const std::string trace = Write("late.jsonl", text);
+  CommandResult r = RunKvwatch("replay --format json --capacities 3,10,40 " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  simdjson::dom::element none = doc["tenants"]["none"];
+  EXPECT_EQ(uint64_t(none["requests"]), unlabelled);
+  EXPECT_EQ(uint64_t(none["page_refs"]), unlabelled_refs);
+  std::map<std::uint64_t, std::uint64_t> hits;  // capacity -> page hits over the tenants
+  std::uint64_t requests = 0;
+  for (auto [label, report] : doc["tenants"].get_object()) {
+    requests += uint64_t(report["requests"]);
+    for (simdjson::dom::element p : report["points"].get_array()) {
+      hits[uint64_t(p["capacity_pages"])] += uint64_t(p["page_hits"]);
+    }
+  }
+  EXPECT_EQ(requests, 90u);
+  for (simdjson::dom::element p : doc["points"].get_array()) {
+    EXPECT_EQ(hits[uint64_t(p["capacity_pages"])], uint64_t(p["page_hits"])) << uint64_t(p["capacity_pages"]);
+  }
+  EXPECT_GT(uint64_t(none["unlimited_page_hits"]), 0u);
+}
+
 // A trace without tenants has no tenants map and no per-tenant policy rows.
 TEST_F(ReplayTest, NoTenantsMapWithoutTenants) {
   const std::string trace = Write("t.jsonl", kWorkedExample);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <list>
+#include <memory>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -420,6 +421,45 @@ TEST(CompactCurveAccumulatorTest, DenseEqualsTheCurveAccumulatorAtEveryCapacity)
   }
 }
 
+// A busy group (many requests over a small range of capacities) turns dense, and
+// a group started from a dense accumulator adds to it: both keep the numbers of
+// CurveAccumulator at every capacity.
+TEST(CompactCurveAccumulatorTest, BusyGroupsTurnDenseWithTheSameNumbers) {
+  EngineOptions options;
+  StackDistanceEngine engine(options);
+  std::mt19937_64 rng(11);
+  CurveAccumulator dense(0.5), first_half(0.5);
+  CompactCurveAccumulator compact(0.5);
+  std::unique_ptr<CompactCurveAccumulator> seeded;
+  RequestOutcome out;
+  for (int i = 0; i < 4000; ++i) {
+    std::vector<PageId> pages = {1'000'000};
+    for (int p = static_cast<int>(rng() % 5); p > 0; --p) pages.push_back(rng() % 300);
+    engine.Process(pages, &out);
+    dense.Add(out);
+    compact.Add(out);
+    if (i < 2000) {
+      first_half.Add(out);
+    } else {
+      if (!seeded) seeded = std::make_unique<CompactCurveAccumulator>(first_half);
+      seeded->Add(out);
+    }
+  }
+  EXPECT_TRUE(compact.is_dense());
+  ASSERT_TRUE(seeded && seeded->is_dense());
+  for (const CompactCurveAccumulator* c : {&compact, seeded.get()}) {
+    const CurveAccumulator rebuilt = c->Dense();
+    EXPECT_EQ(c->requests(), dense.requests());
+    EXPECT_EQ(rebuilt.requests_beyond_tracked(), dense.requests_beyond_tracked());
+    EXPECT_EQ(rebuilt.MaxCapacity(), dense.MaxCapacity());
+    for (std::uint64_t cap = 0; cap <= dense.MaxCapacity() + 2; ++cap) {
+      ASSERT_EQ(rebuilt.PageHits(cap), dense.PageHits(cap)) << cap;
+      ASSERT_EQ(rebuilt.HitDepthSum(cap), dense.HitDepthSum(cap)) << cap;
+      ASSERT_EQ(rebuilt.RequestCoverage(cap), dense.RequestCoverage(cap)) << cap;
+    }
+  }
+}
+
 // A group of a few requests late in a long stream holds a few entries, where the
 // dense histograms span the largest distance it met.
 TEST(CompactCurveAccumulatorTest, SmallGroupsStaySmall) {
@@ -441,6 +481,7 @@ TEST(CompactCurveAccumulatorTest, SmallGroupsStaySmall) {
   EXPECT_EQ(compact.Dense().PageHits(20000), dense.PageHits(20000));
   EXPECT_EQ(dense.PageHits(20000), 3u);
   EXPECT_LT(compact.MemoryBytes(), 2000u);
+  EXPECT_FALSE(compact.is_dense());
   EXPECT_GT(dense.MaxCapacity(), 19000u);  // what the dense form spans
 }
 
