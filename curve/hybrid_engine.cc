@@ -85,6 +85,16 @@ std::uint64_t RequiredFrom(const HybridGroup& group, std::uint64_t page_tokens, 
   return 0;
 }
 
+std::uint64_t SkippedPages(const HybridGroup& group, std::uint64_t page_tokens, std::uint64_t computed_tokens) {
+  std::uint64_t skipped = 0;
+  if (group.kind == KvGroupKind::kSlidingWindow) {
+    skipped = computed_tokens + 1 > group.window_tokens ? computed_tokens + 1 - group.window_tokens : 0;
+  } else if (group.kind == KvGroupKind::kChunkedLocal) {
+    skipped = computed_tokens / group.window_tokens * group.window_tokens;
+  }
+  return skipped / page_tokens;
+}
+
 HybridEngine::HybridEngine(const HybridEngineOptions& options) : options_(options) {
   unit_ = options_.unit_bytes;
   if (unit_ == 0) {
@@ -162,7 +172,8 @@ void HybridEngine::Touch(std::uint32_t g, PageId page) {
   group_total_[g] += w;
 }
 
-void HybridEngine::Process(std::span<const PageId> pages, RequestOutcome* out) {
+void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tokens, std::int64_t output_tokens,
+                           RequestOutcome* out) {
   const std::size_t n = pages.size();
   const std::size_t groups = options_.groups.size();
   out->distance.assign(n, 0);
@@ -219,11 +230,27 @@ void HybridEngine::Process(std::span<const PageId> pages, RequestOutcome* out) {
     if (item_[i] == kColdBytes) ++out->cold_misses;  // group 0: touch-all keeps the groups' items together
   }
 
+  // The references, in the order vLLM frees the blocks: early frees, then the rest.
+  std::vector<std::size_t>& early = early_;
+  early.assign(groups, 0);
+  if (options_.early_free) {
+    const std::uint64_t prompt = input_tokens > 0 ? static_cast<std::uint64_t>(input_tokens) : n * options_.page_tokens;
+    const std::uint64_t end = prompt + (output_tokens > 0 ? static_cast<std::uint64_t>(output_tokens) : 0);
+    for (std::size_t g = 0; g < groups; ++g) {
+      const auto at_prompt = static_cast<std::size_t>(
+          std::min<std::uint64_t>(SkippedPages(options_.groups[g], options_.page_tokens, prompt), n));
+      const auto at_end = static_cast<std::size_t>(
+          std::min<std::uint64_t>(SkippedPages(options_.groups[g], options_.page_tokens, end), n));
+      for (std::size_t i = at_prompt; i-- > 0;) Touch(static_cast<std::uint32_t>(g), pages[i]);
+      for (std::size_t i = at_prompt; i < at_end; ++i) Touch(static_cast<std::uint32_t>(g), pages[i]);
+      early[g] = at_end;
+    }
+  }
   for (std::size_t g = 0; g < groups; ++g) {
     if (options_.touch_order == TouchOrder::kTailFirst) {
-      for (std::size_t i = n; i-- > 0;) Touch(static_cast<std::uint32_t>(g), pages[i]);
+      for (std::size_t i = n; i-- > early[g];) Touch(static_cast<std::uint32_t>(g), pages[i]);
     } else {
-      for (std::size_t i = 0; i < n; ++i) Touch(static_cast<std::uint32_t>(g), pages[i]);
+      for (std::size_t i = early[g]; i < n; ++i) Touch(static_cast<std::uint32_t>(g), pages[i]);
     }
   }
 }

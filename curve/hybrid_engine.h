@@ -20,9 +20,13 @@
 //   linear:         the state at L, the group's item at position L - 1.
 // The hit is the largest L for which all hold (vLLM's HybridKVCacheCoordinator
 // iterates to exactly that fixed point). After the test every item of every
-// group is referenced ("touch-all"): group after group in the model's group
-// order, each in the configured touch order, as vLLM frees a finished request's
-// blocks (its managers in order, each tail first).
+// group is referenced ("touch-all") in the order vLLM frees a request's blocks:
+// with early_free, first each sliding or chunked group's pages that fell out of
+// its window or chunk (remove_skipped_blocks: when the prompt is computed, the
+// last of them first; then one a step while the output is decoded), then at
+// finish group after group in the model's group order, each in the configured
+// touch order (vLLM's managers in order, each tail first). The order depends on
+// the request's token counts, never on the capacity.
 //
 // Why one pass is exact. An LRU pool of C bytes holds the most recently used
 // items whose sizes add up to at most C, and so holds item x exactly when D(x) =
@@ -38,12 +42,11 @@
 // group (for which S(i + 1) = (m(i) + 1) * page bytes: today's curve).
 //
 // What the model leaves out (vLLM's step-level behaviour): a hit does not touch
-// the window pages before L - k; chunked prefill frees out-of-window pages while
-// the request runs (they stay hittable but are evicted first); hits are capped
-// at prompt length - 1 tokens; Mamba may cache states only where steps end
-// (mamba_cache_mode). Each makes the touches depend on C, and then no one-pass
-// method exists. Page sizes are the groups' own (vLLM pads every group to one
-// block size); capacity is measured in bytes.
+// the window pages before L - k, which makes the touches depend on C (no
+// one-pass method is exact then); hits are capped at prompt length - 1 tokens;
+// Mamba may cache states only where steps end (mamba_cache_mode). Page sizes are
+// the groups' own (vLLM pads every group to one block size); capacity is
+// measured in bytes. curve/hybrid_sim.h simulates the first two per capacity.
 //
 // Capacities are reported in units of unit_bytes (default: the smallest group
 // page), so the CurveAccumulator's integer axis serves: RequestOutcome.prefix_max
@@ -80,6 +83,8 @@ struct HybridEngineOptions {
   TouchOrder touch_order = TouchOrder::kTailFirst;
   // The capacity unit in bytes; 0: the smallest group page.
   std::uint64_t unit_bytes = 0;
+  // Out-of-window and earlier-chunk pages referenced first (see above).
+  bool early_free = true;
 };
 
 // Ok when there is at least one group (at most 255), page_tokens > 0, every
@@ -93,14 +98,23 @@ base::Result<HybridEngineOptions> HybridOptionsFor(const ModelSpec& spec, int te
 // The first page [lo, L) that group `group` needs for a hit of L pages.
 std::uint64_t RequiredFrom(const HybridGroup& group, std::uint64_t page_tokens, std::uint64_t hit_pages);
 
+// The whole pages a sliding or chunked group no longer needs once
+// computed_tokens tokens are computed (vLLM's get_num_skipped_tokens / P:
+// computed + 1 - W for a window, the start of the current chunk for a chunk);
+// 0 for full and linear groups.
+std::uint64_t SkippedPages(const HybridGroup& group, std::uint64_t page_tokens, std::uint64_t computed_tokens);
+
 class HybridEngine {
  public:
   // REQUIRES: ValidateHybridOptions(options).ok().
   explicit HybridEngine(const HybridEngineOptions& options);
 
   // Fills *out for the request (prefix_max in capacity units; see the file
-  // comment), then references every item of every group.
-  void Process(std::span<const PageId> pages, RequestOutcome* out);
+  // comment), then references every item of every group. The token counts
+  // order the early frees; <= 0: unknown (a prompt of n * P tokens, no output).
+  void Process(std::span<const PageId> pages, std::int64_t input_tokens, std::int64_t output_tokens,
+               RequestOutcome* out);
+  void Process(std::span<const PageId> pages, RequestOutcome* out) { Process(pages, -1, -1, out); }
 
   const HybridEngineOptions& options() const { return options_; }
   std::uint64_t unit_bytes() const { return unit_; }
@@ -133,6 +147,7 @@ class HybridEngine {
   std::vector<std::uint64_t> item_;
   std::vector<std::uint64_t> need_;    // D(L), L = 1..n
   std::vector<std::uint32_t> window_;  // the monotonic deque's positions
+  std::vector<std::size_t> early_;     // per group: the pages referenced early
 };
 
 }  // namespace kvwatch::curve

@@ -84,19 +84,11 @@ std::uint32_t HybridPoolSim::Request(std::span<const PageId> pages, std::int64_t
   if (options_.early_free) {
     const std::uint64_t final_tokens = prompt + (output_tokens > 0 ? static_cast<std::uint64_t>(output_tokens) : 0);
     for (std::uint32_t g = 0; g < groups; ++g) {
-      const HybridGroup& group = o.groups[g];
-      auto skipped_pages = [&](std::uint64_t computed) -> std::size_t {
-        std::uint64_t skipped = 0;
-        if (group.kind == KvGroupKind::kSlidingWindow) {
-          skipped = computed + 1 > group.window_tokens ? computed + 1 - group.window_tokens : 0;
-        } else if (group.kind == KvGroupKind::kChunkedLocal) {
-          skipped = computed / group.window_tokens * group.window_tokens;
-        }
-        return static_cast<std::size_t>(std::min<std::uint64_t>(skipped / p_tokens, n));
-      };
-      const std::size_t at_prompt = skipped_pages(prompt);
+      const auto at_prompt =
+          static_cast<std::size_t>(std::min<std::uint64_t>(SkippedPages(o.groups[g], p_tokens, prompt), n));
       for (std::size_t i = at_prompt; i-- > 0;) Free(g, pages[i]);
-      const std::size_t at_end = skipped_pages(final_tokens);
+      const auto at_end =
+          static_cast<std::size_t>(std::min<std::uint64_t>(SkippedPages(o.groups[g], p_tokens, final_tokens), n));
       for (std::size_t i = at_prompt; i < at_end; ++i) Free(g, pages[i]);
     }
   }

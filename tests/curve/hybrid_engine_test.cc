@@ -33,11 +33,14 @@ HybridGroup Sliding(std::uint64_t w, std::uint64_t bytes = 100) { return {KvGrou
 HybridGroup Chunked(std::uint64_t c, std::uint64_t bytes = 100) { return {KvGroupKind::kChunkedLocal, c, bytes}; }
 HybridGroup Linear(std::uint64_t bytes) { return {KvGroupKind::kLinear, 0, bytes}; }
 
-HybridEngineOptions Options(std::vector<HybridGroup> groups, TouchOrder order) {
+// The hand-worked examples reference every page at finish (no early frees)
+// unless they say otherwise.
+HybridEngineOptions Options(std::vector<HybridGroup> groups, TouchOrder order, bool early_free = false) {
   HybridEngineOptions o;
   o.groups = std::move(groups);
   o.page_tokens = 16;
   o.touch_order = order;
+  o.early_free = early_free;
   return o;
 }
 
@@ -149,6 +152,37 @@ TEST(HybridExampleTest, FullPlusOneLinearGroup) {
   EXPECT_EQ(acc.PageHits(12), 3u);
 }
 
+// Early frees. Full + a window of one page (W = 17, P = 16: cdiv(16, 16) = 1),
+// tail-first, the window group first. Request (A, B, C, D) of 64 tokens: once
+// its prompt is computed, 65 - 17 = 48 tokens (3 pages) left the window, so the
+// window's C, B, A are referenced first, then the window's D and the full D, C,
+// B, A. In units from the newest: fA 1, fB 2, fC 3, fD 4, sD 5, sA 6, sB 7, sC 8.
+// Request (A, B, C, D, E) of 80 tokens: D(1) = max(1, sA 6) = 6, D(2) = 7,
+// D(3) = 8, D(4) = max(4, sD 5) = 5: suffix minima 5, 5, 5, 5, so all four pages
+// hit from 5 units. Referencing every page at finish instead (no early frees)
+// leaves the window's A newest of its group: D(4) = max(4, sD 8) = 8, and only
+// page A hits at 5 units (D(1) = max(1, sA 5) = 5).
+TEST(HybridExampleTest, EarlyFreesAgeTheOutOfWindowPagesFirst) {
+  for (bool early : {true, false}) {
+    HybridEngine engine(Options({Sliding(17), Full()}, TouchOrder::kTailFirst, early));
+    RequestOutcome out;
+    engine.Process(std::vector<PageId>{1, 2, 3, 4}, 64, -1, &out);
+    engine.Process(std::vector<PageId>{1, 2, 3, 4, 5}, 80, -1, &out);
+    if (early) {
+      EXPECT_EQ(out.prefix_max, (std::vector<std::uint32_t>{4, 4, 4, 4, kCold}));
+    } else {
+      EXPECT_EQ(out.prefix_max, (std::vector<std::uint32_t>{4, 5, 6, 7, kCold}));
+    }
+    EXPECT_EQ(HitsAt(out, 5), early ? 4u : 1u);
+  }
+  // Output tokens push more pages out of the window while decoding: 64 + 32
+  // tokens leave 96 + 1 - 17 = 80 tokens, 5 pages (all 4 of the prompt's).
+  EXPECT_EQ(SkippedPages(Sliding(17), 16, 96), 5u);
+  EXPECT_EQ(SkippedPages(Chunked(64), 16, 70), 4u);
+  EXPECT_EQ(SkippedPages(Full(), 16, 1000), 0u);
+  EXPECT_EQ(SkippedPages(Linear(10), 16, 1000), 0u);
+}
+
 // --- The oracle ---------------------------------------------------------------
 
 // An LRU pool of explicit items (group, page) of the groups' sizes, capacity in
@@ -160,8 +194,9 @@ class OraclePool {
 
   bool Holds(std::size_t g, PageId p) const { return where_.count({g, p}) > 0; }
 
-  // The hit of the request (pages), then every item referenced.
-  std::uint32_t Request(const std::vector<PageId>& pages) {
+  // The hit of the request (pages), then every item referenced; prompt and
+  // output in tokens.
+  std::uint32_t Request(const std::vector<PageId>& pages, std::uint64_t prompt, std::uint64_t output) {
     const std::size_t n = pages.size();
     std::uint32_t hit = 0;
     for (std::size_t l = n; l >= 1 && hit == 0; --l) {
@@ -188,9 +223,29 @@ class OraclePool {
       }
       if (ok) hit = static_cast<std::uint32_t>(l);
     }
+    // Early: a window's tokens before computed + 1 - W, a chunk's before the
+    // current chunk, once the prompt is computed (last page first) and then as
+    // the output is decoded (first page first).
+    std::vector<std::size_t> early(o_.groups.size(), 0);
+    if (o_.early_free) {
+      for (std::size_t g = 0; g < o_.groups.size(); ++g) {
+        const HybridGroup& group = o_.groups[g];
+        auto gone = [&](std::uint64_t computed) -> std::size_t {
+          std::uint64_t tokens = 0;
+          if (group.kind == KvGroupKind::kSlidingWindow && computed + 1 > group.window_tokens) {
+            tokens = computed + 1 - group.window_tokens;
+          }
+          if (group.kind == KvGroupKind::kChunkedLocal) tokens = computed - computed % group.window_tokens;
+          return std::min<std::size_t>(n, tokens / o_.page_tokens);
+        };
+        for (std::size_t i = gone(prompt); i > 0; --i) Use(g, pages[i - 1]);
+        for (std::size_t i = gone(prompt); i < gone(prompt + output); ++i) Use(g, pages[i]);
+        early[g] = gone(prompt + output);
+      }
+    }
     for (std::size_t g = 0; g < o_.groups.size(); ++g) {
-      for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t i = o_.touch_order == TouchOrder::kTailFirst ? n - 1 - k : k;
+      for (std::size_t k = 0; k < n - early[g]; ++k) {
+        const std::size_t i = o_.touch_order == TouchOrder::kTailFirst ? n - 1 - k : early[g] + k;
         Use(g, pages[i]);
       }
     }
@@ -246,9 +301,15 @@ std::vector<std::vector<PageId>> SharedPrefixTrace(std::mt19937_64* rng, int req
   return out;
 }
 
-void CheckAgainstOracle(const HybridEngineOptions& o, std::uint64_t seed) {
+void CheckAgainstOracleOnce(const HybridEngineOptions& o, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const std::vector<std::vector<PageId>> trace = SharedPrefixTrace(&rng, 150);
+  // Prompts that end anywhere in their last page, outputs of 0 to 99 tokens.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> tokens;
+  for (const auto& pages : trace) {
+    const std::uint64_t full = pages.size() * o.page_tokens;
+    tokens.emplace_back(full == 0 ? 1 : full - rng() % o.page_tokens, rng() % 100);
+  }
   HybridEngine engine(o);
   const std::uint64_t unit = engine.unit_bytes();
   std::vector<OraclePool> pools;
@@ -258,17 +319,27 @@ void CheckAgainstOracle(const HybridEngineOptions& o, std::uint64_t seed) {
   RequestOutcome out;
   std::uint64_t checked_hits = 0;
   for (std::size_t r = 0; r < trace.size(); ++r) {
-    engine.Process(trace[r], &out);
+    engine.Process(trace[r], static_cast<std::int64_t>(tokens[r].first), static_cast<std::int64_t>(tokens[r].second),
+                   &out);
     for (std::size_t k = 0; k < capacities.size(); ++k) {
-      const std::uint32_t want = pools[k].Request(trace[r]);
+      const std::uint32_t want = pools[k].Request(trace[r], tokens[r].first, tokens[r].second);
       ASSERT_EQ(HitsAt(out, capacities[k]), want)
-          << "request " << r << " at " << capacities[k] << " units (seed " << seed << ")";
+          << "request " << r << " at " << capacities[k] << " units (seed " << seed << ", early " << o.early_free
+          << ")";
       checked_hits += want;
       ASSERT_EQ(engine.GroupBytesAt(capacities[k] * unit), pools[k].GroupBytes())
           << "request " << r << " at " << capacities[k] << " units (seed " << seed << ")";
     }
   }
   EXPECT_GT(checked_hits, 0u) << "the trace should reuse something";
+}
+
+// Without and with early frees.
+void CheckAgainstOracle(HybridEngineOptions o, std::uint64_t seed) {
+  for (bool early : {false, true}) {
+    o.early_free = early;
+    CheckAgainstOracleOnce(o, seed);
+  }
 }
 
 TEST(HybridOracleTest, FullPlusSlidingWindowAtEveryCapacity) {
@@ -355,30 +426,37 @@ HybridSimOptions SimOptions(const HybridEngineOptions& o, bool touch_skipped, bo
   return s;
 }
 
-// With every left-out behaviour off, the simulated pool is the one-pass model:
-// the same hits at every capacity.
+// With touch_skipped and no prompt cap, the simulated pool is the one-pass
+// model, with or without early frees: the same hits at every capacity.
 TEST(HybridSimTest, WithoutVllmsStepBehavioursItIsTheOnePassCurve) {
   for (const HybridEngineOptions& o :
        {Options({Sliding(40), Full()}, TouchOrder::kTailFirst), Options({Chunked(64), Full()}, TouchOrder::kHeadFirst),
         Options({Linear(250), Full(100)}, TouchOrder::kTailFirst),
         Options({Sliding(48, 200), Full(100), Chunked(64, 150), Linear(120)}, TouchOrder::kTailFirst)}) {
+   for (bool early : {false, true}) {
+    HybridEngineOptions eo = o;
+    eo.early_free = early;
     std::mt19937_64 rng(9);
     const std::vector<std::vector<PageId>> trace = SharedPrefixTrace(&rng, 150);
-    HybridEngine engine(o);
+    HybridEngine engine(eo);
     std::vector<HybridPoolSim> sims;
     std::vector<std::uint64_t> capacities = {1, 3, 7, 12, 20, 35, 60, 100};
-    for (std::uint64_t c : capacities) sims.emplace_back(SimOptions(o, true, false, false), c * engine.unit_bytes());
+    for (std::uint64_t c : capacities) sims.emplace_back(SimOptions(eo, true, early, false), c * engine.unit_bytes());
     RequestOutcome out;
     std::uint64_t hits = 0;
     for (std::size_t r = 0; r < trace.size(); ++r) {
-      engine.Process(trace[r], &out);
+      const auto input = static_cast<std::int64_t>(trace[r].size() * 16 - (r % 16));
+      const auto output = static_cast<std::int64_t>(r % 50);
+      engine.Process(trace[r], input, output, &out);
       for (std::size_t k = 0; k < capacities.size(); ++k) {
-        const std::uint32_t got = sims[k].Request(trace[r], -1, -1);
-        ASSERT_EQ(got, HitsAt(out, capacities[k])) << "request " << r << " at " << capacities[k] << " units";
+        const std::uint32_t got = sims[k].Request(trace[r], input, output);
+        ASSERT_EQ(got, HitsAt(out, capacities[k]))
+            << "request " << r << " at " << capacities[k] << " units, early " << early;
         hits += got;
       }
     }
     EXPECT_GT(hits, 0u);
+   }
   }
 }
 
