@@ -482,24 +482,25 @@ Status FillGroups(const Config& config, ModelSpec* spec) {
   for (LayerKind k : order) {
     curve::KvGroupSpec g;
     g.layers = count[k];
+    // The window (chunk) in tokens of a sliding (chunked) group.
+    auto window = [&](std::string_view key, const char* layers) {
+      Result<int> w = config.RequiredPositiveInt({key});
+      if (!w.ok()) return Status::Error(w.error() + " (required by " + layers + " layers)");
+      g.window_tokens = w.value();
+      return Status::Ok();
+    };
     switch (k) {
       case LayerKind::kFull:
         g.kind = curve::KvGroupKind::kFull;
         break;
-      case LayerKind::kSliding: {
+      case LayerKind::kSliding:
         g.kind = curve::KvGroupKind::kSlidingWindow;
-        Result<int> w = config.RequiredPositiveInt({"sliding_window"});
-        if (!w.ok()) return Status::Error(w.error() + " (required by sliding-attention layers)");
-        g.window_tokens = w.value();
+        if (Status st = window("sliding_window", "sliding-attention"); !st.ok()) return st;
         break;
-      }
-      case LayerKind::kChunked: {
+      case LayerKind::kChunked:
         g.kind = curve::KvGroupKind::kChunkedLocal;
-        Result<int> c = config.RequiredPositiveInt({"attention_chunk_size"});
-        if (!c.ok()) return Status::Error(c.error() + " (required by chunked-attention layers)");
-        g.window_tokens = c.value();
+        if (Status st = window("attention_chunk_size", "chunked-attention"); !st.ok()) return st;
         break;
-      }
       case LayerKind::kLinear: {
         g.kind = curve::KvGroupKind::kLinear;
         int dims[5] = {};
