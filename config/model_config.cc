@@ -7,6 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <vector>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -23,12 +25,17 @@ using base::Result;
 using base::Status;
 
 // The keys this parser reads; everything else is skipped unread.
-constexpr std::array<std::string_view, 17> kKnownKeys = {
+constexpr std::array<std::string_view, 30> kKnownKeys = {
     "num_hidden_layers", "n_layer",          "num_attention_heads", "n_head",
     "num_key_value_heads", "num_kv_heads",   "n_head_kv",           "multi_query",
     "head_dim",          "hidden_size",      "torch_dtype",         "dtype",
     "kv_lora_rank",      "qk_rope_head_dim", "qk_nope_head_dim",    "v_head_dim",
     "_name_or_path",
+    // Hybrid models (see FillGroups).
+    "layer_types",       "sliding_window",   "sliding_window_pattern", "_sliding_window_pattern",
+    "attention_chunk_size", "no_rope_layers", "full_attention_interval",
+    "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
+    "linear_num_key_heads", "linear_num_value_heads", "use_sliding_window",
 };
 constexpr std::string_view kModelType = "model_type";
 constexpr std::string_view kTextConfig = "text_config";
@@ -43,10 +50,13 @@ bool IsKnownKey(std::string_view key) {
 
 // One JSON value of a known key, kept as what the checks below need.
 struct Scalar {
-  enum class Kind { kInt, kString, kBool, kOther } kind = Kind::kOther;
+  enum class Kind { kInt, kString, kBool, kArray, kOther } kind = Kind::kOther;
   std::int64_t int_value = 0;
   std::string string_value;
   bool bool_value = false;
+  // kArray: its elements (strings, integers or booleans; anything else is an error
+  // when the key is used, reported by the element's index).
+  std::vector<Scalar> items;
   std::string type_name;  // for errors: "a string", "an array", ...
 };
 
@@ -127,6 +137,27 @@ Result<bool> ReadScalar(od::value& value, const std::string& key, const Position
       }
       out->kind = Scalar::Kind::kBool;
       out->bool_value = b;
+      return true;
+    }
+    case od::json_type::array: {
+      od::array array;
+      if (auto error = value.get_array().get(array)) {
+        return Result<bool>::Error(key + ": invalid array" + pos.Where() + " (" + JsonError(error) + ")");
+      }
+      out->kind = Scalar::Kind::kArray;
+      std::size_t index = 0;
+      for (auto element : array) {
+        od::value item;
+        if (auto error = element.get(item)) {
+          return Result<bool>::Error(key + ": invalid array" + pos.Where() + " (" + JsonError(error) + ")");
+        }
+        Scalar inner;
+        const std::string where = key + "[" + std::to_string(index++) + "]";
+        Result<bool> present = ReadScalar(item, where, pos, &inner);
+        if (!present.ok()) return present;
+        if (inner.kind == Scalar::Kind::kArray) inner.kind = Scalar::Kind::kOther;  // no nesting
+        out->items.push_back(std::move(inner));
+      }
       return true;
     }
     default:
@@ -336,6 +367,163 @@ Status FillLatent(const Config& config, ModelSpec* spec) {
   return Status::Ok();
 }
 
+// The kind of each layer of a hybrid model, from the keys the model families
+// use (Hugging Face transformers' configuration classes):
+//   layer_types: "full_attention", "sliding_attention" (gpt-oss, Gemma 3, Mistral),
+//     "chunked_attention" (Llama 4), "linear_attention" (Qwen3-Next);
+//   else sliding_window_pattern N (Gemma 3): layer i full when (i + 1) % N == 0,
+//     sliding otherwise;
+//   else attention_chunk_size (Llama 4): layer i full where no_rope_layers[i] is
+//     0 (the NoPE layers), chunked local elsewhere; no no_rope_layers: every 4th
+//     layer full (transformers' no_rope_layer_interval default);
+//   else full_attention_interval N (Qwen3-Next): layer i full when (i + 1) % N == 0,
+//     linear attention otherwise.
+// Windows: sliding_window (tokens), attention_chunk_size (tokens). A linear
+// attention layer (gated DeltaNet) keeps a conv state of (linear_conv_kernel_dim
+// - 1) * (2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads
+// * linear_value_head_dim) elements and a recurrent state of
+// linear_num_value_heads * linear_key_head_dim * linear_value_head_dim (vLLM's
+// mamba_utils gated_delta_net_state_shape, main branch of 2026). A model whose
+// layers are all full attention gets no groups (exactly the dense path). Not read
+// (their layers count as full attention, as before): a bare sliding_window
+// (Mistral 7B v0.1, Qwen2's unused one), Gemma 2's implicit alternation, and the
+// Mamba layers of Jamba, Bamba, Granite 4 and Nemotron-H.
+enum class LayerKind { kFull, kSliding, kChunked, kLinear };
+
+Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool* hybrid) {
+  using R = Result<std::vector<LayerKind>>;
+  *hybrid = true;
+  std::vector<LayerKind> kinds(static_cast<std::size_t>(layers), LayerKind::kFull);
+  const Config::Found types = config.Find({"layer_types"});
+  if (types.scalar != nullptr) {
+    if (types.scalar->kind != Scalar::Kind::kArray) {
+      return R::Error(types.key + ": expected an array of layer type names, found " + types.scalar->type_name);
+    }
+    if (types.scalar->items.size() != kinds.size()) {
+      return R::Error(types.key + ": expected " + std::to_string(layers) + " entries (num_hidden_layers), found " +
+                      std::to_string(types.scalar->items.size()));
+    }
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      const Scalar& item = types.scalar->items[i];
+      const std::string where = types.key + "[" + std::to_string(i) + "]";
+      if (item.kind != Scalar::Kind::kString) return R::Error(where + ": expected a string, found " + item.type_name);
+      const std::string& t = item.string_value;
+      if (t == "full_attention") {
+        kinds[i] = LayerKind::kFull;
+      } else if (t == "sliding_attention") {
+        kinds[i] = LayerKind::kSliding;
+      } else if (t == "chunked_attention") {
+        kinds[i] = LayerKind::kChunked;
+      } else if (t == "linear_attention") {
+        kinds[i] = LayerKind::kLinear;
+      } else {
+        return R::Error(where + ": unknown layer type '" + t +
+                        "' (expected full_attention, sliding_attention, chunked_attention or linear_attention)");
+      }
+    }
+    return kinds;
+  }
+  Result<std::optional<int>> pattern = config.PositiveInt({"sliding_window_pattern", "_sliding_window_pattern"});
+  if (!pattern.ok()) return R::Error(pattern.error());
+  if (pattern.value()) {
+    for (int i = 0; i < layers; ++i) {
+      kinds[static_cast<std::size_t>(i)] = (i + 1) % *pattern.value() == 0 ? LayerKind::kFull : LayerKind::kSliding;
+    }
+    return kinds;
+  }
+  Result<std::optional<int>> chunk = config.PositiveInt({"attention_chunk_size"});
+  if (!chunk.ok()) return R::Error(chunk.error());
+  if (chunk.value()) {
+    const Config::Found nope = config.Find({"no_rope_layers"});
+    if (nope.scalar == nullptr) {
+      for (int i = 0; i < layers; ++i) {
+        kinds[static_cast<std::size_t>(i)] = (i + 1) % 4 == 0 ? LayerKind::kFull : LayerKind::kChunked;
+      }
+      return kinds;
+    }
+    if (nope.scalar->kind != Scalar::Kind::kArray || nope.scalar->items.size() != kinds.size()) {
+      return R::Error(nope.key + ": expected an array of " + std::to_string(layers) + " integers (0 or 1)");
+    }
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      const Scalar& item = nope.scalar->items[i];
+      if (item.kind != Scalar::Kind::kInt && item.kind != Scalar::Kind::kBool) {
+        return R::Error(nope.key + "[" + std::to_string(i) + "]: expected 0 or 1, found " + item.type_name);
+      }
+      const bool rope = item.kind == Scalar::Kind::kInt ? item.int_value != 0 : item.bool_value;
+      kinds[i] = rope ? LayerKind::kChunked : LayerKind::kFull;
+    }
+    return kinds;
+  }
+  Result<std::optional<int>> interval = config.PositiveInt({"full_attention_interval"});
+  if (!interval.ok()) return R::Error(interval.error());
+  if (interval.value()) {
+    for (int i = 0; i < layers; ++i) {
+      kinds[static_cast<std::size_t>(i)] = (i + 1) % *interval.value() == 0 ? LayerKind::kFull : LayerKind::kLinear;
+    }
+    return kinds;
+  }
+  *hybrid = false;
+  return kinds;
+}
+
+// The KV cache groups of a hybrid model (spec->groups), one per layer kind in the
+// order of its first layer; none when every layer is full attention.
+Status FillGroups(const Config& config, ModelSpec* spec) {
+  bool hybrid = false;
+  Result<std::vector<LayerKind>> kinds = LayerKinds(config, spec->layers, &hybrid);
+  if (!kinds.ok()) return kinds.status();
+  if (!hybrid) return Status::Ok();
+  std::vector<LayerKind> order;
+  std::map<LayerKind, int> count;
+  for (LayerKind k : kinds.value()) {
+    if (count[k]++ == 0) order.push_back(k);
+  }
+  if (order.size() == 1 && order[0] == LayerKind::kFull) return Status::Ok();
+  for (LayerKind k : order) {
+    curve::KvGroupSpec g;
+    g.layers = count[k];
+    // The window (chunk) in tokens of a sliding (chunked) group.
+    auto window = [&](std::string_view key, const char* layers) {
+      Result<int> w = config.RequiredPositiveInt({key});
+      if (!w.ok()) return Status::Error(w.error() + " (required by " + layers + " layers)");
+      g.window_tokens = w.value();
+      return Status::Ok();
+    };
+    switch (k) {
+      case LayerKind::kFull:
+        g.kind = curve::KvGroupKind::kFull;
+        break;
+      case LayerKind::kSliding:
+        g.kind = curve::KvGroupKind::kSlidingWindow;
+        if (Status st = window("sliding_window", "sliding-attention"); !st.ok()) return st;
+        break;
+      case LayerKind::kChunked:
+        g.kind = curve::KvGroupKind::kChunkedLocal;
+        if (Status st = window("attention_chunk_size", "chunked-attention"); !st.ok()) return st;
+        break;
+      case LayerKind::kLinear: {
+        g.kind = curve::KvGroupKind::kLinear;
+        int dims[5] = {};
+        const char* names[5] = {"linear_conv_kernel_dim", "linear_num_key_heads", "linear_key_head_dim",
+                                "linear_num_value_heads", "linear_value_head_dim"};
+        for (int i = 0; i < 5; ++i) {
+          Result<int> v = config.RequiredPositiveInt({names[i]});
+          if (!v.ok()) return Status::Error(v.error() + " (required by linear-attention layers)");
+          dims[i] = v.value();
+        }
+        const std::uint64_t kernel = static_cast<std::uint64_t>(dims[0]);
+        const std::uint64_t nk = static_cast<std::uint64_t>(dims[1]), dk = static_cast<std::uint64_t>(dims[2]);
+        const std::uint64_t nv = static_cast<std::uint64_t>(dims[3]), dv = static_cast<std::uint64_t>(dims[4]);
+        g.state_elements = (kernel - 1) * (2 * nk * dk + nv * dv) + nv * dk * dv;
+        g.state_split = std::gcd(dims[1], dims[3]);
+        break;
+      }
+    }
+    spec->groups.push_back(g);
+  }
+  return Status::Ok();
+}
+
 // The model's own name: the top level's keys first (text_config's model_type
 // names only the language part, e.g. "llama4_text").
 Result<std::string> ModelName(const Config& config, const ModelConfigOptions& options) {
@@ -376,6 +564,7 @@ base::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
   Result<int> element = ElementBytes(config, options);
   if (!element.ok()) return R::Error(element.error());
   spec.bytes_per_element = element.value();
+  if (Status s = FillGroups(config, &spec); !s.ok()) return R::Error(s.error());
   Result<std::string> name = ModelName(config, options);
   if (!name.ok()) return R::Error(name.error());
   spec.name = name.value();

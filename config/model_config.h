@@ -18,6 +18,12 @@
 //                    those three are present (the prefill-cost head dimension,
 //                    see curve/sizing.h), else as for standard attention, else 0
 //                    (unknown; the bytes of an MLA model do not need it)
+//   groups           the KV cache groups of a hybrid model (curve::KvGroupSpec),
+//                    from layer_types, sliding_window_pattern, attention_chunk_size
+//                    with no_rope_layers, or full_attention_interval with the
+//                    linear_* dimensions; see FillGroups in model_config.cc for
+//                    each family's keys and what is not read. None when every
+//                    layer is full attention.
 // Multimodal configs (Llama 4, Qwen2-VL, ...) keep the language model's keys in a
 // nested "text_config" object: a key found there wins over the same key at the top
 // level, and the top level fills in what text_config lacks (often torch_dtype).

@@ -64,7 +64,16 @@ struct Preset {
   int qk_rope_head_dim;
   // Mixtures of experts only: every parameter (0: the same as parameters).
   double total_parameters = 0;
+  // Hybrid models only: the KV cache groups (empty: all layers full attention).
+  std::vector<KvGroupSpec> groups = {};
 };
+
+KvGroupSpec Group(KvGroupKind kind, int layers, int window_tokens = 0) {
+  return KvGroupSpec{kind, layers, window_tokens, 0, 1};
+}
+KvGroupSpec LinearGroup(int layers, std::uint64_t state_elements, int state_split) {
+  return KvGroupSpec{KvGroupKind::kLinear, layers, 0, state_elements, state_split};
+}
 
 // From each model's config.json: num_hidden_layers, num_key_value_heads,
 // head_dim (or hidden_size / num_attention_heads), num_attention_heads; the
@@ -94,6 +103,34 @@ const std::vector<Preset>& Presets() {
       // qk_nope_head_dim 128 and v_head_dim 128 (cost head_dim (128+64+128)/2 = 160),
       // 671B parameters in all, 37B active.
       {"deepseek-v3", {"deepseek-r1"}, 61, 128, 160, 128, 37e9, 512, 64, 671e9},
+      // Hybrid models (tests/curve/sizing_test.cc checks each against its
+      // published config.json). gpt-oss (openai/gpt-oss-20b, -120b): layer_types
+      // alternate sliding_attention (first) and full_attention, sliding_window
+      // 128; 64 query heads, 8 KV heads of 64; 20.9B / 116.8B parameters, 3.6B /
+      // 5.1B active (model card).
+      {"gpt-oss-20b", {}, 24, 8, 64, 64, 3.6e9, 0, 0, 20.9e9,
+       {Group(KvGroupKind::kSlidingWindow, 12, 128), Group(KvGroupKind::kFull, 12)}},
+      {"gpt-oss-120b", {}, 36, 8, 64, 64, 5.1e9, 0, 0, 116.8e9,
+       {Group(KvGroupKind::kSlidingWindow, 18, 128), Group(KvGroupKind::kFull, 18)}},
+      // Gemma 3 27B (google/gemma-3-27b-it, text_config): 62 layers,
+      // sliding_window_pattern 6 (layers 5, 11, ..., 59 full: 10 of 62),
+      // sliding_window 1024; 32 query heads, 16 KV heads of 128; 27B parameters.
+      {"gemma-3-27b", {"gemma3-27b"}, 62, 16, 128, 32, 27e9, 0, 0, 0,
+       {Group(KvGroupKind::kSlidingWindow, 52, 1024), Group(KvGroupKind::kFull, 10)}},
+      // Llama 4 Scout (meta-llama/Llama-4-Scout-17B-16E-Instruct, text_config): 48
+      // layers, no_rope_layers 0 on every 4th (the full-attention NoPE layers: 12),
+      // chunked local attention on the others, attention_chunk_size 8192; 40
+      // query heads, 8 KV heads of 128; 109B parameters, 17B active.
+      {"llama-4-scout", {"llama4-scout", "llama-4-scout-17b-16e"}, 48, 8, 128, 40, 17e9, 0, 0, 109e9,
+       {Group(KvGroupKind::kChunkedLocal, 36, 8192), Group(KvGroupKind::kFull, 12)}},
+      // Qwen3-Next 80B-A3B (Qwen/Qwen3-Next-80B-A3B-Instruct): 48 layers,
+      // full_attention_interval 4 (12 full, 36 gated DeltaNet); full attention 16
+      // query heads, 2 KV heads of 256; linear: conv kernel 4 over
+      // 2 * 16 key heads * 128 + 32 value heads * 128 = 8192 channels (3 * 8192
+      // conv state) and a 32 * 128 * 128 recurrent state: 548,864 elements per
+      // layer, split over the 16 key heads; 80B parameters, 3B active.
+      {"qwen3-next-80b-a3b", {"qwen3-next-80b"}, 48, 2, 256, 16, 3e9, 0, 0, 80e9,
+       {LinearGroup(36, 3 * 8192 + 32 * 128 * 128, 16), Group(KvGroupKind::kFull, 12)}},
   };
   return kPresets;
 }
@@ -111,10 +148,77 @@ ModelSpec SpecOf(const Preset& p) {
   spec.parameters = p.parameters;
   spec.query_heads = p.query_heads;
   spec.total_parameters = p.total_parameters;
+  spec.groups = p.groups;
   return spec;
 }
 
 }  // namespace
+
+const char* KvGroupKindName(KvGroupKind kind) {
+  switch (kind) {
+    case KvGroupKind::kFull: return "full";
+    case KvGroupKind::kSlidingWindow: return "sliding_window";
+    case KvGroupKind::kChunkedLocal: return "chunked_local";
+    case KvGroupKind::kLinear: return "linear";
+  }
+  return "unknown";
+}
+
+base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int tensor_parallel,
+                                                    std::uint64_t page_tokens) {
+  using R = base::Result<std::vector<KvGroupSizing>>;
+  if (spec.groups.empty()) return R::Error(ModelLabel(spec) + " has no KV cache groups (all full attention)");
+  if (base::Status s = ValidateModelSpec(spec); !s.ok()) return R::Error(s.error());
+  if (tensor_parallel < 1) {
+    return R::Error("tensor-parallel size must be at least 1, got " + std::to_string(tensor_parallel));
+  }
+  if (page_tokens == 0) return R::Error("tokens per page must be positive");
+  std::vector<KvGroupSizing> out;
+  int layers = 0;
+  for (std::size_t i = 0; i < spec.groups.size(); ++i) {
+    const KvGroupSpec& g = spec.groups[i];
+    const std::string label = ModelLabel(spec) + " group " + std::to_string(i) + " (" + KvGroupKindName(g.kind) + ")";
+    if (g.layers <= 0) return R::Error(label + ": layers must be positive, got " + std::to_string(g.layers));
+    layers += g.layers;
+    const bool windowed = g.kind == KvGroupKind::kSlidingWindow || g.kind == KvGroupKind::kChunkedLocal;
+    if (windowed && g.window_tokens <= 0) {
+      return R::Error(label + ": the window (chunk) must be a positive number of tokens, got " +
+                      std::to_string(g.window_tokens));
+    }
+    KvGroupSizing sized;
+    sized.spec = g;
+    if (g.kind == KvGroupKind::kLinear) {
+      if (g.state_elements == 0 || g.state_split <= 0) return R::Error(label + ": the state size is unknown");
+      if (g.state_split % tensor_parallel != 0) {
+        return R::Error(label + ": tensor-parallel size " + std::to_string(tensor_parallel) +
+                        " does not divide the state's " + std::to_string(g.state_split) + " heads");
+      }
+      base::Result<std::uint64_t> elements =
+          CheckedMul(g.state_elements, static_cast<std::uint64_t>(g.layers), "state elements");
+      if (!elements.ok()) return R::Error(elements.error());
+      base::Result<std::uint64_t> bytes =
+          CheckedMul(elements.value(), static_cast<std::uint64_t>(spec.bytes_per_element), "state bytes");
+      if (!bytes.ok()) return R::Error(bytes.error());
+      sized.state_bytes = bytes.value() / static_cast<std::uint64_t>(tensor_parallel);
+      sized.page_bytes = sized.state_bytes;
+    } else {
+      ModelSpec part = spec;
+      part.layers = g.layers;
+      base::Result<std::uint64_t> bpt = BytesPerTokenPerRank(part, tensor_parallel);
+      if (!bpt.ok()) return R::Error(bpt.error());
+      sized.bytes_per_token = bpt.value();
+      base::Result<std::uint64_t> page = PageBytes(page_tokens, sized.bytes_per_token);
+      if (!page.ok()) return R::Error(page.error());
+      sized.page_bytes = page.value();
+    }
+    out.push_back(sized);
+  }
+  if (layers != spec.layers) {
+    return R::Error(ModelLabel(spec) + ": the KV cache groups hold " + std::to_string(layers) +
+                    " layers, the model has " + std::to_string(spec.layers));
+  }
+  return out;
+}
 
 base::Status ValidateModelSpec(const ModelSpec& spec) {
   for (const base::Status& s : {RequirePositive(spec.layers, "layers", spec),

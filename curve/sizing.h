@@ -47,6 +47,39 @@
 
 namespace kvwatch::curve {
 
+// The kinds of KV cache group of a hybrid model, as vLLM's hybrid KV cache manager
+// keeps them (vllm/v1/core/single_type_kv_cache_manager.py, main branch of
+// 2026; docs.vllm.ai design/hybrid_kv_cache_manager): the retention rule of each
+// is in curve/hybrid_engine.h and docs/semantics.md section 8.
+enum class KvGroupKind {
+  kFull,           // every token of the prefix (full attention, MLA)
+  kSlidingWindow,  // the last window_tokens tokens before the position
+  kChunkedLocal,   // the tokens of the current chunk of window_tokens tokens
+  kLinear,         // one recurrent state per cached prefix point (Mamba, linear attention)
+};
+
+// Name used in tables and JSON: "full", "sliding_window", "chunked_local", "linear".
+const char* KvGroupKindName(KvGroupKind kind);
+
+// One KV cache group: the layers that share a retention rule. Attention groups
+// (full, sliding window, chunked local) store K and V of the model's kv_heads of
+// head_dim per layer (or MLA's latent when mla is set), like every layer of a
+// dense model. A linear group stores, per layer and per cached prefix point, a
+// state of state_elements elements (Mamba: conv + SSM state; gated DeltaNet: conv
+// + recurrent state), split over state_split ways of tensor parallelism.
+struct KvGroupSpec {
+  KvGroupKind kind = KvGroupKind::kFull;
+  int layers = 0;
+  // Sliding window W or chunk size C in tokens; 0 for full and linear groups.
+  int window_tokens = 0;
+  // Linear groups only: elements of one layer's state for one sequence (all
+  // ranks), and the heads they split over (tensor parallelism must divide it).
+  std::uint64_t state_elements = 0;
+  int state_split = 1;
+
+  bool operator==(const KvGroupSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;
   // Attention layers that hold a KV cache (num_hidden_layers for dense models).
@@ -77,6 +110,13 @@ struct ModelSpec {
   // reads), for the simulator's time model and weight memory (sim/time_model.h);
   // 0: the same as parameters (a dense model).
   double total_parameters = 0;
+
+  // KV cache groups of a hybrid model, in the order of their first layer (the
+  // order vLLM frees a finished request's blocks in). Empty: every one of the
+  // `layers` layers is full attention, exactly as for a dense model. When set,
+  // `layers` stays num_hidden_layers (what a full-attention count would size)
+  // and the groups' layers add up to it.
+  std::vector<KvGroupSpec> groups;
 };
 
 // Ok when the fields that the bytes need are set: layers, and kv_heads and
@@ -96,6 +136,28 @@ base::Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tens
 base::Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token);
 base::Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
                                    std::uint64_t bytes_per_token);
+
+// The per-rank sizing of one KV cache group at tensor_parallel ranks and
+// page_tokens tokens per page.
+struct KvGroupSizing {
+  KvGroupSpec spec;
+  // Attention groups: B of the group's layers on one rank (bytes per token), 0
+  // for a linear group.
+  std::uint64_t bytes_per_token = 0;
+  // Linear groups: bytes of one cached state of all the group's layers on one
+  // rank; 0 for attention groups.
+  std::uint64_t state_bytes = 0;
+  // Bytes one page position of the group holds: page_tokens * bytes_per_token,
+  // or state_bytes (a linear group caches one state per page boundary).
+  std::uint64_t page_bytes = 0;
+};
+
+// The groups of a hybrid spec sized per rank. Errors: a spec with no groups, an
+// invalid spec, groups whose layers do not add up to spec.layers, a sliding or
+// chunked group without a window, a linear group without state, or a
+// tensor_parallel that does not split the KV heads or the state evenly.
+base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int tensor_parallel,
+                                                    std::uint64_t page_tokens);
 
 // Bytes of one element of a dtype name: float16/fp16/half/bfloat16/bf16 -> 2,
 // float32/fp32/float -> 4, float8*/fp8* -> 1 (case-insensitive). Error otherwise.

@@ -61,6 +61,8 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--model", o.model,
                   "Model preset for bytes per token and prefill cost: " + Join(kvwatch::curve::ModelPresetNames()));
   cmd->add_option("--model-config", o.model_config, "A Hugging Face config.json to read the KV geometry from");
+  cmd->add_flag("--hybrid-check", o.hybrid_check,
+                "With a hybrid model: simulate vLLM's step behaviours at the hybrid working sets beside the curve");
   cmd->add_option("--bytes-per-token", o.bytes_per_token, "KV bytes per token per GPU rank, given directly");
   cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type overriding the model's: fp16, bf16, fp8, fp32");
   cmd->add_option("--tensor-parallel", o.tensor_parallel,

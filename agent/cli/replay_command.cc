@@ -110,6 +110,13 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     r.settings.model = spec->name.empty() ? o.model_config : spec->name;
     auto cost = curve::PrefillCostForModel(*spec);
     if (cost.ok()) r.report.prefill_cost = cost.value();
+    if (!spec->groups.empty()) {
+      // Checked now with the page size given or the default; sized again once
+      // the page size is settled (only the page bytes depend on it).
+      auto groups = curve::SizeKvGroups(*spec, o.tensor_parallel, page_tokens);
+      if (!groups.ok()) return OptionError(o.model.empty() ? "--model-config" : "--model", groups.error());
+      r.hybrid_model = spec;
+    }
   } else if (o.bytes_per_token) {
     if (!(*o.bytes_per_token > 0)) return OptionError("--bytes-per-token", "must be > 0");
     if (o.tensor_parallel != 1) {
@@ -117,6 +124,10 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
     }
     r.report.bytes_per_token = *o.bytes_per_token;
   }
+  if (o.hybrid_check && !r.hybrid_model) {
+    return OptionError("--hybrid-check", "needs a hybrid model (--model or --model-config with KV cache groups)");
+  }
+  r.hybrid_check = o.hybrid_check;
   if (o.prefill_flops_per_s && !r.report.prefill_cost) {
     return OptionError("--prefill-flops-per-second",
                        "needs a model with a parameter count (--model; a config.json has none)");
@@ -298,6 +309,17 @@ Replayer::Replayer(const ResolvedReplay& resolved)
     exact_ = std::make_unique<curve::StackDistanceEngine>(resolved_.engine);
   }
   if (resolved_.policies) stored_ = std::make_unique<curve::StoredTrace>();
+  if (resolved_.hybrid_model) {
+    const std::uint64_t p = resolved_.settings.page_tokens;
+    auto options = curve::HybridOptionsFor(*resolved_.hybrid_model, static_cast<int>(resolved_.settings.tensor_parallel),
+                                           p, resolved_.engine.touch_order);
+    auto groups = curve::SizeKvGroups(*resolved_.hybrid_model, static_cast<int>(resolved_.settings.tensor_parallel), p);
+    // Both were checked by ResolveReplayOptions; only the page bytes changed.
+    if (options.ok() && groups.ok()) {
+      hybrid_ = std::make_unique<HybridReplay>(options.value(), groups.value(), resolved_.settings.coverage_share,
+                                               resolved_.hybrid_check);
+    }
+  }
   if (!resolved_.tiers.empty()) {
     const double page_bytes = resolved_.report.bytes_per_token.value_or(0) *
                               static_cast<double>(resolved_.report.page_tokens);
@@ -325,6 +347,7 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
   }
   ++requests_;
   page_refs_ += pages.size();
+  if (hybrid_) hybrid_->Add(pages, request.input_tokens, request.output_tokens);
   if (request.input_tokens > 0) {
     page_tokens_check_.Add(static_cast<std::uint64_t>(request.input_tokens), pages.size());
   }
@@ -500,6 +523,7 @@ ReplayResult Replayer::Result() const {
     }
     r.groups = std::move(out);
   }
+  if (hybrid_) r.hybrid = hybrid_->Result(resolved_.report, resolved_.report.bytes_per_token.value_or(0));
   if (tiers_) {
     r.tiers = tiers_->totals();
     r.tier_total_capacity = tiers_->total_capacity();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "agent/cli/page_tokens.h"
+#include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
 #include "agent/cli/replay_result.h"
 #include "curve/curve_accumulator.h"
@@ -79,6 +80,9 @@ struct ReplayOptions {
   std::uint32_t top_tenants = 8;  // --top-tenants K
   bool isolated = false;          // --isolated: per-tenant isolated curves
   bool classes = false;           // --classes: show the sections for unlabelled traces too
+  // --hybrid-check: with a hybrid model, simulate vLLM's step behaviours at the
+  // hybrid working sets beside the one-pass curve (agent/cli/replay_hybrid.h).
+  bool hybrid_check = false;
 };
 
 // Checks the options and resolves the model; the error names the option.
@@ -99,6 +103,10 @@ struct ResolvedReplay {
   // Capacities of the interference numbers: --capacities, else 10, 100, ... up to --max-pages.
   std::vector<std::uint64_t> group_capacities;
   curve::LifetimeOptions lifetime;  // running KV from --decode-tokens-per-second
+  // A model with KV cache groups (sliding-window, chunked-local or linear
+  // layers): the hybrid curve runs beside the main one (agent/cli/replay_hybrid.h).
+  std::optional<curve::ModelSpec> hybrid_model;
+  bool hybrid_check = false;
 };
 base::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
 
@@ -156,6 +164,7 @@ class Replayer {
   std::string last_tenant_name_;            // the last request's raw tenant and its entry
   Tenant* last_tenant_ = nullptr;
   std::unique_ptr<curve::TierAccumulator> tiers_;
+  std::unique_ptr<HybridReplay> hybrid_;  // a model with KV cache groups only
   // --policy: every request kept, with its class and unlimited hits.
   std::unique_ptr<curve::StoredTrace> stored_;
   curve::RequestClassifier classifier_;

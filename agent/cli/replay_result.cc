@@ -250,6 +250,10 @@ std::string FormatJson(const ReplayResult& r) {
     w.Key("policies");
     WritePoliciesJson(w, *r.policies);
   }
+  if (r.hybrid) {
+    w.Key("hybrid");
+    WriteHybridJson(w, *r.hybrid);
+  }
   if (r.groups) {
     const ReplayGroups& g = *r.groups;
     w.Key("classes");
@@ -544,6 +548,8 @@ std::string FormatTable(const ReplayResult& r) {
     out << "\ncapacity plan for the " << FractionLabel(r.plan_fraction) << " page-hit working set (per GPU rank)\n";
     for (const auto& row : r.plan) out << Pad(row.name, 12, true) << Pad(HumanBytes(row.bytes), 14) << "\n";
   }
+
+  if (r.hybrid) FormatHybridTable(out, *r.hybrid, r.total);
 
   if (!r.tiers.empty()) {
     out << "\ntiers (one exclusive LRU hierarchy of " << Grouped(static_cast<double>(r.tier_total_capacity))

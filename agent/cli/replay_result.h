@@ -13,6 +13,7 @@
 
 #include "base/json_writer.h"
 #include "agent/web/text_format.h"
+#include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
 #include "curve/report.h"
 #include "curve/tenants.h"
@@ -105,6 +106,8 @@ struct ReplayResult {
   std::optional<PolicyReplayResult> policies;
   // Tenants and classes, when shown (see ReplayOptions::classes).
   std::optional<ReplayGroups> groups;
+  // A hybrid model's curve under its groups' rules (agent/cli/replay_hybrid.h).
+  std::optional<ReplayHybrid> hybrid;
 };
 
 // What the page size rests on, for the settings line: "512 tokens per page

@@ -232,9 +232,93 @@ TEST_F(ReplayTest, HelpDocumentsEveryOption) {
         "--page-hit-targets", "--coverage-targets", "--model", "--model-config", "--bytes-per-token", "--kv-dtype",
         "--tensor-parallel", "--metadata-bytes-per-page", "--reserve", "--prefill-flops-per-second", "--tier",
         "--sample-rate", "--svg", "--knee-sensitivity", "--strict", "--timestamp-unit", "--tenant-field",
-        "--no-tenants", "--progress", "--policy", "--s3fifo-promotion-hits"}) {
+        "--no-tenants", "--progress", "--policy", "--s3fifo-promotion-hits", "--hybrid-check"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
+}
+
+// A hybrid model (gpt-oss-20b: 12 sliding-window layers of 128 tokens, 12 full)
+// adds the "hybrid" object beside the main curve, which stays the full-attention
+// count; a dense model's output has none.
+TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
+  std::string text;
+  for (int r = 0; r < 300; ++r) {
+    const int doc = r % 7, shared = 4 + r % 9;
+    text += "{\"timestamp\": " + std::to_string(r) + ", \"input_length\": " + std::to_string((shared + 2) * 16) +
+            ", \"output_length\": " + std::to_string(r % 40) + ", \"hash_ids\": [";
+    for (int i = 0; i < shared; ++i) text += std::to_string(doc * 1000 + i) + ", ";
+    text += std::to_string(100000 + 2 * r) + ", " + std::to_string(100001 + 2 * r) + "]}\n";
+  }
+  const std::string trace = Write("t.jsonl", text);
+  CommandResult r = RunKvwatch("replay --format json --page-tokens 16 --model gpt-oss-20b --hybrid-check " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
+  // The main curve: every layer full attention, 2 * 24 * 8 * 64 * 2 bytes per token.
+  EXPECT_EQ(double(doc["settings"]["bytes_per_token"]), 49152.0);
+  simdjson::dom::element h = doc["hybrid"];
+  EXPECT_EQ(double(h["full_attention_bytes_per_token"]), 49152.0);
+  EXPECT_EQ(double(h["unit_bytes"]), 16.0 * 24576);
+  simdjson::dom::array groups = h["groups"];
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(std::string_view(groups.at(0)["kind"]), "sliding_window");
+  EXPECT_EQ(std::uint64_t(groups.at(0)["window_tokens"]), 128u);
+  EXPECT_EQ(std::uint64_t(groups.at(0)["bytes_per_token"]), 24576u);
+  EXPECT_EQ(std::string_view(groups.at(1)["kind"]), "full");
+  EXPECT_TRUE(groups.at(1)["window_tokens"].is_null());
+  // Every page is referenced in both counts: the same reusable pages.
+  EXPECT_EQ(double(h["unlimited_page_hits"]), double(doc["unlimited_page_hits"]));
+  EXPECT_GT(double(h["unlimited_page_hits"]), 0.0);
+  for (simdjson::dom::element e : simdjson::dom::array(h["working_set"])) {
+    if (e["capacity_pages"].is_null()) continue;
+    EXPECT_EQ(double(e["bytes"]), double(std::uint64_t(e["capacity_pages"])) * 16 * 24576);
+  }
+  // The groups' bytes add up to at most the pool, and to everything once it holds all.
+  simdjson::dom::array rows = h["group_bytes"]["rows"];
+  ASSERT_GT(rows.size(), 0u);
+  for (simdjson::dom::element row : rows) {
+    double sum = 0;
+    for (simdjson::dom::element b : simdjson::dom::array(row["bytes"])) sum += double(b);
+    EXPECT_LE(sum, double(row["capacity_bytes"]) + 1e-6);
+  }
+  // --hybrid-check: the simulated touch-all pool is the one-pass curve.
+  simdjson::dom::array check = h["check"];
+  ASSERT_GT(check.size(), 0u);
+  for (simdjson::dom::element row : check) {
+    EXPECT_EQ(double(row["page_hit_ratio"]["touch_all"]), double(row["page_hit_ratio"]["one_pass"]));
+    EXPECT_GT(double(row["page_hit_ratio"]["vllm"]), 0.0);
+  }
+
+  // The table has the section; a dense model has neither it nor the JSON object.
+  CommandResult table = RunKvwatch("replay --page-tokens 16 --model gpt-oss-20b " + trace);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("hybrid KV cache groups"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("sliding_window"), std::string::npos);
+  CommandResult dense = RunKvwatch("replay --format json --page-tokens 16 --model llama-3-8b " + trace);
+  ASSERT_EQ(dense.exit_code, 0) << dense.err;
+  EXPECT_EQ(dense.out.find("\"hybrid\""), std::string::npos);
+  CommandResult no_groups = RunKvwatch("replay --hybrid-check --model llama-3-8b " + trace);
+  EXPECT_EQ(no_groups.exit_code, 2);
+  EXPECT_NE(no_groups.err.find("--hybrid-check: needs a hybrid model"), std::string::npos) << no_groups.err;
+
+  // The same model from its config.json gives the same hybrid curve.
+  std::string types;
+  for (int i = 0; i < 24; ++i) types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
+  const std::string config = Write("config.json", R"({"model_type": "gpt_oss", "num_hidden_layers": 24,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128,
+    "torch_dtype": "bfloat16", "layer_types": [)" + types + "]}");
+  CommandResult from_config = RunKvwatch("replay --format json --page-tokens 16 --model-config " + config + " " + trace);
+  ASSERT_EQ(from_config.exit_code, 0) << from_config.err;
+  simdjson::dom::parser parser2;
+  simdjson::dom::element doc2;
+  ASSERT_EQ(parser2.parse(from_config.out).get(doc2), simdjson::SUCCESS);
+  // (A config.json has no parameter count: no avoided prefill, so the working sets are compared.)
+  EXPECT_EQ(simdjson::to_string(doc2["hybrid"]["working_set"]), simdjson::to_string(h["working_set"]));
+  EXPECT_EQ(double(doc2["hybrid"]["unlimited_page_hits"]), double(h["unlimited_page_hits"]));
+  // A tensor-parallel size that does not split the KV heads is refused, naming the option.
+  CommandResult bad_tp = RunKvwatch("replay --model qwen3-next-80b-a3b --tensor-parallel 32 " + trace);
+  EXPECT_EQ(bad_tp.exit_code, 2);
 }
 
 TEST_F(ReplayTest, SvgPlotIsWritten) {

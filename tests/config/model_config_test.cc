@@ -445,5 +445,88 @@ TEST(ModelConfigTest, ReadModelConfigFileRefusesDirectoriesAndEndlessFiles) {
   EXPECT_EQ(spec.error(), "/dev/zero: is larger than 16 MiB (not a config file?)");
 }
 
+// --- Hybrid models: KV cache groups -------------------------------------------
+
+std::string Layers(int n, const std::string& every, const std::string& other, int period, int offset) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += std::string(i ? ", " : "") + "\"" + ((i % period) == offset ? every : other) + "\"";
+  return out;
+}
+
+// openai/gpt-oss-120b config.json (the keys read; its others are skipped).
+TEST(ModelConfigTest, GptOssLayerTypesGiveASlidingAndAFullGroup) {
+  const std::string json = R"({"model_type": "gpt_oss", "num_hidden_layers": 36, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 2880, "sliding_window": 128,
+    "torch_dtype": "bfloat16", "layer_types": [)" +
+                           Layers(36, "sliding_attention", "full_attention", 2, 0) + "]}";
+  const ModelSpec spec = MustParse(json);
+  ASSERT_EQ(spec.groups.size(), 2u);
+  base::Result<ModelSpec> preset = curve::LookupModelPreset("gpt-oss-120b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(spec.groups, preset.value().groups);
+  EXPECT_EQ(Bytes(spec), 73'728u);  // the full-attention count is unchanged
+}
+
+// google/gemma-3-27b-it config.json: the language model's keys in text_config.
+TEST(ModelConfigTest, Gemma3SlidingWindowPatternGivesFiftyTwoSlidingLayers) {
+  const ModelSpec spec = MustParse(R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+    "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+    "hidden_size": 5376, "sliding_window": 1024, "sliding_window_pattern": 6}, "torch_dtype": "bfloat16"})");
+  base::Result<ModelSpec> preset = curve::LookupModelPreset("gemma-3-27b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(spec.groups, preset.value().groups);
+}
+
+// meta-llama/Llama-4-Scout-17B-16E-Instruct config.json, text_config.
+TEST(ModelConfigTest, Llama4NoRopeLayersAreTheFullOnes) {
+  std::string nope;
+  for (int i = 0; i < 48; ++i) nope += std::string(i ? ", " : "") + ((i + 1) % 4 == 0 ? "0" : "1");
+  const ModelSpec spec = MustParse(R"({"model_type": "llama4", "text_config": {"num_hidden_layers": 48,
+    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 5120,
+    "attention_chunk_size": 8192, "no_rope_layers": [)" + nope + R"(]}, "torch_dtype": "bfloat16"})");
+  base::Result<ModelSpec> preset = curve::LookupModelPreset("llama-4-scout");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(spec.groups, preset.value().groups);
+}
+
+// Qwen/Qwen3-Next-80B-A3B-Instruct config.json, with full_attention_interval and
+// with the layer_types that newer copies carry: the same groups.
+TEST(ModelConfigTest, Qwen3NextLinearLayersCarryTheirStateSize) {
+  const std::string base = R"("model_type": "qwen3_next", "num_hidden_layers": 48, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048, "dtype": "bfloat16",
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_value_head_dim": 128)";
+  const ModelSpec by_interval = MustParse("{" + base + R"(, "full_attention_interval": 4})");
+  const ModelSpec by_types =
+      MustParse("{" + base + R"(, "layer_types": [)" + Layers(48, "full_attention", "linear_attention", 4, 3) + "]}");
+  base::Result<ModelSpec> preset = curve::LookupModelPreset("qwen3-next-80b-a3b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(by_interval.groups, preset.value().groups);
+  EXPECT_EQ(by_types.groups, preset.value().groups);
+  // Without the linear dimensions the state cannot be sized: the key is named.
+  const std::string error = MustFail(R"({"num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 64, "full_attention_interval": 2})");
+  EXPECT_NE(error.find("linear_conv_kernel_dim: missing"), std::string::npos) << error;
+}
+
+TEST(ModelConfigTest, HybridKeysThatSayNothingKeepTheDensePath) {
+  // Qwen2.5's sliding_window is unused (use_sliding_window false), Mistral 7B
+  // v0.1's applies to every layer: neither makes groups; nor do layer_types that
+  // are all full attention.
+  EXPECT_TRUE(MustParse(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 64, "sliding_window": 4096, "use_sliding_window": false})").groups.empty());
+  EXPECT_TRUE(MustParse(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+    "layer_types": ["full_attention", "full_attention"]})").groups.empty());
+  std::string error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+    "layer_types": ["full_attention", "mamba"]})");
+  EXPECT_NE(error.find("layer_types[1]: unknown layer type 'mamba'"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+    "layer_types": ["full_attention"]})");
+  EXPECT_NE(error.find("layer_types: expected 2 entries"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+    "layer_types": ["full_attention", "sliding_attention"]})");
+  EXPECT_NE(error.find("sliding_window: missing"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace kvwatch::config

@@ -360,6 +360,10 @@ TEST(SizingTest, PresetsHaveTheirPublishedKvGeometry) {
       {"qwen2.5-14b", 2u * 48 * 8 * 128 * 2},   {"qwen2.5-32b", 2u * 64 * 8 * 128 * 2},
       {"qwen2.5-72b", 2u * 80 * 8 * 128 * 2},   {"falcon-40b", 2u * 60 * 8 * 64 * 2},
       {"deepseek-v3", (512u + 64) * 61 * 2},
+      // Hybrid models counted as all full attention (their groups: SizingHybridTest).
+      {"gpt-oss-20b", 2u * 24 * 8 * 64 * 2},    {"gpt-oss-120b", 2u * 36 * 8 * 64 * 2},
+      {"gemma-3-27b", 2u * 62 * 16 * 128 * 2},  {"llama-4-scout", 2u * 48 * 8 * 128 * 2},
+      {"qwen3-next-80b-a3b", 2u * 48 * 2 * 256 * 2},
   };
   std::set<std::string> tested;
   for (const Row& r : rows) {
@@ -426,6 +430,111 @@ TEST(StatusTest, ResultHoldsAValueOrAnError) {
   EXPECT_FALSE(base::Status::Error("x").ok());
   EXPECT_DEATH((void)bad.value(), "value\\(\\) called on an error Result: no");
   EXPECT_DEATH((void)ok.error(), "error\\(\\) called on an ok Result");
+}
+
+// --- Hybrid models: KV cache groups per preset ----------------------------------
+// Each preset against its published config.json on Hugging Face (the values are
+// quoted in the comments), bytes per token per group computed by hand: per layer
+// 2 (K and V) * KV heads * head dim * 2 bytes (bf16).
+
+std::vector<KvGroupSizing> Groups(const std::string& name, int tp = 1, std::uint64_t page_tokens = 16) {
+  base::Result<std::vector<KvGroupSizing>> g = SizeKvGroups(Preset(name), tp, page_tokens);
+  EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error());
+  return g.ok() ? g.value() : std::vector<KvGroupSizing>{};
+}
+
+// openai/gpt-oss-120b config.json: num_hidden_layers 36, num_attention_heads 64,
+// num_key_value_heads 8, head_dim 64, sliding_window 128, layer_types alternating
+// "sliding_attention", "full_attention" (sliding first).
+TEST(SizingHybridTest, GptOss120bHasEighteenSlidingAndEighteenFullLayers) {
+  const std::vector<KvGroupSizing> g = Groups("gpt-oss-120b");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].spec.kind, KvGroupKind::kSlidingWindow);
+  EXPECT_EQ(g[0].spec.layers, 18);
+  EXPECT_EQ(g[0].spec.window_tokens, 128);
+  EXPECT_EQ(g[0].bytes_per_token, 2u * 18 * 8 * 64 * 2);  // 36,864
+  EXPECT_EQ(g[0].page_bytes, 16u * 36'864);
+  EXPECT_EQ(g[1].spec.kind, KvGroupKind::kFull);
+  EXPECT_EQ(g[1].bytes_per_token, 36'864u);
+  // A full-attention count of the same model: all 36 layers.
+  EXPECT_EQ(PerRank(Preset("gpt-oss-120b")), 2u * 36 * 8 * 64 * 2);
+  // TP 8 splits the 8 KV heads of both groups.
+  EXPECT_EQ(Groups("gpt-oss-120b", 8)[0].bytes_per_token, 36'864u / 8);
+}
+
+// openai/gpt-oss-20b config.json: num_hidden_layers 24, the same heads and window.
+TEST(SizingHybridTest, GptOss20bHasTwelveAndTwelve) {
+  const std::vector<KvGroupSizing> g = Groups("gpt-oss-20b");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].spec.layers, 12);
+  EXPECT_EQ(g[0].bytes_per_token, 2u * 12 * 8 * 64 * 2);  // 24,576
+  EXPECT_EQ(g[1].spec.layers, 12);
+  EXPECT_EQ(g[1].bytes_per_token, 24'576u);
+}
+
+// google/gemma-3-27b-it config.json, text_config: num_hidden_layers 62,
+// num_attention_heads 32, num_key_value_heads 16, head_dim 128, sliding_window
+// 1024, sliding_window_pattern 6 (every 6th layer full: 10 of 62).
+TEST(SizingHybridTest, Gemma3_27bHasFiftyTwoSlidingAndTenFullLayers) {
+  const std::vector<KvGroupSizing> g = Groups("gemma-3-27b");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].spec.kind, KvGroupKind::kSlidingWindow);
+  EXPECT_EQ(g[0].spec.window_tokens, 1024);
+  EXPECT_EQ(g[0].spec.layers, 52);
+  EXPECT_EQ(g[0].bytes_per_token, 2u * 52 * 16 * 128 * 2);  // 425,984
+  EXPECT_EQ(g[1].spec.layers, 10);
+  EXPECT_EQ(g[1].bytes_per_token, 2u * 10 * 16 * 128 * 2);  // 81,920
+}
+
+// meta-llama/Llama-4-Scout-17B-16E-Instruct config.json, text_config:
+// num_hidden_layers 48, num_attention_heads 40, num_key_value_heads 8, head_dim
+// 128, attention_chunk_size 8192, no_rope_layers 0 on every 4th layer.
+TEST(SizingHybridTest, Llama4ScoutHasThirtySixChunkedAndTwelveFullLayers) {
+  const std::vector<KvGroupSizing> g = Groups("llama-4-scout");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].spec.kind, KvGroupKind::kChunkedLocal);
+  EXPECT_EQ(g[0].spec.window_tokens, 8192);
+  EXPECT_EQ(g[0].bytes_per_token, 2u * 36 * 8 * 128 * 2);  // 147,456
+  EXPECT_EQ(g[1].bytes_per_token, 2u * 12 * 8 * 128 * 2);  // 49,152
+}
+
+// Qwen/Qwen3-Next-80B-A3B-Instruct config.json: num_hidden_layers 48,
+// full_attention_interval 4, num_key_value_heads 2, head_dim 256,
+// linear_conv_kernel_dim 4, linear_num_key_heads 16, linear_key_head_dim 128,
+// linear_num_value_heads 32, linear_value_head_dim 128, dtype bfloat16.
+TEST(SizingHybridTest, Qwen3NextHasThirtySixLinearLayersWithAStateEach) {
+  const std::vector<KvGroupSizing> g = Groups("qwen3-next-80b-a3b");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].spec.kind, KvGroupKind::kLinear);
+  EXPECT_EQ(g[0].spec.layers, 36);
+  // conv (4 - 1) * (2*16*128 + 32*128) = 24,576, recurrent 32*128*128 = 524,288.
+  const std::uint64_t per_layer = 3 * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128;
+  EXPECT_EQ(per_layer, 548'864u);
+  EXPECT_EQ(g[0].state_bytes, per_layer * 36 * 2);  // 39,518,208 bytes per cached state
+  EXPECT_EQ(g[0].page_bytes, g[0].state_bytes);
+  EXPECT_EQ(g[0].bytes_per_token, 0u);
+  EXPECT_EQ(g[1].bytes_per_token, 2u * 12 * 2 * 256 * 2);  // 24,576
+  // TP 2: both KV heads split, and the state halves.
+  const std::vector<KvGroupSizing> tp2 = Groups("qwen3-next-80b-a3b", 2);
+  EXPECT_EQ(tp2[0].state_bytes, per_layer * 36);
+  EXPECT_EQ(tp2[1].bytes_per_token, 12'288u);
+  // TP 32 does not divide the 16 key heads of the state.
+  base::Result<std::vector<KvGroupSizing>> bad = SizeKvGroups(Preset("qwen3-next-80b-a3b"), 32, 16);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("does not divide the state's 16 heads"), std::string::npos) << bad.error();
+}
+
+TEST(SizingHybridTest, DenseModelsHaveNoGroupsAndGroupsMustAddUp) {
+  EXPECT_TRUE(Preset("llama-3-8b").groups.empty());
+  EXPECT_FALSE(SizeKvGroups(Preset("llama-3-8b"), 1, 16).ok());
+  ModelSpec spec = Preset("gpt-oss-20b");
+  spec.groups[1].layers = 11;
+  base::Result<std::vector<KvGroupSizing>> bad = SizeKvGroups(spec, 1, 16);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("hold 23 layers, the model has 24"), std::string::npos) << bad.error();
+  spec = Preset("gpt-oss-20b");
+  spec.groups[0].window_tokens = 0;
+  EXPECT_FALSE(SizeKvGroups(spec, 1, 16).ok());
 }
 
 }  // namespace
