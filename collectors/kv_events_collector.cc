@@ -63,9 +63,9 @@ constexpr std::uint32_t kStateVersionWithoutCounters = 1;
 constexpr std::size_t kSavedPublisherBytesV1 = 4 + 4 + 4 + 8;
 constexpr std::size_t kSavedPublisherBytes = kSavedPublisherBytesV1 + 8;
 
-// A topic as logged: quoted and escaped (JSON), so a NUL or a control byte in
+// A topic as logged: quoted, its NULs and control bytes escaped (EscapeKvTopic: \x00), so one in
 // it shows instead of cutting or garbling the line.
-std::string QuotedTopic(std::string_view topic) { return base::JsonQuote(topic); }
+std::string QuotedTopic(std::string_view topic) { return "'" + EscapeKvTopic(topic) + "'"; }
 
 // Where the requests of a batch whose ts is not sane go (its block events are
 // still applied).

@@ -157,8 +157,8 @@
 // process's batches, applied onto the old block state. WantsSave is true after
 // a restart, a loss, or the end of a recovery, until the next AppendState.
 //
-// Topics are logged quoted and escaped as JSON strings, so a NUL or control
-// byte in one shows as \u0000 instead of cutting the line.
+// Topics are logged quoted, NULs and control bytes escaped (\x00), so a NUL or control
+// byte in one shows instead of cutting the line.
 //
 // Every collector of a process shares one ZeroMQ context (one I/O thread),
 // released with the last collector: one collector per replica of a fleet must

@@ -293,7 +293,9 @@ TEST(AgentTenantsTest, CountersSurviveARestart) {
   before.erase("kvwatch_group_memory_bytes{}");  // the classifier starts empty
   after.erase("kvwatch_group_memory_bytes{}");
   EXPECT_EQ(before, after);
-  // A state saved with other tenant settings is set aside, not misread.
+  // A state saved with other tenant settings is set aside, not misread (the
+  // restored agent stops first: two agents on one state path are refused).
+  agent.reset();
   AgentOptions other = Options(state);
   other.tenants.top_k = 3;
   auto third = MakeAgent(std::move(other));

@@ -253,7 +253,9 @@ TEST(SampledAgentTest, SampledStateRestoresToTheSameCurves) {
   }
   EXPECT_EQ(a.hit_buckets, b.hit_buckets);
   EXPECT_EQ(a.window_ratio, b.window_ratio);
-  // Another sampling setting does not restore it.
+  // Another sampling setting does not restore it (the restored agent stops
+  // first: two agents on one state path are refused).
+  restored.reset();
   std::unique_ptr<Agent> other = MakeAgent(0.5, 2999, state);
   ASSERT_TRUE(other);
   EXPECT_EQ(Read(other.get()).values.at("kvwatch_requests_total"), 0);

@@ -1304,7 +1304,7 @@ TEST(KvEventsLogTest, TopicsWithANulArePrintedWholeAndEscaped) {
   pub.Publish(payloads[1]);
   CaptureSink sink;
   ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 2; }));
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv\\u0000x\": seq 3 after 10")) << (log.empty() ? "" : log[0]);
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv\\x00x': seq 3 after 10")) << (log.empty() ? "" : log[0]);
 }
 
 }  // namespace
