@@ -494,7 +494,7 @@ void ExpectRestartNotLoss(std::uint64_t jump) {
   EXPECT_EQ(collector->tracker().counters().publisher_resets, 1u);
   EXPECT_TRUE(collector->WantsSave());
   // Logged with the publisher (endpoint and topic) and both sequence numbers.
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv-events\": seq " + std::to_string(jump) + " after 9"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events': seq " + std::to_string(jump) + " after 9"));
 }
 
 TEST(KvEventsRestartTest, SeqMinusFiveIsARestartNotALoss) {
@@ -695,8 +695,8 @@ TEST(KvEventsTimestampTest, FutureAndInvalidTimesAreCountedAndTheirRequestsWithh
   EXPECT_EQ(sink.requests[0].pages, Scoped({1, 2, 3, 4}));
   EXPECT_EQ(s.records, 1u);
   EXPECT_EQ(collector->tracker().ResidentBlocks(0, "GPU", 0), 4u);
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv-events\" seq 0: ts"));
-  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic \"kv-events\" seq 1: ts"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 0: ts"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 1: ts"));
 }
 
 TEST(KvEventsTimestampTest, SkewIsAnOption) {
