@@ -425,10 +425,10 @@ void KvEventsCollector::NewTopic(std::size_t publisher, std::size_t endpoint, co
     ++transport_.restarts;
     ++save_events_;
     tracker_.ResetPublisher(pub.tracker_id);
-    log_(pub.label + ": epoch '" + EscapeKvTopic(topic.epoch) + "' (seq " + std::to_string(seq) +
-         ") after epoch '" + EscapeKvTopic(was.epoch) + "' (seq " + std::to_string(pub.last_seq) + ")" +
-         (pub.restored ? " (the last before the agent restarted)" : "") + ", now topic '" +
-         EscapeKvTopic(topic.live) + "': publisher restarted, its block state was reset");
+    log_(pub.label + ": epoch " + QuotedTopic(topic.epoch) + " (seq " + std::to_string(seq) + ") after epoch " +
+         QuotedTopic(was.epoch) + " (seq " + std::to_string(pub.last_seq) + ")" +
+         (pub.restored ? " (the last before the agent restarted)" : "") + ", now topic " + QuotedTopic(topic.live) +
+         ": publisher restarted, its block state was reset");
     pub.has_seq = false;
   }
   pub.topic = std::string(topic.live);
