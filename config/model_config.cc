@@ -1,5 +1,6 @@
 #include "config/model_config.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -25,7 +26,7 @@ using base::Result;
 using base::Status;
 
 // The keys this parser reads; everything else is skipped unread.
-constexpr std::array<std::string_view, 30> kKnownKeys = {
+constexpr std::array<std::string_view, 47> kKnownKeys = {
     "num_hidden_layers", "n_layer",          "num_attention_heads", "n_head",
     "num_key_value_heads", "num_kv_heads",   "n_head_kv",           "multi_query",
     "head_dim",          "hidden_size",      "torch_dtype",         "dtype",
@@ -36,6 +37,11 @@ constexpr std::array<std::string_view, 30> kKnownKeys = {
     "attention_chunk_size", "no_rope_layers", "full_attention_interval",
     "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
     "linear_num_key_heads", "linear_num_value_heads", "use_sliding_window",
+    // Mamba hybrids (see LayerKinds and MambaGroup).
+    "hybrid_override_pattern", "layers_block_type", "attn_layer_indices", "attn_layer_period",
+    "attn_layer_offset", "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_n_heads", "mamba_d_head",
+    "mamba_n_groups", "mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel",
+    "expand",
 };
 constexpr std::string_view kModelType = "model_type";
 constexpr std::string_view kTextConfig = "text_config";
@@ -368,27 +374,36 @@ Status FillLatent(const Config& config, ModelSpec* spec) {
 }
 
 // The kind of each layer of a hybrid model, from the keys the model families
-// use (Hugging Face transformers' configuration classes):
+// use (Hugging Face transformers' configuration classes), the first present:
 //   layer_types: "full_attention", "sliding_attention" (gpt-oss, Gemma 3, Mistral),
-//     "chunked_attention" (Llama 4), "linear_attention" (Qwen3-Next);
-//   else sliding_window_pattern N (Gemma 3): layer i full when (i + 1) % N == 0,
+//     "chunked_attention" (Llama 4), "linear_attention" (Qwen3-Next); "attention"
+//     and "mamba" (Granite 4.0's GraniteMoeHybrid);
+//   hybrid_override_pattern (Nemotron-H): one letter per layer, '*' attention,
+//     'M' Mamba-2, '-' MLP and 'E' mixture of experts (no cache);
+//   layers_block_type (newer Nemotron-H): "attention", "mamba", "mlp", "moe";
+//   attn_layer_indices (Bamba): those layers attention, the others Mamba;
+//   attn_layer_period P and attn_layer_offset O (Jamba): layer i attention when
+//     i % P == O, Mamba otherwise;
+//   sliding_window_pattern N (Gemma 3): layer i full when (i + 1) % N == 0,
 //     sliding otherwise;
-//   else attention_chunk_size (Llama 4): layer i full where no_rope_layers[i] is
+//   attention_chunk_size (Llama 4): layer i full where no_rope_layers[i] is
 //     0 (the NoPE layers), chunked local elsewhere; no no_rope_layers: every 4th
 //     layer full (transformers' no_rope_layer_interval default);
-//   else full_attention_interval N (Qwen3-Next): layer i full when (i + 1) % N == 0,
+//   full_attention_interval N (Qwen3-Next): layer i full when (i + 1) % N == 0,
 //     linear attention otherwise.
 // Windows: sliding_window (tokens), attention_chunk_size (tokens). A linear
 // attention layer (gated DeltaNet) keeps a conv state of (linear_conv_kernel_dim
 // - 1) * (2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads
 // * linear_value_head_dim) elements and a recurrent state of
 // linear_num_value_heads * linear_key_head_dim * linear_value_head_dim (vLLM's
-// mamba_utils gated_delta_net_state_shape, main branch of 2026). A model whose
+// mamba_utils gated_delta_net_state_shape, main branch of 2026); a Mamba layer's
+// state is in MambaGroup. Layers with no cache (Nemotron-H's MLP and MoE layers)
+// belong to no group and are not counted in the model's layers. A model whose
 // layers are all full attention gets no groups (exactly the dense path). Not read
 // (their layers count as full attention, as before): a bare sliding_window
-// (Mistral 7B v0.1, Qwen2's unused one), Gemma 2's implicit alternation, and the
-// Mamba layers of Jamba, Bamba, Granite 4 and Nemotron-H.
-enum class LayerKind { kFull, kSliding, kChunked, kLinear };
+// (Mistral 7B v0.1, Qwen2's unused one), Gemma 2's implicit alternation, and
+// models whose layers run attention and Mamba side by side (Falcon-H1).
+enum class LayerKind { kFull, kSliding, kChunked, kLinear, kMamba, kNone };
 
 Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool* hybrid) {
   using R = Result<std::vector<LayerKind>>;
@@ -416,10 +431,100 @@ Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool
         kinds[i] = LayerKind::kChunked;
       } else if (t == "linear_attention") {
         kinds[i] = LayerKind::kLinear;
+      } else if (t == "attention") {
+        kinds[i] = LayerKind::kFull;
+      } else if (t == "mamba") {
+        kinds[i] = LayerKind::kMamba;
       } else {
         return R::Error(where + ": unknown layer type '" + t +
-                        "' (expected full_attention, sliding_attention, chunked_attention or linear_attention)");
+                        "' (expected full_attention, sliding_attention, chunked_attention, linear_attention, "
+                        "attention or mamba)");
       }
+    }
+    return kinds;
+  }
+  // Falcon-H1 runs attention and Mamba side by side in every layer: not modelled
+  // (every layer counts as full attention, as before).
+  if (const Config::Found type = config.Find({kModelType});
+      type.scalar != nullptr && type.scalar->kind == Scalar::Kind::kString && type.scalar->string_value == "falcon_h1") {
+    *hybrid = false;
+    return kinds;
+  }
+  if (const Config::Found pattern = config.Find({"hybrid_override_pattern"}); pattern.scalar != nullptr) {
+    if (pattern.scalar->kind != Scalar::Kind::kString) {
+      return R::Error(pattern.key + ": expected a string of layer letters, found " + pattern.scalar->type_name);
+    }
+    const std::string& letters = pattern.scalar->string_value;
+    if (letters.size() != kinds.size()) {
+      return R::Error(pattern.key + ": expected " + std::to_string(layers) + " letters (num_hidden_layers), found " +
+                      std::to_string(letters.size()));
+    }
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      switch (letters[i]) {
+        case '*': kinds[i] = LayerKind::kFull; break;
+        case 'M': kinds[i] = LayerKind::kMamba; break;
+        case '-':
+        case 'E': kinds[i] = LayerKind::kNone; break;
+        default:
+          return R::Error(pattern.key + "[" + std::to_string(i) + "]: unknown layer letter '" +
+                          std::string(1, letters[i]) + "' (expected *, M, - or E)");
+      }
+    }
+    return kinds;
+  }
+  if (const Config::Found types = config.Find({"layers_block_type"}); types.scalar != nullptr) {
+    if (types.scalar->kind != Scalar::Kind::kArray || types.scalar->items.size() != kinds.size()) {
+      return R::Error(types.key + ": expected an array of " + std::to_string(layers) +
+                      " block type names (num_hidden_layers)");
+    }
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      const Scalar& item = types.scalar->items[i];
+      const std::string where = types.key + "[" + std::to_string(i) + "]";
+      if (item.kind != Scalar::Kind::kString) return R::Error(where + ": expected a string, found " + item.type_name);
+      const std::string& t = item.string_value;
+      if (t == "attention") {
+        kinds[i] = LayerKind::kFull;
+      } else if (t == "mamba") {
+        kinds[i] = LayerKind::kMamba;
+      } else if (t == "mlp" || t == "moe") {
+        kinds[i] = LayerKind::kNone;
+      } else {
+        return R::Error(where + ": unknown block type '" + t + "' (expected attention, mamba, mlp or moe)");
+      }
+    }
+    return kinds;
+  }
+  if (const Config::Found indices = config.Find({"attn_layer_indices"}); indices.scalar != nullptr) {
+    if (indices.scalar->kind != Scalar::Kind::kArray) {
+      return R::Error(indices.key + ": expected an array of layer indices, found " + indices.scalar->type_name);
+    }
+    std::fill(kinds.begin(), kinds.end(), LayerKind::kMamba);
+    for (std::size_t i = 0; i < indices.scalar->items.size(); ++i) {
+      const Scalar& item = indices.scalar->items[i];
+      if (item.kind != Scalar::Kind::kInt || item.int_value < 0 || item.int_value >= layers) {
+        return R::Error(indices.key + "[" + std::to_string(i) + "]: expected a layer index from 0 to " +
+                        std::to_string(layers - 1) + ", found " +
+                        (item.kind == Scalar::Kind::kInt ? std::to_string(item.int_value) : item.type_name));
+      }
+      kinds[static_cast<std::size_t>(item.int_value)] = LayerKind::kFull;
+    }
+    return kinds;
+  }
+  Result<std::optional<int>> period = config.PositiveInt({"attn_layer_period"});
+  if (!period.ok()) return R::Error(period.error());
+  if (period.value()) {
+    const Config::Found offset = config.Find({"attn_layer_offset"});
+    if (offset.scalar == nullptr || offset.scalar->kind != Scalar::Kind::kInt || offset.scalar->int_value < 0 ||
+        offset.scalar->int_value >= *period.value()) {
+      return R::Error(offset.key + ": expected an integer from 0 to attn_layer_period - 1 (" +
+                      std::to_string(*period.value() - 1) + "), found " +
+                      (offset.scalar == nullptr ? std::string("nothing")
+                       : offset.scalar->kind == Scalar::Kind::kInt ? std::to_string(offset.scalar->int_value)
+                                                                    : offset.scalar->type_name));
+    }
+    for (int i = 0; i < layers; ++i) {
+      kinds[static_cast<std::size_t>(i)] =
+          i % *period.value() == offset.scalar->int_value ? LayerKind::kFull : LayerKind::kMamba;
     }
     return kinds;
   }
@@ -466,6 +571,67 @@ Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool
   return kinds;
 }
 
+// The state of one Mamba layer for one sequence (vLLM's
+// MambaStateShapeCalculator, vllm/model_executor/layers/mamba/mamba_utils.py,
+// main branch of 2026), by the keys each family's config.json uses:
+//   Mamba-2 with Nemotron-H's keys (mamba_num_heads H, mamba_head_dim D,
+//     ssm_state_size N, n_groups G, conv_kernel K; intermediate I = H * D, as
+//     vLLM's nemotron_h.py), or Bamba's and Granite 4.0's (mamba_n_heads,
+//     mamba_d_head, mamba_d_state, mamba_n_groups, mamba_d_conv; I = mamba_expand *
+//     hidden_size, as bamba.py): a conv state of (K - 1) * (I + 2 * G * N) and an
+//     SSM state of H * D * N elements, split over the H heads, the G groups'
+//     2 * N conv channels each replicated when tensor parallelism does not
+//     divide G (curve::KvGroupSpec::state_groups);
+//   Mamba-1 (Jamba: mamba_d_state N, mamba_d_conv K, mamba_expand E, hidden_size;
+//     I = E * hidden_size): a conv state of (K - 1) * I and an SSM state of I * N
+//     elements, split over the I channels.
+Status MambaGroup(const Config& config, curve::KvGroupSpec* g) {
+  g->kind = curve::KvGroupKind::kLinear;
+  auto need = [&](std::initializer_list<std::string_view> names, std::uint64_t* out) {
+    Result<int> v = config.RequiredPositiveInt(names);
+    if (!v.ok()) return Status::Error(v.error() + " (required by Mamba layers)");
+    *out = static_cast<std::uint64_t>(v.value());
+    return Status::Ok();
+  };
+  const bool nemotron = config.Find({"mamba_num_heads"}).scalar != nullptr;
+  const bool bamba = config.Find({"mamba_n_heads"}).scalar != nullptr;
+  std::uint64_t heads = 0, head_dim = 0, state = 0, groups = 0, kernel = 0, intermediate = 0;
+  if (nemotron || bamba) {
+    for (Status st : {need({nemotron ? "mamba_num_heads" : "mamba_n_heads"}, &heads),
+                      need({nemotron ? "mamba_head_dim" : "mamba_d_head"}, &head_dim),
+                      need({nemotron ? "ssm_state_size" : "mamba_d_state"}, &state),
+                      need({nemotron ? "n_groups" : "mamba_n_groups"}, &groups),
+                      need({nemotron ? "conv_kernel" : "mamba_d_conv"}, &kernel)}) {
+      if (!st.ok()) return st;
+    }
+    intermediate = heads * head_dim;
+    if (bamba) {
+      std::uint64_t expand = 0, hidden = 0;
+      for (Status st : {need({"mamba_expand"}, &expand), need({"hidden_size"}, &hidden)}) {
+        if (!st.ok()) return st;
+      }
+      intermediate = expand * hidden;
+    }
+    g->state_elements = (kernel - 1) * (intermediate + 2 * groups * state) + heads * head_dim * state;
+    g->state_split = static_cast<int>(heads);
+    g->state_groups = static_cast<int>(groups);
+    g->state_group_elements = (kernel - 1) * 2 * state;
+    return Status::Ok();
+  }
+  std::uint64_t expand = 0, hidden = 0;
+  for (Status st : {need({"mamba_d_state"}, &state), need({"mamba_d_conv"}, &kernel), need({"mamba_expand"}, &expand),
+                    need({"hidden_size"}, &hidden)}) {
+    if (!st.ok()) return st;
+  }
+  intermediate = expand * hidden;
+  if (intermediate > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    return Status::Error("mamba_expand * hidden_size: " + std::to_string(intermediate) + " is too large");
+  }
+  g->state_elements = (kernel - 1) * intermediate + intermediate * state;
+  g->state_split = static_cast<int>(intermediate);
+  return Status::Ok();
+}
+
 // The KV cache groups of a hybrid model (spec->groups), one per layer kind in the
 // order of its first layer; none when every layer is full attention.
 Status FillGroups(const Config& config, ModelSpec* spec) {
@@ -476,9 +642,14 @@ Status FillGroups(const Config& config, ModelSpec* spec) {
   std::vector<LayerKind> order;
   std::map<LayerKind, int> count;
   for (LayerKind k : kinds.value()) {
-    if (count[k]++ == 0) order.push_back(k);
+    if (count[k]++ == 0 && k != LayerKind::kNone) order.push_back(k);
   }
-  if (order.size() == 1 && order[0] == LayerKind::kFull) return Status::Ok();
+  if (order.empty()) return Status::Error("the model's layers hold no KV cache or state (every layer is MLP or MoE)");
+  if (order.size() == 1 && order[0] == LayerKind::kFull) {
+    spec->layers = count[LayerKind::kFull];
+    return Status::Ok();
+  }
+  spec->layers -= count[LayerKind::kNone];
   for (LayerKind k : order) {
     curve::KvGroupSpec g;
     g.layers = count[k];
@@ -518,6 +689,11 @@ Status FillGroups(const Config& config, ModelSpec* spec) {
         g.state_split = std::gcd(dims[1], dims[3]);
         break;
       }
+      case LayerKind::kMamba:
+        if (Status st = MambaGroup(config, &g); !st.ok()) return st;
+        break;
+      case LayerKind::kNone:
+        break;
     }
     spec->groups.push_back(g);
   }

@@ -193,13 +193,36 @@ base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int
         return R::Error(label + ": tensor-parallel size " + std::to_string(tensor_parallel) +
                         " does not divide the state's " + std::to_string(g.state_split) + " heads");
       }
-      base::Result<std::uint64_t> elements =
-          CheckedMul(g.state_elements, static_cast<std::uint64_t>(g.layers), "state elements");
-      if (!elements.ok()) return R::Error(elements.error());
-      base::Result<std::uint64_t> bytes =
-          CheckedMul(elements.value(), static_cast<std::uint64_t>(spec.bytes_per_element), "state bytes");
-      if (!bytes.ok()) return R::Error(bytes.error());
-      sized.state_bytes = bytes.value() / static_cast<std::uint64_t>(tensor_parallel);
+      const auto tp = static_cast<std::uint64_t>(tensor_parallel);
+      // One layer's state on one rank: the split part, plus the B/C groups a rank
+      // holds (a copy of the one group when tensor parallelism does not divide them).
+      const std::uint64_t grouped = static_cast<std::uint64_t>(g.state_groups) * g.state_group_elements;
+      if (grouped > g.state_elements) return R::Error(label + ": the state's groups exceed the state");
+      std::uint64_t groups_per_rank = 0;
+      if (g.state_groups > 0) {
+        if (g.state_groups % tensor_parallel == 0) {
+          groups_per_rank = static_cast<std::uint64_t>(g.state_groups) / tp;
+        } else if (g.state_groups == 1) {
+          groups_per_rank = 1;
+        } else {
+          return R::Error(label + ": tensor-parallel size " + std::to_string(tensor_parallel) +
+                          " does not divide the state's " + std::to_string(g.state_groups) +
+                          " groups (vLLM requires that, or a single group)");
+        }
+      }
+      // Bytes over the group's layers: the split part divided after the product (as
+      // a rank holds 1/tp of every layer), the held groups whole.
+      std::uint64_t parts[2] = {g.state_elements - grouped, groups_per_rank * g.state_group_elements};
+      for (std::uint64_t& part : parts) {
+        base::Result<std::uint64_t> elements =
+            CheckedMul(part, static_cast<std::uint64_t>(g.layers), "state elements");
+        if (!elements.ok()) return R::Error(elements.error());
+        base::Result<std::uint64_t> bytes =
+            CheckedMul(elements.value(), static_cast<std::uint64_t>(spec.bytes_per_element), "state bytes");
+        if (!bytes.ok()) return R::Error(bytes.error());
+        part = bytes.value();
+      }
+      sized.state_bytes = parts[0] / tp + parts[1];
       sized.page_bytes = sized.state_bytes;
     } else {
       ModelSpec part = spec;

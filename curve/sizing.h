@@ -73,9 +73,17 @@ struct KvGroupSpec {
   // Sliding window W or chunk size C in tokens; 0 for full and linear groups.
   int window_tokens = 0;
   // Linear groups only: elements of one layer's state for one sequence (all
-  // ranks), and the heads they split over (tensor parallelism must divide it).
+  // ranks), and the heads (Mamba-1: channels) they split over (tensor parallelism
+  // must divide it).
   std::uint64_t state_elements = 0;
   int state_split = 1;
+  // Mamba-2 only: its n_groups groups of B and C conv channels, state_group_elements
+  // each per layer (part of state_elements). Tensor parallelism splits them when it
+  // divides state_groups; otherwise vLLM requires one group and gives every rank a
+  // copy of it (MambaMixer2 and MambaStateShapeCalculator.extra_groups_for_head_shards,
+  // vLLM main of 2026).
+  int state_groups = 0;
+  std::uint64_t state_group_elements = 0;
 
   bool operator==(const KvGroupSpec&) const = default;
 };

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -518,14 +519,120 @@ TEST(ModelConfigTest, HybridKeysThatSayNothingKeepTheDensePath) {
   EXPECT_TRUE(MustParse(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
     "layer_types": ["full_attention", "full_attention"]})").groups.empty());
   std::string error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
-    "layer_types": ["full_attention", "mamba"]})");
-  EXPECT_NE(error.find("layer_types[1]: unknown layer type 'mamba'"), std::string::npos) << error;
+    "layer_types": ["full_attention", "rwkv"]})");
+  EXPECT_NE(error.find("layer_types[1]: unknown layer type 'rwkv'"), std::string::npos) << error;
   error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
     "layer_types": ["full_attention"]})");
   EXPECT_NE(error.find("layer_types: expected 2 entries"), std::string::npos) << error;
   error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
     "layer_types": ["full_attention", "sliding_attention"]})");
   EXPECT_NE(error.find("sliding_window: missing"), std::string::npos) << error;
+}
+
+// The bytes of one state per cached prefix point, per rank, for a linear group.
+std::uint64_t StateBytes(const ModelSpec& spec, int tensor_parallel, std::size_t group) {
+  base::Result<std::vector<curve::KvGroupSizing>> sized = curve::SizeKvGroups(spec, tensor_parallel, 16);
+  EXPECT_TRUE(sized.ok()) << sized.error();
+  return sized.ok() ? sized.value()[group].state_bytes : 0;
+}
+
+// ai21labs/Jamba-v0.1 config.json (Mamba-1): attention where i % 8 == 4.
+// By hand: intermediate 2 * 4096 = 8192; a layer's state (4 - 1) * 8192 conv +
+// 8192 * 16 SSM = 155,648 elements, 311,296 bytes in bf16; 28 Mamba layers.
+TEST(ModelConfigTest, JambaMambaOneLayersByPeriodAndOffset) {
+  const std::string base = R"("model_type": "jamba", "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "hidden_size": 4096, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+    "torch_dtype": "bfloat16", "attn_layer_period": 8)";
+  const ModelSpec spec = MustParse("{" + base + R"(, "attn_layer_offset": 4})");
+  ASSERT_EQ(spec.groups.size(), 2u);
+  EXPECT_EQ(spec.layers, 32);
+  EXPECT_EQ(spec.groups[0].kind, curve::KvGroupKind::kLinear);  // layer 0 is Mamba
+  EXPECT_EQ(spec.groups[0].layers, 28);
+  EXPECT_EQ(spec.groups[0].state_elements, 155648u);
+  EXPECT_EQ(spec.groups[1].kind, curve::KvGroupKind::kFull);
+  EXPECT_EQ(spec.groups[1].layers, 4);
+  EXPECT_EQ(StateBytes(spec, 1, 0), 28u * 311296u);
+  EXPECT_EQ(StateBytes(spec, 2, 0), 28u * 311296u / 2);
+  // The offset is required with the period, and must be below it.
+  std::string error = MustFail("{" + base + "}");
+  EXPECT_NE(error.find("attn_layer_offset: expected an integer from 0 to attn_layer_period - 1 (7), found nothing"),
+            std::string::npos) << error;
+  error = MustFail("{" + base + R"(, "attn_layer_offset": 8})");
+  EXPECT_NE(error.find("found 8"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 4, "num_attention_heads": 4, "head_dim": 64, "hidden_size": 256,
+    "attn_layer_period": 2, "attn_layer_offset": 1, "mamba_d_conv": 4, "mamba_expand": 2})");
+  EXPECT_NE(error.find("mamba_d_state: missing (expected a positive integer) (required by Mamba layers)"),
+            std::string::npos) << error;
+}
+
+// nvidia/Nemotron-H-8B-Base-8K config.json (Mamba-2): 24 'M', 4 '*', 24 '-'
+// layers. By hand: intermediate 128 heads * 64 = 8192; conv (4 - 1) * (8192 + 2 *
+// 8 groups * 128) = 30,720, SSM 128 * 64 * 128 = 1,048,576: 1,079,296 elements a
+// layer. The MLP layers hold nothing: the model has 28 cached layers.
+TEST(ModelConfigTest, NemotronHPatternLettersAndMambaTwoState) {
+  const std::string base = R"("model_type": "nemotron_h", "num_hidden_layers": 52, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096, "mamba_num_heads": 128,
+    "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "expand": 2,
+    "torch_dtype": "bfloat16")";
+  const ModelSpec spec =
+      MustParse("{" + base + R"(, "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"})");
+  EXPECT_EQ(spec.layers, 28);
+  ASSERT_EQ(spec.groups.size(), 2u);
+  EXPECT_EQ(spec.groups[0].kind, curve::KvGroupKind::kLinear);
+  EXPECT_EQ(spec.groups[0].layers, 24);
+  EXPECT_EQ(spec.groups[0].state_elements, 1079296u);
+  EXPECT_EQ(spec.groups[1].layers, 4);
+  EXPECT_EQ(StateBytes(spec, 1, 0), 24u * 1079296u * 2);
+  // 8 groups split over 8 ranks: every part divides.
+  EXPECT_EQ(StateBytes(spec, 8, 0), 24u * 1079296u * 2 / 8);
+  // 16 ranks do not divide 8 groups, and vLLM replicates only a single group.
+  base::Result<std::vector<curve::KvGroupSizing>> sized = curve::SizeKvGroups(spec, 16, 16);
+  ASSERT_FALSE(sized.ok());
+  EXPECT_NE(sized.error().find("does not divide the state's 8 groups"), std::string::npos) << sized.error();
+  // The same layers as newer configs list them.
+  std::string blocks;
+  for (char c : std::string("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-")) {
+    blocks += std::string(blocks.empty() ? "" : ", ") + (c == 'M' ? "\"mamba\"" : c == '*' ? "\"attention\"" : "\"mlp\"");
+  }
+  EXPECT_EQ(MustParse("{" + base + R"(, "layers_block_type": [)" + blocks + "]}").groups, spec.groups);
+  std::string error = MustFail("{" + base + R"(, "hybrid_override_pattern": "M*"})");
+  EXPECT_NE(error.find("hybrid_override_pattern: expected 52 letters (num_hidden_layers), found 2"),
+            std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 3, "num_attention_heads": 4, "head_dim": 64,
+    "hybrid_override_pattern": "M*X"})");
+  EXPECT_NE(error.find("hybrid_override_pattern[2]: unknown layer letter 'X'"), std::string::npos) << error;
+  error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+    "hybrid_override_pattern": "--"})");
+  EXPECT_NE(error.find("hold no KV cache or state"), std::string::npos) << error;
+}
+
+// ibm-ai-platform/Bamba-9B config.json (Mamba-2, Bamba's keys): attention at layers
+// 9, 18, 27. By hand: intermediate 2 * 4096 = 8192; conv 3 * (8192 + 2 * 1 * 128) =
+// 25,344, SSM 128 * 64 * 128 = 1,048,576: 1,073,920 elements a layer. Its single
+// group of B/C channels (768 conv elements) is held whole by every rank.
+TEST(ModelConfigTest, BambaAttentionIndicesAndAReplicatedGroup) {
+  const std::string base = R"("model_type": "bamba", "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "hidden_size": 4096, "mamba_n_heads": 128, "mamba_d_head": 64,
+    "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "torch_dtype": "bfloat16")";
+  const ModelSpec spec = MustParse("{" + base + R"(, "attn_layer_indices": [9, 18, 27]})");
+  ASSERT_EQ(spec.groups.size(), 2u);
+  EXPECT_EQ(spec.groups[0].layers, 29);
+  EXPECT_EQ(spec.groups[0].state_elements, 1073920u);
+  EXPECT_EQ(spec.groups[1].layers, 3);
+  EXPECT_EQ(StateBytes(spec, 1, 0), 29u * 1073920u * 2);
+  EXPECT_EQ(StateBytes(spec, 2, 0), 29u * ((1073920u - 768u) / 2 + 768u) * 2);
+  // Granite 4.0 (GraniteMoeHybrid) names the same kinds in layer_types.
+  std::string types;
+  for (int i = 0; i < 32; ++i) {
+    types += std::string(i ? ", " : "") + (i == 9 || i == 18 || i == 27 ? "\"attention\"" : "\"mamba\"");
+  }
+  EXPECT_EQ(MustParse("{" + base + R"(, "layer_types": [)" + types + "]}").groups, spec.groups);
+  const std::string error = MustFail("{" + base + R"(, "attn_layer_indices": [9, 32]})");
+  EXPECT_NE(error.find("attn_layer_indices[1]: expected a layer index from 0 to 31, found 32"), std::string::npos)
+      << error;
+  // Falcon-H1's parallel hybrid is not modelled: every layer counts as full attention.
+  EXPECT_TRUE(MustParse(R"({"model_type": "falcon_h1", "num_hidden_layers": 8, "num_attention_heads": 4,
+    "head_dim": 64, "attn_layer_indices": [1, 4]})").groups.empty());
 }
 
 }  // namespace
