@@ -57,7 +57,8 @@ enum class TouchOrder {
 struct EngineOptions {
   // M: the largest number of distinct pages tracked (the largest capacity of
   // interest). Must be at least 1 and below kBeyondTracked. Memory is about 55
-  // bytes per tracked page (docs/performance.md). Three defaults, for three
+  // bytes per tracked page once pages have been evicted from tracking, about 31
+  // before (docs/performance.md); the sizes below are the full ones. Three defaults, for three
   // uses: this one, 2^24 (about 0.9 GB), is for code that sets nothing (tests,
   // benchmarks, fuzzers); the agent's engine.max_pages is 2^20 (about 58 MB, in
   // config/agent_config.h: a process beside an inference engine for months,
