@@ -30,6 +30,14 @@
 //   build/bench/replay_baseline_bench [--trace PATH.jsonl.gz] [--kvwatch PATH] [--runs 5]
 //   build/bench/replay_baseline_bench convert TRACE OUT.bin
 //   build/bench/replay_baseline_bench baseline FILE.bin
+//   build/bench/replay_baseline_bench baseline-neighbours FILE.bin
+//
+// `baseline-neighbours` is the same baseline with hash homes that keep runs of 4
+// consecutive page ids together (the high bits mixed, the 2 low bits kept): not
+// part of the comparison, a measure of what that layout would save (issue 26:
+// the map's cache misses are a third of the baseline's time and most of what
+// replay's engine thread spends beyond its bookkeeping; the weka trace numbers
+// pages consecutively within a session, hashed ids gain nothing).
 //
 // Thread safety: single-threaded.
 #include <fcntl.h>
@@ -64,18 +72,21 @@ namespace fs = std::filesystem;
 using kvwatch::base::Mix64;
 
 // Page id -> slot; linear probing over packed 12-byte entries, load <= 1/2,
-// grows by doubling.
+// grows by doubling. kNeighbourBits > 0: ids that differ only in their low
+// kNeighbourBits bits get neighbouring homes (the high bits are mixed, the low
+// ones kept), so a run of consecutive ids shares cache lines; 0 is the baseline.
+template <int kNeighbourBits = 0>
 class FlatMap {
  public:
   static constexpr std::uint32_t kEmpty = 0xFFFFFFFFu;
   FlatMap() { Reset(1u << 16); }
 
-  void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Mix64(key) & mask_]); }
+  void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Home(key)]); }
 
   // The slot of key, inserting `value` when absent (*found says which).
   std::uint32_t* FindOrInsert(std::uint64_t key, std::uint32_t value, bool* found) {
     if (2 * (size_ + 1) > entries_.size()) Grow();
-    for (std::size_t i = Mix64(key) & mask_;; i = (i + 1) & mask_) {
+    for (std::size_t i = Home(key);; i = (i + 1) & mask_) {
       Entry& e = entries_[i];
       if (e.value == kEmpty) {
         e = Entry{key, value};
@@ -99,6 +110,10 @@ class FlatMap {
   };
 #pragma pack(pop)
 
+  std::size_t Home(std::uint64_t key) const {
+    constexpr std::uint64_t kLow = (std::uint64_t{1} << kNeighbourBits) - 1;
+    return ((Mix64(key >> kNeighbourBits) << kNeighbourBits) | (key & kLow)) & mask_;
+  }
   void Reset(std::size_t cap) {
     mask_ = cap - 1;
     entries_.assign(cap, Entry{});
@@ -110,7 +125,7 @@ class FlatMap {
     Reset(old.size() * 2);
     for (const Entry& e : old) {
       if (e.value == kEmpty) continue;
-      std::size_t i = Mix64(e.key) & mask_;
+      std::size_t i = Home(e.key);
       while (entries_[i].value != kEmpty) i = (i + 1) & mask_;
       entries_[i] = e;
       ++size_;
@@ -120,6 +135,7 @@ class FlatMap {
   std::size_t mask_ = 0, size_ = 0;
 };
 
+template <int kNeighbourBits>
 int RunBaseline(const std::string& path) {
   static_assert(std::endian::native == std::endian::little, "the .bin file is read in place");
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -142,7 +158,7 @@ int RunBaseline(const std::string& path) {
   auto add = [&](std::uint32_t slot, std::int32_t delta) {
     for (std::size_t i = slot / 64 + 1; i <= words; i += i & (~i + 1)) fenwick[i] += delta;
   };
-  FlatMap map;
+  FlatMap<kNeighbourBits> map;
   std::vector<std::uint64_t> histogram(1, 0);  // histogram[d] for distance d; cold apart
   std::uint64_t cold = 0;
   std::uint32_t live = 0;
@@ -338,7 +354,11 @@ int RunComparison(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "baseline") {
     if (argc != 3) return 2;
-    return RunBaseline(argv[2]);
+    return RunBaseline<0>(argv[2]);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "baseline-neighbours") {
+    if (argc != 3) return 2;
+    return RunBaseline<2>(argv[2]);
   }
   if (argc >= 2 && std::string(argv[1]) == "convert") {
     if (argc != 4) return 2;

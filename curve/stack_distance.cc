@@ -13,8 +13,8 @@ namespace {
 constexpr std::uint32_t kMinSlots = 4096;  // a multiple of 64
 constexpr std::uint32_t kBlockBits = 64;
 
-std::uint32_t RoundUpToBlock(std::uint64_t n) {
-  return static_cast<std::uint32_t>((n + kBlockBits - 1) / kBlockBits * kBlockBits);
+std::uint64_t RoundUpToBlock(std::uint64_t n) {
+  return (n + kBlockBits - 1) / kBlockBits * kBlockBits;
 }
 
 }  // namespace
@@ -60,14 +60,15 @@ void StackDistanceEngine::Clear() {
   next_slot_ = 0;
   oldest_hint_ = 0;
   evicted_pages_ = 0;
+  slot_pages_ = false;
   Resize(kMinSlots);
 }
 
 void StackDistanceEngine::Reserve(std::uint64_t pages) {
   pages = std::min<std::uint64_t>(pages, options_.max_pages);
   map_.Reserve(pages);
-  // Compact() sizes the slots to three times the live pages; start there.
-  const std::uint64_t slots = (3 * pages + 2 * kBlockBits - 1) / kBlockBits * kBlockBits;
+  // Compact() sizes the slots to SlotsFor the live pages; start there.
+  const std::uint64_t slots = SlotsFor(pages);
   if (slots > slots_ && slots < kNoSlot) {
     live_bits_.resize(slots / kBlockBits, 0);
     Resize(static_cast<std::uint32_t>(slots));
@@ -95,25 +96,29 @@ void StackDistanceEngine::ClearLive(std::uint32_t slot) {
   for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) --fenwick_[i];
 }
 
-// ClearLive(from) then SetLive(to), with one walk up the Fenwick tree: the two
-// update paths meet at a common ancestor, above which -1 and +1 cancel. A page
-// referenced again soon lives in a nearby block, so the walk is usually short.
-void StackDistanceEngine::MoveLive(std::uint32_t from, std::uint32_t to) {
-  live_bits_[from / kBlockBits] &= ~(1ULL << (from % kBlockBits));
-  live_bits_[to / kBlockBits] |= 1ULL << (to % kBlockBits);
-  const std::size_t n = fenwick_.size();
-  std::size_t i = from / kBlockBits + 1, j = to / kBlockBits + 1;
-  while (i != j) {
-    if (i < j) {
-      if (i >= n) break;
-      --fenwick_[i];
-      i += i & (~i + 1);
-    } else {
-      if (j >= n) break;
-      ++fenwick_[j];
-      j += j & (~j + 1);
-    }
-  }
+// ClearLive(from) then SetLive(to), REQUIRES from < to. The two update paths of
+// the Fenwick tree meet at a common ancestor, above which -1 and +1 cancel; that
+// ancestor is computed first, so each path is a plain loop of its own (no
+// data-dependent branch between them: walking them in step mispredicted). A page
+// referenced again soon lives in a nearby block, so both walks are usually short.
+//
+// Node k with lowest set bit 2^t covers blocks (k - 2^t, k], that is the 0-based
+// blocks b with b >> t == k / 2^t - 1, an even number. The ancestor is the first
+// node covering both blocks: the smallest t with bf >> t == bt >> t and that
+// value even, k = ((bf >> t) + 1) << t.
+inline void StackDistanceEngine::MoveLive(std::uint32_t from, std::uint32_t to) {
+  const std::uint32_t bf = from / kBlockBits, bt = to / kBlockBits;
+  live_bits_[bf] &= ~(1ULL << (from % kBlockBits));
+  live_bits_[bt] |= 1ULL << (to % kBlockBits);
+  if (bf == bt) return;
+  const std::uint64_t a = bf;
+  int t = std::bit_width(a ^ bt);
+  t += std::countr_one(a >> t);
+  const std::size_t meet = static_cast<std::size_t>((a >> t) + 1) << t;
+  const std::size_t end = std::min(meet, fenwick_.size());
+  std::int32_t* const tree = fenwick_.data();
+  for (std::size_t i = std::size_t{bf} + 1; i < end; i += i & (~i + 1)) --tree[i];
+  for (std::size_t j = std::size_t{bt} + 1; j < end; j += j & (~j + 1)) ++tree[j];
 }
 
 // Number of live slots newer than slot (slot itself is live).
@@ -136,7 +141,11 @@ void StackDistanceEngine::Resize(std::uint32_t slots) {
     if (v.capacity() > 2 * n) v.shrink_to_fit();
   };
   slots_ = slots;
-  fit(slot_page_, slots);
+  if (slot_pages_) {
+    fit(slot_page_, slots);
+  } else {
+    std::vector<PageId>().swap(slot_page_);
+  }
   fit(live_bits_, slots / kBlockBits);
   // Rebuild the Fenwick tree in O(blocks) from the block popcounts.
   fit(fenwick_, slots / kBlockBits + 1);
@@ -323,8 +332,9 @@ bool StackDistanceEngine::DistanceByGroup(PageId page, std::span<std::uint32_t> 
   return true;
 }
 
-// Renumbers the live slots 0..live-1 in recency order and resizes to three times the
-// live count, so the arrays stay proportional to the tracked pages. Amortized O(1)
+// Renumbers the live slots 0..live-1 in recency order and resizes to SlotsFor the
+// live count (three or eight times it), so the arrays stay proportional to the
+// tracked pages. Amortized O(1)
 // per reference: at least 2 * `live` new references happen between compactions. Works
 // in place: a live slot's new number is never above its old one.
 void StackDistanceEngine::Compact() {
@@ -349,11 +359,11 @@ void StackDistanceEngine::Compact() {
         const std::size_t dims = options_.group_dimensions.size();
         std::copy_n(&owner_[from * dims], dims, &owner_[next * dims]);  // next <= from
       }
-      slot_page_[next++] = slot_page_[from];
+      if (slot_pages_) slot_page_[next] = slot_page_[from];
+      ++next;
     }
   }
-  const std::uint32_t new_slots =
-      std::max(kMinSlots, RoundUpToBlock(3 * static_cast<std::uint64_t>(live_) + kBlockBits));
+  const std::uint32_t new_slots = SlotsFor(live_);
   std::fill(live_bits_.begin(), live_bits_.end(), 0);
   live_bits_.resize(std::max<std::size_t>(live_bits_.size(), new_slots / kBlockBits), 0);
   for (std::uint32_t w = 0; w < live_ / kBlockBits; ++w) live_bits_[w] = ~0ULL;
@@ -381,6 +391,26 @@ void StackDistanceEngine::RememberEviction(PageId page) {
     evicted_young_.Clear();
   }
   evicted_young_.Insert(page, 0);
+}
+
+// Compacts (slots sized for a slot -> page array from now on) and fills
+// slot_page_ from the map: from here on every reference keeps it up to date.
+void StackDistanceEngine::KeepSlotPages() {
+  Compact();
+  slot_pages_ = true;
+  Resize(SlotsFor(live_));  // the live slots are 0..live-1 after compaction
+  map_.ForEach([&](std::uint64_t page, std::uint32_t& slot) { slot_page_[slot] = page; });
+}
+
+std::uint32_t StackDistanceEngine::SlotsFor(std::uint64_t pages) const {
+  // 8 bytes of slot_page_ per slot, or (1 + total groups / 16) bytes of group
+  // tree and owners: three slots per page. Otherwise a slot costs about 1/6 of a
+  // byte (its bit and its share of the tree): eight slots per page, so that a
+  // compaction comes after seven times the live pages' references instead of two.
+  const std::uint64_t per_page = slot_pages_ || total_groups_ != 0 ? 3 : 8;
+  constexpr std::uint64_t kMostSlots = (std::uint64_t{kNoSlot} - 1) / kBlockBits * kBlockBits;
+  const std::uint64_t wanted = RoundUpToBlock(per_page * pages + kBlockBits);
+  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(wanted, kMinSlots, kMostSlots));
 }
 
 void StackDistanceEngine::EvictOldest() {
@@ -412,10 +442,12 @@ bool StackDistanceEngine::Forget(PageId page) {
 
 // References page once: it becomes the most recently used.
 void StackDistanceEngine::Touch(PageId page, std::uint32_t* current) {
+  if (current == nullptr) current = map_.Find(page);
+  // The first eviction needs the page of the oldest slot: keep slot -> page from now on.
+  if (current == nullptr && live_ >= options_.max_pages && !slot_pages_) KeepSlotPages();
   if (next_slot_ == slots_) Compact();  // changes values, moves no map entry
   const std::uint32_t slot = next_slot_++;
-  if (current == nullptr) current = map_.Find(page);
-  slot_page_[slot] = page;
+  if (slot_pages_) slot_page_[slot] = page;
   if (current != nullptr) {
     if (total_groups_ != 0) GroupMove(*current, slot, current_groups_);
     MoveLive(*current, slot);
@@ -525,7 +557,16 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   // eviction); a page not found above may have been inserted by a duplicate.
   const std::uint64_t generation = map_.generation();
   auto touch = [&](std::size_t i) {
-    Touch(pages[i], map_.generation() == generation ? entries_[i] : nullptr);
+    std::uint32_t* current = map_.generation() == generation ? entries_[i] : nullptr;
+    // The common case inline: a tracked page, no groups, a free slot.
+    if (current != nullptr && total_groups_ == 0 && next_slot_ != slots_) {
+      const std::uint32_t slot = next_slot_++;
+      if (slot_pages_) slot_page_[slot] = pages[i];
+      MoveLive(*current, slot);
+      *current = slot;
+      return;
+    }
+    Touch(pages[i], current);
   };
   if (options_.touch_order == TouchOrder::kTailFirst) {
     for (std::size_t i = n; i-- > 0;) touch(i);
@@ -567,10 +608,26 @@ std::vector<std::uint8_t> StackDistanceEngine::Serialize() const {
     for (std::uint32_t g : options_.group_dimensions) base::AppendPod<std::uint32_t>(&out, g);
     base::AppendPod<std::uint32_t>(&out, options_.decompose_from);
   }
+  // The live pages in slot order: slot_page_ when kept, else placed by rank from the map.
+  std::vector<PageId> by_rank;
+  if (!slot_pages_) {
+    std::vector<std::uint32_t> word_base(live_bits_.size());
+    std::uint32_t running = 0;
+    for (std::size_t w = 0; w < live_bits_.size(); ++w) {
+      word_base[w] = running;
+      running += std::popcount(live_bits_[w]);
+    }
+    by_rank.resize(live_);
+    map_.ForEach([&](std::uint64_t page, std::uint32_t slot) {
+      const std::uint64_t below = (1ULL << (slot % kBlockBits)) - 1;
+      by_rank[word_base[slot / kBlockBits] + std::popcount(live_bits_[slot / kBlockBits] & below)] = page;
+    });
+  }
+  std::uint32_t rank = 0;
   for (std::uint32_t w = 0; w < live_bits_.size(); ++w) {
     for (std::uint64_t bits = live_bits_[w]; bits != 0; bits &= bits - 1) {
       const std::size_t slot = w * kBlockBits + std::countr_zero(bits);
-      base::AppendPod<std::uint64_t>(&out, slot_page_[slot]);
+      base::AppendPod<std::uint64_t>(&out, slot_pages_ ? slot_page_[slot] : by_rank[rank++]);
       for (std::size_t d = 0; groups && d < dims; ++d) base::AppendPod<std::uint8_t>(&out, owner_[slot * dims + d]);
     }
   }

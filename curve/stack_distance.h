@@ -11,9 +11,13 @@
 // that hold the latest reference of a tracked page; a Fenwick tree over 64-slot
 // blocks of that bitmap counts live slots, so d(p) = number of live slots newer
 // than p's slot, in O(log(slots / 64)) plus one popcount. A flat hash map maps a
-// page id to its slot and an array maps a slot back to its page. When the slots run
-// out they are compacted (live slots renumbered in order), so memory stays
-// proportional to the number of tracked pages however long the stream runs.
+// page id to its slot. When the slots run out they are compacted (live slots
+// renumbered in order), so memory stays proportional to the number of tracked
+// pages however long the stream runs. An array mapping a slot back to its page is
+// kept only from the first eviction from tracking on (the oldest slot's page must
+// then be found); until then a slot costs about 1/6 byte, and eight slots per
+// page make compactions rare (three per page once that array is kept, or with
+// groups, whose per-slot cost is larger).
 //
 // Bounded tracking: at most max_pages distinct pages are tracked. Inserting one
 // more evicts the least recently used; a later reference to it has an unknown
@@ -53,7 +57,8 @@ enum class TouchOrder {
 struct EngineOptions {
   // M: the largest number of distinct pages tracked (the largest capacity of
   // interest). Must be at least 1 and below kBeyondTracked. Memory is about 55
-  // bytes per tracked page (docs/performance.md). Three defaults, for three
+  // bytes per tracked page once pages have been evicted from tracking, about 31
+  // before (docs/performance.md); the sizes below are the full ones. Three defaults, for three
   // uses: this one, 2^24 (about 0.9 GB), is for code that sets nothing (tests,
   // benchmarks, fuzzers); the agent's engine.max_pages is 2^20 (about 58 MB, in
   // config/agent_config.h: a process beside an inference engine for months,
@@ -188,6 +193,9 @@ class StackDistanceEngine {
   void ClearLive(std::uint32_t slot);
   void MoveLive(std::uint32_t from, std::uint32_t to);
   void EvictOldest();
+  void KeepSlotPages();
+  // The slots to size for `pages` live pages (at compaction, and Reserve).
+  std::uint32_t SlotsFor(std::uint64_t pages) const;
   void Compact();
   void Resize(std::uint32_t slots);
 
@@ -213,7 +221,11 @@ class StackDistanceEngine {
 
   EngineOptions options_;
   PageMap map_;                       // page -> slot of its latest reference
-  std::vector<PageId> slot_page_;     // slot -> page (valid where live)
+  // slot -> page (valid where live), kept only from the first eviction from
+  // tracking on (slot_pages_), the one use that needs it: an offline replay and
+  // an agent below its max_pages never pay its 8 bytes per slot.
+  std::vector<PageId> slot_page_;
+  bool slot_pages_ = false;
   std::vector<std::uint64_t> live_bits_;  // 1 bit per slot
   std::vector<std::int32_t> fenwick_;     // 1-based Fenwick tree over 64-slot blocks
   std::vector<std::uint32_t*> entries_;   // per request: map values found in the arrival pass

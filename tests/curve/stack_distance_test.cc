@@ -357,6 +357,44 @@ TEST(StackDistanceTest, CheckpointRoundTripContinuesIdentically) {
   }
 }
 
+// The slot -> page array is kept only from the first eviction from tracking on:
+// a checkpoint taken before it (pages put in recency order from the map) restores
+// the same state, and both engines then start evicting at the same point, the
+// least recently used pages first.
+TEST(StackDistanceTest, CheckpointBeforeTheFirstEvictionAndEvictionsAfterIt) {
+  const Trace trace = RandomTrace(5, 1500, 40);
+  EngineOptions options;
+  options.max_pages = 400;
+  StackDistanceEngine a(options);
+  RequestOutcome out_a, out_b;
+  std::size_t i = 0;
+  // Enough requests for compactions, none for an eviction.
+  for (; i < trace.size() && a.tracked_pages() + 40 < options.max_pages; ++i) a.Process(trace[i], &out_a);
+  ASSERT_GT(i, 20u);
+  ASSERT_EQ(a.evicted_pages(), 0u);
+  const std::vector<std::uint8_t> bytes = a.Serialize();
+  StackDistanceEngine b;
+  ASSERT_TRUE(b.Deserialize(bytes));
+  EXPECT_EQ(b.Serialize(), bytes);  // the same pages in the same recency order
+  for (; i < trace.size(); ++i) {
+    a.Process(trace[i], &out_a);
+    b.Process(trace[i], &out_b);
+    ASSERT_EQ(out_a.distance, out_b.distance) << "request " << i;
+  }
+  EXPECT_GT(a.evicted_pages(), 1000u);
+  EXPECT_EQ(a.Serialize(), b.Serialize());
+  // Exact below M: the capacity-100 cache of an explicit LRU agrees.
+  StackDistanceEngine c(options);
+  OracleLru lru(100);
+  RequestOutcome out_c;
+  for (const auto& r : trace) {
+    c.Process(r, &out_c);
+    std::size_t hits = 0;
+    while (hits < out_c.size() && out_c.hit_capacity(hits) != 0 && out_c.hit_capacity(hits) <= 100) ++hits;
+    ASSERT_EQ(hits, lru.Request(r, TouchOrder::kTailFirst));
+  }
+}
+
 TEST(StackDistanceTest, CorruptCheckpointIsRejected) {
   StackDistanceEngine a;
   RequestOutcome out;
