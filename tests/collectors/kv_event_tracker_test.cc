@@ -465,7 +465,7 @@ TEST(KvEventTrackerTenantTest, SpellingTableNamesEverySource) {
     EXPECT_EQ(KvTenantSourceName(spelling.value), spelling.name);
     names.emplace_back(spelling.name);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "lora", "cache_salt", "lora_or_salt"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "lora", "cache_salt", "lora_or_salt", "session_id"}));
 }
 
 TEST(KvEventTrackerTenantTest, LoraNameOrIdNamesTheTenant) {
@@ -673,7 +673,7 @@ TEST(KvEventTrackerStateTest, OtherOptionsAndBadBytesAreErrorsAndChangeNothing) 
   EXPECT_NE(error_of(other_scope, state, 3).find("scope"), std::string::npos);
   KvEventTrackerOptions other_group = StateOptions();
   other_group.request_group = 1;
-  EXPECT_NE(error_of(other_group, state, 3).find("request_group 0, not 1"), std::string::npos);
+  EXPECT_NE(error_of(other_group, state, 3).find("request_group unset, not 1"), std::string::npos);
   EXPECT_NE(error_of(StateOptions(), state, 2).find("holds 3 publishers, expected 2"), std::string::npos);
   std::vector<std::uint8_t> longer = state;
   longer.push_back(1);
