@@ -98,21 +98,29 @@ struct TraceRecordOptions {
 // ------------------------------------------------------------------ The KV-event tracker (kv_event_tracker.h)
 
 // Where a KV-event request's tenant comes from (see kv_event_tracker.h).
-enum class KvTenantSource { kNone, kLora, kCacheSalt, kLoraOrSalt };
+enum class KvTenantSource { kNone, kLora, kCacheSalt, kLoraOrSalt, kSessionId };
 // Its spellings (collectors.kv_events[].tenant_source), in this order.
 inline constexpr base::Spelling<KvTenantSource> kKvTenantSourceSpellings[] = {
     {"none", KvTenantSource::kNone},
     {"lora", KvTenantSource::kLora},
     {"cache_salt", KvTenantSource::kCacheSalt},
     {"lora_or_salt", KvTenantSource::kLoraOrSalt},
+    {"session_id", KvTenantSource::kSessionId},
 };
+
+// The largest KV cache group index accepted (collectors.kv_events[].request_group,
+// and group_idx on the wire: a model has a handful of groups).
+inline constexpr std::int64_t kKvMaxGroupIdx = 255;
 
 struct KvEventTrackerOptions {
   // Folded into every page id (docs/semantics.md section 1): the model or
   // revision these events come from. Empty: no model scope.
   std::string scope;
-  // The KV-cache group whose primary-medium stores become requests.
-  std::int64_t request_group = 0;
+  // The KV-cache group whose primary-medium stores become requests, when set
+  // (collectors.kv_events[].request_group, 0 to kKvMaxGroupIdx). Unset: the
+  // group that announces a full-attention kind, else group 0 (see
+  // kv_event_tracker.h).
+  std::optional<std::int64_t> request_group = std::nullopt;
   // Bound of the parent map (see kv_event_tracker.h).
   std::size_t parent_map_max_entries = std::size_t{1} << 22;
   // Longest request emitted (ancestors included), in pages.

@@ -103,6 +103,7 @@ std::optional<KvTenantSource> ParseKvTenantSource(std::string_view name) {
 }
 
 std::string KvEventTenant(KvTenantSource source, const BlockStored& e) {
+  if (source == KvTenantSource::kSessionId) return e.session_id.value_or("");
   if (UsesLora(source)) {
     std::string lora = LoraTenant(e);
     if (!lora.empty()) return lora;
@@ -112,6 +113,77 @@ std::string KvEventTenant(KvTenantSource source, const BlockStored& e) {
     return VllmSalt(e);
   }
   return "";
+}
+
+// ---- KV cache groups ------------------------------------------------------------
+
+std::string_view KvSpecKindName(KvSpecKind kind) {
+  switch (kind) {
+    case KvSpecKind::kUnannounced: return "unannounced";
+    case KvSpecKind::kFull: return "full";
+    case KvSpecKind::kSlidingWindow: return "sliding_window";
+    case KvSpecKind::kChunkedLocal: return "chunked_local";
+    case KvSpecKind::kLinear: return "linear";
+    case KvSpecKind::kOther: return "other";
+  }
+  return "other";
+}
+
+namespace {
+
+// vLLM's KVCacheSpecKind values (vllm/v1/kv_cache_interface.py, main of 2026), classed.
+struct VllmKind {
+  std::string_view name;
+  KvSpecKind kind;
+};
+constexpr VllmKind kVllmKinds[] = {
+    {"full_attention", KvSpecKind::kFull},
+    {"mla_attention", KvSpecKind::kFull},
+    {"sink_full_attention", KvSpecKind::kFull},
+    {"sliding_window", KvSpecKind::kSlidingWindow},
+    {"sliding_window_mla", KvSpecKind::kSlidingWindow},
+    {"chunked_local_attention", KvSpecKind::kChunkedLocal},
+    {"mamba", KvSpecKind::kLinear},
+    {"cross_attention", KvSpecKind::kOther},
+    {"encoder_only_attention", KvSpecKind::kOther},
+    {"unknown", KvSpecKind::kOther},
+};
+
+std::string ExpectedKinds() {
+  std::string out;
+  for (const VllmKind& k : kVllmKinds) out += (out.empty() ? "" : ", ") + std::string(k.name);
+  return out;
+}
+
+// Groups that hold only part of a prefix: their reuse reports list hashes they hold no block for.
+bool IsPartialKind(KvSpecKind kind) {
+  return kind == KvSpecKind::kSlidingWindow || kind == KvSpecKind::kChunkedLocal || kind == KvSpecKind::kLinear;
+}
+
+std::string SpecText(const KvGroupSpec& spec) {
+  std::string out(KvSpecKindName(spec.kind));
+  if (spec.window_tokens > 0) out += " of " + std::to_string(spec.window_tokens) + " tokens";
+  return out;
+}
+
+}  // namespace
+
+std::optional<KvSpecKind> ParseVllmSpecKind(std::string_view name) {
+  for (const VllmKind& k : kVllmKinds) {
+    if (k.name == name) return k.kind;
+  }
+  return std::nullopt;
+}
+
+std::string_view KvGroupAnomalyName(KvGroupAnomaly anomaly) {
+  switch (anomaly) {
+    case KvGroupAnomaly::kUnknownKind: return "unknown_kind";
+    case KvGroupAnomaly::kBadWindow: return "bad_window";
+    case KvGroupAnomaly::kKindChanged: return "kind_changed";
+    case KvGroupAnomaly::kBadGroup: return "bad_group";
+    case KvGroupAnomaly::kRequestGroupNotFull: return "request_group_not_full";
+  }
+  return "unknown_kind";
 }
 
 // ---- Page scope ---------------------------------------------------------------
@@ -143,7 +215,8 @@ KvEventTracker::KvEventTracker(KvEventTrackerOptions options)
       base_scope_(KvBaseScope(options_.scope)),
       media_{std::string(kPrimaryMedium)},
       totals_(1),
-      chains_(options_.parent_map_max_entries) {
+      chains_(options_.parent_map_max_entries),
+      request_group_(options_.request_group) {
   options_.max_request_pages = std::max<std::size_t>(1, options_.max_request_pages);
 }
 
@@ -203,6 +276,111 @@ const KvEventTracker::GroupState* KvEventTracker::FindState(std::size_t publishe
   return nullptr;
 }
 
+const KvGroupSpec* KvEventTracker::FindSpec(std::int64_t group) const {
+  for (const KvGroupSpec& spec : specs_) {
+    if (spec.group == group) return &spec;
+  }
+  return nullptr;
+}
+
+KvGroupSpec& KvEventTracker::Spec(std::int64_t group) {
+  auto it = std::lower_bound(specs_.begin(), specs_.end(), group,
+                             [](const KvGroupSpec& spec, std::int64_t g) { return spec.group < g; });
+  if (it == specs_.end() || it->group != group) it = specs_.insert(it, KvGroupSpec{.group = group});
+  return *it;
+}
+
+KvSpecKind KvEventTracker::KindOf(std::int64_t group) const {
+  const KvGroupSpec* spec = FindSpec(group);
+  return spec == nullptr ? KvSpecKind::kUnannounced : spec->kind;
+}
+
+std::optional<std::int64_t> KvEventTracker::RequestGroup() const {
+  if (request_group_.has_value()) return request_group_;
+  if (KindOf(0) == KvSpecKind::kUnannounced) return 0;
+  return std::nullopt;
+}
+
+void KvEventTracker::Anomaly(KvGroupAnomaly anomaly, std::string note) {
+  const std::size_t i = static_cast<std::size_t>(anomaly);
+  ++counters_.group_anomalies[i];
+  if (noted_[i]) return;
+  noted_[i] = true;
+  notes_.push_back(std::move(note) + " (counted as kvwatch_kv_events_group_anomalies_total{kind=\"" +
+                   std::string(KvGroupAnomalyName(anomaly)) + "\"}; logged once)");
+}
+
+std::vector<std::string> KvEventTracker::TakeNotes() {
+  std::vector<std::string> out;
+  out.swap(notes_);
+  return out;
+}
+
+bool KvEventTracker::CheckGroup(const std::optional<std::int64_t>& group_idx) {
+  if (!group_idx.has_value()) return true;
+  grouped_ = true;
+  if (*group_idx >= 0 && *group_idx <= kKvMaxGroupIdx) return true;
+  Anomaly(KvGroupAnomaly::kBadGroup, "an event of group_idx " + std::to_string(*group_idx) + "; expected 0 to " +
+                                         std::to_string(kKvMaxGroupIdx) + " (such events are ignored)");
+  return false;
+}
+
+void KvEventTracker::Announce(const BlockStored& e) {
+  const std::optional<std::int64_t>& w = e.kv_cache_spec_sliding_window;
+  if (!e.kv_cache_spec_kind.has_value() && !w.has_value()) return;
+  grouped_ = true;
+  const std::int64_t group = e.group_idx.value_or(0);
+  const std::string g = "group " + std::to_string(group);
+  if (!e.kv_cache_spec_kind.has_value()) {
+    Anomaly(KvGroupAnomaly::kBadWindow, g + " announces a sliding window of " + std::to_string(*w) +
+                                            " without kv_cache_spec_kind; expected a kind with it (ignored)");
+    return;
+  }
+  KvGroupSpec announced{.group = group};
+  if (std::optional<KvSpecKind> kind = ParseVllmSpecKind(*e.kv_cache_spec_kind)) {
+    announced.kind = *kind;
+  } else {
+    announced.kind = KvSpecKind::kOther;
+    Anomaly(KvGroupAnomaly::kUnknownKind, g + " announces kv_cache_spec_kind '" + e.kv_cache_spec_kind->substr(0, 64) +
+                                              "'; expected one of " + ExpectedKinds() + " (kept as other)");
+  }
+  const bool valid_window = w.has_value() && *w > 0 && *w <= kKvMaxWindowTokens;
+  const std::string window_text = w.has_value() ? std::to_string(*w) : std::string("none");
+  if (announced.kind == KvSpecKind::kSlidingWindow || (announced.kind == KvSpecKind::kChunkedLocal && w.has_value())) {
+    if (valid_window) {
+      announced.window_tokens = *w;
+    } else {
+      Anomaly(KvGroupAnomaly::kBadWindow, g + " (" + *e.kv_cache_spec_kind + ") announces a window of " + window_text +
+                                              " tokens; expected 1 to " + std::to_string(kKvMaxWindowTokens) +
+                                              " (kept without a window)");
+    }
+  } else if (w.has_value()) {
+    Anomaly(KvGroupAnomaly::kBadWindow, g + " (" + e.kv_cache_spec_kind->substr(0, 64) + ") announces a window of " +
+                                            window_text + " tokens; expected none for that kind (ignored)");
+  }
+  KvGroupSpec& spec = Spec(group);
+  if (spec.kind == KvSpecKind::kUnannounced) {
+    spec = announced;
+    if (spec.kind == KvSpecKind::kFull && !request_group_.has_value()) request_group_ = group;
+    if (options_.request_group == group && spec.kind != KvSpecKind::kFull) {
+      Anomaly(KvGroupAnomaly::kRequestGroupNotFull,
+              "request_group " + std::to_string(group) + " is configured, but the group announces " +
+                  SpecText(spec) + "; expected a full-attention group (requests are still taken from it)");
+    }
+  } else if (spec != announced) {
+    Anomaly(KvGroupAnomaly::kKindChanged, g + " announced " + SpecText(spec) + " first, now " + SpecText(announced) +
+                                              "; expected one spec per group (the first kept)");
+  }
+}
+
+KvEventTracker::GroupTotals& KvEventTracker::Totals(std::uint32_t medium, std::int64_t group) {
+  for (GroupTotals& t : group_totals_) {
+    if (t.medium == medium && t.group == group) return t;
+  }
+  group_totals_.push_back(GroupTotals{.medium = medium, .group = group});
+  return group_totals_.back();
+}
+
 void KvEventTracker::AddCopy(GroupState& s, std::uint64_t hash) {
   if (std::uint32_t* n = s.refs.Find(hash)) {
     if (*n + 1 < curve::PageMap::kEmpty) ++*n;
@@ -212,9 +390,10 @@ void KvEventTracker::AddCopy(GroupState& s, std::uint64_t hash) {
 }
 
 void KvEventTracker::MaybeForgetLink(std::size_t publisher, std::uint64_t hash) {
+  const std::int64_t request_group = RequestGroup().value_or(0);
   for (std::size_t q = 0; q < publishers_.size(); ++q) {
     if (q == publisher) continue;
-    const GroupState* other = FindState(q, 0, options_.request_group);
+    const GroupState* other = FindState(q, 0, request_group);
     if (other != nullptr && other->refs.Find(hash) != nullptr) return;
   }
   chains_.Erase(hash);
@@ -276,19 +455,30 @@ void KvEventTracker::Apply(std::size_t publisher, const KvEventBatch& batch, Req
 }
 
 void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, double ts, RequestSink& sink) {
+  if (!CheckGroup(e.group_idx)) return;
+  Announce(e);
+  const std::int64_t group = e.group_idx.value_or(0);
   const std::uint32_t medium = MediumIndex(e.medium);
-  GroupState& s = State(publisher, medium, e.group_idx.value_or(0));
+  GroupState& s = State(publisher, medium, group);
   const std::uint64_t n = e.block_hashes.size();
   if (n == 0) return;
-  // A reuse report: a root chain on the primary medium whose blocks are all resident.
+  // A reuse report: a root chain on the primary medium whose blocks are all
+  // resident (for a group holding part of a prefix: whose last block is).
   bool reuse = medium == 0 && !e.parent_block_hash.has_value();
-  for (std::size_t i = 0; reuse && i < n; ++i) reuse = s.refs.Find(e.block_hashes[i]) != nullptr;
+  if (reuse && IsPartialKind(KindOf(group))) {
+    reuse = s.refs.Find(e.block_hashes.back()) != nullptr;
+  } else {
+    for (std::size_t i = 0; reuse && i < n; ++i) reuse = s.refs.Find(e.block_hashes[i]) != nullptr;
+  }
   MediumTotals& totals = totals_[medium];
+  GroupTotals& group_totals = Totals(medium, group);
   if (reuse) {
     totals.reused += n;
+    group_totals.reused += n;
     ++counters_.reuse_reports;
   } else {
     totals.stored += n;
+    group_totals.stored += n;
     if (medium != 0 && e.token_ids.empty()) totals.tier_moves += n;
     for (std::uint64_t hash : e.block_hashes) AddCopy(s, hash);
   }
@@ -337,9 +527,12 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
 }
 
 void KvEventTracker::OnRemoved(std::size_t publisher, const BlockRemoved& e) {
+  if (!CheckGroup(e.group_idx)) return;
+  const std::int64_t group = e.group_idx.value_or(0);
   const std::uint32_t medium = MediumIndex(e.medium);
-  GroupState& s = State(publisher, medium, e.group_idx.value_or(0));
+  GroupState& s = State(publisher, medium, group);
   totals_[medium].evicted += e.block_hashes.size();
+  Totals(medium, group).evicted += e.block_hashes.size();
   for (std::uint64_t hash : e.block_hashes) DropCopy(publisher, s, hash);
 }
 
@@ -355,6 +548,7 @@ void KvEventTracker::OnUpdated(std::size_t publisher, const BlockUpdated& e) {
   if (source.refs.Find(e.block_hash) != nullptr) DropCopy(publisher, source, e.block_hash);
   AddCopy(State(publisher, to, 0), e.block_hash);
   ++totals_[to].stored;
+  ++Totals(to, 0).stored;
   ++totals_[to].tier_moves;
 }
 
@@ -426,6 +620,52 @@ std::vector<KvMediumCounters> KvEventTracker::MediumCounters() const {
   }
   for (const Publisher& p : publishers_) {
     for (const GroupState& s : p.groups) out[s.medium].resident_blocks += s.refs.size();
+  }
+  return out;
+}
+
+std::vector<KvGroupSpec> KvEventTracker::GroupSpecs() const {
+  std::vector<KvGroupSpec> out = specs_;
+  auto add = [&](std::int64_t group) {
+    for (const KvGroupSpec& spec : out) {
+      if (spec.group == group) return;
+    }
+    out.push_back(KvGroupSpec{.group = group});
+  };
+  for (const GroupTotals& t : group_totals_) add(t.group);
+  for (const Publisher& p : publishers_) {
+    for (const GroupState& s : p.groups) add(s.group);
+  }
+  std::sort(out.begin(), out.end(), [](const KvGroupSpec& a, const KvGroupSpec& b) { return a.group < b.group; });
+  return out;
+}
+
+std::vector<KvGroupCounters> KvEventTracker::GroupCounters() const {
+  std::vector<KvGroupCounters> out;
+  if (!grouped_) return out;
+  std::vector<std::pair<std::uint32_t, std::int64_t>> keys;
+  for (const GroupTotals& t : group_totals_) keys.emplace_back(t.medium, t.group);
+  for (const Publisher& p : publishers_) {
+    for (const GroupState& s : p.groups) keys.emplace_back(s.medium, s.group);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (const auto& [medium, group] : keys) {
+    KvGroupCounters& c = out.emplace_back();
+    c.medium = media_[medium];
+    const KvGroupSpec* spec = FindSpec(group);
+    c.spec = spec != nullptr ? *spec : KvGroupSpec{.group = group};
+    for (const GroupTotals& t : group_totals_) {
+      if (t.medium != medium || t.group != group) continue;
+      c.stored_blocks = t.stored;
+      c.evicted_blocks = t.evicted;
+      c.reused_blocks = t.reused;
+    }
+    for (const Publisher& p : publishers_) {
+      for (const GroupState& s : p.groups) {
+        if (s.medium == medium && s.group == group) c.resident_blocks += s.refs.size();
+      }
+    }
   }
   return out;
 }

@@ -36,10 +36,52 @@
 // reuse report, so that copy is not counted and its later second BlockRemoved
 // counts as an unknown removal.
 //
+// KV cache groups (hybrid models). vLLM publishes one BlockStored per KV cache
+// group for the same tokens, each with its group_idx, and annotates it with the
+// group's kind and sliding window (vllm/v1/core/kv_cache_manager.py take_events,
+// kv_cache_event_metadata from get_kv_cache_spec_kind and
+// get_kv_cache_spec_sliding_window in vllm/v1/kv_cache_interface.py; main at
+// commit 003df29 of 2026; fields added by PRs #37688 and #40984); BlockRemoved
+// carries the group_idx only. The tracker learns each group's spec from the
+// stores that announce it (KvGroupSpecs), tracker-wide (every publisher of a
+// collector serves one model), kept across publisher restarts and saved in the
+// state:
+//   - full_attention, mla_attention, sink_full_attention: full (every token of
+//     the prefix); sliding_window, sliding_window_mla: a window of
+//     kv_cache_spec_sliding_window tokens; chunked_local_attention: chunked
+//     local (vLLM announces no size: the chunk comes from the model, or from
+//     kv_cache_spec_sliding_window when an engine sets it); mamba: linear (one
+//     state per cached prefix point); cross_attention, encoder_only_attention,
+//     unknown: other (kept, never requests);
+//   - the first announcement of a group sticks. Hostile or unexpected input is
+//     counted by KvGroupAnomaly (KvTrackerCounters.group_anomalies) and
+//     described once per anomaly in TakeNotes, never a stop: a kind vLLM does
+//     not define (kept as other), a sliding window that is absent, <= 0 or
+//     above kKvMaxWindowTokens, or a window on a full kind (kept without a
+//     window), another kind or window for a group already announced (the first
+//     kept), a group_idx < 0 or above kKvMaxGroupIdx (the event is ignored).
+// The request group, whose primary-medium stores make requests (so a hybrid
+// model is not counted once per group): options.request_group when set (an
+// override, for engines that publish group_idx without kinds: vLLM between
+// #37688 and #40984); else the first group that announces a full kind (vLLM's
+// full groups store the same hashes, so any one gives the same requests); else,
+// until one does, group 0 unless it announced another kind. A stream without
+// group fields is therefore read exactly as before groups existed (group 0).
+// The other groups' stores and removals keep their own block state (reference
+// counts per hash, per medium): their retention, counted per (medium, group)
+// in GroupCounters. In vLLM's full report mode, a sliding-window, chunked or
+// linear group's reuse report lists every hash of the hit, also the positions
+// the group holds no block for (null blocks): for these groups a root chain on
+// the primary medium whose last hash is resident is read as a reuse report
+// (for a full or unannounced group, every hash must be resident, as below). It
+// misreads, as below, a real duplicate root chain whose last block the group
+// holds. Limits: an offload connector's legacy placeholder stores carry no
+// group_idx and count in group 0; `locality` (LOCAL/REMOTE) is not read; a
+// chunked group's size is not published by vLLM (the model's config has it).
+//
 // Requests. Only BlockStored events on the primary medium in the request group
-// (options.request_group, default 0: one group so hybrid models are not counted
-// once per group) make requests; one curve::Request per chain, timestamp = the
-// batch's ts, pages in prefix order:
+// make requests; one curve::Request per chain, timestamp = the batch's ts,
+// pages in prefix order:
 //   - a reuse report R = [h1..hj] starts a request with those pages; when the
 //     next BlockStored of the same batch has parent hj (the same request's newly
 //     cached blocks, which vLLM emits in the same scheduler step), its blocks are
@@ -85,7 +127,9 @@
 //     the ancestor walk reached the root. The root map keeps salted roots only
 //     and is cleared when it reaches parent_map_max_entries (chains rooted
 //     before then lose their tenant until their root is stored again);
-//   - lora_or_salt: the LoRA tenant when there is one, else the salt tenant.
+//   - lora_or_salt: the LoRA tenant when there is one, else the salt tenant;
+//   - session_id: the event's session_id (vLLM PR #51381, echoed on GPU
+//     stores and reuse reports; SGLang's map encoding), else no tenant.
 // A reuse report merged with its new blocks keeps the report's tenant (or takes
 // the new blocks' when the report had none). Names are passed on raw: the
 // consumer sanitizes and folds them (bounded label cardinality).
@@ -105,6 +149,7 @@
 #ifndef KVWATCH_COLLECTORS_KV_EVENT_TRACKER_H_
 #define KVWATCH_COLLECTORS_KV_EVENT_TRACKER_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -158,6 +203,33 @@ void AppendKvStateString(std::vector<std::uint8_t>* out, std::string_view s);
 bool ReadKvStateString(std::span<const std::uint8_t>* in, std::size_t max_length, std::string* s);
 bool ReadKvStateCount(std::span<const std::uint8_t>* in, std::size_t min_element_bytes, std::uint32_t* count);
 
+// ---- KV cache groups ------------------------------------------------------------
+
+// A group's kind as announced (BlockStored.kv_cache_spec_kind), classed.
+enum class KvSpecKind : std::uint8_t { kUnannounced, kFull, kSlidingWindow, kChunkedLocal, kLinear, kOther };
+inline constexpr std::size_t kKvSpecKinds = 6;
+// "unannounced", "full", "sliding_window", "chunked_local", "linear", "other"
+// (the curve's KvGroupKindName spellings where they exist).
+std::string_view KvSpecKindName(KvSpecKind kind);
+// A kind name vLLM defines (KVCacheSpecKind values) classed; nullopt for another name.
+std::optional<KvSpecKind> ParseVllmSpecKind(std::string_view name);
+
+// The largest sliding window accepted, in tokens (above any model's context).
+inline constexpr std::int64_t kKvMaxWindowTokens = std::int64_t{1} << 26;
+
+struct KvGroupSpec {
+  std::int64_t group = 0;
+  KvSpecKind kind = KvSpecKind::kUnannounced;
+  std::int64_t window_tokens = 0;  // sliding window (or announced chunk); 0: none or unknown
+  bool operator==(const KvGroupSpec&) const = default;
+};
+
+// What the group fields of a stream can get wrong (see above).
+enum class KvGroupAnomaly : std::uint8_t { kUnknownKind, kBadWindow, kKindChanged, kBadGroup, kRequestGroupNotFull };
+inline constexpr std::size_t kKvGroupAnomalies = 5;
+// "unknown_kind", "bad_window", "kind_changed", "bad_group", "request_group_not_full".
+std::string_view KvGroupAnomalyName(KvGroupAnomaly anomaly);
+
 // ---- Tracker ------------------------------------------------------------------
 
 // Per-medium counters, summed over publishers and groups.
@@ -185,6 +257,18 @@ struct KvTrackerCounters {
   std::uint64_t chain_cycles = 0;
   std::uint64_t chains_too_long = 0;
   std::uint64_t parent_map_evictions = 0;
+  std::array<std::uint64_t, kKvGroupAnomalies> group_anomalies{};  // by KvGroupAnomaly
+};
+
+// Per (medium, group) counters, summed over publishers; only for streams whose
+// events carry group fields (KvEventTracker::grouped()).
+struct KvGroupCounters {
+  std::string medium;
+  KvGroupSpec spec;
+  std::uint64_t stored_blocks = 0;   // as KvMediumCounters
+  std::uint64_t evicted_blocks = 0;
+  std::uint64_t reused_blocks = 0;
+  std::uint64_t resident_blocks = 0;
 };
 
 class KvEventTracker {
@@ -207,10 +291,11 @@ class KvEventTracker {
   // State across agent restarts (kv_events_collector.h's part of the agent's
   // state file). AppendState appends what the page-reference stream depends on
   // beyond the batches still to come: the options it was built under (the scope
-  // digest and request group: page ids in the parent map were made with them),
-  // the engine's block size, the parent map oldest first (so the bound evicts in
-  // the same order), the salted roots' tenants, and the block state of
-  // `publishers`, in that order. A batch applied after RestoreState then gives
+  // digest and configured request group: page ids in the parent map were made
+  // with them), the engine's block size, the groups (whether any was seen, the
+  // request group chosen, each group's spec), the parent map oldest first (so
+  // the bound evicts in the same order), the salted roots' tenants, and the
+  // block state of `publishers`, in that order. A batch applied after RestoreState then gives
   // the requests it would have given without the restart. Counters are not kept
   // (Prometheus counters restart with the process) and the media are kept by
   // name.
@@ -221,10 +306,23 @@ class KvEventTracker {
   // Every count and length is checked against the bytes left; bytes left over,
   // another number of publishers, zero or duplicate reference counts, duplicate
   // groups and other options (scope, request group) are errors. All or nothing:
-  // on an error the tracker is unchanged.
-  base::Status RestoreState(std::span<const std::uint8_t> in, std::size_t publishers);
+  // on an error the tracker is unchanged. with_groups false reads the encoding
+  // of the collector's state version 2 and before (no group specs: a request
+  // group of 0, written before it could be configured).
+  base::Status RestoreState(std::span<const std::uint8_t> in, std::size_t publishers, bool with_groups = true);
 
   const KvTrackerCounters& counters() const { return counters_; }
+  // Whether any event carried group_idx or a cache-spec field.
+  bool grouped() const { return grouped_; }
+  // The groups seen (announced or not), by group index.
+  std::vector<KvGroupSpec> GroupSpecs() const;
+  // The group whose stores make requests now (see above); nullopt: none yet.
+  std::optional<std::int64_t> RequestGroup() const;
+  // One entry per (medium, group) seen, media in MediumCounters' order, groups ascending.
+  std::vector<KvGroupCounters> GroupCounters() const;
+  // The description of each anomaly's first occurrence since the last call
+  // (what was seen and what was expected), for the collector to log once.
+  std::vector<std::string> TakeNotes();
   // One entry per medium seen ("GPU" always first).
   std::vector<KvMediumCounters> MediumCounters() const;
   // Distinct resident hashes of one (publisher, medium, group); 0 when unknown.
@@ -264,7 +362,26 @@ class KvEventTracker {
   std::optional<std::uint32_t> FindMedium(std::string_view medium) const;
   GroupState& State(std::size_t publisher, std::uint32_t medium, std::int64_t group);
   const GroupState* FindState(std::size_t publisher, std::uint32_t medium, std::int64_t group) const;
-  bool IsRequestState(const GroupState& s) const { return s.medium == 0 && s.group == options_.request_group; }
+  bool IsRequestGroup(std::int64_t group) const {
+    const std::optional<std::int64_t> g = RequestGroup();
+    return g.has_value() && *g == group;
+  }
+  bool IsRequestState(const GroupState& s) const { return s.medium == 0 && IsRequestGroup(s.group); }
+  // The spec entry of a group (created unannounced).
+  KvGroupSpec& Spec(std::int64_t group);
+  const KvGroupSpec* FindSpec(std::int64_t group) const;
+  KvSpecKind KindOf(std::int64_t group) const;
+  // Notes the group fields of an event; false when its group_idx is out of range.
+  bool CheckGroup(const std::optional<std::int64_t>& group_idx);
+  // Learns (or checks) the spec a store announces.
+  void Announce(const BlockStored& e);
+  void Anomaly(KvGroupAnomaly anomaly, std::string note);
+  struct GroupTotals {
+    std::uint32_t medium = 0;
+    std::int64_t group = 0;
+    std::uint64_t stored = 0, evicted = 0, reused = 0;
+  };
+  GroupTotals& Totals(std::uint32_t medium, std::int64_t group);
 
   void OnStored(std::size_t publisher, const BlockStored& e, double ts, RequestSink& sink);
   void OnRemoved(std::size_t publisher, const BlockRemoved& e);
@@ -294,6 +411,14 @@ class KvEventTracker {
   std::int64_t block_size_ = 0;  // the engine's block size, from the last BlockStored that had one
   // Root page of a salted chain -> its salt tenant (tenant_source with salts only).
   std::unordered_map<curve::PageId, std::string> root_tenants_;
+  // Groups: specs by index, the request group once chosen (options or the
+  // first full kind), per (medium, group) totals, anomaly notes to log.
+  bool grouped_ = false;
+  std::vector<KvGroupSpec> specs_;  // ascending group
+  std::optional<std::int64_t> request_group_;
+  std::vector<GroupTotals> group_totals_;
+  std::vector<std::string> notes_;
+  std::array<bool, kKvGroupAnomalies> noted_{};
 };
 
 }  // namespace kvwatch::collectors

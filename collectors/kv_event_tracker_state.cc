@@ -45,6 +45,13 @@ constexpr std::size_t kRootTenantBytes = 8 + 4;       // page, tenant length
 constexpr std::size_t kPublisherBytes = 4;            // group count
 constexpr std::size_t kGroupBytes = 4 + 8 + 4;        // medium length, group, ref count
 constexpr std::size_t kRefBytes = 8 + 4;              // hash, copies
+constexpr std::size_t kSpecBytes = 8 + 1 + 8;         // group, kind, window
+// An unset request group, as saved.
+constexpr std::int64_t kNoGroup = -1;
+
+std::string GroupText(std::optional<std::int64_t> group) {
+  return group.has_value() ? std::to_string(*group) : std::string("unset");
+}
 // Medium names and tenants are short labels. A longer one is not saved whole
 // (AppendState cuts a medium name, leaves out a tenant), so what AppendState
 // writes always reads back.
@@ -55,8 +62,16 @@ constexpr std::size_t kMaxStateString = std::size_t{1} << 16;
 void KvEventTracker::AppendState(std::span<const std::size_t> publishers, std::vector<std::uint8_t>* out) const {
   using base::AppendPod;
   AppendPod<std::uint64_t>(out, base_scope_);
-  AppendPod<std::int64_t>(out, options_.request_group);
+  AppendPod<std::int64_t>(out, options_.request_group.value_or(kNoGroup));
   AppendPod<std::int64_t>(out, block_size_);
+  AppendPod<std::uint8_t>(out, grouped_ ? 1 : 0);
+  AppendPod<std::int64_t>(out, request_group_.value_or(kNoGroup));
+  AppendPod<std::uint32_t>(out, static_cast<std::uint32_t>(specs_.size()));
+  for (const KvGroupSpec& spec : specs_) {
+    AppendPod<std::int64_t>(out, spec.group);
+    AppendPod<std::uint8_t>(out, static_cast<std::uint8_t>(spec.kind));
+    AppendPod<std::int64_t>(out, spec.window_tokens);
+  }
   AppendPod<std::uint32_t>(out, static_cast<std::uint32_t>(chains_.size()));
   chains_.ForEachOldestFirst([&](std::uint64_t hash, std::optional<std::uint64_t> parent, std::uint64_t page) {
     AppendPod<std::uint64_t>(out, hash);
@@ -92,7 +107,8 @@ void KvEventTracker::AppendState(std::span<const std::size_t> publishers, std::v
   }
 }
 
-base::Status KvEventTracker::RestoreState(std::span<const std::uint8_t> bytes, std::size_t publishers) {
+base::Status KvEventTracker::RestoreState(std::span<const std::uint8_t> bytes, std::size_t publishers,
+                                          bool with_groups) {
   using base::ReadPod;
   std::span<const std::uint8_t>* in = &bytes;
   using base::Status;
@@ -109,11 +125,48 @@ base::Status KvEventTracker::RestoreState(std::span<const std::uint8_t> bytes, s
   if (scope != base_scope_) {
     return Status::Error("KV-event tracker state was written under another scope (the model or revision)");
   }
-  if (request_group != options_.request_group) {
-    return Status::Error("KV-event tracker state was written for request_group " + std::to_string(request_group) +
-                         ", not " + std::to_string(options_.request_group));
+  // Before groups (with_groups false) the request group was always 0, the
+  // group an unset request_group starts from.
+  const std::optional<std::int64_t> saved_group =
+      request_group == kNoGroup ? std::nullopt : std::optional<std::int64_t>(request_group);
+  if (with_groups ? saved_group != options_.request_group : request_group != options_.request_group.value_or(0)) {
+    return Status::Error("KV-event tracker state was written for request_group " + GroupText(saved_group) +
+                         ", not " + GroupText(options_.request_group));
   }
   if (block_size < 0) return Status::Error("KV-event tracker state: negative block size");
+
+  std::uint8_t grouped = 0;
+  std::optional<std::int64_t> chosen = options_.request_group;
+  std::vector<KvGroupSpec> specs;
+  if (with_groups) {
+    std::int64_t chosen_group = 0;
+    std::uint32_t count = 0;
+    if (!ReadPod(in, &grouped) || !ReadPod(in, &chosen_group) || !ReadKvStateCount(in, kSpecBytes, &count)) {
+      return truncated("groups");
+    }
+    if (grouped > 1) return Status::Error("KV-event tracker state: bad grouped flag");
+    if (chosen_group != kNoGroup && (chosen_group < 0 || chosen_group > kKvMaxGroupIdx)) {
+      return Status::Error("KV-event tracker state: request group " + std::to_string(chosen_group));
+    }
+    chosen = chosen_group == kNoGroup ? std::nullopt : std::optional<std::int64_t>(chosen_group);
+    if (options_.request_group.has_value() && chosen != options_.request_group) {
+      return Status::Error("KV-event tracker state: request group " + GroupText(chosen) + " under request_group " +
+                           GroupText(options_.request_group));
+    }
+    for (std::uint32_t i = 0; i < count; ++i) {
+      KvGroupSpec spec;
+      std::uint8_t kind = 0;
+      if (!ReadPod(in, &spec.group) || !ReadPod(in, &kind) || !ReadPod(in, &spec.window_tokens)) {
+        return truncated("groups");
+      }
+      if (spec.group < 0 || spec.group > kKvMaxGroupIdx || kind >= kKvSpecKinds || spec.window_tokens < 0 ||
+          spec.window_tokens > kKvMaxWindowTokens || (!specs.empty() && specs.back().group >= spec.group)) {
+        return Status::Error("KV-event tracker state: bad group spec " + std::to_string(i));
+      }
+      spec.kind = static_cast<KvSpecKind>(kind);
+      specs.push_back(spec);
+    }
+  }
 
   KvChainIndex chains(options_.parent_map_max_entries);
   std::uint32_t links = 0;
@@ -186,6 +239,9 @@ base::Status KvEventTracker::RestoreState(std::span<const std::uint8_t> bytes, s
 
   // Every part read and checked: commit.
   block_size_ = block_size;
+  grouped_ = grouped != 0;
+  request_group_ = chosen;
+  specs_ = std::move(specs);
   chains_ = std::move(chains);
   root_tenants_ = std::move(root_tenants);
   media_ = std::move(media);

@@ -55,10 +55,12 @@ std::atomic<std::uint64_t> monitor_counter{0};
 // (batches, lost, replayed, replay requests, restarts, recovery polls: u64
 // each), the collector's stats (collector.h AppendStats: records, dropped,
 // errors), then the tracker's part (KvEventTracker::AppendState, its publishers
-// in the same order) to the end. Host byte order (base/byte_io.h). Version 1
-// (still read) had no highest seq, counters or stats.
+// in the same order) to the end. Host byte order (base/byte_io.h). Version 2
+// (still read) had no KV cache groups in the tracker's part; version 1 (still
+// read) no highest seq, counters or stats either.
 constexpr std::uint32_t kStateMagic = 0x5645564b;  // "KVEV" read little-endian
-constexpr std::uint32_t kStateVersion = 2;
+constexpr std::uint32_t kStateVersion = 3;
+constexpr std::uint32_t kStateVersionWithoutGroups = 2;
 constexpr std::uint32_t kStateVersionWithoutCounters = 1;
 constexpr std::size_t kSavedPublisherBytesV1 = 4 + 4 + 4 + 8;
 constexpr std::size_t kSavedPublisherBytes = kSavedPublisherBytesV1 + 8;
@@ -87,6 +89,12 @@ enum class KvMetric {
   kChainAnomalies,
   kParentMapEntries,
   kParentMapEvictions,
+  kGroupStored,
+  kGroupEvicted,
+  kGroupResident,
+  kGroupWindow,
+  kRequestGroup,
+  kGroupAnomalies,
 };
 using base::MetricType;
 constexpr base::MetricDef kKvMetrics[] = {
@@ -118,6 +126,31 @@ constexpr base::MetricDef kKvMetrics[] = {
      "collector"},
     {"kvwatch_kv_events_parent_map_evictions_total", MetricType::kCounter,
      "Parent links evicted because the parent map reached its bound.", "collector"},
+    {"kvwatch_kv_events_group_stored_blocks_total", MetricType::kCounter,
+     "Block hashes stored per KV cache group and medium (reuse reports not counted); only for streams whose "
+     "events carry group_idx or a cache-spec kind. kind is what the group announced: full, sliding_window, "
+     "chunked_local, linear, other or unannounced.",
+     "collector,medium,group,kind"},
+    {"kvwatch_kv_events_group_evicted_blocks_total", MetricType::kCounter,
+     "Block hashes removed per KV cache group and medium (one per physical copy).", "collector,medium,group,kind"},
+    {"kvwatch_kv_events_group_resident_blocks", MetricType::kGauge,
+     "Distinct block hashes resident per KV cache group and medium, summed over publishers: the blocks each group "
+     "retains.",
+     "collector,medium,group,kind"},
+    {"kvwatch_kv_events_group_window_tokens", MetricType::kGauge,
+     "The sliding window (or chunk) a KV cache group announced, in tokens; 0 for none or unknown.",
+     "collector,group,kind"},
+    {"kvwatch_kv_events_request_group", MetricType::kGauge,
+     "The KV cache group whose stores become requests (collectors.kv_events[].request_group, else the group "
+     "announcing full attention, else 0); -1 while no group qualifies.",
+     "collector"},
+    {"kvwatch_kv_events_group_anomalies_total", MetricType::kCounter,
+     "Events whose KV cache group fields were not as expected, by kind: unknown_kind (a kv_cache_spec_kind vLLM "
+     "does not define), bad_window (a sliding window absent, <= 0 or absurd, or on a kind without one), "
+     "kind_changed (a group announcing another spec than first), bad_group (a group_idx out of 0..255: the event "
+     "is ignored), request_group_not_full (the configured request_group announces another kind). Each is logged "
+     "once.",
+     "collector,kind"},
 };
 
 // One ZeroMQ context (one I/O thread) for every collector of the process: an
@@ -464,6 +497,9 @@ void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, c
     tracker_.Apply(pub.tracker_id, io_->batch, discard);
     withheld_requests_ += tracker_.counters().requests - before;
   }
+  for (const std::string& note : tracker_.TakeNotes()) {
+    log_(pub.label + (replayed ? " replayed" : "") + " seq " + std::to_string(seq) + ": " + note);
+  }
   ++transport_.batches;
   stats_.last_success_s = wall_now_s;
 }
@@ -697,9 +733,9 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
   std::uint32_t magic = 0, version = 0, count = 0;
   if (!base::ReadPod(&in, &magic) || !base::ReadPod(&in, &version)) return Status::Error(what + "truncated header");
   if (magic != kStateMagic) return Status::Error(what + "not a KV-events collector's state");
-  if (version != kStateVersion && version != kStateVersionWithoutCounters) {
+  if (version < kStateVersionWithoutCounters || version > kStateVersion) {
     return Status::Error(what + "version " + std::to_string(version) + "; this build reads versions " +
-                         std::to_string(kStateVersionWithoutCounters) + " and " + std::to_string(kStateVersion));
+                         std::to_string(kStateVersionWithoutCounters) + " to " + std::to_string(kStateVersion));
   }
   const bool v1 = version == kStateVersionWithoutCounters;
   if (!ReadKvStateCount(&in, v1 ? kSavedPublisherBytesV1 : kSavedPublisherBytes, &count)) {
@@ -741,7 +777,7 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
     }
     if (!ReadStats(&in, &stats)) return Status::Error(what + "malformed stats");
   }
-  if (Status restored = tracker_.RestoreState(in, count); !restored.ok()) {
+  if (Status restored = tracker_.RestoreState(in, count, version > kStateVersionWithoutGroups); !restored.ok()) {
     return Status::Error(what + restored.error());
   }
   // The counters continue where they were (kvwatch_kv_events_lost_total and
@@ -817,6 +853,25 @@ void KvEventsCollector::AppendSamples(std::vector<MetricSample>* out) const {
   add(KvMetric::kChainAnomalies, static_cast<double>(t.chains_too_long), {{"kind", "too_long"}});
   add(KvMetric::kParentMapEntries, static_cast<double>(tracker_.parent_map_size()));
   add(KvMetric::kParentMapEvictions, static_cast<double>(t.parent_map_evictions));
+  if (!tracker_.grouped()) return;
+  for (const KvGroupCounters& g : tracker_.GroupCounters()) {
+    const Labels labels = {{"medium", g.medium},
+                           {"group", std::to_string(g.spec.group)},
+                           {"kind", std::string(KvSpecKindName(g.spec.kind))}};
+    add(KvMetric::kGroupStored, static_cast<double>(g.stored_blocks), labels);
+    add(KvMetric::kGroupEvicted, static_cast<double>(g.evicted_blocks), labels);
+    add(KvMetric::kGroupResident, static_cast<double>(g.resident_blocks), labels);
+  }
+  for (const KvGroupSpec& spec : tracker_.GroupSpecs()) {
+    add(KvMetric::kGroupWindow, static_cast<double>(spec.window_tokens),
+        {{"group", std::to_string(spec.group)}, {"kind", std::string(KvSpecKindName(spec.kind))}});
+  }
+  const std::optional<std::int64_t> request_group = tracker_.RequestGroup();
+  add(KvMetric::kRequestGroup, request_group.has_value() ? static_cast<double>(*request_group) : -1.0);
+  for (std::size_t a = 0; a < kKvGroupAnomalies; ++a) {
+    add(KvMetric::kGroupAnomalies, static_cast<double>(t.group_anomalies[a]),
+        {{"kind", std::string(KvGroupAnomalyName(static_cast<KvGroupAnomaly>(a)))}});
+  }
 }
 
 base::MetricDefs KvEventsMetricDefs() {

@@ -118,7 +118,18 @@
 //   kvwatch_kv_events_cache_clears_total,
 //   kvwatch_kv_events_unknown_events_total, kvwatch_kv_events_unknown_removals_total,
 //   kvwatch_kv_events_chain_anomalies_total{kind="truncated"|"cycle"|"too_long"},
-//   kvwatch_kv_events_parent_map_entries, kvwatch_kv_events_parent_map_evictions_total.
+//   kvwatch_kv_events_parent_map_entries, kvwatch_kv_events_parent_map_evictions_total;
+// and, once an event carried group_idx or a cache-spec field (KvEventTracker::
+// grouped(): a stream without group fields gives exactly the families above),
+// per KV cache group (kv_event_tracker.h):
+//   kvwatch_kv_events_group_stored_blocks_total{medium,group,kind},
+//   kvwatch_kv_events_group_evicted_blocks_total{medium,group,kind},
+//   kvwatch_kv_events_group_resident_blocks{medium,group,kind},
+//   kvwatch_kv_events_group_window_tokens{group,kind},
+//   kvwatch_kv_events_request_group (the group requests are taken from, -1: none yet),
+//   kvwatch_kv_events_group_anomalies_total{kind}.
+// Each group anomaly is logged once, at its first occurrence, with the
+// publisher and seq, what was seen and what was expected.
 //
 // Batch timestamps. A batch's ts (wall-clock epoch seconds) becomes its
 // requests' timestamp_s, which drives the windows' clock, so it is checked
@@ -137,8 +148,9 @@
 // recovery polls; records, dropped, errors: they continue across restarts, so
 // a loss stays counted), and the tracker's state (KvEventTracker::AppendState:
 // block state per publisher, the parent map, the salted roots' tenants, the
-// block size). Encoding: a magic, a version (2; version 1, without `seen`,
-// counters or stats, is still read), then little fixed-size fields and
+// block size, the KV cache groups). Encoding: a magic, a version (3; version 2,
+// without groups, and version 1, without `seen`, counters or stats either, are
+// still read), then little fixed-size fields and
 // length-prefixed strings in host byte order; RestoreState checks every count
 // and length against the bytes left, rejects another magic or version, bytes
 // left over, duplicate publishers and a tracker state of another scope or

@@ -174,6 +174,12 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
     if (k == "collectors.kv_events[].tenant_source") {
       return r.ReadChoice(e, collectors::kKvTenantSourceSpellings, &o.tracker.tenant_source);
     }
+    if (k == "collectors.kv_events[].request_group") {
+      std::int64_t group = 0;
+      if (Status s = r.ReadInt(e, 0, collectors::kKvMaxGroupIdx, &group); !s.ok()) return s;
+      o.tracker.request_group = group;
+      return Status::Ok();
+    }
     return r.Unhandled(e);
   });
   if (!status.ok()) return status;

@@ -186,7 +186,12 @@ constexpr ConfigKey kKeys[] = {
      "Bind the endpoints instead of connecting to them."},
     {"collectors.kv_events[].tenant_source", Type::kString, R"("none")", true,
      "Where a request's tenant comes from in KV events: `none`, `lora` (the LoRA adapter "
-     "name), `cache_salt` (vLLM's cache salt of the chain's root block), `lora_or_salt`."},
+     "name), `cache_salt` (vLLM's cache salt of the chain's root block), `lora_or_salt`, "
+     "`session_id` (the session an event names, where the engine publishes one)."},
+    {"collectors.kv_events[].request_group", Type::kInt, "unset", false,
+     "The KV cache group (`group_idx`, 0 to 255) whose stores become requests. Unset: the group "
+     "that announces full attention (`kv_cache_spec_kind`), else group 0. Set it only for an engine "
+     "that publishes `group_idx` without kinds and whose full-attention group is not 0."},
 
     {"collectors.engine_log", Type::kMapList, "[]", true,
      "Serving-engine log files (vLLM stats lines, SGLang prefill lines)."},

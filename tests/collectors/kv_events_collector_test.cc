@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -910,8 +911,8 @@ TEST(KvEventsRestoreTest, GarbageTruncatedAndOtherVersionsAreErrorsAndChangeNoth
   EXPECT_NE(error_of(garbage).find("not a KV-events collector's state"), std::string::npos) << error_of(garbage);
 
   std::vector<std::uint8_t> other_version = state;
-  other_version[4] = 3;
-  EXPECT_NE(error_of(other_version).find("version 3; this build reads versions 1 and 2"), std::string::npos)
+  other_version[4] = 4;
+  EXPECT_NE(error_of(other_version).find("version 4; this build reads versions 1 to 3"), std::string::npos)
       << error_of(other_version);
 
   std::vector<std::uint8_t> longer = state;
@@ -1269,7 +1270,20 @@ TEST(KvEventsRecoveryTest, AVersion1StateIsStillRead) {
   AppendKvStateString(&state, "kv-events");
   base::AppendPod<std::uint64_t>(&state, 0);
   const std::vector<std::size_t> publishers = {p};
-  tracker.AppendState(publishers, &state);
+  // The tracker's part as written before groups: request group 0, no groups part.
+  std::vector<std::uint8_t> part;
+  tracker.AppendState(publishers, &part);
+  // The groups part follows scope, request group and block size: grouped (1
+  // byte), the request group chosen (8), the spec count (4), 17 bytes a spec.
+  constexpr std::size_t kGroupsAt = 8 + 8 + 8;
+  ASSERT_GT(part.size(), kGroupsAt + 13);
+  std::uint32_t specs = 0;
+  std::memcpy(&specs, part.data() + kGroupsAt + 9, sizeof specs);
+  const std::size_t groups_bytes = 13 + std::size_t{specs} * 17;
+  ASSERT_GT(part.size(), kGroupsAt + groups_bytes);
+  part.erase(part.begin() + kGroupsAt, part.begin() + static_cast<std::ptrdiff_t>(kGroupsAt + groups_bytes));
+  std::fill(part.begin() + 8, part.begin() + 16, std::uint8_t{0});
+  state.insert(state.end(), part.begin(), part.end());
 
   auto collector = MakeCollector(o, nullptr);
   ASSERT_NE(collector, nullptr);
@@ -1287,6 +1301,111 @@ TEST(KvEventsRecoveryTest, AVersion1StateIsStillRead) {
   EXPECT_EQ(t.replayed, 50u);
   EXPECT_EQ(t.lost + t.restarts, 0u);
   EXPECT_EQ(FirstOutOfOrder(sink.requests, 1), 51u);
+}
+
+// A hybrid model's stream over the wire (map encoding, as vLLM since v0.26):
+// full + sliding-window groups, GPU and CPU stores; requests from the full
+// group only, each group's series, and hostile group fields counted and logged
+// once with the publisher and seq.
+TEST(KvEventsGroupsTest, AHybridStreamGivesPerGroupSeriesAndLogsAnomaliesOnce) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  std::vector<std::string> log;
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), &log);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  auto store = [](std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent, std::int64_t group,
+                  std::string kind, std::optional<std::int64_t> window, std::string medium) {
+    BlockStored e;
+    e.block_hashes = std::move(hashes);
+    e.parent_block_hash = parent;
+    e.token_ids.assign(e.block_hashes.size() * 16, 1);
+    e.block_size = 16;
+    e.medium = std::move(medium);
+    e.group_idx = group;
+    e.kv_cache_spec_kind = std::move(kind);
+    e.kv_cache_spec_sliding_window = window;
+    return e;
+  };
+  auto batch = [](std::vector<KvEvent> events) {
+    KvEventBatch b;
+    b.ts = WallNow() - 1;
+    b.events = std::move(events);
+    return b;
+  };
+  BlockRemoved removed;
+  removed.block_hashes = {1};
+  removed.medium = "GPU";
+  removed.group_idx = 0;
+  pub.PublishBatch(batch({store({1, 2, 3}, std::nullopt, 0, "sliding_window", 32, "GPU"),
+                          store({1, 2, 3}, std::nullopt, 1, "full_attention", std::nullopt, "GPU")}),
+                   KvEncoding::kMap);
+  pub.PublishBatch(batch({removed, store({4}, 3, 0, "sliding_window", 32, "GPU"),
+                          store({4}, 3, 1, "full_attention", std::nullopt, "GPU"),
+                          store({1, 2, 3, 4}, std::nullopt, 1, "full_attention", std::nullopt, "CPU")}),
+                   KvEncoding::kMap);
+  pub.PublishBatch(batch({store({5}, 4, 0, "sliding_window", 0, "GPU"), store({5}, 4, 1, "full_attention", 64, "GPU"),
+                          store({6}, std::nullopt, 999, "full_attention", std::nullopt, "GPU")}),
+                   KvEncoding::kMap);
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 3; }));
+  ASSERT_EQ(sink.requests.size(), 3u);  // one per step, from the full group
+  EXPECT_EQ(sink.requests[1].pages, Scoped({1, 2, 3, 4}));
+  EXPECT_EQ(sink.requests[2].pages, Scoped({1, 2, 3, 4, 5}));
+
+  std::vector<MetricSample> samples;
+  collector->AppendSamples(&samples);
+  std::map<std::string, double> by_key;
+  for (const MetricSample& s : samples) {
+    std::string key = s.name;
+    for (std::size_t i = 1; i < s.labels.size(); ++i) key += "," + s.labels[i].first + "=" + s.labels[i].second;
+    by_key[key] = s.value;
+  }
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_resident_blocks,medium=GPU,group=0,kind=sliding_window"), 4.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_resident_blocks,medium=GPU,group=1,kind=full"), 5.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_resident_blocks,medium=CPU,group=1,kind=full"), 4.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_stored_blocks_total,medium=GPU,group=0,kind=sliding_window"), 5.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_evicted_blocks_total,medium=GPU,group=0,kind=sliding_window"), 1.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_window_tokens,group=0,kind=sliding_window"), 32.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_request_group"), 1.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=bad_window"), 2.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=kind_changed"), 1.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=bad_group"), 1.0);
+  EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=unknown_kind"), 0.0);
+  // Logged once each, with the publisher and seq, what was seen and what was expected.
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 2: group 0 (sliding_window) announces a window of 0 "
+                          "tokens; expected 1 to 67108864"));
+  EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 2: an event of group_idx 999; expected 0 to 255"));
+  EXPECT_TRUE(Logged(log, "seq 2: group 0 announced sliding_window of 32 tokens first, now sliding_window;"));
+  std::size_t notes = 0;
+  for (const std::string& line : log) notes += line.find("kvwatch_kv_events_group_anomalies_total") != std::string::npos;
+  EXPECT_EQ(notes, 3u);
+}
+
+// A stream without group fields exports no group series (exactly as before groups).
+TEST(KvEventsGroupsTest, AStreamWithoutGroupFieldsHasNoGroupSeries) {
+  KvEventsTestPublisher pub(TestPublisherOptions{});
+  auto collector = MakeCollector(CollectorOptions({pub.endpoint()}), nullptr);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_TRUE(pub.WaitForSubscriber());
+  for (std::uint64_t i = 1; i <= 3; ++i) {
+    KvEventBatch b;
+    b.ts = WallNow() - 1;
+    BlockStored e;  // the fields of vLLM before v0.10: no group_idx, no kind
+    e.block_hashes = {i};
+    if (i > 1) e.parent_block_hash = i - 1;
+    b.events.emplace_back(e);
+    pub.PublishBatch(b, KvEncoding::kArray);
+  }
+  CaptureSink sink;
+  ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 3; }));
+  ASSERT_EQ(sink.requests.size(), 3u);
+  EXPECT_EQ(sink.requests[2].pages, Scoped({1, 2, 3}));
+  EXPECT_FALSE(collector->tracker().grouped());
+  std::vector<MetricSample> samples;
+  collector->AppendSamples(&samples);
+  for (const MetricSample& s : samples) {
+    EXPECT_EQ(s.name.find("group"), std::string::npos) << s.name;
+  }
 }
 
 TEST(KvEventsLogTest, TopicsWithANulArePrintedWholeAndEscaped) {

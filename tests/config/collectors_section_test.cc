@@ -87,7 +87,8 @@ std::string Describe(const CollectorSpec& spec) {
     out << o->name << ";";
     list(o->endpoints);
     out << o->topic << ";" << o->replay_endpoint << ";" << o->bind << ";"
-        << static_cast<int>(o->tracker.tenant_source) << ";" << o->tracker.scope << ";"
+        << static_cast<int>(o->tracker.tenant_source) << ";" << o->tracker.request_group.value_or(-1) << ";"
+        << o->tracker.scope << ";"
         << o->tracker.parent_map_max_entries;
   } else if (const auto* o = std::get_if<EngineLogCollectorOptions>(&spec.options)) {
     out << o->name << ";";
@@ -201,6 +202,7 @@ TEST(CollectorsSectionTest, EveryKeyReachesItsCollectorsOptions) {
   EXPECT_EQ(kv.replay_give_up, std::chrono::milliseconds(10000));
   EXPECT_TRUE(kv.bind);
   EXPECT_EQ(kv.tracker.tenant_source, collectors::KvTenantSource::kLoraOrSalt);
+  EXPECT_EQ(kv.tracker.request_group, std::optional<std::int64_t>(1));
   EXPECT_EQ(kv.tracker.scope, "llama-3-70b");
   EXPECT_EQ(kv.tracker.parent_map_max_entries, 4000u);
 
@@ -259,9 +261,25 @@ TEST(CollectorsSectionTest, TenantSourceTakesTheTrackersSpellings) {
   }
   EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse(kv)).tracker.tenant_source, collectors::KvTenantSource::kNone);
   ExpectError(kv + "      tenant_source: salt\n", 5, "collectors.kv_events[0].tenant_source",
-              "expected one of none, lora, cache_salt, lora_or_salt, got \"salt\"");
+              "expected one of none, lora, cache_salt, lora_or_salt, session_id, got \"salt\"");
   ExpectError(kv + "      tenant_source: [lora]\n", 5, "collectors.kv_events[0].tenant_source",
               "expected a string");
+}
+
+// request_group: unset by default (the group announcing full attention), 0 to
+// 255 when set; anything else stops start-up naming the key.
+TEST(CollectorsSectionTest, RequestGroupIsUnsetOrAGroupIndex) {
+  const std::string kv = "collectors:\n  kv_events:\n    - name: k\n      endpoints: [tcp://h:1]\n";
+  EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse(kv)).tracker.request_group, std::nullopt);
+  EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse(kv + "      request_group: 0\n")).tracker.request_group,
+            std::optional<std::int64_t>(0));
+  EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse(kv + "      request_group: 255\n")).tracker.request_group,
+            std::optional<std::int64_t>(255));
+  for (const char* bad : {"-1", "256", "1.5", "full", "[1]", "\"1\""}) {
+    SCOPED_TRACE(bad);
+    ExpectError(kv + "      request_group: " + bad + "\n", 5, "collectors.kv_events[0].request_group", "expected");
+  }
+  ExpectError(kv + "      request_group: 300\n", 5, "collectors.kv_events[0].request_group", "an integer 0 to 255");
 }
 
 // curve.max_clock_skew reaches every collector that checks timestamps, wherever

@@ -39,6 +39,7 @@ inline constexpr char kCollectorListsExample[] = R"(  trace_files:
       replay_give_up: 10s
       bind: true
       tenant_source: lora_or_salt
+      request_group: 1
   engine_log:
     - name: vllm-log
       paths: [/var/log/vllm/engine.log]
