@@ -145,12 +145,18 @@ class EvictionOrder {
   virtual bool DeserializeOrder(std::span<const std::uint8_t>* in) { return true; }
 
   void SetReferrer(const Referrer& referrer) { referrer_ = referrer; }
+  // fifo's clock: it moves at each admission (PolicyCore::NewEpoch) and each
+  // requeue of a held slot (one clock for both, so that the order is total).
+  std::uint64_t NewEpoch() { return ++epoch_; }
+  std::uint64_t epoch() const { return epoch_; }
+  void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
 
  protected:
   const Referrer& referrer() const { return referrer_; }
 
  private:
   Referrer referrer_;
+  std::uint64_t epoch_ = 0;
 };
 
 struct CoreOptions {
@@ -162,8 +168,11 @@ struct CoreOptions {
 
 class PolicyCore {
  public:
-  // REQUIRES: order is not null and options.slots >= 1 (MakePolicyCore checks).
-  PolicyCore(std::uint64_t slots, std::unique_ptr<EvictionOrder> order);
+  // REQUIRES: HasCore(options.kind), slots >= 1, and belady's future (MakePolicyCore
+  // checks).
+  explicit PolicyCore(const CoreOptions& options);
+  PolicyCore(const PolicyCore&) = delete;
+  PolicyCore& operator=(const PolicyCore&) = delete;
 
   std::uint64_t slots() const { return slots_; }
   // Slots Acquire can give now: never used, free empty, and candidates.
@@ -204,7 +213,7 @@ class PolicyCore {
   // first. REQUIRES: Find(page) == kNoSlot.
   Slot AcquireFor(PageId page);
   // A new admission's epoch (fifo's order, OrderKey).
-  std::uint64_t NewEpoch() { return ++epoch_; }
+  std::uint64_t NewEpoch() { return order_->NewEpoch(); }
   // fifo's order: the key of page k of a request admitted at `epoch` (tail first).
   static std::uint64_t OrderKey(std::uint64_t epoch, std::uint64_t page_index) {
     constexpr std::uint64_t kMax = (std::uint64_t{1} << 24) - 1;
@@ -225,13 +234,12 @@ class PolicyCore {
   void DropPage(Slot s);
 
   std::uint64_t slots_;
-  std::unique_ptr<EvictionOrder> order_;
-  bool tree_;
   std::vector<CoreSlot> table_;  // grows up to slots_ (never-used slots are not materialized)
+  std::unique_ptr<EvictionOrder> order_;  // over table_
+  bool tree_;
   std::vector<Slot> empty_;      // free slots with no page id (not under vllm)
   PageMap map_;
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
-  std::uint64_t epoch_ = 0;
 };
 
 // Whether `kind` has an eviction order in the core (every policy does; the
