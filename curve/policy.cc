@@ -32,6 +32,7 @@ constexpr PolicyEntry kPolicyTable[] = {
     {PolicyKind::kWorkloadAware, "workload-aware", MakeWorkloadAwareCache, MakeWorkloadAwareOrder},
     {PolicyKind::kBelady, "belady", MakeKeyedCache, MakeKeyedOrder},
     {PolicyKind::kArc, "arc", MakeArcCache, MakeArcOrder},
+    {PolicyKind::kSieve, "sieve", nullptr, MakeSieveOrder},
 };
 static_assert(std::size(kPolicyTable) == std::size(kAllPolicies), "every policy has one row");
 

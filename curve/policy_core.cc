@@ -170,7 +170,7 @@ void PolicyCore::Serialize(std::vector<std::uint8_t>* out) const {
 }
 
 bool PolicyCore::Deserialize(std::span<const std::uint8_t>* in) {
-  constexpr std::size_t kSlotBytes = sizeof(PageId) + 4 * sizeof(std::uint32_t) + sizeof(std::uint64_t) + 3;
+  constexpr std::size_t kSlotBytes = sizeof(PageId) + 3 * sizeof(std::uint32_t) + sizeof(std::uint64_t) + 3;
   std::uint64_t n = 0;
   if (!table_.empty() || !base::ReadCount(in, &n, kSlotBytes) || n > slots_) return false;
   table_.resize(static_cast<std::size_t>(n));

@@ -90,7 +90,7 @@ std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::ve
 std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeKeyedOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
-
+std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 
 // The registry (curve/policy.cc, kPolicyTable): one row per policy. `cache` makes
 // its replay/canary simulation; null: MakePolicyCacheOverCore, the core driven by

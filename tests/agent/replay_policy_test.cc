@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "curve/policy.h"
 #include "tests/agent/testing_agent.h"
 #include "tests/agent/testing_process.h"
 
@@ -48,7 +49,7 @@ TEST_F(ReplayPolicyTest, JsonCarriesEveryPolicyAtEveryCapacityAndLruEqualsTheCur
   ASSERT_EQ(doc["policies"]["best"].get(best), simdjson::SUCCESS);
   ASSERT_EQ(doc["policies"]["names"].get(names), simdjson::SUCCESS);
   ASSERT_EQ(doc["points"].get(points), simdjson::SUCCESS);
-  EXPECT_EQ(names.size(), 10u);  // every policy (curve::kAllPolicies)
+  EXPECT_EQ(names.size(), std::size(curve::kAllPolicies));  // every policy
   EXPECT_EQ(results.size(), 20u);
   EXPECT_EQ(best.size(), 2u);
   std::map<std::uint64_t, std::uint64_t> curve_hits;
