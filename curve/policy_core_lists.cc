@@ -105,6 +105,7 @@ class FifoOrder final : public EvictionOrder {
 class SglangOrder final : public EvictionOrder {
  public:
   explicit SglangOrder(std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
+  bool KeepsTree() const override { return true; }
   void Add(std::uint32_t b) override {
     CoreSlot& x = blocks_[b];
     x.in_order = true;

@@ -115,6 +115,25 @@ TEST(PolicyCoreTest, ReleaseOfAnUnheldEvictedOrUnknownSlotIsRefused) {
   }
 }
 
+// sglang, 2 slots: page 2 extends page 1 (its parent). 1 is released before 2, so
+// lru evicts 1; sglang evicts only leaves, so 2 goes, and then 1 is a leaf again.
+TEST(PolicyCoreTest, SglangEvictsALeafBeforeItsParent) {
+  for (PolicyKind kind : {PolicyKind::kSglang, PolicyKind::kLru}) {
+    SCOPED_TRACE(PolicyName(kind));
+    auto core = Core(kind, 2);
+    const Slot s1 = AdmitHeld(*core, 1);
+    const Slot s2 = core->AcquireFor(2);
+    core->Admit(s2, 2, s1, core->NewEpoch(), 1);
+    EXPECT_TRUE(core->Release(s1));
+    EXPECT_TRUE(core->Release(s2));
+    EXPECT_TRUE(core->Release(AdmitHeld(*core, 3)));
+    EXPECT_EQ(core->Find(1) != kNoSlot, kind == PolicyKind::kSglang);
+    EXPECT_EQ(core->Find(2) != kNoSlot, kind == PolicyKind::kLru);
+    AdmitHeld(*core, 4);  // sglang: 1, now a leaf and released before 3
+    EXPECT_EQ(core->Find(1), kNoSlot);
+  }
+}
+
 TEST(PolicyCoreTest, BadOptionsNameTheOption) {
   EXPECT_NE(MakePolicyCore({PolicyKind::kLru, 0}).error().find("slots"), std::string::npos);
   EXPECT_NE(MakePolicyCore({PolicyKind::kBelady, 4}).error().find("future"), std::string::npos);
