@@ -79,7 +79,7 @@ constexpr ConfigKey kKeys[] = {
      "A window with fewer requests than this (>= 0) has no knee."},
     {"curve.policies", Type::kStringList, "[]", true,
      "Eviction policies run as live canaries at each of `curve.capacities` over the curve's "
-     "windows: lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware (belady needs the "
+     "windows: lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware, sieve (belady needs the "
      "future: replay only). At most 64 canaries (policies x capacities)."},
     {"curve.engine_policy", Type::kString, R"("lru")", true,
      "The policy the engine itself runs (`vllm` for vLLM, `sglang` for SGLang's radix cache); "

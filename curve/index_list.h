@@ -1,7 +1,7 @@
 // An intrusive doubly linked list over nodes that live in a caller's array and are
 // named by 32-bit index: each node carries `prev` and `next` (std::uint32_t,
 // kIndexNil for none). The eviction queues of curve/ (vllm's free queue) and of the
-// replica's evictors (sim/evictor*.cc) are such lists over their block arrays; this
+// core's eviction orders (curve/policy_core_*.cc) are such lists over their block arrays; this
 // is their one implementation of append, unlink and pop. The list holds its ends and
 // its length only; the nodes are passed to each call (any type with operator[](index)
 // returning a node, e.g. std::vector), so one array can carry several lists (a node

@@ -1,25 +1,60 @@
-// Policy names, parsing and the factory (curve/policy.h). Each policy lives in
-// its own file: curve/policy_keyed.cc (lru, fifo, lfu, priority, belady),
-// policy_workload_aware.cc, policy_s3fifo.cc, policy_arc.cc, and
-// policy_lifetime.cc (sglang and vllm, which model running requests).
+// Policy names, parsing, the registry and the factory (curve/policy.h). Each
+// policy lives in its own file: its replay simulation in curve/policy_keyed.cc
+// (lru, fifo, lfu, priority, belady), policy_workload_aware.cc, policy_s3fifo.cc,
+// policy_arc.cc, and policy_lifetime.cc (sglang and vllm, which model running
+// requests); its eviction order in the core (curve/policy_core.h) in
+// curve/policy_core_*.cc. A policy with an order only runs in replay through the
+// core (MakePolicyCacheOverCore).
 #include "curve/policy.h"
 
 #include <algorithm>
 #include <string>
 
+#include "curve/policy_core.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve {
 
+namespace policy_internal {
+
 namespace {
 
-// Indexed by PolicyKind's value.
-constexpr std::string_view kNames[] = {"lru",      "fifo",           "lfu",    "s3fifo", "sglang", "vllm",
-                                       "priority", "workload-aware", "belady", "arc"};
+// The registry: adding a policy is its file and one row here (and its value in
+// PolicyKind and kAllPolicies, curve/policy.h). Indexed by PolicyKind's value.
+constexpr PolicyEntry kPolicyTable[] = {
+    {PolicyKind::kLru, "lru", MakeKeyedCache, MakeListOrder},
+    {PolicyKind::kFifo, "fifo", MakeKeyedCache, MakeListOrder},
+    {PolicyKind::kLfu, "lfu", MakeKeyedCache, MakeKeyedOrder},
+    {PolicyKind::kS3Fifo, "s3fifo", MakeS3FifoCache, MakeListOrder},
+    {PolicyKind::kSglang, "sglang", MakeSglangCache, MakeListOrder},
+    {PolicyKind::kVllm, "vllm", MakeVllmCache, MakeListOrder},
+    {PolicyKind::kPriority, "priority", MakeKeyedCache, MakeKeyedOrder},
+    {PolicyKind::kWorkloadAware, "workload-aware", MakeWorkloadAwareCache, MakeWorkloadAwareOrder},
+    {PolicyKind::kBelady, "belady", MakeKeyedCache, MakeKeyedOrder},
+    {PolicyKind::kArc, "arc", MakeArcCache, MakeArcOrder},
+    {PolicyKind::kSieve, "sieve", nullptr, MakeSieveOrder},
+};
+static_assert(std::size(kPolicyTable) == std::size(kAllPolicies), "every policy has one row");
+
+constexpr bool TableIsIndexedByKind() {
+  for (std::size_t i = 0; i < std::size(kPolicyTable); ++i) {
+    if (static_cast<std::size_t>(kPolicyTable[i].kind) != i) return false;
+  }
+  return true;
+}
+static_assert(TableIsIndexedByKind(), "kPolicyTable rows in PolicyKind order");
 
 }  // namespace
 
-std::string_view PolicyName(PolicyKind kind) { return kNames[static_cast<int>(kind)]; }
+const PolicyEntry& Registered(PolicyKind kind) { return kPolicyTable[static_cast<int>(kind)]; }
+
+std::unique_ptr<EvictionOrder> MakeEvictionOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
+  return Registered(options.kind).order(options, slots);
+}
+
+}  // namespace policy_internal
+
+std::string_view PolicyName(PolicyKind kind) { return policy_internal::Registered(kind).name; }
 
 base::Result<PolicyKind> ParsePolicyName(std::string_view name) {
   for (PolicyKind kind : kAllPolicies) {
@@ -63,32 +98,8 @@ base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& 
     return R::Error("s3fifo promotion hits: must be in 1.." + std::to_string(kMaxS3FifoPromotionHits) + ", got " +
                     std::to_string(options.s3fifo_promotion_hits));
   }
-  std::unique_ptr<PolicyCache> cache;
-  switch (options.kind) {
-    case PolicyKind::kLru:
-    case PolicyKind::kFifo:
-    case PolicyKind::kLfu:
-    case PolicyKind::kPriority:
-    case PolicyKind::kBelady:
-      cache = policy_internal::MakeKeyedCache(options);
-      break;
-    case PolicyKind::kWorkloadAware:
-      cache = policy_internal::MakeWorkloadAwareCache(options);
-      break;
-    case PolicyKind::kS3Fifo:
-      cache = policy_internal::MakeS3FifoCache(options);
-      break;
-    case PolicyKind::kArc:
-      cache = policy_internal::MakeArcCache(options);
-      break;
-    case PolicyKind::kSglang:
-      cache = policy_internal::MakeSglangCache(options);
-      break;
-    case PolicyKind::kVllm:
-      cache = policy_internal::MakeVllmCache(options);
-      break;
-  }
-  return cache;
+  const policy_internal::CacheFactory make = policy_internal::Registered(options.kind).cache;
+  return make != nullptr ? make(options) : MakePolicyCacheOverCore(options);
 }
 
 }  // namespace kvwatch::curve

@@ -23,6 +23,8 @@
 //   priority        lowest retention priority first, LRU within a level.
 //   workload-aware  lowest estimated reuse probability first (Wang et al., 2025).
 //   belady          the page whose next use is farthest first (needs the future).
+//   sieve           SIEVE (Zhang et al., NSDI 2024): a FIFO queue with visited bits
+//                   and a hand; run through the policy core (curve/policy_core.h).
 //
 // Request lifetimes (sglang, vllm): a request runs from its arrival until end_s and
 // holds output_pages extra pages (its generated tokens) while it runs. The caller
@@ -48,13 +50,13 @@
 namespace kvwatch::curve {
 
 // Values are stable (checkpoints store them): a new policy is appended.
-enum class PolicyKind { kLru, kFifo, kLfu, kS3Fifo, kSglang, kVllm, kPriority, kWorkloadAware, kBelady, kArc };
+enum class PolicyKind { kLru, kFifo, kLfu, kS3Fifo, kSglang, kVllm, kPriority, kWorkloadAware, kBelady, kArc, kSieve };
 
 // Every policy, in the order reports list them.
 inline constexpr PolicyKind kAllPolicies[] = {
     PolicyKind::kLru,    PolicyKind::kFifo,   PolicyKind::kLfu,      PolicyKind::kArc,
     PolicyKind::kS3Fifo, PolicyKind::kSglang, PolicyKind::kVllm,     PolicyKind::kPriority,
-    PolicyKind::kWorkloadAware, PolicyKind::kBelady,
+    PolicyKind::kWorkloadAware, PolicyKind::kBelady, PolicyKind::kSieve,
 };
 
 // "lru", "fifo", "lfu", "arc", ..., "workload-aware", "belady".

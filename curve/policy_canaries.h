@@ -66,7 +66,8 @@ class PolicyCanaries {
   // cache (PolicyCache::Serialize: the logical content, rebuilt on restore), and
   // the windows' slices and clock. Per resident page: 32 bytes (lru, fifo, lfu,
   // priority), 28 (workload-aware, plus 20 a ghost), 21 (sglang), 9 (s3fifo,
-  // plus 8 a ghost; vllm, per block), 8 (arc, and 8 a ghost); 4 bytes per page a running request holds;
+  // plus 8 a ghost; vllm, per block), 8 (arc, and 8 a ghost), 35 (sieve, per slot of its core);
+  // 4 bytes per page a running request holds;
   // 40 per (window slice, canary); 12 per chain the classifier remembers. E.g.
   // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.7 MB.
   void Serialize(std::vector<std::uint8_t>* out) const;

@@ -3,12 +3,15 @@
 #define KVWATCH_CURVE_POLICY_INTERNAL_H_
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "curve/policy.h"
+#include "curve/policy_core.h"
 
 namespace kvwatch::curve::policy_internal {
 
@@ -77,6 +80,76 @@ std::unique_ptr<PolicyCache> MakeS3FifoCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeArcCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeSglangCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeVllmCache(const PolicyOptions& options);
+
+// The eviction orders of the core (curve/policy_core.h), one factory per file,
+// over the core's slot table. curve/policy_core_lists.cc: lru, vllm, fifo, sglang,
+// s3fifo; policy_core_arc.cc; policy_core_keyed.cc: lfu, priority, belady and
+// workload-aware; policy_core_sieve.cc.
+using OrderFactory = std::unique_ptr<EvictionOrder> (*)(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakeKeyedOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+
+// The registry (curve/policy.cc, kPolicyTable): one row per policy. `cache` makes
+// its replay/canary simulation; null: MakePolicyCacheOverCore, the core driven by
+// the prefix rule. `order` makes its eviction order in the core (the replica's).
+using CacheFactory = std::unique_ptr<PolicyCache> (*)(const PolicyOptions& options);
+struct PolicyEntry {
+  PolicyKind kind;
+  std::string_view name;
+  CacheFactory cache;
+  OrderFactory order;
+};
+const PolicyEntry& Registered(PolicyKind kind);
+// The order of options.kind over `slots`. REQUIRES: Registered(kind).order.
+std::unique_ptr<EvictionOrder> MakeEvictionOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+
+// A min-heap of (key, tie, slot, version) entries with lazy deletion: the caller's
+// valid(entry) says whether an entry is live (typically: its slot is in the order
+// with the same version). Ties on key go to the smaller tie, then the smaller slot.
+class LazyHeap {
+ public:
+  struct Entry {
+    std::uint64_t key;
+    std::uint64_t tie;
+    std::uint32_t block;
+    std::uint32_t version;
+  };
+  void Push(const Entry& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), Later);
+  }
+  // Pops entries until valid(entry) holds; returns kNoSlot when none does.
+  template <typename Valid>
+  std::uint32_t PopValid(Valid&& valid, Entry* popped = nullptr) {
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      const Entry e = heap_.back();
+      heap_.pop_back();
+      if (valid(e)) {
+        if (popped != nullptr) *popped = e;
+        return e.block;
+      }
+    }
+    return kNoSlot;
+  }
+  // Drops stale entries when they outnumber live ones.
+  template <typename Valid>
+  void MaybeCompact(std::uint64_t live, Valid&& valid) {
+    if (heap_.size() <= 2 * live + 1024) return;
+    std::erase_if(heap_, [&](const Entry& e) { return !valid(e); });
+    std::make_heap(heap_.begin(), heap_.end(), Later);
+  }
+
+ private:
+  static bool Later(const Entry& a, const Entry& b) {
+    if (a.key != b.key) return a.key > b.key;
+    return a.tie != b.tie ? a.tie > b.tie : a.block > b.block;
+  }
+  std::vector<Entry> heap_;
+};
 
 }  // namespace kvwatch::curve::policy_internal
 

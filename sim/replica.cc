@@ -9,28 +9,15 @@
 #include <set>
 #include <string>
 
+#include "curve/policy_core.h"
 #include "sim/admission.h"
-#include "sim/kv_pool.h"
 #include "sim/replica_internal.h"
 
 namespace kvwatch::sim {
 
 bool SupportedByReplica(curve::PolicyKind kind) {
-  // Every policy of curve/policy.h has an evictor (sim/evictor.h).
-  switch (kind) {
-    case curve::PolicyKind::kLru:
-    case curve::PolicyKind::kFifo:
-    case curve::PolicyKind::kLfu:
-    case curve::PolicyKind::kArc:
-    case curve::PolicyKind::kS3Fifo:
-    case curve::PolicyKind::kSglang:
-    case curve::PolicyKind::kVllm:
-    case curve::PolicyKind::kPriority:
-    case curve::PolicyKind::kWorkloadAware:
-    case curve::PolicyKind::kBelady:
-      return true;
-  }
-  return false;
+  // The pool is a curve::PolicyCore: every policy with an eviction order there.
+  return curve::HasCore(kind);
 }
 
 std::string SupportedByReplicaNames() {
@@ -44,6 +31,17 @@ std::string SupportedByReplicaNames() {
 
 namespace internal {
 namespace {
+
+constexpr std::uint32_t kNoBlock = curve::kNoSlot;
+
+// belady's oracle over the whole input; null for the other policies.
+std::unique_ptr<curve::NextUseOracle> FutureOf(const ReplicaOptions& o, std::span<const ReplicaRequest> reqs) {
+  if (o.eviction != curve::PolicyKind::kBelady) return nullptr;
+  std::vector<std::span<const curve::PageId>> pages;
+  pages.reserve(reqs.size());
+  for (const ReplicaRequest& q : reqs) pages.emplace_back(q.pages);
+  return std::make_unique<curve::NextUseOracle>(pages);
+}
 
 enum class State : std::uint8_t { kFuture, kWaiting, kRunning, kDone };
 
@@ -72,7 +70,8 @@ class Replica {
  public:
   Replica(const ReplicaOptions& o, std::span<const ReplicaRequest> reqs, const StepTimeModel& time,
           const Progress& progress, const ReplicaObserver& observer, std::uint32_t max_output)
-      : o_(o), reqs_(reqs), time_(time), progress_(progress), observer_(observer), pool_(o.pool_blocks, o.eviction, reqs),
+      : o_(o), reqs_(reqs), time_(time), progress_(progress), observer_(observer), future_(FutureOf(o, reqs)),
+        pool_(curve::CoreOptions{o.eviction, o.pool_blocks, future_.get()}),
         st_(reqs.size()), quantiles_(kMaxClasses), rate_(o.pool_blocks, o.block_tokens, max_output),
         max_output_(max_output), rec_(o, reqs.size()) {}
 
@@ -87,7 +86,7 @@ class Replica {
       if (running_.empty() && waiting_.empty()) {
         if (next_ >= n) break;
         const double t = reqs_[next_].arrival_s;
-        rec_.cached_area += static_cast<double>(pool_.free_cached_blocks()) * (t - now_);
+        rec_.cached_area += static_cast<double>(pool_.free_with_page()) * (t - now_);
         now_ = t;
         continue;
       }
@@ -188,19 +187,19 @@ class Replica {
         if (b != kNoBlock) {
           pool_.Hold(b);
         } else {
-          b = pool_.AllocateFor(pages[k]);
-          pool_.Fill(b, pages[k], k > 0 ? blocks[k - 1] : kNoBlock, st_[r].epoch, k);
+          b = pool_.AcquireFor(pages[k]);
+          pool_.Admit(b, pages[k], k > 0 ? blocks[k - 1] : kNoBlock, st_[r].epoch, k);
         }
         blocks.push_back(b);
       } else {
-        blocks.push_back(pool_.Allocate());
+        blocks.push_back(pool_.Acquire());
       }
     }
   }
 
   void Preempt(std::uint32_t r) {
     ReqState& s = st_[r];
-    pool_.Release(s.blocks);
+    pool_.ReleaseAll(s.blocks);
     s.blocks.clear();
     s.redo_until = std::max(s.redo_until, s.computed);
     s.computed = 0;
@@ -238,7 +237,7 @@ class Replica {
       const std::uint64_t n = std::min<std::uint64_t>(Tokens(r) - s.computed, budget_);
       const std::uint64_t to = BlocksFor(s.computed + n);
       bool self = false;
-      while (pool_.FreeBlocks() < Demand(r, s.blocks.size(), to)) {
+      while (pool_.Obtainable() < Demand(r, s.blocks.size(), to)) {
         const std::uint32_t victim = running_.back();
         running_.pop_back();
         Preempt(victim);
@@ -300,7 +299,7 @@ class Replica {
       std::uint64_t demand = 0;
       for (std::uint32_t b : hits_) demand += pool_.IsFree(b) ? 1 : 0;
       demand += Demand(r, hits_.size(), to);
-      if (demand > pool_.FreeBlocks()) break;
+      if (demand > pool_.Obtainable()) break;
       std::uint64_t reservation = 0;
       if (reserve) {
         reservation = BlocksFor(q.prompt_tokens + Forecast(r) - 1);
@@ -355,8 +354,8 @@ class Replica {
     for (std::size_t k = next_; k < reqs_.size() && reqs_[k].arrival_s <= end; ++k) {
       rec_.in_system_area += end - reqs_[k].arrival_s;
     }
-    rec_.held_area += static_cast<double>(pool_.held_blocks()) * dt;
-    rec_.cached_area += static_cast<double>(pool_.free_cached_blocks()) * dt;
+    rec_.held_area += static_cast<double>(pool_.held()) * dt;
+    rec_.cached_area += static_cast<double>(pool_.free_with_page()) * dt;
     StepRecord step;
     if (observer_.on_step) {
       step.start_s = now_;
@@ -364,9 +363,9 @@ class Replica {
       step.work = work_;
       step.admitted = step_admitted_;
       step.preempted = step_preempted_;
-      step.held_blocks = pool_.held_blocks();
-      step.cached_free_blocks = pool_.free_cached_blocks();
-      step.free_blocks = pool_.FreeBlocks();
+      step.held_blocks = pool_.held();
+      step.cached_free_blocks = pool_.free_with_page();
+      step.free_blocks = pool_.Obtainable();
     }
     now_ = end;
     std::uint32_t finished = 0;
@@ -381,7 +380,7 @@ class Replica {
         s.last_token = end;
         if (s.generated < reqs_[r].output_tokens) continue;
       }
-      pool_.Release(s.blocks);
+      pool_.ReleaseAll(s.blocks);
       s.blocks.clear();
       s.blocks.shrink_to_fit();
       rec_.Finished(r, reqs_[r], end);
@@ -405,7 +404,8 @@ class Replica {
   const StepTimeModel& time_;
   const Progress& progress_;
   const ReplicaObserver& observer_;
-  KvPool pool_;
+  std::unique_ptr<curve::NextUseOracle> future_;  // belady
+  curve::PolicyCore pool_;  // the KV pool: a slot is a block
   std::vector<ReqState> st_;
   OutputQuantiles quantiles_;
   RateCap rate_;

@@ -1,6 +1,5 @@
-// One request of the simulated serving replica (sim/replica.h): what the replica and
-// its evictors (sim/evictor.h) read of it. Its own header so that the evictors need
-// not include the replica.
+// One request of the simulated serving replica (sim/replica.h): what the replica
+// reads of it (the pool's eviction order, curve/policy_core.h, gets its Referrer).
 //
 // Thread safety: a plain value.
 #ifndef KVWATCH_SIM_REQUEST_H_

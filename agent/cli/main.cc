@@ -12,6 +12,7 @@
 #include "agent/cli/synth_command.h"
 #include "agent/runtime/version.h"
 #include "config/agent_config.h"
+#include "curve/policy.h"
 #include "curve/sizing.h"
 #include "sim/time_model.h"
 
@@ -21,6 +22,16 @@ std::string Join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// "lru, fifo, ..., sieve": every registered policy (curve::kAllPolicies), so that a
+// policy added to the registry is in --help without editing it here.
+std::string PolicyNames() {
+  std::string names;
+  for (kvwatch::curve::PolicyKind kind : kvwatch::curve::kAllPolicies) {
+    names += (names.empty() ? "" : ", ") + std::string(kvwatch::curve::PolicyName(kind));
+  }
+  return names;
 }
 
 void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
@@ -99,8 +110,8 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
-                  "Also simulate these eviction policies at every capacity, comma-separated, or all: lru, fifo, lfu, "
-                  "arc, s3fifo, sglang, vllm, priority, workload-aware, belady (see docs/replay.md)");
+                  "Also simulate these eviction policies at every capacity, comma-separated, or all: " +
+                      PolicyNames() + " (see docs/replay.md)");
   cmd->add_option("--decode-tokens-per-second", o.decode_tokens_per_s,
                   "sglang and vllm: a request runs for output_length / this after it arrives, holding its pages")
       ->capture_default_str();
@@ -134,8 +145,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
                   "Admission rules, comma-separated: greedy, reserve-max, reserve-quantile, rate-cap")
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
-                  "Eviction policies of the prefix cache, comma-separated, or all: lru, fifo, lfu, arc, s3fifo, sglang, "
-                  "vllm, priority, workload-aware, belady (an oracle over arrival order)")
+                  "Eviction policies of the prefix cache, comma-separated, or all: " + PolicyNames() +
+                      " (belady: an oracle over arrival order)")
       ->capture_default_str();
   cmd->add_option("--load", o.loads, "Load factors, comma-separated, each 1e-6 to 1e6: arrival times are divided by each")
       ->delimiter(',')

@@ -34,7 +34,8 @@ namespace {
 
 constexpr PolicyKind kOnline[] = {PolicyKind::kLru,      PolicyKind::kFifo,  PolicyKind::kLfu,
                                   PolicyKind::kArc,      PolicyKind::kS3Fifo, PolicyKind::kSglang,
-                                  PolicyKind::kVllm,     PolicyKind::kPriority, PolicyKind::kWorkloadAware};
+                                  PolicyKind::kVllm,     PolicyKind::kPriority, PolicyKind::kWorkloadAware,
+                                  PolicyKind::kSieve};
 
 // A stream with conversations that extend their own prompts, shared system
 // prompts, one-shot requests, a page repeated now and then, tenants, and times

@@ -170,6 +170,45 @@ SimpleResult SimpleKeyed(const StoredTrace& trace, PolicyKind kind, std::uint64_
   return res;
 }
 
+// SIEVE as the paper's Algorithm 1 (NSDI 2024) reads, on a vector: index 0 is the
+// head (newest), the back the tail (oldest); the hand is an index, -1 for none.
+SimpleResult SimpleSieve(const StoredTrace& trace, std::uint64_t cap, TouchOrder order) {
+  struct E {
+    PageId page;
+    bool visited;
+  };
+  std::vector<E> queue;
+  std::ptrdiff_t hand = -1;
+  SimpleResult res;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const SimRequest r = trace.At(i);
+    auto find = [&](PageId p) {
+      return std::find_if(queue.begin(), queue.end(), [&](const E& e) { return e.page == p; });
+    };
+    res.hits.push_back(Leading(r, [&](PageId p) { return find(p) != queue.end(); }));
+    res.preemptions.push_back(0);
+    for (std::uint32_t k : Order(r.pages.size(), order)) {
+      auto it = find(r.pages[k]);
+      if (it != queue.end()) {
+        it->visited = true;
+        continue;
+      }
+      if (queue.size() >= cap) {
+        std::ptrdiff_t o = hand >= 0 ? hand : static_cast<std::ptrdiff_t>(queue.size()) - 1;
+        while (queue[o].visited) {
+          queue[o].visited = false;
+          o = o > 0 ? o - 1 : static_cast<std::ptrdiff_t>(queue.size()) - 1;
+        }
+        hand = o - 1;  // the neighbour towards the head; -1 (none) at the head
+        queue.erase(queue.begin() + o);
+      }
+      queue.insert(queue.begin(), E{r.pages[k], false});
+      if (hand >= 0) ++hand;  // the insertion at the head shifts every index
+    }
+  }
+  return res;
+}
+
 SimpleResult SimpleWorkloadAware(const StoredTrace& trace, std::uint64_t cap, TouchOrder order) {
   struct E {
     PageId page;
@@ -572,6 +611,8 @@ SimpleResult Simple(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap
       return SimpleSglang(trace, cap, order);
     case PolicyKind::kVllm:
       return SimpleVllm(trace, cap);
+    case PolicyKind::kSieve:
+      return SimpleSieve(trace, cap, order);
     default:
       return SimpleKeyed(trace, kind, cap, order);
   }

@@ -337,7 +337,7 @@ TEST(ReplicaTest, BadOptionsAndRequestsAreErrorsNamingThem) {
     o.eviction = kind;
     EXPECT_TRUE(SimulateReplica(o, reqs, time).ok()) << curve::PolicyName(kind);
   }
-  EXPECT_EQ(SupportedByReplicaNames(), "lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware, belady");
+  EXPECT_EQ(SupportedByReplicaNames(), "lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware, belady, sieve");
   o.eviction = curve::PolicyKind::kLru;
   o.pool_blocks = 0;
   EXPECT_FALSE(SimulateReplica(o, reqs, time).ok());

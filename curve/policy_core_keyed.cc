@@ -1,5 +1,5 @@
 // The replica's evictors that order free cached blocks by a key taken from the
-// requests that used them (sim/evictor.h): lfu, priority and belady on a lazy heap,
+// requests that used them (curve/policy_core.h): lfu, priority and belady on a lazy heap,
 // and workload-aware on one list per request category. Each mirrors curve/'s policy
 // of the same name (curve/policy_keyed.cc, curve/policy_workload_aware.cc); where
 // curve says "reference" the replica has a request taking a block (computing its
@@ -41,72 +41,17 @@
 #include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/reuse_ghosts.h"
-#include "sim/evictor.h"
+#include "curve/policy_core.h"
+#include "curve/policy_internal.h"
 
-namespace kvwatch::sim::internal {
+namespace kvwatch::curve::policy_internal {
 
 namespace {
 
-// Each page's references in the whole input, numbered in curve's order (requests
-// in arrival order, each one's pages tail first), for belady.
-class NextUses {
+class KeyedOrder final : public EvictionOrder {
  public:
-  explicit NextUses(std::span<const ReplicaRequest> requests) {
-    ends_.reserve(requests.size());
-    std::uint64_t n = 0;
-    for (const ReplicaRequest& q : requests) {
-      n += q.pages.size();
-      ends_.push_back(n);
-    }
-    std::vector<std::uint32_t> count;
-    for (const ReplicaRequest& q : requests) {
-      for (curve::PageId p : q.pages) {
-        if (std::uint32_t* slot = slots_.Find(p)) {
-          ++count[*slot];
-        } else {
-          slots_.Insert(p, static_cast<std::uint32_t>(count.size()));
-          count.push_back(1);
-        }
-      }
-    }
-    start_.assign(count.size() + 1, 0);
-    for (std::size_t s = 0; s < count.size(); ++s) start_[s + 1] = start_[s] + count[s];
-    uses_.resize(n);
-    std::vector<std::uint64_t> fill(start_.begin(), start_.end() - 1);
-    std::uint64_t begin = 0;
-    for (std::size_t r = 0; r < requests.size(); ++r) {
-      const auto& pages = requests[r].pages;
-      for (std::size_t k = pages.size(); k-- > 0;) {  // tail first: ascending touch numbers
-        const std::uint32_t slot = *slots_.Find(pages[k]);
-        uses_[fill[slot]++] = begin + (pages.size() - 1 - k);
-      }
-      begin = ends_[r];
-    }
-  }
-
-  // The first reference to `page` by a request after request r; kNeverUsed if none.
-  std::uint64_t After(curve::PageId page, std::uint32_t r) const {
-    const std::uint32_t* slot = slots_.Find(page);
-    if (slot == nullptr || r >= ends_.size()) return curve::kNeverUsed;
-    const auto first = uses_.begin() + static_cast<std::ptrdiff_t>(start_[*slot]);
-    const auto last = uses_.begin() + static_cast<std::ptrdiff_t>(start_[*slot + 1]);
-    const auto it = std::lower_bound(first, last, ends_[r]);
-    return it == last ? curve::kNeverUsed : *it;
-  }
-
- private:
-  std::vector<std::uint64_t> ends_;   // request r's references are numbered below ends_[r]
-  curve::PageMap slots_;              // page -> its slot
-  std::vector<std::uint64_t> start_;  // slot s's references: uses_[start_[s] .. start_[s + 1])
-  std::vector<std::uint64_t> uses_;
-};
-
-class KeyedEvictor final : public Evictor {
- public:
-  KeyedEvictor(curve::PolicyKind kind, std::vector<Block>* blocks, std::span<const ReplicaRequest> requests)
-      : kind_(kind), blocks_(*blocks) {
-    if (kind == curve::PolicyKind::kBelady) next_uses_ = std::make_unique<NextUses>(requests);
-  }
+  KeyedOrder(PolicyKind kind, std::vector<CoreSlot>* blocks, const NextUseOracle* future)
+      : kind_(kind), blocks_(*blocks), next_uses_(future) {}
 
   void Filled(std::uint32_t b) override {
     blocks_[b].key = 0;
@@ -115,25 +60,25 @@ class KeyedEvictor final : public Evictor {
   void Hit(std::uint32_t b) override { Reference(b); }
 
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = true;
+    CoreSlot& x = blocks_[b];
+    x.in_order = true;
     ++size_;
     std::uint64_t key = x.key;
-    if (kind_ == curve::PolicyKind::kLfu) key += age_;
-    if (kind_ == curve::PolicyKind::kBelady) key = curve::kNeverUsed - x.key;
+    if (kind_ == PolicyKind::kLfu) key += age_;
+    if (kind_ == PolicyKind::kBelady) key = kNeverUsed - x.key;
     heap_.Push({key, ++seq_, b, x.version});
     heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
   }
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = false;
+    CoreSlot& x = blocks_[b];
+    x.in_order = false;
     ++x.version;
     --size_;
   }
   std::uint32_t Pop() override {
     LazyHeap::Entry e{};
     const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& entry) { return Valid(entry); }, &e);
-    if (kind_ == curve::PolicyKind::kLfu) age_ = e.key;
+    if (kind_ == PolicyKind::kLfu) age_ = e.key;
     Remove(b);
     return b;
   }
@@ -141,15 +86,15 @@ class KeyedEvictor final : public Evictor {
 
  private:
   void Reference(std::uint32_t b) {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     switch (kind_) {
-      case curve::PolicyKind::kLfu:
+      case PolicyKind::kLfu:
         ++x.key;
         break;
-      case curve::PolicyKind::kPriority:
+      case PolicyKind::kPriority:
         x.key = static_cast<std::uint64_t>(static_cast<std::int64_t>(referrer().priority) + (std::int64_t{1} << 32));
         break;
-      case curve::PolicyKind::kBelady: {
+      case PolicyKind::kBelady: {
         // The next use after the latest request (by arrival) that referenced it.
         // (next uses grow with the request: the largest one is that request's).
         x.key = std::max(x.key, next_uses_->After(x.page, referrer().request));
@@ -160,32 +105,32 @@ class KeyedEvictor final : public Evictor {
     }
   }
   bool Valid(const LazyHeap::Entry& e) const {
-    const Block& x = blocks_[e.block];
-    return x.in_evictor && x.version == e.version;
+    const CoreSlot& x = blocks_[e.block];
+    return x.in_order && x.version == e.version;
   }
 
-  curve::PolicyKind kind_;
-  std::vector<Block>& blocks_;
-  std::unique_ptr<NextUses> next_uses_;  // belady
+  PolicyKind kind_;
+  std::vector<CoreSlot>& blocks_;
+  const NextUseOracle* next_uses_;       // belady
   LazyHeap heap_;                        // key, then release order
   std::uint64_t size_ = 0, seq_ = 0;
   std::uint64_t age_ = 0;  // lfu: LFU-DA's L
 };
 
-class WorkloadAwareEvictor final : public Evictor {
+class WorkloadAwareOrder final : public EvictionOrder {
  public:
-  WorkloadAwareEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks)
+  WorkloadAwareOrder(std::vector<CoreSlot>* blocks, std::uint64_t pool_blocks)
       : blocks_(*blocks), ghosts_(std::max<std::uint64_t>(1, pool_blocks)) {}
 
   // A page computed: the reference is counted, and a ghost's reuse observed,
   // before the block for it is chosen (as curve counts before it evicts).
-  void Incoming(curve::PageId page) override {
+  void Incoming(PageId page) override {
     ++stats_[Tick()].references;
     if (const auto ghost = ghosts_.Take(page)) Observe(ghost->category, ghost->last);
   }
 
   void Filled(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     x.key = clock_;
     x.category = static_cast<std::uint8_t>(Tick());
   }
@@ -193,41 +138,41 @@ class WorkloadAwareEvictor final : public Evictor {
   void Hit(std::uint32_t b) override {
     const std::uint32_t category = Tick();
     ++stats_[category].references;
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     Observe(x.category, x.key);
     x.key = clock_;
     x.category = static_cast<std::uint8_t>(category);
   }
 
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     lists_[x.category].PushBack(blocks_, b);
-    x.in_evictor = true;
+    x.in_order = true;
     ++size_;
   }
 
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     lists_[x.category].Erase(blocks_, b);
-    x.in_evictor = false;
+    x.in_order = false;
     --size_;
   }
 
   std::uint32_t Pop() override {
     Tick();
-    std::uint32_t victim = kNoBlock;
+    std::uint32_t victim = kNoSlot;
     double best = 0;
-    for (std::uint32_t c = 0; c < kMaxClasses; ++c) {
+    for (std::uint32_t c = 0; c < kMaxCategories; ++c) {
       const std::uint32_t head = lists_[c].front();
-      if (head == kNoBlock) continue;
+      if (head == kNoSlot) continue;
       const double score = Score(c, blocks_[head]);
-      if (victim == kNoBlock || score < best || (score == best && blocks_[head].key < blocks_[victim].key)) {
+      if (victim == kNoSlot || score < best || (score == best && blocks_[head].key < blocks_[victim].key)) {
         victim = head;
         best = score;
       }
     }
     Remove(victim);
-    const Block& x = blocks_[victim];
+    const CoreSlot& x = blocks_[victim];
     ghosts_.Add({x.page, x.key, x.category});
     return victim;
   }
@@ -238,34 +183,33 @@ class WorkloadAwareEvictor final : public Evictor {
   // Advances the request clock to the referrer's; its category.
   std::uint32_t Tick() {
     clock_ = std::max<std::uint64_t>(clock_, std::uint64_t{referrer().request} + 1);
-    return std::min<std::uint32_t>(referrer().category, kMaxClasses - 1);
+    return std::min<std::uint32_t>(referrer().category, kMaxCategories - 1);
   }
 
   void Observe(std::uint32_t category, std::uint64_t last) {
     stats_[category].Observe(static_cast<double>(clock_ - last));
   }
 
-  double Score(std::uint32_t category, const Block& x) const {
+  double Score(std::uint32_t category, const CoreSlot& x) const {
     return stats_[category].Score(static_cast<double>(clock_ - x.key));
   }
 
-  std::vector<Block>& blocks_;
-  curve::GhostList ghosts_;  // the last pool-size blocks evicted
-  curve::IndexList lists_[kMaxClasses];  // free cached blocks per category, released first at the front
-  curve::ReuseStats stats_[kMaxClasses];
+  std::vector<CoreSlot>& blocks_;
+  GhostList ghosts_;  // the last pool-size blocks evicted
+  IndexList lists_[kMaxCategories];  // free cached blocks per category, released first at the front
+  ReuseStats stats_[kMaxCategories];
   std::uint64_t size_ = 0;
   std::uint64_t clock_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Evictor> MakeKeyedEvictor(curve::PolicyKind kind, std::vector<Block>* blocks,
-                                          std::span<const ReplicaRequest> requests) {
-  return std::make_unique<KeyedEvictor>(kind, blocks, requests);
+std::unique_ptr<EvictionOrder> MakeKeyedOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
+  return std::make_unique<KeyedOrder>(options.kind, slots, options.future);
 }
 
-std::unique_ptr<Evictor> MakeWorkloadAwareEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks) {
-  return std::make_unique<WorkloadAwareEvictor>(blocks, pool_blocks);
+std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
+  return std::make_unique<WorkloadAwareOrder>(slots, options.slots);
 }
 
-}  // namespace kvwatch::sim::internal
+}  // namespace kvwatch::curve::policy_internal

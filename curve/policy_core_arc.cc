@@ -1,4 +1,4 @@
-// The replica's arc evictor (sim/evictor.h): ARC (Megiddo and Modha, FAST 2003)
+// The core's arc order (curve/policy_core.h): ARC (Megiddo and Modha, FAST 2003)
 // as curve/policy_arc.cc defines it, mirrored over the pool.
 //
 // The pool's cached blocks, held or free, are ARC's resident pages, each in T1
@@ -26,24 +26,25 @@
 // allocating one when no empty block is left reuses a block by REPLACE as above.
 // The ghost lists hold page ids only, at most 2c in all and |T1| + |B1| <= c.
 //
-// Block fields used: prev/next (the free lists), in_main (T2, else T1), in_evictor.
+// Block fields used: prev/next (the free lists), in_main (T2, else T1), in_order.
 #include <cstdint>
 #include <vector>
 
 #include "curve/index_list.h"
 #include "curve/page_map.h"
-#include "sim/evictor.h"
+#include "curve/policy_core.h"
+#include "curve/policy_internal.h"
 
-namespace kvwatch::sim::internal {
+namespace kvwatch::curve::policy_internal {
 
 namespace {
 
-class ArcEvictor final : public Evictor {
+class ArcOrder final : public EvictionOrder {
  public:
-  ArcEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks)
+  ArcOrder(std::vector<CoreSlot>* blocks, std::uint64_t pool_blocks)
       : blocks_(*blocks), c_(std::max<std::uint64_t>(1, pool_blocks)) {}
 
-  void Incoming(curve::PageId page) override {
+  void Incoming(PageId page) override {
     const double c = static_cast<double>(c_);
     if (std::uint32_t* found = ghost_map_.Find(page)) {
       const std::uint32_t g = *found;
@@ -75,14 +76,14 @@ class ArcEvictor final : public Evictor {
   }
 
   void Filled(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     x.in_main = to_t2_;
     ++t_[x.in_main ? kT2 : kT1];
     to_t2_ = from_b2_ = no_ghost_ = false;
   }
 
   void Hit(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     if (x.in_main) return;
     --t_[kT1];
     ++t_[kT2];
@@ -90,15 +91,15 @@ class ArcEvictor final : public Evictor {
   }
 
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     free_[x.in_main ? kT2 : kT1].PushBack(blocks_, b);
-    x.in_evictor = true;
+    x.in_order = true;
   }
 
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     free_[x.in_main ? kT2 : kT1].Erase(blocks_, b);
-    x.in_evictor = false;
+    x.in_order = false;
   }
 
   std::uint32_t Pop() override {
@@ -125,13 +126,13 @@ class ArcEvictor final : public Evictor {
  private:
   enum : std::uint32_t { kT1 = 0, kT2 = 1, kB1 = 0, kB2 = 1 };
   struct Ghost {
-    curve::PageId page = 0;
-    std::uint32_t prev = kNoBlock;  // towards the LRU end
-    std::uint32_t next = kNoBlock;
+    PageId page = 0;
+    std::uint32_t prev = kNoSlot;  // towards the LRU end
+    std::uint32_t next = kNoSlot;
     std::uint32_t list = kB1;
   };
 
-  void AddGhost(curve::PageId page, std::uint32_t list) {
+  void AddGhost(PageId page, std::uint32_t list) {
     std::uint32_t g;
     if (spare_.empty()) {
       g = static_cast<std::uint32_t>(ghosts_.size());
@@ -140,7 +141,7 @@ class ArcEvictor final : public Evictor {
       g = spare_.back();
       spare_.pop_back();
     }
-    ghosts_[g] = Ghost{page, kNoBlock, kNoBlock, list};
+    ghosts_[g] = Ghost{page, kNoSlot, kNoSlot, list};
     ghost_lists_[list].PushBack(ghosts_, g);
     ghost_map_.Insert(page, g);
   }
@@ -152,15 +153,15 @@ class ArcEvictor final : public Evictor {
     spare_.push_back(g);
   }
 
-  std::vector<Block>& blocks_;
+  std::vector<CoreSlot>& blocks_;
   std::uint64_t c_;
   double p_ = 0;                   // the target size of T1
   std::uint64_t t_[2] = {0, 0};    // |T1|, |T2|: cached blocks, held or free
-  curve::IndexList free_[2];        // the free blocks of T1 and T2, LRU (released first) at the front
-  curve::IndexList ghost_lists_[2]; // B1, B2, LRU at the front
+  IndexList free_[2];        // the free blocks of T1 and T2, LRU (released first) at the front
+  IndexList ghost_lists_[2]; // B1, B2, LRU at the front
   std::vector<Ghost> ghosts_;
   std::vector<std::uint32_t> spare_;  // unused slots of ghosts_
-  curve::PageMap ghost_map_;          // page -> slot in ghosts_
+  PageMap ghost_map_;          // page -> slot in ghosts_
   // Set by Incoming for the page being allocated, cleared when it is filled.
   bool to_t2_ = false;     // it was a ghost: it enters T2
   bool from_b2_ = false;   // it was in B2 (REPLACE's tie rule)
@@ -169,8 +170,8 @@ class ArcEvictor final : public Evictor {
 
 }  // namespace
 
-std::unique_ptr<Evictor> MakeArcEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks) {
-  return std::make_unique<ArcEvictor>(blocks, pool_blocks);
+std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
+  return std::make_unique<ArcOrder>(slots, options.slots);
 }
 
-}  // namespace kvwatch::sim::internal
+}  // namespace kvwatch::curve::policy_internal

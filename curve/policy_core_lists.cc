@@ -1,14 +1,18 @@
-// The replica's evictors (sim/evictor.h): lru, vllm, fifo, s3fifo, sglang, and
-// MakeEvictor (arc, lfu, priority, belady and workload-aware are in
-// sim/evictor_arc.cc and sim/evictor_keyed.cc).
-#include "sim/evictor.h"
-
+// The core's list and queue eviction orders (curve/policy_core.h): lru, vllm,
+// fifo, sglang, s3fifo (arc: policy_core_arc.cc; lfu, priority, belady,
+// workload-aware: policy_core_keyed.cc). "Block" below is a slot of the core; a
+// block is "released" when its hold count drops to zero.
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <memory>
+#include <vector>
 
 #include "curve/index_list.h"
+#include "curve/policy_core.h"
+#include "curve/policy_internal.h"
 
-namespace kvwatch::sim::internal {
+namespace kvwatch::curve::policy_internal {
 
 namespace {
 
@@ -18,30 +22,30 @@ namespace {
 // vllm: the same queue, but every free block is in it, cached or not (vLLM's
 // free_block_queue): a freed generated block at the tail does not spare a cached
 // block at the head.
-class ListEvictor final : public Evictor {
+class ListOrder final : public EvictionOrder {
  public:
-  ListEvictor(std::vector<Block>* blocks, bool takes_empty) : blocks_(*blocks), takes_empty_(takes_empty) {}
+  ListOrder(std::vector<CoreSlot>* blocks, bool takes_empty) : blocks_(*blocks), takes_empty_(takes_empty) {}
 
   void Add(std::uint32_t b) override {
     list_.PushBack(blocks_, b);
-    blocks_[b].in_evictor = true;
+    blocks_[b].in_order = true;
   }
   void Remove(std::uint32_t b) override {
     list_.Erase(blocks_, b);
-    blocks_[b].in_evictor = false;
+    blocks_[b].in_order = false;
   }
   std::uint32_t Pop() override {
     const std::uint32_t b = list_.PopFront(blocks_);
-    blocks_[b].in_evictor = false;
+    blocks_[b].in_order = false;
     return b;
   }
   std::uint64_t size() const override { return list_.size(); }
   bool TakesEmpty() const override { return takes_empty_; }
 
  private:
-  std::vector<Block>& blocks_;
+  std::vector<CoreSlot>& blocks_;
   bool takes_empty_;
-  curve::IndexList list_;  // released first at the front
+  IndexList list_;  // released first at the front
 };
 
 // fifo: cached blocks, held or free, in the order their pages were computed:
@@ -50,35 +54,35 @@ class ListEvictor final : public Evictor {
 // does not change it. Eviction takes the oldest free one; a held block met first is
 // requeued as computed now (curve/'s fifo evicts such a page and admits it again
 // when the request touches it, after the request's other pages).
-class FifoEvictor final : public Evictor {
+class FifoOrder final : public EvictionOrder {
  public:
-  explicit FifoEvictor(std::vector<Block>* blocks) : blocks_(*blocks) {}
+  explicit FifoOrder(std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
   void Filled(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     ++x.version;
     heap_.Push({x.key, 0, b, x.version});
     ++listed_;
     heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
   }
   void Add(std::uint32_t b) override {
-    blocks_[b].in_evictor = true;
+    blocks_[b].in_order = true;
     ++size_;
   }
   void Remove(std::uint32_t b) override {
-    blocks_[b].in_evictor = false;
+    blocks_[b].in_order = false;
     --size_;
   }
   std::uint32_t Pop() override {
     for (;;) {
       const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Listed(e); });
-      Block& x = blocks_[b];
-      if (x.in_evictor) {
+      CoreSlot& x = blocks_[b];
+      if (x.in_order) {
         Remove(b);
         ++x.version;  // unlisted
         --listed_;
         return b;
       }
-      x.key = OrderKey(NewEpoch(), 0);
+      x.key = PolicyCore::OrderKey(NewEpoch(), 0);
       ++x.version;
       heap_.Push({x.key, 0, b, x.version});
     }
@@ -87,10 +91,10 @@ class FifoEvictor final : public Evictor {
 
  private:
   bool Listed(const LazyHeap::Entry& e) const {
-    const Block& x = blocks_[e.block];
-    return x.cached && x.version == e.version;
+    const CoreSlot& x = blocks_[e.block];
+    return x.has_page && x.version == e.version;
   }
-  std::vector<Block>& blocks_;
+  std::vector<CoreSlot>& blocks_;
   LazyHeap heap_;
   std::uint64_t size_ = 0, listed_ = 0;
 };
@@ -98,26 +102,27 @@ class FifoEvictor final : public Evictor {
 // sglang: the least recently released free leaf first (SGLang's radix cache evicts
 // the least recently used leaf; a node is a leaf when no cached block has it as
 // parent). Evicting a leaf may make its parent a leaf.
-class SglangEvictor final : public Evictor {
+class SglangOrder final : public EvictionOrder {
  public:
-  explicit SglangEvictor(std::vector<Block>* blocks) : blocks_(*blocks) {}
+  explicit SglangOrder(std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
+  bool KeepsTree() const override { return true; }
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = true;
+    CoreSlot& x = blocks_[b];
+    x.in_order = true;
     x.key = ++seq_;
     ++size_;
     if (x.children == 0) heap_.Push({x.key, 0, b, x.version});
     heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
   }
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = false;
+    CoreSlot& x = blocks_[b];
+    x.in_order = false;
     ++x.version;
     --size_;
   }
   void MaybeLeaf(std::uint32_t b) override {
-    const Block& x = blocks_[b];
-    if (x.in_evictor && x.children == 0) heap_.Push({x.key, 0, b, x.version});
+    const CoreSlot& x = blocks_[b];
+    if (x.in_order && x.children == 0) heap_.Push({x.key, 0, b, x.version});
   }
   std::uint32_t Pop() override {
     const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Valid(e); });
@@ -128,10 +133,10 @@ class SglangEvictor final : public Evictor {
 
  private:
   bool Valid(const LazyHeap::Entry& e) const {
-    const Block& x = blocks_[e.block];
-    return x.in_evictor && x.version == e.version && x.children == 0;
+    const CoreSlot& x = blocks_[e.block];
+    return x.in_order && x.version == e.version && x.children == 0;
   }
-  std::vector<Block>& blocks_;
+  std::vector<CoreSlot>& blocks_;
   LazyHeap heap_;
   std::uint64_t size_ = 0, seq_ = 0;
 };
@@ -145,13 +150,13 @@ class SglangEvictor final : public Evictor {
 // to M with its count reset if hit; otherwise M's head is evicted if its count is
 // 0, else reinserted at M's tail with its count decremented. The ghost queue
 // remembers as many page ids as the pool has blocks.
-class S3FifoEvictor final : public Evictor {
+class S3FifoOrder final : public EvictionOrder {
  public:
-  S3FifoEvictor(std::vector<Block>* blocks, std::uint64_t pool_blocks)
+  S3FifoOrder(std::vector<CoreSlot>* blocks, std::uint64_t pool_blocks)
       : blocks_(*blocks), ghost_limit_(std::max<std::uint64_t>(1, pool_blocks)) {}
 
   void Filled(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     x.freq = 0;
     x.in_main = false;
     if (ghost_map_.Find(x.page) != nullptr) {
@@ -160,19 +165,19 @@ class S3FifoEvictor final : public Evictor {
     }
   }
   void Hit(std::uint32_t b) override {
-    Block& x = blocks_[b];
+    CoreSlot& x = blocks_[b];
     if (x.freq < 3) ++x.freq;
   }
   void Add(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = true;
+    CoreSlot& x = blocks_[b];
+    x.in_order = true;
     (x.in_main ? main_ : small_).push_back({b, x.version});
     ++(x.in_main ? main_size_ : small_size_);
     Compact();
   }
   void Remove(std::uint32_t b) override {
-    Block& x = blocks_[b];
-    x.in_evictor = false;
+    CoreSlot& x = blocks_[b];
+    x.in_order = false;
     ++x.version;
     --(x.in_main ? main_size_ : small_size_);
   }
@@ -182,7 +187,7 @@ class S3FifoEvictor final : public Evictor {
       const std::uint64_t small_target = std::max<std::uint64_t>(1, (total + 9) / 10);
       if (small_size_ >= small_target || main_size_ == 0) {
         const std::uint32_t b = PopLive(&small_);
-        Block& x = blocks_[b];
+        CoreSlot& x = blocks_[b];
         if (x.freq >= 1) {  // hit while in S: to M
           --small_size_;
           x.freq = 0;
@@ -197,7 +202,7 @@ class S3FifoEvictor final : public Evictor {
         return b;
       }
       const std::uint32_t b = PopLive(&main_);
-      Block& x = blocks_[b];
+      CoreSlot& x = blocks_[b];
       if (x.freq > 0) {
         --x.freq;
         ++x.version;
@@ -216,8 +221,8 @@ class S3FifoEvictor final : public Evictor {
     std::uint32_t version;
   };
   bool Live(const Entry& e) const {
-    const Block& x = blocks_[e.block];
-    return x.in_evictor && x.version == e.version;
+    const CoreSlot& x = blocks_[e.block];
+    return x.in_order && x.version == e.version;
   }
   // The queue's first live entry, popped. REQUIRES: the queue has one.
   std::uint32_t PopLive(std::deque<Entry>* q) {
@@ -237,7 +242,7 @@ class S3FifoEvictor final : public Evictor {
       *q = std::move(kept);
     }
   }
-  void AddGhost(curve::PageId page) {
+  void AddGhost(PageId page) {
     if (ghost_map_.Find(page) == nullptr) {
       ghost_map_.Insert(page, 0);
       ghost_.push_back(page);
@@ -248,7 +253,7 @@ class S3FifoEvictor final : public Evictor {
     }
   }
 
-  std::vector<Block>& blocks_;
+  std::vector<CoreSlot>& blocks_;
   std::uint64_t ghost_limit_;
   std::deque<Entry> small_, main_;
   std::uint64_t small_size_ = 0, main_size_ = 0;
@@ -257,35 +262,27 @@ class S3FifoEvictor final : public Evictor {
   // before inserting, and an id re-added after coming back is a new entry whose
   // older twin, when it reaches the front, erases it early (a shorter memory for
   // that page, never a wrong admission).
-  std::deque<curve::PageId> ghost_;
-  curve::PageMap ghost_map_;
+  std::deque<PageId> ghost_;
+  PageMap ghost_map_;
 };
 
 }  // namespace
 
-std::unique_ptr<Evictor> MakeEvictor(curve::PolicyKind kind, std::vector<Block>* blocks, std::uint64_t pool_blocks,
-                                     std::span<const ReplicaRequest> requests) {
-  switch (kind) {
-    case curve::PolicyKind::kLru:
-      return std::make_unique<ListEvictor>(blocks, false);
-    case curve::PolicyKind::kVllm:
-      return std::make_unique<ListEvictor>(blocks, true);
-    case curve::PolicyKind::kFifo:
-      return std::make_unique<FifoEvictor>(blocks);
-    case curve::PolicyKind::kSglang:
-      return std::make_unique<SglangEvictor>(blocks);
-    case curve::PolicyKind::kS3Fifo:
-      return std::make_unique<S3FifoEvictor>(blocks, pool_blocks);
-    case curve::PolicyKind::kArc:
-      return MakeArcEvictor(blocks, pool_blocks);
-    case curve::PolicyKind::kLfu:
-    case curve::PolicyKind::kPriority:
-    case curve::PolicyKind::kBelady:
-      return MakeKeyedEvictor(kind, blocks, requests);
-    case curve::PolicyKind::kWorkloadAware:
-      return MakeWorkloadAwareEvictor(blocks, pool_blocks);
+std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
+  switch (options.kind) {
+    case PolicyKind::kLru:
+      return std::make_unique<ListOrder>(slots, false);
+    case PolicyKind::kVllm:
+      return std::make_unique<ListOrder>(slots, true);
+    case PolicyKind::kFifo:
+      return std::make_unique<FifoOrder>(slots);
+    case PolicyKind::kSglang:
+      return std::make_unique<SglangOrder>(slots);
+    case PolicyKind::kS3Fifo:
+      return std::make_unique<S3FifoOrder>(slots, options.slots);
+    default:
+      return nullptr;
   }
-  return nullptr;
 }
 
-}  // namespace kvwatch::sim::internal
+}  // namespace kvwatch::curve::policy_internal

@@ -1,0 +1,259 @@
+// PolicyCore: one cache of N slots under an eviction policy, which knows which of
+// its pages are held. The one eviction order of kvwatch's simulations: the
+// simulated replica's KV pool (sim/replica.cc) is a PolicyCore, and the policies
+// that exist only here (PolicyCacheOverCore, curve/policy_core_cache.cc: sieve)
+// run in `kvwatch replay --policy`, the live canaries and `kvwatch simulate` from
+// this one implementation.
+//
+// A slot is a KV block (the replica) or a page (replay). It is
+//   held       its hold count is nonzero (running requests use it): NEVER a victim;
+//   free, with a page   hold count 0, still carrying a page id (a prefix cache
+//              entry): a candidate victim, in the order the policy keeps;
+//   free, empty         hold count 0, no page id: given out before any victim
+//              (vllm queues these with the candidates, as vLLM's free queue does).
+// A page id is in at most one slot (Find).
+//
+// The operations, what a caller does:
+//   reference  Hold(s): a request uses slot s (a prefix hit, or a page it shares
+//              with a running request). A hit for the policy (Reference hooks) and
+//              a hold. Reference(s) = Hold(s) then Release(s): a hit that does not
+//              keep the page (replay, where nothing runs).
+//   admit      AcquireFor(page) then Admit(s, page, ...): a page not resident gets
+//              a slot, held once; Acquire() for a slot that carries no page id
+//              (generated tokens).
+//   release    Release(s): one hold dropped; at zero s becomes a candidate (or an
+//              empty free slot).
+//   victim     chosen inside Acquire/AcquireFor when no empty slot is left, among
+//              the free slots with a page only; its page id is dropped (Find no
+//              longer answers it).
+// When every slot is held, Acquire/AcquireFor return kNoSlot and change nothing:
+// the caller learns it and decides (the replica checks Obtainable() first and
+// preempts a running request; a lifetime model would count a preemption).
+// Release of a slot that is not held, or not a slot, returns false and changes
+// nothing (a caller's bug made visible, never a negative count). Holding a slot
+// twice needs two releases.
+//
+// Adding a policy (docs/architecture.md, "Adding things"): one file
+// curve/policy_core_<name>.cc with an EvictionOrder and its factory, and one row
+// in the registry (kPolicyTable, curve/policy.cc; the enum value in curve/policy.h).
+//
+// A per-group hybrid simulation (curve/hybrid_sim.h, today its own LRU free queue)
+// would drive one PolicyCore per KV-cache group, slots = that group's blocks:
+// AcquireFor/Admit for the pages [L, n) of each group, Hold for the hit's blocks,
+// Release at finish and for the pages that leave a window (early free); the pool's
+// byte capacity splits into per-group slot counts, or one core whose PageIds carry
+// the group in their high bits (one free queue across groups, as vLLM's).
+//
+// Complexity: Find, Hold, Release, Admit O(1) expected; a victim O(1) amortized for
+// lru, vllm, fifo, s3fifo, arc, sieve (sieve's hand may pass held slots), O(log n)
+// for the heaps (sglang, lfu, priority, belady), O(categories) for
+// workload-aware. Memory: about 48 bytes a slot plus the page map and ghosts.
+//
+// Thread safety: none; one PolicyCore per simulation (per thread).
+#ifndef KVWATCH_CURVE_POLICY_CORE_H_
+#define KVWATCH_CURVE_POLICY_CORE_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "curve/page_map.h"
+#include "curve/policy.h"
+#include "curve/request.h"
+#include "base/status.h"
+
+namespace kvwatch::curve {
+
+using Slot = std::uint32_t;
+inline constexpr Slot kNoSlot = 0xffffffffu;
+
+// One slot. The policy fields are used by whichever EvictionOrder the core has.
+struct CoreSlot {
+  PageId page = 0;
+  std::uint32_t holds = 0;         // running requests holding it
+  std::uint32_t parent = kNoSlot;  // sglang: the slot of the previous prompt page
+  std::uint32_t children = 0;      // sglang: slots with a page whose parent this is
+  std::uint32_t prev = kNoSlot;    // list orders
+  std::uint32_t next = kNoSlot;
+  // fifo: OrderKey; sglang: release order; lfu: references since admitted;
+  // priority: the retention priority + 2^32; belady: the next use;
+  // workload-aware: the request clock at the last reference.
+  std::uint64_t key = 0;
+  std::uint32_t version = 0;  // lazy heaps and queues: entries of an older version are stale
+  std::uint8_t freq = 0;      // s3fifo: hits, at most 3; sieve: the visited bit
+  bool in_main = false;       // s3fifo: in the main queue; arc: in T2
+  std::uint8_t category = 0;  // workload-aware: the category of the last referrer (< 64)
+  bool has_page = false;      // carries a page id (in the page map)
+  bool in_order = false;      // a candidate in the EvictionOrder
+};
+
+// The request the next reference or admission serves (SetReferrer).
+struct Referrer {
+  std::uint32_t request = 0;   // its index in arrival order
+  std::int32_t priority = 0;   // retention priority (priority)
+  std::uint32_t category = 0;  // category (workload-aware), < kMaxCategories
+};
+
+// Each page's references over a whole input known in advance, for belady: the
+// requests' pages in arrival order, each one's pages referenced tail first.
+class NextUseOracle {
+ public:
+  explicit NextUseOracle(std::span<const std::span<const PageId>> requests);
+  // The first reference to `page` by a request after request r; kNeverUsed if none.
+  std::uint64_t After(PageId page, std::uint32_t r) const;
+
+ private:
+  std::vector<std::uint64_t> ends_;   // request r's references are numbered below ends_[r]
+  PageMap slots_;                     // page -> its slot
+  std::vector<std::uint64_t> start_;  // slot s's references: uses_[start_[s] .. start_[s + 1])
+  std::vector<std::uint64_t> uses_;
+};
+
+// A policy's eviction order over the free slots with a page (and, for vllm, the
+// free empty ones): the one thing a policy file implements. The core calls the
+// hooks; every REQUIRES below is the core's to keep.
+class EvictionOrder {
+ public:
+  virtual ~EvictionOrder() = default;
+  // Slot s became free (holds 0). REQUIRES: s has a page, or TakesEmpty().
+  virtual void Add(Slot s) = 0;
+  // Slot s, free and in the order, is held again.
+  virtual void Remove(Slot s) = 0;
+  // The victim, taken out of the order. REQUIRES: size() > 0.
+  virtual Slot Pop() = 0;
+  // Candidates in the order.
+  virtual std::uint64_t size() const = 0;
+  // Whether free empty slots are queued here too (vllm).
+  virtual bool TakesEmpty() const { return false; }
+  // A slot is about to be acquired for `page` (not resident), before any Pop for
+  // it; Filled for that slot follows (arc's ghost check, workload-aware's counts).
+  virtual void Incoming(PageId page) {}
+  // Slot s just got its page id.
+  virtual void Filled(Slot s) {}
+  // A request referenced slot s (held or free).
+  virtual void Hit(Slot s) {}
+  // sglang: slot s lost a child with a page; it may have become an evictable leaf.
+  virtual void MaybeLeaf(Slot s) {}
+  // Whether the core keeps parents and children (sglang).
+  virtual bool KeepsTree() const { return false; }
+  // Checkpoint of the order's own state (the core writes the slots): needed by the
+  // policies replay and the canaries run through the core (PolicyCacheOverCore);
+  // the replica never checkpoints. Deserialize returns false on malformed bytes.
+  virtual void SerializeOrder(std::vector<std::uint8_t>* out) const {}
+  virtual bool DeserializeOrder(std::span<const std::uint8_t>* in) { return true; }
+
+  void SetReferrer(const Referrer& referrer) { referrer_ = referrer; }
+  // fifo's clock: it moves at each admission (PolicyCore::NewEpoch) and each
+  // requeue of a held slot (one clock for both, so that the order is total).
+  std::uint64_t NewEpoch() { return ++epoch_; }
+  std::uint64_t epoch() const { return epoch_; }
+  void set_epoch(std::uint64_t epoch) { epoch_ = epoch; }
+
+ protected:
+  const Referrer& referrer() const { return referrer_; }
+
+ private:
+  Referrer referrer_;
+  std::uint64_t epoch_ = 0;
+};
+
+struct CoreOptions {
+  PolicyKind kind = PolicyKind::kLru;
+  std::uint64_t slots = 0;  // >= 1
+  // belady only: the whole input's future (must outlive the core).
+  const NextUseOracle* future = nullptr;
+};
+
+class PolicyCore {
+ public:
+  // REQUIRES: HasCore(options.kind), slots >= 1, and belady's future (MakePolicyCore
+  // checks).
+  explicit PolicyCore(const CoreOptions& options);
+  PolicyCore(const PolicyCore&) = delete;
+  PolicyCore& operator=(const PolicyCore&) = delete;
+
+  std::uint64_t slots() const { return slots_; }
+  // Slots Acquire can give now: never used, free empty, and candidates.
+  std::uint64_t Obtainable() const { return (slots_ - table_.size()) + empty_.size() + order_->size(); }
+  std::uint64_t held() const { return held_; }
+  std::uint64_t free_with_page() const { return free_with_page_; }
+  std::uint64_t resident() const { return resident_; }
+  // Changes whenever a page id is given to or dropped from a slot (Find's answers).
+  std::uint64_t page_version() const { return page_version_; }
+
+  Slot Find(PageId page) const {
+    const std::uint32_t* s = map_.Find(page);
+    return s == nullptr ? kNoSlot : *s;
+  }
+  bool IsFree(Slot s) const { return table_[s].holds == 0; }
+  std::uint32_t holds(Slot s) const { return s < table_.size() ? table_[s].holds : 0; }
+  const CoreSlot& slot(Slot s) const { return table_[s]; }
+
+  // The request the next Hold, Acquire and Admit calls serve.
+  void SetReferrer(const Referrer& referrer) { order_->SetReferrer(referrer); }
+  // A reference that holds: a hit. REQUIRES: s came from Find or Acquire.
+  void Hold(Slot s);
+  // A hit that does not keep the page: Hold then Release.
+  void Reference(Slot s) {
+    Hold(s);
+    Release(s);
+  }
+  // Drops one hold; false (nothing changes) when s is not a held slot.
+  bool Release(Slot s);
+  // Releases each slot, last first (a request releases its tail first).
+  void ReleaseAll(std::span<const Slot> slots) {
+    for (std::size_t i = slots.size(); i-- > 0;) Release(slots[i]);
+  }
+  // A slot held once and carrying no page id: a free empty one, else a never-used
+  // one, else the victim (its page dropped); kNoSlot when every slot is held.
+  Slot Acquire();
+  // Acquire for a slot that will carry `page` (Admit next): the order sees the page
+  // first. REQUIRES: Find(page) == kNoSlot.
+  Slot AcquireFor(PageId page);
+  // A new admission's epoch (fifo's order, OrderKey).
+  std::uint64_t NewEpoch() { return order_->NewEpoch(); }
+  // fifo's order: the key of page k of a request admitted at `epoch` (tail first).
+  static std::uint64_t OrderKey(std::uint64_t epoch, std::uint64_t page_index) {
+    constexpr std::uint64_t kMax = (std::uint64_t{1} << 24) - 1;
+    return (epoch << 24) | (kMax - std::min(page_index, kMax));
+  }
+  // Gives held slot s (from AcquireFor(page)) its page id; parent: the slot of the
+  // previous prompt page (kNoSlot for the first); the page is page `index` of a
+  // request admitted at `epoch`. REQUIRES: Find(page) == kNoSlot.
+  void Admit(Slot s, PageId page, Slot parent, std::uint64_t epoch, std::uint64_t index);
+
+  std::size_t MemoryBytes() const;
+  // The slots (pages, holds, tree), then the order's state.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  // REQUIRES: fresh. False on malformed bytes (then discard the core).
+  bool Deserialize(std::span<const std::uint8_t>* in);
+
+ private:
+  void DropPage(Slot s);
+
+  std::uint64_t slots_;
+  std::vector<CoreSlot> table_;  // grows up to slots_ (never-used slots are not materialized)
+  std::unique_ptr<EvictionOrder> order_;  // over table_
+  bool tree_;
+  std::vector<Slot> empty_;      // free slots with no page id (not under vllm)
+  PageMap map_;
+  std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
+};
+
+// Whether `kind` has an eviction order in the core (every policy does; the
+// simulator and PolicyCacheOverCore refuse one that does not).
+bool HasCore(PolicyKind kind);
+// A core for `options`; an error naming the option when it is invalid.
+base::Result<std::unique_ptr<PolicyCore>> MakePolicyCore(const CoreOptions& options);
+
+// A PolicyCache (curve/policy.h) that drives a PolicyCore: the prefix rule, then
+// each page in touch order referenced (a hit) or admitted (a miss), nothing held
+// across requests. What replay and the canaries run for a policy registered without
+// a PolicyCache of its own.
+std::unique_ptr<PolicyCache> MakePolicyCacheOverCore(const PolicyOptions& options);
+
+}  // namespace kvwatch::curve
+
+#endif  // KVWATCH_CURVE_POLICY_CORE_H_
