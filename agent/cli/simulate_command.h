@@ -80,7 +80,7 @@ struct SimulateOptions {
 
   // The KV pool per rank: blocks given, bytes given, or from the GPU's memory.
   std::optional<std::uint64_t> pool_blocks;
-  std::string kv_bytes;  // "20GB", "18.5GiB", or bytes
+  std::string kv_bytes;  // a size (base/quantity_text.h): "20GB", "18.5GiB", or bytes
   std::optional<double> gpu_memory_utilization;  // default 0.9 when the pool comes from the GPU
   std::optional<std::uint64_t> page_tokens;      // tokens per trace page (default: inferred)
   std::optional<std::uint32_t> block_tokens;     // tokens per KV block (default: the page size)
@@ -142,9 +142,6 @@ struct SimulateSetup {
 
 // Checks the flags and builds everything but the pool. Errors name the flag.
 base::Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& options);
-
-// Parses "20GB", "18.5GiB", "512MiB", "1e9" (bytes). Error names what was expected.
-base::Result<double> ParseBytes(std::string_view text);
 
 // Settles the page size (given, else `inferred`, else 16) and the block size, and
 // the pool (blocks given; --kv-bytes over the model's bytes per token per rank;

@@ -9,6 +9,7 @@
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/simulate_command.h"
 #include "agent/web/text_format.h"
+#include "base/quantity_text.h"
 #include "config/model_config.h"
 
 namespace kvwatch::agent {
@@ -46,7 +47,7 @@ Result<sim::TierTarget> ParseTier(std::string_view text) {
     if (eq == std::string_view::npos || (key != "ttft" && key != "itl")) {
       return R::Error("tier " + t.name + ": expected ttft=DURATION or itl=DURATION, got '" + std::string(item) + "'");
     }
-    auto v = sim::ParseDurationSeconds(item.substr(eq + 1));
+    auto v = base::DurationFlag(item.substr(eq + 1));
     if (!v.ok()) return R::Error("tier " + t.name + ": " + std::string(key) + ": " + v.error());
     if (!(v.value() > 0)) return R::Error("tier " + t.name + ": " + std::string(key) + " must be > 0");
     (key == "ttft" ? t.ttft_s : t.itl_s) = v.value();
@@ -60,28 +61,6 @@ std::uint32_t TierMap::For(std::string_view tenant_name, std::string_view class_
   if (auto it = tenant.find(tenant_name); it != tenant.end()) return it->second;
   if (auto it = cls.find(class_name); it != cls.end()) return it->second;
   return 0;
-}
-
-Result<double> ParseBytes(std::string_view text) {
-  using R = Result<double>;
-  static const std::pair<std::string_view, double> kUnits[] = {
-      {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}};
-  double scale = 1;
-  std::string_view number = text;
-  for (const auto& [unit, s] : kUnits) {
-    if (text.size() > unit.size() && text.substr(text.size() - unit.size()) == unit) {
-      scale = s;
-      number = text.substr(0, text.size() - unit.size());
-      break;
-    }
-  }
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v) || v <= 0) {
-    return R::Error("expected a positive size like 20GB, 18.5GiB or 2e10, got '" + std::string(text) + "'");
-  }
-  if (!std::isfinite(v * scale)) return R::Error("'" + std::string(text) + "' is too large");
-  return v * scale;
 }
 
 Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
@@ -168,15 +147,11 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   roof.tensor_parallel = o.tensor_parallel;
   roof.compute_efficiency = o.compute_efficiency;
   roof.memory_efficiency = o.memory_efficiency;
-  auto allreduce = sim::ParseDurationSeconds(o.allreduce_latency);
-  if (!allreduce.ok() || allreduce.value() < 0) {
-    return Flag("--allreduce-latency", allreduce.ok() ? "must be >= 0" : allreduce.error());
-  }
+  auto allreduce = base::DurationFlag(o.allreduce_latency);
+  if (!allreduce.ok()) return Flag("--allreduce-latency", allreduce.error());
   roof.allreduce_latency_s = allreduce.value();
-  auto overhead = sim::ParseDurationSeconds(o.step_overhead);
-  if (!overhead.ok() || overhead.value() < 0) {
-    return Flag("--step-overhead", overhead.ok() ? "must be >= 0" : overhead.error());
-  }
+  auto overhead = base::DurationFlag(o.step_overhead);
+  if (!overhead.ok()) return Flag("--step-overhead", overhead.error());
   roof.step_overhead_s = overhead.value();
   std::optional<sim::LinearStepCoefficients> roofline;
   if (s.gpu && s.model) {
@@ -236,8 +211,9 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
     s.pool_blocks = o.pool_blocks;
   }
   if (!o.kv_bytes.empty()) {
-    auto b = ParseBytes(o.kv_bytes);
+    auto b = base::SizeFlag(o.kv_bytes);
     if (!b.ok()) return Flag("--kv-bytes", b.error());
+    if (!(b.value() > 0)) return Flag("--kv-bytes", "must be > 0");
     if (!st.kv_bytes_per_token) return Flag("--kv-bytes", "needs --model or --model-config (bytes per token)");
     s.kv_bytes = b.value();
   }
@@ -267,7 +243,7 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   s.replica.max_batched_tokens = o.max_batched_tokens;
   s.replica.max_running = o.max_running;
   if (o.queue_timeout != "none") {
-    auto t = sim::ParseDurationSeconds(o.queue_timeout);
+    auto t = base::DurationFlag(o.queue_timeout);
     if (!t.ok()) return Flag("--queue-timeout", t.error() + " or none");
     if (!(t.value() > 0)) return Flag("--queue-timeout", "must be > 0 (or none)");
     s.replica.queue_timeout_s = t.value();

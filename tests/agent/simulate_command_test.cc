@@ -209,7 +209,7 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--step-coefficients", kCoefficients, "--model", "llama-3-8b", "--kv-bytes", "1e30"},
        "--kv-bytes: room for 4.768e+23 KV blocks, more than the 4294967294 a pool can have"},
       {{"--step-coefficients", kCoefficients, "--model", "llama-3-8b", "--kv-bytes", "1e300GB"},
-       "--kv-bytes: '1e300GB' is too large"},
+       "--kv-bytes: expected a size such as 65536, 64KiB or 1MiB, got '1e300GB'"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--output-tokens", "16777217"},
        "--output-tokens: must be between 1 and 16777216"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--max-output-tokens", "16777217"},
