@@ -14,7 +14,7 @@
 
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/progress.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "collectors/trace_reader.h"
 #include "curve/tenants.h"
 

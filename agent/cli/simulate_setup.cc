@@ -8,7 +8,7 @@
 #include "agent/cli/calibrate.h"
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/simulate_command.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "base/quantity_text.h"
 #include "config/model_config.h"
 

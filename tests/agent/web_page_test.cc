@@ -41,7 +41,7 @@
 #include "agent/runtime/agent.h"
 #include "agent/runtime/agent_command.h"
 #include "agent/runtime/builtin_config.h"
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "base/json_writer.h"
 #include "agent/cli/replay_command.h"
 #include "agent/cli/replay_result.h"
