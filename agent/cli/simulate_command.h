@@ -24,6 +24,7 @@
 
 #include "agent/cli/simulate_output.h"
 #include "base/status.h"
+#include "config/model_choice.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"
 #include "curve/request.h"
@@ -62,14 +63,10 @@ struct SimulateOptions {
   std::string policies = "lru,vllm,s3fifo";
   std::vector<double> loads = {0.5, 1, 1.5, 2, 3};
 
-  // The model and the GPU.
+  // The model (the flags every command takes: config/model_choice.h; a
+  // config.json needs --parameters for the roofline) and the GPU.
+  config::ModelChoice model;
   std::string gpu;
-  int tensor_parallel = 1;
-  std::string model;
-  std::string model_config;
-  std::optional<double> parameters;        // active parameters (needed with --model-config)
-  std::optional<double> total_parameters;  // every parameter of a mixture of experts
-  std::string kv_dtype;
   double compute_efficiency = sim::kDefaultComputeEfficiency;
   double memory_efficiency = sim::kDefaultMemoryEfficiency;
   std::string allreduce_latency = "10us";
