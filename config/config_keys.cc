@@ -418,10 +418,12 @@ std::string ConfigReferenceMarkdown() {
   out +=
       "\n"
       "`a[].b` is key `b` of every item of the list `a`. Durations are numbers with units\n"
-      "`ms`, `s`, `m`, `h` or `d`, such as `250ms`, `30s` or `1h30m`. Sizes are a byte count\n"
-      "or an integer with a unit `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or `KB`, `MB`,\n"
-      "`GB`, `TB` (powers of 1000), such as `64KiB`. Unknown keys, values of the wrong type\n"
-      "and values out of range are errors that name the key and its line.\n";
+      "`us`, `ms`, `s`, `m`, `h` or `d`, summed when several, such as `250ms`, `30s` or `1h30m`.\n"
+      "Sizes are a whole number of bytes, or a number with a unit `B`, `KiB`, `MiB`, `GiB`, `TiB`\n"
+      "(powers of 1024) or `KB`, `MB`, `GB`, `TB` (powers of 1000), such as `64KiB` or `1.5MiB`.\n"
+      "The command line's duration and size flags read the same forms (and a bare number of\n"
+      "seconds as a duration). Unknown keys, values of the wrong type and values out of range\n"
+      "are errors that name the key and its line.\n";
   return out;
 }
 

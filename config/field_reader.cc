@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "base/quantity_text.h"
 #include "config/yaml_guard.h"
 
 namespace kvwatch::config::internal {
@@ -17,78 +18,6 @@ using base::Status;
 using Type = ConfigType;
 
 // ------------------------------------------------------------------ Value syntax
-
-std::optional<double> ParseDurationText(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  double total = 0;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    std::size_t start = i;
-    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
-    if (i == start) return std::nullopt;
-    double number = 0;
-    auto [end, ec] = std::from_chars(text.data() + start, text.data() + i, number);
-    if (ec != std::errc() || end != text.data() + i) return std::nullopt;
-    double unit = 0;
-    if (text.substr(i, 2) == "ms") {
-      unit = 0.001;
-      i += 2;
-    } else if (i < text.size()) {
-      switch (text[i]) {
-        case 's':
-          unit = 1;
-          break;
-        case 'm':
-          unit = 60;
-          break;
-        case 'h':
-          unit = 3600;
-          break;
-        case 'd':
-          unit = 86400;
-          break;
-        default:
-          return std::nullopt;
-      }
-      ++i;
-    } else {
-      return std::nullopt;  // a number without a unit
-    }
-    total += number * unit;
-  }
-  if (!std::isfinite(total)) return std::nullopt;
-  return total;
-}
-
-std::optional<std::uint64_t> ParseSizeText(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) return std::nullopt;
-  std::uint64_t number = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + digits, number);
-  if (ec != std::errc()) return std::nullopt;
-  std::string_view unit = text.substr(digits);
-  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-  static constexpr std::pair<std::string_view, std::uint64_t> kUnits[] = {
-      {"", 1},
-      {"B", 1},
-      {"KiB", 1ull << 10},
-      {"MiB", 1ull << 20},
-      {"GiB", 1ull << 30},
-      {"TiB", 1ull << 40},
-      {"KB", 1000},
-      {"MB", 1000000},
-      {"GB", 1000000000},
-      {"TB", 1000000000000},
-  };
-  for (const auto& [name, factor] : kUnits) {
-    if (name != unit) continue;
-    std::uint64_t bytes = 0;
-    if (__builtin_mul_overflow(number, factor, &bytes)) return std::nullopt;
-    return bytes;
-  }
-  return std::nullopt;
-}
 
 std::optional<std::int64_t> ParseIntText(std::string_view text) {
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);
@@ -372,9 +301,10 @@ Status FieldReader::ReadFraction(const Entry& e, double* out) const {
 // A duration in seconds; positive says whether 0 is refused.
 Status FieldReader::ReadDuration(const Entry& e, bool positive, double* out) const {
   if (Status s = CheckType(e, Type::kDuration); !s.ok()) return s;
-  const std::string what = "a duration such as 250ms, 30s or 1h30m";
+  const std::string what(base::kDurationExamples);
   if (!e.node.IsScalar()) return Expected(e, what);
-  std::optional<double> seconds = ParseDurationText(e.node.Scalar());
+  // A bare number is refused: the key's unit is written (base/quantity_text.h).
+  std::optional<double> seconds = base::ParseDuration(e.node.Scalar(), base::Bare::kRefused);
   if (!seconds) return Expected(e, what);
   if (positive && *seconds <= 0) return Expected(e, "a duration > 0");
   *out = *seconds;
@@ -396,9 +326,9 @@ Status FieldReader::ReadWholeSeconds(const Entry& e, std::int64_t min_seconds, s
 
 Status FieldReader::ReadSize(const Entry& e, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) const {
   if (Status s = CheckType(e, Type::kSize); !s.ok()) return s;
-  const std::string what = "a size such as 65536, 64KiB or 1MiB";
+  const std::string what(base::kSizeExamples);
   if (!e.node.IsScalar()) return Expected(e, what);
-  std::optional<std::uint64_t> bytes = ParseSizeText(e.node.Scalar());
+  std::optional<std::uint64_t> bytes = base::ParseWholeSize(e.node.Scalar());
   if (!bytes) return Expected(e, what);
   if (*bytes < lo || *bytes > hi) {
     return Fail(e, "expected a size from " + std::to_string(lo) + " to " + std::to_string(hi) +

@@ -36,8 +36,7 @@ namespace kvwatch::config::internal {
 
 // ------------------------------------------------------------------ Value syntax
 
-std::optional<double> ParseDurationText(std::string_view text);  // "1h30m" -> 5400
-std::optional<std::uint64_t> ParseSizeText(std::string_view text);  // "1MiB" -> 1048576
+// Durations and sizes: base/quantity_text.h, the grammar the command line reads too.
 std::optional<std::int64_t> ParseIntText(std::string_view text);
 std::optional<double> ParseNumberText(std::string_view text);  // finite only
 // "1 to 10", ">= 1".

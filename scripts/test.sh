@@ -14,7 +14,7 @@
 #   KVWATCH_LONG=1 scripts/test.sh --full   soak, fuzz and large-trace tests at full size
 #
 # Build trees:
-#   build/        g++, RelWithDebInfo: the binary and the seven test executables (one
+#   build/        g++, RelWithDebInfo: the binary and the eight test executables (one
 #                 per tests/<folder>), run by ctest. The benchmarks are not built here
 #                 (nothing here runs them): scripts/bench.sh builds and runs them.
 #   build-clang/  (default mode) clang++ at -O0 without debug information, the kvwatch

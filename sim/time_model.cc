@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/quantity_text.h"
+
 namespace kvwatch::sim {
 
 namespace {
@@ -144,31 +146,6 @@ base::Result<LinearStepCoefficients> RooflineCoefficients(const curve::ModelSpec
   return c;
 }
 
-base::Result<double> ParseDurationSeconds(std::string_view text) {
-  using R = base::Result<double>;
-  std::string_view s = text;
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  double scale = 1;
-  std::size_t unit = s.size();
-  if (s.size() >= 2 && s.substr(s.size() - 2) == "ms") {
-    scale = 1e-3;
-    unit = s.size() - 2;
-  } else if (s.size() >= 2 && s.substr(s.size() - 2) == "us") {
-    scale = 1e-6;
-    unit = s.size() - 2;
-  } else if (!s.empty() && s.back() == 's') {
-    unit = s.size() - 1;
-  }
-  const std::string_view number = s.substr(0, unit);
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v)) {
-    return R::Error("expected a duration like 2s, 150ms, 20us or 0.5, got '" + std::string(text) + "'");
-  }
-  return v * scale;
-}
-
 base::Result<LinearStepCoefficients> ParseStepCoefficients(std::string_view text) {
   using R = base::Result<LinearStepCoefficients>;
   LinearStepCoefficients c;
@@ -193,9 +170,10 @@ base::Result<LinearStepCoefficients> ParseStepCoefficients(std::string_view text
       return R::Error("unknown key '" + key +
                       "' (known: fixed, prefill_token, attention_pair, decode_sequence, context_token)");
     }
-    auto v = ParseDurationSeconds(item.substr(eq + 1));
+    const std::string_view value = item.substr(eq + 1);
+    if (!value.empty() && value.front() == '-') return R::Error(key + ": must be >= 0, got " + std::string(value));
+    const base::Result<double> v = base::DurationFlag(value);
     if (!v.ok()) return R::Error(key + ": " + v.error());
-    if (v.value() < 0) return R::Error(key + ": must be >= 0, got " + Num(v.value()));
     *field = v.value();
     any = any || v.value() > 0;
   }

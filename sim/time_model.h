@@ -91,14 +91,12 @@ base::Result<LinearStepCoefficients> RooflineCoefficients(const curve::ModelSpec
 
 // "fixed=0.01,prefill_token=2e-5,attention_pair=0,decode_sequence=0,context_token=1e-8"
 // (seconds; keys may come in any order and be left out: 0; also the durations
-// "10ms", "20us"). Errors name the key; every value must be finite and >= 0 and
-// at least one > 0.
+// "10ms", "20us": base/quantity_text.h's durations, a bare number in seconds).
+// Errors name the key; at least one value must be > 0.
 base::Result<LinearStepCoefficients> ParseStepCoefficients(std::string_view text);
 // The same form back, every key, in the order above.
 std::string FormatStepCoefficients(const LinearStepCoefficients& c);
 
-// A duration: a number with an optional unit s, ms, us (bare: seconds).
-base::Result<double> ParseDurationSeconds(std::string_view text);
 
 // One engine's figures for the fit (see the file comment).
 struct CalibrationObservation {

@@ -12,6 +12,7 @@
 #include "agent/cli/synth_command.h"
 #include "agent/runtime/version.h"
 #include "config/agent_config.h"
+#include "config/model_choice.h"
 #include "curve/policy.h"
 #include "curve/sizing.h"
 #include "sim/time_model.h"
@@ -32,6 +33,44 @@ std::string PolicyNames() {
     names += (names.empty() ? "" : ", ") + std::string(kvwatch::curve::PolicyName(kind));
   }
   return names;
+}
+
+// The model flags every command that sizes KV takes, one spelling each
+// (config/model_choice.h): `agent` and `check-config` (over the config's keys of
+// the same names), `replay` and `simulate`. tensor_parallel_given (the agent's
+// override) is set when --tensor-parallel or its old spelling is given.
+void AddModelFlags(CLI::App& cmd, kvwatch::config::ModelChoice& m, bool* tensor_parallel_given = nullptr) {
+  cmd.add_option("--model", m.model,
+                 "Model preset for the KV geometry (and the parameter count): " +
+                     Join(kvwatch::curve::ModelPresetNames()));
+  cmd.add_option("--model-config", m.model_config, "A Hugging Face config.json to read the KV geometry from");
+  cmd.add_option("--bytes-per-token", m.bytes_per_token,
+                 "KV bytes per token per GPU rank, given directly (instead of a model)");
+  cmd.add_option("--kv-dtype", m.kv_dtype, "KV cache element type overriding the model's: fp16, bf16, fp8, fp32");
+  CLI::Option* tp = cmd.add_option("--tensor-parallel", m.tensor_parallel,
+                                   "Ranks the KV heads are split over (must divide the KV heads, or be a multiple "
+                                   "of them)")
+                        ->capture_default_str();
+  // The old spelling (simulate's until 0.1): still read, with a note.
+  cmd.add_option_function<int>(
+         "--tp",
+         [&m, tensor_parallel_given, name = cmd.get_name()](int value) {
+           std::fprintf(stderr, "kvwatch %s: --tp is deprecated; use --tensor-parallel\n", name.c_str());
+           m.tensor_parallel = value;
+           if (tensor_parallel_given != nullptr) *tensor_parallel_given = true;
+         },
+         "Deprecated spelling of --tensor-parallel")
+      ->group("Deprecated spellings");
+  if (tensor_parallel_given != nullptr) {
+    tp->each([tensor_parallel_given](const std::string&) { *tensor_parallel_given = true; });
+  }
+}
+
+// The parameter counts: replay's prefill cost and simulate's roofline and weights.
+void AddComputeFlags(CLI::App& cmd, kvwatch::config::ModelChoice& m) {
+  cmd.add_option("--parameters", m.parameters,
+                 "Active parameters per token (e.g. 70.6e9), overriding the model's; a config.json has none");
+  cmd.add_option("--total-parameters", m.total_parameters, "Every parameter, for a mixture of experts' weights");
 }
 
 void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
@@ -69,16 +108,10 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
                   "Fractions of requests to cover, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--model", o.model,
-                  "Model preset for bytes per token and prefill cost: " + Join(kvwatch::curve::ModelPresetNames()));
-  cmd->add_option("--model-config", o.model_config, "A Hugging Face config.json to read the KV geometry from");
+  AddModelFlags(*cmd, o.model);
+  AddComputeFlags(*cmd, o.model);
   cmd->add_flag("--hybrid-check", o.hybrid_check,
                 "With a hybrid model: simulate vLLM's step behaviours at the hybrid working sets beside the curve");
-  cmd->add_option("--bytes-per-token", o.bytes_per_token, "KV bytes per token per GPU rank, given directly");
-  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type overriding the model's: fp16, bf16, fp8, fp32");
-  cmd->add_option("--tensor-parallel", o.tensor_parallel,
-                  "Ranks the KV heads are split over (must divide the KV heads, or be a multiple of them)")
-      ->capture_default_str();
   cmd->add_option("--metadata-bytes-per-page", o.metadata_bytes_per_page,
                   "Metadata per page (block tables, buffers) in the capacity plan")
       ->capture_default_str();
@@ -152,12 +185,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpu", o.gpu, "GPU preset for the roofline and the pool: " + Join(kvwatch::sim::GpuPresetNames()));
-  cmd->add_option("--tp", o.tensor_parallel, "Tensor-parallel degree")->capture_default_str();
-  cmd->add_option("--model", o.model, "Model preset: " + Join(kvwatch::curve::ModelPresetNames()));
-  cmd->add_option("--model-config", o.model_config, "A Hugging Face config.json (then give --parameters)");
-  cmd->add_option("--parameters", o.parameters, "Active parameters per token (e.g. 70.6e9)");
-  cmd->add_option("--total-parameters", o.total_parameters, "Every parameter, for a mixture of experts' weights");
-  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type overriding the model's: fp16, bf16, fp8, fp32");
+  AddModelFlags(*cmd, o.model);
+  AddComputeFlags(*cmd, o.model);
   cmd->add_option("--compute-efficiency", o.compute_efficiency, "Fraction of the dense BF16 peak reached")
       ->capture_default_str();
   cmd->add_option("--memory-efficiency", o.memory_efficiency, "Fraction of the memory bandwidth reached")
@@ -260,19 +289,24 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunSynth(o)); });
 }
 
-void AddAgent(CLI::App& app, std::string& config_path) {
+void AddAgent(CLI::App& app, kvwatch::agent::AgentFlags& flags) {
   CLI::App* cmd = app.add_subcommand(
       "agent",
       "Run beside a serving replica: ingest its requests (KV events, trace files; with no config, a built-in "
       "synthetic replica) and health signals (engine logs and /metrics), keep windowed curves, raise alerts, "
       "serve /metrics, /api/v1/curve, /api/v1/alerts and a live page. SIGTERM or SIGINT: save the state "
-      "(state.path) and exit; SIGHUP: re-read web.config_file (TLS files, basic-auth users, headers).");
-  cmd->add_option("-c,--config", config_path, "YAML config file (see docs/configuration.md)");
-  cmd->callback([&config_path]() { std::exit(kvwatch::agent::RunAgent(config_path)); });
+      "(state.path) and exit; SIGHUP: re-read web.config_file (TLS files, basic-auth users, headers). The model "
+      "flags override the config's keys of the same names.");
+  cmd->add_option("-c,--config", flags.config_path, "YAML config file (see docs/configuration.md)");
+  AddModelFlags(*cmd, flags.model, &flags.tensor_parallel_given);
+  cmd->callback([&flags]() { std::exit(kvwatch::agent::RunAgent(flags)); });
 
-  CLI::App* check = app.add_subcommand("check-config", "Validate an agent config file as start-up would, and exit");
-  check->add_option("FILE", config_path, "YAML config file")->required();
-  check->callback([&config_path]() { std::exit(kvwatch::agent::RunCheckConfig(config_path)); });
+  CLI::App* check = app.add_subcommand(
+      "check-config", "Validate an agent config file (with the model flags, as `agent` takes them) as start-up would, "
+                      "and exit");
+  check->add_option("FILE", flags.config_path, "YAML config file")->required();
+  AddModelFlags(*check, flags.model, &flags.tensor_parallel_given);
+  check->callback([&flags]() { std::exit(kvwatch::agent::RunCheckConfig(flags)); });
 
   CLI::App* reference = app.add_subcommand("config-reference", "Print the agent config reference (markdown)");
   reference->callback([]() {
@@ -299,8 +333,8 @@ int main(int argc, char** argv) {
   AddSimulate(app, simulate);
   kvwatch::agent::SynthCommandOptions synth;
   AddSynth(app, synth);
-  std::string agent_config;
-  AddAgent(app, agent_config);
+  kvwatch::agent::AgentFlags agent;
+  AddAgent(app, agent);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -16,7 +16,7 @@
 #include "agent/cli/replay_svg.h"
 #include "agent/cli/request_batches.h"
 #include "collectors/trace_reader.h"
-#include "config/model_config.h"
+#include "config/model_choice.h"
 #include "curve/tenants.h"
 #include "curve/tiers.h"
 
@@ -26,46 +26,96 @@ using base::Result;
 
 namespace {
 
-Result<ResolvedReplay> OptionError(const std::string& option, const std::string& message) {
-  return Result<ResolvedReplay>::Error(option + ": " + message);
+using base::Status;
+
+Status OptionError(const std::string& option, const std::string& message) {
+  return Status::Error(option + ": " + message);
 }
 
 bool ValidFraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
 
-}  // namespace
-
-Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
-  ResolvedReplay r;
+// --format and --progress.
+Status CheckOutput(const ReplayOptions& o) {
   if (o.format != "table" && o.format != "json" && o.format != "csv") {
     return OptionError("--format", "expected table, json or csv, got '" + o.format + "'");
   }
+  if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
+    return OptionError("--progress", "expected auto, always or never");
+  }
+  return Status::Ok();
+}
+
+// The engine: what a hit is (--coverage-share, --touch-order), how much it
+// tracks (--max-pages) and whether it samples (--sample-rate); --page-tokens'
+// range.
+Status ResolveEngine(const ReplayOptions& o, ResolvedReplay* r) {
   if (!ValidFraction(o.coverage_share)) {
     return OptionError("--coverage-share", "must be in (0, 1], got " + std::to_string(o.coverage_share));
   }
   if (o.touch_order == "tail-first") {
-    r.engine.touch_order = curve::TouchOrder::kTailFirst;
+    r->engine.touch_order = curve::TouchOrder::kTailFirst;
   } else if (o.touch_order == "head-first") {
-    r.engine.touch_order = curve::TouchOrder::kHeadFirst;
+    r->engine.touch_order = curve::TouchOrder::kHeadFirst;
   } else {
     return OptionError("--touch-order", "expected tail-first or head-first, got '" + o.touch_order + "'");
   }
   if (o.max_pages < 1 || o.max_pages >= curve::kBeyondTracked) {
     return OptionError("--max-pages", "must be between 1 and " + std::to_string(curve::kBeyondTracked - 1));
   }
-  r.engine.max_pages = static_cast<std::uint32_t>(o.max_pages);
-  r.engine.remembered_evictions = 0;  // offline: tell beyond-tracked from cold exactly
+  r->engine.max_pages = static_cast<std::uint32_t>(o.max_pages);
+  r->engine.remembered_evictions = 0;  // offline: tell beyond-tracked from cold exactly
   if (o.page_tokens && (*o.page_tokens < 1 || *o.page_tokens > kMaxPageTokens)) {
     return OptionError("--page-tokens", "must be between 1 and " + std::to_string(kMaxPageTokens));
   }
-  const std::uint64_t page_tokens = o.page_tokens.value_or(kDefaultPageTokens);
+  if (o.sample_rate && !ValidFraction(*o.sample_rate)) return OptionError("--sample-rate", "must be in (0, 1]");
+  if (o.sample_rate && *o.sample_rate < 1) {
+    r->report.count_scale = 1.0 / *o.sample_rate;
+    r->report.sampled = true;
+  }
+  return Status::Ok();
+}
+
+// The model flags (config/model_choice.h): bytes per token, the prefill cost, a
+// hybrid model's KV cache groups, --hybrid-check and --prefill-flops-per-second.
+Status ResolveModelSizing(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
+  if (o.prefill_flops_per_s && !(*o.prefill_flops_per_s > 0)) {
+    return OptionError("--prefill-flops-per-second", "must be > 0");
+  }
+  auto model = config::ResolveModel(o.model, config::kModelFlags);
+  if (!model.ok()) return Status::Error(model.error());
+  const config::ResolvedModel& m = model.value();
+  r->settings.tensor_parallel = static_cast<std::uint32_t>(m.tensor_parallel);
+  r->report.bytes_per_token = m.bytes_per_token;
+  if (m.spec) {
+    r->settings.model = m.spec->name;
+    auto cost = curve::PrefillCostForModel(*m.spec);
+    if (cost.ok()) r->report.prefill_cost = cost.value();
+    if (!m.spec->groups.empty()) {
+      // Checked now with the page size given or the default; sized again once
+      // the page size is settled (only the page bytes depend on it).
+      auto groups = curve::SizeKvGroups(*m.spec, m.tensor_parallel, page_tokens);
+      if (!groups.ok()) return OptionError(m.spec_source, groups.error());
+      r->hybrid_model = m.spec;
+    }
+  }
+  if (o.hybrid_check && !r->hybrid_model) {
+    return OptionError("--hybrid-check", "needs a hybrid model (--model or --model-config with KV cache groups)");
+  }
+  r->hybrid_check = o.hybrid_check;
+  if (o.prefill_flops_per_s && !r->report.prefill_cost) {
+    return OptionError("--prefill-flops-per-second",
+                       "needs a model with a parameter count (--model, or --model-config with --parameters)");
+  }
+  return Status::Ok();
+}
+
+// The worksheet: targets, the knee, the capacity plan, the tiers, the capacities.
+Status ResolveReport(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
   for (double f : o.page_hit_targets) {
     if (!ValidFraction(f)) return OptionError("--page-hit-targets", "each target must be in (0, 1]");
   }
   for (double f : o.coverage_targets) {
     if (!ValidFraction(f)) return OptionError("--coverage-targets", "each target must be in (0, 1]");
-  }
-  if (o.sample_rate && !ValidFraction(*o.sample_rate)) {
-    return OptionError("--sample-rate", "must be in (0, 1]");
   }
   if (!(o.knee_sensitivity > 0) || !std::isfinite(o.knee_sensitivity)) {
     return OptionError("--knee-sensitivity", "must be a number > 0");
@@ -73,74 +123,13 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
   if (o.reserve < 0 || o.reserve > 1 || !std::isfinite(o.reserve)) {
     return OptionError("--reserve", "must be a fraction in [0, 1]");
   }
-  if (o.prefill_flops_per_s && !(*o.prefill_flops_per_s > 0)) {
-    return OptionError("--prefill-flops-per-second", "must be > 0");
-  }
-  if (o.tensor_parallel < 1) return OptionError("--tensor-parallel", "must be at least 1");
-  if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
-    return OptionError("--progress", "expected auto, always or never");
-  }
-
-  // Model geometry: a preset, a config.json, or bytes per token given directly.
-  const int sources = !o.model.empty() + !o.model_config.empty() + o.bytes_per_token.has_value();
-  if (sources > 1) {
-    return OptionError("--model", "give only one of --model, --model-config and --bytes-per-token");
-  }
-  std::optional<curve::ModelSpec> spec;
-  if (!o.model.empty()) {
-    auto preset = curve::LookupModelPreset(o.model);
-    if (!preset.ok()) return OptionError("--model", preset.error());
-    spec = preset.value();
-  } else if (!o.model_config.empty()) {
-    auto parsed = config::ReadModelConfigFile(o.model_config);
-    if (!parsed.ok()) return OptionError("--model-config", parsed.error());
-    spec = parsed.value();
-  }
-  if (!o.kv_dtype.empty()) {
-    if (!spec) return OptionError("--kv-dtype", "needs --model or --model-config");
-    auto bytes = curve::DtypeBytes(o.kv_dtype);
-    if (!bytes.ok()) return OptionError("--kv-dtype", bytes.error());
-    spec->bytes_per_element = bytes.value();
-  }
-  r.settings.tensor_parallel = static_cast<std::uint32_t>(o.tensor_parallel);
-  if (spec) {
-    auto bpt = curve::BytesPerTokenPerRank(*spec, o.tensor_parallel);
-    if (!bpt.ok()) return OptionError("--tensor-parallel", bpt.error());
-    r.report.bytes_per_token = static_cast<double>(bpt.value());
-    r.settings.model = spec->name.empty() ? o.model_config : spec->name;
-    auto cost = curve::PrefillCostForModel(*spec);
-    if (cost.ok()) r.report.prefill_cost = cost.value();
-    if (!spec->groups.empty()) {
-      // Checked now with the page size given or the default; sized again once
-      // the page size is settled (only the page bytes depend on it).
-      auto groups = curve::SizeKvGroups(*spec, o.tensor_parallel, page_tokens);
-      if (!groups.ok()) return OptionError(o.model.empty() ? "--model-config" : "--model", groups.error());
-      r.hybrid_model = spec;
-    }
-  } else if (o.bytes_per_token) {
-    if (!(*o.bytes_per_token > 0)) return OptionError("--bytes-per-token", "must be > 0");
-    if (o.tensor_parallel != 1) {
-      return OptionError("--tensor-parallel", "applies to --model or --model-config; --bytes-per-token is per rank");
-    }
-    r.report.bytes_per_token = *o.bytes_per_token;
-  }
-  if (o.hybrid_check && !r.hybrid_model) {
-    return OptionError("--hybrid-check", "needs a hybrid model (--model or --model-config with KV cache groups)");
-  }
-  r.hybrid_check = o.hybrid_check;
-  if (o.prefill_flops_per_s && !r.report.prefill_cost) {
-    return OptionError("--prefill-flops-per-second",
-                       "needs a model with a parameter count (--model; a config.json has none)");
-  }
-
   for (const std::string& text : o.tiers) {
     auto tier = curve::ParseTierSpec(text);
     if (!tier.ok()) return OptionError("--tier", tier.error());
-    r.tiers.push_back(tier.value());
+    r->tiers.push_back(tier.value());
   }
-  r.plan.metadata_bytes_per_page = o.metadata_bytes_per_page;
-  r.plan.reserve_fraction = o.reserve;
-
+  r->plan.metadata_bytes_per_page = o.metadata_bytes_per_page;
+  r->plan.reserve_fraction = o.reserve;
   // Every entry, before anything uses them: a whole number of pages from 1 to 2^53
   // (the tiers' limit; a policy simulates at most kBeyondTracked - 1 pages).
   const std::uint64_t most_capacity =
@@ -153,75 +142,102 @@ Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
                                              " pages" + (o.policies.empty() ? "" : " with --policy"));
     }
   }
-  r.report.capacities = o.capacities;
-  std::sort(r.report.capacities.begin(), r.report.capacities.end());
-  r.report.capacities.erase(std::unique(r.report.capacities.begin(), r.report.capacities.end()),
-                            r.report.capacities.end());
-  r.report.page_hit_targets = o.page_hit_targets;
-  r.report.coverage_targets = o.coverage_targets;
-  r.report.page_tokens = page_tokens;
-  r.report.prefill_flops_per_s = o.prefill_flops_per_s;
-  r.report.knee_sensitivity = o.knee_sensitivity;
-  if (o.sample_rate && *o.sample_rate < 1) {
-    r.report.count_scale = 1.0 / *o.sample_rate;
-    r.report.sampled = true;
-  }
+  r->report.capacities = o.capacities;
+  std::sort(r->report.capacities.begin(), r->report.capacities.end());
+  r->report.capacities.erase(std::unique(r->report.capacities.begin(), r->report.capacities.end()),
+                             r->report.capacities.end());
+  r->report.page_hit_targets = o.page_hit_targets;
+  r->report.coverage_targets = o.coverage_targets;
+  r->report.page_tokens = page_tokens;
+  r->report.prefill_flops_per_s = o.prefill_flops_per_s;
+  r->report.knee_sensitivity = o.knee_sensitivity;
+  return Status::Ok();
+}
 
-  if (!o.policies.empty()) {
-    auto kinds = curve::ParsePolicyList(o.policies);
-    if (!kinds.ok()) return OptionError("--policy", kinds.error());
-    if (r.report.sampled) return OptionError("--policy", "simulates every page exactly; drop --sample-rate");
-    if (!(o.decode_tokens_per_s > 0) || !std::isfinite(o.decode_tokens_per_s)) {
-      return OptionError("--decode-tokens-per-second", "must be a number > 0");
-    }
-    auto rules = curve::ParsePriorityRules(o.priorities);
-    if (!rules.ok()) return OptionError("--priority", rules.error());
-    PolicyReplayOptions p;
-    p.policies = kinds.value();
-    p.capacities = r.report.capacities;
-    p.touch_order = r.engine.touch_order;
-    p.coverage_share = o.coverage_share;
-    p.lifetime.decode_tokens_per_s = o.decode_tokens_per_s;
-    p.lifetime.page_tokens = page_tokens;
-    p.priorities = o.priorities;
-    p.threads = o.threads;
-    if (o.s3fifo_promotion_hits < 1 || o.s3fifo_promotion_hits > curve::kMaxS3FifoPromotionHits) {
-      return OptionError("--s3fifo-promotion-hits",
-                         "must be in 1.." + std::to_string(curve::kMaxS3FifoPromotionHits));
-    }
-    p.s3fifo_promotion_hits = o.s3fifo_promotion_hits;
-    if (std::find(p.policies.begin(), p.policies.end(), curve::PolicyKind::kPriority) != p.policies.end() &&
-        rules.value().empty()) {
-      return OptionError("--priority", "the priority policy needs rules, e.g. --priority tenant:NAME=2,class:first=0");
-    }
-    r.policies = std::move(p);
-  } else if (!o.priorities.empty()) {
-    return OptionError("--priority", "applies to --policy priority");
+// --policy and what only it reads (--decode-tokens-per-second, --priority,
+// --s3fifo-promotion-hits, --threads).
+Status ResolvePolicies(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
+  if (o.policies.empty()) {
+    if (!o.priorities.empty()) return OptionError("--priority", "applies to --policy priority");
+    return Status::Ok();
   }
+  auto kinds = curve::ParsePolicyList(o.policies);
+  if (!kinds.ok()) return OptionError("--policy", kinds.error());
+  if (r->report.sampled) return OptionError("--policy", "simulates every page exactly; drop --sample-rate");
+  if (!(o.decode_tokens_per_s > 0) || !std::isfinite(o.decode_tokens_per_s)) {
+    return OptionError("--decode-tokens-per-second", "must be a number > 0");
+  }
+  auto rules = curve::ParsePriorityRules(o.priorities);
+  if (!rules.ok()) return OptionError("--priority", rules.error());
+  if (o.s3fifo_promotion_hits < 1 || o.s3fifo_promotion_hits > curve::kMaxS3FifoPromotionHits) {
+    return OptionError("--s3fifo-promotion-hits", "must be in 1.." + std::to_string(curve::kMaxS3FifoPromotionHits));
+  }
+  PolicyReplayOptions p;
+  p.policies = kinds.value();
+  p.capacities = r->report.capacities;
+  p.touch_order = r->engine.touch_order;
+  p.coverage_share = o.coverage_share;
+  p.lifetime.decode_tokens_per_s = o.decode_tokens_per_s;
+  p.lifetime.page_tokens = page_tokens;
+  p.priorities = o.priorities;
+  p.threads = o.threads;
+  p.s3fifo_promotion_hits = o.s3fifo_promotion_hits;
+  if (std::find(p.policies.begin(), p.policies.end(), curve::PolicyKind::kPriority) != p.policies.end() &&
+      rules.value().empty()) {
+    return OptionError("--priority", "the priority policy needs rules, e.g. --priority tenant:NAME=2,class:first=0");
+  }
+  r->policies = std::move(p);
+  return Status::Ok();
+}
 
-  r.lifetime.decode_tokens_per_s = o.decode_tokens_per_s > 0 ? o.decode_tokens_per_s : 50;
-  r.lifetime.page_tokens = page_tokens;
-  r.groups = o.tenants && !r.report.sampled;
-  r.show_groups = o.classes;
+// Tenants and classes (--no-tenants, --classes, --top-tenants, --isolated) and
+// the capacities their interference numbers are given at.
+Status ResolveGroups(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
+  r->lifetime.decode_tokens_per_s = o.decode_tokens_per_s > 0 ? o.decode_tokens_per_s : 50;
+  r->lifetime.page_tokens = page_tokens;
+  r->groups = o.tenants && !r->report.sampled;
+  r->show_groups = o.classes;
   if (o.top_tenants == 0 || o.top_tenants > 254) return OptionError("--top-tenants", "must be in 1..254");
-  r.top_tenants = o.top_tenants;
-  r.isolated = o.isolated;
-  if (o.isolated && !r.groups) return OptionError("--isolated", "needs exact mode with tenants (no --sample-rate, no --no-tenants)");
-  for (std::uint64_t c : r.report.capacities) {
-    if (c > 0 && c <= o.max_pages) r.group_capacities.push_back(c);
+  r->top_tenants = o.top_tenants;
+  r->isolated = o.isolated;
+  if (o.isolated && !r->groups) {
+    return OptionError("--isolated", "needs exact mode with tenants (no --sample-rate, no --no-tenants)");
+  }
+  for (std::uint64_t c : r->report.capacities) {
+    if (c > 0 && c <= o.max_pages) r->group_capacities.push_back(c);
   }
   if (o.capacities.empty()) {
-    for (std::uint64_t c = 10; c <= o.max_pages; c *= 10) r.group_capacities.push_back(c);
+    for (std::uint64_t c = 10; c <= o.max_pages; c *= 10) r->group_capacities.push_back(c);
   }
+  return Status::Ok();
+}
 
-  r.settings.touch_order = o.touch_order;
-  r.settings.coverage_share = o.coverage_share;
-  r.settings.max_pages = o.max_pages;
-  r.settings.page_tokens = page_tokens;
-  r.settings.page_tokens_source = o.page_tokens ? "option" : "default";
-  r.settings.sample_rate = o.sample_rate;
-  r.settings.bytes_per_token = r.report.bytes_per_token;
-  r.settings.knee_sensitivity = o.knee_sensitivity;
+// The settings the output repeats.
+void RecordSettings(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
+  r->settings.touch_order = o.touch_order;
+  r->settings.coverage_share = o.coverage_share;
+  r->settings.max_pages = o.max_pages;
+  r->settings.page_tokens = page_tokens;
+  r->settings.page_tokens_source = o.page_tokens ? "option" : "default";
+  r->settings.sample_rate = o.sample_rate;
+  r->settings.bytes_per_token = r->report.bytes_per_token;
+  r->settings.knee_sensitivity = o.knee_sensitivity;
+}
+
+}  // namespace
+
+Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& o) {
+  ResolvedReplay r;
+  // The page size until the records settle it (SettlePageTokens).
+  const std::uint64_t page_tokens = o.page_tokens.value_or(kDefaultPageTokens);
+  Status s = CheckOutput(o);
+  if (s.ok()) s = ResolveEngine(o, &r);
+  if (s.ok()) s = ResolveModelSizing(o, page_tokens, &r);
+  if (s.ok()) s = ResolveReport(o, page_tokens, &r);
+  if (s.ok()) s = ResolvePolicies(o, page_tokens, &r);
+  if (s.ok()) s = ResolveGroups(o, page_tokens, &r);
+  if (!s.ok()) return Result<ResolvedReplay>::Error(s.error());
+  RecordSettings(o, page_tokens, &r);
   return r;
 }
 

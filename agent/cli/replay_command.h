@@ -31,6 +31,7 @@
 #include "curve/sizing.h"
 #include "curve/stack_distance.h"
 #include "base/status.h"
+#include "config/model_choice.h"
 #include "curve/tiers.h"
 
 namespace kvwatch::agent {
@@ -50,12 +51,9 @@ struct ReplayOptions {
   std::optional<std::uint64_t> page_tokens;
   std::vector<double> page_hit_targets = curve::kStandardTargets;
   std::vector<double> coverage_targets = curve::kStandardTargets;
-  // Bytes per token: from a preset, a Hugging Face config.json, or given directly.
-  std::string model;
-  std::string model_config;
-  std::optional<double> bytes_per_token;
-  std::string kv_dtype;  // overrides the model's KV element size
-  int tensor_parallel = 1;
+  // Bytes per token and the prefill cost: the model flags every command takes
+  // (config/model_choice.h).
+  config::ModelChoice model;
   std::uint64_t metadata_bytes_per_page = 0;
   double reserve = 0;
   std::optional<double> prefill_flops_per_s;

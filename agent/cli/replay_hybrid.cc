@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "agent/web/api_json.h"
-#include "agent/web/text_format.h"
+#include "agent/render/api_json.h"
+#include "agent/render/text_format.h"
 #include "curve/hybrid_sim.h"
 
 namespace kvwatch::agent {

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "curve/tenants.h"
 
 namespace kvwatch::agent {

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "base/json_writer.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 
 namespace kvwatch::agent {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/json_writer.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
 #include "curve/report.h"

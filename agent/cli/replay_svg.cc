@@ -7,7 +7,7 @@
 #include <sstream>
 #include <utility>
 
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 
 namespace kvwatch::agent {
 

@@ -14,7 +14,7 @@
 
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/progress.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "collectors/trace_reader.h"
 #include "curve/tenants.h"
 
@@ -31,207 +31,251 @@ curve::PageId SubBlock(curve::PageId page, std::uint64_t j) {
   return z ^ (z >> 31);
 }
 
-
 // The most block ids a run keeps for the trace's prompts (1 GiB of ids): a small
 // --block-tokens over long prompts would otherwise end in bad_alloc.
 constexpr std::uint64_t kMaxTraceBlocks = std::uint64_t{1} << 27;
 
-}  // namespace
-
-base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::vector<curve::Request>& trace,
-                                                                    SimulateSetup* setup) {
-  using R = base::Result<std::vector<sim::ReplicaRequest>>;
-  SimulateSettings& st = setup->settings;
-  const std::uint64_t page_tokens = st.page_tokens;
-  const std::uint64_t split = page_tokens / st.block_tokens;
-  std::vector<sim::ReplicaRequest> out;
-  out.reserve(trace.size());
+// What BuildReplicaRequests saw on its way through the trace, for the assumptions
+// the output states.
+struct TraceCounts {
+  std::uint64_t records = 0;
+  // Records taken with an assumption.
   std::uint64_t no_time = 0, no_output = 0, zero_output = 0, no_input = 0, beyond_classes = 0;
-  // Records the replica cannot run, left out and said (never the whole run):
-  // no pages (nothing to prefill or share), a timestamp beyond +-1e11 s, a
-  // prompt beyond 2^32 tokens, an output beyond 2^24 tokens.
+  // Records the replica cannot run, left out and said (never the whole run): no
+  // pages (nothing to prefill or share), a timestamp beyond +-1e11 s, a prompt
+  // beyond 2^32 tokens, an output beyond 2^24 tokens.
   std::uint64_t no_pages = 0, far_time = 0, huge_prompt = 0, huge_output = 0;
-  std::uint64_t total_blocks = 0;  // at most kMaxTraceBlocks
-  auto far = [](const curve::Request& t) {
-    return t.has_timestamp() && !(std::fabs(t.timestamp_s) <= kMaxTraceSeconds);
-  };
-  curve::RequestClassifier classifier;
-  std::unordered_set<curve::PageId> seen_pages;
-  std::map<std::string, std::uint32_t, std::less<>> classes;
-  std::vector<std::uint64_t> tier_counts(setup->replica.tiers.size(), 0);
-  double last_time = 0;
-  bool any_time = false;
-  for (const curve::Request& t : trace) any_time = any_time || (t.has_timestamp() && !far(t));
-  for (std::size_t i = 0; i < trace.size(); ++i) {
-    const curve::Request& t = trace[i];
+  // Requests sharing an arrival time, and the distinct times.
+  std::uint64_t tied = 0, distinct = 0;
+  bool any_time = false;  // some record has a usable timestamp
+  std::uint64_t split = 1;  // blocks per trace page
+  std::vector<std::uint64_t> tier_counts;
+};
+
+bool FarTime(const curve::Request& t) { return t.has_timestamp() && !(std::fabs(t.timestamp_s) <= kMaxTraceSeconds); }
+
+// Turns trace records into replica requests one at a time: arrival, lengths,
+// blocks, class, tier and priority.
+class RequestConverter {
+ public:
+  RequestConverter(const std::vector<curve::Request>& trace, const SimulateSetup& setup, TraceCounts* counts)
+      : setup_(setup), counts_(*counts) {
+    counts_.records = trace.size();
+    counts_.split = setup.settings.page_tokens / setup.settings.block_tokens;
+    counts_.tier_counts.assign(setup.replica.tiers.size(), 0);
+    for (const curve::Request& t : trace) counts_.any_time = counts_.any_time || (t.has_timestamp() && !FarTime(t));
+  }
+
+  // Record i as a request; nullopt when it is left out (counted). Errors: the
+  // trace's blocks beyond kMaxTraceBlocks.
+  base::Result<std::optional<sim::ReplicaRequest>> Convert(const curve::Request& t, std::size_t i) {
+    using R = base::Result<std::optional<sim::ReplicaRequest>>;
+    const std::optional<sim::ReplicaRequest> none;
     if (t.pages.empty()) {
-      ++no_pages;
-      continue;
+      ++counts_.no_pages;
+      return none;
     }
-    if (far(t)) {
-      ++far_time;
-      continue;
+    if (FarTime(t)) {
+      ++counts_.far_time;
+      return none;
     }
     if (t.output_tokens > static_cast<std::int64_t>(kMaxOutputTokens)) {
-      ++huge_output;
-      continue;
+      ++counts_.huge_output;
+      return none;
     }
     sim::ReplicaRequest r;
-    if (!any_time) {
-      r.arrival_s = static_cast<double>(i) / setup->rate;
-    } else if (t.has_timestamp()) {
-      r.arrival_s = last_time = t.timestamp_s;
-    } else {
-      r.arrival_s = last_time;
-      ++no_time;
-    }
-    std::uint64_t prompt = 0;
-    if (t.input_tokens > 0) {
-      prompt = static_cast<std::uint64_t>(t.input_tokens);
-    } else {
-      prompt = t.pages.size() * page_tokens;
-      ++no_input;
-    }
+    r.arrival_s = Arrival(t, i);
+    const std::uint64_t prompt = Prompt(t);
     if (prompt > std::numeric_limits<std::uint32_t>::max()) {
-      ++huge_prompt;
-      continue;
+      ++counts_.huge_prompt;
+      return none;
     }
     r.prompt_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(prompt, 1));
     if (t.output_tokens >= 0) {
       // At most kMaxOutputTokens; 0: a request that prefills and ends without a token.
       r.output_tokens = static_cast<std::uint32_t>(t.output_tokens);
-      zero_output += t.output_tokens == 0;
+      counts_.zero_output += t.output_tokens == 0;
     } else {
-      r.output_tokens = setup->output_tokens;
-      ++no_output;
+      r.output_tokens = setup_.output_tokens;
+      ++counts_.no_output;
     }
-    const std::uint64_t blocks = split == 1 ? t.pages.size()
-                                            : std::min<std::uint64_t>(
-                                                  (static_cast<std::uint64_t>(r.prompt_tokens) + st.block_tokens - 1) /
-                                                      st.block_tokens,
-                                                  split * t.pages.size());
-    total_blocks += blocks;
-    if (total_blocks > kMaxTraceBlocks) {
-      return R::Error("the trace's prompts come to more than " + GroupedCount(kMaxTraceBlocks) + " blocks of " +
-                      std::to_string(st.block_tokens) + " tokens by record " + std::to_string(i + 1) +
-                      " (the simulator keeps every block id: 8 bytes each); use a larger --block-tokens or fewer "
-                      "records");
+    if (base::Status s = AddBlocks(t, i, &r); !s.ok()) return R::Error(s.error());
+    Classify(t, &r);
+    return std::optional<sim::ReplicaRequest>(std::move(r));
+  }
+
+  // The classes seen, by name, with their ids.
+  const std::map<std::string, std::uint32_t, std::less<>>& classes() const { return classes_; }
+
+ private:
+  // Without any timestamp: evenly at --rate; a record without one arrives with
+  // the record before it.
+  double Arrival(const curve::Request& t, std::size_t i) {
+    if (!counts_.any_time) return static_cast<double>(i) / setup_.rate;
+    if (t.has_timestamp()) return last_time_ = t.timestamp_s;
+    ++counts_.no_time;
+    return last_time_;
+  }
+
+  // input_length, else pages x page size.
+  std::uint64_t Prompt(const curve::Request& t) {
+    if (t.input_tokens > 0) return static_cast<std::uint64_t>(t.input_tokens);
+    ++counts_.no_input;
+    return t.pages.size() * setup_.settings.page_tokens;
+  }
+
+  // The request's block ids: its pages, or each page split into smaller blocks.
+  base::Status AddBlocks(const curve::Request& t, std::size_t i, sim::ReplicaRequest* r) {
+    const std::uint64_t split = counts_.split;
+    const std::uint32_t block_tokens = setup_.settings.block_tokens;
+    const std::uint64_t blocks =
+        split == 1 ? t.pages.size()
+                   : std::min<std::uint64_t>((static_cast<std::uint64_t>(r->prompt_tokens) + block_tokens - 1) /
+                                                 block_tokens,
+                                             split * t.pages.size());
+    total_blocks_ += blocks;
+    if (total_blocks_ > kMaxTraceBlocks) {
+      return base::Status::Error("the trace's prompts come to more than " + GroupedCount(kMaxTraceBlocks) +
+                                 " blocks of " + std::to_string(block_tokens) + " tokens by record " +
+                                 std::to_string(i + 1) +
+                                 " (the simulator keeps every block id: 8 bytes each); use a larger --block-tokens "
+                                 "or fewer records");
     }
     if (split == 1) {
-      r.pages = t.pages;
+      r->pages = t.pages;
     } else {
       for (curve::PageId page : t.pages) {
-        for (std::uint64_t j = 0; j < split && r.pages.size() < blocks; ++j) r.pages.push_back(SubBlock(page, j));
+        for (std::uint64_t j = 0; j < split && r->pages.size() < blocks; ++j) r->pages.push_back(SubBlock(page, j));
       }
     }
-    // The derived class needs the request's hits in an unlimited cache (curve/tenants.h):
-    // its leading pages seen before.
-    std::uint32_t unlimited_hits = 0;
-    while (unlimited_hits < t.pages.size() && seen_pages.contains(t.pages[unlimited_hits])) ++unlimited_hits;
-    seen_pages.insert(t.pages.begin(), t.pages.end());
-    const std::uint32_t turn = curve::DerivedTurn(t, t.pages, classifier);
-    const std::string_view cls = curve::ClassOf(t, turn);
-    curve::RememberClass(t, t.pages, turn, page_tokens, unlimited_hits, &classifier);
-    auto it = classes.find(cls);
-    if (it == classes.end()) it = classes.emplace(std::string(cls), static_cast<std::uint32_t>(classes.size())).first;
-    r.class_id = std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1);
-    beyond_classes += it->second >= sim::kMaxClasses;
-    r.tier = setup->tier_map.For(t.tenant, cls);
-    ++tier_counts[r.tier];
-    r.priority = setup->priorities.For(t.tenant, cls);
-    out.push_back(std::move(r));
+    return base::Status::Ok();
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
-  // Requests sharing an arrival time: counted, and spread with --spread-ties over
-  // the gap to the next time; the last group, which has no next time, over the gap
-  // from the time before it (one time only: at --rate).
-  std::uint64_t tied = 0, distinct = 0;
+
+  // Class, tier and priority. The derived class needs the request's hits in an
+  // unlimited cache (curve/tenants.h): its leading pages seen before.
+  void Classify(const curve::Request& t, sim::ReplicaRequest* r) {
+    std::uint32_t unlimited_hits = 0;
+    while (unlimited_hits < t.pages.size() && seen_pages_.contains(t.pages[unlimited_hits])) ++unlimited_hits;
+    seen_pages_.insert(t.pages.begin(), t.pages.end());
+    const std::uint32_t turn = curve::DerivedTurn(t, t.pages, classifier_);
+    const std::string_view cls = curve::ClassOf(t, turn);
+    curve::RememberClass(t, t.pages, turn, setup_.settings.page_tokens, unlimited_hits, &classifier_);
+    auto it = classes_.find(cls);
+    if (it == classes_.end()) it = classes_.emplace(std::string(cls), static_cast<std::uint32_t>(classes_.size())).first;
+    r->class_id = std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1);
+    counts_.beyond_classes += it->second >= sim::kMaxClasses;
+    r->tier = setup_.tier_map.For(t.tenant, cls);
+    ++counts_.tier_counts[r->tier];
+    r->priority = setup_.priorities.For(t.tenant, cls);
+  }
+
+  const SimulateSetup& setup_;
+  TraceCounts& counts_;
+  double last_time_ = 0;
+  std::uint64_t total_blocks_ = 0;  // at most kMaxTraceBlocks
+  curve::RequestClassifier classifier_;
+  std::unordered_set<curve::PageId> seen_pages_;
+  std::map<std::string, std::uint32_t, std::less<>> classes_;
+};
+
+// Requests sharing an arrival time: counted, and spread with --spread-ties over
+// the gap to the next time; the last group, which has no next time, over the gap
+// from the time before it (one time only: at --rate).
+void SpreadTies(const SimulateSetup& setup, std::vector<sim::ReplicaRequest>* requests, TraceCounts* counts) {
+  std::vector<sim::ReplicaRequest>& out = *requests;
   double previous_time = 0;
   for (std::size_t i = 0; i < out.size();) {
     std::size_t j = i;
     while (j < out.size() && out[j].arrival_s == out[i].arrival_s) ++j;
     const double time = out[i].arrival_s;
     if (j - i > 1) {
-      tied += j - i;
-      if (setup->spread_ties) {
-        const double span = j < out.size() ? out[j].arrival_s - time
-                             : distinct > 0  ? time - previous_time
-                                             : static_cast<double>(j - i) / setup->rate;
+      counts->tied += j - i;
+      if (setup.spread_ties) {
+        const double span = j < out.size()         ? out[j].arrival_s - time
+                             : counts->distinct > 0 ? time - previous_time
+                                                    : static_cast<double>(j - i) / setup.rate;
         const double gap = span / static_cast<double>(j - i);
         for (std::size_t k = i; k < j; ++k) out[k].arrival_s += gap * static_cast<double>(k - i);
       }
     }
-    ++distinct;
+    ++counts->distinct;
     previous_time = time;
     i = j;
   }
+}
+
+// --class-quantile's names as the trace's class ids.
+base::Status ApplyClassQuantiles(const std::map<std::string, std::uint32_t, std::less<>>& classes,
+                                 SimulateSetup* setup) {
   for (const auto& [name, q] : setup->class_quantiles) {
     const auto it = classes.find(name);
     if (it == classes.end()) {
       std::string known;
       for (const auto& entry : classes) known += (known.empty() ? "" : ", ") + entry.first;
-      return R::Error("--class-quantile: no request of class '" + name + "' in the trace (its classes: " + known + ")");
+      return base::Status::Error("--class-quantile: no request of class '" + name + "' in the trace (its classes: " +
+                                 known + ")");
     }
     setup->replica.class_quantiles[std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1)] = q;
   }
-  if (out.empty()) {
-    return R::Error("no record can be simulated: " + GroupedCount(no_pages) + " without hash_ids, " +
-                    GroupedCount(far_time) + " with a timestamp beyond +-1e11 s, " + GroupedCount(huge_prompt) +
-                    " with a prompt over 4,294,967,295 tokens, " + GroupedCount(huge_output) +
-                    " with an output over " + GroupedCount(kMaxOutputTokens) + " tokens");
-  }
-  const double t0 = out.front().arrival_s;
-  for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
-  st.requests = out.size();
-  st.trace_span_s = out.empty() ? 0 : out.back().arrival_s;
+  return base::Status::Ok();
+}
 
-  auto& a = st.assumptions;
-  const std::string n = GroupedCount(trace.size());
-  if (!any_time && !trace.empty()) {
-    a.push_back(std::string(far_time > 0 ? "no record has a timestamp within +-1e11 s" : "no record has a timestamp") +
-                ": arrivals evenly spaced at " + Fixed(setup->rate, 3) +
-                " requests/s (--rate) at load 1");
-  } else if (no_time > 0) {
-    a.push_back(GroupedCount(no_time) + " of " + n + " records have no timestamp: each arrives with the record before it");
+// The records left out, and why.
+void StateLeftOut(const TraceCounts& c, std::vector<std::string>* a) {
+  const std::string n = GroupedCount(c.records);
+  if (c.no_pages > 0) {
+    a->push_back(GroupedCount(c.no_pages) + " of " + n +
+                 " records have no hash_ids: left out (nothing to prefill or share)");
   }
-  if (any_time && tied > 0) {
-    a.push_back(GroupedCount(tied) + " of " + n + " requests share an arrival time with another (" + GroupedCount(distinct) +
-                " distinct times): " +
+  if (c.far_time > 0) {
+    a->push_back(GroupedCount(c.far_time) + " of " + n +
+                 " records have a timestamp beyond +-1e11 s (over 3,000 years from 1970): left out");
+  }
+  if (c.huge_prompt > 0) {
+    a->push_back(GroupedCount(c.huge_prompt) + " of " + n +
+                 " records have a prompt over 4,294,967,295 tokens (input_length, or pages x page size): left out");
+  }
+  if (c.huge_output > 0) {
+    a->push_back(GroupedCount(c.huge_output) + " of " + n + " records have an output_length over " +
+                 GroupedCount(kMaxOutputTokens) + " tokens: left out");
+  }
+}
+
+// What the trace left to assumption or out, as the output's assumptions say it.
+void StateAssumptions(const TraceCounts& c, SimulateSetup* setup) {
+  SimulateSettings& st = setup->settings;
+  auto& a = st.assumptions;
+  const std::string n = GroupedCount(c.records);
+  if (!c.any_time && c.records > 0) {
+    a.push_back(std::string(c.far_time > 0 ? "no record has a timestamp within +-1e11 s" : "no record has a timestamp") +
+                ": arrivals evenly spaced at " + Fixed(setup->rate, 3) + " requests/s (--rate) at load 1");
+  } else if (c.no_time > 0) {
+    a.push_back(GroupedCount(c.no_time) + " of " + n +
+                " records have no timestamp: each arrives with the record before it");
+  }
+  if (c.any_time && c.tied > 0) {
+    a.push_back(GroupedCount(c.tied) + " of " + n + " requests share an arrival time with another (" +
+                GroupedCount(c.distinct) + " distinct times): " +
                 (!setup->spread_ties ? "each group arrives at once, at every load (--spread-ties spreads them)"
-                 : distinct > 1      ? "each group spread evenly up to the next time, the last over the gap before "
+                 : c.distinct > 1    ? "each group spread evenly up to the next time, the last over the gap before "
                                        "it (--spread-ties)"
                                      : "spread evenly at --rate (--spread-ties)"));
   }
-  if (no_pages > 0) {
-    a.push_back(GroupedCount(no_pages) + " of " + n + " records have no hash_ids: left out (nothing to prefill or share)");
-  }
-  if (far_time > 0) {
-    a.push_back(GroupedCount(far_time) + " of " + n +
-                " records have a timestamp beyond +-1e11 s (over 3,000 years from 1970): left out");
-  }
-  if (huge_prompt > 0) {
-    a.push_back(GroupedCount(huge_prompt) + " of " + n +
-                " records have a prompt over 4,294,967,295 tokens (input_length, or pages x page size): left out");
-  }
-  if (huge_output > 0) {
-    a.push_back(GroupedCount(huge_output) + " of " + n + " records have an output_length over " +
-                GroupedCount(kMaxOutputTokens) + " tokens: left out");
-  }
-  if (no_output > 0) {
-    a.push_back(GroupedCount(no_output) + " of " + n + " records have no output_length: " +
+  StateLeftOut(c, &a);
+  if (c.no_output > 0) {
+    a.push_back(GroupedCount(c.no_output) + " of " + n + " records have no output_length: " +
                 std::to_string(setup->output_tokens) + " output tokens assumed (--output-tokens)");
   }
-  if (zero_output > 0) {
-    a.push_back(GroupedCount(zero_output) + " of " + n +
+  if (c.zero_output > 0) {
+    a.push_back(GroupedCount(c.zero_output) + " of " + n +
                 " records have output_length 0: each prefills its prompt and ends without a token");
   }
-  if (no_input > 0) {
-    a.push_back(GroupedCount(no_input) + " of " + n + " records have no input_length: pages x " +
-                std::to_string(page_tokens) + " tokens assumed");
+  if (c.no_input > 0) {
+    a.push_back(GroupedCount(c.no_input) + " of " + n + " records have no input_length: pages x " +
+                std::to_string(st.page_tokens) + " tokens assumed");
   }
   if (st.page_tokens_source != "option") {
-    a.push_back(std::to_string(page_tokens) + " tokens per trace page (" +
+    a.push_back(std::to_string(st.page_tokens) + " tokens per trace page (" +
                 (st.page_tokens_source == "inferred" ? "inferred from input_length and the pages"
                                                      : "no record gives input_length: vLLM's default block") +
                 "; --page-tokens sets it)");
@@ -240,16 +284,49 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
       std::find(setup->policies.begin(), setup->policies.end(), curve::PolicyKind::kPriority) != setup->policies.end()) {
     a.push_back("no --priority rules: every request has priority 0, so the priority policy evicts as lru");
   }
-  if (split > 1) {
-    a.push_back("each trace page split into " + std::to_string(split) + " blocks of " +
+  if (c.split > 1) {
+    a.push_back("each trace page split into " + std::to_string(c.split) + " blocks of " +
                 std::to_string(st.block_tokens) + " tokens (--block-tokens)");
   }
-  if (beyond_classes > 0) {
-    a.push_back(GroupedCount(beyond_classes) + " requests of classes beyond the first 64 share the 64th's output quantile");
+  if (c.beyond_classes > 0) {
+    a.push_back(GroupedCount(c.beyond_classes) +
+                " requests of classes beyond the first 64 share the 64th's output quantile");
   }
-  for (std::size_t i = 0; i < tier_counts.size() && i < st.tier_members.size(); ++i) {
-    st.tier_members[i] += " (" + GroupedCount(tier_counts[i]) + " requests)";
+  for (std::size_t i = 0; i < c.tier_counts.size() && i < st.tier_members.size(); ++i) {
+    st.tier_members[i] += " (" + GroupedCount(c.tier_counts[i]) + " requests)";
   }
+}
+
+}  // namespace
+
+base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::vector<curve::Request>& trace,
+                                                                    SimulateSetup* setup) {
+  using R = base::Result<std::vector<sim::ReplicaRequest>>;
+  TraceCounts counts;
+  RequestConverter converter(trace, *setup, &counts);
+  std::vector<sim::ReplicaRequest> out;
+  out.reserve(trace.size());
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    auto r = converter.Convert(trace[i], i);
+    if (!r.ok()) return R::Error(r.error());
+    if (r.value()) out.push_back(std::move(*r.value()));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
+  SpreadTies(*setup, &out, &counts);
+  if (base::Status s = ApplyClassQuantiles(converter.classes(), setup); !s.ok()) return R::Error(s.error());
+  if (out.empty()) {
+    return R::Error("no record can be simulated: " + GroupedCount(counts.no_pages) + " without hash_ids, " +
+                    GroupedCount(counts.far_time) + " with a timestamp beyond +-1e11 s, " +
+                    GroupedCount(counts.huge_prompt) + " with a prompt over 4,294,967,295 tokens, " +
+                    GroupedCount(counts.huge_output) + " with an output over " + GroupedCount(kMaxOutputTokens) +
+                    " tokens");
+  }
+  const double t0 = out.front().arrival_s;
+  for (sim::ReplicaRequest& r : out) r.arrival_s -= t0;
+  setup->settings.requests = out.size();
+  setup->settings.trace_span_s = out.back().arrival_s;
+  StateAssumptions(counts, setup);
   return out;
 }
 

@@ -24,6 +24,7 @@
 
 #include "agent/cli/simulate_output.h"
 #include "base/status.h"
+#include "config/model_choice.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"
 #include "curve/request.h"
@@ -62,14 +63,10 @@ struct SimulateOptions {
   std::string policies = "lru,vllm,s3fifo";
   std::vector<double> loads = {0.5, 1, 1.5, 2, 3};
 
-  // The model and the GPU.
+  // The model (the flags every command takes: config/model_choice.h; a
+  // config.json needs --parameters for the roofline) and the GPU.
+  config::ModelChoice model;
   std::string gpu;
-  int tensor_parallel = 1;
-  std::string model;
-  std::string model_config;
-  std::optional<double> parameters;        // active parameters (needed with --model-config)
-  std::optional<double> total_parameters;  // every parameter of a mixture of experts
-  std::string kv_dtype;
   double compute_efficiency = sim::kDefaultComputeEfficiency;
   double memory_efficiency = sim::kDefaultMemoryEfficiency;
   std::string allreduce_latency = "10us";
@@ -80,7 +77,7 @@ struct SimulateOptions {
 
   // The KV pool per rank: blocks given, bytes given, or from the GPU's memory.
   std::optional<std::uint64_t> pool_blocks;
-  std::string kv_bytes;  // "20GB", "18.5GiB", or bytes
+  std::string kv_bytes;  // a size (base/quantity_text.h): "20GB", "18.5GiB", or bytes
   std::optional<double> gpu_memory_utilization;  // default 0.9 when the pool comes from the GPU
   std::optional<std::uint64_t> page_tokens;      // tokens per trace page (default: inferred)
   std::optional<std::uint32_t> block_tokens;     // tokens per KV block (default: the page size)
@@ -142,9 +139,6 @@ struct SimulateSetup {
 
 // Checks the flags and builds everything but the pool. Errors name the flag.
 base::Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& options);
-
-// Parses "20GB", "18.5GiB", "512MiB", "1e9" (bytes). Error names what was expected.
-base::Result<double> ParseBytes(std::string_view text);
 
 // Settles the page size (given, else `inferred`, else 16) and the block size, and
 // the pool (blocks given; --kv-bytes over the model's bytes per token per rank;

@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "base/json_writer.h"
 #include "sim/time_model.h"
 

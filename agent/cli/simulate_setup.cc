@@ -8,8 +8,9 @@
 #include "agent/cli/calibrate.h"
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/simulate_command.h"
-#include "agent/web/text_format.h"
-#include "config/model_config.h"
+#include "agent/render/text_format.h"
+#include "base/quantity_text.h"
+#include "config/model_choice.h"
 
 namespace kvwatch::agent {
 
@@ -17,9 +18,9 @@ using base::Result;
 
 namespace {
 
-Result<SimulateSetup> Flag(const std::string& flag, const std::string& message) {
-  return Result<SimulateSetup>::Error(flag + ": " + message);
-}
+using base::Status;
+
+Status Flag(const std::string& flag, const std::string& message) { return Status::Error(flag + ": " + message); }
 
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> out;
@@ -46,7 +47,7 @@ Result<sim::TierTarget> ParseTier(std::string_view text) {
     if (eq == std::string_view::npos || (key != "ttft" && key != "itl")) {
       return R::Error("tier " + t.name + ": expected ttft=DURATION or itl=DURATION, got '" + std::string(item) + "'");
     }
-    auto v = sim::ParseDurationSeconds(item.substr(eq + 1));
+    auto v = base::DurationFlag(item.substr(eq + 1));
     if (!v.ok()) return R::Error("tier " + t.name + ": " + std::string(key) + ": " + v.error());
     if (!(v.value() > 0)) return R::Error("tier " + t.name + ": " + std::string(key) + " must be > 0");
     (key == "ttft" ? t.ttft_s : t.itl_s) = v.value();
@@ -54,151 +55,107 @@ Result<sim::TierTarget> ParseTier(std::string_view text) {
   return t;
 }
 
-}  // namespace
-
-std::uint32_t TierMap::For(std::string_view tenant_name, std::string_view class_name) const {
-  if (auto it = tenant.find(tenant_name); it != tenant.end()) return it->second;
-  if (auto it = cls.find(class_name); it != cls.end()) return it->second;
-  return 0;
-}
-
-Result<double> ParseBytes(std::string_view text) {
-  using R = Result<double>;
-  static const std::pair<std::string_view, double> kUnits[] = {
-      {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}};
-  double scale = 1;
-  std::string_view number = text;
-  for (const auto& [unit, s] : kUnits) {
-    if (text.size() > unit.size() && text.substr(text.size() - unit.size()) == unit) {
-      scale = s;
-      number = text.substr(0, text.size() - unit.size());
-      break;
-    }
-  }
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (number.empty() || ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v) || v <= 0) {
-    return R::Error("expected a positive size like 20GB, 18.5GiB or 2e10, got '" + std::string(text) + "'");
-  }
-  if (!std::isfinite(v * scale)) return R::Error("'" + std::string(text) + "' is too large");
-  return v * scale;
-}
-
-Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
-  SimulateSetup s;
-  SimulateSettings& st = s.settings;
+// --format and --progress.
+Status CheckOutput(const SimulateOptions& o) {
   if (o.format != "table" && o.format != "json" && o.format != "csv") {
     return Flag("--format", "expected table, json or csv, got '" + o.format + "'");
   }
   if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
     return Flag("--progress", "expected auto, always or never, got '" + o.progress + "'");
   }
+  return Status::Ok();
+}
+
+// The sweep: --admission x --policy x --load.
+Status ResolveSweep(const SimulateOptions& o, SimulateSetup* s) {
   for (std::string_view name : Split(o.admissions, ',')) {
     auto a = sim::ParseAdmission(name);
     if (!a.ok()) return Flag("--admission", a.error());
-    if (std::find(s.admissions.begin(), s.admissions.end(), a.value()) == s.admissions.end()) {
-      s.admissions.push_back(a.value());
+    if (std::find(s->admissions.begin(), s->admissions.end(), a.value()) == s->admissions.end()) {
+      s->admissions.push_back(a.value());
     }
   }
-  if (s.admissions.empty()) return Flag("--admission", "give at least one rule");
+  if (s->admissions.empty()) return Flag("--admission", "give at least one rule");
   auto kinds = curve::ParsePolicyList(o.policies);
   if (!kinds.ok()) return Flag("--policy", kinds.error());
   for (curve::PolicyKind k : kinds.value()) {
     if (!sim::SupportedByReplica(k)) {
-      return Flag("--policy", std::string(curve::PolicyName(k)) +
-                                  " is not simulated in a replica (it supports " + sim::SupportedByReplicaNames() + ")");
+      return Flag("--policy", std::string(curve::PolicyName(k)) + " is not simulated in a replica (it supports " +
+                                  sim::SupportedByReplicaNames() + ")");
     }
   }
-  s.policies = kinds.value();
-  if (s.policies.empty()) return Flag("--policy", "give at least one policy");
+  s->policies = kinds.value();
+  if (s->policies.empty()) return Flag("--policy", "give at least one policy");
   for (double l : o.loads) {
     if (!(l >= kMinLoad && l <= kMaxLoad)) {
       return Flag("--load", "each load factor must be between 1e-06 and 1e+06, got " + Significant4(l));
     }
   }
-  s.loads = o.loads;
-  std::sort(s.loads.begin(), s.loads.end());
-  s.loads.erase(std::unique(s.loads.begin(), s.loads.end()), s.loads.end());
-  if (s.loads.empty()) return Flag("--load", "give at least one load factor");
+  s->loads = o.loads;
+  std::sort(s->loads.begin(), s->loads.end());
+  s->loads.erase(std::unique(s->loads.begin(), s->loads.end()), s->loads.end());
+  if (s->loads.empty()) return Flag("--load", "give at least one load factor");
+  return Status::Ok();
+}
 
-  // The model: a preset or a config.json (with its parameter count).
-  if (!o.model.empty() && !o.model_config.empty()) return Flag("--model", "give --model or --model-config, not both");
-  if (!o.model.empty()) {
-    auto preset = curve::LookupModelPreset(o.model);
-    if (!preset.ok()) return Flag("--model", preset.error());
-    s.model = preset.value();
-  } else if (!o.model_config.empty()) {
-    auto parsed = config::ReadModelConfigFile(o.model_config);
-    if (!parsed.ok()) return Flag("--model-config", parsed.error());
-    s.model = parsed.value();
-  }
-  if (o.parameters) {
-    if (!s.model) return Flag("--parameters", "needs --model or --model-config");
-    if (!(*o.parameters > 0)) return Flag("--parameters", "must be > 0");
-    s.model->parameters = *o.parameters;
-  }
-  if (o.total_parameters) {
-    if (!s.model) return Flag("--total-parameters", "needs --model or --model-config");
-    if (!(*o.total_parameters >= s.model->parameters)) {
-      return Flag("--total-parameters", "must be >= the active parameters (" + Significant4(s.model->parameters) + ")");
-    }
-    s.model->total_parameters = *o.total_parameters;
-  }
-  if (!o.kv_dtype.empty()) {
-    if (!s.model) return Flag("--kv-dtype", "needs --model or --model-config");
-    auto bytes = curve::DtypeBytes(o.kv_dtype);
-    if (!bytes.ok()) return Flag("--kv-dtype", bytes.error());
-    s.model->bytes_per_element = bytes.value();
-  }
-  if (o.tensor_parallel < 1) return Flag("--tp", "must be at least 1");
-  s.tensor_parallel = o.tensor_parallel;
-  if (s.model) {
-    auto bpt = curve::BytesPerTokenPerRank(*s.model, o.tensor_parallel);
-    if (!bpt.ok()) return Flag("--tp", bpt.error());
-    st.kv_bytes_per_token = static_cast<double>(bpt.value());
-  }
+// The model flags (config/model_choice.h) and --gpu.
+Status ResolveModelAndGpu(const SimulateOptions& o, SimulateSetup* s) {
+  auto model = config::ResolveModel(o.model, config::kModelFlags);
+  if (!model.ok()) return Status::Error(model.error());
+  s->model = model.value().spec;
+  s->tensor_parallel = model.value().tensor_parallel;
+  s->settings.kv_bytes_per_token = model.value().bytes_per_token;
   if (!o.gpu.empty()) {
     auto gpu = sim::LookupGpuPreset(o.gpu);
     if (!gpu.ok()) return Flag("--gpu", gpu.error());
-    s.gpu = gpu.value();
+    s->gpu = gpu.value();
   }
+  return Status::Ok();
+}
 
-  // The time model.
+// The roofline of the model on the GPU (nullopt without both), with its options.
+Result<std::optional<sim::LinearStepCoefficients>> Roofline(const SimulateOptions& o, const SimulateSetup& s,
+                                                            sim::RooflineOptions* roof) {
+  using R = Result<std::optional<sim::LinearStepCoefficients>>;
+  roof->tensor_parallel = s.tensor_parallel;
+  roof->compute_efficiency = o.compute_efficiency;
+  roof->memory_efficiency = o.memory_efficiency;
+  auto allreduce = base::DurationFlag(o.allreduce_latency);
+  if (!allreduce.ok()) return R::Error("--allreduce-latency: " + allreduce.error());
+  roof->allreduce_latency_s = allreduce.value();
+  auto overhead = base::DurationFlag(o.step_overhead);
+  if (!overhead.ok()) return R::Error("--step-overhead: " + overhead.error());
+  roof->step_overhead_s = overhead.value();
+  if (!s.gpu || !s.model) return std::optional<sim::LinearStepCoefficients>();
+  auto c = sim::RooflineCoefficients(*s.model, *s.gpu, *roof);
+  if (!c.ok()) {
+    const std::string& e = c.error();
+    const std::string flag = e.find("efficiency") != std::string::npos ? "--compute-efficiency/--memory-efficiency"
+                             : e.find("parameters") != std::string::npos ? "--parameters"
+                                                                         : "--model";
+    return R::Error(flag + ": " + e);
+  }
+  return std::optional<sim::LinearStepCoefficients>(c.value());
+}
+
+// The step-time model: --step-coefficients, --calibrate (shaped by the roofline
+// when there is one), or the roofline of --gpu and the model.
+Status ResolveTimeModel(const SimulateOptions& o, SimulateSetup* s) {
+  SimulateSettings& st = s->settings;
   sim::RooflineOptions roof;
-  roof.tensor_parallel = o.tensor_parallel;
-  roof.compute_efficiency = o.compute_efficiency;
-  roof.memory_efficiency = o.memory_efficiency;
-  auto allreduce = sim::ParseDurationSeconds(o.allreduce_latency);
-  if (!allreduce.ok() || allreduce.value() < 0) {
-    return Flag("--allreduce-latency", allreduce.ok() ? "must be >= 0" : allreduce.error());
-  }
-  roof.allreduce_latency_s = allreduce.value();
-  auto overhead = sim::ParseDurationSeconds(o.step_overhead);
-  if (!overhead.ok() || overhead.value() < 0) {
-    return Flag("--step-overhead", overhead.ok() ? "must be >= 0" : overhead.error());
-  }
-  roof.step_overhead_s = overhead.value();
-  std::optional<sim::LinearStepCoefficients> roofline;
-  if (s.gpu && s.model) {
-    auto c = sim::RooflineCoefficients(*s.model, *s.gpu, roof);
-    if (!c.ok()) {
-      const std::string& e = c.error();
-      const std::string flag = e.find("efficiency") != std::string::npos ? "--compute-efficiency/--memory-efficiency"
-                               : e.find("parameters") != std::string::npos ? "--parameters"
-                                                                           : "--model";
-      return Flag(flag, e);
-    }
-    roofline = c.value();
-  }
-  const std::string hardware =
-      s.model && s.gpu ? s.model->name + " on " + std::to_string(o.tensor_parallel) + " x " + s.gpu->name : "";
+  auto roofline_or = Roofline(o, *s, &roof);
+  if (!roofline_or.ok()) return Status::Error(roofline_or.error());
+  const std::optional<sim::LinearStepCoefficients>& roofline = roofline_or.value();
+  const std::string hardware = s->model && s->gpu ? s->model->name + " on " + std::to_string(s->tensor_parallel) +
+                                                        " x " + s->gpu->name
+                                                  : "";
   if (!o.step_coefficients.empty() + !o.calibrate.empty() > 1) {
     return Flag("--step-coefficients", "give --step-coefficients or --calibrate, not both");
   }
   if (!o.step_coefficients.empty()) {
     auto c = sim::ParseStepCoefficients(o.step_coefficients);
     if (!c.ok()) return Flag("--step-coefficients", c.error());
-    s.coefficients = c.value();
+    s->coefficients = c.value();
     st.time_model = "coefficients";
     st.time_model_detail = "given with --step-coefficients";
   } else if (!o.calibrate.empty()) {
@@ -210,89 +167,105 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
     }
     auto fit = sim::FitStepCoefficients(observations, roofline);
     if (!fit.ok()) return Flag("--calibrate", fit.error());
-    s.coefficients = fit.value().coefficients;
+    s->coefficients = fit.value().coefficients;
     st.time_model = "calibrated";
     st.time_model_detail = "fitted to " + std::to_string(observations.size()) + " /metrics scrape(s), " +
                            fit.value().method + (roofline ? " (shape: the roofline of " + hardware + ")" : "");
   } else if (roofline) {
-    s.coefficients = *roofline;
+    s->coefficients = *roofline;
     st.time_model = "roofline";
-    st.time_model_detail = hardware + " (dense BF16 " + Significant4(s.gpu->dense_bf16_flops / 1e12) + " TFLOP/s, " +
-                           Significant4(s.gpu->memory_bandwidth / 1e12) + " TB/s per GPU; efficiency compute " +
-                           Significant4(roof.compute_efficiency) + ", memory " + Significant4(roof.memory_efficiency) +
-                           "; all-reduce " + Significant4(roof.allreduce_latency_s * 1e6) + " us x 2 per layer)";
+    st.time_model_detail = hardware + " (dense BF16 " + Significant4(s->gpu->dense_bf16_flops / 1e12) +
+                           " TFLOP/s, " + Significant4(s->gpu->memory_bandwidth / 1e12) +
+                           " TB/s per GPU; efficiency compute " + Significant4(roof.compute_efficiency) +
+                           ", memory " + Significant4(roof.memory_efficiency) + "; all-reduce " +
+                           Significant4(roof.allreduce_latency_s * 1e6) + " us x 2 per layer)";
   } else {
     return Flag("--gpu", "no time model: give --gpu with --model (or --model-config and --parameters), "
                          "--step-coefficients, or --calibrate FILE");
   }
+  return Status::Ok();
+}
 
-  // The pool's inputs (settled after the trace is read).
+// The KV pool's inputs (settled by SettleSimulatePool once the trace is read).
+Status ResolvePoolInputs(const SimulateOptions& o, SimulateSetup* s) {
   if (!o.pool_blocks + o.kv_bytes.empty() == 0) return Flag("--pool-blocks", "give --pool-blocks or --kv-bytes, not both");
   if (o.pool_blocks) {
     if (*o.pool_blocks < 1 || *o.pool_blocks > kMaxPoolBlocks) {
       return Flag("--pool-blocks", "must be between 1 and " + std::to_string(kMaxPoolBlocks) + ", got " +
                                        std::to_string(*o.pool_blocks));
     }
-    s.pool_blocks = o.pool_blocks;
+    s->pool_blocks = o.pool_blocks;
   }
   if (!o.kv_bytes.empty()) {
-    auto b = ParseBytes(o.kv_bytes);
+    auto b = base::SizeFlag(o.kv_bytes);
     if (!b.ok()) return Flag("--kv-bytes", b.error());
-    if (!st.kv_bytes_per_token) return Flag("--kv-bytes", "needs --model or --model-config (bytes per token)");
-    s.kv_bytes = b.value();
+    if (!(b.value() > 0)) return Flag("--kv-bytes", "must be > 0");
+    if (!s->settings.kv_bytes_per_token) {
+      return Flag("--kv-bytes", "needs the bytes per token: --model, --model-config or --bytes-per-token");
+    }
+    s->kv_bytes = b.value();
   }
   if (o.gpu_memory_utilization) {
     if (!(*o.gpu_memory_utilization > 0 && *o.gpu_memory_utilization <= 1)) {
       return Flag("--gpu-memory-utilization", "must be in (0, 1]");
     }
-    if (s.pool_blocks || s.kv_bytes) {
+    if (s->pool_blocks || s->kv_bytes) {
       return Flag("--gpu-memory-utilization", "applies when the pool comes from --gpu (no --pool-blocks or --kv-bytes)");
     }
-    s.gpu_memory_utilization = *o.gpu_memory_utilization;
-    s.gpu_memory_utilization_given = true;
+    s->gpu_memory_utilization = *o.gpu_memory_utilization;
+    s->gpu_memory_utilization_given = true;
   }
-  if (!s.pool_blocks && !s.kv_bytes && !(s.gpu && s.model)) {
+  if (!s->pool_blocks && !s->kv_bytes && !(s->gpu && s->model)) {
     return Flag("--pool-blocks", "no KV pool size: give --pool-blocks, --kv-bytes with a model, or --gpu with a model");
   }
   if (o.page_tokens && (*o.page_tokens < 1 || *o.page_tokens > kMaxPageTokens)) {
     return Flag("--page-tokens", "must be between 1 and " + std::to_string(kMaxPageTokens));
   }
-  s.page_tokens = o.page_tokens;
+  s->page_tokens = o.page_tokens;
   if (o.block_tokens && *o.block_tokens < 1) return Flag("--block-tokens", "must be at least 1");
-  s.block_tokens = o.block_tokens;
+  s->block_tokens = o.block_tokens;
+  return Status::Ok();
+}
 
-  // The scheduler.
-  if (o.max_batched_tokens < 1) return Flag("--max-batched-tokens", "must be at least 1");
-  if (o.max_running < 1) return Flag("--max-running", "must be at least 1");
-  s.replica.max_batched_tokens = o.max_batched_tokens;
-  s.replica.max_running = o.max_running;
-  if (o.queue_timeout != "none") {
-    auto t = sim::ParseDurationSeconds(o.queue_timeout);
-    if (!t.ok()) return Flag("--queue-timeout", t.error() + " or none");
-    if (!(t.value() > 0)) return Flag("--queue-timeout", "must be > 0 (or none)");
-    s.replica.queue_timeout_s = t.value();
-  }
+// --queue-order and the --priority rules it and the priority policy read.
+Status ResolveQueueOrder(const SimulateOptions& o, SimulateSetup* s) {
   if (o.queue_order == "arrival") {
-    s.replica.queue_order = sim::QueueOrder::kArrival;
+    s->replica.queue_order = sim::QueueOrder::kArrival;
   } else if (o.queue_order == "tier") {
-    s.replica.queue_order = sim::QueueOrder::kTier;
+    s->replica.queue_order = sim::QueueOrder::kTier;
   } else if (o.queue_order == "priority") {
-    s.replica.queue_order = sim::QueueOrder::kPriority;
+    s->replica.queue_order = sim::QueueOrder::kPriority;
   } else {
     return Flag("--queue-order", "expected arrival, tier or priority, got '" + o.queue_order + "'");
   }
   auto rules = curve::ParsePriorityRules(o.priorities);
   if (!rules.ok()) return Flag("--priority", rules.error());
-  s.priorities = rules.value();
-  if (s.replica.queue_order == sim::QueueOrder::kPriority && s.priorities.empty()) {
+  s->priorities = rules.value();
+  if (s->replica.queue_order == sim::QueueOrder::kPriority && s->priorities.empty()) {
     return Flag("--queue-order", "priority needs --priority rules (tenant:NAME=P,class:NAME=P)");
   }
+  return Status::Ok();
+}
+
+// The scheduler: batch limits, the queue, reserve-max's and reserve-quantile's reservations.
+Status ResolveScheduler(const SimulateOptions& o, SimulateSetup* s) {
+  if (o.max_batched_tokens < 1) return Flag("--max-batched-tokens", "must be at least 1");
+  if (o.max_running < 1) return Flag("--max-running", "must be at least 1");
+  s->replica.max_batched_tokens = o.max_batched_tokens;
+  s->replica.max_running = o.max_running;
+  if (o.queue_timeout != "none") {
+    auto t = base::DurationFlag(o.queue_timeout);
+    if (!t.ok()) return Flag("--queue-timeout", t.error() + " or none");
+    if (!(t.value() > 0)) return Flag("--queue-timeout", "must be > 0 (or none)");
+    s->replica.queue_timeout_s = t.value();
+  }
+  if (Status st = ResolveQueueOrder(o, s); !st.ok()) return st;
   if (o.max_output_tokens > kMaxOutputTokens) {
     return Flag("--max-output-tokens", "must be at most " + std::to_string(kMaxOutputTokens) + " (or 0)");
   }
-  s.replica.max_output_tokens = o.max_output_tokens;
+  s->replica.max_output_tokens = o.max_output_tokens;
   if (!(o.reserve_quantile > 0 && o.reserve_quantile <= 1)) return Flag("--reserve-quantile", "must be in (0, 1]");
-  s.replica.class_quantiles.assign(sim::kMaxClasses, o.reserve_quantile);
+  s->replica.class_quantiles.assign(sim::kMaxClasses, o.reserve_quantile);
   // Per class name; the names become class ids when the trace is read (BuildReplicaRequests).
   for (std::string_view item : Split(o.class_quantiles, ',')) {
     const std::size_t eq = item.rfind('=');
@@ -304,29 +277,23 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
         !(q > 0 && q <= 1)) {
       return Flag("--class-quantile", "expected CLASS=Q with Q in (0, 1], got '" + std::string(item) + "'");
     }
-    if (!s.class_quantiles.emplace(name, q).second) return Flag("--class-quantile", "class " + name + " given twice");
+    if (!s->class_quantiles.emplace(name, q).second) return Flag("--class-quantile", "class " + name + " given twice");
   }
+  return Status::Ok();
+}
 
-  // Tiers.
-  for (const std::string& text : o.tiers) {
-    auto t = ParseTier(text);
-    if (!t.ok()) return Flag("--tier", t.error());
-    for (const sim::TierTarget& other : s.replica.tiers) {
-      if (other.name == t.value().name) return Flag("--tier", "tier " + other.name + " given twice");
-    }
-    s.replica.tiers.push_back(t.value());
-  }
-  if (s.replica.tiers.empty()) s.replica.tiers.push_back({"all", 2.0, 0.1});
-  std::vector<std::string> members(s.replica.tiers.size());
+// --tier-of: who belongs to which tier; the tiers' members as the output says them.
+Status ResolveTierMembers(const SimulateOptions& o, SimulateSetup* s) {
+  std::vector<std::string> members(s->replica.tiers.size());
   for (std::string_view item : Split(o.tier_of, ',')) {
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos) return Flag("--tier-of", "expected tenant:NAME=TIER, got '" + std::string(item) + "'");
     std::string_view who = item.substr(0, eq);
     const std::string tier(item.substr(eq + 1));
-    auto it = std::find_if(s.replica.tiers.begin(), s.replica.tiers.end(),
+    auto it = std::find_if(s->replica.tiers.begin(), s->replica.tiers.end(),
                            [&](const sim::TierTarget& t) { return t.name == tier; });
-    if (it == s.replica.tiers.end()) return Flag("--tier-of", "unknown tier '" + tier + "' (give it with --tier)");
-    const auto index = static_cast<std::uint32_t>(it - s.replica.tiers.begin());
+    if (it == s->replica.tiers.end()) return Flag("--tier-of", "unknown tier '" + tier + "' (give it with --tier)");
+    const auto index = static_cast<std::uint32_t>(it - s->replica.tiers.begin());
     const bool is_class = who.rfind("class:", 0) == 0;
     if (is_class) {
       who.remove_prefix(6);
@@ -334,11 +301,11 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
       who.remove_prefix(7);
     }
     if (who.empty()) return Flag("--tier-of", "empty name in '" + std::string(item) + "'");
-    (is_class ? s.tier_map.cls : s.tier_map.tenant)[std::string(who)] = index;
+    (is_class ? s->tier_map.cls : s->tier_map.tenant)[std::string(who)] = index;
     std::string& m = members[index];
     m += (m.empty() ? "" : ", ") + std::string(is_class ? "class " : "tenant ") + std::string(who);
   }
-  const bool mapped = !s.tier_map.tenant.empty() || !s.tier_map.cls.empty();
+  const bool mapped = !s->tier_map.tenant.empty() || !s->tier_map.cls.empty();
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (i == 0) {
       members[i] = !mapped ? "every request"
@@ -347,25 +314,71 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
     }
     if (members[i].empty()) members[i] = "nobody";
   }
-  st.tier_members = members;
-  st.tiers = s.replica.tiers;
-  if (!(o.sla_target > 0 && o.sla_target <= 1)) return Flag("--sla-target", "must be in (0, 1]");
-  st.sla_target = o.sla_target;
+  s->settings.tier_members = members;
+  return Status::Ok();
+}
 
+// The SLA tiers (--tier), their members and --sla-target.
+Status ResolveTiers(const SimulateOptions& o, SimulateSetup* s) {
+  for (const std::string& text : o.tiers) {
+    auto t = ParseTier(text);
+    if (!t.ok()) return Flag("--tier", t.error());
+    for (const sim::TierTarget& other : s->replica.tiers) {
+      if (other.name == t.value().name) return Flag("--tier", "tier " + other.name + " given twice");
+    }
+    s->replica.tiers.push_back(t.value());
+  }
+  if (s->replica.tiers.empty()) s->replica.tiers.push_back({"all", 2.0, 0.1});
+  if (Status st = ResolveTierMembers(o, s); !st.ok()) return st;
+  s->settings.tiers = s->replica.tiers;
+  if (!(o.sla_target > 0 && o.sla_target <= 1)) return Flag("--sla-target", "must be in (0, 1]");
+  s->settings.sla_target = o.sla_target;
+  return Status::Ok();
+}
+
+// What is assumed where the trace says nothing: --output-tokens, --rate, --spread-ties.
+Status ResolveAssumptions(const SimulateOptions& o, SimulateSetup* s) {
   if (o.output_tokens < 1 || o.output_tokens > kMaxOutputTokens) {
     return Flag("--output-tokens", "must be between 1 and " + std::to_string(kMaxOutputTokens));
   }
-  s.output_tokens = o.output_tokens;
+  s->output_tokens = o.output_tokens;
   if (!(o.rate >= 1e-6 && o.rate <= 1e9)) return Flag("--rate", "must be between 1e-06 and 1e+09 requests/s");
-  s.rate = o.rate;
-  s.spread_ties = o.spread_ties;
+  s->rate = o.rate;
+  s->spread_ties = o.spread_ties;
+  return Status::Ok();
+}
 
+// The settings the output repeats.
+void RecordSettings(const SimulateOptions& o, SimulateSetup* s) {
+  SimulateSettings& st = s->settings;
   st.sources = o.traces;
-  st.coefficients = s.coefficients;
-  st.max_batched_tokens = s.replica.max_batched_tokens;
-  st.max_running = s.replica.max_running;
-  st.queue_timeout_s = s.replica.queue_timeout_s;
+  st.coefficients = s->coefficients;
+  st.max_batched_tokens = s->replica.max_batched_tokens;
+  st.max_running = s->replica.max_running;
+  st.queue_timeout_s = s->replica.queue_timeout_s;
   st.queue_order = o.queue_order;
+}
+
+}  // namespace
+
+std::uint32_t TierMap::For(std::string_view tenant_name, std::string_view class_name) const {
+  if (auto it = tenant.find(tenant_name); it != tenant.end()) return it->second;
+  if (auto it = cls.find(class_name); it != cls.end()) return it->second;
+  return 0;
+}
+
+Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
+  SimulateSetup s;
+  Status st = CheckOutput(o);
+  if (st.ok()) st = ResolveSweep(o, &s);
+  if (st.ok()) st = ResolveModelAndGpu(o, &s);
+  if (st.ok()) st = ResolveTimeModel(o, &s);
+  if (st.ok()) st = ResolvePoolInputs(o, &s);
+  if (st.ok()) st = ResolveScheduler(o, &s);
+  if (st.ok()) st = ResolveTiers(o, &s);
+  if (st.ok()) st = ResolveAssumptions(o, &s);
+  if (!st.ok()) return Result<SimulateSetup>::Error(st.error());
+  RecordSettings(o, &s);
   return s;
 }
 
@@ -417,7 +430,7 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
       if (!(bytes > 0)) {
         return base::Status::Error(flag + ": the weights (" + HumanBytes(weights) + " per rank) do not fit in " +
                                    HumanBytes(s->gpu->memory_bytes * s->gpu_memory_utilization) +
-                                   ": raise --tp or --gpu-memory-utilization");
+                                   ": raise --tensor-parallel or --gpu-memory-utilization");
       }
     }
     const double blocks = std::floor(bytes / (*st.kv_bytes_per_token * static_cast<double>(block)));

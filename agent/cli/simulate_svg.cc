@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "agent/cli/simulate_output.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 
 namespace kvwatch::agent {
 

@@ -149,9 +149,9 @@ class Agent : public collectors::RequestSink {
   // For tests and the HTTP handlers.
   std::string RenderMetrics() EXCLUDES(mu_);
   std::string RenderCurveJson(const std::string& window) EXCLUDES(mu_);  // empty: unknown window
-  // GET /api/v1/groups (agent/web/api_json.h); empty: unknown window or tenants off.
+  // GET /api/v1/groups (agent/render/api_json.h); empty: unknown window or tenants off.
   std::string RenderGroupsJson(const std::string& window) EXCLUDES(mu_);
-  // GET /api/v1/history (agent/web/api_json.h): the window's knee and working sets
+  // GET /api/v1/history (agent/render/api_json.h): the window's knee and working sets
   // over time (agent/runtime/curve_history.h); empty: unknown window.
   std::string RenderHistoryJson(const std::string& window) EXCLUDES(mu_);
   // Adds a sample of every window to the history at wall time `wall_s` (the loop

@@ -10,13 +10,14 @@
 #include <csignal>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "agent/runtime/builtin_config.h"
 #include "agent/runtime/collector_registry.h"
 #include "agent/web/http_server.h"
-#include "config/model_config.h"
+#include "config/model_choice.h"
 #include "curve/policy_canaries.h"
 #include "config/web_config.h"
 #include "curve/sizing.h"
@@ -81,30 +82,17 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
   o.sample_max_pages = c.engine.sample_max_pages;
   o.page_tokens = static_cast<std::uint64_t>(c.page_tokens);
 
-  // Bytes per token per rank: a preset, a config.json, or given.
-  std::optional<curve::ModelSpec> spec;
-  if (!c.model.empty()) {
-    auto preset = curve::LookupModelPreset(c.model);
-    if (!preset.ok()) return R::Error("model: " + preset.error());
-    spec = preset.value();
-  } else if (!c.model_config.empty()) {
-    auto parsed = config::ReadModelConfigFile(c.model_config);
-    if (!parsed.ok()) return R::Error("model_config: " + parsed.error());
-    spec = parsed.value();
-  }
-  if (spec) {
-    if (!c.kv_dtype.empty()) {
-      auto bytes = curve::DtypeBytes(c.kv_dtype);
-      if (!bytes.ok()) return R::Error("kv_dtype: " + bytes.error());
-      spec->bytes_per_element = bytes.value();
-    }
-    auto bpt = curve::BytesPerTokenPerRank(*spec, c.tensor_parallel);
-    if (!bpt.ok()) return R::Error("tensor_parallel: " + bpt.error());
-    o.bytes_per_token = static_cast<double>(bpt.value());
-    o.model_name = spec->name;
-  } else if (c.bytes_per_token) {
-    o.bytes_per_token = static_cast<double>(*c.bytes_per_token);
-  }
+  // Bytes per token per rank: a preset, a config.json, or given (config/model_choice.h).
+  config::ModelChoice model;
+  model.model = c.model;
+  model.model_config = c.model_config;
+  if (c.bytes_per_token) model.bytes_per_token = static_cast<double>(*c.bytes_per_token);
+  model.kv_dtype = c.kv_dtype;
+  model.tensor_parallel = c.tensor_parallel;
+  auto resolved = config::ResolveModel(model, *options.model_names);
+  if (!resolved.ok()) return R::Error(resolved.error());
+  o.bytes_per_token = resolved.value().bytes_per_token;
+  if (resolved.value().spec) o.model_name = resolved.value().spec->name;
 
   o.curve = c.curve;
   o.tenants = c.tenants;
@@ -174,8 +162,8 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
   return v;
 }
 
-Options BuildAgentOptions(const config::AgentConfig& c) {
-  auto validated = ValidateAgentConfig(c);
+Options BuildAgentOptions(const config::AgentConfig& c, const ValidationOptions& options) {
+  auto validated = ValidateAgentConfig(c, options);
   if (!validated.ok()) return Options::Error(validated.error());
   ValidatedConfig& v = validated.value();
   AgentOptions o = std::move(v.options);
@@ -201,20 +189,64 @@ base::Status CheckConfigText(std::string_view yaml, const std::string& source, c
   return validated.ok() ? base::Status::Ok() : base::Status::Error(source + ": " + validated.error());
 }
 
-int RunAgent(const std::string& config_path) {
+base::Status ApplyModelFlags(const AgentFlags& flags, config::AgentConfig* c) {
+  const config::ModelChoice& m = flags.model;
+  if (!m.model.empty() || !m.model_config.empty() || m.bytes_per_token) {
+    c->model = m.model;
+    c->model_config = m.model_config;
+    c->bytes_per_token.reset();
+    if (m.bytes_per_token) {
+      const double bytes = *m.bytes_per_token;
+      if (!(bytes >= 1 && bytes == std::floor(bytes) && bytes < 18446744073709551616.0)) {
+        return base::Status::Error("--bytes-per-token: the agent takes a whole number of bytes >= 1");
+      }
+      c->bytes_per_token = static_cast<std::uint64_t>(bytes);
+    }
+  }
+  if (!m.kv_dtype.empty()) c->kv_dtype = m.kv_dtype;
+  if (flags.tensor_parallel_given) c->tensor_parallel = m.tensor_parallel;
+  if (m.parameters || m.total_parameters) {
+    return base::Status::Error(std::string(m.parameters ? "--parameters" : "--total-parameters") +
+                               ": applies to replay and simulate (the agent has no time model)");
+  }
+  // As the config refuses tensor_parallel without a model (config/agent_config.cc).
+  if (c->tensor_parallel != 1 && c->model.empty() && c->model_config.empty()) {
+    return base::Status::Error("--tensor-parallel: applies to --model or --model-config, and neither is set");
+  }
+  return base::Status::Ok();
+}
+
+namespace {
+
+// The config file (or the built-in one) with the model flags applied; the
+// validation names the flags when they gave the model.
+base::Result<config::AgentConfig> LoadWithFlags(const AgentFlags& flags, ValidationOptions* validation) {
+  auto config = flags.config_path.empty() ? BuiltInAgentConfig() : config::LoadAgentConfigFile(flags.config_path);
+  if (!config.ok() || !flags.ModelGiven()) return config;
+  if (base::Status s = ApplyModelFlags(flags, &config.value()); !s.ok()) {
+    return base::Result<config::AgentConfig>::Error(s.error());
+  }
+  validation->model_names = &config::kModelFlags;
+  return config;
+}
+
+}  // namespace
+
+int RunAgent(const AgentFlags& flags) {
   // A write to a closed pipe (stderr when journald restarts, a peer gone) returns
   // EPIPE rather than ending the agent silently: systemd counts a death by SIGPIPE
   // as a clean exit, which Restart=on-failure would not restart.
   std::signal(SIGPIPE, SIG_IGN);
   // No config file: the built-in synthetic replica (builtin_config.h).
-  auto config = config_path.empty() ? BuiltInAgentConfig() : config::LoadAgentConfigFile(config_path);
+  ValidationOptions validation;
+  auto config = LoadWithFlags(flags, &validation);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch agent: %s\n", config.error().c_str());
     return 1;
   }
-  auto options = BuildAgentOptions(config.value());
+  auto options = BuildAgentOptions(config.value(), validation);
   if (!options.ok()) {
-    std::fprintf(stderr, "kvwatch agent: %s%s\n", config_path.empty() ? "" : (config_path + ": ").c_str(),
+    std::fprintf(stderr, "kvwatch agent: %s%s\n", flags.config_path.empty() ? "" : (flags.config_path + ": ").c_str(),
                  options.error().c_str());
     return 1;
   }
@@ -226,18 +258,19 @@ int RunAgent(const std::string& config_path) {
   return agent.value()->Run();
 }
 
-int RunCheckConfig(const std::string& config_path) {
-  auto config = config::LoadAgentConfigFile(config_path);
+int RunCheckConfig(const AgentFlags& flags) {
+  ValidationOptions validation;
+  auto config = LoadWithFlags(flags, &validation);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch check-config: %s\n", config.error().c_str());
     return 1;
   }
-  auto validated = ValidateAgentConfig(config.value());
+  auto validated = ValidateAgentConfig(config.value(), validation);
   if (!validated.ok()) {
-    std::fprintf(stderr, "kvwatch check-config: %s: %s\n", config_path.c_str(), validated.error().c_str());
+    std::fprintf(stderr, "kvwatch check-config: %s: %s\n", flags.config_path.c_str(), validated.error().c_str());
     return 1;
   }
-  std::printf("%s: valid\n", config_path.c_str());
+  std::printf("%s: valid\n", flags.config_path.c_str());
   return 0;
 }
 

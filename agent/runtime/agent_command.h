@@ -11,6 +11,7 @@
 #include "agent/runtime/agent.h"
 #include "agent/runtime/collector_registry.h"
 #include "config/agent_config.h"
+#include "config/model_choice.h"
 
 namespace kvwatch::agent {
 
@@ -38,13 +39,32 @@ struct ValidationOptions {
   // DNS). false: numeric addresses only are checked, names are accepted unseen
   // (the fuzz target, which must not query DNS for every input).
   bool resolve_host_names = true;
+  // How errors name the model inputs: the config keys, or the flags when the
+  // command line gave the model (ApplyModelFlags).
+  const config::ModelNames* model_names = &config::kModelKeys;
 };
 base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& config,
                                                   const ValidationOptions& options = {});
 
 // Start-up: ValidateAgentConfig, then create the state directory and the
 // collectors (which may bind or connect sockets and start threads).
-base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config);
+base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config,
+                                             const ValidationOptions& options = {});
+
+// `kvwatch agent` and `kvwatch check-config`: the config file and the model flags
+// every command takes (config/model_choice.h), which override the config's keys
+// (model, model_config, bytes_per_token: all three when one is given; kv_dtype;
+// tensor_parallel).
+struct AgentFlags {
+  std::string config_path;  // empty: the built-in config (agent only)
+  config::ModelChoice model;
+  bool tensor_parallel_given = false;
+  bool ModelGiven() const { return model.Given() || tensor_parallel_given; }
+};
+// The config with the flags' model in place of its own. Errors name the flag:
+// a bytes per token that is not a whole number, a tensor-parallel size without a
+// model (as the config refuses it).
+base::Status ApplyModelFlags(const AgentFlags& flags, config::AgentConfig* config);
 
 // `kvwatch check-config` on a document held in memory (source names it in
 // errors): parse and ValidateAgentConfig, touching nothing. The fuzz target's
@@ -52,12 +72,12 @@ base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config);
 base::Status CheckConfigText(std::string_view yaml, const std::string& source,
                              const ValidationOptions& options = {});
 
-// config_path empty: the built-in config (builtin_config.h: the synthetic replica
+// flags.config_path empty: the built-in config (builtin_config.h: the synthetic replica
 // with a model, tenants, two canaries and a cache size). Returns the
 // process exit code: 0, or 1 when start-up fails (the message names the key).
-int RunAgent(const std::string& config_path);
-// Validates a config file as start-up would and exits: 0 valid, 1 not.
-int RunCheckConfig(const std::string& config_path);
+int RunAgent(const AgentFlags& flags);
+// Validates a config file (with the model flags) as start-up would and exits: 0 valid, 1 not.
+int RunCheckConfig(const AgentFlags& flags);
 
 }  // namespace kvwatch::agent
 

@@ -1,7 +1,7 @@
 // The agent's history of its windows (agent/runtime/curve_history.h): sampled by
 // the loop, served at GET /api/v1/history.
 #include "agent/runtime/agent.h"
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 
 namespace kvwatch::agent {
 

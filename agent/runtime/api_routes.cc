@@ -7,7 +7,7 @@
 #include "agent/runtime/agent.h"
 #include "agent/runtime/analysis.h"
 #include "agent/runtime/load_metrics.h"
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "base/json_writer.h"
 #include "agent/web/web_page.h"
 

@@ -1,7 +1,7 @@
 // The agent's HTTP routes: /metrics (exposition.h), /healthz, /readyz, the JSON
 // API (/api/v1/windows, /api/v1/alerts, /api/v1/curve, /api/v1/groups) and the
 // page at /. The JSON answers are built from a snapshot (snapshot.h) outside the
-// agent's mutex; their fields are agent/web/api_json.h's.
+// agent's mutex; their fields are agent/render/api_json.h's.
 //
 // Thread safety: the handlers run on the HTTP server's threads and reach the
 // agent only through its public, thread-safe interface.

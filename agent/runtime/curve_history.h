@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "curve/report.h"

@@ -11,7 +11,7 @@
 #include "agent/runtime/load_metrics.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/version.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 
 namespace kvwatch::agent {
 

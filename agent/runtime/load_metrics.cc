@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "agent/runtime/agent.h"
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 
 namespace kvwatch::agent {
 namespace {

@@ -33,7 +33,7 @@
 
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/snapshot.h"
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "alerts/inputs.h"
 #include "base/metric_def.h"
 #include "curve/kv_load.h"

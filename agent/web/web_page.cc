@@ -4,7 +4,7 @@
 #include <string_view>
 #include <utility>
 
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "base/json_writer.h"
 
 namespace kvwatch::agent {

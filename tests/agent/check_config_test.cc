@@ -204,6 +204,36 @@ TEST_F(CheckConfigTest, ErrorsNameTheKey) {
   EXPECT_NE(r.err.find("is not a directory"), std::string::npos) << r.Describe();
 }
 
+// The model flags replay and simulate take override the config's model keys;
+// their errors name the flag.
+TEST_F(CheckConfigTest, ModelFlagsOverrideTheConfigsKeys) {
+  const std::string config = dir_.Sub("model.yaml");
+  ASSERT_TRUE(WriteFile(config, "replica: r\nmodel: llama-3-8b\n"));
+  auto check = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv = {KVWATCH_BINARY, "check-config", config};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return RunCommand(argv, Millis(30000));
+  };
+  // llama-3-8b has 8 KV heads: 3 ranks are refused, naming the flag; llama-3-70b's 8 too.
+  CommandResult r = check({"--tensor-parallel", "3"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("--tensor-parallel: tensor-parallel size 3"), std::string::npos) << r.Describe();
+  r = check({"--model", "nope"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("--model: unknown model 'nope'"), std::string::npos) << r.Describe();
+  r = check({"--bytes-per-token", "131072", "--tensor-parallel", "2"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("--tensor-parallel: applies to --model or --model-config"), std::string::npos) << r.Describe();
+  r = check({"--bytes-per-token", "0.5"});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("--bytes-per-token: the agent takes a whole number"), std::string::npos) << r.Describe();
+  r = check({"--model", "llama-3-70b", "--tp", "4"});
+  EXPECT_TRUE(r.Exited(0)) << r.Describe();
+  EXPECT_NE(r.err.find("--tp is deprecated; use --tensor-parallel"), std::string::npos) << r.Describe();
+  r = check({"--bytes-per-token", "131072"});
+  EXPECT_TRUE(r.Exited(0)) << r.Describe();
+}
+
 // Every file and directory under root with its size and modification time.
 std::map<std::string, std::string> Listing(const std::string& root) {
   std::map<std::string, std::string> out;

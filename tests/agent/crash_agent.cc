@@ -42,5 +42,7 @@ int main(int argc, char** argv) {
     crash_at = colon == std::string::npos ? 1 : std::strtol(spec.c_str() + colon + 1, nullptr, 10);
     kvwatch::base::SetFaultHook(&Fault);
   }
-  return kvwatch::agent::RunAgent(argv[1]);
+  kvwatch::agent::AgentFlags flags;
+  flags.config_path = argv[1];
+  return kvwatch::agent::RunAgent(flags);
 }

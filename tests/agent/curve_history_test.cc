@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "agent/runtime/agent.h"
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "collectors/synth.h"
 #include "curve/report.h"
 

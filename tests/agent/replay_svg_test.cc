@@ -89,7 +89,7 @@ struct Replayed {
 Replayed Replay(const std::vector<std::vector<curve::PageId>>& requests, std::uint64_t page_tokens = 16) {
   ReplayOptions o;
   o.page_tokens = page_tokens;
-  o.bytes_per_token = 1000;
+  o.model.bytes_per_token = 1000;
   auto resolved = ResolveReplayOptions(o);
   EXPECT_TRUE(resolved.ok()) << resolved.error();
   Replayed out;

@@ -237,6 +237,29 @@ TEST_F(ReplayTest, HelpDocumentsEveryOption) {
   }
 }
 
+// One spelling of each model flag in every command that sizes KV (config/model_choice.h);
+// --tp, simulate's old spelling, is listed only as deprecated.
+TEST_F(ReplayTest, EveryCommandTakesTheSameModelFlags) {
+  for (const char* command : {"replay", "simulate", "agent", "check-config"}) {
+    CommandResult r = RunKvwatch(std::string(command) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    for (const char* option : {"--model ", "--model-config ", "--bytes-per-token ", "--kv-dtype ", "--tensor-parallel "}) {
+      EXPECT_NE(r.out.find(option), std::string::npos) << command << " " << option;
+    }
+    const std::size_t tp = r.out.find("--tp ");
+    ASSERT_NE(tp, std::string::npos) << command;
+    EXPECT_LT(r.out.find("Deprecated spellings"), tp) << command;
+  }
+  const std::string trace = Write("t.jsonl", kWorkedExample);
+  CommandResult with_tp = RunKvwatch("replay --format json --model llama-3-70b --tp 4 " + trace);
+  CommandResult with_tensor_parallel = RunKvwatch("replay --format json --model llama-3-70b --tensor-parallel 4 " + trace);
+  EXPECT_EQ(with_tp.exit_code, 0) << with_tp.err;
+  EXPECT_NE(with_tp.err.find("kvwatch replay: --tp is deprecated; use --tensor-parallel"), std::string::npos)
+      << with_tp.err;
+  EXPECT_EQ(with_tp.out, with_tensor_parallel.out);
+  EXPECT_NE(with_tp.out.find("\"tensor_parallel\":4"), std::string::npos) << with_tp.out;
+}
+
 // A hybrid model (gpt-oss-20b: 12 sliding-window layers of 128 tokens, 12 full)
 // adds the "hybrid" object beside the main curve, which stays the full-attention
 // count; a dense model's output has none.

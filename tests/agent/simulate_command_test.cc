@@ -124,9 +124,16 @@ TEST(SimulateCommandTest, CsvAndSvg) {
 TEST(SimulateCommandTest, PoolFromTheGpuMemorySubtractsTheWeights) {
   TempDir dir;
   ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), kOneRequest));
-  auto r = Simulate({dir.Sub("t.jsonl"), "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--admission",
-                     "greedy", "--policy", "lru", "--load", "1", "--format", "json"});
+  auto r = Simulate({dir.Sub("t.jsonl"), "--gpu", "h100", "--model", "llama-3-70b", "--tensor-parallel", "4",
+                     "--admission", "greedy", "--policy", "lru", "--load", "1", "--format", "json"});
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  EXPECT_EQ(r.err.find("deprecated"), std::string::npos) << r.err;
+  // The old spelling still reads, with a note, and gives the same run.
+  auto old = Simulate({dir.Sub("t.jsonl"), "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--admission",
+                       "greedy", "--policy", "lru", "--load", "1", "--format", "json"});
+  ASSERT_TRUE(old.Exited(0)) << old.Describe();
+  EXPECT_NE(old.err.find("kvwatch simulate: --tp is deprecated; use --tensor-parallel"), std::string::npos) << old.err;
+  EXPECT_EQ(old.out, r.out);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
@@ -209,7 +216,15 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--step-coefficients", kCoefficients, "--model", "llama-3-8b", "--kv-bytes", "1e30"},
        "--kv-bytes: room for 4.768e+23 KV blocks, more than the 4294967294 a pool can have"},
       {{"--step-coefficients", kCoefficients, "--model", "llama-3-8b", "--kv-bytes", "1e300GB"},
-       "--kv-bytes: '1e300GB' is too large"},
+       "--kv-bytes: expected a size such as 65536, 64KiB or 1MiB, got '1e300GB'"},
+      // The model flags are replay's and the agent's (config/model_choice.h).
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--model", "llama-3-8b", "--bytes-per-token", "5"},
+       "--model: give only one of --model, --model-config and --bytes-per-token"},
+      {{"--step-coefficients", kCoefficients, "--bytes-per-token", "131072", "--tensor-parallel", "2", "--kv-bytes",
+        "1GiB"},
+       "--tensor-parallel: applies to --model or --model-config; --bytes-per-token is per rank"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--queue-timeout", "2x"},
+       "--queue-timeout: expected a duration such as 250ms, 30s or 1h30m, or seconds, got '2x' or none"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--output-tokens", "16777217"},
        "--output-tokens: must be between 1 and 16777216"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--max-output-tokens", "16777217"},
@@ -490,7 +505,7 @@ TEST(SimulateSetupTest, ClassQuantilesGoToTheirClassIds) {
 TEST(SimulateCommandTest, MooncakeConversationAtTwoLoads) {
   const std::string path = std::string(KVWATCH_SHARED_DATA) + "/mooncake/conversation_trace.jsonl";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
-  auto r = Simulate({path, "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--admission", "greedy",
+  auto r = Simulate({path, "--gpu", "h100", "--model", "llama-3-70b", "--tensor-parallel", "4", "--admission", "greedy",
                      "--policy", "lru", "--load", "0.1,0.3", "--format", "json"});
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
   simdjson::dom::parser parser;

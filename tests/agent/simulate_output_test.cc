@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 #include "tests/agent/testing_process.h"
 
 namespace kvwatch::agent {

@@ -41,7 +41,7 @@
 #include "agent/runtime/agent.h"
 #include "agent/runtime/agent_command.h"
 #include "agent/runtime/builtin_config.h"
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 #include "base/json_writer.h"
 #include "agent/cli/replay_command.h"
 #include "agent/cli/replay_result.h"
@@ -62,7 +62,7 @@ constexpr char kSvgNamespace[] = "http://www.w3.org/2000/svg";
 // (llama-3-8b, 16 tokens a page) and an engine that tracks at most `max_pages`.
 curve::CurveReport ComputeReport(std::uint64_t requests, std::uint64_t max_pages = 1u << 26) {
   ReplayOptions options;
-  options.model = "llama-3-8b";
+  options.model.model = "llama-3-8b";
   options.page_tokens = 16;
   options.max_pages = max_pages;
   auto resolved = ResolveReplayOptions(options);

@@ -161,7 +161,8 @@ TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
   };
   for (Case c :
        {Case{"1048576", 1048576}, Case{"64KiB", 65536}, Case{"1MiB", 1048576},
-        Case{"1 MiB", 1048576}, Case{"2KB", 2000}, Case{"1GiB", 1u << 30}, Case{"100B", 100}}) {
+        Case{"1 MiB", 1048576}, Case{"2KB", 2000}, Case{"1GiB", 1u << 30}, Case{"100B", 100},
+        Case{"1.5MiB", 1572864}, Case{"2e3", 2000}}) {
     AgentConfig config = MustParse(std::string("bytes_per_token: ") + c.text + "\n");
     EXPECT_EQ(config.bytes_per_token, std::optional<std::uint64_t>(c.bytes)) << c.text;
   }
@@ -171,7 +172,7 @@ TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
 
 TEST(AgentConfigTest, BadSizesNameTheKey) {
   // Ranges: tests/config/collectors_section_test.cc (collectors.trace_files[].max_line_bytes).
-  for (const char* text : {"1.5MiB", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
+  for (const char* text : {"0.5B", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
     SCOPED_TRACE(text);
     ExpectError(std::string("bytes_per_token: ") + text + "\n", 1, "bytes_per_token",
                 "expected a size");

@@ -1,7 +1,7 @@
 // Number formatting shared by the replay tables, the agent's metric labels and
 // the web page's API: plain functions, no state.
-#ifndef KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
-#define KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
+#ifndef KVWATCH_AGENT_RENDER_TEXT_FORMAT_H_
+#define KVWATCH_AGENT_RENDER_TEXT_FORMAT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -28,4 +28,4 @@ std::string HumanBytes(double bytes);
 
 }  // namespace kvwatch::agent
 
-#endif  // KVWATCH_AGENT_WEB_TEXT_FORMAT_H_
+#endif  // KVWATCH_AGENT_RENDER_TEXT_FORMAT_H_

@@ -1,4 +1,4 @@
-#include "agent/web/api_json.h"
+#include "agent/render/api_json.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "agent/web/text_format.h"
+#include "agent/render/text_format.h"
 
 #include <cmath>
 #include <cstdio>

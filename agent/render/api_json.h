@@ -2,8 +2,8 @@
 // fields it shares with `kvwatch replay --format json`. The field names follow the
 // contract of docs/semantics.md section 7: fields may be added,
 // none renamed. Pure functions: no I/O, no state.
-#ifndef KVWATCH_AGENT_WEB_API_JSON_H_
-#define KVWATCH_AGENT_WEB_API_JSON_H_
+#ifndef KVWATCH_AGENT_RENDER_API_JSON_H_
+#define KVWATCH_AGENT_RENDER_API_JSON_H_
 
 #include <cstdint>
 #include <optional>
@@ -113,4 +113,4 @@ std::string RenderHistoryApiJson(const HistoryApiContext& context);
 
 }  // namespace kvwatch::agent
 
-#endif  // KVWATCH_AGENT_WEB_API_JSON_H_
+#endif  // KVWATCH_AGENT_RENDER_API_JSON_H_
