@@ -196,7 +196,10 @@ AnalysisSnapshot Analysis::TakeSnapshot(bool windows, bool canaries) const {
   if (canaries && canaries_) {
     const curve::PolicyCanaries& c = *canaries_;
     s.has_canaries = true;
-    s.canary_memory_bytes = canary_memory_bytes_;  // as of the last Advance (at most kCanaryMemoryEvery_s old)
+    // As of the last Advance (at most kCanaryMemoryEvery_s old); counted here only
+    // until the loop's first Advance has.
+    if (std::isinf(canary_memory_wall_)) canary_memory_bytes_ = c.MemoryBytes();
+    s.canary_memory_bytes = canary_memory_bytes_;
     // The engine's policy is the canaries' first (CanaryRole, snapshot.h).
     const curve::PolicyKind engine_policy = c.options().policies.front();
     for (std::size_t k = 0; k < c.size(); ++k) {

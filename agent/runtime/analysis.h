@@ -115,9 +115,10 @@ class Analysis {
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;
   std::unique_ptr<curve::PolicyCanaries> canaries_;  // null without curve.policies
-  // canaries_->MemoryBytes() as of canary_memory_wall_ (wall seconds; -inf: never
-  // counted), recounted by Advance every kCanaryMemoryEvery_s.
-  std::size_t canary_memory_bytes_ = 0;
+  // canaries_->MemoryBytes() as of canary_memory_wall_ (wall seconds), recounted
+  // by Advance every kCanaryMemoryEvery_s; before Advance first counted it (-inf:
+  // no loop yet, as in tests that ingest directly), TakeSnapshot counts it itself.
+  mutable std::size_t canary_memory_bytes_ = 0;
   double canary_memory_wall_ = -std::numeric_limits<double>::infinity();
   std::optional<curve::CanaryOptions> canary_options_;  // as created (for a reset)
   // Tenants and classes (TenantsOn), else null; the engine then decomposes
