@@ -7,7 +7,9 @@
 //     beside the engine's tracked pages, their limit (engine.max_pages) and the
 //     engine's own bytes (kvwatch_engine_memory_bytes);
 //   - /metrics render latency: 100 GETs spread over the load, and 100
-//     back-to-back GETs once the agent is idle (median and p99);
+//     back-to-back GETs once the agent is idle (median and p99), each on a new
+//     connection; then 200 GETs on one kept-alive connection, as Prometheus
+//     scrapes (median and p99);
 //   - the replay engine's own cost for the same references: CPU seconds of
 //     `kvwatch replay --format json` over the file written (getrusage of the
 //     child via wait4).
@@ -22,6 +24,11 @@
 //
 //   build/bench/agent_load_bench [--duration 30] [--refs-per-second 100000]
 //       [--max-pages 1048576] [--kvwatch build/agent/kvwatch]
+//       [--baseline-kvwatch OTHER --runs N]
+// With --baseline-kvwatch, the same load is run N times (default 3) with each
+// binary in turn (baseline first) and the CPU and /metrics figures are printed
+// side by side with their ratios: a before/after measured in one run, each pair
+// under the same machine load (the 1-minute load average is printed per run).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,6 +42,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <httplib.h>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -69,17 +77,24 @@ struct Options {
   // = --capacities), or "compare" (off, on and isolated one after the other in
   // this run, and the CPU ratios against off).
   std::string tenants;
+  // Another kvwatch binary (e.g. the previous build) run alternately with
+  // --kvwatch, --runs times each; empty: one run.
+  std::string baseline_kvwatch;
+  int runs = 3;
 };
 
 void Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--duration SECONDS] [--refs-per-second N] [--max-pages N] [--kvwatch PATH]\n"
                "          [--policies LIST] [--capacities LIST] [--tenants off|on|isolated|compare]\n"
+               "          [--baseline-kvwatch PATH [--runs N]]\n"
                "  defaults: 30 s, 100000 page references per second, 1048576 tracked pages,\n"
                "  kvwatch from ../agent/kvwatch beside this program, no policy canaries\n"
                "  (--policies sglang,vllm,s3fifo runs them at --capacities, default 20000,100000;\n"
                "  --tenants sets tenants.enabled / tenants.isolated with curve.capacities = --capacities,\n"
-               "  compare runs off, on and isolated in turn and prints the CPU ratios against off)\n",
+               "  compare runs off, on and isolated in turn and prints the CPU ratios against off;\n"
+               "  --baseline-kvwatch runs that binary and --kvwatch alternately, N times each (default 3),\n"
+               "  and prints each pair's ratios)\n",
                argv0);
 }
 
@@ -100,6 +115,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->policies = v;
     } else if (a == "--capacities") {
       o->capacities = v;
+    } else if (a == "--baseline-kvwatch") {
+      o->baseline_kvwatch = v;
+    } else if (a == "--runs") {
+      o->runs = std::atoi(v);
     } else if (a == "--tenants") {
       o->tenants = v;
       if (o->tenants != "off" && o->tenants != "on" && o->tenants != "isolated" && o->tenants != "compare") {
@@ -114,7 +133,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                      .lexically_normal()
                      .string();
   }
-  return o->duration_s > 0 && o->refs_per_s > 0 && o->max_pages > 0;
+  return o->duration_s > 0 && o->refs_per_s > 0 && o->max_pages > 0 && o->runs > 0;
 }
 
 double TimedMetricsGet(int port, double* ms, std::string* body) {
@@ -137,14 +156,38 @@ double Metric(const std::string& body, const std::string& name) {
 struct RunResult {
   bool ok = false;
   double cpu_pct = NAN;  // mean, % of one core
+  double worst_second_pct = NAN;
+  double us_per_ref = NAN;  // agent CPU per page reference counted, microseconds
   double peak_rss = NAN;
   double scrape_p50_ms = NAN;
+  double scrape_p99_ms = NAN;
+  double keepalive_p50_ms = NAN;
+  double keepalive_p99_ms = NAN;
+  double drain_s = NAN;
   std::size_t metrics_bytes = 0;
+  std::string load_before, load_after;  // 1-minute load averages
 };
+
+// `n` GETs of /metrics on one kept-alive connection (as Prometheus scrapes):
+// their times in ms; fewer when a GET fails.
+std::vector<double> KeepAliveGets(int port, int n) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_keep_alive(true);
+  client.set_read_timeout(10, 0);
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    httplib::Result r = client.Get("/metrics");
+    if (!r || r->status != 200) break;
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return ms;
+}
 
 // One agent under load (see the file comment); prints its table.
 RunResult Run(const Options& o) {
   RunResult result;
+  result.load_before = kvwatch::bench::LoadAverage();
   ts::TempDir dir("kvwatch_agent_load");
   if (!dir.ok()) return result;
   const std::string trace = dir.Sub("trace.jsonl");
@@ -257,6 +300,10 @@ RunResult Run(const Options& o) {
       std::chrono::milliseconds(120000), std::chrono::milliseconds(20));
   const double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
   const double cpu_load = CpuSeconds(pid) - cpu_start;
+  // The references the agent had counted when its CPU was read: CPU per reference
+  // holds even when a loaded machine leaves the agent behind (not drained).
+  const double counted_refs = Metric(body, "kvwatch_page_references_total");
+  const double us_per_ref = 1e6 * cpu_load / counted_refs;
   loading = false;
   sampler.join();
   scraper.join();
@@ -272,6 +319,7 @@ RunResult Run(const Options& o) {
   const double agent_refs = Metric(body, "kvwatch_page_references_total");
   const double peak_rss = StatusBytes(pid, "VmHWM");
   const std::size_t metrics_bytes = body.size();
+  const std::vector<double> keepalive_ms = KeepAliveGets(port, 200);
   const auto agent_exit = agent->Terminate(std::chrono::milliseconds(20000));
 
   // The replay engine over the same file.
@@ -292,9 +340,12 @@ RunResult Run(const Options& o) {
   double max_cpu = 0, max_rss = 0;
   for (double c : cpu_pct) max_cpu = std::max(max_cpu, c);
   for (double b : rss) max_rss = std::max(max_rss, b);
+  result.load_after = kvwatch::bench::LoadAverage();
   std::printf("agent load: %.0f s at %.0f page references/s in batches every %.0f ms (%" PRIu64
-              " late ticks), tenants %s\n",
-              o.duration_s, o.refs_per_s, o.tick_ms, late_ticks, o.tenants.empty() ? "default" : o.tenants.c_str());
+              " late ticks), tenants %s, %s\n",
+              o.duration_s, o.refs_per_s, o.tick_ms, late_ticks, o.tenants.empty() ? "default" : o.tenants.c_str(),
+              o.kvwatch.c_str());
+  std::printf("  load average       %s before, %s after\n", result.load_before.c_str(), result.load_after.c_str());
   std::printf("  written            %" PRIu64 " requests, %" PRIu64 " page references (%.0f/s), %s of JSON Lines\n",
               requests, refs, static_cast<double>(refs) / load_wall, Mib(trace_bytes).c_str());
   std::printf("  agent counted      %.0f page references; caught up %.2f s after the last write%s\n", agent_refs,
@@ -302,6 +353,8 @@ RunResult Run(const Options& o) {
   std::printf("%-34s %s\n", "metric", "value");
   std::printf("%-34s %.2f %% (worst second %.2f %%)\n", "agent CPU, % of one core", 100.0 * cpu_load / load_wall,
               max_cpu);
+  std::printf("%-34s %.3f us (%.0f references counted): %.1f%% of one core at %.0f refs/s\n",
+              "agent CPU per page reference", us_per_ref, counted_refs, us_per_ref * o.refs_per_s / 1e4, o.refs_per_s);
   std::printf("%-34s %s (sampled VmRSS max %s)\n", "agent peak RSS (VmHWM)", Mib(peak_rss).c_str(),
               Mib(max_rss).c_str());
   std::printf("%-34s %.0f of %.0f (engine %s)\n", "engine tracked pages", tracked, tracked_limit,
@@ -310,6 +363,8 @@ RunResult Run(const Options& o) {
               Percentile(load_ms, 0.5), Percentile(load_ms, 0.99), load_ms.size(), metrics_bytes);
   std::printf("%-34s p50 %.2f ms, p99 %.2f ms (%zu GETs)\n", "/metrics idle", Percentile(idle_ms, 0.5),
               Percentile(idle_ms, 0.99), idle_ms.size());
+  std::printf("%-34s p50 %.2f ms, p99 %.2f ms (%zu GETs on one connection)\n", "/metrics idle, kept alive",
+              Percentile(keepalive_ms, 0.5), Percentile(keepalive_ms, 0.99), keepalive_ms.size());
   std::printf("%-34s %.2f s CPU (%.2f s wall) for %" PRIu64 " references: %.1f%% of one core at %.0f refs/s\n",
               "kvwatch replay, same file", replay_cpu, replay_wall, refs,
               100.0 * replay_cpu / (static_cast<double>(refs) / o.refs_per_s), o.refs_per_s);
@@ -319,8 +374,14 @@ RunResult Run(const Options& o) {
   if (!ok) std::fprintf(stderr, "agent stderr:\n%s\n", ts::Tail(ts::ReadFile(dir.Sub("agent.err"))).c_str());
   result.ok = ok;
   result.cpu_pct = 100.0 * cpu_load / load_wall;
+  result.worst_second_pct = max_cpu;
+  result.us_per_ref = us_per_ref;
   result.peak_rss = peak_rss;
   result.scrape_p50_ms = Percentile(load_ms, 0.5);
+  result.scrape_p99_ms = Percentile(load_ms, 0.99);
+  result.keepalive_p50_ms = Percentile(keepalive_ms, 0.5);
+  result.keepalive_p99_ms = Percentile(keepalive_ms, 0.99);
+  result.drain_s = drain_s;
   result.metrics_bytes = metrics_bytes;
   return result;
 }
@@ -328,6 +389,7 @@ RunResult Run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is printed, also into a file
   Options o;
   if (!ParseArgs(argc, argv, &o)) {
     Usage(argv[0]);
@@ -336,6 +398,41 @@ int main(int argc, char** argv) {
   if (::access(o.kvwatch.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "agent_load_bench: no kvwatch binary at %s (use --kvwatch)\n", o.kvwatch.c_str());
     return 2;
+  }
+  if (!o.baseline_kvwatch.empty()) {
+    if (o.tenants == "compare") {
+      Usage(argv[0]);
+      return 2;
+    }
+    // The baseline binary and this one in turn, under the same load each pair.
+    std::vector<std::pair<RunResult, RunResult>> pairs;
+    for (int i = 0; i < o.runs; ++i) {
+      Options base = o;
+      base.kvwatch = o.baseline_kvwatch;
+      RunResult b = Run(base);
+      std::printf("\n");
+      RunResult n = Run(o);
+      std::printf("\n");
+      pairs.emplace_back(b, n);
+    }
+    std::printf("baseline %s against %s, %.0f refs/s, %d pairs (each: baseline, then this); ratio: CPU per\n"
+                "reference against the pair's baseline\n",
+                o.baseline_kvwatch.c_str(), o.kvwatch.c_str(), o.refs_per_s, o.runs);
+    std::printf("%-5s %-13s %21s %9s %7s %21s %21s %19s\n", "pair", "load avg", "CPU %core (worst s)", "us/ref",
+                "ratio", "/metrics load p50/p99", "kept alive p50/p99", "caught up after");
+    bool ok = true;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const auto& [b, n] = pairs[i];
+      ok = ok && b.ok && n.ok;
+      for (const RunResult* r : {&b, &n}) {
+        std::printf("%-5s %5s-%-7s %10.1f (%7.1f) %9.3f %7s %9.2f/%8.2f ms %8.2f/%8.2f ms %17.2f s\n",
+                    r == &b ? (std::to_string(i + 1) + "b").c_str() : (std::to_string(i + 1) + "n").c_str(),
+                    r->load_before.c_str(), r->load_after.c_str(), r->cpu_pct, r->worst_second_pct, r->us_per_ref,
+                    r == &b ? "1" : std::to_string(n.us_per_ref / b.us_per_ref).substr(0, 5).c_str(), r->scrape_p50_ms,
+                    r->scrape_p99_ms, r->keepalive_p50_ms, r->keepalive_p99_ms, r->drain_s);
+      }
+    }
+    return ok ? 0 : 1;
   }
   if (o.tenants != "compare") return Run(o).ok ? 0 : 1;
   // Tenants off, on and isolated in turn, each against the off run of this process.

@@ -1,6 +1,7 @@
 #include "curve/bucketed_curve.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -252,9 +253,21 @@ WindowedCurves::WindowedCurves(std::vector<double> windows_s, const std::vector<
       adjust_references_(adjust_references),
       expected_(adjust_references ? windows_s : std::vector<double>{}, Expected{}) {}
 
-void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t weight) {
+void WindowedCurves::Add(const RequestOutcome& outcome, double t, std::uint64_t weight, BucketedCurve* also) {
   expected_.Advance(t);
-  if (!windows_.Add(t, [&](BucketedCurve& slice) { slice.Add(outcome, weight); })) ++late_requests_;
+  // One pass over the outcome for every curve it goes into (AddToEach).
+  std::array<BucketedCurve*, 16> curves;
+  std::size_t n = 0;
+  if (also != nullptr) curves[n++] = also;
+  const bool everywhere = windows_.Add(t, [&](BucketedCurve& slice) {
+    if (n == curves.size()) {
+      BucketedCurve::AddToEach(curves, outcome, weight);
+      n = 0;
+    }
+    curves[n++] = &slice;
+  });
+  BucketedCurve::AddToEach(std::span<BucketedCurve* const>(curves.data(), n), outcome, weight);
+  if (!everywhere) ++late_requests_;
 }
 
 void WindowedCurves::AddExpected(std::uint64_t refs, std::uint64_t requests, double t) {

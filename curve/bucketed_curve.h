@@ -123,7 +123,9 @@ class WindowedCurves {
   // Counts outcome in every window at time t (seconds). Times may go backwards a
   // little: a request older than a window's oldest slice is not counted there
   // (late_requests() counts those), and the clock never runs backwards.
-  void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1);
+  // `also`, when given, gets the outcome too (the lifetime curve, sharing the
+  // windows' bounds): the outcome is read once for it and every window.
+  void Add(const RequestOutcome& outcome, double t, std::uint64_t weight = 1, BucketedCurve* also = nullptr);
   // Moves the clock to t (no-op when t is not later), expiring old slices.
   void Advance(double t) {
     windows_.Advance(t);

@@ -79,8 +79,20 @@ void Agent::OnRequest(const curve::Request& request) {
 }
 
 void Agent::Ingest(std::span<const curve::Request> requests) {
-  base::MutexLock lock(mu_);
-  for (const curve::Request& r : requests) analysis_->Ingest(r, WallNow());
+  std::size_t i = 0;
+  while (i < requests.size()) {
+    {
+      // At least one request per turn, so a stream of readers cannot stall ingestion.
+      base::MutexLock lock(mu_);
+      do {
+        analysis_->Ingest(requests[i++], WallNow());
+      } while (i < requests.size() && readers_waiting_.load(std::memory_order_relaxed) == 0);
+    }
+    if (i == requests.size()) break;
+    // A reader waits for mu_: let it take its snapshot before going on (a mutex
+    // is not fair: relocking at once could starve it for the whole batch).
+    for (int n = readers_waiting_.load(); n > 0; n = readers_waiting_.load()) readers_waiting_.wait(n);
+  }
 }
 
 // Collects a collector's requests while it polls (no lock) and hands them to the
@@ -347,7 +359,10 @@ void Agent::LoadState() {
 
 AgentSnapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
   AgentSnapshot s;
+  readers_waiting_.fetch_add(1);  // Ingest hands mu_ over between two requests
   base::MutexLock lock(mu_);
+  readers_waiting_.fetch_sub(1);
+  readers_waiting_.notify_all();
   s.analysis = analysis_->TakeSnapshot(windows, canaries);
   s.collectors = published_;
   s.state = state_;

@@ -185,7 +185,8 @@ class Agent : public collectors::RequestSink {
   // What every reader reads, copied under mu_: the window curves when `windows`,
   // the canaries' totals when `canaries`.
   AgentSnapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_);
-  // Runs requests through the analysis.
+  // Runs requests through the analysis, yielding mu_ to waiting readers between
+  // two requests.
   void Ingest(std::span<const curve::Request> requests) EXCLUDES(mu_);
   // Copies collector i's stats, signals and samples (loop thread, without mu_)
   // and publishes them for the scrapes (under mu_).
@@ -197,6 +198,10 @@ class Agent : public collectors::RequestSink {
 
   AgentOptions options_;
 
+  // Readers (TakeSnapshot on an HTTP or notifier thread) waiting for mu_. Ingest
+  // checks it between two requests and hands mu_ over, so a scrape waits for one
+  // request, not for a whole batch (256 requests: 10 ms and more with canaries).
+  mutable std::atomic<int> readers_waiting_{0};
   mutable base::Mutex mu_;  // guards the state below (not the collectors: the loop owns them)
   // Engines, curves, windows, groups, canaries (analysis.h). The pointer is set
   // once by Init; what it points to is read and written under mu_ only.

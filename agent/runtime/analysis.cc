@@ -126,7 +126,6 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
   } else {
     engine_.Process(request.pages, &outcome_);
   }
-  lifetime_.Add(outcome_, weight);
   // The _sum of the histograms: in sampled mode, in full-stream units.
   const double unit = sampled_ ? static_cast<double>(curve::SampledEngine::kWeightUnit) : 1.0;
   const bool sampled = sampled_ != nullptr;
@@ -141,7 +140,7 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
   }
   const std::uint32_t r = outcome_.Requirement(options_.coverage_share);
   if (r != curve::kBeyondTracked) add_sum(&required_capacity_sum_, r);
-  windows_->Add(outcome_, t, weight);
+  windows_->Add(outcome_, t, weight, &lifetime_);  // the lifetime curve and every window, in one pass
   if (groups_) groups_->Add(request, tags, outcome_, t);
   // A sampled engine does not know the request's unlimited hits: the canaries'
   // coverage is then not exported (their page hits are exact either way).
@@ -151,6 +150,10 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
 }
 
 void Analysis::Advance(double wall_now_s) {
+  if (canaries_ && !(wall_now_s - canary_memory_wall_ < kCanaryMemoryEvery_s)) {
+    canary_memory_bytes_ = canaries_->MemoryBytes();
+    canary_memory_wall_ = wall_now_s;
+  }
   if (last_record_time_ < 0) return;
   windows_->Advance(ClockNow(wall_now_s));
   load_->Advance(ClockNow(wall_now_s));
@@ -193,7 +196,10 @@ AnalysisSnapshot Analysis::TakeSnapshot(bool windows, bool canaries) const {
   if (canaries && canaries_) {
     const curve::PolicyCanaries& c = *canaries_;
     s.has_canaries = true;
-    s.canary_memory_bytes = c.MemoryBytes();
+    // As of the last Advance (at most kCanaryMemoryEvery_s old); counted here only
+    // until the loop's first Advance has.
+    if (std::isinf(canary_memory_wall_)) canary_memory_bytes_ = c.MemoryBytes();
+    s.canary_memory_bytes = canary_memory_bytes_;
     // The engine's policy is the canaries' first (CanaryRole, snapshot.h).
     const curve::PolicyKind engine_policy = c.options().policies.front();
     for (std::size_t k = 0; k < c.size(); ++k) {
@@ -276,6 +282,7 @@ std::string Analysis::Restore(const StateParts& parts) {
   }
   // The canaries are restored when their settings are unchanged; otherwise they
   // alone start fresh (their numbers are not the curves').
+  canary_memory_wall_ = -std::numeric_limits<double>::infinity();  // recounted at the next Advance
   if (canaries_ && !parts.canaries.empty()) {
     std::span<const std::uint8_t> c(parts.canaries);
     if (!canaries_->Deserialize(&c) || !c.empty()) {
@@ -324,6 +331,7 @@ void Analysis::ResetCanaries() {
   if (!canary_options_) return;
   auto fresh = curve::PolicyCanaries::Create(*canary_options_);
   if (fresh.ok()) canaries_ = std::move(fresh).value();
+  canary_memory_wall_ = -std::numeric_limits<double>::infinity();  // recounted at the next Advance
 }
 
 }  // namespace kvwatch::agent

@@ -15,6 +15,7 @@
 #define KVWATCH_AGENT_RUNTIME_ANALYSIS_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,8 +55,15 @@ class Analysis {
   void Ingest(const curve::Request& request, double wall_now_s);
   // Moves the windows' clock (curves, canaries, groups) to ClockNow, once the
   // first record has started it: records may carry their own time base, which the
-  // wall clock must not overtake before any arrives.
+  // wall clock must not overtake before any arrives. Also refreshes the canaries'
+  // memory figure when it is kCanaryMemoryEvery_s old (the loop calls this every
+  // tick).
   void Advance(double wall_now_s);
+  // How often the canaries' memory (kvwatch_policy_canary_memory_bytes) is
+  // recounted: counting walks every cached page of every canary (about 6 ms for
+  // eight canaries of up to 100,000 pages), so a scrape reads the last count
+  // instead of walking them under the agent's mutex.
+  static constexpr double kCanaryMemoryEvery_s = 10;
   // The windows' clock: record time when records carry it, advanced at wall speed
   // since the last record.
   double ClockNow(double wall_now_s) const;
@@ -107,6 +115,11 @@ class Analysis {
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;
   std::unique_ptr<curve::PolicyCanaries> canaries_;  // null without curve.policies
+  // canaries_->MemoryBytes() as of canary_memory_wall_ (wall seconds), recounted
+  // by Advance every kCanaryMemoryEvery_s; before Advance first counted it (-inf:
+  // no loop yet, as in tests that ingest directly), TakeSnapshot counts it itself.
+  mutable std::size_t canary_memory_bytes_ = 0;
+  double canary_memory_wall_ = -std::numeric_limits<double>::infinity();
   std::optional<curve::CanaryOptions> canary_options_;  // as created (for a reset)
   // Tenants and classes (TenantsOn), else null; the engine then decomposes
   // distances by group.

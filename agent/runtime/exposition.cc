@@ -156,7 +156,7 @@ constexpr base::MetricDef kPolicyPreemptions{
     "Requests the sglang or vllm canary could not hold whole (vllm: preemptions) since start.",
     "policy,capacity_pages"};
 constexpr base::MetricDef kCanaryMemory{"kvwatch_policy_canary_memory_bytes", MetricType::kGauge,
-                                        "Memory of the policy canaries' simulations."};
+                                        "Memory of the policy canaries' simulations, recounted every 10 s."};
 
 }  // namespace
 
