@@ -43,6 +43,9 @@
 //     read budget) are reported as kLostBytes; bytes appended after the last
 //     pass and destroyed by the truncation cannot be measured, and the
 //     kTruncated event says so.
+//     Every read is checked, after it is made, against the head and offset-marker
+//     hashes: a truncation after this pass's check (the file written again past
+//     our offset) is left for the next pass, never read as the old content.
 //   - Lines end with '\n'; the line handed out excludes it, and one trailing
 //     '\r' is stripped as well (so CRLF files give the same lines as LF files).
 //     NUL bytes at the start of a line are skipped (the hole a non-O_APPEND
@@ -79,21 +82,28 @@
 // content yet is resolved only after the copies were claimed. An unreadable or
 // corrupt checkpoint is reported (kCheckpointError at the first Poll) and
 // ignored: the tailer starts as if it had none.
-// Format: a text file, "kvwatch-file-tailer-checkpoint 1", one "file ..." line
-// per entry, and "end <count> <hash>" guarding against truncated or edited files.
+// Format: a text file, "kvwatch-file-tailer-checkpoint 2", one "file ..." line
+// per entry, one "source ..." line per pattern (its mark: when the last pass
+// began), and "end <count> <hash>" guarding against truncated or edited files.
 //
 // Unread rotations (exact-path patterns): a pattern without glob characters does
 // not find its rotated files (app.log.1, app.log-20250101), so a file that was
 // created and rotated away while the tailer was down, or between two passes (the
 // loop stalled longer than the writer's rotation period), is never read. When the
 // tailer sees its file rotated away or truncated, when it opens a new file at the
-// path after its first pass, and at the first Poll() after a checkpoint was loaded,
-// every regular file in the pattern's directory whose name is the pattern's name
-// plus a separator (. - _) and more, that the tailer does not follow, and that was
-// modified after the tailer last validated that pattern's file (or its
-// checkpointed positions, or, for a new file, after the previous pass began), is
-// such a file: it is reported once as kUnreadRotation with its line count (and its
-// path), never read.
+// path after its first pass, when a file it follows that had no content yet first
+// has some (copied and truncated between two passes, it left nothing to tell), and
+// at the first Poll() after a checkpoint was loaded, every regular file in the
+// pattern's directory whose name is the pattern's name plus a separator (. - _)
+// and more, that the tailer does not follow, and that was modified after the
+// tailer last validated that pattern's file (or its checkpointed positions, or,
+// for a pattern the checkpoint has no position for, its mark; or, for a new file,
+// after the previous pass began), is such a file: it is reported once as
+// kUnreadRotation with its line count (and its path), and never read afterwards
+// (not even as a copytruncate copy). A file that starts as a file the tailer
+// follows does is not one: it is a copy of content being read (logrotate copied,
+// and has not truncated yet), read from the original or, once the truncation is
+// seen, from the copy.
 // A compressed one (.gz, .bz2, .xz, .zst, .lz4, .zip) is reported with count 0 and
 // says so. A glob that matches the rotated names ("app.log*") reads them instead.
 //
@@ -147,6 +157,7 @@ namespace kvwatch::collectors {
 namespace tail {
 struct Candidate;
 struct FilePosition;
+struct SourceMark;
 }  // namespace tail
 
 using TailStartPosition = base::TailStartPosition;  // base/source_kinds.h, shared with config/
@@ -284,6 +295,7 @@ class FileTailer {
   void ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass);
   void ScheduleUnreadScan(std::size_t source, std::int64_t since_ns);
   void ReportUnreadRotations(std::size_t source, std::int64_t since_ns, Pass& pass);
+  bool HoldsFollowedContent(const std::string& path, std::uint64_t size) const;
   std::size_t SourceForEntry(const std::string& path) const;
   void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
                        bool holds, const std::string& copy, Pass& pass);
@@ -315,7 +327,7 @@ class FileTailer {
   void DeliverLine(TailedFile& file, std::string_view line, Pass& pass);
   void SkipLongLine(TailedFile& file, std::uint64_t length, Pass& pass);
   void FlushPartialLine(TailedFile& file, Pass& pass);
-  void RefreshHashes(TailedFile& file);
+  void UpdateMarker(TailedFile& file, std::uint64_t chunk_offset, std::string_view data);
 
   // Events.
   void Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path,
@@ -326,6 +338,7 @@ class FileTailer {
 
   // Checkpoint.
   std::vector<Position> CollectPositions() const;
+  std::vector<tail::SourceMark> CollectSourceMarks() const;
 
   // Constant after construction.
   const FileTailerOptions options_;
@@ -333,6 +346,7 @@ class FileTailer {
   tail::FileWatch watch_;                           // the inotify descriptor and its watches
   std::vector<TailedFilePtr> files_;                // in the order they were opened
   std::vector<Position> restored_;                  // checkpoint entries, until the first Poll()
+  std::vector<tail::SourceMark> restored_sources_;  // ... and its source marks
   bool checkpoint_loaded_ = false;                  // a valid checkpoint was read
   std::string checkpoint_error_;                    // reported by the first Poll()
   bool polled_ = false;                             // the first Poll() has run

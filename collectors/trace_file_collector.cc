@@ -51,9 +51,10 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
   };
   bool read_error = false;
   callbacks.on_event = [&](const TailEvent& e) {
-    if (e.kind == TailEventKind::kRotated || e.kind == TailEventKind::kTruncated ||
-        e.kind == TailEventKind::kDeleted || e.kind == TailEventKind::kClosed) {
-      rotated_ = true;
+    if (e.kind == TailEventKind::kOpened || e.kind == TailEventKind::kRotated ||
+        e.kind == TailEventKind::kTruncated || e.kind == TailEventKind::kDeleted ||
+        e.kind == TailEventKind::kClosed) {
+      save_wanted_ = true;
     }
     read_error = CountTailEvent(e, &stats_, log_) || read_error;
   };
@@ -93,7 +94,7 @@ void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
   const std::string text = tailer_->SavePositions();
   base::AppendPod<std::uint64_t>(out, text.size());
   out->insert(out->end(), text.begin(), text.end());
-  rotated_ = false;
+  save_wanted_ = false;
 }
 
 base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) {

@@ -640,7 +640,7 @@ TEST_F(FileTailerCheckpointTest, RestartAfterCheckpointIsExactlyOnce) {
   ASSERT_TRUE(tailer->Checkpoint().ok());
   tailer.reset();
   EXPECT_FALSE(std::filesystem::exists(Path("tailer.checkpoint.tmp")));
-  EXPECT_EQ(ReadText(Path("tailer.checkpoint")).rfind("kvwatch-file-tailer-checkpoint 1\n", 0), 0u);
+  EXPECT_EQ(ReadText(Path("tailer.checkpoint")).rfind("kvwatch-file-tailer-checkpoint 2\n", 0), 0u);
   Append("app.log", "3\n");
   tailer = Make(CheckpointOptions({"app.log"}, TailStartPosition::kEnd));
   Poll(*tailer);
@@ -1164,6 +1164,192 @@ TEST_F(FileTailerTest, ACopyBeingDrainedWhenSavedIsResumed) {
   Poll(*tailer);
   EXPECT_THAT(recorder_.Texts(), ElementsAre("late"));
   EXPECT_TRUE(recorder_.Of(TailEventKind::kUnreadRotation).empty());
+}
+
+
+std::string NumberedLines(int first, int last) {
+  std::string text;
+  for (int i = first; i <= last; ++i) text += std::to_string(i) + "\n";
+  return text;
+}
+
+std::vector<std::string> Numbers(int first, int last) {
+  std::vector<std::string> numbers;
+  for (int i = first; i <= last; ++i) numbers.push_back(std::to_string(i));
+  return numbers;
+}
+
+// The crash test's "48 records both counted and reported unread", replayed: the
+// agent had saved its position after 48 lines; it restarted between logrotate's
+// copy (app.log.1, 100 lines) and its truncation, which came while the first pass
+// was busy (before it read). The restore's unread scan took the copy, not
+// followed, for a rotation never seen and counted its 100 lines, 48 of them
+// already counted: the state saved right after start-up said counted 48 + unread
+// 100 of 100 written; the next pass then read lines 49-100 from the copy as well.
+// The copy holds what the resumed file held, so it is not unread: it is read
+// once, from line 49, when the truncation is seen.
+TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", NumberedLines(1, 48));
+  auto tailer = Make(options);
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", NumberedLines(49, 100));
+  Copy("app.log", Path("app.log.1"));  // logrotate copied; its truncation comes during the pass
+  bool truncated = false;
+  options.before_read = [&] {
+    if (truncated) return;
+    truncated = true;
+    Truncate("app.log", 0);
+    Append("app.log", "101\n");
+  };
+  tailer = Make(options);
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  tailer->Poll(recorder_.Callbacks());  // the pass after which the agent saves
+  EXPECT_TRUE(truncated);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty())
+      << "lines 1-48 counted before the restart would be counted again as unread";
+  Poll(*tailer);
+  std::vector<std::string> expected = Numbers(49, 101);
+  EXPECT_EQ(recorder_.Texts(), expected);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  EXPECT_THAT(recorder_.Of(TailEventKind::kLostBytes), IsEmpty());
+}
+
+// The same restart with the truncation after the first pass: the resumed file
+// gives lines 49-100 and the copy is claimed with nothing left to read.
+TEST_F(FileTailerTest, ACopyOfTheResumedFileIsNotAnUnreadRotation) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", NumberedLines(1, 48));
+  auto tailer = Make(options);
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", NumberedLines(49, 100));
+  Copy("app.log", Path("app.log.1"));
+  tailer = Make(options);
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  Truncate("app.log", 0);
+  Append("app.log", "101\n");
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Texts(), Numbers(49, 101));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  // A second copytruncate: the next copy is claimed as the first was.
+  Append("app.log", "102\n");
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "103\n");
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Texts(), Numbers(49, 103));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
+// A copytruncate, and new lines past the old offset, between the pass's truncation
+// check and its read (the pass was busy draining other files): the bytes at the old
+// offset are the new content's, not the rest of the old; they are not delivered as
+// such. The next pass sees the truncation and reads the old rest from the copy.
+TEST_F(FileTailerTest, ACopyTruncateBetweenTheCheckAndTheReadIsNotReadAsTheOldContent) {
+  FileTailerOptions options = Options({"app.log"});
+  bool truncated = false;
+  bool armed = false;
+  options.before_read = [&] {
+    if (!armed || truncated) return;
+    truncated = true;
+    Copy("app.log", Path("app.log.1"));
+    Truncate("app.log", 0);
+    Append("app.log", "10\n11\n12\n");
+  };
+  Append("app.log", "1\n2\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  Append("app.log", "3\n");
+  armed = true;
+  Poll(*tailer);
+  EXPECT_TRUE(truncated);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "2", "3", "10", "11", "12"));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
+// The agent started before its file: the only save names no file. The file
+// appeared, was read (then the agent was killed before saving again) and was
+// copied and truncated twice while the agent was down. Both copies are counted as
+// unread (the restored state counts none of their lines), from the pattern's mark
+// in the save; before, the pattern had no saved position to look from and the
+// 7 lines went missing without a count.
+TEST_F(FileTailerTest, CopiesOfAFileThatAppearedAfterTheSaveAreCountedAfterARestart) {
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);  // no file yet
+  const std::string saved = tailer->SavePositions();
+  ASSERT_THAT(saved, HasSubstr("source "));
+  Append("app.log", NumberedLines(1, 5));
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Texts(), Numbers(1, 5));
+  tailer.reset();  // killed: lines 1-5 were counted in what the kill lost
+  recorder_.Clear();
+  Copy("app.log", Path("app.log.1"));
+  Truncate("app.log", 0);
+  Append("app.log", NumberedLines(6, 7));
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "8\n");
+  tailer = Make(Options({"app.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("8"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 2u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.1"));
+  EXPECT_EQ(unread[0]->count, 5u);
+  EXPECT_EQ(unread[1]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[1]->count, 2u);
+}
+
+// A pattern added to the configuration since the save has no mark: its old
+// rotated files are history, not counted.
+TEST_F(FileTailerTest, APatternNewSinceTheSaveCountsNoOldRotations) {
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  Append("other.log", "1\n");
+  Append("other.log.1", "0\n");
+  tailer = Make(Options({"app.log", "other.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1"));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
+// A followed file with no content yet (just truncated) was written, copied and
+// truncated between two passes (the loop stalled for a whole rotation period):
+// nothing in the file tells, so the tailer looks at its rotated files when it
+// first finds content, and counts the copy it never saw.
+TEST_F(FileTailerTest, AFileCopiedWhileItHadNoContentYetIsCounted) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", "1\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  Copy("app.log", Path("app.log.1"));
+  Truncate("app.log", 0);
+  Poll(*tailer);  // the copy is claimed; app.log is empty
+  Append("app.log", "2\n3\n");
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "4\n");
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "4"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 2u);
 }
 
 }  // namespace
