@@ -473,10 +473,10 @@ Status FileTailer::RestorePositions(std::string_view text) {
   return Status::Ok();
 }
 
-void FileTailer::RestoreUnreadReported(std::vector<FileId> ids) {
-  if (ids.size() > kMaxUnreadReported) ids.erase(ids.begin(), ids.end() - kMaxUnreadReported);
-  unread_order_ = std::move(ids);
-  unread_ = std::set<FileId>(unread_order_.begin(), unread_order_.end());
+void FileTailer::RestoreUnreadReported(std::vector<UnreadFile> files) {
+  unread_.clear();
+  unread_order_.clear();
+  for (const UnreadFile& f : files) RememberUnread(f.id, f.head);
 }
 
 Status FileTailer::Checkpoint() {

@@ -142,7 +142,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -150,6 +149,7 @@
 #include "base/source_kinds.h"
 #include "base/status.h"
 #include "collectors/collector_options.h"  // FileTailerOptions
+#include "collectors/file_identity.h"      // tail::ContentHash
 #include "collectors/file_watch.h"
 
 namespace kvwatch::collectors {
@@ -242,14 +242,22 @@ class FileTailer {
   // exactly as from a loaded checkpoint file (and instead of it). An error names
   // what is wrong with the text; nothing is changed then.
   base::Status RestorePositions(std::string_view text);
-  // The rotated files already reported as kUnreadRotation, as (dev, ino), oldest
-  // first (the last kMaxUnreadReported): kept by the caller with the positions so
-  // that a restart does not report (and count) them again. Restore before the
-  // first Poll().
+  // The rotated files already reported as kUnreadRotation, oldest first (the last
+  // kMaxUnreadReported): kept by the caller with the positions so that a restart
+  // does not report (and count) them again. Restore before the first Poll().
+  // Each is (dev, ino) and the hash of its first bytes when it was reported: an
+  // inode number is reused once its file is deleted, and a file with the number
+  // but other first bytes is another file (a later rotation, or a copytruncate
+  // copy to read), not the one counted. A head of length 0 (a state saved before
+  // heads were kept) takes any content for the file counted.
   using FileId = std::pair<std::uint64_t, std::uint64_t>;
+  struct UnreadFile {
+    FileId id;
+    tail::ContentHash head;
+  };
   static constexpr std::size_t kMaxUnreadReported = 4096;
-  const std::vector<FileId>& UnreadReported() const { return unread_order_; }
-  void RestoreUnreadReported(std::vector<FileId> ids);
+  const std::vector<UnreadFile>& UnreadReported() const { return unread_order_; }
+  void RestoreUnreadReported(std::vector<UnreadFile> files);
   // The files read to their end and closed, with their modification time then,
   // oldest first (the last kMaxClosedRemembered): kept by the caller too, so that a
   // restart does not count one that closed just before the state was saved as an
@@ -296,6 +304,9 @@ class FileTailer {
   void ScheduleUnreadScan(std::size_t source, std::int64_t since_ns);
   void ReportUnreadRotations(std::size_t source, std::int64_t since_ns, Pass& pass);
   bool HoldsFollowedContent(const std::string& path, std::uint64_t size) const;
+  std::size_t UnreadHeadBytes() const;
+  bool CountedUnread(std::uint64_t dev, std::uint64_t ino, const std::string& path) const;
+  void RememberUnread(const FileId& id, const tail::ContentHash& head);
   std::size_t SourceForEntry(const std::string& path) const;
   void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
                        bool holds, const std::string& copy, Pass& pass);
@@ -354,8 +365,8 @@ class FileTailer {
   std::map<std::string, std::string> open_errors_;  // path -> last reported error
   std::vector<char> buffer_;                        // read_chunk_bytes
   std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
-  std::set<FileId> unread_;                           // reported unread ...
-  std::vector<FileId> unread_order_;                  // ... in the order reported (bounded)
+  std::map<FileId, tail::ContentHash> unread_;        // reported unread -> head then ...
+  std::vector<UnreadFile> unread_order_;              // ... in the order reported (bounded)
   std::map<FileId, std::int64_t> closed_;             // closed after draining -> mtime then ...
   std::deque<FileId> closed_order_;                   // ... oldest first (bounded)
 };

@@ -200,14 +200,15 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
     if (auto closed = closed_.find({dev, ino}); closed != closed_.end() && tail::ToNs(st.st_mtim) <= closed->second) {
       continue;  // read to its end and closed, unchanged since
     }
-    if (unread_.count({dev, ino})) continue;  // reported already
+    if (CountedUnread(dev, ino, path)) continue;  // reported already
+    if (st.st_size == 0) continue;                // nothing unread in it (yet)
     if (HoldsFollowedContent(path, static_cast<std::uint64_t>(st.st_size))) continue;
-    unread_.insert({dev, ino});
-    unread_order_.emplace_back(dev, ino);
-    if (unread_order_.size() > kMaxUnreadReported) {
-      unread_.erase(unread_order_.front());
-      unread_order_.erase(unread_order_.begin());
-    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    const ContentHash head = tail::HashHead(fd, static_cast<std::uint64_t>(st.st_size), UnreadHeadBytes());
+    ::close(fd);
+    if (head.len == 0) continue;  // unreadable
+    RememberUnread({dev, ino}, head);
     if (Compressed(name)) {
       Emit(pass, TailEventKind::kUnreadRotation, source, path, 0,
            "rotated away unseen and compressed: never read, its records are not counted");
@@ -220,6 +221,43 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
              " lines never read, counted as dropped");
   }
 }
+// How many first bytes identify a file counted as unread: as many as identify a
+// followed file (FileTailerOptions::fingerprint_bytes), at least an offset
+// marker's.
+std::size_t FileTailer::UnreadHeadBytes() const {
+  return std::max<std::size_t>(options_.fingerprint_bytes, tail::kMarkerBytes);
+}
+
+// Whether the file (dev, ino) at `path` is one already counted as unread: the
+// identity, and the first bytes it had then. A file that reuses the inode number
+// of a counted one deleted since (logrotate deletes the oldest, then copies) is
+// not: counting it as the old one would lose it silently (and, as a copytruncate
+// copy, leave its unread rest unread).
+bool FileTailer::CountedUnread(std::uint64_t dev, std::uint64_t ino, const std::string& path) const {
+  const auto it = unread_.find({dev, ino});
+  if (it == unread_.end()) return false;
+  if (it->second.len == 0) return true;  // saved without its head: any content
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return true;  // cannot tell: as before
+  const std::optional<bool> same = tail::Matches(fd, 0, it->second);
+  ::close(fd);
+  return same != false;
+}
+
+// Remembers a file counted as unread (replacing what was remembered of an earlier
+// file with its inode number); the last kMaxUnreadReported are kept.
+void FileTailer::RememberUnread(const FileId& id, const ContentHash& head) {
+  if (unread_.count(id)) {
+    std::erase_if(unread_order_, [&](const UnreadFile& f) { return f.id == id; });
+  }
+  unread_[id] = head;
+  unread_order_.push_back({id, head});
+  if (unread_order_.size() > kMaxUnreadReported) {
+    unread_.erase(unread_order_.front().id);
+    unread_order_.erase(unread_order_.begin());
+  }
+}
+
 // Whether the file at `path` (`size` bytes) starts as a file we follow does: a
 // copytruncate copy of content being read (made, and its original not truncated
 // yet, or truncated since the last look), or a partial one being written. Its
@@ -372,10 +410,12 @@ void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size,
 // file. nullptr when there is none.
 FileTailer::TailedFilePtr FileTailer::FindCopy(const Position& old, std::size_t source,
                                                const std::vector<Candidate>& found, Pass& pass) {
-  // A file already counted as an unread rotation is never read as well.
-  const std::string best_path = tail::FindCopyPath(old, [this](std::uint64_t dev, std::uint64_t ino) {
-    return FindFile(dev, ino) != nullptr || unread_.count({dev, ino}) > 0;
-  });
+  // A file already counted as an unread rotation is never read as well (a file
+  // reusing its inode number is another file).
+  const std::string best_path =
+      tail::FindCopyPath(old, [this](std::uint64_t dev, std::uint64_t ino, const std::string& path) {
+        return FindFile(dev, ino) != nullptr || CountedUnread(dev, ino, path);
+      });
   if (best_path.empty()) return nullptr;
   TailedFilePtr copy = OpenFile(best_path, source, pass);
   if (copy && tail::Matches(copy->fd, 0, old.head) != true) DropFile(std::move(copy));

@@ -1352,5 +1352,135 @@ TEST_F(FileTailerTest, AFileCopiedWhileItHadNoContentYetIsCounted) {
   EXPECT_EQ(unread[0]->count, 2u);
 }
 
+
+std::uint64_t Inode(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+// The torture test's ExactPath failure (seed 20261107), replayed: a rotated file
+// was counted as unread, then deleted, and the next copytruncate copy got its
+// inode number (here: copied over it, which keeps the inode). The copy holds the
+// unread rest of the followed file; taken for the file already counted, it was
+// not read, and nothing counted the rest (seq 39 delivered 0 times). A file with
+// a counted file's inode number but other first bytes is another file.
+TEST_F(FileTailerTest, ACopyReusingTheInodeOfAFileCountedAsUnreadIsRead) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", "1\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", "2\n");
+  Copy("app.log", Path("app.log.1"));  // continues the saved position
+  Truncate("app.log", 0);
+  Append("app.log", "3\n");
+  Copy("app.log", Path("app.log.2"));  // never seen: counted
+  Truncate("app.log", 0);
+  Append("app.log", "4\n");
+  tailer = Make(options);
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2", "4"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  ASSERT_EQ(tailer->UnreadReported().size(), 1u);
+
+  const std::uint64_t inode = Inode(Path("app.log.2"));
+  Append("app.log", "5\n");                 // written after the last read
+  Copy("app.log", Path("app.log.2"));       // the copy takes the counted file's inode
+  ASSERT_EQ(Inode(Path("app.log.2")), inode);
+  Truncate("app.log", 0);
+  Append("app.log", "6\n");
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2", "4", "5", "6"));
+  EXPECT_EQ(recorder_.Of(TailEventKind::kUnreadRotation).size(), 1u);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kLostBytes), IsEmpty());
+}
+
+// What the agent keeps of a tailer across a restart: positions, files counted as
+// unread, files closed.
+struct SavedTailer {
+  std::string positions;
+  std::vector<FileTailer::UnreadFile> unread;
+  std::vector<FileTailer::ClosedFile> closed;
+};
+
+SavedTailer Save(const FileTailer& tailer) {
+  return {tailer.SavePositions(), tailer.UnreadReported(), tailer.ClosedRemembered()};
+}
+
+void Restore(FileTailer& tailer, const SavedTailer& saved) {
+  ASSERT_TRUE(tailer.RestorePositions(saved.positions).ok());
+  tailer.RestoreUnreadReported(saved.unread);
+  tailer.RestoreClosedRemembered(saved.closed);
+}
+
+// Likewise across a restart: a file counted as unread (kept in the saved state
+// with its first bytes) and, while the agent is down, overwritten in place by a
+// copy it never saw is counted again; the file counted, unchanged, is not. A
+// state saved before heads were kept (length 0) takes any content for the file
+// counted, as before.
+TEST_F(FileTailerTest, ARotationReusingTheInodeOfAFileCountedAsUnreadIsCounted) {
+  Append("app.log", "1\n");
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  SavedTailer saved = Save(*tailer);
+  tailer.reset();
+  recorder_.Clear();
+  Append("app.log", "2\n");
+  Copy("app.log", Path("app.log.1"));  // continues the saved position
+  Truncate("app.log", 0);
+  Append("app.log", "3\n4\n");
+  Copy("app.log", Path("app.log.2"));  // never seen: counted
+  Truncate("app.log", 0);
+  tailer = Make(Options({"app.log"}));
+  Restore(*tailer, saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2"));
+  ASSERT_EQ(recorder_.Of(TailEventKind::kUnreadRotation).size(), 1u);
+  saved = Save(*tailer);
+  ASSERT_EQ(saved.unread.size(), 1u);
+  EXPECT_GT(saved.unread[0].head.len, 0u);
+
+  // Restarted with nothing new: app.log.2 is not counted twice.
+  tailer.reset();
+  recorder_.Clear();
+  tailer = Make(Options({"app.log"}));
+  Restore(*tailer, saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  saved = Save(*tailer);
+
+  // Restarted after app.log.2 was overwritten in place by a copy never seen.
+  tailer.reset();
+  recorder_.Clear();
+  const std::uint64_t inode = Inode(Path("app.log.2"));
+  Append("app.log", "5\n6\n7\n");
+  Copy("app.log", Path("app.log.2"));
+  ASSERT_EQ(Inode(Path("app.log.2")), inode);
+  Truncate("app.log", 0);
+  tailer = Make(Options({"app.log"}));
+  Restore(*tailer, saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), IsEmpty());
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 3u);
+
+  // The same restart from a state without heads: not counted (as before heads).
+  tailer.reset();
+  recorder_.Clear();
+  for (FileTailer::UnreadFile& f : saved.unread) f.head = {};
+  tailer = Make(Options({"app.log"}));
+  Restore(*tailer, saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
 }  // namespace
 }  // namespace kvwatch::collectors
