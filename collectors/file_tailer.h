@@ -100,7 +100,9 @@
 // for a pattern the checkpoint has no position for, its mark; or, for a new file,
 // after the previous pass began), is such a file: it is reported once as
 // kUnreadRotation with its line count (and its path), and never read afterwards
-// (not even as a copytruncate copy). A file that starts as a file the tailer
+// (not even as a copytruncate copy); it is known by its inode and its first
+// bytes, so a later file reusing the inode number is another file. An empty one
+// holds nothing unread and is not reported. A file that starts as a file the tailer
 // follows does is not one: it is a copy of content being read (logrotate copied,
 // and has not truncated yet), read from the original or, once the truncation is
 // seen, from the copy.
