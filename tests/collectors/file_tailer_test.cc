@@ -126,6 +126,29 @@ class FileTailerTest : public ::testing::Test {
     return tailer.ok() ? std::move(tailer).value() : nullptr;
   }
 
+  // What the agent keeps of a tailer across a restart: positions, the files
+  // counted as unread, the files closed.
+  struct SavedTailer {
+    std::string positions;
+    std::vector<FileTailer::UnreadFile> unread;
+    std::vector<FileTailer::ClosedFile> closed;
+  };
+  // Saves what the agent would, destroys the tailer and forgets what it delivered.
+  SavedTailer Stop(std::unique_ptr<FileTailer>& tailer) {
+    SavedTailer saved{tailer->SavePositions(), tailer->UnreadReported(), tailer->ClosedRemembered()};
+    tailer.reset();
+    recorder_.Clear();
+    return saved;
+  }
+  // A tailer restored from `saved`, not polled yet.
+  std::unique_ptr<FileTailer> Resume(FileTailerOptions options, const SavedTailer& saved) {
+    auto tailer = Make(std::move(options));
+    EXPECT_TRUE(tailer->RestorePositions(saved.positions).ok());
+    tailer->RestoreUnreadReported(saved.unread);
+    tailer->RestoreClosedRemembered(saved.closed);
+    return tailer;
+  }
+
   // Polls until nothing is pending (a read budget may split the work).
   TailPollSummary Poll(FileTailer& tailer) {
     TailPollSummary total;
@@ -1194,9 +1217,7 @@ TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice)
   Append("app.log", NumberedLines(1, 48));
   auto tailer = Make(options);
   Poll(*tailer);
-  const std::string saved = tailer->SavePositions();
-  tailer.reset();
-  recorder_.Clear();
+  const SavedTailer saved = Stop(tailer);
   Append("app.log", NumberedLines(49, 100));
   Copy("app.log", Path("app.log.1"));  // logrotate copied; its truncation comes during the pass
   bool truncated = false;
@@ -1206,8 +1227,7 @@ TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice)
     Truncate("app.log", 0);
     Append("app.log", "101\n");
   };
-  tailer = Make(options);
-  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  tailer = Resume(options, saved);
   tailer->Poll(recorder_.Callbacks());  // the pass after which the agent saves
   EXPECT_TRUE(truncated);
   EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty())
@@ -1227,13 +1247,10 @@ TEST_F(FileTailerTest, ACopyOfTheResumedFileIsNotAnUnreadRotation) {
   Append("app.log", NumberedLines(1, 48));
   auto tailer = Make(options);
   Poll(*tailer);
-  const std::string saved = tailer->SavePositions();
-  tailer.reset();
-  recorder_.Clear();
+  const SavedTailer saved = Stop(tailer);
   Append("app.log", NumberedLines(49, 100));
   Copy("app.log", Path("app.log.1"));
-  tailer = Make(options);
-  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  tailer = Resume(options, saved);
   Poll(*tailer);
   Truncate("app.log", 0);
   Append("app.log", "101\n");
@@ -1370,9 +1387,7 @@ TEST_F(FileTailerTest, ACopyReusingTheInodeOfAFileCountedAsUnreadIsRead) {
   Append("app.log", "1\n");
   auto tailer = Make(options);
   Poll(*tailer);
-  const std::string saved = tailer->SavePositions();
-  tailer.reset();
-  recorder_.Clear();
+  const SavedTailer saved = Stop(tailer);
   Append("app.log", "2\n");
   Copy("app.log", Path("app.log.1"));  // continues the saved position
   Truncate("app.log", 0);
@@ -1380,8 +1395,7 @@ TEST_F(FileTailerTest, ACopyReusingTheInodeOfAFileCountedAsUnreadIsRead) {
   Copy("app.log", Path("app.log.2"));  // never seen: counted
   Truncate("app.log", 0);
   Append("app.log", "4\n");
-  tailer = Make(options);
-  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  tailer = Resume(options, saved);
   Poll(*tailer);
   EXPECT_THAT(recorder_.Texts(), ElementsAre("2", "4"));
   const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
@@ -1401,24 +1415,6 @@ TEST_F(FileTailerTest, ACopyReusingTheInodeOfAFileCountedAsUnreadIsRead) {
   EXPECT_THAT(recorder_.Of(TailEventKind::kLostBytes), IsEmpty());
 }
 
-// What the agent keeps of a tailer across a restart: positions, files counted as
-// unread, files closed.
-struct SavedTailer {
-  std::string positions;
-  std::vector<FileTailer::UnreadFile> unread;
-  std::vector<FileTailer::ClosedFile> closed;
-};
-
-SavedTailer Save(const FileTailer& tailer) {
-  return {tailer.SavePositions(), tailer.UnreadReported(), tailer.ClosedRemembered()};
-}
-
-void Restore(FileTailer& tailer, const SavedTailer& saved) {
-  ASSERT_TRUE(tailer.RestorePositions(saved.positions).ok());
-  tailer.RestoreUnreadReported(saved.unread);
-  tailer.RestoreClosedRemembered(saved.closed);
-}
-
 // Likewise across a restart: a file counted as unread (kept in the saved state
 // with its first bytes) and, while the agent is down, overwritten in place by a
 // copy it never saw is counted again; the file counted, unchanged, is not. A
@@ -1428,43 +1424,34 @@ TEST_F(FileTailerTest, ARotationReusingTheInodeOfAFileCountedAsUnreadIsCounted) 
   Append("app.log", "1\n");
   auto tailer = Make(Options({"app.log"}));
   Poll(*tailer);
-  SavedTailer saved = Save(*tailer);
-  tailer.reset();
-  recorder_.Clear();
+  SavedTailer saved = Stop(tailer);
   Append("app.log", "2\n");
   Copy("app.log", Path("app.log.1"));  // continues the saved position
   Truncate("app.log", 0);
   Append("app.log", "3\n4\n");
   Copy("app.log", Path("app.log.2"));  // never seen: counted
   Truncate("app.log", 0);
-  tailer = Make(Options({"app.log"}));
-  Restore(*tailer, saved);
+  tailer = Resume(Options({"app.log"}), saved);
   Poll(*tailer);
   EXPECT_THAT(recorder_.Texts(), ElementsAre("2"));
   ASSERT_EQ(recorder_.Of(TailEventKind::kUnreadRotation).size(), 1u);
-  saved = Save(*tailer);
+  saved = Stop(tailer);
   ASSERT_EQ(saved.unread.size(), 1u);
   EXPECT_GT(saved.unread[0].head.len, 0u);
 
   // Restarted with nothing new: app.log.2 is not counted twice.
-  tailer.reset();
-  recorder_.Clear();
-  tailer = Make(Options({"app.log"}));
-  Restore(*tailer, saved);
+  tailer = Resume(Options({"app.log"}), saved);
   Poll(*tailer);
   EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
-  saved = Save(*tailer);
+  saved = Stop(tailer);
 
   // Restarted after app.log.2 was overwritten in place by a copy never seen.
-  tailer.reset();
-  recorder_.Clear();
   const std::uint64_t inode = Inode(Path("app.log.2"));
   Append("app.log", "5\n6\n7\n");
   Copy("app.log", Path("app.log.2"));
   ASSERT_EQ(Inode(Path("app.log.2")), inode);
   Truncate("app.log", 0);
-  tailer = Make(Options({"app.log"}));
-  Restore(*tailer, saved);
+  tailer = Resume(Options({"app.log"}), saved);
   Poll(*tailer);
   EXPECT_THAT(recorder_.Texts(), IsEmpty());
   const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
@@ -1473,11 +1460,9 @@ TEST_F(FileTailerTest, ARotationReusingTheInodeOfAFileCountedAsUnreadIsCounted) 
   EXPECT_EQ(unread[0]->count, 3u);
 
   // The same restart from a state without heads: not counted (as before heads).
-  tailer.reset();
-  recorder_.Clear();
+  Stop(tailer);
   for (FileTailer::UnreadFile& f : saved.unread) f.head = {};
-  tailer = Make(Options({"app.log"}));
-  Restore(*tailer, saved);
+  tailer = Resume(Options({"app.log"}), saved);
   Poll(*tailer);
   EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
 }
