@@ -66,8 +66,14 @@ struct FileTailerOptions {
   // any file is opened, so that a test can rename a file inside that window (as a
   // writer rotating on a loaded machine does). Default: none.
   std::function<void()> after_expansion;
+  // Tests only: runs in every Poll() after the truncation checks and the
+  // unread-rotation scans, right before the files are read, so that a test can
+  // truncate a file inside that window (a copytruncate while the pass is busy).
+  // Default: none.
+  std::function<void()> before_read;
 
-  // Every option but `clock` and `after_expansion`, test hooks that cannot be compared.
+  // Every option but `clock`, `after_expansion` and `before_read`, test hooks that
+  // cannot be compared.
   bool operator==(const FileTailerOptions& other) const;
 };
 

@@ -104,7 +104,8 @@ std::string FindInode(const std::string& dir, std::uint64_t dev, std::uint64_t i
 }
 
 std::string FindCopyPath(const FilePosition& old,
-                         const std::function<bool(std::uint64_t dev, std::uint64_t ino)>& is_tailed) {
+                         const std::function<bool(std::uint64_t dev, std::uint64_t ino, const std::string& path)>&
+                             is_tailed) {
   if (old.head.len == 0) return "";  // no content to recognize it by
   const std::string dir_path = Dirname(old.path);
   DIR* dir = ::opendir(dir_path.c_str());
@@ -118,7 +119,7 @@ std::string FindCopyPath(const FilePosition& old,
     const auto dev = static_cast<std::uint64_t>(st.st_dev);
     const auto ino = static_cast<std::uint64_t>(st.st_ino);
     const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (dev != old.dev || ino == old.ino || is_tailed(dev, ino)) continue;
+    if (dev != old.dev || ino == old.ino || is_tailed(dev, ino, path)) continue;
     if (size < old.offset || size < old.head.len) continue;
     if (ToNs(st.st_ctim) < old.validated_ns - kCopyCtimeSlackNs) continue;
     if (!best_path.empty() && size <= best_size) continue;

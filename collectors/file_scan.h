@@ -56,12 +56,13 @@ std::string CurrentName(int fd);
 std::string FindInode(const std::string& dir, std::uint64_t dev, std::uint64_t ino);
 
 // A copytruncate copy of `old` in its directory: a regular file on old's device
-// with another inode that `is_tailed` does not claim, changed since `old` last
-// checked out, holding at least `old.offset` bytes whose head and offset marker
-// hash like `old`'s. The longest wins; "" when there is none or `old` has no head
+// with another inode that `is_tailed` (given its identity and path) does not
+// claim, changed since `old` last checked out, holding at least `old.offset`
+// bytes whose head and offset marker hash like `old`'s. The longest wins; "" when there is none or `old` has no head
 // hash to recognize it by.
 std::string FindCopyPath(const FilePosition& old,
-                         const std::function<bool(std::uint64_t dev, std::uint64_t ino)>& is_tailed);
+                         const std::function<bool(std::uint64_t dev, std::uint64_t ino, const std::string& path)>&
+                             is_tailed);
 
 // "" if the bytes reading depends on are unchanged in the file open as `fd`:
 // the head, the marker before the committed offset `pos.offset`, and

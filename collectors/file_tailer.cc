@@ -135,6 +135,7 @@ FileTailer::FileTailer(FileTailerOptions options)
   if (options_.checkpoint_path.empty()) return;
   tail::LoadedCheckpoint loaded = tail::LoadCheckpoint(options_.checkpoint_path);
   restored_ = std::move(loaded.entries);
+  restored_sources_ = std::move(loaded.sources);
   checkpoint_loaded_ = loaded.loaded;
   checkpoint_error_ = std::move(loaded.error);
 }
@@ -164,6 +165,7 @@ TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
   OpenNewFiles(found, pass);
   for (const auto& [source, since_ns] : unread_scan_) ReportUnreadRotations(source, since_ns, pass);
   unread_scan_.clear();
+  if (options_.before_read) options_.before_read();
   // Old content first: files being drained (closed, with their final partial
   // line, when done), then the live ones, each in the order they were opened.
   for (const TailedFilePtr& file : files_) {
@@ -445,27 +447,41 @@ std::vector<FileTailer::Position> FileTailer::CollectPositions() const {
   return positions;
 }
 
-std::string FileTailer::SavePositions() const { return tail::SerializeCheckpoint(CollectPositions()); }
+// Each pattern's mark is the start of the last pass (the files as they were then
+// are accounted for: followed, closed, or reported); before the first pass, the
+// marks restored.
+std::vector<tail::SourceMark> FileTailer::CollectSourceMarks() const {
+  if (!polled_) return restored_sources_;
+  std::vector<tail::SourceMark> marks;
+  for (const std::string& pattern : options_.patterns) marks.push_back({pattern, last_pass_ns_});
+  return marks;
+}
+
+std::string FileTailer::SavePositions() const {
+  return tail::SerializeCheckpoint(CollectPositions(), CollectSourceMarks());
+}
 
 Status FileTailer::RestorePositions(std::string_view text) {
   if (polled_) return Status::Error("positions can only be restored before the first poll");
-  Result<std::vector<Position>> parsed = tail::ParseCheckpoint(text, "saved positions");
+  std::vector<tail::SourceMark> sources;
+  Result<std::vector<Position>> parsed = tail::ParseCheckpoint(text, "saved positions", &sources);
   if (!parsed.ok()) return Status::Error(parsed.error());
   restored_ = std::move(parsed).value();
+  restored_sources_ = std::move(sources);
   checkpoint_loaded_ = true;
   checkpoint_error_.clear();
   return Status::Ok();
 }
 
-void FileTailer::RestoreUnreadReported(std::vector<FileId> ids) {
-  if (ids.size() > kMaxUnreadReported) ids.erase(ids.begin(), ids.end() - kMaxUnreadReported);
-  unread_order_ = std::move(ids);
-  unread_ = std::set<FileId>(unread_order_.begin(), unread_order_.end());
+void FileTailer::RestoreUnreadReported(std::vector<UnreadFile> files) {
+  unread_.clear();
+  unread_order_.clear();
+  for (const UnreadFile& f : files) RememberUnread(f.id, f.head);
 }
 
 Status FileTailer::Checkpoint() {
   if (options_.checkpoint_path.empty()) return Status::Ok();
-  Status written = tail::WriteCheckpoint(options_.checkpoint_path, CollectPositions());
+  Status written = tail::WriteCheckpoint(options_.checkpoint_path, CollectPositions(), CollectSourceMarks());
   if (!written.ok()) return Status::Error("checkpoint: " + written.error());
   return Status::Ok();
 }

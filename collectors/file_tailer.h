@@ -43,6 +43,9 @@
 //     read budget) are reported as kLostBytes; bytes appended after the last
 //     pass and destroyed by the truncation cannot be measured, and the
 //     kTruncated event says so.
+//     Every read is checked, after it is made, against the head and offset-marker
+//     hashes: a truncation after this pass's check (the file written again past
+//     our offset) is left for the next pass, never read as the old content.
 //   - Lines end with '\n'; the line handed out excludes it, and one trailing
 //     '\r' is stripped as well (so CRLF files give the same lines as LF files).
 //     NUL bytes at the start of a line are skipped (the hole a non-O_APPEND
@@ -79,21 +82,30 @@
 // content yet is resolved only after the copies were claimed. An unreadable or
 // corrupt checkpoint is reported (kCheckpointError at the first Poll) and
 // ignored: the tailer starts as if it had none.
-// Format: a text file, "kvwatch-file-tailer-checkpoint 1", one "file ..." line
-// per entry, and "end <count> <hash>" guarding against truncated or edited files.
+// Format: a text file, "kvwatch-file-tailer-checkpoint 2", one "file ..." line
+// per entry, one "source ..." line per pattern (its mark: when the last pass
+// began), and "end <count> <hash>" guarding against truncated or edited files.
 //
 // Unread rotations (exact-path patterns): a pattern without glob characters does
 // not find its rotated files (app.log.1, app.log-20250101), so a file that was
 // created and rotated away while the tailer was down, or between two passes (the
 // loop stalled longer than the writer's rotation period), is never read. When the
 // tailer sees its file rotated away or truncated, when it opens a new file at the
-// path after its first pass, and at the first Poll() after a checkpoint was loaded,
-// every regular file in the pattern's directory whose name is the pattern's name
-// plus a separator (. - _) and more, that the tailer does not follow, and that was
-// modified after the tailer last validated that pattern's file (or its
-// checkpointed positions, or, for a new file, after the previous pass began), is
-// such a file: it is reported once as kUnreadRotation with its line count (and its
-// path), never read.
+// path after its first pass, when a file it follows that had no content yet first
+// has some (copied and truncated between two passes, it left nothing to tell), and
+// at the first Poll() after a checkpoint was loaded, every regular file in the
+// pattern's directory whose name is the pattern's name plus a separator (. - _)
+// and more, that the tailer does not follow, and that was modified after the
+// tailer last validated that pattern's file (or its checkpointed positions, or,
+// for a pattern the checkpoint has no position for, its mark; or, for a new file,
+// after the previous pass began), is such a file: it is reported once as
+// kUnreadRotation with its line count (and its path), and never read afterwards
+// (not even as a copytruncate copy); it is known by its inode and its first
+// bytes, so a later file reusing the inode number is another file. An empty one
+// holds nothing unread and is not reported. A file that starts as a file the tailer
+// follows does is not one: it is a copy of content being read (logrotate copied,
+// and has not truncated yet), read from the original or, once the truncation is
+// seen, from the copy.
 // A compressed one (.gz, .bz2, .xz, .zst, .lz4, .zip) is reported with count 0 and
 // says so. A glob that matches the rotated names ("app.log*") reads them instead.
 //
@@ -132,7 +144,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -140,6 +151,7 @@
 #include "base/source_kinds.h"
 #include "base/status.h"
 #include "collectors/collector_options.h"  // FileTailerOptions
+#include "collectors/file_identity.h"      // tail::ContentHash
 #include "collectors/file_watch.h"
 
 namespace kvwatch::collectors {
@@ -147,6 +159,7 @@ namespace kvwatch::collectors {
 namespace tail {
 struct Candidate;
 struct FilePosition;
+struct SourceMark;
 }  // namespace tail
 
 using TailStartPosition = base::TailStartPosition;  // base/source_kinds.h, shared with config/
@@ -231,14 +244,22 @@ class FileTailer {
   // exactly as from a loaded checkpoint file (and instead of it). An error names
   // what is wrong with the text; nothing is changed then.
   base::Status RestorePositions(std::string_view text);
-  // The rotated files already reported as kUnreadRotation, as (dev, ino), oldest
-  // first (the last kMaxUnreadReported): kept by the caller with the positions so
-  // that a restart does not report (and count) them again. Restore before the
-  // first Poll().
+  // The rotated files already reported as kUnreadRotation, oldest first (the last
+  // kMaxUnreadReported): kept by the caller with the positions so that a restart
+  // does not report (and count) them again. Restore before the first Poll().
+  // Each is (dev, ino) and the hash of its first bytes when it was reported: an
+  // inode number is reused once its file is deleted, and a file with the number
+  // but other first bytes is another file (a later rotation, or a copytruncate
+  // copy to read), not the one counted. A head of length 0 (a state saved before
+  // heads were kept) takes any content for the file counted.
   using FileId = std::pair<std::uint64_t, std::uint64_t>;
+  struct UnreadFile {
+    FileId id;
+    tail::ContentHash head;
+  };
   static constexpr std::size_t kMaxUnreadReported = 4096;
-  const std::vector<FileId>& UnreadReported() const { return unread_order_; }
-  void RestoreUnreadReported(std::vector<FileId> ids);
+  const std::vector<UnreadFile>& UnreadReported() const { return unread_order_; }
+  void RestoreUnreadReported(std::vector<UnreadFile> files);
   // The files read to their end and closed, with their modification time then,
   // oldest first (the last kMaxClosedRemembered): kept by the caller too, so that a
   // restart does not count one that closed just before the state was saved as an
@@ -284,6 +305,10 @@ class FileTailer {
   void ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass);
   void ScheduleUnreadScan(std::size_t source, std::int64_t since_ns);
   void ReportUnreadRotations(std::size_t source, std::int64_t since_ns, Pass& pass);
+  bool HoldsFollowedContent(const std::string& path, std::uint64_t size) const;
+  std::size_t UnreadHeadBytes() const;
+  bool CountedUnread(std::uint64_t dev, std::uint64_t ino, const std::string& path) const;
+  void RememberUnread(const FileId& id, const tail::ContentHash& head);
   std::size_t SourceForEntry(const std::string& path) const;
   void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
                        bool holds, const std::string& copy, Pass& pass);
@@ -315,7 +340,7 @@ class FileTailer {
   void DeliverLine(TailedFile& file, std::string_view line, Pass& pass);
   void SkipLongLine(TailedFile& file, std::uint64_t length, Pass& pass);
   void FlushPartialLine(TailedFile& file, Pass& pass);
-  void RefreshHashes(TailedFile& file);
+  void UpdateMarker(TailedFile& file, std::uint64_t chunk_offset, std::string_view data);
 
   // Events.
   void Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path,
@@ -326,6 +351,7 @@ class FileTailer {
 
   // Checkpoint.
   std::vector<Position> CollectPositions() const;
+  std::vector<tail::SourceMark> CollectSourceMarks() const;
 
   // Constant after construction.
   const FileTailerOptions options_;
@@ -333,6 +359,7 @@ class FileTailer {
   tail::FileWatch watch_;                           // the inotify descriptor and its watches
   std::vector<TailedFilePtr> files_;                // in the order they were opened
   std::vector<Position> restored_;                  // checkpoint entries, until the first Poll()
+  std::vector<tail::SourceMark> restored_sources_;  // ... and its source marks
   bool checkpoint_loaded_ = false;                  // a valid checkpoint was read
   std::string checkpoint_error_;                    // reported by the first Poll()
   bool polled_ = false;                             // the first Poll() has run
@@ -340,8 +367,8 @@ class FileTailer {
   std::map<std::string, std::string> open_errors_;  // path -> last reported error
   std::vector<char> buffer_;                        // read_chunk_bytes
   std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
-  std::set<FileId> unread_;                           // reported unread ...
-  std::vector<FileId> unread_order_;                  // ... in the order reported (bounded)
+  std::map<FileId, tail::ContentHash> unread_;        // reported unread -> head then ...
+  std::vector<UnreadFile> unread_order_;              // ... in the order reported (bounded)
   std::map<FileId, std::int64_t> closed_;             // closed after draining -> mtime then ...
   std::deque<FileId> closed_order_;                   // ... oldest first (bounded)
 };

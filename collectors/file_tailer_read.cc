@@ -32,6 +32,8 @@ void FileTailer::ReadAvailable(TailedFile& file, Pass& pass) {
   const std::uint64_t budget =
       options_.max_read_bytes_per_poll == 0 ? UINT64_MAX : options_.max_read_bytes_per_poll;
   const std::uint64_t committed_before = file.pos.offset;
+  const tail::ContentHash marker_before = file.pos.marker;  // the bytes before committed_before
+  const bool checkable = file.pos.head.len > 0 || marker_before.len > 0;
   std::uint64_t consumed = 0;
   file.at_eof = false;
   for (;;) {
@@ -47,12 +49,28 @@ void FileTailer::ReadAvailable(TailedFile& file, Pass& pass) {
       file.at_eof = true;
       break;
     }
+    // Truncated, and written again past our offset, since CheckTruncation looked
+    // this pass (a copytruncate while the pass drained other files): the bytes
+    // just read would be new content taken for the old. The content before them,
+    // checked after the read, still being ours proves they are ours (a truncation
+    // never brings old content back); otherwise they are left for the next pass,
+    // which sees the truncation.
+    if (checkable && (tail::Matches(file.fd, 0, file.pos.head) != true ||
+                      tail::Matches(file.fd, committed_before - marker_before.len, marker_before) != true)) {
+      break;
+    }
     const std::uint64_t chunk_offset = file.read_offset;
     file.read_offset += static_cast<std::uint64_t>(n);
     file.last_size = std::max(file.last_size, file.read_offset);
     pass.summary.bytes += static_cast<std::uint64_t>(n);
     consumed += static_cast<std::uint64_t>(n);
+    const std::uint64_t offset_before = file.pos.offset;
     ConsumeChunk(file, chunk_offset, std::string_view(buffer_.data(), n), pass);
+    if (file.pos.offset != offset_before) UpdateMarker(file, chunk_offset, std::string_view(buffer_.data(), n));
+    if (chunk_offset == 0 && file.pos.head.len < options_.fingerprint_bytes) {  // likewise the head
+      const std::size_t len = std::min<std::size_t>(static_cast<std::size_t>(n), options_.fingerprint_bytes);
+      file.pos.head = tail::ContentHash{static_cast<std::uint32_t>(len), tail::Fnv1a(std::string_view(buffer_.data(), len))};
+    }
     if (static_cast<std::size_t>(n) < buffer_.size()) {  // a short read: end of file for now
       file.at_eof = true;
       break;
@@ -62,18 +80,26 @@ void FileTailer::ReadAvailable(TailedFile& file, Pass& pass) {
       break;
     }
   }
-  if (file.pos.offset != committed_before || file.pos.head.len < options_.fingerprint_bytes) {
-    RefreshHashes(file);
-  }
-}
-
-// Extends the head hash while the file is shorter than fingerprint_bytes and
-// recomputes the marker before the committed offset.
-void FileTailer::RefreshHashes(TailedFile& file) {
+  // Extends the head hash while the file is shorter than fingerprint_bytes.
   if (file.pos.head.len < options_.fingerprint_bytes && file.read_offset > file.pos.head.len) {
     file.pos.head = HashHead(file.fd, file.read_offset, options_.fingerprint_bytes);
   }
-  file.pos.marker = HashBefore(file.fd, file.pos.offset);
+}
+
+// The marker before the committed offset, from the bytes just consumed (`data`, at
+// chunk_offset): hashing the file again could hash a truncation's new content, and
+// the copy would then not be recognized. Only when the bytes before the offset
+// began in an earlier chunk (a line longer than the marker crossing chunks) are
+// they read again.
+void FileTailer::UpdateMarker(TailedFile& file, std::uint64_t chunk_offset, std::string_view data) {
+  const std::uint64_t len = std::min<std::uint64_t>(file.pos.offset, tail::kMarkerBytes);
+  const std::uint64_t from = file.pos.offset - len;
+  if (from >= chunk_offset && file.pos.offset <= chunk_offset + data.size()) {
+    file.pos.marker = tail::ContentHash{static_cast<std::uint32_t>(len),
+                                        tail::Fnv1a(data.substr(from - chunk_offset, len))};
+  } else {
+    file.pos.marker = HashBefore(file.fd, file.pos.offset);
+  }
 }
 
 // Splits `data` (the bytes at chunk_offset) into lines. Invariant: when

@@ -18,6 +18,7 @@
 #include "collectors/file_identity.h"
 #include "collectors/file_scan.h"
 #include "collectors/file_tailer_internal.h"
+#include "collectors/tail_checkpoint.h"
 
 namespace kvwatch::collectors {
 
@@ -120,7 +121,11 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
     ResolveDeferred(*d.entry, d.source, d.matched, std::move(d.file), d.holds, d.copy, pass);
   }
   // Rotations of exact-path patterns written after the checkpointed positions
-  // were last validated (at the end of this pass, once every file is open).
+  // were last validated (at the end of this pass, once every file is open). A
+  // pattern without positions (its file appeared after the save, or none was
+  // there) looks from its mark, when the saved pass looked: a file that appeared
+  // after the save and was rotated away while we were down (read by the run that
+  // died, or not at all) is counted, not silently forgotten.
   for (std::size_t source = 0; source < options_.patterns.size(); ++source) {
     if (HasGlob(options_.patterns[source])) continue;
     for (const Position& e : entries) {
@@ -128,7 +133,12 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
       auto [it, added] = unread_scan_.emplace(source, e.validated_ns);
       if (!added) it->second = std::max(it->second, e.validated_ns);
     }
+    if (unread_scan_.count(source)) continue;
+    for (const tail::SourceMark& mark : restored_sources_) {
+      if (mark.pattern == options_.patterns[source]) unread_scan_.emplace(source, mark.since_ns);
+    }
   }
+  restored_sources_.clear();
 }
 
 namespace {
@@ -190,12 +200,15 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
     if (auto closed = closed_.find({dev, ino}); closed != closed_.end() && tail::ToNs(st.st_mtim) <= closed->second) {
       continue;  // read to its end and closed, unchanged since
     }
-    if (!unread_.insert({dev, ino}).second) continue;  // reported already
-    unread_order_.emplace_back(dev, ino);
-    if (unread_order_.size() > kMaxUnreadReported) {
-      unread_.erase(unread_order_.front());
-      unread_order_.erase(unread_order_.begin());
-    }
+    if (CountedUnread(dev, ino, path)) continue;  // reported already
+    if (st.st_size == 0) continue;                // nothing unread in it (yet)
+    if (HoldsFollowedContent(path, static_cast<std::uint64_t>(st.st_size))) continue;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    const ContentHash head = tail::HashHead(fd, static_cast<std::uint64_t>(st.st_size), UnreadHeadBytes());
+    ::close(fd);
+    if (head.len == 0) continue;  // unreadable
+    RememberUnread({dev, ino}, head);
     if (Compressed(name)) {
       Emit(pass, TailEventKind::kUnreadRotation, source, path, 0,
            "rotated away unseen and compressed: never read, its records are not counted");
@@ -208,6 +221,72 @@ void FileTailer::ReportUnreadRotations(std::size_t source, std::int64_t since_ns
              " lines never read, counted as dropped");
   }
 }
+// How many first bytes identify a file counted as unread: as many as identify a
+// followed file (FileTailerOptions::fingerprint_bytes), at least an offset
+// marker's.
+std::size_t FileTailer::UnreadHeadBytes() const {
+  return std::max<std::size_t>(options_.fingerprint_bytes, tail::kMarkerBytes);
+}
+
+// Whether the file (dev, ino) at `path` is one already counted as unread: the
+// identity, and the first bytes it had then. A file that reuses the inode number
+// of a counted one deleted since (logrotate deletes the oldest, then copies) is
+// not: counting it as the old one would lose it silently (and, as a copytruncate
+// copy, leave its unread rest unread).
+bool FileTailer::CountedUnread(std::uint64_t dev, std::uint64_t ino, const std::string& path) const {
+  const auto it = unread_.find({dev, ino});
+  if (it == unread_.end()) return false;
+  if (it->second.len == 0) return true;  // saved without its head: any content
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return true;  // cannot tell: as before
+  const std::optional<bool> same = tail::Matches(fd, 0, it->second);
+  ::close(fd);
+  return same != false;
+}
+
+// Remembers a file counted as unread (replacing what was remembered of an earlier
+// file with its inode number); the last kMaxUnreadReported are kept.
+void FileTailer::RememberUnread(const FileId& id, const ContentHash& head) {
+  if (unread_.count(id)) {
+    std::erase_if(unread_order_, [&](const UnreadFile& f) { return f.id == id; });
+  }
+  unread_[id] = head;
+  unread_order_.push_back({id, head});
+  if (unread_order_.size() > kMaxUnreadReported) {
+    unread_.erase(unread_order_.front().id);
+    unread_order_.erase(unread_order_.begin());
+  }
+}
+
+// Whether the file at `path` (`size` bytes) starts as a file we follow does: a
+// copytruncate copy of content being read (made, and its original not truncated
+// yet, or truncated since the last look), or a partial one being written. Its
+// lines are read from the followed file, or from it once the truncation is seen
+// (FindCopy): counting it as unread as well would count them twice (a restart
+// between logrotate's copy and its truncation did).
+bool FileTailer::HoldsFollowedContent(const std::string& path, std::uint64_t size) const {
+  if (size == 0) return false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  bool holds = false;
+  for (const TailedFilePtr& file : files_) {
+    const ContentHash& head = file->pos.head;
+    if (head.len > 0 && size >= head.len) {
+      holds = tail::Matches(fd, 0, head) == true;
+    } else {
+      // Shorter than the followed file's head fingerprint (or it has none yet):
+      // compare the bytes themselves with what the followed file holds now.
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, 4096));
+      std::string mine(n, '\0'), theirs(n, '\0');
+      holds = tail::PreadFull(fd, mine.data(), n, 0) == static_cast<ssize_t>(n) &&
+              tail::PreadFull(file->fd, theirs.data(), n, 0) == static_cast<ssize_t>(n) && mine == theirs;
+    }
+    if (holds) break;
+  }
+  ::close(fd);
+  return holds;
+}
+
 // Adds `file` (which holds `entry`) at the entry's position. A file no
 // pattern finds was renamed while we were down: it is drained like a rotated one.
 void FileTailer::ResumeAt(TailedFilePtr file, const Position& entry, bool matched, Pass& pass) {
@@ -287,6 +366,12 @@ void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>&
     reason = std::move(*change);
   }
   if (reason.empty()) {
+    // A file with no content yet (just created or truncated) that has some now: a
+    // copytruncate of it since the last pass (the loop stalled for the writer's
+    // whole rotation period) left nothing to tell, so its rotated files are looked at.
+    if (file.pos.head.len == 0 && file.read_offset == 0 && size > 0) {
+      ScheduleUnreadScan(file.source, file.pos.validated_ns);
+    }
     file.last_size = size;
     file.pos.validated_ns = pass.now_ns;
     return;
@@ -325,8 +410,12 @@ void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size,
 // file. nullptr when there is none.
 FileTailer::TailedFilePtr FileTailer::FindCopy(const Position& old, std::size_t source,
                                                const std::vector<Candidate>& found, Pass& pass) {
-  const std::string best_path = tail::FindCopyPath(
-      old, [this](std::uint64_t dev, std::uint64_t ino) { return FindFile(dev, ino) != nullptr; });
+  // A file already counted as an unread rotation is never read as well (a file
+  // reusing its inode number is another file).
+  const std::string best_path =
+      tail::FindCopyPath(old, [this](std::uint64_t dev, std::uint64_t ino, const std::string& path) {
+        return FindFile(dev, ino) != nullptr || CountedUnread(dev, ino, path);
+      });
   if (best_path.empty()) return nullptr;
   TailedFilePtr copy = OpenFile(best_path, source, pass);
   if (copy && tail::Matches(copy->fd, 0, old.head) != true) DropFile(std::move(copy));

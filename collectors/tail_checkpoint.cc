@@ -21,7 +21,8 @@ using base::Status;
 
 constexpr std::size_t kMaxCheckpointBytes = 64 << 20;
 constexpr std::string_view kCheckpointMagic = "kvwatch-file-tailer-checkpoint";
-constexpr std::uint64_t kCheckpointVersion = 1;
+constexpr std::uint64_t kCheckpointVersion = 2;
+constexpr std::uint64_t kCheckpointVersionWithoutSources = 1;
 
 // Percent-escapes the bytes that would break the checkpoint's space-separated lines.
 std::string EscapePath(std::string_view path) {
@@ -121,7 +122,26 @@ std::optional<std::string> ParseCheckpointEntry(std::string_view line, FilePosit
   return std::nullopt;
 }
 
-Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const std::string& name) {
+namespace {
+
+std::string FormatSourceMark(const SourceMark& s) {
+  return "source " + std::to_string(s.since_ns) + " " + EscapePath(s.pattern) + "\n";
+}
+
+std::optional<std::string> ParseSourceMark(std::string_view line, SourceMark& s) {
+  const std::vector<std::string_view> f = SplitSpaces(line);
+  if (f.size() != 3) return "expected 'source <ns> <pattern>', got " + std::to_string(f.size()) + " fields";
+  if (!ParseInt(f[1], s.since_ns)) return "bad timestamp '" + std::string(f[1]) + "'";
+  std::optional<std::string> pattern = UnescapePath(f[2]);
+  if (!pattern || pattern->empty()) return "bad pattern '" + std::string(f[2]) + "'";
+  s.pattern = std::move(*pattern);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const std::string& name,
+                                                  std::vector<SourceMark>* sources) {
   using R = Result<std::vector<FilePosition>>;
   std::vector<FilePosition> entries;
   std::size_t at = 0;
@@ -144,7 +164,7 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
         return R::Error(where + "expected the header '" + std::string(kCheckpointMagic) + " " +
                         std::to_string(kCheckpointVersion) + "'");
       }
-      if (version != kCheckpointVersion) {
+      if (version != kCheckpointVersion && version != kCheckpointVersionWithoutSources) {
         return R::Error(where + "unsupported version " + std::to_string(version) +
                         " (this build reads version " + std::to_string(kCheckpointVersion) + ")");
       }
@@ -161,6 +181,10 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
       }
       if (hash != Fnv1a(text.substr(0, at))) return R::Error(where + "checksum mismatch");
       ended = true;
+    } else if (line.starts_with("source ")) {
+      SourceMark mark;
+      if (std::optional<std::string> error = ParseSourceMark(line, mark)) return R::Error(where + *error);
+      if (sources) sources->push_back(std::move(mark));
     } else {
       FilePosition p;
       if (std::optional<std::string> error = ParseCheckpointEntry(line, p)) return R::Error(where + *error);
@@ -172,17 +196,19 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
   return entries;
 }
 
-std::string SerializeCheckpoint(const std::vector<FilePosition>& entries) {
+std::string SerializeCheckpoint(const std::vector<FilePosition>& entries, const std::vector<SourceMark>& sources) {
   std::string text =
       std::string(kCheckpointMagic) + " " + std::to_string(kCheckpointVersion) + "\n";
   for (const FilePosition& entry : entries) text += FormatCheckpointEntry(entry);
+  for (const SourceMark& source : sources) text += FormatSourceMark(source);
   text += "end " + std::to_string(entries.size()) + " " + Hex16(Fnv1a(text)) + "\n";
   return text;
 }
 
 
-Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries) {
-  return base::WriteFileAtomically(path, SerializeCheckpoint(entries));
+Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries,
+                       const std::vector<SourceMark>& sources) {
+  return base::WriteFileAtomically(path, SerializeCheckpoint(entries, sources));
 }
 
 // A complete "<path>.tmp" is newer than <path> (a crash came between its fsync
@@ -192,8 +218,10 @@ LoadedCheckpoint LoadCheckpoint(const std::string& path) {
   LoadedCheckpoint loaded;
   Result<std::string> tmp = base::ReadWholeFile(path + ".tmp", kMaxCheckpointBytes);
   if (tmp.ok()) {
-    Result<std::vector<FilePosition>> parsed = ParseCheckpoint(tmp.value(), path + ".tmp");
+    std::vector<SourceMark> sources;
+    Result<std::vector<FilePosition>> parsed = ParseCheckpoint(tmp.value(), path + ".tmp", &sources);
     if (parsed.ok()) {
+      loaded.sources = std::move(sources);
       loaded.entries = std::move(parsed).value();
       loaded.loaded = true;
       return loaded;
@@ -205,8 +233,9 @@ LoadedCheckpoint LoadCheckpoint(const std::string& path) {
     loaded.error = "checkpoint unreadable: " + text.error();
     return loaded;
   }
-  Result<std::vector<FilePosition>> parsed = ParseCheckpoint(text.value(), path);
+  Result<std::vector<FilePosition>> parsed = ParseCheckpoint(text.value(), path, &loaded.sources);
   if (!parsed.ok()) {
+    loaded.sources.clear();
     loaded.error = "checkpoint corrupt: " + parsed.error();
     return loaded;
   }

@@ -1,8 +1,9 @@
 // FileTailer's checkpoint file (collectors/file_tailer.h, "Checkpoint"): the
 // committed FilePosition of every tailed file, so that a restart neither loses
-// nor repeats a line. A text file: the header "kvwatch-file-tailer-checkpoint 1",
-// one "file ..." line per entry, and "end <count> <hash>" guarding against a
-// truncated or edited file. Written atomically ("<path>.tmp", fsync, rename over
+// nor repeats a line. A text file: the header "kvwatch-file-tailer-checkpoint 2",
+// one "file ..." line per entry, one "source ..." line per pattern (version 2;
+// version 1 had none and still loads), and "end <count> <hash>" guarding against
+// a truncated or edited file. Written atomically ("<path>.tmp", fsync, rename over
 // <path>, fsync of the directory); a complete leftover "<path>.tmp" is newer
 // and is preferred when loading.
 //
@@ -11,6 +12,7 @@
 #ifndef KVWATCH_COLLECTORS_TAIL_CHECKPOINT_H_
 #define KVWATCH_COLLECTORS_TAIL_CHECKPOINT_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,19 +29,37 @@ std::string FormatCheckpointEntry(const FilePosition& p);
 // Parses one "file" line (without '\n') into `p`; the error text, or nullopt.
 std::optional<std::string> ParseCheckpointEntry(std::string_view line, FilePosition& p);
 
-// The whole file: header, one line per entry, end line.
-std::string SerializeCheckpoint(const std::vector<FilePosition>& entries);
-// The entries of a whole file; an error names `name`, the line and what is wrong.
-base::Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text,
-                                                         const std::string& name);
+// One pattern's mark: when the tailer that saved the checkpoint last looked at
+// the files of `pattern` (the start of its last pass). A rotated file of that
+// pattern written later, that a restart does not follow, was not read by it
+// (FileTailer's unread rotations). One "source" line: since_ns and the
+// percent-escaped pattern.
+struct SourceMark {
+  std::string pattern;
+  std::int64_t since_ns = 0;
+  bool operator==(const SourceMark&) const = default;
+};
 
-// Atomically replaces `path` with `entries`; its directory must exist. An error
-// names the file and the failing step; the previous file is then still intact.
-base::Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries);
+// The whole file: header, one line per entry and per source mark, end line (the
+// count is of entries).
+std::string SerializeCheckpoint(const std::vector<FilePosition>& entries,
+                                const std::vector<SourceMark>& sources = {});
+// The entries of a whole file (and, if `sources` is given, its source marks);
+// an error names `name`, the line and what is wrong.
+base::Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text,
+                                                         const std::string& name,
+                                                         std::vector<SourceMark>* sources = nullptr);
+
+// Atomically replaces `path` with `entries` and `sources`; its directory must
+// exist. An error names the file and the failing step; the previous file is then
+// still intact.
+base::Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries,
+                             const std::vector<SourceMark>& sources = {});
 
 // What LoadCheckpoint found.
 struct LoadedCheckpoint {
   std::vector<FilePosition> entries;
+  std::vector<SourceMark> sources;
   bool loaded = false;  // a valid checkpoint was read (it may hold no entries)
   std::string error;    // "checkpoint unreadable: ..." or "checkpoint corrupt: ..."; "" if none
 };

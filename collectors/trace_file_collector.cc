@@ -51,9 +51,10 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
   };
   bool read_error = false;
   callbacks.on_event = [&](const TailEvent& e) {
-    if (e.kind == TailEventKind::kRotated || e.kind == TailEventKind::kTruncated ||
-        e.kind == TailEventKind::kDeleted || e.kind == TailEventKind::kClosed) {
-      rotated_ = true;
+    if (e.kind == TailEventKind::kOpened || e.kind == TailEventKind::kRotated ||
+        e.kind == TailEventKind::kTruncated || e.kind == TailEventKind::kDeleted ||
+        e.kind == TailEventKind::kClosed) {
+      save_wanted_ = true;
     }
     read_error = CountTailEvent(e, &stats_, log_) || read_error;
   };
@@ -68,9 +69,11 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
 // continue across restarts with the curves they fed), the rotated files already
 // counted as unread (so a restart does not count them again), the files it read
 // to their end and closed (so a restart does not count them as unread either) and
-// the tailer's positions. Version 2 had no closed files; it still loads.
+// the tailer's positions. Version 3 kept no head hash of the unread files (they
+// load as matching any content), version 2 no closed files either; both still load.
 namespace {
-constexpr std::uint32_t kTraceFileStateVersion = 3;
+constexpr std::uint32_t kTraceFileStateVersion = 4;
+constexpr std::uint32_t kTraceFileStateVersionWithoutHeads = 3;
 constexpr std::uint32_t kTraceFileStateVersionWithoutClosed = 2;
 }  // namespace
 
@@ -79,9 +82,11 @@ void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
   AppendStats(stats_, out);
   const auto& unread = tailer_->UnreadReported();
   base::AppendPod<std::uint64_t>(out, unread.size());
-  for (const auto& [dev, ino] : unread) {
-    base::AppendPod(out, dev);
-    base::AppendPod(out, ino);
+  for (const FileTailer::UnreadFile& f : unread) {
+    base::AppendPod(out, f.id.first);
+    base::AppendPod(out, f.id.second);
+    base::AppendPod(out, f.head.len);
+    base::AppendPod(out, f.head.hash);
   }
   const std::vector<FileTailer::ClosedFile> closed = tailer_->ClosedRemembered();
   base::AppendPod<std::uint64_t>(out, closed.size());
@@ -93,7 +98,7 @@ void TraceFileCollector::AppendState(std::vector<std::uint8_t>* out) const {
   const std::string text = tailer_->SavePositions();
   base::AppendPod<std::uint64_t>(out, text.size());
   out->insert(out->end(), text.begin(), text.end());
-  rotated_ = false;
+  save_wanted_ = false;
 }
 
 base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) {
@@ -101,20 +106,26 @@ base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) 
   std::uint64_t len = 0;
   CollectorStats stats;
   if (!base::ReadPod(&in, &version)) return base::Status::Error("truncated");
-  if (version != kTraceFileStateVersion && version != kTraceFileStateVersionWithoutClosed) {
+  if (version != kTraceFileStateVersion && version != kTraceFileStateVersionWithoutHeads &&
+      version != kTraceFileStateVersionWithoutClosed) {
     return base::Status::Error("version " + std::to_string(version));
   }
+  const bool heads = version >= kTraceFileStateVersion;
+  const std::uint64_t unread_bytes = heads ? 28 : 16;
   std::uint64_t n_unread = 0;
   if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &n_unread) ||
-      n_unread > FileTailer::kMaxUnreadReported || n_unread * 16 > in.size()) {
+      n_unread > FileTailer::kMaxUnreadReported || n_unread * unread_bytes > in.size()) {
     return base::Status::Error("malformed counters");
   }
-  std::vector<FileTailer::FileId> unread(n_unread);
-  for (auto& [dev, ino] : unread) {
-    if (!base::ReadPod(&in, &dev) || !base::ReadPod(&in, &ino)) return base::Status::Error("malformed counters");
+  std::vector<FileTailer::UnreadFile> unread(n_unread);
+  for (FileTailer::UnreadFile& f : unread) {
+    if (!base::ReadPod(&in, &f.id.first) || !base::ReadPod(&in, &f.id.second) ||
+        (heads && (!base::ReadPod(&in, &f.head.len) || !base::ReadPod(&in, &f.head.hash)))) {
+      return base::Status::Error("malformed counters");
+    }
   }
   std::vector<FileTailer::ClosedFile> closed;
-  if (version == kTraceFileStateVersion) {
+  if (version >= kTraceFileStateVersionWithoutHeads) {
     std::uint64_t n_closed = 0;
     if (!base::ReadPod(&in, &n_closed) || n_closed > FileTailer::kMaxClosedRemembered || n_closed * 24 > in.size()) {
       return base::Status::Error("malformed closed files");

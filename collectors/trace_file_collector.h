@@ -40,9 +40,11 @@ class TraceFileCollector : public Collector {
   // The tailer's positions (FileTailer::SavePositions), for the agent's state file.
   void AppendState(std::vector<std::uint8_t>* out) const override;
   base::Status RestoreState(std::span<const std::uint8_t> in) override;
-  // After the tailer saw a rotation, truncation or deletion: positions saved soon
-  // keep a restart from having to find files that have moved on since.
-  bool WantsSave() const override { return rotated_; }
+  // After the tailer opened a file (and read it: the same poll) or saw a rotation,
+  // truncation or deletion: positions saved soon keep a restart from having to
+  // find files that have moved on since, and a file's first lines from being
+  // counted as unread rotations should it be rotated while the agent is down.
+  bool WantsSave() const override { return save_wanted_; }
   int NotifyFd() const override { return tailer_->NotifyFd(); }
   CollectorStats stats() const override { return stats_; }
 
@@ -55,7 +57,7 @@ class TraceFileCollector : public Collector {
   RateLimitedLog log_;  // bad input: the counters keep the totals
   curve::Request request_;
   CollectorStats stats_;
-  mutable bool rotated_ = false;  // since the last AppendState
+  mutable bool save_wanted_ = false;  // since the last AppendState
 };
 
 }  // namespace kvwatch::collectors

@@ -126,6 +126,29 @@ class FileTailerTest : public ::testing::Test {
     return tailer.ok() ? std::move(tailer).value() : nullptr;
   }
 
+  // What the agent keeps of a tailer across a restart: positions, the files
+  // counted as unread, the files closed.
+  struct SavedTailer {
+    std::string positions;
+    std::vector<FileTailer::UnreadFile> unread;
+    std::vector<FileTailer::ClosedFile> closed;
+  };
+  // Saves what the agent would, destroys the tailer and forgets what it delivered.
+  SavedTailer Stop(std::unique_ptr<FileTailer>& tailer) {
+    SavedTailer saved{tailer->SavePositions(), tailer->UnreadReported(), tailer->ClosedRemembered()};
+    tailer.reset();
+    recorder_.Clear();
+    return saved;
+  }
+  // A tailer restored from `saved`, not polled yet.
+  std::unique_ptr<FileTailer> Resume(FileTailerOptions options, const SavedTailer& saved) {
+    auto tailer = Make(std::move(options));
+    EXPECT_TRUE(tailer->RestorePositions(saved.positions).ok());
+    tailer->RestoreUnreadReported(saved.unread);
+    tailer->RestoreClosedRemembered(saved.closed);
+    return tailer;
+  }
+
   // Polls until nothing is pending (a read budget may split the work).
   TailPollSummary Poll(FileTailer& tailer) {
     TailPollSummary total;
@@ -640,7 +663,7 @@ TEST_F(FileTailerCheckpointTest, RestartAfterCheckpointIsExactlyOnce) {
   ASSERT_TRUE(tailer->Checkpoint().ok());
   tailer.reset();
   EXPECT_FALSE(std::filesystem::exists(Path("tailer.checkpoint.tmp")));
-  EXPECT_EQ(ReadText(Path("tailer.checkpoint")).rfind("kvwatch-file-tailer-checkpoint 1\n", 0), 0u);
+  EXPECT_EQ(ReadText(Path("tailer.checkpoint")).rfind("kvwatch-file-tailer-checkpoint 2\n", 0), 0u);
   Append("app.log", "3\n");
   tailer = Make(CheckpointOptions({"app.log"}, TailStartPosition::kEnd));
   Poll(*tailer);
@@ -1164,6 +1187,284 @@ TEST_F(FileTailerTest, ACopyBeingDrainedWhenSavedIsResumed) {
   Poll(*tailer);
   EXPECT_THAT(recorder_.Texts(), ElementsAre("late"));
   EXPECT_TRUE(recorder_.Of(TailEventKind::kUnreadRotation).empty());
+}
+
+
+std::string NumberedLines(int first, int last) {
+  std::string text;
+  for (int i = first; i <= last; ++i) text += std::to_string(i) + "\n";
+  return text;
+}
+
+std::vector<std::string> Numbers(int first, int last) {
+  std::vector<std::string> numbers;
+  for (int i = first; i <= last; ++i) numbers.push_back(std::to_string(i));
+  return numbers;
+}
+
+// The crash test's "48 records both counted and reported unread", replayed: the
+// agent had saved its position after 48 lines; it restarted between logrotate's
+// copy (app.log.1, 100 lines) and its truncation, which came while the first pass
+// was busy (before it read). The restore's unread scan took the copy, not
+// followed, for a rotation never seen and counted its 100 lines, 48 of them
+// already counted: the state saved right after start-up said counted 48 + unread
+// 100 of 100 written; the next pass then read lines 49-100 from the copy as well.
+// The copy holds what the resumed file held, so it is not unread: it is read
+// once, from line 49, when the truncation is seen.
+TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", NumberedLines(1, 48));
+  auto tailer = Make(options);
+  Poll(*tailer);
+  const SavedTailer saved = Stop(tailer);
+  Append("app.log", NumberedLines(49, 100));
+  Copy("app.log", Path("app.log.1"));  // logrotate copied; its truncation comes during the pass
+  bool truncated = false;
+  options.before_read = [&] {
+    if (truncated) return;
+    truncated = true;
+    Truncate("app.log", 0);
+    Append("app.log", "101\n");
+  };
+  tailer = Resume(options, saved);
+  tailer->Poll(recorder_.Callbacks());  // the pass after which the agent saves
+  EXPECT_TRUE(truncated);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty())
+      << "lines 1-48 counted before the restart would be counted again as unread";
+  Poll(*tailer);
+  std::vector<std::string> expected = Numbers(49, 101);
+  EXPECT_EQ(recorder_.Texts(), expected);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  EXPECT_THAT(recorder_.Of(TailEventKind::kLostBytes), IsEmpty());
+}
+
+// The same restart with the truncation after the first pass: the resumed file
+// gives lines 49-100 and the copy is claimed with nothing left to read.
+TEST_F(FileTailerTest, ACopyOfTheResumedFileIsNotAnUnreadRotation) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", NumberedLines(1, 48));
+  auto tailer = Make(options);
+  Poll(*tailer);
+  const SavedTailer saved = Stop(tailer);
+  Append("app.log", NumberedLines(49, 100));
+  Copy("app.log", Path("app.log.1"));
+  tailer = Resume(options, saved);
+  Poll(*tailer);
+  Truncate("app.log", 0);
+  Append("app.log", "101\n");
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Texts(), Numbers(49, 101));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  // A second copytruncate: the next copy is claimed as the first was.
+  Append("app.log", "102\n");
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "103\n");
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Texts(), Numbers(49, 103));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
+// A copytruncate, and new lines past the old offset, between the pass's truncation
+// check and its read (the pass was busy draining other files): the bytes at the old
+// offset are the new content's, not the rest of the old; they are not delivered as
+// such. The next pass sees the truncation and reads the old rest from the copy.
+TEST_F(FileTailerTest, ACopyTruncateBetweenTheCheckAndTheReadIsNotReadAsTheOldContent) {
+  FileTailerOptions options = Options({"app.log"});
+  bool truncated = false;
+  bool armed = false;
+  options.before_read = [&] {
+    if (!armed || truncated) return;
+    truncated = true;
+    Copy("app.log", Path("app.log.1"));
+    Truncate("app.log", 0);
+    Append("app.log", "10\n11\n12\n");
+  };
+  Append("app.log", "1\n2\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  Append("app.log", "3\n");
+  armed = true;
+  Poll(*tailer);
+  EXPECT_TRUE(truncated);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "2", "3", "10", "11", "12"));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
+// The agent started before its file: the only save names no file. The file
+// appeared, was read (then the agent was killed before saving again) and was
+// copied and truncated twice while the agent was down. Both copies are counted as
+// unread (the restored state counts none of their lines), from the pattern's mark
+// in the save; before, the pattern had no saved position to look from and the
+// 7 lines went missing without a count.
+TEST_F(FileTailerTest, CopiesOfAFileThatAppearedAfterTheSaveAreCountedAfterARestart) {
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);  // no file yet
+  const std::string saved = tailer->SavePositions();
+  ASSERT_THAT(saved, HasSubstr("source "));
+  Append("app.log", NumberedLines(1, 5));
+  Poll(*tailer);
+  EXPECT_EQ(recorder_.Texts(), Numbers(1, 5));
+  tailer.reset();  // killed: lines 1-5 were counted in what the kill lost
+  recorder_.Clear();
+  Copy("app.log", Path("app.log.1"));
+  Truncate("app.log", 0);
+  Append("app.log", NumberedLines(6, 7));
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "8\n");
+  tailer = Make(Options({"app.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("8"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 2u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.1"));
+  EXPECT_EQ(unread[0]->count, 5u);
+  EXPECT_EQ(unread[1]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[1]->count, 2u);
+}
+
+// A pattern added to the configuration since the save has no mark: its old
+// rotated files are history, not counted.
+TEST_F(FileTailerTest, APatternNewSinceTheSaveCountsNoOldRotations) {
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  const std::string saved = tailer->SavePositions();
+  tailer.reset();
+  Append("other.log", "1\n");
+  Append("other.log.1", "0\n");
+  tailer = Make(Options({"app.log", "other.log"}));
+  ASSERT_TRUE(tailer->RestorePositions(saved).ok());
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1"));
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+}
+
+// A followed file with no content yet (just truncated) was written, copied and
+// truncated between two passes (the loop stalled for a whole rotation period):
+// nothing in the file tells, so the tailer looks at its rotated files when it
+// first finds content, and counts the copy it never saw.
+TEST_F(FileTailerTest, AFileCopiedWhileItHadNoContentYetIsCounted) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", "1\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  Copy("app.log", Path("app.log.1"));
+  Truncate("app.log", 0);
+  Poll(*tailer);  // the copy is claimed; app.log is empty
+  Append("app.log", "2\n3\n");
+  Copy("app.log", Path("app.log.2"));
+  Truncate("app.log", 0);
+  Append("app.log", "4\n");
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("1", "4"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 2u);
+}
+
+
+std::uint64_t Inode(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+// The torture test's ExactPath failure (seed 20261107), replayed: a rotated file
+// was counted as unread, then deleted, and the next copytruncate copy got its
+// inode number (here: copied over it, which keeps the inode). The copy holds the
+// unread rest of the followed file; taken for the file already counted, it was
+// not read, and nothing counted the rest (seq 39 delivered 0 times). A file with
+// a counted file's inode number but other first bytes is another file.
+TEST_F(FileTailerTest, ACopyReusingTheInodeOfAFileCountedAsUnreadIsRead) {
+  FileTailerOptions options = Options({"app.log"});
+  options.rotate_wait = std::chrono::hours(1);
+  Append("app.log", "1\n");
+  auto tailer = Make(options);
+  Poll(*tailer);
+  const SavedTailer saved = Stop(tailer);
+  Append("app.log", "2\n");
+  Copy("app.log", Path("app.log.1"));  // continues the saved position
+  Truncate("app.log", 0);
+  Append("app.log", "3\n");
+  Copy("app.log", Path("app.log.2"));  // never seen: counted
+  Truncate("app.log", 0);
+  Append("app.log", "4\n");
+  tailer = Resume(options, saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2", "4"));
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  ASSERT_EQ(tailer->UnreadReported().size(), 1u);
+
+  const std::uint64_t inode = Inode(Path("app.log.2"));
+  Append("app.log", "5\n");                 // written after the last read
+  Copy("app.log", Path("app.log.2"));       // the copy takes the counted file's inode
+  ASSERT_EQ(Inode(Path("app.log.2")), inode);
+  Truncate("app.log", 0);
+  Append("app.log", "6\n");
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2", "4", "5", "6"));
+  EXPECT_EQ(recorder_.Of(TailEventKind::kUnreadRotation).size(), 1u);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kLostBytes), IsEmpty());
+}
+
+// Likewise across a restart: a file counted as unread (kept in the saved state
+// with its first bytes) and, while the agent is down, overwritten in place by a
+// copy it never saw is counted again; the file counted, unchanged, is not. A
+// state saved before heads were kept (length 0) takes any content for the file
+// counted, as before.
+TEST_F(FileTailerTest, ARotationReusingTheInodeOfAFileCountedAsUnreadIsCounted) {
+  Append("app.log", "1\n");
+  auto tailer = Make(Options({"app.log"}));
+  Poll(*tailer);
+  SavedTailer saved = Stop(tailer);
+  Append("app.log", "2\n");
+  Copy("app.log", Path("app.log.1"));  // continues the saved position
+  Truncate("app.log", 0);
+  Append("app.log", "3\n4\n");
+  Copy("app.log", Path("app.log.2"));  // never seen: counted
+  Truncate("app.log", 0);
+  tailer = Resume(Options({"app.log"}), saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), ElementsAre("2"));
+  ASSERT_EQ(recorder_.Of(TailEventKind::kUnreadRotation).size(), 1u);
+  saved = Stop(tailer);
+  ASSERT_EQ(saved.unread.size(), 1u);
+  EXPECT_GT(saved.unread[0].head.len, 0u);
+
+  // Restarted with nothing new: app.log.2 is not counted twice.
+  tailer = Resume(Options({"app.log"}), saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
+  saved = Stop(tailer);
+
+  // Restarted after app.log.2 was overwritten in place by a copy never seen.
+  const std::uint64_t inode = Inode(Path("app.log.2"));
+  Append("app.log", "5\n6\n7\n");
+  Copy("app.log", Path("app.log.2"));
+  ASSERT_EQ(Inode(Path("app.log.2")), inode);
+  Truncate("app.log", 0);
+  tailer = Resume(Options({"app.log"}), saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Texts(), IsEmpty());
+  const auto unread = recorder_.Of(TailEventKind::kUnreadRotation);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0]->path, Path("app.log.2"));
+  EXPECT_EQ(unread[0]->count, 3u);
+
+  // The same restart from a state without heads: not counted (as before heads).
+  Stop(tailer);
+  for (FileTailer::UnreadFile& f : saved.unread) f.head = {};
+  tailer = Resume(Options({"app.log"}), saved);
+  Poll(*tailer);
+  EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty());
 }
 
 }  // namespace

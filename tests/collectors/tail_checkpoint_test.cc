@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -70,7 +71,7 @@ TEST_F(TailCheckpointTest, TextRoundTripsEveryFieldAndOddPaths) {
   const std::vector<FilePosition> entries = {Entry(11, "/var/log/app.log"),
                                              Entry(12, "/logs/with space/100%\tdone\n.log")};
   const std::string text = SerializeCheckpoint(entries);
-  EXPECT_EQ(text.rfind("kvwatch-file-tailer-checkpoint 1\n", 0), 0u);
+  EXPECT_EQ(text.rfind("kvwatch-file-tailer-checkpoint 2\n", 0), 0u);
   base::Result<std::vector<FilePosition>> parsed = ParseCheckpoint(text, "cp");
   ASSERT_TRUE(parsed.ok()) << parsed.error();
   ASSERT_EQ(parsed.value().size(), 2u);
@@ -94,10 +95,40 @@ TEST_F(TailCheckpointTest, DamagedTextIsRefusedWithTheReason) {
   EXPECT_THAT(ParseCheckpoint(text.substr(0, text.find("end ")), "cp").error(),
               HasSubstr("no 'end' line"));
   std::string version = text;
-  version.replace(version.find(" 1\n"), 3, " 9\n");
+  version.replace(version.find(" 2\n"), 3, " 9\n");
   EXPECT_THAT(ParseCheckpoint(version, "cp").error(), HasSubstr("unsupported version 9"));
   FilePosition p;
   EXPECT_THAT(ParseCheckpointEntry("file 1 2 3", p).value_or(""), HasSubstr("got 4 fields"));
+}
+
+TEST_F(TailCheckpointTest, SourceMarksRoundTripAndVersionOneStillLoads) {
+  const std::vector<SourceMark> marks = {{"/var/log/app.log", 1700000000123456789},
+                                         {"/logs/with space/*.log", 5}};
+  const std::string text = SerializeCheckpoint({Entry(11, "/var/log/app.log")}, marks);
+  std::vector<SourceMark> parsed_marks;
+  base::Result<std::vector<FilePosition>> parsed = ParseCheckpoint(text, "cp", &parsed_marks);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed.value().size(), 1u);
+  EXPECT_EQ(parsed_marks, marks);
+  EXPECT_THAT(ParseCheckpoint(text.substr(0, text.find("source ")) + "source x /a\n" +
+                                  text.substr(text.find("end ")), "cp").error(),
+              HasSubstr("bad timestamp 'x'"));
+  // A version 1 checkpoint (no source lines) loads as before.
+  std::string v1 = SerializeCheckpoint({Entry(11, "/var/log/app.log")});
+  v1 = v1.substr(0, v1.find("end "));
+  v1.replace(v1.find(" 2\n"), 3, " 1\n");
+  v1 += "end 1 " + [&] {
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(Fnv1a(v1)));
+    return std::string(buf);
+  }() + "\n";
+  parsed_marks.clear();
+  parsed = ParseCheckpoint(v1, "cp", &parsed_marks);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed.value().size(), 1u);
+  EXPECT_TRUE(parsed_marks.empty());
+  ASSERT_TRUE(WriteCheckpoint(Path("cp"), {}, marks).ok());
+  EXPECT_EQ(LoadCheckpoint(Path("cp")).sources, marks);
 }
 
 TEST_F(TailCheckpointTest, WriteThenLoadRoundTrips) {
