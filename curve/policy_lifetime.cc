@@ -167,7 +167,9 @@ class SglangCache final : public PolicyCache {
     found_.assign(pages.size(), kNil);
     out.hits = static_cast<std::uint32_t>(pages.size());
     std::uint64_t missing = 0;
+    PrefetchHead(map_, pages);
     for (std::size_t i = 0; i < pages.size(); ++i) {
+      PrefetchAhead(map_, pages, i, TouchOrder::kHeadFirst);
       if (std::uint32_t* s = map_.Find(pages[i])) {
         found_[i] = *s;
         ++nodes_[*s].lock;
@@ -394,7 +396,9 @@ class VllmCache final : public PolicyCache {
     held_.assign(request.pages.size(), kNil);
     out.hits = static_cast<std::uint32_t>(request.pages.size());
     std::uint64_t missing = 0;
+    PrefetchHead(map_, request.pages);
     for (std::size_t i = 0; i < request.pages.size(); ++i) {
+      PrefetchAhead(map_, request.pages, i, TouchOrder::kHeadFirst);
       if (std::uint32_t* s = map_.Find(request.pages[i])) {
         held_[i] = *s;
         Reference(*s);
