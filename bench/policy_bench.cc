@@ -109,12 +109,37 @@ const Loaded& Weka() {
   return w;
 }
 
-void StackEngine(benchmark::State& state) {
+// The trace, or nullptr with the benchmark skipped.
+const Loaded* WekaOrSkip(benchmark::State& state) {
   const Loaded& w = Weka();
   if (!w.ok) {
     state.SkipWithError("../shared/data/weka is absent");
-    return;
+    return nullptr;
   }
+  return &w;
+}
+
+// CPU time of this thread: the machine is shared, and wall time follows the load.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The counters of a timed pair: millions of references per second of each side
+// (named `ours` and `base`), and ratio = the base's time / ours.
+void PairCounters(benchmark::State& state, std::uint64_t page_refs, double ours_s, double base_s, const char* ours,
+                  const char* base) {
+  const double refs = static_cast<double>(page_refs) * static_cast<double>(state.iterations());
+  state.counters[ours] = refs / ours_s * 1e-6;
+  state.counters[base] = refs / base_s * 1e-6;
+  state.counters["ratio"] = base_s / ours_s;
+}
+
+void StackEngine(benchmark::State& state) {
+  const Loaded* loaded = WekaOrSkip(state);
+  if (loaded == nullptr) return;
+  const Loaded& w = *loaded;
   std::uint64_t hits = 0;
   for (auto _ : state) {
     EngineOptions eo;
@@ -135,15 +160,12 @@ void StackEngine(benchmark::State& state) {
 
 // The trace, or nullptr (the benchmark skipped); *o the policy at kCapacity, labelled.
 const Loaded* Setup(benchmark::State& state, PolicyKind kind, PolicyOptions* o) {
-  const Loaded& w = Weka();
-  if (!w.ok) {
-    state.SkipWithError("../shared/data/weka is absent");
-    return nullptr;
-  }
+  const Loaded* w = WekaOrSkip(state);
+  if (w == nullptr) return nullptr;
   o->kind = kind;
   o->capacity = kCapacity;
   state.SetLabel(std::string(PolicyName(kind)));
-  return &w;
+  return w;
 }
 
 void Policy(benchmark::State& state) {
@@ -497,12 +519,7 @@ void VsLibCacheSim(benchmark::State& state) {
   const Loaded* loaded = Setup(state, kCompared[state.range(0)], &o);
   if (loaded == nullptr) return;
   const Loaded& w = *loaded;
-  // CPU time of this thread: the machine is shared, and wall time followed the load.
-  auto now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
+  const auto now = ThreadCpuSeconds;
   double ours_s = 0, base_s = 0;
   std::uint64_t ours_hits = 0, base_hits = 0;
   for (auto _ : state) {
@@ -519,10 +536,7 @@ void VsLibCacheSim(benchmark::State& state) {
     base_s += t1 - t0;
     ours_s += t2 - t1;
   }
-  const double refs = static_cast<double>(w.trace.page_refs()) * static_cast<double>(state.iterations());
-  state.counters["kvwatch_Mrefs_s"] = refs / ours_s * 1e-6;
-  state.counters["libcs_Mrefs_s"] = refs / base_s * 1e-6;
-  state.counters["ratio"] = base_s / ours_s;
+  PairCounters(state, w.trace.page_refs(), ours_s, base_s, "kvwatch_Mrefs_s", "libcs_Mrefs_s");
   state.counters["hit_ratio"] = static_cast<double>(ours_hits) / static_cast<double>(w.trace.page_refs());
   state.counters["libcs_hit_ratio"] = static_cast<double>(base_hits) / static_cast<double>(w.trace.page_refs());
 }
@@ -539,16 +553,10 @@ CanaryOptions AgentCanaries() {
 }
 
 void Canaries(benchmark::State& state) {
-  const Loaded& w = Weka();
-  if (!w.ok) {
-    state.SkipWithError("../shared/data/weka is absent");
-    return;
-  }
-  auto now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
+  const Loaded* loaded = WekaOrSkip(state);
+  if (loaded == nullptr) return;
+  const Loaded& w = *loaded;
+  const auto now = ThreadCpuSeconds;
   const CanaryOptions co = AgentCanaries();
   double ours_s = 0, base_s = 0;
   std::uint64_t ours_hits = 0, base_hits = 0;
@@ -585,10 +593,7 @@ void Canaries(benchmark::State& state) {
     base_s += t1 - t0;
     ours_s += t2 - t1;
   }
-  const double refs = static_cast<double>(w.trace.page_refs()) * static_cast<double>(state.iterations());
-  state.counters["Mrefs_per_s"] = refs / ours_s * 1e-6;
-  state.counters["bare_Mrefs_s"] = refs / base_s * 1e-6;
-  state.counters["ratio"] = base_s / ours_s;
+  PairCounters(state, w.trace.page_refs(), ours_s, base_s, "Mrefs_per_s", "bare_Mrefs_s");
   // Equal when the canaries simulate what the bare caches do (same requests, lifetimes).
   state.counters["hits"] = static_cast<double>(ours_hits);
   state.counters["bare_hits"] = static_cast<double>(base_hits);
