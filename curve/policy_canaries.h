@@ -74,7 +74,7 @@ class PolicyCanaries {
   // 4 bytes per page a running request holds;
   // 40 per (window slice, canary); 12 per chain the classifier remembers (none
   // unless uses_class(); chains in a checkpoint are then dropped on restore). E.g.
-  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.7 MB.
+  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.4 MB.
   void Serialize(std::vector<std::uint8_t>* out) const;
   // Consumes what Serialize wrote. True: this object now behaves exactly as the
   // one that wrote it did at that moment (same totals, windows and future hits).
