@@ -25,6 +25,20 @@
 // from those files' logic.
 //
 //   build/bench/policy_bench --benchmark_filter=VsLibCacheSim --benchmark_counters_tabular=true
+//
+// Canaries (issue 26): the live agent's canary path (curve/policy_canaries.h,
+// PolicyCanaries::Add) with the agent-load bench's set: lru (the engine policy),
+// sglang, vllm and s3fifo at 20,000 and 100,000 pages (eight canaries) and the
+// default windows (5m, 1h, 24h), over the trace's requests. In the same iteration
+// the same eight caches are driven bare (PolicyCache::Process on the stored
+// requests, no classifier, totals or windows, one cache after the other over the
+// whole trace, so each cache's working set stays warm, which the canaries, eight
+// caches per request, cannot have); ratio = the canaries' references per second /
+// the bare caches'. Thread CPU time. Mrefs_per_s counts each reference once (all eight
+// canaries per reference), so 1 / Mrefs_per_s is the canaries' microseconds per
+// reference in the agent's budget (docs/performance.md).
+//
+//   build/bench/policy_bench --benchmark_filter=Canaries --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
 #include <time.h>
@@ -39,6 +53,7 @@
 #include "collectors/trace_reader.h"
 #include "curve/curve_accumulator.h"
 #include "curve/policy.h"
+#include "curve/policy_canaries.h"
 #include "curve/policy_replay.h"
 #include "curve/stack_distance.h"
 
@@ -50,6 +65,7 @@ constexpr std::uint64_t kCapacity = 20000;
 
 struct Loaded {
   StoredTrace trace;
+  std::vector<Request> requests;  // as read, for the canaries (Canaries)
   bool ok = false;
 };
 
@@ -75,6 +91,7 @@ const Loaded& Weka() {
       const std::size_t full = RequestClassifier::FullPages(r.pages.size(), r.input_tokens, lifetime.page_tokens);
       l.trace.Add(r, RequestClassifier::ClassOfTurn(classifier.Observe(r.pages, full, out.unlimited_hits)),
                   out.unlimited_hits, lifetime);
+      l.requests.push_back(r);
     };
     auto s = kvwatch::collectors::ReadTrace(path, {}, cb);
     if (!s.ok()) {
@@ -92,12 +109,37 @@ const Loaded& Weka() {
   return w;
 }
 
-void StackEngine(benchmark::State& state) {
+// The trace, or nullptr with the benchmark skipped.
+const Loaded* WekaOrSkip(benchmark::State& state) {
   const Loaded& w = Weka();
   if (!w.ok) {
     state.SkipWithError("../shared/data/weka is absent");
-    return;
+    return nullptr;
   }
+  return &w;
+}
+
+// CPU time of this thread: the machine is shared, and wall time follows the load.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The counters of a timed pair: millions of references per second of each side
+// (named `ours` and `base`), and ratio = the base's time / ours.
+void PairCounters(benchmark::State& state, std::uint64_t page_refs, double ours_s, double base_s, const char* ours,
+                  const char* base) {
+  const double refs = static_cast<double>(page_refs) * static_cast<double>(state.iterations());
+  state.counters[ours] = refs / ours_s * 1e-6;
+  state.counters[base] = refs / base_s * 1e-6;
+  state.counters["ratio"] = base_s / ours_s;
+}
+
+void StackEngine(benchmark::State& state) {
+  const Loaded* loaded = WekaOrSkip(state);
+  if (loaded == nullptr) return;
+  const Loaded& w = *loaded;
   std::uint64_t hits = 0;
   for (auto _ : state) {
     EngineOptions eo;
@@ -118,15 +160,12 @@ void StackEngine(benchmark::State& state) {
 
 // The trace, or nullptr (the benchmark skipped); *o the policy at kCapacity, labelled.
 const Loaded* Setup(benchmark::State& state, PolicyKind kind, PolicyOptions* o) {
-  const Loaded& w = Weka();
-  if (!w.ok) {
-    state.SkipWithError("../shared/data/weka is absent");
-    return nullptr;
-  }
+  const Loaded* w = WekaOrSkip(state);
+  if (w == nullptr) return nullptr;
   o->kind = kind;
   o->capacity = kCapacity;
   state.SetLabel(std::string(PolicyName(kind)));
-  return &w;
+  return w;
 }
 
 void Policy(benchmark::State& state) {
@@ -480,12 +519,7 @@ void VsLibCacheSim(benchmark::State& state) {
   const Loaded* loaded = Setup(state, kCompared[state.range(0)], &o);
   if (loaded == nullptr) return;
   const Loaded& w = *loaded;
-  // CPU time of this thread: the machine is shared, and wall time followed the load.
-  auto now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
+  const auto now = ThreadCpuSeconds;
   double ours_s = 0, base_s = 0;
   std::uint64_t ours_hits = 0, base_hits = 0;
   for (auto _ : state) {
@@ -502,12 +536,67 @@ void VsLibCacheSim(benchmark::State& state) {
     base_s += t1 - t0;
     ours_s += t2 - t1;
   }
-  const double refs = static_cast<double>(w.trace.page_refs()) * static_cast<double>(state.iterations());
-  state.counters["kvwatch_Mrefs_s"] = refs / ours_s * 1e-6;
-  state.counters["libcs_Mrefs_s"] = refs / base_s * 1e-6;
-  state.counters["ratio"] = base_s / ours_s;
+  PairCounters(state, w.trace.page_refs(), ours_s, base_s, "kvwatch_Mrefs_s", "libcs_Mrefs_s");
   state.counters["hit_ratio"] = static_cast<double>(ours_hits) / static_cast<double>(w.trace.page_refs());
   state.counters["libcs_hit_ratio"] = static_cast<double>(base_hits) / static_cast<double>(w.trace.page_refs());
+}
+
+// The agent-load bench's canaries (bench/agent_load_bench.cc, --policies
+// sglang,vllm,s3fifo --capacities 20000,100000, plus the engine policy lru).
+CanaryOptions AgentCanaries() {
+  CanaryOptions co;
+  co.policies = {PolicyKind::kLru, PolicyKind::kSglang, PolicyKind::kVllm, PolicyKind::kS3Fifo};
+  co.capacities = {20000, 100000};
+  co.lifetime.page_tokens = 512;
+  co.windows_s = {300, 3600, 86400};
+  return co;
+}
+
+void Canaries(benchmark::State& state) {
+  const Loaded* loaded = WekaOrSkip(state);
+  if (loaded == nullptr) return;
+  const Loaded& w = *loaded;
+  const auto now = ThreadCpuSeconds;
+  const CanaryOptions co = AgentCanaries();
+  double ours_s = 0, base_s = 0;
+  std::uint64_t ours_hits = 0, base_hits = 0;
+  for (auto _ : state) {
+    const double t0 = now();
+    base_hits = 0;
+    for (PolicyKind kind : co.policies) {
+      for (std::uint64_t capacity : co.capacities) {
+        PolicyOptions po;
+        po.kind = kind;
+        po.capacity = capacity;
+        auto cache = MakePolicyCache(po);
+        if (!cache.ok()) {
+          state.SkipWithError(cache.error().c_str());
+          return;
+        }
+        for (std::size_t i = 0; i < w.trace.size(); ++i) base_hits += cache.value()->Process(w.trace.At(i)).hits;
+      }
+    }
+    const double t1 = now();
+    auto canaries = PolicyCanaries::Create(co);
+    if (!canaries.ok()) {
+      state.SkipWithError(canaries.error().c_str());
+      return;
+    }
+    PolicyCanaries& c = *canaries.value();
+    for (std::size_t i = 0; i < w.requests.size(); ++i) {
+      const Request& r = w.requests[i];
+      c.Add(r, w.trace.unlimited_hits(i), r.has_timestamp() ? r.timestamp_s : static_cast<double>(i) * 1e-3);
+    }
+    const double t2 = now();
+    ours_hits = 0;
+    for (std::size_t k = 0; k < c.size(); ++k) ours_hits += c.Lifetime(k).page_hits;
+    base_s += t1 - t0;
+    ours_s += t2 - t1;
+  }
+  PairCounters(state, w.trace.page_refs(), ours_s, base_s, "Mrefs_per_s", "bare_Mrefs_s");
+  // Equal when the canaries simulate what the bare caches do (same requests, lifetimes).
+  state.counters["hits"] = static_cast<double>(ours_hits);
+  state.counters["bare_hits"] = static_cast<double>(base_hits);
 }
 
 }  // namespace
@@ -516,5 +605,6 @@ BENCHMARK(StackEngine)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(Policy)->ArgName("policy")->DenseRange(0, std::size(kAllPolicies) - 1)->Unit(benchmark::kMillisecond)->Iterations(2);
 
 BENCHMARK(VsLibCacheSim)->ArgName("policy")->DenseRange(0, std::size(kCompared) - 1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(Canaries)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 BENCHMARK_MAIN();

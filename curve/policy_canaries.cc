@@ -52,10 +52,20 @@ bool ReadTotals(std::span<const std::uint8_t>* in, PolicyTotals* t) {
   return true;
 }
 
+// Whether the derived class can change what a canary does: it feeds only
+// SimRequest::category, which only workload-aware reads, and, through class
+// rules, SimRequest::priority, which only priority reads (curve/policy.h).
+bool UsesClass(const CanaryOptions& o) {
+  return std::any_of(o.policies.begin(), o.policies.end(), [&](PolicyKind kind) {
+    return kind == PolicyKind::kWorkloadAware || (kind == PolicyKind::kPriority && !o.priorities.cls.empty());
+  });
+}
+
 }  // namespace
 
 PolicyCanaries::PolicyCanaries(const CanaryOptions& options, std::size_t canaries)
     : options_(options),
+      uses_class_(UsesClass(options)),
       windows_(options.windows_s, Slice{std::vector<PolicyTotals>(canaries)}),
       outcomes_(canaries) {}
 
@@ -84,20 +94,22 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
 }
 
 void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, double t) {
-  if (classifier_.size() > kMaxClassifierChains) classifier_.Clear();
-  // unlimited_hits is 0 when unknown (sampled mode): every request then ends a
-  // chain (RequestClassifier::Remember).
-  const std::size_t full_pages =
-      RequestClassifier::FullPages(request.pages.size(), request.input_tokens, options_.lifetime.page_tokens);
-  const std::string_view cls =
-      RequestClassifier::ClassOfTurn(classifier_.Observe(request.pages, full_pages, unlimited_hits));
   SimRequest sim;
-  sim.pages = request.pages;
+  sim.pages = request.pages;  // a span: no copy
   ApplyLifetime(request, request.has_timestamp() ? request.timestamp_s : t, options_.lifetime, &sim);
-  sim.priority = options_.priorities.For(request.tenant, cls);
-  // Categories: the derived classes, in kDerivedClasses order.
-  sim.category = static_cast<std::uint32_t>(
-      std::find(std::begin(kDerivedClasses), std::end(kDerivedClasses), cls) - std::begin(kDerivedClasses));
+  std::string_view cls;  // empty unless a canary reads it: then no class rule applies (UsesClass)
+  if (uses_class_) {
+    if (classifier_.size() > kMaxClassifierChains) classifier_.Clear();
+    // unlimited_hits is 0 when unknown (sampled mode): every request then ends a
+    // chain (RequestClassifier::Remember).
+    const std::size_t full_pages =
+        RequestClassifier::FullPages(request.pages.size(), request.input_tokens, options_.lifetime.page_tokens);
+    cls = RequestClassifier::ClassOfTurn(classifier_.Observe(request.pages, full_pages, unlimited_hits));
+    // Categories: the derived classes, in kDerivedClasses order.
+    sim.category = static_cast<std::uint32_t>(
+        std::find(std::begin(kDerivedClasses), std::end(kDerivedClasses), cls) - std::begin(kDerivedClasses));
+  }
+  if (!options_.priorities.empty()) sim.priority = options_.priorities.For(request.tenant, cls);
   for (std::size_t i = 0; i < canaries_.size(); ++i) {
     Canary& c = canaries_[i];
     outcomes_[i] = c.cache->Process(sim);
@@ -195,6 +207,8 @@ bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
     }
   }
 
+  // Chains restored for canaries that never read the class would only hold memory.
+  if (!uses_class_) classifier.Clear();
   classifier_ = std::move(classifier);
   for (std::size_t i = 0; i < canaries_.size(); ++i) {
     canaries_[i].cache = std::move(caches[i]);

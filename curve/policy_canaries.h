@@ -6,7 +6,9 @@
 // live numbers equal the replay's.
 //
 // Request facts: the class is derived from the stream (RequestClassifier, whose
-// memory is bounded: it forgets every chain past kMaxClassifierChains); lifetimes
+// memory is bounded: it forgets every chain past kMaxClassifierChains), only when
+// a canary reads it (workload-aware's categories, or priority with class rules:
+// uses_class()); otherwise the classifier stays empty and costs nothing; lifetimes
 // (sglang, vllm) start at the request's own timestamp when it has one, else at
 // the window clock. belady needs the future and is offline only.
 //
@@ -52,6 +54,8 @@ class PolicyCanaries {
   void Advance(double t) { windows_.Advance(t); }
 
   const CanaryOptions& options() const { return options_; }
+  // Whether some canary reads the request's derived class (see above).
+  bool uses_class() const { return uses_class_; }
   // Canary index of (policy i, capacity j) is i * capacities + j.
   std::size_t size() const { return canaries_.size(); }
   PolicyKind kind(std::size_t canary) const { return canaries_[canary].kind; }
@@ -68,8 +72,9 @@ class PolicyCanaries {
   // priority), 28 (workload-aware, plus 20 a ghost), 21 (sglang), 9 (s3fifo,
   // plus 8 a ghost; vllm, per block), 8 (arc, and 8 a ghost), 35 (sieve, per slot of its core);
   // 4 bytes per page a running request holds;
-  // 40 per (window slice, canary); 12 per chain the classifier remembers. E.g.
-  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.7 MB.
+  // 40 per (window slice, canary); 12 per chain the classifier remembers (none
+  // unless uses_class(); chains in a checkpoint are then dropped on restore). E.g.
+  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.4 MB.
   void Serialize(std::vector<std::uint8_t>* out) const;
   // Consumes what Serialize wrote. True: this object now behaves exactly as the
   // one that wrote it did at that moment (same totals, windows and future hits).
@@ -96,6 +101,7 @@ class PolicyCanaries {
   PolicyCanaries(const CanaryOptions& options, std::size_t canaries);
 
   CanaryOptions options_;
+  bool uses_class_ = false;
   std::vector<Canary> canaries_;
   SlidingWindows<Slice> windows_;
   RequestClassifier classifier_;

@@ -48,6 +48,27 @@ void PrefetchAhead(const Map& map, std::span<const PageId> pages, std::size_t i,
   }
 }
 
+// Prefetches the map entries of a request's first kPrefetchAhead pages, for a pass
+// in prefix order that then calls PrefetchAhead(..., TouchOrder::kHeadFirst).
+template <typename Map>
+void PrefetchHead(const Map& map, std::span<const PageId> pages) {
+  for (std::size_t i = 0; i < std::min(pages.size(), kPrefetchAhead); ++i) map.Prefetch(pages[i]);
+}
+
+// LeadingResident over a map with Find and Prefetch (PageMap), the lookups
+// prefetched ahead so that their cache misses overlap.
+template <typename Map>
+std::uint32_t LeadingResidentIn(const Map& map, std::span<const PageId> pages) {
+  PrefetchHead(map, pages);
+  std::uint32_t hits = 0;
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    PrefetchAhead(map, pages, i, TouchOrder::kHeadFirst);
+    if (map.Find(pages[i]) == nullptr) break;
+    ++hits;
+  }
+  return hits;
+}
+
 // A pool of slots of T reused after Release (indices stay small and stable).
 template <typename T>
 class SlotPool {

@@ -45,7 +45,7 @@ class KeyedCache final : public PolicyCache {
   SimOutcome Process(const SimRequest& request) override {
     SimOutcome out;
     const std::span<const PageId> pages = request.pages;
-    out.hits = policy_internal::LeadingResident(pages, [&](PageId p) { return map_.Find(p) != nullptr; });
+    out.hits = policy_internal::LeadingResidentIn(map_, pages);
     policy_internal::ForEachInTouchOrder(pages.size(), options_.touch_order, [&](std::size_t i) {
       policy_internal::PrefetchAhead(map_, pages, i, options_.touch_order);
       Reference(request, i);

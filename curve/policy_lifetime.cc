@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <queue>
+#include <span>
 #include <vector>
 
 #include "base/byte_io.h"
@@ -159,14 +160,22 @@ class SglangCache final : public PolicyCache {
   SimOutcome Process(const SimRequest& request) override {
     running_.FinishUpTo(request.arrival_s, [&](RunningSet::Running& r) { Finish(r); });
     SimOutcome out;
-    out.hits = LeadingResident(request.pages, [&](PageId p) { return map_.Find(p) != nullptr; });
     RunningSet::Running& run = running_.Start(EndOf(request));
+    // One lookup per page: the hits are the leading pages found, and the pages
+    // found stay resident below (locked, so never evicted): found_ keeps their nodes.
+    const std::span<const PageId> pages = request.pages;
+    found_.assign(pages.size(), kNil);
+    out.hits = static_cast<std::uint32_t>(pages.size());
     std::uint64_t missing = 0;
-    for (PageId p : request.pages) {
-      if (std::uint32_t* s = map_.Find(p)) {
+    PrefetchHead(map_, pages);
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      PrefetchAhead(map_, pages, i, TouchOrder::kHeadFirst);
+      if (std::uint32_t* s = map_.Find(pages[i])) {
+        found_[i] = *s;
         ++nodes_[*s].lock;
         run.slots.push_back(*s);
       } else {
+        if (missing == 0) out.hits = static_cast<std::uint32_t>(i);
         ++missing;
       }
     }
@@ -175,8 +184,13 @@ class SglangCache final : public PolicyCache {
     }
     std::uint32_t parent = kNil;
     bool full = false;
-    for (PageId p : request.pages) {
-      if (std::uint32_t* s = map_.Find(p)) {
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      const PageId p = pages[i];
+      if (found_[i] != kNil) {
+        parent = found_[i];
+        continue;
+      }
+      if (std::uint32_t* s = map_.Find(p)) {  // a page repeated in this request
         parent = *s;
         continue;
       }
@@ -350,6 +364,7 @@ class SglangCache final : public PolicyCache {
   std::uint64_t live_ = 0;
   std::uint64_t seq_ = 0;
   RunningSet running_;
+  std::vector<std::uint32_t> found_;  // per page position of the request: its node when resident, or kNil
 };
 
 // ---------------------------------------------------------------------------
@@ -375,16 +390,20 @@ class VllmCache final : public PolicyCache {
   SimOutcome Process(const SimRequest& request) override {
     running_.FinishUpTo(request.arrival_s, [&](RunningSet::Running& r) { Release(r); });
     SimOutcome out;
-    out.hits = LeadingResident(request.pages, [&](PageId p) { return map_.Find(p) != nullptr; });
     // The request's cached pages first leave the free queue, so that nothing it
-    // frees below can evict them.
+    // frees below can evict them. One lookup per page: the hits are the leading
+    // pages found (Reference moves a block in the queue, never out of the map).
     held_.assign(request.pages.size(), kNil);
+    out.hits = static_cast<std::uint32_t>(request.pages.size());
     std::uint64_t missing = 0;
+    PrefetchHead(map_, request.pages);
     for (std::size_t i = 0; i < request.pages.size(); ++i) {
+      PrefetchAhead(map_, request.pages, i, TouchOrder::kHeadFirst);
       if (std::uint32_t* s = map_.Find(request.pages[i])) {
         held_[i] = *s;
         Reference(*s);
       } else {
+        if (missing == 0) out.hits = static_cast<std::uint32_t>(i);
         ++missing;
       }
     }

@@ -49,7 +49,7 @@ class S3FifoCache final : public PolicyCache {
 
   SimOutcome Process(const SimRequest& request) override {
     SimOutcome out;
-    out.hits = policy_internal::LeadingResident(request.pages, [&](PageId p) { return map_.Find(p) != nullptr; });
+    out.hits = policy_internal::LeadingResidentIn(map_, request.pages);
     policy_internal::ForEachInTouchOrder(request.pages.size(), options_.touch_order, [&](std::size_t i) {
       policy_internal::PrefetchAhead(map_, request.pages, i, options_.touch_order);
       Reference(request.pages[i]);

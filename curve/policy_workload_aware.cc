@@ -41,7 +41,7 @@ class WorkloadAwareCache final : public PolicyCache {
   SimOutcome Process(const SimRequest& request) override {
     ++now_;
     SimOutcome out;
-    out.hits = policy_internal::LeadingResident(request.pages, [&](PageId p) { return map_.Find(p) != nullptr; });
+    out.hits = policy_internal::LeadingResidentIn(map_, request.pages);
     const std::uint32_t category = std::min(request.category, kMaxCategories - 1);
     policy_internal::ForEachInTouchOrder(request.pages.size(), options_.touch_order,
                                          [&](std::size_t i) { Reference(request.pages[i], category); });

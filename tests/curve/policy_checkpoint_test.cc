@@ -353,6 +353,67 @@ TEST(PolicyCheckpointTest, CorruptCacheBytesAreRefusedOrHarmless) {
 // The size the header documents: at most 32 bytes a resident page (lru; vllm: 9 a
 // block plus its running holdings), 40 per (window slice, canary), 12 per
 // remembered chain. Two policies at capacities of 10,000 and 20,000 pages, full.
+// Canaries that never read the derived class (no workload-aware, no priority with
+// class rules) skip the classifier: the same totals as beside one that reads it,
+// and no chain in their checkpoint.
+TEST(PolicyCheckpointTest, CanariesThatIgnoreTheClassSkipTheClassifierAndAgree) {
+  CanaryOptions without = Options();
+  without.policies = {PolicyKind::kLru, PolicyKind::kSglang, PolicyKind::kVllm, PolicyKind::kS3Fifo,
+                      PolicyKind::kPriority};
+  without.priorities = ParsePriorityRules("tenant:a=2,tenant:b=-1").value();
+  CanaryOptions with = without;
+  with.policies.push_back(PolicyKind::kWorkloadAware);
+  CanaryOptions class_rules = without;
+  class_rules.priorities = Options().priorities;
+  Driver a(without), b(with);
+  EXPECT_FALSE(a.canaries().uses_class());
+  EXPECT_TRUE(b.canaries().uses_class());
+  EXPECT_TRUE(PolicyCanaries::Create(class_rules).value()->uses_class());
+  for (const Request& r : Stream(21, 3000)) {
+    a.Feed(r);
+    b.Feed(r);
+  }
+  for (std::size_t i = 0; i < a.canaries().size(); ++i) {
+    const std::string what = std::string(PolicyName(a.canaries().kind(i))) + "@" + std::to_string(a.canaries().capacity(i));
+    ASSERT_EQ(a.canaries().kind(i), b.canaries().kind(i));
+    ExpectSameTotals(a.canaries().Lifetime(i), b.canaries().Lifetime(i), what + " lifetime");
+    for (std::size_t w = 0; w < without.windows_s.size(); ++w) {
+      ExpectSameTotals(a.canaries().Window(i, w), b.canaries().Window(i, w), what + " window " + std::to_string(w));
+    }
+  }
+  EXPECT_GT(a.canaries().Lifetime(0).page_hits, 0u);
+  // The classifier's chain count follows the tag, version and length-prefixed options.
+  auto chains = [](const std::vector<std::uint8_t>& bytes) {
+    std::uint64_t options = 0, n = 0;
+    std::memcpy(&options, bytes.data() + 8, sizeof(options));
+    std::memcpy(&n, bytes.data() + 16 + options, sizeof(n));
+    return n;
+  };
+  EXPECT_EQ(chains(Bytes(a.canaries())), 0u);
+  EXPECT_GT(chains(Bytes(b.canaries())), 0u);
+  // A checkpoint with chains restores into canaries that ignore the class (the
+  // options match), which then drop the chains and keep the same totals.
+  std::vector<std::uint8_t> bytes = Bytes(a.canaries());
+  const std::size_t options_end = 16 + [&] {
+    std::uint64_t options = 0;
+    std::memcpy(&options, bytes.data() + 8, sizeof(options));
+    return static_cast<std::size_t>(options);
+  }();
+  const std::uint64_t one = 1, page = 77;
+  const std::uint32_t turn = 3;
+  std::memcpy(bytes.data() + options_end, &one, sizeof(one));
+  std::vector<std::uint8_t> chain(sizeof(page) + sizeof(turn));
+  std::memcpy(chain.data(), &page, sizeof(page));
+  std::memcpy(chain.data() + sizeof(page), &turn, sizeof(turn));
+  bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(options_end + sizeof(one)), chain.begin(), chain.end());
+  auto restored = PolicyCanaries::Create(without).value();
+  std::span<const std::uint8_t> in(bytes);
+  ASSERT_TRUE(restored->Deserialize(&in));
+  EXPECT_TRUE(in.empty());
+  EXPECT_EQ(chains(Bytes(*restored)), 0u);
+  ExpectSame(a.canaries(), *restored, "restored");
+}
+
 TEST(PolicyCheckpointTest, TypicalCheckpointSizeIsAsDocumented) {
   CanaryOptions o;
   o.policies = {PolicyKind::kLru, PolicyKind::kVllm};
