@@ -58,14 +58,14 @@ struct AlertStatus {
   Annotations annotations;  // numbers and a human summary, from the last evaluation with data
   AlertState state = AlertState::kInactive;
   ObservationKind observation = ObservationKind::kNoData;  // at the last evaluation
-  std::string quiet_reason;  // why the last observation was not kValid, in words
-  double value = std::nan("");                 // the detector's condition value (NaN: none)
-  std::optional<TimePoint> active_since;       // pending began (kept while firing)
-  std::optional<TimePoint> fired_at;           // firing began: the stable startsAt
-  std::optional<TimePoint> resolved_at;        // when it resolved (state kResolved)
-  std::optional<TimePoint> last_sent_at;       // last time it was handed out to be sent
-  bool resolution_sent = false;                // the resolved state was handed out at least once
-  TimePoint evaluated_at{};                    // time of the last evaluation
+  std::string quiet_reason;                                // why the last observation was not kValid, in words
+  double value = std::nan("");                             // the detector's condition value (NaN: none)
+  std::optional<TimePoint> active_since;                   // pending began (kept while firing)
+  std::optional<TimePoint> fired_at;                       // firing began: the stable startsAt
+  std::optional<TimePoint> resolved_at;                    // when it resolved (state kResolved)
+  std::optional<TimePoint> last_sent_at;                   // last time it was handed out to be sent
+  bool resolution_sent = false;                            // the resolved state was handed out at least once
+  TimePoint evaluated_at{};                                // time of the last evaluation
 };
 
 // One transition, with the alert's identity and numbers at that moment.

@@ -13,12 +13,10 @@ namespace kvwatch::alerts {
 namespace {
 
 constexpr std::array<CounterKind, kCounterKinds> kAllCounters = {
-    CounterKind::kEvictedBlocks, CounterKind::kRejectedRequests, CounterKind::kPreemptions,
-    CounterKind::kRequests};
+    CounterKind::kEvictedBlocks, CounterKind::kRejectedRequests, CounterKind::kPreemptions, CounterKind::kRequests};
 
 const std::set<std::string>& ReservedLabels() {
-  static const std::set<std::string> kReserved = {"alertname", "window", "severity", "replica",
-                                                  "model"};
+  static const std::set<std::string> kReserved = {"alertname", "window", "severity", "replica", "model"};
   return kReserved;
 }
 
@@ -34,8 +32,9 @@ base::Status ValidateExtraLabels(const Labels& labels) {
   for (const auto& [name, value] : labels) {
     const std::string where = "extra_labels." + name;
     if (!IsLabelName(name)) {
-      return base::Status::Error(where + ": expected a label name matching "
-                                  "[a-zA-Z_][a-zA-Z0-9_]* and not starting with \"__\"");
+      return base::Status::Error(where +
+                                 ": expected a label name matching "
+                                 "[a-zA-Z_][a-zA-Z0-9_]* and not starting with \"__\"");
     }
     if (ReservedLabels().count(name) > 0) {
       return base::Status::Error(where + ": the label is set by the alerter itself");
@@ -49,13 +48,12 @@ base::Status ValidateExtraLabels(const Labels& labels) {
 
 base::Status ValidateWindows(const AlerterOptions& options) {
   if (options.short_window.count() <= 0) {
-    return base::Status::Error("short_window: expected a duration > 0, got " +
-                                FormatDuration(options.short_window));
+    return base::Status::Error("short_window: expected a duration > 0, got " + FormatDuration(options.short_window));
   }
   if (options.baseline_window <= options.short_window) {
     return base::Status::Error("baseline_window: expected a duration longer than short_window (" +
-                                FormatDuration(options.short_window) + "), got " +
-                                FormatDuration(options.baseline_window));
+                               FormatDuration(options.short_window) + "), got " +
+                               FormatDuration(options.baseline_window));
   }
   return base::Status::Ok();
 }
@@ -67,8 +65,7 @@ base::Status ValidateChangeTests(const std::vector<ChangeTestOptions>& tests) {
     if (auto status = tests[i].Validate(where); !status.ok()) return status;
     if (tests[i].enabled && !seen.insert(tests[i].counter).second) {
       return base::Status::Error(where + ".counter: a second enabled change test on " +
-                                  std::string(CounterName(tests[i].counter)) +
-                                  " would give two alerts the same labels");
+                                 std::string(CounterName(tests[i].counter)) + " would give two alerts the same labels");
     }
   }
   return base::Status::Ok();
@@ -119,8 +116,8 @@ base::Status ValidateInputs(const AlertInputs& inputs) {
       !status.ok()) {
     return status;
   }
-  if (auto status = ValidateSamples("inputs.capacity_misses.evicted_by", misses.evicted_by,
-                                    &EvictedBySample::pages, "pages");
+  if (auto status =
+          ValidateSamples("inputs.capacity_misses.evicted_by", misses.evicted_by, &EvictedBySample::pages, "pages");
       !status.ok()) {
     return status;
   }
@@ -154,13 +151,11 @@ Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
   const std::string short_name = FormatDuration(options_.short_window);
   const std::string baseline_name = FormatDuration(options_.baseline_window);
   if (options_.knee_shift.enabled) {
-    AddDetector(std::make_unique<KneeShiftDetector>(options_.knee_shift, short_name,
-                                                    baseline_name),
+    AddDetector(std::make_unique<KneeShiftDetector>(options_.knee_shift, short_name, baseline_name),
                 options_.knee_shift.rule);
   }
   if (options_.capacity_shortfall.enabled) {
-    AddDetector(std::make_unique<CapacityShortfallDetector>(options_.capacity_shortfall,
-                                                            short_name),
+    AddDetector(std::make_unique<CapacityShortfallDetector>(options_.capacity_shortfall, short_name),
                 options_.capacity_shortfall.rule);
   }
   const std::pair<CounterKind, const RateShiftOptions*> rate_shifts[] = {
@@ -170,8 +165,7 @@ Alerter::Alerter(AlerterOptions options) : options_(std::move(options)) {
   };
   for (const auto& [counter, rate_options] : rate_shifts) {
     if (!rate_options->enabled) continue;
-    AddDetector(std::make_unique<RateShiftDetector>(counter, *rate_options, short_name,
-                                                    baseline_name),
+    AddDetector(std::make_unique<RateShiftDetector>(counter, *rate_options, short_name, baseline_name),
                 rate_options->rule);
   }
   // Anchors every short_window / 360 (10 s for 1h): window edges are exact to 0.3%.
@@ -204,9 +198,8 @@ void Alerter::AddDetector(std::unique_ptr<Detector> detector, const RuleOptions&
 
 base::Result<Evaluation> Alerter::Evaluate(const AlertInputs& inputs) {
   if (last_time_ && inputs.time < *last_time_) {
-    return base::Result<Evaluation>::Error(
-        "inputs.time: expected a time not earlier than the previous evaluation (" +
-        FormatRfc3339(*last_time_) + "), got " + FormatRfc3339(inputs.time));
+    return base::Result<Evaluation>::Error("inputs.time: expected a time not earlier than the previous evaluation (" +
+                                           FormatRfc3339(*last_time_) + "), got " + FormatRfc3339(inputs.time));
   }
   if (auto status = ValidateInputs(inputs); !status.ok()) {
     return base::Result<Evaluation>::Error(status.error());
@@ -244,9 +237,8 @@ std::optional<AlertEvent> Alerter::Step(Entry& entry, TimePoint now, const Detec
   const std::optional<EventKind> event = entry.rule.Step(now, observation);
 
   AlertStatus& status = entry.status;
-  const bool new_instance =
-      (before == AlertState::kInactive || before == AlertState::kResolved) &&
-      (entry.rule.state() == AlertState::kPending || entry.rule.state() == AlertState::kFiring);
+  const bool new_instance = (before == AlertState::kInactive || before == AlertState::kResolved) &&
+                            (entry.rule.state() == AlertState::kPending || entry.rule.state() == AlertState::kFiring);
   if (new_instance) {
     status.last_sent_at.reset();
     status.resolution_sent = false;
@@ -354,8 +346,9 @@ bool Alerter::Deserialize(std::span<const std::uint8_t>* in) {
   for (Entry& entry : fresh.entries_) {
     Labels labels;
     if (!checkpoint::ReadStringMap(&at, &labels) || labels != entry.status.labels || !entry.rule.Deserialize(&at) ||
-        !ReadStatus(&at, &entry.status) ||
-        !checkpoint::ReadBlob(&at, [&](std::span<const std::uint8_t>* blob) { return entry.detector->Deserialize(blob); })) {
+        !ReadStatus(&at, &entry.status) || !checkpoint::ReadBlob(&at, [&](std::span<const std::uint8_t>* blob) {
+          return entry.detector->Deserialize(blob);
+        })) {
       return false;
     }
     entry.status.state = entry.rule.state();

@@ -37,8 +37,8 @@
 #define KVWATCH_ALERTS_ALERTER_H_
 
 #include <chrono>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>

@@ -137,20 +137,21 @@ Annotations CapacityMissShareDetector::Annotate(const Share& share, double short
     a["top_victim_" + d] = top->victim;
     a["top_evicted_pages_" + d] = FormatCount(top->pages);
     a["top_evictor_share_" + d] = FormatNumber(top->share);
-    evictors += " " + d + " " + top->evictor + " evicts " + d + " " + top->victim + " (" +
-                FormatPercent(top->share) + " of the attributed misses).";
+    evictors += " " + d + " " + top->evictor + " evicts " + d + " " + top->victim + " (" + FormatPercent(top->share) +
+                " of the attributed misses).";
   }
   const std::string capacity = FormatCount(share.capacity_pages) + " pages";
   a["summary"] = "Capacity misses at " + capacity + " are " + FormatPercent(share.short_share) +
-                 " of page references over " + short_name_ + ", " + FormatNumber(share.ratio, 3) +
-                 "x the " + baseline_name_ + " share" + (evictors.empty() ? "" : ":" + evictors);
-  a["description"] =
-      "Page references that would hit in an unlimited cache but miss in an LRU cache of " + capacity +
-      ": " + FormatPercent(share.short_share) + " over the last " + short_name_ + " against " +
-      FormatPercent(share.baseline_share) + " over the last " + baseline_name_ + " (floored at " +
-      FormatPercent(options_.share_floor) + "). Reusable pages are being lost to eviction: the replica "
-      "runs beyond its eviction-free region. Fires at " + FormatNumber(options_.fire_threshold) +
-      "x and clears below " + FormatNumber(options_.clear_threshold) + "x." + evictors;
+                 " of page references over " + short_name_ + ", " + FormatNumber(share.ratio, 3) + "x the " +
+                 baseline_name_ + " share" + (evictors.empty() ? "" : ":" + evictors);
+  a["description"] = "Page references that would hit in an unlimited cache but miss in an LRU cache of " + capacity +
+                     ": " + FormatPercent(share.short_share) + " over the last " + short_name_ + " against " +
+                     FormatPercent(share.baseline_share) + " over the last " + baseline_name_ + " (floored at " +
+                     FormatPercent(options_.share_floor) +
+                     "). Reusable pages are being lost to eviction: the replica "
+                     "runs beyond its eviction-free region. Fires at " +
+                     FormatNumber(options_.fire_threshold) + "x and clears below " +
+                     FormatNumber(options_.clear_threshold) + "x." + evictors;
   return a;
 }
 
@@ -195,12 +196,11 @@ bool CapacityMissShareDetector::Deserialize(std::span<const std::uint8_t>* in) {
     double capacity = 0;
     std::string dimension, victim, evictor;
     if (!base::ReadPod(in, &capacity) || std::isnan(capacity) || !base::ReadString(in, &dimension) ||
-        !base::ReadString(in, &victim) ||
-        !base::ReadString(in, &evictor)) {
+        !base::ReadString(in, &victim) || !base::ReadString(in, &evictor)) {
       return false;
     }
-    auto [it, added] = cells_.try_emplace(CellKey{capacity, std::move(dimension), std::move(victim), std::move(evictor)},
-                                          short_window_, spacing_);
+    auto [it, added] = cells_.try_emplace(
+        CellKey{capacity, std::move(dimension), std::move(victim), std::move(evictor)}, short_window_, spacing_);
     if (!added || !it->second.Deserialize(in)) return false;
   }
   return true;

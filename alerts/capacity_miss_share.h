@@ -87,8 +87,8 @@ struct CapacityMissShareOptions {
 struct TopEvictor {
   std::string evictor;
   std::string victim;
-  double pages = 0;   // increase over the short window
-  double share = 0;   // of all attributed pages of that dimension at that capacity
+  double pages = 0;  // increase over the short window
+  double share = 0;  // of all attributed pages of that dimension at that capacity
 };
 
 class CapacityMissShareDetector : public Detector {

@@ -29,8 +29,7 @@ base::Status CapacityShortfallOptions::Validate(std::string_view prefix) const {
   });
 }
 
-CapacityShortfallDetector::CapacityShortfallDetector(CapacityShortfallOptions options,
-                                                     std::string short_window)
+CapacityShortfallDetector::CapacityShortfallDetector(CapacityShortfallOptions options, std::string short_window)
     : options_(std::move(options)), window_(std::move(short_window)) {}
 
 Observation CapacityShortfallDetector::Evaluate(const DetectorInput& input) {
@@ -60,8 +59,8 @@ Observation CapacityShortfallDetector::Evaluate(const DetectorInput& input) {
                             Annotate(inputs, working_set, lower_bound, ratio));
 }
 
-Annotations CapacityShortfallDetector::Annotate(const AlertInputs& inputs, double working_set,
-                                                bool lower_bound, double ratio) const {
+Annotations CapacityShortfallDetector::Annotate(const AlertInputs& inputs, double working_set, bool lower_bound,
+                                                double ratio) const {
   const double capacity = *inputs.capacity_pages;
   const std::string more = lower_bound ? ">" : "";
   Annotations a;
@@ -80,16 +79,14 @@ Annotations CapacityShortfallDetector::Annotate(const AlertInputs& inputs, doubl
     ws_text += " (" + more + FormatBytes(ws_bytes) + ")";
     capacity_text += " (" + FormatBytes(capacity_bytes) + ")";
   }
-  const std::string target =
-      inputs.working_set_target.empty() ? "" : " at target " + inputs.working_set_target;
-  a["summary"] = "KV-cache working set" + target + " over " + window_ + " is " + ws_text +
-                 ", " + more + FormatPercent(ratio) + " of the capacity " + capacity_text;
-  a["description"] =
-      "The working set" + target + " of the last " + window_ + " (" + ws_text +
-      ") does not fit in the configured KV cache (" + capacity_text +
-      "): hits are lost to evictions whatever the policy. Fires at " +
-      FormatPercent(options_.fire_threshold) + " of capacity and clears below " +
-      FormatPercent(options_.clear_threshold) + ".";
+  const std::string target = inputs.working_set_target.empty() ? "" : " at target " + inputs.working_set_target;
+  a["summary"] = "KV-cache working set" + target + " over " + window_ + " is " + ws_text + ", " + more +
+                 FormatPercent(ratio) + " of the capacity " + capacity_text;
+  a["description"] = "The working set" + target + " of the last " + window_ + " (" + ws_text +
+                     ") does not fit in the configured KV cache (" + capacity_text +
+                     "): hits are lost to evictions whatever the policy. Fires at " +
+                     FormatPercent(options_.fire_threshold) + " of capacity and clears below " +
+                     FormatPercent(options_.clear_threshold) + ".";
   return a;
 }
 

@@ -85,8 +85,7 @@ class CapacityShortfallDetector : public Detector {
   Observation Evaluate(const DetectorInput& input) override;
 
  private:
-  Annotations Annotate(const AlertInputs& inputs, double working_set, bool lower_bound,
-                       double ratio) const;
+  Annotations Annotate(const AlertInputs& inputs, double working_set, bool lower_bound, double ratio) const;
 
   const CapacityShortfallOptions options_;
   const std::string window_;

@@ -12,9 +12,12 @@ namespace kvwatch::alerts {
 
 std::string_view DirectionName(ChangeDirection direction) {
   switch (direction) {
-    case ChangeDirection::kUp: return "up";
-    case ChangeDirection::kDown: return "down";
-    case ChangeDirection::kBoth: return "both";
+    case ChangeDirection::kUp:
+      return "up";
+    case ChangeDirection::kDown:
+      return "down";
+    case ChangeDirection::kBoth:
+      return "both";
   }
   return "unknown";
 }
@@ -22,8 +25,7 @@ std::string_view DirectionName(ChangeDirection direction) {
 base::Status CusumOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (warmup_samples < 2) {
-    return base::Status::Error(where + ".warmup_samples: expected at least 2, got " +
-                                std::to_string(warmup_samples));
+    return base::Status::Error(where + ".warmup_samples: expected at least 2, got " + std::to_string(warmup_samples));
   }
   return FirstError({
       ValidateNonNegative(where + ".slack", slack),
@@ -51,8 +53,7 @@ void Cusum::Add(double x) {
     m2_ += delta * (x - mean_);
     if (!learning()) {
       const double sample_sigma = std::sqrt(m2_ / (learned_ - 1));
-      sigma_ = std::max({sample_sigma, options_.min_sigma,
-                         options_.min_sigma_fraction * std::fabs(mean_)});
+      sigma_ = std::max({sample_sigma, options_.min_sigma, options_.min_sigma_fraction * std::fabs(mean_)});
     }
     return;
   }
@@ -74,17 +75,17 @@ void Cusum::Update(Side& side, double drift, double x, double cap) {
 
 ChangeDirection Cusum::side() const {
   switch (options_.direction) {
-    case ChangeDirection::kUp: return ChangeDirection::kUp;
-    case ChangeDirection::kDown: return ChangeDirection::kDown;
+    case ChangeDirection::kUp:
+      return ChangeDirection::kUp;
+    case ChangeDirection::kDown:
+      return ChangeDirection::kDown;
     case ChangeDirection::kBoth:
       return up_.statistic >= down_.statistic ? ChangeDirection::kUp : ChangeDirection::kDown;
   }
   return ChangeDirection::kUp;
 }
 
-double Cusum::statistic() const {
-  return side() == ChangeDirection::kUp ? up_.statistic : down_.statistic;
-}
+double Cusum::statistic() const { return side() == ChangeDirection::kUp ? up_.statistic : down_.statistic; }
 
 double Cusum::ShiftedMean() const {
   const Side& s = side() == ChangeDirection::kUp ? up_ : down_;
@@ -96,16 +97,16 @@ base::Status ChangeTestOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (sample_period.count() <= 0) {
     return base::Status::Error(where + ".sample_period: expected a duration > 0, got " +
-                                std::to_string(sample_period.count()) + "s");
+                               std::to_string(sample_period.count()) + "s");
   }
   if (relearn_after.count() < 0) {
     return base::Status::Error(where + ".relearn_after: expected a duration >= 0, got " +
-                                std::to_string(relearn_after.count()) + "s");
+                               std::to_string(relearn_after.count()) + "s");
   }
   if (cusum.cap < fire_threshold) {
     return base::Status::Error(where + ".cusum.cap: expected at least fire_threshold (" +
-                                FormatNumber(fire_threshold, 6) + "), got " +
-                                FormatNumber(cusum.cap, 6) + ": the alarm could never fire");
+                               FormatNumber(fire_threshold, 6) + "), got " + FormatNumber(cusum.cap, 6) +
+                               ": the alarm could never fire");
   }
   return FirstError({
       ValidateThresholds(where, fire_threshold, clear_threshold),
@@ -118,28 +119,29 @@ base::Status ChangeTestOptions::Validate(std::string_view prefix) const {
 
 std::string_view ChangeTestAlertName(CounterKind counter) {
   switch (counter) {
-    case CounterKind::kEvictedBlocks: return "KVWatchEvictionRateDrift";
-    case CounterKind::kRejectedRequests: return "KVWatchRejectionRateDrift";
-    case CounterKind::kPreemptions: return "KVWatchPreemptionRateDrift";
-    case CounterKind::kRequests: return "KVWatchRequestRateDrift";
+    case CounterKind::kEvictedBlocks:
+      return "KVWatchEvictionRateDrift";
+    case CounterKind::kRejectedRequests:
+      return "KVWatchRejectionRateDrift";
+    case CounterKind::kPreemptions:
+      return "KVWatchPreemptionRateDrift";
+    case CounterKind::kRequests:
+      return "KVWatchRequestRateDrift";
   }
   return "KVWatchRateDrift";
 }
 
 ChangeTestDetector::ChangeTestDetector(ChangeTestOptions options)
-    : options_(std::move(options)),
-      window_(FormatDuration(options_.sample_period)),
-      cusum_(options_.cusum) {}
+    : options_(std::move(options)), window_(FormatDuration(options_.sample_period)), cusum_(options_.cusum) {}
 
 Observation ChangeTestDetector::Evaluate(const DetectorInput& input) {
   const CounterWindows& windows = input.counters[options_.counter];
   if (!windows.corrected_total || !windows.latest_time) {
-    return Observation::NoData("counter " + std::string(CounterName(options_.counter)) +
-                               " not reported");
+    return Observation::NoData("counter " + std::string(CounterName(options_.counter)) + " not reported");
   }
   const Point point{*windows.latest_time, *windows.corrected_total};
-  if (auto quiet = CheckVolume(ShortWindowRequests(input), options_.min_short_window_requests,
-                               "requests in the short window")) {
+  if (auto quiet =
+          CheckVolume(ShortWindowRequests(input), options_.min_short_window_requests, "requests in the short window")) {
     anchor_ = point;  // the quiet stretch is not sampled
     return *quiet;
   }
@@ -149,12 +151,10 @@ Observation ChangeTestDetector::Evaluate(const DetectorInput& input) {
     TakeSample(point);
   }
   if (cusum_.learning()) {
-    return Observation::NoData("learning the baseline rate: " +
-                               std::to_string(cusum_.samples_learned()) + " of " +
+    return Observation::NoData("learning the baseline rate: " + std::to_string(cusum_.samples_learned()) + " of " +
                                std::to_string(options_.cusum.warmup_samples) + " samples");
   }
-  return Observation::Valid(cusum_.statistic(), options_.fire_threshold,
-                            options_.clear_threshold, Annotate());
+  return Observation::Valid(cusum_.statistic(), options_.fire_threshold, options_.clear_threshold, Annotate());
 }
 
 void ChangeTestDetector::TakeSample(const Point& point) {
@@ -168,8 +168,7 @@ void ChangeTestDetector::TakeSample(const Point& point) {
     return;
   }
   if (!alarm_since_) alarm_since_ = point.time;
-  if (options_.relearn_after.count() > 0 &&
-      point.time - *alarm_since_ >= options_.relearn_after) {
+  if (options_.relearn_after.count() > 0 && point.time - *alarm_since_ >= options_.relearn_after) {
     cusum_.Reset();  // accept the new level: the next samples learn it
     alarm_since_.reset();
     ++relearned_;
@@ -192,17 +191,16 @@ Annotations ChangeTestDetector::Annotate() const {
   a["threshold_sigma"] = FormatNumber(options_.fire_threshold);
   a["slack_sigma"] = FormatNumber(options_.cusum.slack);
   const std::string now_text = std::isnan(shifted) ? "its baseline" : FormatNumber(shifted) + "/s";
-  a["summary"] = "Sustained " + std::string(up ? "rise" : "fall") + " of the " + unit +
-                 " rate: " + now_text + " against a baseline of " +
-                 FormatNumber(cusum_.mean()) + "/s (CUSUM " + FormatNumber(cusum_.statistic(), 3) +
-                 " sigma)";
-  a["description"] =
-      "A CUSUM test on the " + unit + " per second, sampled every " + window_ +
-      ", against the baseline learned earlier (" + FormatNumber(cusum_.mean()) + "/s, sigma " +
-      FormatNumber(cusum_.sigma()) + "/s). Fires when the statistic reaches " +
-      FormatNumber(options_.fire_threshold) + " sigma and clears below " +
-      FormatNumber(options_.clear_threshold) + " sigma; a shift too small for the window "
-      "comparison accumulates here.";
+  a["summary"] = "Sustained " + std::string(up ? "rise" : "fall") + " of the " + unit + " rate: " + now_text +
+                 " against a baseline of " + FormatNumber(cusum_.mean()) + "/s (CUSUM " +
+                 FormatNumber(cusum_.statistic(), 3) + " sigma)";
+  a["description"] = "A CUSUM test on the " + unit + " per second, sampled every " + window_ +
+                     ", against the baseline learned earlier (" + FormatNumber(cusum_.mean()) + "/s, sigma " +
+                     FormatNumber(cusum_.sigma()) + "/s). Fires when the statistic reaches " +
+                     FormatNumber(options_.fire_threshold) + " sigma and clears below " +
+                     FormatNumber(options_.clear_threshold) +
+                     " sigma; a shift too small for the window "
+                     "comparison accumulates here.";
   return a;
 }
 

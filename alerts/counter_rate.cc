@@ -8,8 +8,7 @@
 
 namespace kvwatch::alerts {
 
-CounterHistory::CounterHistory(std::chrono::seconds retention,
-                               TimePoint::duration min_spacing)
+CounterHistory::CounterHistory(std::chrono::seconds retention, TimePoint::duration min_spacing)
     : retention_(retention), min_spacing_(min_spacing) {}
 
 bool CounterHistory::Observe(TimePoint time, double value) {
@@ -41,13 +40,12 @@ std::optional<TimePoint> CounterHistory::latest_time() const {
   return latest_->time;
 }
 
-std::optional<WindowIncrease> CounterHistory::IncreaseOver(TimePoint now,
-                                                           std::chrono::seconds window) const {
+std::optional<WindowIncrease> CounterHistory::IncreaseOver(TimePoint now, std::chrono::seconds window) const {
   if (!latest_ || stored_.empty() || window.count() <= 0) return std::nullopt;
   const TimePoint start = now - window;
   // The newest stored sample at or before `start`, else the oldest one.
-  auto after = std::upper_bound(stored_.begin(), stored_.end(), start,
-                                [](TimePoint t, const Sample& s) { return t < s.time; });
+  auto after =
+      std::upper_bound(stored_.begin(), stored_.end(), start, [](TimePoint t, const Sample& s) { return t < s.time; });
   const Sample* anchor = after == stored_.begin() ? &stored_.front() : &*std::prev(after);
   const double seconds = std::chrono::duration<double>(latest_->time - anchor->time).count();
   if (seconds <= 0) return std::nullopt;

@@ -20,8 +20,7 @@ Observation Observation::BelowMinVolume(std::string reason) {
   return observation;
 }
 
-Observation Observation::Valid(double value, double fire_threshold, double clear_threshold,
-                               Annotations annotations) {
+Observation Observation::Valid(double value, double fire_threshold, double clear_threshold, Annotations annotations) {
   Observation observation;
   observation.kind = ObservationKind::kValid;
   observation.value = value;
@@ -33,30 +32,42 @@ Observation Observation::Valid(double value, double fire_threshold, double clear
 
 std::string_view CounterName(CounterKind kind) {
   switch (kind) {
-    case CounterKind::kEvictedBlocks: return "evicted_blocks";
-    case CounterKind::kRejectedRequests: return "rejected_requests";
-    case CounterKind::kPreemptions: return "preemptions";
-    case CounterKind::kRequests: return "requests";
+    case CounterKind::kEvictedBlocks:
+      return "evicted_blocks";
+    case CounterKind::kRejectedRequests:
+      return "rejected_requests";
+    case CounterKind::kPreemptions:
+      return "preemptions";
+    case CounterKind::kRequests:
+      return "requests";
   }
   return "unknown";
 }
 
 std::string_view CounterUnit(CounterKind kind) {
   switch (kind) {
-    case CounterKind::kEvictedBlocks: return "evicted blocks";
-    case CounterKind::kRejectedRequests: return "rejected requests";
-    case CounterKind::kPreemptions: return "preemptions";
-    case CounterKind::kRequests: return "requests";
+    case CounterKind::kEvictedBlocks:
+      return "evicted blocks";
+    case CounterKind::kRejectedRequests:
+      return "rejected requests";
+    case CounterKind::kPreemptions:
+      return "preemptions";
+    case CounterKind::kRequests:
+      return "requests";
   }
   return "events";
 }
 
 std::optional<double> CounterValue(const CounterSample& sample, CounterKind kind) {
   switch (kind) {
-    case CounterKind::kEvictedBlocks: return sample.evicted_blocks;
-    case CounterKind::kRejectedRequests: return sample.rejected_requests;
-    case CounterKind::kPreemptions: return sample.preemptions;
-    case CounterKind::kRequests: return sample.requests;
+    case CounterKind::kEvictedBlocks:
+      return sample.evicted_blocks;
+    case CounterKind::kRejectedRequests:
+      return sample.rejected_requests;
+    case CounterKind::kPreemptions:
+      return sample.preemptions;
+    case CounterKind::kRequests:
+      return sample.requests;
   }
   return std::nullopt;
 }
@@ -67,16 +78,14 @@ std::optional<double> ShortWindowRequests(const DetectorInput& input) {
   return input.inputs.short_window_requests;
 }
 
-std::optional<Observation> CheckVolume(std::optional<double> volume, double min_volume,
-                                       std::string_view what) {
+std::optional<Observation> CheckVolume(std::optional<double> volume, double min_volume, std::string_view what) {
   if (min_volume <= 0) return std::nullopt;
   if (!volume) {
-    return Observation::BelowMinVolume(std::string(what) + " unknown (minimum " +
-                                       FormatCount(min_volume) + ")");
+    return Observation::BelowMinVolume(std::string(what) + " unknown (minimum " + FormatCount(min_volume) + ")");
   }
   if (*volume < min_volume) {
-    return Observation::BelowMinVolume(std::string(what) + " " + FormatCount(*volume) +
-                                       " below the minimum " + FormatCount(min_volume));
+    return Observation::BelowMinVolume(std::string(what) + " " + FormatCount(*volume) + " below the minimum " +
+                                       FormatCount(min_volume));
   }
   return std::nullopt;
 }

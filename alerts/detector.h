@@ -44,8 +44,7 @@ struct Observation {
   static Observation NoData(std::string reason);
   static Observation BelowMinVolume(std::string reason);
   // A valid observation of `value` against the thresholds (REQUIRES clear <= fire).
-  static Observation Valid(double value, double fire_threshold, double clear_threshold,
-                           Annotations annotations);
+  static Observation Valid(double value, double fire_threshold, double clear_threshold, Annotations annotations);
 };
 
 // The cumulative counters of CounterSample, by name.
@@ -59,17 +58,15 @@ std::optional<double> CounterValue(const CounterSample& sample, CounterKind kind
 struct CounterWindows {
   std::optional<WindowIncrease> short_window;     // over the short window
   std::optional<WindowIncrease> baseline_window;  // over the baseline window
-  std::optional<double> corrected_total;  // reset-corrected cumulative; absent before any sample
-  std::optional<TimePoint> latest_time;   // time of the latest sample of the counter
-  std::uint64_t resets = 0;               // counter resets seen so far
+  std::optional<double> corrected_total;          // reset-corrected cumulative; absent before any sample
+  std::optional<TimePoint> latest_time;           // time of the latest sample of the counter
+  std::uint64_t resets = 0;                       // counter resets seen so far
 };
 
 struct DerivedCounters {
   std::array<CounterWindows, kCounterKinds> windows;
 
-  const CounterWindows& operator[](CounterKind kind) const {
-    return windows[static_cast<std::size_t>(kind)];
-  }
+  const CounterWindows& operator[](CounterKind kind) const { return windows[static_cast<std::size_t>(kind)]; }
   CounterWindows& operator[](CounterKind kind) { return windows[static_cast<std::size_t>(kind)]; }
 };
 
@@ -84,8 +81,7 @@ std::optional<double> ShortWindowRequests(const DetectorInput& input);
 
 // kBelowMinVolume when `volume` is unknown or below `min_volume` (a min_volume of 0
 // accepts an unknown volume); std::nullopt when the volume suffices.
-std::optional<Observation> CheckVolume(std::optional<double> volume, double min_volume,
-                                       std::string_view what);
+std::optional<Observation> CheckVolume(std::optional<double> volume, double min_volume, std::string_view what);
 
 class Detector {
  public:

@@ -15,8 +15,7 @@ std::string FormatNumber(double value, int significant) {
     return FormatCount(value);
   }
   char buffer[64];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value,
-                                 std::chars_format::general, significant);
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::general, significant);
   if (ec != std::errc()) return "NaN";  // cannot happen with 64 bytes
   return std::string(buffer, end);
 }
@@ -24,8 +23,7 @@ std::string FormatNumber(double value, int significant) {
 std::string FormatCount(double value) {
   if (!std::isfinite(value)) return FormatNumber(value);
   char buffer[64];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), std::round(value),
-                                 std::chars_format::fixed, 0);
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), std::round(value), std::chars_format::fixed, 0);
   if (ec != std::errc()) return FormatNumber(value);
   std::string text(buffer, end);
   return text == "-0" ? "0" : text;
@@ -45,9 +43,7 @@ std::string FormatBytes(double bytes) {
   return FormatNumber(bytes, 3) + " " + kUnits[unit];
 }
 
-std::string FormatPercent(double fraction) {
-  return FormatNumber(fraction * 100.0, 3) + "%";
-}
+std::string FormatPercent(double fraction) { return FormatNumber(fraction * 100.0, 3) + "%"; }
 
 std::string FormatDuration(std::chrono::seconds duration) {
   long long total = duration.count();
@@ -70,12 +66,10 @@ std::string FormatRfc3339(TimePoint time) {
   const year_month_day date{day};
   const hh_mm_ss clock{millis - day};
   char buffer[40];
-  std::snprintf(buffer, sizeof(buffer), "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ",
-                static_cast<int>(date.year()), static_cast<unsigned>(date.month()),
-                static_cast<unsigned>(date.day()), static_cast<int>(clock.hours().count()),
-                static_cast<int>(clock.minutes().count()),
-                static_cast<int>(clock.seconds().count()),
-                static_cast<int>(clock.subseconds().count()));
+  std::snprintf(buffer, sizeof(buffer), "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(date.year()),
+                static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                static_cast<int>(clock.hours().count()), static_cast<int>(clock.minutes().count()),
+                static_cast<int>(clock.seconds().count()), static_cast<int>(clock.subseconds().count()));
   return buffer;
 }
 

@@ -79,7 +79,7 @@ struct KvLoadSample {
   double mean_token_seconds = 0;  // mean KV token-seconds of a sized request
   double capacity_tokens = 0;
   double decode_tokens_per_s = 0;
-  double prefill_s = 0;           // the prefill time per request mean_token_seconds charges
+  double prefill_s = 0;  // the prefill time per request mean_token_seconds charges
 };
 
 struct AlertInputs {

@@ -19,8 +19,7 @@ base::Status KneeShiftOptions::Validate(std::string_view prefix) const {
   });
 }
 
-KneeShiftDetector::KneeShiftDetector(KneeShiftOptions options, std::string short_window,
-                                     std::string baseline_window)
+KneeShiftDetector::KneeShiftDetector(KneeShiftOptions options, std::string short_window, std::string baseline_window)
     : options_(std::move(options)),
       short_window_(std::move(short_window)),
       baseline_window_(std::move(baseline_window)),
@@ -29,9 +28,8 @@ KneeShiftDetector::KneeShiftDetector(KneeShiftOptions options, std::string short
 Observation KneeShiftDetector::Evaluate(const DetectorInput& input) {
   const AlertInputs& inputs = input.inputs;
   if (!inputs.short_knee_pages || !inputs.baseline_knee_pages) {
-    return Observation::NoData("knee of the " + std::string(inputs.short_knee_pages
-                                                                ? baseline_window_
-                                                                : short_window_) +
+    return Observation::NoData("knee of the " +
+                               std::string(inputs.short_knee_pages ? baseline_window_ : short_window_) +
                                " window not available");
   }
   if (*inputs.baseline_knee_pages <= 0) {
@@ -41,8 +39,7 @@ Observation KneeShiftDetector::Evaluate(const DetectorInput& input) {
                                "requests in the " + short_window_ + " window")) {
     return *quiet;
   }
-  if (auto quiet = CheckVolume(inputs.baseline_window_requests,
-                               options_.min_baseline_window_requests,
+  if (auto quiet = CheckVolume(inputs.baseline_window_requests, options_.min_baseline_window_requests,
                                "requests in the " + baseline_window_ + " window")) {
     return *quiet;
   }
@@ -50,15 +47,14 @@ Observation KneeShiftDetector::Evaluate(const DetectorInput& input) {
   const double baseline_knee = *inputs.baseline_knee_pages;
   const double shift = std::fabs(short_knee - baseline_knee);
   const double change = shift / baseline_knee;
-  Observation observation =
-      Observation::Valid(change, options_.fire_threshold, options_.clear_threshold,
-                         Annotate(inputs, short_knee, baseline_knee, change));
+  Observation observation = Observation::Valid(change, options_.fire_threshold, options_.clear_threshold,
+                                               Annotate(inputs, short_knee, baseline_knee, change));
   observation.above_fire = observation.above_fire && shift >= options_.min_shift_pages;
   return observation;
 }
 
-Annotations KneeShiftDetector::Annotate(const AlertInputs& inputs, double short_knee,
-                                        double baseline_knee, double change) const {
+Annotations KneeShiftDetector::Annotate(const AlertInputs& inputs, double short_knee, double baseline_knee,
+                                        double change) const {
   const bool grew = short_knee >= baseline_knee;
   Annotations a;
   a["old_knee_pages"] = FormatCount(baseline_knee);
@@ -80,17 +76,16 @@ Annotations KneeShiftDetector::Annotate(const AlertInputs& inputs, double short_
     old_text += " (" + FormatBytes(old_bytes) + ")";
     new_text += " (" + FormatBytes(new_bytes) + ")";
   }
-  a["summary"] = "KV-cache knee " + std::string(grew ? "grew" : "shrank") + " by " +
-                 FormatPercent(change) + ": " + old_text + " over " + baseline_window_ +
-                 " -> " + new_text + " over " + short_window_;
+  a["summary"] = "KV-cache knee " + std::string(grew ? "grew" : "shrank") + " by " + FormatPercent(change) + ": " +
+                 old_text + " over " + baseline_window_ + " -> " + new_text + " over " + short_window_;
   a["description"] =
       "The knee of the hit-rate curve (where more cache starts buying much less hit rate) "
-      "of the last " + short_window_ + " is " + new_text + ", against " + old_text +
-      " over the last " + baseline_window_ + ". " +
+      "of the last " +
+      short_window_ + " is " + new_text + ", against " + old_text + " over the last " + baseline_window_ + ". " +
       (grew ? "The workload now needs more KV cache for the same efficiency."
             : "The workload now reuses a smaller set of pages.") +
-      " Fires at a change of " + FormatPercent(options_.fire_threshold) +
-      " and clears below " + FormatPercent(options_.clear_threshold) + ".";
+      " Fires at a change of " + FormatPercent(options_.fire_threshold) + " and clears below " +
+      FormatPercent(options_.clear_threshold) + ".";
   return a;
 }
 

@@ -58,8 +58,7 @@ struct KneeShiftOptions {
 class KneeShiftDetector : public Detector {
  public:
   // `short_window` and `baseline_window` name the windows ("1h", "24h").
-  KneeShiftDetector(KneeShiftOptions options, std::string short_window,
-                    std::string baseline_window);
+  KneeShiftDetector(KneeShiftOptions options, std::string short_window, std::string baseline_window);
 
   // Detector
   std::string_view AlertName() const override { return kKneeShiftAlertName; }
@@ -67,8 +66,7 @@ class KneeShiftDetector : public Detector {
   Observation Evaluate(const DetectorInput& input) override;
 
  private:
-  Annotations Annotate(const AlertInputs& inputs, double short_knee, double baseline_knee,
-                       double change) const;
+  Annotations Annotate(const AlertInputs& inputs, double short_knee, double baseline_knee, double change) const;
 
   const KneeShiftOptions options_;
   const std::string short_window_;

@@ -44,10 +44,10 @@ Observation KvLoadDetector::Evaluate(const DetectorInput& input) {
   a["description"] = "Requests arrive at " + FormatNumber(load->arrivals_per_s) + "/s and each holds " +
                      FormatNumber(load->mean_token_seconds) + " KV token-seconds on average (prefill " +
                      FormatNumber(load->prefill_s) + " s, decode at " + FormatNumber(load->decode_tokens_per_s) +
-                     " tokens/s), " + FormatPercent(rho) + " of the " +
-                     FormatCount(load->capacity_tokens) +
+                     " tokens/s), " + FormatPercent(rho) + " of the " + FormatCount(load->capacity_tokens) +
                      "-token KV capacity (Little's law): admission is outrunning memory and preemptions follow. "
-                     "Fires at " + FormatNumber(options_.fire_threshold) + " and clears below " +
+                     "Fires at " +
+                     FormatNumber(options_.fire_threshold) + " and clears below " +
                      FormatNumber(options_.clear_threshold) + ".";
   return Observation::Valid(rho, options_.fire_threshold, options_.clear_threshold, std::move(a));
 }

@@ -12,19 +12,16 @@ base::Status NotifyOptions::Validate(std::string_view prefix) const {
   const std::string where(prefix);
   if (resend_interval.count() <= 0) {
     return base::Status::Error(where + ".resend_interval: expected a duration > 0, got " +
-                                std::to_string(resend_interval.count()) + "s");
+                               std::to_string(resend_interval.count()) + "s");
   }
   if (resolved_retention < kMinResolvedRetention) {
     return base::Status::Error(where + ".resolved_retention: expected at least 5m " +
-                                "(Alertmanager's client contract), got " +
-                                FormatDuration(resolved_retention));
+                               "(Alertmanager's client contract), got " + FormatDuration(resolved_retention));
   }
   return base::Status::Ok();
 }
 
-TimePoint FiringEndsAt(TimePoint now, const NotifyOptions& options) {
-  return now + 4 * options.resend_interval;
-}
+TimePoint FiringEndsAt(TimePoint now, const NotifyOptions& options) { return now + 4 * options.resend_interval; }
 
 namespace {
 
@@ -44,8 +41,7 @@ PostableAlert Item(const AlertStatus& alert, TimePoint ends_at, const NotifyOpti
 
 }  // namespace
 
-std::optional<PostableAlert> DueForSending(TimePoint now, const AlertStatus& alert,
-                                           const NotifyOptions& options) {
+std::optional<PostableAlert> DueForSending(TimePoint now, const AlertStatus& alert, const NotifyOptions& options) {
   if (!alert.fired_at) return std::nullopt;
   if (alert.state == AlertState::kFiring) {
     if (!ResendIntervalPassed(now, alert, options)) return std::nullopt;

@@ -70,8 +70,7 @@ TimePoint FiringEndsAt(TimePoint now, const NotifyOptions& options);
 // Does not record the send: the caller sets alert.last_sent_at = now (and
 // resolution_sent when the alert is resolved) when it hands the item to the sender
 // (Alerter::TakeDue does this).
-std::optional<PostableAlert> DueForSending(TimePoint now, const AlertStatus& alert,
-                                           const NotifyOptions& options);
+std::optional<PostableAlert> DueForSending(TimePoint now, const AlertStatus& alert, const NotifyOptions& options);
 
 // The JSON array of postableAlert objects for POST /api/v2/alerts:
 // [{"labels":{...},"annotations":{...},"startsAt":"<RFC 3339>","endsAt":"...",

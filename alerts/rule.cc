@@ -13,12 +13,12 @@ base::Status RuleOptions::Validate(std::string_view prefix) const {
     return base::Status::Error(where + ".severity: expected a non-empty label value");
   }
   if (for_duration.count() < 0) {
-    return base::Status::Error(where + ".for: expected a duration >= 0, got " +
-                                std::to_string(for_duration.count()) + "s");
+    return base::Status::Error(where + ".for: expected a duration >= 0, got " + std::to_string(for_duration.count()) +
+                               "s");
   }
   if (keep_firing_for.count() < 0) {
     return base::Status::Error(where + ".keep_firing_for: expected a duration >= 0, got " +
-                                std::to_string(keep_firing_for.count()) + "s");
+                               std::to_string(keep_firing_for.count()) + "s");
   }
   return base::Status::Ok();
 }

@@ -15,8 +15,7 @@ namespace kvwatch::alerts {
 
 // Ok when both are finite and clear_threshold <= fire_threshold; the error names
 // `<prefix>.fire_threshold` / `<prefix>.clear_threshold`.
-base::Status ValidateThresholds(std::string_view prefix, double fire_threshold,
-                                 double clear_threshold);
+base::Status ValidateThresholds(std::string_view prefix, double fire_threshold, double clear_threshold);
 
 // Ok when `value` is finite and >= 0; the error names `field`.
 base::Status ValidateNonNegative(std::string_view field, double value);

@@ -30,7 +30,6 @@ namespace kvwatch::base {
 std::string JsonQuote(std::string_view text);
 void AppendJsonQuoted(std::string* out, std::string_view text);
 
-
 class JsonWriter {
  public:
   void BeginObject() { Open('{'); }

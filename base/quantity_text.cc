@@ -25,15 +25,8 @@ std::optional<double> TakeNumber(std::string_view* text) {
 
 // The size units, their factors as exact integers.
 constexpr std::pair<std::string_view, std::uint64_t> kSizeUnits[] = {
-    {"B", 1},
-    {"KiB", 1ull << 10},
-    {"MiB", 1ull << 20},
-    {"GiB", 1ull << 30},
-    {"TiB", 1ull << 40},
-    {"KB", 1000},
-    {"MB", 1000000},
-    {"GB", 1000000000},
-    {"TB", 1000000000000},
+    {"B", 1},     {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},   {"TiB", 1ull << 40},
+    {"KB", 1000}, {"MB", 1000000},     {"GB", 1000000000},  {"TB", 1000000000000},
 };
 
 // The factor of the unit that text is (after one optional space), or nullopt.
@@ -67,11 +60,20 @@ std::optional<double> ParseDuration(std::string_view text, Bare bare) {
       rest.remove_prefix(2);
     } else {
       switch (rest.front()) {
-        case 's': unit = 1; break;
-        case 'm': unit = 60; break;
-        case 'h': unit = 3600; break;
-        case 'd': unit = 86400; break;
-        default: return std::nullopt;
+        case 's':
+          unit = 1;
+          break;
+        case 'm':
+          unit = 60;
+          break;
+        case 'h':
+          unit = 3600;
+          break;
+        case 'd':
+          unit = 86400;
+          break;
+        default:
+          return std::nullopt;
       }
       rest.remove_prefix(1);
     }

@@ -23,10 +23,8 @@ struct Spelling {
 enum class TimestampUnit { kAuto, kMilliseconds, kSeconds };
 // Its spellings; the first of each value is its name.
 inline constexpr Spelling<TimestampUnit> kTimestampUnitSpellings[] = {
-    {"auto", TimestampUnit::kAuto},
-    {"ms", TimestampUnit::kMilliseconds},
-    {"s", TimestampUnit::kSeconds},
-    {"milliseconds", TimestampUnit::kMilliseconds},
+    {"auto", TimestampUnit::kAuto},       {"ms", TimestampUnit::kMilliseconds},
+    {"s", TimestampUnit::kSeconds},       {"milliseconds", TimestampUnit::kMilliseconds},
     {"seconds", TimestampUnit::kSeconds},
 };
 

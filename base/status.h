@@ -63,9 +63,7 @@ class [[nodiscard]] Result {
  public:
   // Implicit, so that a function returning Result<T> can `return value;`.
   Result(T value) : value_(std::move(value)) {}  // NOLINT(runtime/explicit)
-  static Result Error(std::string message) {
-    return Result(ErrorTag{}, status_internal::NonEmpty(std::move(message)));
-  }
+  static Result Error(std::string message) { return Result(ErrorTag{}, status_internal::NonEmpty(std::move(message))); }
 
   bool ok() const { return value_.has_value(); }
 

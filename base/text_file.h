@@ -1,8 +1,8 @@
 // Reading a small text file whole: the agent's YAML, a web config file, a model's
-// config.json, an engine's /metrics scrape (simulate --calibrate). A path may name something that is not a small regular file by
-// mistake (a directory, /dev/zero, a log): reading it must end with an error that
-// says so, not run without end or parse a directory as an empty document.
-// Pipes are read (`--config <(envsubst < agent.yaml)` is a real use), up to the cap.
+// config.json, an engine's /metrics scrape (simulate --calibrate). A path may name something that is not a small
+// regular file by mistake (a directory, /dev/zero, a log): reading it must end with an error that says so, not run
+// without end or parse a directory as an empty document. Pipes are read (`--config <(envsubst < agent.yaml)` is a real
+// use), up to the cap.
 //
 // Thread safety: pure apart from reading the file; any thread.
 #ifndef KVWATCH_BASE_TEXT_FILE_H_

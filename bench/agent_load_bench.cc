@@ -29,6 +29,7 @@
 // binary in turn (baseline first) and the CPU and /metrics figures are printed
 // side by side with their ratios: a before/after measured in one run, each pair
 // under the same machine load (the 1-minute load average is printed per run).
+#include <httplib.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -42,7 +43,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <httplib.h>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -195,8 +195,8 @@ RunResult Run(const Options& o) {
   const std::string config = dir.Sub("agent.yaml");
   std::string curve;
   if (!o.policies.empty() || !o.tenants.empty()) {
-    curve = "curve: {capacities: [" + o.capacities + "]" + (o.policies.empty() ? "" : ", policies: [" + o.policies + "]") +
-            "}\n";
+    curve = "curve: {capacities: [" + o.capacities + "]" +
+            (o.policies.empty() ? "" : ", policies: [" + o.policies + "]") + "}\n";
   }
   if (o.tenants == "off") curve += "tenants: {enabled: false}\n";
   if (o.tenants == "isolated") curve += "tenants: {isolated: true}\n";
@@ -415,9 +415,10 @@ int main(int argc, char** argv) {
       std::printf("\n");
       pairs.emplace_back(b, n);
     }
-    std::printf("baseline %s against %s, %.0f refs/s, %d pairs (each: baseline, then this); ratio: CPU per\n"
-                "reference against the pair's baseline\n",
-                o.baseline_kvwatch.c_str(), o.kvwatch.c_str(), o.refs_per_s, o.runs);
+    std::printf(
+        "baseline %s against %s, %.0f refs/s, %d pairs (each: baseline, then this); ratio: CPU per\n"
+        "reference against the pair's baseline\n",
+        o.baseline_kvwatch.c_str(), o.kvwatch.c_str(), o.refs_per_s, o.runs);
     std::printf("%-5s %-13s %21s %9s %7s %21s %21s %19s\n", "pair", "load avg", "CPU %core (worst s)", "us/ref",
                 "ratio", "/metrics load p50/p99", "kept alive p50/p99", "caught up after");
     bool ok = true;

@@ -36,10 +36,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mix.h"
 #include "collectors/trace_reader.h"
 #include "curve/bucketed_curve.h"
 #include "curve/curve_accumulator.h"
-#include "base/mix.h"
 #include "curve/sampled_engine.h"
 #include "curve/stack_distance.h"
 #include "curve/tenants.h"
@@ -66,18 +66,18 @@ std::uint64_t CountDistinct(const Trace& t) {
 }
 
 Workload Load(const std::string& relative) {
-    Workload w;
-    const std::string path = std::string(KVWATCH_SHARED_DATA) + "/" + relative;
-    if (!std::filesystem::exists(path)) return w;
-    kvwatch::collectors::TraceCallbacks cb;
-    cb.on_request = [&](kvwatch::curve::Request& r) {
-      w.refs += r.pages.size();
-      w.requests.push_back(std::move(r.pages));
-    };
-    auto s = kvwatch::collectors::ReadTrace(path, {}, cb);
-    if (!s.ok()) std::fprintf(stderr, "%s\n", s.error().c_str());
-    w.distinct = CountDistinct(w.requests);
-    return w;
+  Workload w;
+  const std::string path = std::string(KVWATCH_SHARED_DATA) + "/" + relative;
+  if (!std::filesystem::exists(path)) return w;
+  kvwatch::collectors::TraceCallbacks cb;
+  cb.on_request = [&](kvwatch::curve::Request& r) {
+    w.refs += r.pages.size();
+    w.requests.push_back(std::move(r.pages));
+  };
+  auto s = kvwatch::collectors::ReadTrace(path, {}, cb);
+  if (!s.ok()) std::fprintf(stderr, "%s\n", s.error().c_str());
+  w.distinct = CountDistinct(w.requests);
+  return w;
 }
 
 const Workload& Weka() {
@@ -148,7 +148,8 @@ const Workload& MultiTenant() {
       std::vector<PageId> pages;
       for (std::uint32_t i = 0; i < kSystemPages; ++i) pages.push_back(kvwatch::base::Mix64((t << 8) | i));
       c.pages += added;
-      for (std::uint32_t i = 0; i < c.pages; ++i) pages.push_back(kvwatch::base::Mix64((c.epoch << 8 | i) + (1ULL << 40)));
+      for (std::uint32_t i = 0; i < c.pages; ++i)
+        pages.push_back(kvwatch::base::Mix64((c.epoch << 8 | i) + (1ULL << 40)));
       ++c.turn;
       w.refs += pages.size();
       w.requests.push_back(std::move(pages));
@@ -187,11 +188,16 @@ const Workload& WekaHashed() {
 // multi-tenant chat stream.
 const Workload& Get(int which) {
   switch (which) {
-    case 0: return Weka();
-    case 1: return Zipf();
-    case 5: return WekaHashed();
-    case 6: return MultiTenant();
-    default: return Mooncake(which - 2);
+    case 0:
+      return Weka();
+    case 1:
+      return Zipf();
+    case 5:
+      return WekaHashed();
+    case 6:
+      return MultiTenant();
+    default:
+      return Mooncake(which - 2);
   }
 }
 
@@ -265,8 +271,8 @@ void ExactAgent(benchmark::State& state) {
   layout.bounds = &bounds;
   layout.capacities = {1000, 10000, 100000};
   for (auto _ : state) {
-    kvwatch::curve::StackDistanceEngine engine(
-        tenants ? kvwatch::curve::GroupTracker::SharedEngineOptions(base, layout) : base);
+    kvwatch::curve::StackDistanceEngine engine(tenants ? kvwatch::curve::GroupTracker::SharedEngineOptions(base, layout)
+                                                       : base);
     kvwatch::curve::BucketedCurve curve(&bounds, 1.0);
     kvwatch::curve::GroupTracker tracker(&layout);
     kvwatch::curve::GroupCurves curves(&layout);
@@ -403,15 +409,49 @@ void BareHashMap(benchmark::State& state) {
 
 // range(0): the workload (see Get).
 BENCHMARK(Exact)->ArgNames({"workload"})->Arg(0)->Arg(5)->Arg(1)->Arg(6)->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(ExactGroups)->ArgNames({"workload", "isolated"})->Args({0, 0})->Args({5, 0})->Args({0, 1})->Args({1, 0})
-    ->Args({6, 0})->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(ExactAgent)->ArgNames({"workload", "tenants"})->Args({1, 0})->Args({1, 1})->Args({6, 0})->Args({6, 1})
-    ->Args({0, 0})->Args({0, 1})->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(Sampled)->ArgNames({"workload", "rate_permille"})->Args({0, 10})->Args({5, 10})->Args({1, 10})->Args({0, 100})
-    ->Args({2, 10})->Args({3, 10})->Args({4, 10})->Args({2, 100})->Args({3, 100})->Args({4, 100})
-    ->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(Lru)->ArgNames({"workload", "capacities"})->Args({0, 10})->Args({5, 10})->Args({1, 10})->Args({0, 1})->Args({5, 1})->Args({1, 1})
-    ->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(ExactGroups)
+    ->ArgNames({"workload", "isolated"})
+    ->Args({0, 0})
+    ->Args({5, 0})
+    ->Args({0, 1})
+    ->Args({1, 0})
+    ->Args({6, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK(ExactAgent)
+    ->ArgNames({"workload", "tenants"})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({6, 0})
+    ->Args({6, 1})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK(Sampled)
+    ->ArgNames({"workload", "rate_permille"})
+    ->Args({0, 10})
+    ->Args({5, 10})
+    ->Args({1, 10})
+    ->Args({0, 100})
+    ->Args({2, 10})
+    ->Args({3, 10})
+    ->Args({4, 10})
+    ->Args({2, 100})
+    ->Args({3, 100})
+    ->Args({4, 100})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK(Lru)
+    ->ArgNames({"workload", "capacities"})
+    ->Args({0, 10})
+    ->Args({5, 10})
+    ->Args({1, 10})
+    ->Args({0, 1})
+    ->Args({5, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 BENCHMARK(BareHashMap)->ArgNames({"workload"})->Arg(0)->Arg(5)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace

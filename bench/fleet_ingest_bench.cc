@@ -69,8 +69,8 @@ struct Options {
   std::string modes = "exact,sampled";
   int tokens_per_block = 16;
   std::uint64_t cycle_events = 100000;  // block events per engine before its stream repeats
-  double max_agent_rss_mib = 4096;  // stop sending beyond this agent RSS (a backlog)
-  std::string stop_file;            // child: stop sending once this file exists
+  double max_agent_rss_mib = 4096;      // stop sending beyond this agent RSS (a backlog)
+  std::string stop_file;                // child: stop sending once this file exists
   std::string kvwatch;
   std::string self;
   bool publish = false;  // child mode
@@ -119,7 +119,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
   }
   o->self = std::filesystem::read_symlink("/proc/self/exe").string();
   if (o->kvwatch.empty()) {
-    o->kvwatch = (std::filesystem::path(o->self).parent_path() / ".." / "agent" / "kvwatch").lexically_normal().string();
+    o->kvwatch =
+        (std::filesystem::path(o->self).parent_path() / ".." / "agent" / "kvwatch").lexically_normal().string();
   }
   return o->duration_s > 0 && o->publishers > 0 && o->rate > 0 && o->tokens_per_block >= 0 && o->cycle_events > 0;
 }
@@ -153,9 +154,12 @@ void BuildCycle(int index, const Options& o, Engine* e) {
   so.duration_s = 0;
   so.max_requests = 0;
   auto gen = kc::SynthGenerator::Create(so);
-  kc::testing::EngineCacheModel model(kc::testing::EngineModelOptions{
-      .capacity_blocks = 8192, .report_reuse = true, .requests_per_batch = 1,
-      .tokens_per_block = o.tokens_per_block, .start_ts = 1.79e9, .ts_step = 0.01});
+  kc::testing::EngineCacheModel model(kc::testing::EngineModelOptions{.capacity_blocks = 8192,
+                                                                      .report_reuse = true,
+                                                                      .requests_per_batch = 1,
+                                                                      .tokens_per_block = o.tokens_per_block,
+                                                                      .start_ts = 1.79e9,
+                                                                      .ts_step = 0.01});
   kc::SynthRequest r;
   std::vector<std::uint64_t> pages;
   const std::uint64_t salt = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(index + 1);
@@ -320,7 +324,6 @@ using kvwatch::bench::Mib;
 using kvwatch::bench::Percentile;
 using kvwatch::bench::StatusBytes;
 
-
 // The sum of every sample of a family, whatever its labels.
 double Sum(const std::string& body, const std::string& name) {
   const kc::Exposition e = kc::ParseExposition(body);
@@ -361,8 +364,9 @@ bool RunMode(const Options& o, const std::string& mode) {
     std::fprintf(stderr, "fleet_ingest_bench: %s\n", error.c_str());
     return false;
   }
-  if (!ts::PollUntil([&] { return publishers->Stdout().find("READY\n") != std::string::npos || !publishers->Running(); },
-                     std::chrono::milliseconds(300000))) {
+  if (!ts::PollUntil(
+          [&] { return publishers->Stdout().find("READY\n") != std::string::npos || !publishers->Running(); },
+          std::chrono::milliseconds(300000))) {
     std::fprintf(stderr, "fleet_ingest_bench: the publishers did not start\n");
     return false;
   }
@@ -392,8 +396,9 @@ bool RunMode(const Options& o, const std::string& mode) {
   auto agent = kvwatch::bench::StartAgent("fleet_ingest_bench", o.kvwatch, dir.Sub("agent.yaml"), dir, &port);
   if (!agent) return false;
   const pid_t pid = agent->pid();
-  if (!ts::PollUntil([&] { return publishers->Stdout().find("SENDING\n") != std::string::npos || !publishers->Running(); },
-                     std::chrono::milliseconds(60000)) ||
+  if (!ts::PollUntil(
+          [&] { return publishers->Stdout().find("SENDING\n") != std::string::npos || !publishers->Running(); },
+          std::chrono::milliseconds(60000)) ||
       !publishers->Running()) {
     std::fprintf(stderr, "fleet_ingest_bench: the publishers did not see the agent subscribe:\n%s\n",
                  publishers->Stdout().c_str());
@@ -490,8 +495,8 @@ bool RunMode(const Options& o, const std::string& mode) {
               " 2-ms ticks late; cycle %" PRIu64 " batches)\n",
               "block events sent", sent, sent_batches, static_cast<double>(sent) / send_wall, late, ticks,
               cycle_batches);
-  std::printf("%-40s %.1f block events, %.0f bytes of msgpack (%.1f bytes per block event)\n",
-              "per batch, on average", static_cast<double>(cycle_events) / static_cast<double>(cycle_batches),
+  std::printf("%-40s %.1f block events, %.0f bytes of msgpack (%.1f bytes per block event)\n", "per batch, on average",
+              static_cast<double>(cycle_events) / static_cast<double>(cycle_batches),
               static_cast<double>(cycle_bytes) / static_cast<double>(cycle_batches),
               static_cast<double>(cycle_bytes) / static_cast<double>(cycle_events));
   std::printf("%-40s %.0f (%.6f of sent; caught up %.2f s after the last send)\n", "block events seen by the agent",
@@ -509,8 +514,8 @@ bool RunMode(const Options& o, const std::string& mode) {
   std::printf("%-40s %s at the start, %s at the end (other work on this machine included)\n", "load average",
               loadavg_start.c_str(), loadavg_end.c_str());
   if (over_rss) {
-    std::printf("%-40s the agent's RSS passed %.0f MiB: sending stopped early (it was not keeping up)\n",
-                "STOPPED", o.max_agent_rss_mib);
+    std::printf("%-40s the agent's RSS passed %.0f MiB: sending stopped early (it was not keeping up)\n", "STOPPED",
+                o.max_agent_rss_mib);
   }
   std::printf("%-40s %s (engine %s, %.0f tracked pages)\n", "agent peak RSS (VmHWM)", Mib(peak_rss).c_str(),
               Mib(Sum(body, "kvwatch_engine_memory_bytes")).c_str(), Sum(body, "kvwatch_tracked_pages"));

@@ -166,8 +166,8 @@ int main(int argc, char** argv) {
     for (bool full : {false, true}) {
       for (KvEncoding enc : {KvEncoding::kMap, KvEncoding::kArray}) {
         streams.push_back(std::make_unique<Stream>(Encode(w.trace, full, enc, w.tokens_per_block)));
-        const std::string suffix = w.name + (full ? "/full" : "/incremental") +
-                                   (enc == KvEncoding::kMap ? "/map" : "/array");
+        const std::string suffix =
+            w.name + (full ? "/full" : "/incremental") + (enc == KvEncoding::kMap ? "/map" : "/array");
         benchmark::RegisterBenchmark(("Decode/" + suffix).c_str(), BM_Decode, streams.back().get())
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("FullPath/" + suffix).c_str(), BM_FullPath, streams.back().get())

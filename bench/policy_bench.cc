@@ -40,7 +40,6 @@
 //
 //   build/bench/policy_bench --benchmark_filter=Canaries --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
-
 #include <time.h>
 
 #include <chrono>
@@ -75,8 +74,8 @@ const Loaded& Weka() {
     // The environment's KVWATCH_SHARED_DATA, when set, overrides the build's (a worktree
     // elsewhere than beside ../shared).
     const char* env = std::getenv("KVWATCH_SHARED_DATA");
-    const std::string path = std::string(env != nullptr ? env : KVWATCH_SHARED_DATA) +
-                             "/weka/claude_code_sessions_merged.jsonl.gz";
+    const std::string path =
+        std::string(env != nullptr ? env : KVWATCH_SHARED_DATA) + "/weka/claude_code_sessions_merged.jsonl.gz";
     if (!std::filesystem::exists(path)) return l;
     EngineOptions eo;
     eo.remembered_evictions = 0;
@@ -188,7 +187,6 @@ void Policy(benchmark::State& state) {
   state.counters["sim_MB"] = static_cast<double>(last.memory_bytes) / 1e6;
 }
 
-
 // ------------------------------------------------------------------ libCacheSim-equivalent baselines
 
 namespace libcs {
@@ -203,10 +201,10 @@ struct Obj {
   Obj* next = nullptr;
   std::uint32_t exp_time = 0;
   std::int64_t next_access_vtime = 0;  // misc
-  std::int32_t freq = 0;                // misc / S3FIFO freq
-  std::int32_t list = 0;                // ARC's lru_id
+  std::int32_t freq = 0;               // misc / S3FIFO freq
+  std::int32_t list = 0;               // ARC's lru_id
   bool ghost = false;
-  char rest[23] = {};                   // the rest of the per-algorithm union
+  char rest[23] = {};  // the rest of the per-algorithm union
 };
 #pragma pack(pop)
 
@@ -277,13 +275,22 @@ struct Queue {
   void Prepend(Obj* o) {
     o->prev = nullptr;
     o->next = head;
-    if (head != nullptr) head->prev = o; else tail = o;
+    if (head != nullptr)
+      head->prev = o;
+    else
+      tail = o;
     head = o;
     ++n;
   }
   void Remove(Obj* o) {
-    if (o->prev != nullptr) o->prev->next = o->next; else head = o->next;
-    if (o->next != nullptr) o->next->prev = o->prev; else tail = o->prev;
+    if (o->prev != nullptr)
+      o->prev->next = o->next;
+    else
+      head = o->next;
+    if (o->next != nullptr)
+      o->next->prev = o->prev;
+    else
+      tail = o->prev;
     o->prev = o->next = nullptr;
     --n;
   }
@@ -602,9 +609,17 @@ void Canaries(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(StackEngine)->Unit(benchmark::kMillisecond)->Iterations(2);
-BENCHMARK(Policy)->ArgName("policy")->DenseRange(0, std::size(kAllPolicies) - 1)->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(Policy)
+    ->ArgName("policy")
+    ->DenseRange(0, std::size(kAllPolicies) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
 
-BENCHMARK(VsLibCacheSim)->ArgName("policy")->DenseRange(0, std::size(kCompared) - 1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(VsLibCacheSim)
+    ->ArgName("policy")
+    ->DenseRange(0, std::size(kCompared) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK(Canaries)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 BENCHMARK_MAIN();

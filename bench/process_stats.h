@@ -43,13 +43,13 @@ inline int WaitForAgentPort(agent::testing_support::ChildProcess& agent) {
 // (agent.out, agent.err) and waits for its port; on failure says why on stderr,
 // prefixed with `bench`, and returns null.
 inline std::unique_ptr<agent::testing_support::ChildProcess> StartAgent(const std::string& bench,
-                                                                       const std::string& kvwatch,
-                                                                       const std::string& config,
-                                                                       const agent::testing_support::TempDir& dir,
-                                                                       int* port) {
+                                                                        const std::string& kvwatch,
+                                                                        const std::string& config,
+                                                                        const agent::testing_support::TempDir& dir,
+                                                                        int* port) {
   std::string error;
-  auto agent = agent::testing_support::ChildProcess::Start({kvwatch, "agent", "--config", config},
-                                                           dir.Sub("agent.out"), dir.Sub("agent.err"), &error);
+  auto agent = agent::testing_support::ChildProcess::Start({kvwatch, "agent", "--config", config}, dir.Sub("agent.out"),
+                                                           dir.Sub("agent.err"), &error);
   if (!agent) {
     std::fprintf(stderr, "%s: %s\n", bench.c_str(), error.c_str());
     return nullptr;

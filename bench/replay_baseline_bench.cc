@@ -60,8 +60,8 @@
 #include <string>
 #include <vector>
 
-#include "collectors/trace_reader.h"
 #include "base/mix.h"
+#include "collectors/trace_reader.h"
 
 namespace {
 
@@ -145,7 +145,8 @@ int RunBaseline(const std::string& path) {
     return 1;
   }
   const std::size_t n = static_cast<std::size_t>(st.st_size) / sizeof(std::uint64_t);
-  void* mapped = n == 0 ? nullptr : ::mmap(nullptr, n * sizeof(std::uint64_t), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  void* mapped =
+      n == 0 ? nullptr : ::mmap(nullptr, n * sizeof(std::uint64_t), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (mapped == MAP_FAILED) {
     std::fprintf(stderr, "baseline: cannot map %s\n", path.c_str());
@@ -316,9 +317,8 @@ int RunComparison(int argc, char** argv) {
   }
   std::vector<double> base, replay, base_cpu, replay_cpu;
   const std::vector<std::string> base_cmd = {self.string(), "baseline", bin};
-  const std::vector<std::string> replay_cmd = {kvwatch,      "replay",     "--format",
-                                               "json",       "--progress", "never",
-                                               "--capacities", "1000,100000,400000", jsonl};
+  const std::vector<std::string> replay_cmd = {kvwatch, "replay",       "--format",           "json", "--progress",
+                                               "never", "--capacities", "1000,100000,400000", jsonl};
   for (int r = 0; rc == 0 && r < runs; ++r) {
     const Timing b = TimeProcess(base_cmd, out);
     const Timing k = TimeProcess(replay_cmd, out);

@@ -53,8 +53,9 @@ const Loaded& Weka() {
       std::fprintf(stderr, "%s\n", s.error().c_str());
       return l;
     }
-    std::stable_sort(l.requests.begin(), l.requests.end(),
-                     [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
+    std::stable_sort(
+        l.requests.begin(), l.requests.end(),
+        [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
     l.ok = true;
     return l;
   }();
@@ -162,8 +163,8 @@ void Sweep(benchmark::State& state) {
     }
   }
   state.counters["runs"] = static_cast<double>(runs);
-  state.counters["requests_per_s"] =
-      benchmark::Counter(static_cast<double>(w.requests.size()) * static_cast<double>(runs), benchmark::Counter::kIsRate);
+  state.counters["requests_per_s"] = benchmark::Counter(
+      static_cast<double>(w.requests.size()) * static_cast<double>(runs), benchmark::Counter::kIsRate);
 }
 BENCHMARK(Sweep)->Unit(benchmark::kSecond)->Iterations(1);
 

@@ -8,9 +8,7 @@
 
 namespace kvwatch::collectors {
 
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double WallNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 namespace {
 

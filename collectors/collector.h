@@ -49,7 +49,7 @@ struct CollectorStats {
   // The part of `dropped` whose reason is known, by reason ("unread_rotation",
   // "lost_bytes", ...); the rest is exported with reason "lost".
   std::map<std::string, std::uint64_t> dropped_by;
-  double last_success_s = 0;                    // wall time of the last good read; 0: never
+  double last_success_s = 0;  // wall time of the last good read; 0: never
 };
 
 // Log lines about bad input go through this (the agent prints them to stderr).

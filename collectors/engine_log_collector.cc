@@ -4,7 +4,6 @@
 #include <type_traits>
 #include <utility>
 
-
 namespace kvwatch::collectors {
 namespace {
 
@@ -29,7 +28,7 @@ void SetIf(std::optional<double>* gauge, std::optional<std::int64_t> value) {
 }  // namespace
 
 base::Result<std::unique_ptr<EngineLogCollector>> EngineLogCollector::Create(EngineLogCollectorOptions options,
-                                                                              CollectorLog log) {
+                                                                             CollectorLog log) {
   using R = base::Result<std::unique_ptr<EngineLogCollector>>;
   if (options.name.empty()) return R::Error("engine_log collector: a name is required");
   auto tailer = FileTailer::Create(options.tailer);
@@ -128,8 +127,6 @@ void EngineLogCollector::AppendSamples(std::vector<MetricSample>* out) const {
   AppendEngineGaugeSamples(g, options_.name, out);
 }
 
-base::MetricDefs EngineLogMetricDefs() {
-  return {&kLogLines};
-}
+base::MetricDefs EngineLogMetricDefs() { return {&kLogLines}; }
 
 }  // namespace kvwatch::collectors

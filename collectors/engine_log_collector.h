@@ -49,12 +49,12 @@
 #include <vector>
 
 #include "base/metric_def.h"
+#include "base/source_kinds.h"
+#include "base/status.h"
 #include "collectors/collector.h"
 #include "collectors/collector_options.h"  // EngineLogCollectorOptions
 #include "collectors/engine_log_parser.h"
 #include "collectors/file_tailer.h"
-#include "base/source_kinds.h"
-#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -75,8 +75,7 @@ struct EngineLogSignals {
 
 class EngineLogCollector : public Collector {
  public:
-  static base::Result<std::unique_ptr<EngineLogCollector>> Create(EngineLogCollectorOptions options,
-                                                                    CollectorLog log);
+  static base::Result<std::unique_ptr<EngineLogCollector>> Create(EngineLogCollectorOptions options, CollectorLog log);
 
   const std::string& name() const override { return options_.name; }
   std::string_view kind() const override { return "engine_log"; }

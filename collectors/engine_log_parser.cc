@@ -150,8 +150,7 @@ bool ParseTime(std::string_view s, LogTimestamp* t) {
 
 bool IsLevel(std::string_view s) {
   if (!s.empty() && s.back() == ':') s.remove_suffix(1);
-  return s == "DEBUG" || s == "INFO" || s == "WARNING" || s == "WARN" || s == "ERROR" ||
-         s == "CRITICAL";
+  return s == "DEBUG" || s == "INFO" || s == "WARNING" || s == "WARN" || s == "ERROR" || s == "CRITICAL";
 }
 
 // "DP2", "TP0", ...: the rank of that kind.
@@ -227,8 +226,7 @@ namespace {
 
 // Finds "Engine NNN: " or "N Engines Aggregated: " in line. On success sets the
 // record's engine fields and returns the offset where the key-value body starts.
-std::optional<std::size_t> FindVllmStatsAnchor(std::string_view line, VllmStatsRecord* r,
-                                               std::size_t* head_end) {
+std::optional<std::size_t> FindVllmStatsAnchor(std::string_view line, VllmStatsRecord* r, std::size_t* head_end) {
   constexpr std::string_view kAggregated = " Engines Aggregated: ";
   const std::size_t agg = line.find(kAggregated);
   if (agg != std::string_view::npos) {
@@ -241,8 +239,7 @@ std::optional<std::size_t> FindVllmStatsAnchor(std::string_view line, VllmStatsR
     }
   }
   constexpr std::string_view kEngine = "Engine ";
-  for (std::size_t pos = line.find(kEngine); pos != std::string_view::npos;
-       pos = line.find(kEngine, pos + 1)) {
+  for (std::size_t pos = line.find(kEngine); pos != std::string_view::npos; pos = line.find(kEngine, pos + 1)) {
     std::size_t end = pos + kEngine.size();
     while (end < line.size() && IsDigit(line[end])) ++end;
     if (end == pos + kEngine.size() || line.substr(end, 2) != ": ") continue;
@@ -289,7 +286,7 @@ std::optional<VllmStatsRecord> ParseVllmStatsLine(std::string_view line) {
     }
   });
   const bool recognised = r.running_reqs || r.waiting_reqs || r.gpu_kv_cache_usage ||
-               r.prompt_throughput_tokens_per_s || r.generation_throughput_tokens_per_s;
+                          r.prompt_throughput_tokens_per_s || r.generation_throughput_tokens_per_s;
   if (!recognised) return std::nullopt;
   r.prefix = ParseLogLinePrefix(line.substr(0, head_end));
   return r;
@@ -319,8 +316,7 @@ namespace {
 // Finds "<name> batch" followed by an optional " [N]" and then ". " or ", ".
 // Returns the offset of the key-value body.
 std::optional<std::size_t> FindSglangBatchAnchor(std::string_view line, std::string_view name,
-                                                 std::optional<std::int64_t>* iter,
-                                                 std::size_t* head_end) {
+                                                 std::optional<std::int64_t>* iter, std::size_t* head_end) {
   for (std::size_t pos = line.find(name); pos != std::string_view::npos; pos = line.find(name, pos + 1)) {
     std::size_t p = pos + name.size();
     std::optional<std::int64_t> forward_iter;
@@ -331,8 +327,7 @@ std::optional<std::size_t> FindSglangBatchAnchor(std::string_view line, std::str
       if (!forward_iter) continue;
       p = close + 1;
     }
-    if (p < line.size() && (line[p] == '.' || line[p] == ',') &&
-        (p + 1 == line.size() || line[p + 1] == ' ')) {
+    if (p < line.size() && (line[p] == '.' || line[p] == ',') && (p + 1 == line.size() || line[p + 1] == ' ')) {
       *iter = forward_iter;
       *head_end = pos;
       return p + 1;
@@ -366,15 +361,24 @@ std::optional<SglangPrefillRecord> ParseSglangPrefillLine(std::string_view line)
   if (!body) return std::nullopt;
   ForEachKeyValue(line.substr(*body), [&](std::string_view key, std::string_view value) {
     if (SetUsage(key, value, &r.usage)) return;
-    if (key == "#new-seq") SetInt(value, &r.new_seq);
-    else if (key == "#new-token") SetInt(value, &r.new_token);
-    else if (key == "#cached-token") SetInt(value, &r.cached_token);
-    else if (key == "cache hit rate") SetFraction(value, &r.cache_hit_rate);
-    else if (key == "#running-req") SetInt(value, &r.running_req);
-    else if (key == "#queue-req") SetInt(value, &r.queue_req);
-    else if (key == "#prealloc-req") SetInt(value, &r.prealloc_req);
-    else if (key == "#inflight-req") SetInt(value, &r.inflight_req);
-    else if (key == "input throughput (token/s)") SetNumber(value, &r.input_throughput_tokens_per_s);
+    if (key == "#new-seq")
+      SetInt(value, &r.new_seq);
+    else if (key == "#new-token")
+      SetInt(value, &r.new_token);
+    else if (key == "#cached-token")
+      SetInt(value, &r.cached_token);
+    else if (key == "cache hit rate")
+      SetFraction(value, &r.cache_hit_rate);
+    else if (key == "#running-req")
+      SetInt(value, &r.running_req);
+    else if (key == "#queue-req")
+      SetInt(value, &r.queue_req);
+    else if (key == "#prealloc-req")
+      SetInt(value, &r.prealloc_req);
+    else if (key == "#inflight-req")
+      SetInt(value, &r.inflight_req);
+    else if (key == "input throughput (token/s)")
+      SetNumber(value, &r.input_throughput_tokens_per_s);
   });
   if (!r.new_seq && !r.new_token) return std::nullopt;
   r.prefix = ParseLogLinePrefix(line.substr(0, head_end));
@@ -389,17 +393,28 @@ std::optional<SglangDecodeRecord> ParseSglangDecodeLine(std::string_view line) {
   if (!body) return std::nullopt;
   ForEachKeyValue(line.substr(*body), [&](std::string_view key, std::string_view value) {
     if (SetUsage(key, value, &r.usage)) return;
-    if (key == "#running-req") SetInt(value, &r.running_req);
-    else if (key == "#token") SetInt(value, &r.num_tokens);
-    else if (key == "accept len") SetNumber(value, &r.accept_len);
-    else if (key == "accept rate") SetFraction(value, &r.accept_rate);
-    else if (key == "pre-allocated usage") SetNumber(value, &r.pre_allocated_usage);
-    else if (key == "#prealloc-req") SetInt(value, &r.prealloc_req);
-    else if (key == "#transfer-req") SetInt(value, &r.transfer_req);
-    else if (key == "#retracted-req") SetInt(value, &r.retracted_req);
-    else if (key == "cuda graph") r.cuda_graph = PythonBool(value);
-    else if (key == "gen throughput (token/s)") SetNumber(value, &r.gen_throughput_tokens_per_s);
-    else if (key == "#queue-req") SetInt(value, &r.queue_req);
+    if (key == "#running-req")
+      SetInt(value, &r.running_req);
+    else if (key == "#token")
+      SetInt(value, &r.num_tokens);
+    else if (key == "accept len")
+      SetNumber(value, &r.accept_len);
+    else if (key == "accept rate")
+      SetFraction(value, &r.accept_rate);
+    else if (key == "pre-allocated usage")
+      SetNumber(value, &r.pre_allocated_usage);
+    else if (key == "#prealloc-req")
+      SetInt(value, &r.prealloc_req);
+    else if (key == "#transfer-req")
+      SetInt(value, &r.transfer_req);
+    else if (key == "#retracted-req")
+      SetInt(value, &r.retracted_req);
+    else if (key == "cuda graph")
+      r.cuda_graph = PythonBool(value);
+    else if (key == "gen throughput (token/s)")
+      SetNumber(value, &r.gen_throughput_tokens_per_s);
+    else if (key == "#queue-req")
+      SetInt(value, &r.queue_req);
   });
   if (!r.running_req && !r.num_tokens) return std::nullopt;
   r.prefix = ParseLogLinePrefix(line.substr(0, head_end));
@@ -447,8 +462,8 @@ std::optional<HttpAccessRecord> ParseHttpAccessLine(std::string_view line) {
   // The request line ends at the quote that is followed by " NNN".
   std::size_t quote = rest.find('"');
   while (quote != std::string_view::npos &&
-         !(rest.size() >= quote + 5 && rest[quote + 1] == ' ' && IsDigit(rest[quote + 2]) &&
-           IsDigit(rest[quote + 3]) && IsDigit(rest[quote + 4]))) {
+         !(rest.size() >= quote + 5 && rest[quote + 1] == ' ' && IsDigit(rest[quote + 2]) && IsDigit(rest[quote + 3]) &&
+           IsDigit(rest[quote + 4]))) {
     quote = rest.find('"', quote + 1);
   }
   if (quote == std::string_view::npos) return std::nullopt;

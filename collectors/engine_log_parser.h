@@ -54,8 +54,8 @@ struct LogTimestamp {
 // carry stay empty.
 struct LogLinePrefix {
   std::optional<LogTimestamp> timestamp;
-  std::string process;  // vLLM process tag without parentheses: "APIServer pid=58"
-  std::string level;    // "INFO", "DEBUG", "WARNING", ... when printed
+  std::string process;         // vLLM process tag without parentheses: "APIServer pid=58"
+  std::string level;           // "INFO", "DEBUG", "WARNING", ... when printed
   std::optional<int> dp_rank;  // SGLang "DPn"
   std::optional<int> tp_rank;  // SGLang "TPn"
   std::optional<int> ep_rank;  // SGLang "EPn"
@@ -119,7 +119,7 @@ struct SglangDecodeRecord {
   std::optional<std::int64_t> running_req;
   std::optional<std::int64_t> num_tokens;  // "#token"
   SglangTokenUsage usage;
-  std::optional<double> accept_len;   // speculative decoding
+  std::optional<double> accept_len;  // speculative decoding
   std::optional<double> accept_rate;
   std::optional<double> pre_allocated_usage;  // PD decode mode
   std::optional<std::int64_t> prealloc_req;
@@ -141,9 +141,9 @@ struct SglangRetractRecord {
 // One uvicorn access-log line.
 struct HttpAccessRecord {
   LogLinePrefix prefix;
-  std::string client;  // "127.0.0.1:53412"
-  std::string method;  // "POST"
-  std::string path;    // "/v1/completions" (with any query string)
+  std::string client;        // "127.0.0.1:53412"
+  std::string method;        // "POST"
+  std::string path;          // "/v1/completions" (with any query string)
   std::string http_version;  // "1.1"
   int status = 0;
   std::string reason;  // "OK", "Too Many Requests", ...; may be empty
@@ -151,8 +151,8 @@ struct HttpAccessRecord {
   bool is_rejection() const { return status == 429 || status == 503; }
 };
 
-using EngineLogRecord = std::variant<VllmStatsRecord, VllmV0PreemptionRecord, SglangPrefillRecord,
-                                     SglangDecodeRecord, SglangRetractRecord, HttpAccessRecord>;
+using EngineLogRecord = std::variant<VllmStatsRecord, VllmV0PreemptionRecord, SglangPrefillRecord, SglangDecodeRecord,
+                                     SglangRetractRecord, HttpAccessRecord>;
 
 // Tries every parser below in turn.
 std::optional<EngineLogRecord> ParseEngineLogLine(std::string_view line);

@@ -11,7 +11,6 @@
 #include <thread>
 #include <utility>
 
-
 namespace kvwatch::collectors {
 namespace {
 
@@ -74,8 +73,8 @@ ScrapeResult Scrape(httplib::Client& client, const std::string& url, const std::
     r.errors["bad_line"] += exposition.errors.size();
     for (std::size_t i = 0; i < exposition.errors.size() && i < kBadLinesLogged; ++i) {
       const ExpositionLineError& e = exposition.errors[i];
-      r.messages.push_back(url + ": line " + std::to_string(e.line) + ", column " + std::to_string(e.column) +
-                           ": " + e.reason);
+      r.messages.push_back(url + ": line " + std::to_string(e.line) + ", column " + std::to_string(e.column) + ": " +
+                           e.reason);
     }
   }
   EngineSnapshot snapshot = MapEngineSnapshot(exposition, snapshot_options);
@@ -218,8 +217,9 @@ void EngineMetricsCollector::State::CheckPageTokens(const EngineMetricsCollector
   if (!page_tokens || *page_tokens == o.page_tokens || page_tokens == page_tokens_logged) return;
   page_tokens_logged = page_tokens;
   if (pending_logs.size() >= kMaxPendingLogs) return;
-  pending_logs.push_back(o.url + ": the engine's pages hold " + std::to_string(static_cast<std::uint64_t>(*page_tokens)) +
-                         " tokens, page_tokens is " + std::to_string(o.page_tokens) +
+  pending_logs.push_back(o.url + ": the engine's pages hold " +
+                         std::to_string(static_cast<std::uint64_t>(*page_tokens)) + " tokens, page_tokens is " +
+                         std::to_string(o.page_tokens) +
                          ": kvwatch's pages are not the engine's blocks, so its curve at the engine's capacity "
                          "is not the engine's cache (expected page_tokens: " +
                          std::to_string(static_cast<std::uint64_t>(*page_tokens)) + ")");
@@ -244,8 +244,8 @@ void EngineMetricsCollector::State::Apply(ScrapeResult& r, const EngineMetricsCo
   } else if (failures < 30) {
     ++failures;
   }
-  const std::int64_t factor = std::min<std::int64_t>(std::int64_t{1} << std::min(failures, 30),
-                                                     std::max(o.max_backoff_factor, 1));
+  const std::int64_t factor =
+      std::min<std::int64_t>(std::int64_t{1} << std::min(failures, 30), std::max(o.max_backoff_factor, 1));
   next_delay = o.interval * factor;
 }
 
@@ -294,9 +294,8 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
   } else if (s.cached_tokens_total && s.prompt_tokens_total) {
     ratio = IntervalRatio(cached, prompt, s.cached_tokens_total, s.prompt_tokens_total);
   }
-  const std::optional<double> external = IntervalRatio(external_hits, external_queries,
-                                                       s.external_prefix_cache_hits_total,
-                                                       s.external_prefix_cache_queries_total);
+  const std::optional<double> external = IntervalRatio(
+      external_hits, external_queries, s.external_prefix_cache_hits_total, s.external_prefix_cache_queries_total);
   if (external) external_hit_ratio = external;
   for (std::size_t i = 0; i < kResidencyHistograms; ++i) {
     if (s.residency[i]) reset = residency[i].Observe(*s.residency[i]) || reset;
@@ -310,16 +309,16 @@ void EngineMetricsCollector::State::ApplySnapshot(const EngineSnapshot& s, std::
   // kept when an interval generated nothing.
   // Guarded as the prefill time is (IntervalMean: hostile values skipped, a
   // reset of either line read as a restart).
-  const std::optional<double> itl = inter_token_latency.Observe(s.inter_token_latency_sum_s,
-                                                                 s.inter_token_latency_count);
+  const std::optional<double> itl =
+      inter_token_latency.Observe(s.inter_token_latency_sum_s, s.inter_token_latency_count);
   if (itl && *itl > 0 && *itl <= kMaxInterTokenSeconds) decode_rate = 1 / *itl;
 
   // Prefill seconds per request over the interval: vLLM's prefill phase where
   // it is exported (either line of it), else time to first token minus queue
   // time (both reported); kept when the interval gives none.
   const std::optional<double> prefill = prefill_time.Observe(s.prefill_time_sum_s, s.prefill_time_count);
-  const std::optional<double> ttft = time_to_first_token.Observe(s.time_to_first_token_sum_s,
-                                                                  s.time_to_first_token_count);
+  const std::optional<double> ttft =
+      time_to_first_token.Observe(s.time_to_first_token_sum_s, s.time_to_first_token_count);
   const std::optional<double> queue = queue_time.Observe(s.queue_time_sum_s, s.queue_time_count);
   std::optional<double> prefill_mean;
   if (s.prefill_time_sum_s || s.prefill_time_count) {
@@ -466,8 +465,8 @@ EngineSignals EngineMetricsCollector::engine_signals() const {
   g.prefill_seconds = s.prefill_seconds;
   for (std::size_t i = 0; i < kPromptSources; ++i) {
     if (s.prompt_sources[i].seen()) {
-      g.prompt_tokens.push_back({std::string(PromptSourceName(static_cast<PromptSource>(i))),
-                                 s.prompt_sources[i].total()});
+      g.prompt_tokens.push_back(
+          {std::string(PromptSourceName(static_cast<PromptSource>(i))), s.prompt_sources[i].total()});
     }
   }
   g.external_prefix_cache_hit_ratio = s.external_hit_ratio;

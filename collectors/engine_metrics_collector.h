@@ -105,10 +105,10 @@
 #include <vector>
 
 #include "base/metric_def.h"
+#include "base/status.h"
 #include "collectors/collector.h"
 #include "collectors/collector_options.h"  // EngineMetricsCollectorOptions
 #include "collectors/exposition_parser.h"
-#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -161,7 +161,7 @@ base::Result<ScrapeTarget> ParseScrapeUrl(const std::string& url);
 class EngineMetricsCollector : public Collector {
  public:
   static base::Result<std::unique_ptr<EngineMetricsCollector>> Create(EngineMetricsCollectorOptions options,
-                                                                        CollectorLog log);
+                                                                      CollectorLog log);
   // The checks of Create() on the options alone, creating nothing (no client, no
   // thread): what `kvwatch check-config` runs.
   static base::Status ValidateOptions(const EngineMetricsCollectorOptions& options);

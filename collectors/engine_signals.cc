@@ -45,7 +45,8 @@ const base::MetricDef kEngineSignalMetrics[20] = {
      "tokens (older SGLang); from logs, its printed rate.",
      "collector"},
     {"kvwatch_engine_requests_running", base::MetricType::kGauge, "Requests the engine is running.", "collector"},
-    {"kvwatch_engine_requests_waiting", base::MetricType::kGauge, "Requests waiting in the engine's queue.", "collector"},
+    {"kvwatch_engine_requests_waiting", base::MetricType::kGauge, "Requests waiting in the engine's queue.",
+     "collector"},
     {"kvwatch_engine_capacity_pages", base::MetricType::kGauge,
      "The engine's KV-cache capacity in kvwatch pages: vLLM num_gpu_blocks x block_size (cache_config_info), or "
      "SGLang num_pages x page_size (else max_total_num_tokens), over the configured tokens per page.",
@@ -102,8 +103,10 @@ void AppendEngineCounterSamples(const EngineSignals& g, const std::string& c, st
   }
   if (g.preemptions) add(EngineMetric::kPreemptions, *g.preemptions);
   if (g.retracted_requests) add(EngineMetric::kRetractedRequests, *g.retracted_requests);
-  for (const EngineRejection& r : g.rejections) add(EngineMetric::kRejectedRequests, r.requests, {{"reason", r.reason}});
-  for (const EnginePromptTokens& p : g.prompt_tokens) add(EngineMetric::kPromptTokens, p.tokens, {{"source", p.source}});
+  for (const EngineRejection& r : g.rejections)
+    add(EngineMetric::kRejectedRequests, r.requests, {{"reason", r.reason}});
+  for (const EnginePromptTokens& p : g.prompt_tokens)
+    add(EngineMetric::kPromptTokens, p.tokens, {{"source", p.source}});
 }
 
 void AppendEngineGaugeSamples(const EngineSignals& g, const std::string& c, std::vector<MetricSample>* out) {

@@ -79,12 +79,12 @@ struct EngineSignals {
   // prompt for it (kvwatch_kv_load_prefill_seconds).
   std::optional<double> prefill_seconds;
   // Engine /metrics of 2026 (engine_metrics_collector.h says which names):
-  std::vector<EnginePromptTokens> prompt_tokens;  // running totals by source
+  std::vector<EnginePromptTokens> prompt_tokens;          // running totals by source
   std::optional<double> external_prefix_cache_hit_ratio;  // a KV connector's, of the last interval
-  std::optional<double> kv_used_tokens;       // SGLang's pool: held by running requests
-  std::optional<double> kv_evictable_tokens;  // cached and free to evict
-  std::optional<double> kv_available_tokens;  // free
-  std::optional<double> page_tokens;          // the engine's page (block) size in tokens
+  std::optional<double> kv_used_tokens;                   // SGLang's pool: held by running requests
+  std::optional<double> kv_evictable_tokens;              // cached and free to evict
+  std::optional<double> kv_available_tokens;              // free
+  std::optional<double> page_tokens;                      // the engine's page (block) size in tokens
   // vLLM's sampled residency histograms, by ResidencyHistogram (lifetime, idle
   // before eviction, reuse gap); nullopt: not exported by the engine.
   std::array<std::optional<EngineHistogramSignal>, 3> residency{};

@@ -11,11 +11,16 @@ namespace kvwatch::collectors {
 
 std::string_view MetricTypeName(MetricType type) {
   switch (type) {
-    case MetricType::kUntyped: return "untyped";
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
-    case MetricType::kSummary: return "summary";
+    case MetricType::kUntyped:
+      return "untyped";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+    case MetricType::kSummary:
+      return "summary";
   }
   return "untyped";
 }
@@ -163,8 +168,7 @@ class LineParser {
     const std::string_view word = Token();
     const std::optional<MetricType> type = ParseType(word);
     if (!type) {
-      return Fail(type_at, "expected counter, gauge, histogram, summary or untyped, got '" +
-                               std::string(word) + "'");
+      return Fail(type_at, "expected counter, gauge, histogram, summary or untyped, got '" + std::string(word) + "'");
     }
     SkipBlanks();
     if (!AtEnd()) return Fail("unexpected text after the metric type");
@@ -496,7 +500,8 @@ class SnapshotBuilder {
     if (AddPromptSource(s) || AddResidency(s)) return;
     for (const NameRule& rule : kRules) {
       if (rule.name != s.name) continue;
-      const bool abort = rule.slot == kFinished && s.Label("finished_reason") == std::optional<std::string_view>("abort");
+      const bool abort =
+          rule.slot == kFinished && s.Label("finished_reason") == std::optional<std::string_view>("abort");
       // Every number used is a count, a sum of seconds or a fraction: never
       // negative or infinite. Such a sample (or NaN) drops its whole field for
       // this scrape, as a half sum would read as a counter reset.
@@ -572,7 +577,9 @@ class SnapshotBuilder {
   void NoteBad(std::string_view what, double v) {
     if (bad_values_++ > 0) return;
     first_bad_value_ = std::string(what) + " is " +
-                       (std::isnan(v) ? std::string("NaN") : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : std::to_string(v));
+                       (std::isnan(v)   ? std::string("NaN")
+                        : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf")
+                                        : std::to_string(v));
   }
 
   std::optional<double> Value(Slot slot) const {
@@ -652,9 +659,7 @@ class SnapshotBuilder {
     double previous = 0;
     for (const auto& [le, n] : r.buckets) {
       if (n < previous) {
-        NoteBad(std::string(kResidencyNames[i]) + "_bucket counts not cumulative at le " + std::to_string(le) +
-                    ":",
-                n);
+        NoteBad(std::string(kResidencyNames[i]) + "_bucket counts not cumulative at le " + std::to_string(le) + ":", n);
         return std::nullopt;
       }
       previous = n;

@@ -68,7 +68,7 @@ struct ExpositionLineError {
 };
 
 struct Exposition {
-  std::vector<Sample> samples;           // in body order
+  std::vector<Sample> samples;             // in body order
   std::vector<MetricFamilyInfo> families;  // in order of first HELP/TYPE line
   std::vector<ExpositionLineError> errors;
 
@@ -203,8 +203,7 @@ struct EngineSnapshot {
   std::string first_bad_value;      // the first of them, "vllm:num_requests_running is -3.000000"
 };
 
-EngineSnapshot MapEngineSnapshot(const Exposition& exposition,
-                                 const EngineSnapshotOptions& options = {});
+EngineSnapshot MapEngineSnapshot(const Exposition& exposition, const EngineSnapshotOptions& options = {});
 
 }  // namespace kvwatch::collectors
 

@@ -71,9 +71,7 @@ bool Holds(int fd, std::uint64_t size, const FilePosition& position) {
          Matches(fd, position.offset - position.marker.len, position.marker) == true;
 }
 
-std::int64_t ToNs(const timespec& ts) {
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+std::int64_t ToNs(const timespec& ts) { return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; }
 
 std::int64_t RealtimeNs() {
   timespec ts{};

@@ -34,8 +34,7 @@ std::vector<Candidate> ExpandPatterns(const std::vector<std::string>& patterns) 
   return found;
 }
 
-const Candidate* FindCandidate(const std::vector<Candidate>& found, std::uint64_t dev,
-                               std::uint64_t ino) {
+const Candidate* FindCandidate(const std::vector<Candidate>& found, std::uint64_t dev, std::uint64_t ino) {
   for (const Candidate& c : found) {
     if (c.dev == dev && c.ino == ino) return &c;
   }
@@ -61,9 +60,7 @@ std::vector<std::string> Glob(const std::string& pattern, int flags) {
   return paths;
 }
 
-bool HasGlobMagic(std::string_view text) {
-  return text.find_first_of("*?[") != std::string_view::npos;
-}
+bool HasGlobMagic(std::string_view text) { return text.find_first_of("*?[") != std::string_view::npos; }
 
 std::string Dirname(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');
@@ -93,8 +90,7 @@ std::string FindInode(const std::string& dir, std::uint64_t dev, std::uint64_t i
     if (entry->d_ino != ino) continue;
     const std::string path = dir + "/" + entry->d_name;
     struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        static_cast<std::uint64_t>(st.st_dev) == dev) {
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_dev) == dev) {
       found = path;
       break;
     }
@@ -103,9 +99,9 @@ std::string FindInode(const std::string& dir, std::uint64_t dev, std::uint64_t i
   return found;
 }
 
-std::string FindCopyPath(const FilePosition& old,
-                         const std::function<bool(std::uint64_t dev, std::uint64_t ino, const std::string& path)>&
-                             is_tailed) {
+std::string FindCopyPath(
+    const FilePosition& old,
+    const std::function<bool(std::uint64_t dev, std::uint64_t ino, const std::string& path)>& is_tailed) {
   if (old.head.len == 0) return "";  // no content to recognize it by
   const std::string dir_path = Dirname(old.path);
   DIR* dir = ::opendir(dir_path.c_str());
@@ -125,8 +121,7 @@ std::string FindCopyPath(const FilePosition& old,
     if (!best_path.empty() && size <= best_size) continue;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) continue;
-    const bool same = Matches(fd, 0, old.head) == true &&
-                      Matches(fd, old.offset - old.marker.len, old.marker) == true;
+    const bool same = Matches(fd, 0, old.head) == true && Matches(fd, old.offset - old.marker.len, old.marker) == true;
     ::close(fd);
     if (same) {
       best_path = path;
@@ -137,8 +132,8 @@ std::string FindCopyPath(const FilePosition& old,
   return best_path;
 }
 
-std::optional<std::string> ContentChange(int fd, const FilePosition& pos,
-                                         std::uint64_t read_offset, std::string_view partial_tail) {
+std::optional<std::string> ContentChange(int fd, const FilePosition& pos, std::uint64_t read_offset,
+                                         std::string_view partial_tail) {
   const std::optional<bool> head = Matches(fd, 0, pos.head);
   if (!head) return std::nullopt;
   if (!*head) return "content changed in place (first bytes differ)";

@@ -36,8 +36,7 @@ struct Candidate {
 std::vector<Candidate> ExpandPatterns(const std::vector<std::string>& patterns);
 
 // The candidate with this identity, or nullptr.
-const Candidate* FindCandidate(const std::vector<Candidate>& found, std::uint64_t dev,
-                               std::uint64_t ino);
+const Candidate* FindCandidate(const std::vector<Candidate>& found, std::uint64_t dev, std::uint64_t ino);
 
 // The index of the first pattern fnmatch(3) matches `path` with, or
 // patterns.size() when none does.
@@ -60,16 +59,16 @@ std::string FindInode(const std::string& dir, std::uint64_t dev, std::uint64_t i
 // claim, changed since `old` last checked out, holding at least `old.offset`
 // bytes whose head and offset marker hash like `old`'s. The longest wins; "" when there is none or `old` has no head
 // hash to recognize it by.
-std::string FindCopyPath(const FilePosition& old,
-                         const std::function<bool(std::uint64_t dev, std::uint64_t ino, const std::string& path)>&
-                             is_tailed);
+std::string FindCopyPath(
+    const FilePosition& old,
+    const std::function<bool(std::uint64_t dev, std::uint64_t ino, const std::string& path)>& is_tailed);
 
 // "" if the bytes reading depends on are unchanged in the file open as `fd`:
 // the head, the marker before the committed offset `pos.offset`, and
 // `partial_tail`, the buffered unfinished line that ends at `read_offset`
 // (empty: none). Otherwise what changed; nullopt on an I/O error.
-std::optional<std::string> ContentChange(int fd, const FilePosition& pos,
-                                         std::uint64_t read_offset, std::string_view partial_tail);
+std::optional<std::string> ContentChange(int fd, const FilePosition& pos, std::uint64_t read_offset,
+                                         std::string_view partial_tail);
 
 }  // namespace kvwatch::collectors::tail
 

@@ -64,8 +64,8 @@ std::string_view TailEventKindName(TailEventKind kind) {
   return "unknown";
 }
 
-void FileTailer::Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path,
-                      std::uint64_t count, std::string message) {
+void FileTailer::Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path, std::uint64_t count,
+                      std::string message) {
   ++pass.summary.events;
   if (!pass.callbacks.on_event) return;
   TailEvent event;
@@ -77,8 +77,8 @@ void FileTailer::Emit(Pass& pass, TailEventKind kind, std::size_t source, std::s
   pass.callbacks.on_event(event);
 }
 
-void FileTailer::EmitFor(Pass& pass, TailEventKind kind, const TailedFile& file,
-                         std::uint64_t count, std::string message) {
+void FileTailer::EmitFor(Pass& pass, TailEventKind kind, const TailedFile& file, std::uint64_t count,
+                         std::string message) {
   Emit(pass, kind, file.source, file.pos.path, count, std::move(message));
 }
 
@@ -86,8 +86,7 @@ void FileTailer::ReportReadError(Pass& pass, TailedFile& file, const std::string
   if (file.error_reported) return;
   file.error_reported = true;
   EmitFor(pass, TailEventKind::kReadError, file, static_cast<std::uint64_t>(error),
-          what + " " + file.pos.path + " at offset " + std::to_string(file.read_offset) + ": " +
-              ErrnoText(error));
+          what + " " + file.pos.path + " at offset " + std::to_string(file.read_offset) + ": " + ErrnoText(error));
 }
 
 // ---------------------------------------------------------------------------
@@ -113,8 +112,7 @@ base::Status FileTailer::ValidateOptions(const FileTailerOptions& options) {
   }
   if (options.fingerprint_bytes > kMaxFingerprintBytes) {
     return Status::Error("FileTailerOptions.fingerprint_bytes: expected at most " +
-                         std::to_string(kMaxFingerprintBytes) + ", got " +
-                         std::to_string(options.fingerprint_bytes));
+                         std::to_string(kMaxFingerprintBytes) + ", got " + std::to_string(options.fingerprint_bytes));
   }
   if (options.rotate_wait.count() < 0) {
     return Status::Error("FileTailerOptions.rotate_wait: expected a duration >= 0");
@@ -151,8 +149,8 @@ TailPollSummary FileTailer::Poll(const TailCallbacks& callbacks) {
   Pass pass{callbacks, {}, options_.clock(), tail::RealtimeNs()};
   watch_.Drain();
   if (!checkpoint_error_.empty()) {
-    Emit(pass, TailEventKind::kCheckpointError, options_.patterns.size(), options_.checkpoint_path,
-         0, checkpoint_error_ + "; starting without it");
+    Emit(pass, TailEventKind::kCheckpointError, options_.patterns.size(), options_.checkpoint_path, 0,
+         checkpoint_error_ + "; starting without it");
     checkpoint_error_.clear();
   }
   const std::vector<Candidate> found = tail::ExpandPatterns(options_.patterns);
@@ -205,17 +203,15 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
     if (st.st_nlink == 0) {
       file->state = FileState::kDeleted;
       if (!name.empty()) file->pos.path = name;
-      EmitFor(pass, TailEventKind::kDeleted, *file, 1,
-              "deleted while open; reading what is left, then closing it");
+      EmitFor(pass, TailEventKind::kDeleted, *file, 1, "deleted while open; reading what is left, then closing it");
     } else if (file->state == FileState::kActive) {
       ScheduleUnreadScan(file->source, file->pos.validated_ns);  // rotated away
       file->state = FileState::kRotated;
       file->rotated_at = pass.now;
       const std::string old_path = file->pos.path;
       if (!name.empty()) file->pos.path = name;
-      EmitFor(
-          pass, TailEventKind::kRotated, *file, 1,
-          "rotated away from " + old_path + (name.empty() ? "" : " to " + name) + "; draining it");
+      EmitFor(pass, TailEventKind::kRotated, *file, 1,
+              "rotated away from " + old_path + (name.empty() ? "" : " to " + name) + "; draining it");
     } else if (!name.empty()) {
       file->pos.path = name;
     }
@@ -226,8 +222,7 @@ void FileTailer::HandleRotation(const std::vector<Candidate>& found, Pass& pass)
 // Opening, positioning and closing files.
 
 void FileTailer::OpenNewFiles(const std::vector<Candidate>& found, Pass& pass) {
-  const bool at_end =
-      !polled_ && !checkpoint_loaded_ && options_.start_position == TailStartPosition::kEnd;
+  const bool at_end = !polled_ && !checkpoint_loaded_ && options_.start_position == TailStartPosition::kEnd;
   for (const Candidate& c : found) {
     if (FindFile(c.dev, c.ino)) continue;
     TailedFilePtr file = OpenFile(c.path, c.source, pass);
@@ -242,21 +237,18 @@ void FileTailer::OpenNewFiles(const std::vector<Candidate>& found, Pass& pass) {
     // rotation period while no file was followed at that path) was never seen.
     if (polled_) ScheduleUnreadScan(file->source, last_pass_ns_);
     EmitFor(pass, TailEventKind::kOpened, *file, file->pos.offset,
-            file->pos.offset == 0
-                ? std::string("reading from the beginning")
-                : "starting at the end, offset " + std::to_string(file->pos.offset));
+            file->pos.offset == 0 ? std::string("reading from the beginning")
+                                  : "starting at the end, offset " + std::to_string(file->pos.offset));
     files_.push_back(std::move(file));
   }
   // Forget errors of paths that are gone or opened, so a new failure is reported.
   std::erase_if(open_errors_, [&](const auto& entry) {
-    return std::none_of(found.begin(), found.end(), [&](const Candidate& c) {
-      return c.path == entry.first && !FindFile(c.dev, c.ino);
-    });
+    return std::none_of(found.begin(), found.end(),
+                        [&](const Candidate& c) { return c.path == entry.first && !FindFile(c.dev, c.ino); });
   });
 }
 
-FileTailer::TailedFilePtr FileTailer::OpenFile(const std::string& path, std::size_t source,
-                                               Pass& pass) {
+FileTailer::TailedFilePtr FileTailer::OpenFile(const std::string& path, std::size_t source, Pass& pass) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st {};
   std::string error;
@@ -276,8 +268,7 @@ FileTailer::TailedFilePtr FileTailer::OpenFile(const std::string& path, std::siz
     std::string& last = open_errors_[path];
     if (last != error) {
       last = error;
-      Emit(pass, TailEventKind::kReadError, source, path, static_cast<std::uint64_t>(code),
-           path + ": " + error);
+      Emit(pass, TailEventKind::kReadError, source, path, static_cast<std::uint64_t>(code), path + ": " + error);
     }
     return nullptr;
   }
@@ -298,9 +289,8 @@ FileTailer::TailedFilePtr FileTailer::OpenFile(const std::string& path, std::siz
 // known), else wherever it is now in `dir` (looked up by inode: a writer may rename
 // it between the patterns' expansion and this open, as a rotation does). nullptr
 // when it is gone.
-FileTailer::TailedFilePtr FileTailer::OpenByIdentity(const std::string& path, const std::string& dir,
-                                                     std::uint64_t dev, std::uint64_t ino, std::size_t source,
-                                                     Pass& pass) {
+FileTailer::TailedFilePtr FileTailer::OpenByIdentity(const std::string& path, const std::string& dir, std::uint64_t dev,
+                                                     std::uint64_t ino, std::size_t source, Pass& pass) {
   std::string at = path.empty() ? tail::FindInode(dir, dev, ino) : path;
   // A name can move again while we look it up; a few tries settle any real rotation.
   for (int attempt = 0; attempt < 3 && !at.empty(); ++attempt) {
@@ -320,8 +310,7 @@ FileTailer::TailedFile* FileTailer::FindFile(std::uint64_t dev, std::uint64_t in
 }
 
 void FileTailer::InsertBefore(const TailedFile& anchor, TailedFilePtr file) {
-  auto it = std::find_if(files_.begin(), files_.end(),
-                         [&](const TailedFilePtr& f) { return f.get() == &anchor; });
+  auto it = std::find_if(files_.begin(), files_.end(), [&](const TailedFilePtr& f) { return f.get() == &anchor; });
   files_.insert(it, std::move(file));
 }
 
@@ -380,8 +369,7 @@ void FileTailer::CloseFinished(Pass& pass) {
     if (file.state == FileState::kDeleted) {
       close = file.at_eof || file.error_reported;
     } else if (file.state == FileState::kRotated) {
-      close = file.error_reported ||
-              (file.at_eof && pass.now - file.rotated_at >= options_.rotate_wait);
+      close = file.error_reported || (file.at_eof && pass.now - file.rotated_at >= options_.rotate_wait);
     }
     if (!close) {
       ++it;

@@ -197,8 +197,7 @@ struct TailCallbacks {
   // line_number is 1-based within the file (see "Start position" above). Logs
   // name path:line_number; metrics label by source. The views are valid only
   // during the call.
-  std::function<void(std::string_view source, std::string_view path, std::uint64_t line_number,
-                     std::string_view line)>
+  std::function<void(std::string_view source, std::string_view path, std::uint64_t line_number, std::string_view line)>
       on_line;
   // Anomalies and lifecycle events; may be empty.
   std::function<void(const TailEvent& event)> on_event;
@@ -310,8 +309,8 @@ class FileTailer {
   bool CountedUnread(std::uint64_t dev, std::uint64_t ino, const std::string& path) const;
   void RememberUnread(const FileId& id, const tail::ContentHash& head);
   std::size_t SourceForEntry(const std::string& path) const;
-  void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
-                       bool holds, const std::string& copy, Pass& pass);
+  void ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file, bool holds,
+                       const std::string& copy, Pass& pass);
   void CheckTruncation(TailedFile& file, const std::vector<Candidate>& found, Pass& pass);
   void HandleTruncation(TailedFile& file, std::uint64_t new_size, const std::string& reason,
                         const std::vector<Candidate>& found, Pass& pass);
@@ -321,12 +320,11 @@ class FileTailer {
 
   // Files.
   TailedFilePtr OpenFile(const std::string& path, std::size_t source, Pass& pass);
-  TailedFilePtr OpenByIdentity(const std::string& path, const std::string& dir, std::uint64_t dev,
-                               std::uint64_t ino, std::size_t source, Pass& pass);
+  TailedFilePtr OpenByIdentity(const std::string& path, const std::string& dir, std::uint64_t dev, std::uint64_t ino,
+                               std::size_t source, Pass& pass);
   TailedFile* FindFile(std::uint64_t dev, std::uint64_t ino) const;
   void InsertBefore(const TailedFile& anchor, TailedFilePtr file);
-  TailedFilePtr FindCopy(const Position& old, std::size_t source,
-                         const std::vector<Candidate>& found, Pass& pass);
+  TailedFilePtr FindCopy(const Position& old, std::size_t source, const std::vector<Candidate>& found, Pass& pass);
   void StartAtEnd(TailedFile& file);
   void ResetToStart(TailedFile& file, std::uint64_t size, Pass& pass);
   void CloseFile(TailedFile& file);
@@ -334,8 +332,7 @@ class FileTailer {
   void DropFile(TailedFilePtr file);
 
   // Line assembly.
-  void ConsumeChunk(TailedFile& file, std::uint64_t chunk_offset, std::string_view data,
-                    Pass& pass);
+  void ConsumeChunk(TailedFile& file, std::uint64_t chunk_offset, std::string_view data, Pass& pass);
   void AppendToLine(TailedFile& file, std::string_view piece);
   void DeliverLine(TailedFile& file, std::string_view line, Pass& pass);
   void SkipLongLine(TailedFile& file, std::uint64_t length, Pass& pass);
@@ -343,10 +340,9 @@ class FileTailer {
   void UpdateMarker(TailedFile& file, std::uint64_t chunk_offset, std::string_view data);
 
   // Events.
-  void Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path,
-            std::uint64_t count, std::string message);
-  void EmitFor(Pass& pass, TailEventKind kind, const TailedFile& file, std::uint64_t count,
-               std::string message);
+  void Emit(Pass& pass, TailEventKind kind, std::size_t source, std::string path, std::uint64_t count,
+            std::string message);
+  void EmitFor(Pass& pass, TailEventKind kind, const TailedFile& file, std::uint64_t count, std::string message);
   void ReportReadError(Pass& pass, TailedFile& file, const std::string& what, int error);
 
   // Checkpoint.
@@ -356,21 +352,21 @@ class FileTailer {
   // Constant after construction.
   const FileTailerOptions options_;
 
-  tail::FileWatch watch_;                           // the inotify descriptor and its watches
-  std::vector<TailedFilePtr> files_;                // in the order they were opened
-  std::vector<Position> restored_;                  // checkpoint entries, until the first Poll()
-  std::vector<tail::SourceMark> restored_sources_;  // ... and its source marks
-  bool checkpoint_loaded_ = false;                  // a valid checkpoint was read
-  std::string checkpoint_error_;                    // reported by the first Poll()
-  bool polled_ = false;                             // the first Poll() has run
-  std::int64_t last_pass_ns_ = 0;                   // wall time the last Poll() began
-  std::map<std::string, std::string> open_errors_;  // path -> last reported error
-  std::vector<char> buffer_;                        // read_chunk_bytes
+  tail::FileWatch watch_;                            // the inotify descriptor and its watches
+  std::vector<TailedFilePtr> files_;                 // in the order they were opened
+  std::vector<Position> restored_;                   // checkpoint entries, until the first Poll()
+  std::vector<tail::SourceMark> restored_sources_;   // ... and its source marks
+  bool checkpoint_loaded_ = false;                   // a valid checkpoint was read
+  std::string checkpoint_error_;                     // reported by the first Poll()
+  bool polled_ = false;                              // the first Poll() has run
+  std::int64_t last_pass_ns_ = 0;                    // wall time the last Poll() began
+  std::map<std::string, std::string> open_errors_;   // path -> last reported error
+  std::vector<char> buffer_;                         // read_chunk_bytes
   std::map<std::size_t, std::int64_t> unread_scan_;  // this pass: source -> rotated after (ns)
-  std::map<FileId, tail::ContentHash> unread_;        // reported unread -> head then ...
-  std::vector<UnreadFile> unread_order_;              // ... in the order reported (bounded)
-  std::map<FileId, std::int64_t> closed_;             // closed after draining -> mtime then ...
-  std::deque<FileId> closed_order_;                   // ... oldest first (bounded)
+  std::map<FileId, tail::ContentHash> unread_;       // reported unread -> head then ...
+  std::vector<UnreadFile> unread_order_;             // ... in the order reported (bounded)
+  std::map<FileId, std::int64_t> closed_;            // closed after draining -> mtime then ...
+  std::deque<FileId> closed_order_;                  // ... oldest first (bounded)
 };
 
 }  // namespace kvwatch::collectors

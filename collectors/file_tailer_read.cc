@@ -2,8 +2,6 @@
 // budget) and assembling lines: CRLF, the NUL hole of copytruncate, lines over
 // max_line_bytes skipped, a final partial line flushed when its file closes; the
 // offset committed only after on_line returns, and the identity hashes refreshed.
-#include "collectors/file_tailer.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <string_view>
 
 #include "collectors/file_identity.h"
+#include "collectors/file_tailer.h"
 #include "collectors/file_tailer_internal.h"
 
 namespace kvwatch::collectors {
@@ -29,16 +28,14 @@ using tail::HashHead;
 // Reading and line assembly.
 
 void FileTailer::ReadAvailable(TailedFile& file, Pass& pass) {
-  const std::uint64_t budget =
-      options_.max_read_bytes_per_poll == 0 ? UINT64_MAX : options_.max_read_bytes_per_poll;
+  const std::uint64_t budget = options_.max_read_bytes_per_poll == 0 ? UINT64_MAX : options_.max_read_bytes_per_poll;
   const std::uint64_t committed_before = file.pos.offset;
   const tail::ContentHash marker_before = file.pos.marker;  // the bytes before committed_before
   const bool checkable = file.pos.head.len > 0 || marker_before.len > 0;
   std::uint64_t consumed = 0;
   file.at_eof = false;
   for (;;) {
-    const ssize_t n =
-        ::pread(file.fd, buffer_.data(), buffer_.size(), static_cast<off_t>(file.read_offset));
+    const ssize_t n = ::pread(file.fd, buffer_.data(), buffer_.size(), static_cast<off_t>(file.read_offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       ReportReadError(pass, file, "read", errno);
@@ -69,7 +66,8 @@ void FileTailer::ReadAvailable(TailedFile& file, Pass& pass) {
     if (file.pos.offset != offset_before) UpdateMarker(file, chunk_offset, std::string_view(buffer_.data(), n));
     if (chunk_offset == 0 && file.pos.head.len < options_.fingerprint_bytes) {  // likewise the head
       const std::size_t len = std::min<std::size_t>(static_cast<std::size_t>(n), options_.fingerprint_bytes);
-      file.pos.head = tail::ContentHash{static_cast<std::uint32_t>(len), tail::Fnv1a(std::string_view(buffer_.data(), len))};
+      file.pos.head =
+          tail::ContentHash{static_cast<std::uint32_t>(len), tail::Fnv1a(std::string_view(buffer_.data(), len))};
     }
     if (static_cast<std::size_t>(n) < buffer_.size()) {  // a short read: end of file for now
       file.at_eof = true;
@@ -95,8 +93,8 @@ void FileTailer::UpdateMarker(TailedFile& file, std::uint64_t chunk_offset, std:
   const std::uint64_t len = std::min<std::uint64_t>(file.pos.offset, tail::kMarkerBytes);
   const std::uint64_t from = file.pos.offset - len;
   if (from >= chunk_offset && file.pos.offset <= chunk_offset + data.size()) {
-    file.pos.marker = tail::ContentHash{static_cast<std::uint32_t>(len),
-                                        tail::Fnv1a(data.substr(from - chunk_offset, len))};
+    file.pos.marker =
+        tail::ContentHash{static_cast<std::uint32_t>(len), tail::Fnv1a(data.substr(from - chunk_offset, len))};
   } else {
     file.pos.marker = HashBefore(file.fd, file.pos.offset);
   }
@@ -105,8 +103,7 @@ void FileTailer::UpdateMarker(TailedFile& file, std::uint64_t chunk_offset, std:
 // Splits `data` (the bytes at chunk_offset) into lines. Invariant: when
 // `partial` is empty and we are not skipping, pos.offset is the offset of the
 // next byte to look at.
-void FileTailer::ConsumeChunk(TailedFile& file, std::uint64_t chunk_offset, std::string_view data,
-                              Pass& pass) {
+void FileTailer::ConsumeChunk(TailedFile& file, std::uint64_t chunk_offset, std::string_view data, Pass& pass) {
   std::size_t at = 0;
   while (at < data.size()) {
     if (file.partial.empty() && !file.skipping) {
@@ -164,9 +161,8 @@ void FileTailer::DeliverLine(TailedFile& file, std::string_view line, Pass& pass
 void FileTailer::SkipLongLine(TailedFile& file, std::uint64_t length, Pass& pass) {
   ++file.pos.line;
   EmitFor(pass, TailEventKind::kLineTooLong, file, length,
-          "line " + std::to_string(file.pos.line) + " is " + std::to_string(length) +
-              " bytes, over max_line_bytes " + std::to_string(options_.max_line_bytes) +
-              "; skipped");
+          "line " + std::to_string(file.pos.line) + " is " + std::to_string(length) + " bytes, over max_line_bytes " +
+              std::to_string(options_.max_line_bytes) + "; skipped");
 }
 
 // A rotated or deleted file is being closed: its unfinished last line is final.

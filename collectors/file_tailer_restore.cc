@@ -3,8 +3,6 @@
 // rotated files an exact-path pattern never saw are reported as unread rotations;
 // a file truncated or changed in place is read again from 0, its unread old data
 // from its copytruncate copy when one is found.
-#include "collectors/file_tailer.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,6 +15,7 @@
 
 #include "collectors/file_identity.h"
 #include "collectors/file_scan.h"
+#include "collectors/file_tailer.h"
 #include "collectors/file_tailer_internal.h"
 #include "collectors/tail_checkpoint.h"
 
@@ -94,8 +93,8 @@ void FileTailer::ResumeFromCheckpoint(const std::vector<Candidate>& found, Pass&
     const Candidate* c = tail::FindCandidate(found, entry.dev, entry.ino);
     const std::size_t source = c ? c->source : SourceForEntry(entry.path);
     if (source == options_.patterns.size()) continue;  // no longer configured
-    TailedFilePtr file = OpenByIdentity(c ? c->path : "", tail::Dirname(c ? c->path : entry.path), entry.dev,
-                                        entry.ino, source, pass);
+    TailedFilePtr file =
+        OpenByIdentity(c ? c->path : "", tail::Dirname(c ? c->path : entry.path), entry.dev, entry.ino, source, pass);
     // Renamed between the expansion and the open (a rotation right now): the name
     // it has now decides whether a pattern still finds it.
     if (c && file && file->pos.path != c->path &&
@@ -312,17 +311,15 @@ void FileTailer::ResumeAt(TailedFilePtr file, const Position& entry, bool matche
 
 // Phase 3 of ResumeFromCheckpoint for one entry; `copy` is the path of the copy
 // its data continues in, or empty.
-void FileTailer::ResolveDeferred(const Position& entry, std::size_t source, bool matched,
-                                 TailedFilePtr file, bool holds, const std::string& copy,
-                                 Pass& pass) {
+void FileTailer::ResolveDeferred(const Position& entry, std::size_t source, bool matched, TailedFilePtr file,
+                                 bool holds, const std::string& copy, Pass& pass) {
   if (file && FindFile(file->pos.dev, file->pos.ino)) {
     DropFile(std::move(file));  // its inode number was reused by a copy claimed in phase 2
     holds = false;
   }
   const std::string rest =
       copy.empty() ? "data after offset " + std::to_string(entry.offset) + ", if any, was not read"
-                   : "unread data after offset " + std::to_string(entry.offset) +
-                         " continues from copy " + copy;
+                   : "unread data after offset " + std::to_string(entry.offset) + " continues from copy " + copy;
   if (file && holds) {
     ResumeAt(std::move(file), entry, matched, pass);
   } else if (file) {
@@ -335,16 +332,14 @@ void FileTailer::ResolveDeferred(const Position& entry, std::size_t source, bool
                 rest);
     files_.push_back(std::move(file));
   } else {
-    Emit(pass, copy.empty() ? TailEventKind::kDeleted : TailEventKind::kRotated, source, entry.path,
-         1,
+    Emit(pass, copy.empty() ? TailEventKind::kDeleted : TailEventKind::kRotated, source, entry.path, 1,
          "checkpointed file is gone or unreadable (deleted, moved or replaced while the tailer "
          "was down); " +
              rest);
   }
 }
 
-void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>& found,
-                                 Pass& pass) {
+void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>& found, Pass& pass) {
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) {
     ReportReadError(pass, file, "fstat", errno);
@@ -356,9 +351,8 @@ void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>&
     reason = "shrank from " + std::to_string(std::max(file.last_size, file.read_offset)) + " to " +
              std::to_string(size) + " bytes";
   } else {
-    std::optional<std::string> change =
-        tail::ContentChange(file.fd, file.pos, file.read_offset,
-                            file.skipping ? std::string_view() : std::string_view(file.partial));
+    std::optional<std::string> change = tail::ContentChange(
+        file.fd, file.pos, file.read_offset, file.skipping ? std::string_view() : std::string_view(file.partial));
     if (!change) {
       ReportReadError(pass, file, "pread", errno);
       return;
@@ -379,17 +373,16 @@ void FileTailer::CheckTruncation(TailedFile& file, const std::vector<Candidate>&
   HandleTruncation(file, size, reason, found, pass);
 }
 
-void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size,
-                                  const std::string& reason, const std::vector<Candidate>& found,
-                                  Pass& pass) {
+void FileTailer::HandleTruncation(TailedFile& file, std::uint64_t new_size, const std::string& reason,
+                                  const std::vector<Candidate>& found, Pass& pass) {
   ScheduleUnreadScan(file.source, file.pos.validated_ns);  // truncated
   TailedFilePtr copy = FindCopy(file.pos, file.source, found, pass);
   const std::uint64_t known = std::max(file.last_size, file.read_offset);
   const std::uint64_t lost = copy ? 0 : known - file.pos.offset;
   std::string message = reason + "; reading again from offset 0";
   if (copy) {
-    message += "; unread old data continues from copy " + copy->pos.path + " at offset " +
-               std::to_string(copy->pos.offset);
+    message +=
+        "; unread old data continues from copy " + copy->pos.path + " at offset " + std::to_string(copy->pos.offset);
   } else {
     message +=
         "; no copy found: bytes appended after the last read and before the "

@@ -47,8 +47,7 @@ void FileWatch::WatchDirectories(const std::vector<std::string>& patterns) {
   if (fd_ < 0) return;
   for (const std::string& pattern : patterns) {
     const std::string dir = Dirname(pattern);
-    std::vector<std::string> dirs =
-        HasGlobMagic(dir) ? Glob(dir, GLOB_ONLYDIR) : std::vector<std::string>{dir};
+    std::vector<std::string> dirs = HasGlobMagic(dir) ? Glob(dir, GLOB_ONLYDIR) : std::vector<std::string>{dir};
     for (const std::string& d : dirs) {
       if (dir_watches_.count(d)) continue;
       const int wd = ::inotify_add_watch(fd_, d.c_str(), kDirWatchMask);

@@ -21,10 +21,10 @@ namespace kvwatch::collectors {
 class KvChainIndex {
  public:
   enum class WalkEnd {
-    kRoot,       // reached a block with no parent
-    kUnknown,    // reached a hash that is not in the map (chain truncated)
-    kCycle,      // a hash came back (hash collision or hostile input)
-    kTooLong,    // max_pages reached
+    kRoot,     // reached a block with no parent
+    kUnknown,  // reached a hash that is not in the map (chain truncated)
+    kCycle,    // a hash came back (hash collision or hostile input)
+    kTooLong,  // max_pages reached
   };
 
   explicit KvChainIndex(std::size_t max_entries);

@@ -106,8 +106,7 @@ struct UnknownKvEvent {
   bool operator==(const UnknownKvEvent&) const = default;
 };
 
-using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared, CacheCreated,
-                             BlockUpdated, UnknownKvEvent>;
+using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared, CacheCreated, BlockUpdated, UnknownKvEvent>;
 
 enum class KvEventKind {
   kBlockStored,
@@ -118,16 +117,14 @@ enum class KvEventKind {
   kUnknown,
 };
 
-inline KvEventKind KindOf(const KvEvent& event) {
-  return static_cast<KvEventKind>(event.index());
-}
+inline KvEventKind KindOf(const KvEvent& event) { return static_cast<KvEventKind>(event.index()); }
 
 // "BlockStored", "BlockRemoved", "AllBlocksCleared", "created", "updated", "unknown".
 std::string_view KvEventKindName(KvEventKind kind);
 
 // One published message: all events of one scheduler step.
 struct KvEventBatch {
-  double ts = 0.0;                   // wall-clock epoch seconds
+  double ts = 0.0;                      // wall-clock epoch seconds
   std::optional<std::int64_t> dp_rank;  // data_parallel_rank / attn_dp_rank
   std::vector<KvEvent> events;
   bool operator==(const KvEventBatch&) const = default;

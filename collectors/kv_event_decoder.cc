@@ -8,11 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <msgpack.hpp>
 #include <new>
 #include <string>
 #include <type_traits>
-
-#include <msgpack.hpp>
 
 #include "collectors/kv_event_fields.h"
 #include "collectors/msgpack_object.h"
@@ -61,34 +60,47 @@ void BlockRemoved::Clear() {
 
 std::string_view KvEventKindName(KvEventKind kind) {
   switch (kind) {
-    case KvEventKind::kBlockStored: return "BlockStored";
-    case KvEventKind::kBlockRemoved: return "BlockRemoved";
-    case KvEventKind::kAllBlocksCleared: return "AllBlocksCleared";
-    case KvEventKind::kCacheCreated: return "created";
-    case KvEventKind::kBlockUpdated: return "updated";
-    case KvEventKind::kUnknown: return "unknown";
+    case KvEventKind::kBlockStored:
+      return "BlockStored";
+    case KvEventKind::kBlockRemoved:
+      return "BlockRemoved";
+    case KvEventKind::kAllBlocksCleared:
+      return "AllBlocksCleared";
+    case KvEventKind::kCacheCreated:
+      return "created";
+    case KvEventKind::kBlockUpdated:
+      return "updated";
+    case KvEventKind::kUnknown:
+      return "unknown";
   }
   return "unknown";
 }
 
 std::string_view KvDecodeErrorCodeName(KvDecodeErrorCode code) {
   switch (code) {
-    case KvDecodeErrorCode::kNotMsgpack: return "not_msgpack";
-    case KvDecodeErrorCode::kTruncated: return "truncated";
-    case KvDecodeErrorCode::kTrailingBytes: return "trailing_bytes";
-    case KvDecodeErrorCode::kTooDeep: return "too_deep";
-    case KvDecodeErrorCode::kBadEnvelope: return "bad_envelope";
-    case KvDecodeErrorCode::kBadEvent: return "bad_event";
-    case KvDecodeErrorCode::kBadHash: return "bad_hash";
-    case KvDecodeErrorCode::kBadFrames: return "bad_frames";
-    case KvDecodeErrorCode::kInternal: return "internal";
+    case KvDecodeErrorCode::kNotMsgpack:
+      return "not_msgpack";
+    case KvDecodeErrorCode::kTruncated:
+      return "truncated";
+    case KvDecodeErrorCode::kTrailingBytes:
+      return "trailing_bytes";
+    case KvDecodeErrorCode::kTooDeep:
+      return "too_deep";
+    case KvDecodeErrorCode::kBadEnvelope:
+      return "bad_envelope";
+    case KvDecodeErrorCode::kBadEvent:
+      return "bad_event";
+    case KvDecodeErrorCode::kBadHash:
+      return "bad_hash";
+    case KvDecodeErrorCode::kBadFrames:
+      return "bad_frames";
+    case KvDecodeErrorCode::kInternal:
+      return "internal";
   }
   return "internal";
 }
 
-std::string KvDecodeError::ToString() const {
-  return std::string(KvDecodeErrorCodeName(code)) + ": " + message;
-}
+std::string KvDecodeError::ToString() const { return std::string(KvDecodeErrorCodeName(code)) + ": " + message; }
 
 const KvDecodeError& KvDecodeStatus::error() const {
   if (ok()) KvResultErrorOnValue();
@@ -114,8 +126,7 @@ namespace {
 
 KvDecodeStatus ReadTs(const Object& ts, KvEventBatch* batch) {
   if (!AsDouble(ts, &batch->ts)) {
-    return Fail(KvDecodeErrorCode::kBadEnvelope,
-                std::string("envelope 'ts' expected a float, got ") + TypeName(ts));
+    return Fail(KvDecodeErrorCode::kBadEnvelope, std::string("envelope 'ts' expected a float, got ") + TypeName(ts));
   }
   return KvDecodeStatus();
 }
@@ -173,8 +184,7 @@ KvDecodeStatus Materialise(std::span<const std::uint8_t> payload, msgpack::zone*
   const std::size_t n = payload.size();
   const msgpack::unpack_limit limit(n, n, n, n, n, kMaxMsgpackDepth + 1);
   zone->clear();
-  *root = msgpack::unpack(*zone, reinterpret_cast<const char*>(payload.data()), n, ReferenceAll,
-                          nullptr, limit);
+  *root = msgpack::unpack(*zone, reinterpret_cast<const char*>(payload.data()), n, ReferenceAll, nullptr, limit);
   return KvDecodeStatus();
 }
 

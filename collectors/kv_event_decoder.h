@@ -43,8 +43,8 @@
 #include <variant>
 #include <vector>
 
-#include "collectors/kv_event.h"
 #include "base/status.h"
+#include "collectors/kv_event.h"
 
 namespace kvwatch::collectors {
 
@@ -99,7 +99,7 @@ class [[nodiscard]] KvDecodeStatus {
 template <typename T>
 class [[nodiscard]] KvResult {
  public:
-  KvResult(T value) : value_(std::move(value)) {}             // NOLINT: implicit
+  KvResult(T value) : value_(std::move(value)) {}              // NOLINT: implicit
   KvResult(KvDecodeError error) : error_(std::move(error)) {}  // NOLINT: implicit
 
   bool ok() const { return value_.has_value(); }
@@ -215,8 +215,8 @@ KvResult<KvMessage> ParseFrames(std::span<const Frame> frames);
 
 // One reply on the replay socket.
 struct KvReplayReply {
-  std::string_view topic;    // empty when the reply had no topic frame
-  bool has_topic = false;    // the 3-frame (vLLM >= v0.26, TensorRT-LLM) form
+  std::string_view topic;  // empty when the reply had no topic frame
+  bool has_topic = false;  // the 3-frame (vLLM >= v0.26, TensorRT-LLM) form
   std::uint64_t seq = 0;
   Frame payload;
   bool end_of_replay = false;  // empty payload or seq == kReplayEndSeq

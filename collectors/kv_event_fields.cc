@@ -45,16 +45,15 @@ enum class Field {
 
 // Positional layout of vLLM's BlockStored (index 0 is the tag).
 constexpr Field kStoredPositions[] = {
-    Field::kIgnored,   Field::kBlockHashes, Field::kParent,       Field::kTokenIds,
-    Field::kBlockSize, Field::kLoraId,      Field::kMedium,       Field::kLoraNameOrMetadata,
-    Field::kExtraKeys, Field::kGroupIdx,    Field::kSpecKind,     Field::kSlidingWindow,
+    Field::kIgnored,   Field::kBlockHashes, Field::kParent,    Field::kTokenIds,
+    Field::kBlockSize, Field::kLoraId,      Field::kMedium,    Field::kLoraNameOrMetadata,
+    Field::kExtraKeys, Field::kGroupIdx,    Field::kSpecKind,  Field::kSlidingWindow,
     Field::kLocality,  Field::kOwnership,   Field::kSessionId,
 };
 
 // Positional layout of BlockRemoved.
 constexpr Field kRemovedPositions[] = {
-    Field::kIgnored, Field::kBlockHashes, Field::kMedium,
-    Field::kGroupIdx, Field::kLocality,   Field::kOwnership,
+    Field::kIgnored, Field::kBlockHashes, Field::kMedium, Field::kGroupIdx, Field::kLocality, Field::kOwnership,
 };
 
 struct NamedField {
@@ -107,23 +106,19 @@ std::string Where(const EventCtx& c) {
          (c.positional ? ", array form)" : ", map form)");
 }
 
-KvDecodeStatus FieldError(const EventCtx& c, std::string_view field, std::string_view expected,
-                          const Object& got) {
-  return Fail(KvDecodeErrorCode::kBadEvent, Where(c) + ": field '" + std::string(field) +
-                                                "' expected " + std::string(expected) + ", got " +
-                                                TypeName(got));
+KvDecodeStatus FieldError(const EventCtx& c, std::string_view field, std::string_view expected, const Object& got) {
+  return Fail(KvDecodeErrorCode::kBadEvent, Where(c) + ": field '" + std::string(field) + "' expected " +
+                                                std::string(expected) + ", got " + TypeName(got));
 }
 
-KvDecodeStatus ReadHashes(const Object& o, const EventCtx& c, std::string_view field,
-                          std::vector<std::uint64_t>* out) {
+KvDecodeStatus ReadHashes(const Object& o, const EventCtx& c, std::string_view field, std::vector<std::uint64_t>* out) {
   if (o.type != mtype::ARRAY) return FieldError(c, field, "an array of hashes", o);
   out->reserve(out->size() + o.via.array.size);
   for (std::uint32_t i = 0; i < o.via.array.size; ++i) {
     std::uint64_t h;
     if (!AsHash(o.via.array.ptr[i], &h)) {
-      return Fail(KvDecodeErrorCode::kBadHash,
-                  Where(c) + ": " + std::string(field) + "[" + std::to_string(i) +
-                      "] expected an int or bytes, got " + TypeName(o.via.array.ptr[i]));
+      return Fail(KvDecodeErrorCode::kBadHash, Where(c) + ": " + std::string(field) + "[" + std::to_string(i) +
+                                                   "] expected an int or bytes, got " + TypeName(o.via.array.ptr[i]));
     }
     out->push_back(h);
   }
@@ -138,9 +133,8 @@ KvDecodeStatus ReadOptHash(const Object& o, const EventCtx& c, std::string_view 
   }
   std::uint64_t h;
   if (!AsHash(o, &h)) {
-    return Fail(KvDecodeErrorCode::kBadHash, Where(c) + ": " + std::string(field) +
-                                                 " expected an int, bytes or nil, got " +
-                                                 TypeName(o));
+    return Fail(KvDecodeErrorCode::kBadHash,
+                Where(c) + ": " + std::string(field) + " expected an int, bytes or nil, got " + TypeName(o));
   }
   *out = h;
   return KvDecodeStatus();
@@ -167,17 +161,16 @@ bool ReadToken(const Object& o, std::int64_t* out) {
   return false;
 }
 
-KvDecodeStatus ReadTokens(const Object& o, const EventCtx& c, std::string_view field,
-                          std::vector<std::int64_t>* out) {
+KvDecodeStatus ReadTokens(const Object& o, const EventCtx& c, std::string_view field, std::vector<std::int64_t>* out) {
   if (IsNil(o)) return KvDecodeStatus();
   if (o.type != mtype::ARRAY) return FieldError(c, field, "an array of tokens", o);
   out->reserve(out->size() + o.via.array.size);
   for (std::uint32_t i = 0; i < o.via.array.size; ++i) {
     std::int64_t t;
     if (!ReadToken(o.via.array.ptr[i], &t)) {
-      return Fail(KvDecodeErrorCode::kBadEvent,
-                  Where(c) + ": " + std::string(field) + "[" + std::to_string(i) +
-                      "] expected an int or str token, got " + TypeName(o.via.array.ptr[i]));
+      return Fail(KvDecodeErrorCode::kBadEvent, Where(c) + ": " + std::string(field) + "[" + std::to_string(i) +
+                                                    "] expected an int or str token, got " +
+                                                    TypeName(o.via.array.ptr[i]));
     }
     out->push_back(t);
   }
@@ -217,57 +210,77 @@ KvDecodeStatus ReadMetadata(const Object& o, const EventCtx& c, BlockStored* ev)
   return KvDecodeStatus();
 }
 
-KvDecodeStatus SetIntField(const Object& v, const EventCtx& c, Field f,
-                           std::optional<std::int64_t>* out) {
+KvDecodeStatus SetIntField(const Object& v, const EventCtx& c, Field f, std::optional<std::int64_t>* out) {
   if (!AsOptInt(v, out)) return FieldError(c, FieldName(f), "an int or nil", v);
   return KvDecodeStatus();
 }
 
-KvDecodeStatus SetStrField(const Object& v, const EventCtx& c, Field f,
-                           std::optional<std::string>* out) {
+KvDecodeStatus SetStrField(const Object& v, const EventCtx& c, Field f, std::optional<std::string>* out) {
   if (!AsOptStr(v, out)) return FieldError(c, FieldName(f), "a str or nil", v);
   return KvDecodeStatus();
 }
 
 KvDecodeStatus SetStoredField(Field f, const Object& v, const EventCtx& c, BlockStored* ev) {
   switch (f) {
-    case Field::kIgnored: return KvDecodeStatus();
-    case Field::kBlockHashes: return ReadHashes(v, c, "block_hashes", &ev->block_hashes);
-    case Field::kParent: return ReadOptHash(v, c, "parent_block_hash", &ev->parent_block_hash);
-    case Field::kTokenIds: return ReadTokens(v, c, "token_ids", &ev->token_ids);
+    case Field::kIgnored:
+      return KvDecodeStatus();
+    case Field::kBlockHashes:
+      return ReadHashes(v, c, "block_hashes", &ev->block_hashes);
+    case Field::kParent:
+      return ReadOptHash(v, c, "parent_block_hash", &ev->parent_block_hash);
+    case Field::kTokenIds:
+      return ReadTokens(v, c, "token_ids", &ev->token_ids);
     case Field::kBlockSize: {
       std::optional<std::int64_t> size;
       if (!AsOptInt(v, &size)) return FieldError(c, "block_size", "an int", v);
       ev->block_size = size.value_or(0);
       return KvDecodeStatus();
     }
-    case Field::kLoraId: return SetIntField(v, c, f, &ev->lora_id);
-    case Field::kMedium: return SetStrField(v, c, f, &ev->medium);
-    case Field::kLoraName: return SetStrField(v, c, f, &ev->lora_name);
+    case Field::kLoraId:
+      return SetIntField(v, c, f, &ev->lora_id);
+    case Field::kMedium:
+      return SetStrField(v, c, f, &ev->medium);
+    case Field::kLoraName:
+      return SetStrField(v, c, f, &ev->lora_name);
     case Field::kLoraNameOrMetadata:
       if (v.type == mtype::MAP || v.type == mtype::ARRAY) return ReadMetadata(v, c, ev);
       return SetStrField(v, c, Field::kLoraName, &ev->lora_name);
-    case Field::kMetadata: return ReadMetadata(v, c, ev);
-    case Field::kExtraKeys: return ReadExtraKeys(v, c, ev);
-    case Field::kGroupIdx: return SetIntField(v, c, f, &ev->group_idx);
-    case Field::kSpecKind: return SetStrField(v, c, f, &ev->kv_cache_spec_kind);
-    case Field::kSlidingWindow: return SetIntField(v, c, f, &ev->kv_cache_spec_sliding_window);
-    case Field::kLocality: return SetStrField(v, c, f, &ev->locality);
-    case Field::kOwnership: return SetStrField(v, c, f, &ev->ownership);
-    case Field::kSessionId: return SetStrField(v, c, f, &ev->session_id);
-    case Field::kCacheSalt: return SetStrField(v, c, f, &ev->cache_salt);
+    case Field::kMetadata:
+      return ReadMetadata(v, c, ev);
+    case Field::kExtraKeys:
+      return ReadExtraKeys(v, c, ev);
+    case Field::kGroupIdx:
+      return SetIntField(v, c, f, &ev->group_idx);
+    case Field::kSpecKind:
+      return SetStrField(v, c, f, &ev->kv_cache_spec_kind);
+    case Field::kSlidingWindow:
+      return SetIntField(v, c, f, &ev->kv_cache_spec_sliding_window);
+    case Field::kLocality:
+      return SetStrField(v, c, f, &ev->locality);
+    case Field::kOwnership:
+      return SetStrField(v, c, f, &ev->ownership);
+    case Field::kSessionId:
+      return SetStrField(v, c, f, &ev->session_id);
+    case Field::kCacheSalt:
+      return SetStrField(v, c, f, &ev->cache_salt);
   }
   return KvDecodeStatus();
 }
 
 KvDecodeStatus SetRemovedField(Field f, const Object& v, const EventCtx& c, BlockRemoved* ev) {
   switch (f) {
-    case Field::kBlockHashes: return ReadHashes(v, c, "block_hashes", &ev->block_hashes);
-    case Field::kMedium: return SetStrField(v, c, f, &ev->medium);
-    case Field::kGroupIdx: return SetIntField(v, c, f, &ev->group_idx);
-    case Field::kLocality: return SetStrField(v, c, f, &ev->locality);
-    case Field::kOwnership: return SetStrField(v, c, f, &ev->ownership);
-    default: return KvDecodeStatus();  // fields of BlockStored only, or unknown
+    case Field::kBlockHashes:
+      return ReadHashes(v, c, "block_hashes", &ev->block_hashes);
+    case Field::kMedium:
+      return SetStrField(v, c, f, &ev->medium);
+    case Field::kGroupIdx:
+      return SetIntField(v, c, f, &ev->group_idx);
+    case Field::kLocality:
+      return SetStrField(v, c, f, &ev->locality);
+    case Field::kOwnership:
+      return SetStrField(v, c, f, &ev->ownership);
+    default:
+      return KvDecodeStatus();  // fields of BlockStored only, or unknown
   }
 }
 
@@ -294,8 +307,7 @@ T& Reuse(KvEvent* slot) {
 }
 
 template <typename T, std::size_t N, typename Setter>
-KvDecodeStatus FromArray(const Object& o, const EventCtx& c, const Field (&positions)[N],
-                         Setter set, T* ev) {
+KvDecodeStatus FromArray(const Object& o, const EventCtx& c, const Field (&positions)[N], Setter set, T* ev) {
   const std::uint32_t size = o.via.array.size;
   if (size < 2) return MissingHashes(c);
   for (std::uint32_t i = 1; i < size && i < N; ++i) {
@@ -328,9 +340,8 @@ KvDecodeStatus TrtStored(const Object& o, const EventCtx& c, BlockStored* ev) {
   }
   const Object* blocks = MapFind(o, "blocks");
   if (blocks == nullptr || blocks->type != mtype::ARRAY) {
-    return blocks == nullptr
-               ? Fail(KvDecodeErrorCode::kBadEvent, Where(c) + ": required field 'blocks' is missing")
-               : FieldError(c, "blocks", "an array", *blocks);
+    return blocks == nullptr ? Fail(KvDecodeErrorCode::kBadEvent, Where(c) + ": required field 'blocks' is missing")
+                             : FieldError(c, "blocks", "an array", *blocks);
   }
   for (std::uint32_t i = 0; i < blocks->via.array.size; ++i) {
     const Object& b = blocks->via.array.ptr[i];
@@ -338,8 +349,8 @@ KvDecodeStatus TrtStored(const Object& o, const EventCtx& c, BlockStored* ev) {
     const Object* hash = MapFind(b, "block_hash");
     std::uint64_t h;
     if (hash == nullptr || !AsHash(*hash, &h)) {
-      return Fail(KvDecodeErrorCode::kBadHash, Where(c) + ": blocks[" + std::to_string(i) +
-                                                   "].block_hash missing or not an int or bytes");
+      return Fail(KvDecodeErrorCode::kBadHash,
+                  Where(c) + ": blocks[" + std::to_string(i) + "].block_hash missing or not an int or bytes");
     }
     ev->block_hashes.push_back(h);
     const std::size_t before = ev->token_ids.size();
@@ -398,8 +409,7 @@ KvDecodeStatus TrtUpdated(const Object& o, const EventCtx& c, BlockUpdated* ev) 
   if (hash == nullptr || !AsHash(*hash, &ev->block_hash)) {
     return Fail(KvDecodeErrorCode::kBadHash, Where(c) + ": block_hash missing or not an int or bytes");
   }
-  KvDecodeStatus s = ReadDiff(MapFind(o, "cache_level"), c, "cache_level", &ev->cache_level_old,
-                              &ev->cache_level_new);
+  KvDecodeStatus s = ReadDiff(MapFind(o, "cache_level"), c, "cache_level", &ev->cache_level_old, &ev->cache_level_new);
   if (!s.ok()) return s;
   return ReadDiff(MapFind(o, "priority"), c, "priority", &ev->priority_old, &ev->priority_new);
 }
@@ -409,8 +419,8 @@ void SetUnknown(std::string_view tag, KvEvent* slot) { Reuse<UnknownKvEvent>(slo
 KvDecodeStatus DecodeArrayEvent(const Object& o, std::size_t index, KvEvent* slot) {
   if (o.via.array.size == 0 || o.via.array.ptr[0].type != mtype::STR) {
     const char* got = o.via.array.size == 0 ? "an empty array" : TypeName(o.via.array.ptr[0]);
-    return Fail(KvDecodeErrorCode::kBadEvent, "event " + std::to_string(index) +
-                                                  ": expected a str tag at position 0, got " + got);
+    return Fail(KvDecodeErrorCode::kBadEvent,
+                "event " + std::to_string(index) + ": expected a str tag at position 0, got " + got);
   }
   const std::string_view tag = StrOf(o.via.array.ptr[0]);
   const EventCtx c{index, tag, true};
@@ -456,12 +466,11 @@ KvDecodeStatus DecodeMapEvent(const Object& o, std::size_t index, KvEvent* slot,
     if (!wrapped && data != nullptr && data->type == mtype::MAP) {
       return DecodeWrappedEvent(o, *data, index, slot);
     }
-    return Fail(KvDecodeErrorCode::kBadEvent,
-                "event " + std::to_string(index) + ": map event without a 'type' key");
+    return Fail(KvDecodeErrorCode::kBadEvent, "event " + std::to_string(index) + ": map event without a 'type' key");
   }
   if (type->type != mtype::STR) {
-    return Fail(KvDecodeErrorCode::kBadEvent, "event " + std::to_string(index) +
-                                                  ": 'type' expected a str, got " + TypeName(*type));
+    return Fail(KvDecodeErrorCode::kBadEvent,
+                "event " + std::to_string(index) + ": 'type' expected a str, got " + TypeName(*type));
   }
   const std::string_view tag = StrOf(*type);
   const EventCtx c{index, tag, false};
@@ -483,8 +492,8 @@ KvDecodeStatus DecodeMapEvent(const Object& o, std::size_t index, KvEvent* slot,
 KvDecodeStatus DecodeEvent(const Object& o, std::size_t index, KvEvent* slot) {
   if (o.type == mtype::ARRAY) return DecodeArrayEvent(o, index, slot);
   if (o.type == mtype::MAP) return DecodeMapEvent(o, index, slot, false);
-  return Fail(KvDecodeErrorCode::kBadEvent, "event " + std::to_string(index) +
-                                                ": expected an array or a map, got " + TypeName(o));
+  return Fail(KvDecodeErrorCode::kBadEvent,
+              "event " + std::to_string(index) + ": expected an array or a map, got " + TypeName(o));
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // The KV events' ZeroMQ framing (kv_event_decoder.h, "Framing"): the 3-frame PUB
 // message, the 8-byte big-endian sequence number, and the replay socket's replies
 // in either framing. Views into the frames; no copies.
-#include "collectors/kv_event_decoder.h"
-
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "collectors/kv_event_decoder.h"
 #include "collectors/msgpack_scan.h"
 
 namespace kvwatch::collectors {
@@ -17,8 +16,7 @@ namespace kvwatch::collectors {
 KvResult<std::uint64_t> ParseSeqFrame(Frame frame) {
   if (frame.size() != 8) {
     return KvDecodeError{KvDecodeErrorCode::kBadFrames,
-                         "seq frame expected 8 bytes (big-endian uint64), got " +
-                             std::to_string(frame.size())};
+                         "seq frame expected 8 bytes (big-endian uint64), got " + std::to_string(frame.size())};
   }
   return decoder_internal::ReadBigEndian(frame.data(), 8);
 }

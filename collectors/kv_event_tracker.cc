@@ -6,11 +6,10 @@
 #include "collectors/kv_event_tracker.h"
 
 #include <algorithm>
+#include <msgpack.hpp>
 #include <type_traits>
 #include <utility>
 #include <variant>
-
-#include <msgpack.hpp>
 
 #include "base/mix.h"
 
@@ -22,9 +21,7 @@ constexpr std::string_view kOtherMedium = "other";
 
 using base::Mix64;
 
-std::uint64_t Fold(std::uint64_t acc, std::uint64_t value) {
-  return Mix64(acc ^ Mix64(value + 0x9e3779b97f4a7c15ULL));
-}
+std::uint64_t Fold(std::uint64_t acc, std::uint64_t value) { return Mix64(acc ^ Mix64(value + 0x9e3779b97f4a7c15ULL)); }
 
 // FNV-1a over the bytes, then mixed.
 std::uint64_t StringDigest(std::string_view s) {
@@ -119,12 +116,18 @@ std::string KvEventTenant(KvTenantSource source, const BlockStored& e) {
 
 std::string_view KvSpecKindName(KvSpecKind kind) {
   switch (kind) {
-    case KvSpecKind::kUnannounced: return "unannounced";
-    case KvSpecKind::kFull: return "full";
-    case KvSpecKind::kSlidingWindow: return "sliding_window";
-    case KvSpecKind::kChunkedLocal: return "chunked_local";
-    case KvSpecKind::kLinear: return "linear";
-    case KvSpecKind::kOther: return "other";
+    case KvSpecKind::kUnannounced:
+      return "unannounced";
+    case KvSpecKind::kFull:
+      return "full";
+    case KvSpecKind::kSlidingWindow:
+      return "sliding_window";
+    case KvSpecKind::kChunkedLocal:
+      return "chunked_local";
+    case KvSpecKind::kLinear:
+      return "linear";
+    case KvSpecKind::kOther:
+      return "other";
   }
   return "other";
 }
@@ -177,20 +180,23 @@ std::optional<KvSpecKind> ParseVllmSpecKind(std::string_view name) {
 
 std::string_view KvGroupAnomalyName(KvGroupAnomaly anomaly) {
   switch (anomaly) {
-    case KvGroupAnomaly::kUnknownKind: return "unknown_kind";
-    case KvGroupAnomaly::kBadWindow: return "bad_window";
-    case KvGroupAnomaly::kKindChanged: return "kind_changed";
-    case KvGroupAnomaly::kBadGroup: return "bad_group";
-    case KvGroupAnomaly::kRequestGroupNotFull: return "request_group_not_full";
+    case KvGroupAnomaly::kUnknownKind:
+      return "unknown_kind";
+    case KvGroupAnomaly::kBadWindow:
+      return "bad_window";
+    case KvGroupAnomaly::kKindChanged:
+      return "kind_changed";
+    case KvGroupAnomaly::kBadGroup:
+      return "bad_group";
+    case KvGroupAnomaly::kRequestGroupNotFull:
+      return "request_group_not_full";
   }
   return "unknown_kind";
 }
 
 // ---- Page scope ---------------------------------------------------------------
 
-std::uint64_t KvBaseScope(std::string_view model) {
-  return model.empty() ? 0 : Fold(kTagModel, StringDigest(model));
-}
+std::uint64_t KvBaseScope(std::string_view model) { return model.empty() ? 0 : Fold(kTagModel, StringDigest(model)); }
 
 std::uint64_t KvEventScope(std::uint64_t base_scope, const BlockStored& e) {
   std::uint64_t scope = base_scope;
@@ -203,8 +209,7 @@ std::uint64_t KvEventScope(std::uint64_t base_scope, const BlockStored& e) {
   return scope;
 }
 
-std::uint64_t KvScopedPageId(std::uint64_t event_scope, std::uint64_t extra_key_digest,
-                             std::uint64_t block_hash) {
+std::uint64_t KvScopedPageId(std::uint64_t event_scope, std::uint64_t extra_key_digest, std::uint64_t block_hash) {
   return Mix64(block_hash ^ Fold(event_scope, extra_key_digest));
 }
 
@@ -232,8 +237,7 @@ std::optional<std::uint32_t> KvEventTracker::FindMedium(std::string_view medium)
   return std::nullopt;
 }
 
-std::uint32_t KvEventTracker::MediumIndexIn(std::vector<std::string>* media,
-                                            const std::optional<std::string>& medium) {
+std::uint32_t KvEventTracker::MediumIndexIn(std::vector<std::string>* media, const std::optional<std::string>& medium) {
   if (!medium.has_value() || *medium == kPrimaryMedium) return 0;
   auto find = [&](std::string_view name) -> std::optional<std::uint32_t> {
     for (std::uint32_t i = 0; i < media->size(); ++i) {
@@ -255,8 +259,7 @@ std::uint32_t KvEventTracker::MediumIndex(const std::optional<std::string>& medi
   return i;
 }
 
-KvEventTracker::GroupState& KvEventTracker::State(std::size_t publisher, std::uint32_t medium,
-                                                  std::int64_t group) {
+KvEventTracker::GroupState& KvEventTracker::State(std::size_t publisher, std::uint32_t medium, std::int64_t group) {
   std::vector<GroupState>& groups = publishers_[publisher].groups;
   for (GroupState& s : groups) {
     if (s.medium == medium && s.group == group) return s;
@@ -364,8 +367,8 @@ void KvEventTracker::Announce(const BlockStored& e) {
     if (spec.kind == KvSpecKind::kFull && !request_group_.has_value()) request_group_ = group;
     if (options_.request_group == group && spec.kind != KvSpecKind::kFull) {
       Anomaly(KvGroupAnomaly::kRequestGroupNotFull,
-              "request_group " + std::to_string(group) + " is configured, but the group announces " +
-                  SpecText(spec) + "; expected a full-attention group (requests are still taken from it)");
+              "request_group " + std::to_string(group) + " is configured, but the group announces " + SpecText(spec) +
+                  "; expected a full-attention group (requests are still taken from it)");
     }
   } else if (spec != announced) {
     Anomaly(KvGroupAnomaly::kKindChanged, g + " announced " + SpecText(spec) + " first, now " + SpecText(announced) +
@@ -509,14 +512,21 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
   StartRequest(ts);
   bool walked_to_root = true;
   if (e.parent_block_hash.has_value()) {
-    const KvChainIndex::WalkEnd end = chains_.AppendChain(*e.parent_block_hash, options_.max_request_pages,
-                                                          &request_.pages);
+    const KvChainIndex::WalkEnd end =
+        chains_.AppendChain(*e.parent_block_hash, options_.max_request_pages, &request_.pages);
     walked_to_root = end == KvChainIndex::WalkEnd::kRoot;
     switch (end) {
-      case KvChainIndex::WalkEnd::kRoot: break;
-      case KvChainIndex::WalkEnd::kUnknown: ++counters_.chains_truncated; break;
-      case KvChainIndex::WalkEnd::kCycle: ++counters_.chain_cycles; break;
-      case KvChainIndex::WalkEnd::kTooLong: ++counters_.chains_too_long; break;
+      case KvChainIndex::WalkEnd::kRoot:
+        break;
+      case KvChainIndex::WalkEnd::kUnknown:
+        ++counters_.chains_truncated;
+        break;
+      case KvChainIndex::WalkEnd::kCycle:
+        ++counters_.chain_cycles;
+        break;
+      case KvChainIndex::WalkEnd::kTooLong:
+        ++counters_.chains_too_long;
+        break;
     }
   }
   const std::size_t first = request_.pages.size();
@@ -670,8 +680,7 @@ std::vector<KvGroupCounters> KvEventTracker::GroupCounters() const {
   return out;
 }
 
-std::uint64_t KvEventTracker::ResidentBlocks(std::size_t publisher, std::string_view medium,
-                                             std::int64_t group) const {
+std::uint64_t KvEventTracker::ResidentBlocks(std::size_t publisher, std::string_view medium, std::int64_t group) const {
   const std::optional<std::uint32_t> m = FindMedium(medium);
   if (!m.has_value()) return 0;
   const GroupState* s = FindState(publisher, *m, group);

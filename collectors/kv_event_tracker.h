@@ -161,8 +161,8 @@
 
 #include "base/source_kinds.h"
 #include "base/status.h"
-#include "collectors/collector_options.h"  // KvTenantSource, KvEventTrackerOptions
 #include "collectors/collector.h"
+#include "collectors/collector_options.h"  // KvTenantSource, KvEventTrackerOptions
 #include "collectors/kv_chain_index.h"
 #include "collectors/kv_event.h"
 #include "curve/page_map.h"
@@ -179,8 +179,7 @@ std::uint64_t KvBaseScope(std::string_view model);
 std::uint64_t KvEventScope(std::uint64_t base_scope, const BlockStored& event);
 // The page id of a block: a bijection of block_hash for a fixed (scope,
 // extra_key_digest), so distinct hashes never collide within one scope.
-std::uint64_t KvScopedPageId(std::uint64_t event_scope, std::uint64_t extra_key_digest,
-                             std::uint64_t block_hash);
+std::uint64_t KvScopedPageId(std::uint64_t event_scope, std::uint64_t extra_key_digest, std::uint64_t block_hash);
 
 // ---- Tenants ------------------------------------------------------------------
 
@@ -235,18 +234,18 @@ std::string_view KvGroupAnomalyName(KvGroupAnomaly anomaly);
 // Per-medium counters, summed over publishers and groups.
 struct KvMediumCounters {
   std::string medium;
-  std::uint64_t stored_blocks = 0;   // hashes of BlockStored events, not reuse reports
-  std::uint64_t evicted_blocks = 0;  // hashes of BlockRemoved events
-  std::uint64_t reused_blocks = 0;   // hashes of reuse reports
-  std::uint64_t tier_moves = 0;      // stored blocks that were tier moves (also in stored_blocks)
-  std::uint64_t resident_blocks = 0; // distinct resident hashes, summed over (publisher, group)
+  std::uint64_t stored_blocks = 0;    // hashes of BlockStored events, not reuse reports
+  std::uint64_t evicted_blocks = 0;   // hashes of BlockRemoved events
+  std::uint64_t reused_blocks = 0;    // hashes of reuse reports
+  std::uint64_t tier_moves = 0;       // stored blocks that were tier moves (also in stored_blocks)
+  std::uint64_t resident_blocks = 0;  // distinct resident hashes, summed over (publisher, group)
 };
 
 struct KvTrackerCounters {
   std::uint64_t batches = 0;
   std::uint64_t events = 0;
-  std::uint64_t requests = 0;          // requests handed to the sink
-  std::uint64_t request_pages = 0;     // their pages
+  std::uint64_t requests = 0;       // requests handed to the sink
+  std::uint64_t request_pages = 0;  // their pages
   std::uint64_t reuse_reports = 0;
   std::uint64_t merged_chains = 0;     // stores appended to a reuse report's request
   std::uint64_t unknown_removals = 0;  // removed hashes that were not resident
@@ -265,7 +264,7 @@ struct KvTrackerCounters {
 struct KvGroupCounters {
   std::string medium;
   KvGroupSpec spec;
-  std::uint64_t stored_blocks = 0;   // as KvMediumCounters
+  std::uint64_t stored_blocks = 0;  // as KvMediumCounters
   std::uint64_t evicted_blocks = 0;
   std::uint64_t reused_blocks = 0;
   std::uint64_t resident_blocks = 0;
@@ -407,7 +406,7 @@ class KvEventTracker {
   KvChainIndex chains_;
   KvTrackerCounters counters_;
   Pending pending_;
-  curve::Request request_;  // the request being built (reused storage)
+  curve::Request request_;       // the request being built (reused storage)
   std::int64_t block_size_ = 0;  // the engine's block size, from the last BlockStored that had one
   // Root page of a salted chain -> its salt tenant (tenant_source with salts only).
   std::unordered_map<curve::PageId, std::string> root_tenants_;

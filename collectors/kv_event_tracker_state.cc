@@ -2,8 +2,6 @@
 // RestoreState): the encoding of the options it depends on, the parent map, the
 // salted roots' tenants and the publishers' block state, and the checked,
 // all-or-nothing restore.
-#include "collectors/kv_event_tracker.h"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "base/byte_io.h"
+#include "collectors/kv_event_tracker.h"
 
 namespace kvwatch::collectors {
 
@@ -40,12 +39,12 @@ bool ReadKvStateCount(std::span<const std::uint8_t>* in, std::size_t min_element
 namespace {
 
 // Bytes of the smallest encoded element of each list, for ReadKvStateCount.
-constexpr std::size_t kLinkBytes = 8 + 1 + 8 + 8;     // hash, has_parent, parent, page
-constexpr std::size_t kRootTenantBytes = 8 + 4;       // page, tenant length
-constexpr std::size_t kPublisherBytes = 4;            // group count
-constexpr std::size_t kGroupBytes = 4 + 8 + 4;        // medium length, group, ref count
-constexpr std::size_t kRefBytes = 8 + 4;              // hash, copies
-constexpr std::size_t kSpecBytes = 8 + 1 + 8;         // group, kind, window
+constexpr std::size_t kLinkBytes = 8 + 1 + 8 + 8;  // hash, has_parent, parent, page
+constexpr std::size_t kRootTenantBytes = 8 + 4;    // page, tenant length
+constexpr std::size_t kPublisherBytes = 4;         // group count
+constexpr std::size_t kGroupBytes = 4 + 8 + 4;     // medium length, group, ref count
+constexpr std::size_t kRefBytes = 8 + 4;           // hash, copies
+constexpr std::size_t kSpecBytes = 8 + 1 + 8;      // group, kind, window
 // An unset request group, as saved.
 constexpr std::int64_t kNoGroup = -1;
 
@@ -130,8 +129,8 @@ base::Status KvEventTracker::RestoreState(std::span<const std::uint8_t> bytes, s
   const std::optional<std::int64_t> saved_group =
       request_group == kNoGroup ? std::nullopt : std::optional<std::int64_t>(request_group);
   if (with_groups ? saved_group != options_.request_group : request_group != options_.request_group.value_or(0)) {
-    return Status::Error("KV-event tracker state was written for request_group " + GroupText(saved_group) +
-                         ", not " + GroupText(options_.request_group));
+    return Status::Error("KV-event tracker state was written for request_group " + GroupText(saved_group) + ", not " +
+                         GroupText(options_.request_group));
   }
   if (block_size < 0) return Status::Error("KV-event tracker state: negative block size");
 

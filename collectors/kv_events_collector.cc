@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <utility>
 #include <zmq.hpp>
@@ -98,8 +98,8 @@ enum class KvMetric {
 };
 using base::MetricType;
 constexpr base::MetricDef kKvMetrics[] = {
-    {"kvwatch_kv_events_batches_total", MetricType::kCounter, "KV event batches decoded and applied (live and replayed).",
-     "collector"},
+    {"kvwatch_kv_events_batches_total", MetricType::kCounter,
+     "KV event batches decoded and applied (live and replayed).", "collector"},
     {"kvwatch_kv_events_lost_total", MetricType::kCounter,
      "KV event batches known missing (sequence gaps) and not recovered: no longer in the engine's replay buffer, "
      "not answered within replay_give_up, or without a replay endpoint. Kept across agent restarts.",
@@ -181,7 +181,7 @@ base::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::siz
                          std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!numeric || std::stoul(port) + rank > 65535) {
       return base::Result<std::string>::Error("cannot offset '" + endpoint + "' for rank " + std::to_string(rank) +
-                                               ": expected tcp://host:PORT with a numeric port");
+                                              ": expected tcp://host:PORT with a numeric port");
     }
     return endpoint.substr(0, colon + 1) + std::to_string(std::stoul(port) + rank);
   }
@@ -189,7 +189,7 @@ base::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::siz
     return endpoint + "_dp" + std::to_string(rank);
   }
   return base::Result<std::string>::Error("cannot offset '" + endpoint +
-                                           "': expected a tcp://, ipc:// or inproc:// endpoint");
+                                          "': expected a tcp://, ipc:// or inproc:// endpoint");
 }
 
 // ---- Sockets ------------------------------------------------------------------
@@ -211,8 +211,8 @@ struct KvEventsCollector::Io {
   };
   // The fetching of one publisher's gap, across polls.
   struct Recovery {
-    zmq::socket_t dealer;            // open while a request is out
-    bool answer_started = false;     // a batch of the current answer arrived
+    zmq::socket_t dealer;         // open while a request is out
+    bool answer_started = false;  // a batch of the current answer arrived
     bool asked_again_on_silence = false;
     Clock::time_point last_heard{};  // the last reply, or the request
     std::deque<Held> held;           // ascending seqs, all > last_seq and <= seen
@@ -226,8 +226,8 @@ struct KvEventsCollector::Io {
     // The highest seq known to exist (a live message's); above last_seq while a
     // gap is being fetched.
     std::uint64_t seen = 0;
-    bool restored = false;  // last_seq came from RestoreState; no message since
-    std::string label;      // for logs
+    bool restored = false;               // last_seq came from RestoreState; no message since
+    std::string label;                   // for logs
     std::unique_ptr<Recovery> recovery;  // while recovering with a replay endpoint
 
     bool recovering() const { return has_seq && seen > last_seq; }
@@ -320,8 +320,8 @@ Result KvEventsCollector::Create(KvEventsCollectorOptions options, CollectorLog 
       if (!o.bind && endpoint.find('*') != std::string::npos) {
         hint = " (an engine binding tcp://*:PORT is reached at tcp://<engine-host>:PORT)";
       }
-      return Result::Error(where + "cannot " + (o.bind ? "bind" : "connect") + " '" + endpoint + "': " +
-                           err.what() + hint);
+      return Result::Error(where + "cannot " + (o.bind ? "bind" : "connect") + " '" + endpoint + "': " + err.what() +
+                           hint);
     }
   }
   return c;
@@ -347,9 +347,9 @@ void KvEventsCollector::Poll(RequestSink& sink, double wall_now_s) {
         const std::size_t frames = ReceiveMessage(io_->endpoints[i].sub, &io_->frames);
         if (frames == 0) break;
         if (frames != 3) {
-          CountError(KvDecodeErrorCodeName(KvDecodeErrorCode::kBadFrames),
-                     io_->endpoints[i].address + ": expected 3 frames [topic, seq, payload], got " +
-                         std::to_string(frames));
+          CountError(
+              KvDecodeErrorCodeName(KvDecodeErrorCode::kBadFrames),
+              io_->endpoints[i].address + ": expected 3 frames [topic, seq, payload], got " + std::to_string(frames));
           continue;
         }
         HandleMessage(i, sink, wall_now_s);
@@ -446,8 +446,8 @@ void KvEventsCollector::Hold(std::size_t publisher, std::uint64_t seq, std::span
   held.push_back(Io::Held{seq, std::vector<std::uint8_t>(payload.begin(), payload.end())});
 }
 
-void KvEventsCollector::NewTopic(std::size_t publisher, std::size_t endpoint, const KvTopic& topic,
-                                 std::uint64_t seq, RequestSink& sink, double wall_now_s) {
+void KvEventsCollector::NewTopic(std::size_t publisher, std::size_t endpoint, const KvTopic& topic, std::uint64_t seq,
+                                 RequestSink& sink, double wall_now_s) {
   Io::Publisher& pub = io_->publishers[publisher];
   const KvTopic was = ParseKvTopic(pub.topic);
   if (pub.has_seq && topic.has_epoch && was.epoch != topic.epoch) {
@@ -473,8 +473,8 @@ void KvEventsCollector::ApplyPayload(std::size_t publisher, std::uint64_t seq, c
   const Io::Publisher& pub = io_->publishers[publisher];
   KvDecodeStatus status = io_->decoder.Decode(std::span<const std::uint8_t>(data, size), &io_->batch);
   if (!status.ok()) {
-    CountError(KvDecodeErrorCodeName(status.code()), pub.label + (replayed ? " replayed" : "") + " seq " +
-                                                         std::to_string(seq) + ": " + status.message());
+    CountError(KvDecodeErrorCodeName(status.code()),
+               pub.label + (replayed ? " replayed" : "") + " seq " + std::to_string(seq) + ": " + status.message());
     return;
   }
   const TimestampVerdict verdict = CheckTimestamp(io_->batch.ts, wall_now_s, options_.max_clock_skew_s);
@@ -511,8 +511,8 @@ void KvEventsCollector::ApplyHeld(std::size_t publisher, RequestSink& sink, doub
   while (!held.empty() && held.front().seq <= pub.last_seq) held.pop_front();  // replayed already
   while (!held.empty() && held.front().seq == pub.last_seq + 1) {
     pub.last_seq = held.front().seq;
-    ApplyPayload(publisher, pub.last_seq, held.front().payload.data(), held.front().payload.size(), sink,
-                 wall_now_s, false);
+    ApplyPayload(publisher, pub.last_seq, held.front().payload.data(), held.front().payload.size(), sink, wall_now_s,
+                 false);
     held.pop_front();
   }
 }
@@ -545,8 +545,8 @@ void KvEventsCollector::SkipTo(std::size_t publisher, std::uint64_t upto, std::s
   transport_.lost += lost;
   stats_.dropped += lost;
   ++save_events_;
-  log_(pub.label + ": lost " + std::to_string(lost) + " batches between seq " + std::to_string(lost_first) +
-       " and " + std::to_string(lost_last) + " (" + std::string(why) + ")");
+  log_(pub.label + ": lost " + std::to_string(lost) + " batches between seq " + std::to_string(lost_first) + " and " +
+       std::to_string(lost_last) + " (" + std::string(why) + ")");
 }
 
 void KvEventsCollector::FinishRecovery(std::size_t publisher, std::uint64_t upto, std::string_view why,
@@ -795,8 +795,8 @@ base::Status KvEventsCollector::RestoreState(std::span<const std::uint8_t> in) {
     if (!configured || io_->publishers.size() >= options_.max_publishers) {
       tracker_.ResetPublisher(i);
       log_("saved state of " + s.address + (s.topic.empty() ? "" : " topic " + QuotedTopic(s.topic)) +
-           " not restored: " + (configured ? "more than max_publishers" : "no longer endpoints[" +
-                                                                                std::to_string(s.endpoint) + "]"));
+           " not restored: " +
+           (configured ? "more than max_publishers" : "no longer endpoints[" + std::to_string(s.endpoint) + "]"));
       continue;
     }
     Io::Publisher p;

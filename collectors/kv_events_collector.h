@@ -188,11 +188,11 @@
 #include <vector>
 
 #include "base/metric_def.h"
+#include "base/status.h"
 #include "collectors/collector.h"
 #include "collectors/collector_options.h"  // KvEventsCollectorOptions
 #include "collectors/kv_event_tracker.h"
 #include "collectors/time_sanity.h"
-#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -208,9 +208,9 @@ struct KvTransportCounters {
   std::uint64_t lost = 0;      // batches known missing and not recovered
   std::uint64_t replayed = 0;  // batches recovered from a replay socket
   std::uint64_t replay_requests = 0;
-  std::uint64_t restarts = 0;  // publisher restarts seen
+  std::uint64_t restarts = 0;        // publisher restarts seen
   std::uint64_t recovery_polls = 0;  // polls that spent time fetching a gap
-  std::uint64_t barriers = 0;  // SGLang snapshot barriers received live (also in batches)
+  std::uint64_t barriers = 0;        // SGLang snapshot barriers received live (also in batches)
 };
 
 // The replay endpoint of data-parallel rank `rank` (see above); an error when
@@ -219,8 +219,7 @@ base::Result<std::string> OffsetKvEndpoint(const std::string& endpoint, std::siz
 
 class KvEventsCollector : public Collector {
  public:
-  static base::Result<std::unique_ptr<KvEventsCollector>> Create(KvEventsCollectorOptions options,
-                                                                   CollectorLog log);
+  static base::Result<std::unique_ptr<KvEventsCollector>> Create(KvEventsCollectorOptions options, CollectorLog log);
   ~KvEventsCollector() override;
   KvEventsCollector(const KvEventsCollector&) = delete;
   KvEventsCollector& operator=(const KvEventsCollector&) = delete;
@@ -252,8 +251,8 @@ class KvEventsCollector : public Collector {
   void CountError(std::string_view reason, const std::string& message);
   void HandleMessage(std::size_t endpoint, RequestSink& sink, double wall_now_s);
   // A known publisher seen on another live topic: a new SGLang epoch restarts it.
-  void NewTopic(std::size_t publisher, std::size_t endpoint, const KvTopic& topic, std::uint64_t seq,
-                RequestSink& sink, double wall_now_s);
+  void NewTopic(std::size_t publisher, std::size_t endpoint, const KvTopic& topic, std::uint64_t seq, RequestSink& sink,
+                double wall_now_s);
   void ApplyPayload(std::size_t publisher, std::uint64_t seq, const std::uint8_t* data, std::size_t size,
                     RequestSink& sink, double wall_now_s, bool replayed);
   // Gap recovery (see above): a live batch kept until the replay reaches it;
@@ -278,9 +277,9 @@ class KvEventsCollector : public Collector {
   KvTransportCounters transport_;
   CollectorStats stats_;
   std::uint64_t polls_ = 0;
-  std::uint64_t records_restored_ = 0;  // CollectorStats records before the last restart
-  std::uint64_t withheld_requests_ = 0;  // requests of batches with a bad ts, not handed on
-  std::uint64_t save_events_ = 0;        // restarts and recovered gaps seen
+  std::uint64_t records_restored_ = 0;               // CollectorStats records before the last restart
+  std::uint64_t withheld_requests_ = 0;              // requests of batches with a bad ts, not handed on
+  std::uint64_t save_events_ = 0;                    // restarts and recovered gaps seen
   mutable std::uint64_t save_events_at_append_ = 0;  // save_events_ at the last AppendState
 };
 

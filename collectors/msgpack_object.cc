@@ -19,16 +19,27 @@ namespace kvwatch::collectors::decoder_internal {
 
 const char* TypeName(const Object& o) {
   switch (o.type) {
-    case mtype::NIL: return "nil";
-    case mtype::BOOLEAN: return "bool";
-    case mtype::POSITIVE_INTEGER: return "uint";
-    case mtype::NEGATIVE_INTEGER: return "negative int";
-    case mtype::FLOAT32: case mtype::FLOAT64: return "float";
-    case mtype::STR: return "str";
-    case mtype::BIN: return "bin";
-    case mtype::ARRAY: return "array";
-    case mtype::MAP: return "map";
-    case mtype::EXT: return "ext";
+    case mtype::NIL:
+      return "nil";
+    case mtype::BOOLEAN:
+      return "bool";
+    case mtype::POSITIVE_INTEGER:
+      return "uint";
+    case mtype::NEGATIVE_INTEGER:
+      return "negative int";
+    case mtype::FLOAT32:
+    case mtype::FLOAT64:
+      return "float";
+    case mtype::STR:
+      return "str";
+    case mtype::BIN:
+      return "bin";
+    case mtype::ARRAY:
+      return "array";
+    case mtype::MAP:
+      return "map";
+    case mtype::EXT:
+      return "ext";
   }
   return "unknown";
 }
@@ -57,19 +68,39 @@ std::uint64_t Mix(std::uint64_t x) { return base::Mix64(x); }
 
 void DigestInto(const Object& o, Fnv* f) {
   switch (o.type) {
-    case mtype::NIL: f->Byte('n'); return;
-    case mtype::BOOLEAN: f->Byte('b'); f->Byte(o.via.boolean ? 1 : 0); return;
-    case mtype::POSITIVE_INTEGER: f->Byte('u'); f->U64(o.via.u64); return;
-    case mtype::NEGATIVE_INTEGER: f->Byte('i'); f->U64(static_cast<std::uint64_t>(o.via.i64)); return;
-    case mtype::FLOAT32: case mtype::FLOAT64: {
+    case mtype::NIL:
+      f->Byte('n');
+      return;
+    case mtype::BOOLEAN:
+      f->Byte('b');
+      f->Byte(o.via.boolean ? 1 : 0);
+      return;
+    case mtype::POSITIVE_INTEGER:
+      f->Byte('u');
+      f->U64(o.via.u64);
+      return;
+    case mtype::NEGATIVE_INTEGER:
+      f->Byte('i');
+      f->U64(static_cast<std::uint64_t>(o.via.i64));
+      return;
+    case mtype::FLOAT32:
+    case mtype::FLOAT64: {
       std::uint64_t bits;
       std::memcpy(&bits, &o.via.f64, sizeof bits);
       f->Byte('f');
       f->U64(bits);
       return;
     }
-    case mtype::STR: f->Byte('s'); f->U64(o.via.str.size); f->Bytes(o.via.str.ptr, o.via.str.size); return;
-    case mtype::BIN: f->Byte('y'); f->U64(o.via.bin.size); f->Bytes(o.via.bin.ptr, o.via.bin.size); return;
+    case mtype::STR:
+      f->Byte('s');
+      f->U64(o.via.str.size);
+      f->Bytes(o.via.str.ptr, o.via.str.size);
+      return;
+    case mtype::BIN:
+      f->Byte('y');
+      f->U64(o.via.bin.size);
+      f->Bytes(o.via.bin.ptr, o.via.bin.size);
+      return;
     case mtype::EXT:
       f->Byte('e');
       f->Byte(static_cast<std::uint8_t>(o.via.ext.type()));
@@ -150,14 +181,35 @@ void WriteFloat32(Sink& sink, float v) {
 template <typename Sink>
 void PackObject(const Object& o, msgpack::packer<Sink>& pk, Sink& sink) {
   switch (o.type) {
-    case mtype::NIL: pk.pack_nil(); return;
-    case mtype::BOOLEAN: if (o.via.boolean) pk.pack_true(); else pk.pack_false(); return;
-    case mtype::POSITIVE_INTEGER: pk.pack_uint64(o.via.u64); return;
-    case mtype::NEGATIVE_INTEGER: pk.pack_int64(o.via.i64); return;
-    case mtype::FLOAT32: WriteFloat32(sink, static_cast<float>(o.via.f64)); return;
-    case mtype::FLOAT64: WriteFloat64(sink, o.via.f64); return;
-    case mtype::STR: pk.pack_str(o.via.str.size); pk.pack_str_body(o.via.str.ptr, o.via.str.size); return;
-    case mtype::BIN: pk.pack_bin(o.via.bin.size); pk.pack_bin_body(o.via.bin.ptr, o.via.bin.size); return;
+    case mtype::NIL:
+      pk.pack_nil();
+      return;
+    case mtype::BOOLEAN:
+      if (o.via.boolean)
+        pk.pack_true();
+      else
+        pk.pack_false();
+      return;
+    case mtype::POSITIVE_INTEGER:
+      pk.pack_uint64(o.via.u64);
+      return;
+    case mtype::NEGATIVE_INTEGER:
+      pk.pack_int64(o.via.i64);
+      return;
+    case mtype::FLOAT32:
+      WriteFloat32(sink, static_cast<float>(o.via.f64));
+      return;
+    case mtype::FLOAT64:
+      WriteFloat64(sink, o.via.f64);
+      return;
+    case mtype::STR:
+      pk.pack_str(o.via.str.size);
+      pk.pack_str_body(o.via.str.ptr, o.via.str.size);
+      return;
+    case mtype::BIN:
+      pk.pack_bin(o.via.bin.size);
+      pk.pack_bin_body(o.via.bin.ptr, o.via.bin.size);
+      return;
     case mtype::EXT:
       pk.pack_ext(o.via.ext.size, o.via.ext.type());
       pk.pack_ext_body(o.via.ext.data(), o.via.ext.size);

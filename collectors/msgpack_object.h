@@ -11,11 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <msgpack.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <msgpack.hpp>
 
 #include "collectors/kv_event_decoder.h"
 
@@ -73,24 +72,37 @@ inline bool AsOptStr(const Object& o, std::optional<std::string>* out) {
 
 inline bool AsDouble(const Object& o, double* out) {
   switch (o.type) {
-    case mtype::FLOAT32: case mtype::FLOAT64: *out = o.via.f64; return true;
-    case mtype::POSITIVE_INTEGER: *out = static_cast<double>(o.via.u64); return true;
-    case mtype::NEGATIVE_INTEGER: *out = static_cast<double>(o.via.i64); return true;
-    default: return false;
+    case mtype::FLOAT32:
+    case mtype::FLOAT64:
+      *out = o.via.f64;
+      return true;
+    case mtype::POSITIVE_INTEGER:
+      *out = static_cast<double>(o.via.u64);
+      return true;
+    case mtype::NEGATIVE_INTEGER:
+      *out = static_cast<double>(o.via.i64);
+      return true;
+    default:
+      return false;
   }
 }
 
 inline bool AsHash(const Object& o, std::uint64_t* out) {
   switch (o.type) {
-    case mtype::POSITIVE_INTEGER: *out = o.via.u64; return true;
-    case mtype::NEGATIVE_INTEGER: *out = static_cast<std::uint64_t>(o.via.i64); return true;
+    case mtype::POSITIVE_INTEGER:
+      *out = o.via.u64;
+      return true;
+    case mtype::NEGATIVE_INTEGER:
+      *out = static_cast<std::uint64_t>(o.via.i64);
+      return true;
     case mtype::BIN:
       *out = HashFromBytes({reinterpret_cast<const std::uint8_t*>(o.via.bin.ptr), o.via.bin.size});
       return true;
     case mtype::STR:
       *out = HashFromBytes({reinterpret_cast<const std::uint8_t*>(o.via.str.ptr), o.via.str.size});
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 

@@ -31,10 +31,10 @@ enum class Shape : std::uint8_t {
 
 struct ByteInfo {
   Shape shape = Shape::kInvalid;
-  std::uint8_t fixed = 0;      // kFixed: total size
-  std::uint8_t len_bytes = 0;  // kSized/kContainer: width of the length field (0: in the byte)
-  std::uint8_t extra = 0;      // kSized: header bytes after the length (ext type)
-  std::uint8_t per_count = 1;  // kContainer: 2 for maps
+  std::uint8_t fixed = 0;         // kFixed: total size
+  std::uint8_t len_bytes = 0;     // kSized/kContainer: width of the length field (0: in the byte)
+  std::uint8_t extra = 0;         // kSized: header bytes after the length (ext type)
+  std::uint8_t per_count = 1;     // kContainer: 2 for maps
   std::uint8_t inline_count = 0;  // kContainer with len_bytes == 0
 };
 
@@ -51,16 +51,30 @@ constexpr std::array<ByteInfo, 256> MakeByteTable() {
   for (int b = 0xa0; b <= 0xbf; ++b) t[b] = fixed(static_cast<std::uint8_t>(1 + (b & 0x1f)));
   for (int b = 0xe0; b <= 0xff; ++b) t[b] = fixed(1);
   t[0xc0] = t[0xc2] = t[0xc3] = fixed(1);
-  t[0xc4] = sized(1, 0); t[0xc5] = sized(2, 0); t[0xc6] = sized(4, 0);  // bin
-  t[0xc7] = sized(1, 1); t[0xc8] = sized(2, 1); t[0xc9] = sized(4, 1);  // ext
-  t[0xca] = fixed(5); t[0xcb] = fixed(9);                               // float
-  t[0xcc] = t[0xd0] = fixed(2); t[0xcd] = t[0xd1] = fixed(3);           // ints
-  t[0xce] = t[0xd2] = fixed(5); t[0xcf] = t[0xd3] = fixed(9);
-  t[0xd4] = fixed(3); t[0xd5] = fixed(4); t[0xd6] = fixed(6);           // fixext
-  t[0xd7] = fixed(10); t[0xd8] = fixed(18);
-  t[0xd9] = sized(1, 0); t[0xda] = sized(2, 0); t[0xdb] = sized(4, 0);  // str
-  t[0xdc] = container(2, 1, 0); t[0xdd] = container(4, 1, 0);           // array
-  t[0xde] = container(2, 2, 0); t[0xdf] = container(4, 2, 0);           // map
+  t[0xc4] = sized(1, 0);
+  t[0xc5] = sized(2, 0);
+  t[0xc6] = sized(4, 0);  // bin
+  t[0xc7] = sized(1, 1);
+  t[0xc8] = sized(2, 1);
+  t[0xc9] = sized(4, 1);  // ext
+  t[0xca] = fixed(5);
+  t[0xcb] = fixed(9);  // float
+  t[0xcc] = t[0xd0] = fixed(2);
+  t[0xcd] = t[0xd1] = fixed(3);  // ints
+  t[0xce] = t[0xd2] = fixed(5);
+  t[0xcf] = t[0xd3] = fixed(9);
+  t[0xd4] = fixed(3);
+  t[0xd5] = fixed(4);
+  t[0xd6] = fixed(6);  // fixext
+  t[0xd7] = fixed(10);
+  t[0xd8] = fixed(18);
+  t[0xd9] = sized(1, 0);
+  t[0xda] = sized(2, 0);
+  t[0xdb] = sized(4, 0);  // str
+  t[0xdc] = container(2, 1, 0);
+  t[0xdd] = container(4, 1, 0);  // array
+  t[0xde] = container(2, 2, 0);
+  t[0xdf] = container(4, 2, 0);  // map
   return t;
 }
 
@@ -116,9 +130,8 @@ KvDecodeStatus ScanMsgpack(std::span<const std::uint8_t> data, std::size_t* end)
     std::uint64_t count = info.inline_count;
     if (info.shape == Shape::kFixed) {
       if (info.fixed > avail) {
-        return Fail(KvDecodeErrorCode::kTruncated, "object" + At(pos) + " needs " +
-                                                       std::to_string(info.fixed) + " bytes but only " +
-                                                       std::to_string(avail) + " remain");
+        return Fail(KvDecodeErrorCode::kTruncated, "object" + At(pos) + " needs " + std::to_string(info.fixed) +
+                                                       " bytes but only " + std::to_string(avail) + " remain");
       }
       pos += info.fixed;
     } else if (info.shape == Shape::kInvalid) {
@@ -130,18 +143,17 @@ KvDecodeStatus ScanMsgpack(std::span<const std::uint8_t> data, std::size_t* end)
       pos += header;
       if (info.shape == Shape::kSized) {
         if (count > n - pos) {
-          return Fail(KvDecodeErrorCode::kTruncated, "object" + At(start) + " declares " +
-                                                         std::to_string(count) + " bytes but only " +
-                                                         std::to_string(n - pos) + " remain");
+          return Fail(KvDecodeErrorCode::kTruncated, "object" + At(start) + " declares " + std::to_string(count) +
+                                                         " bytes but only " + std::to_string(n - pos) + " remain");
         }
         pos += static_cast<std::size_t>(count);
       } else if (count > 0) {
         const std::uint64_t children = count * info.per_count;
         const std::size_t left = n - pos;
         if (pending > left || children > left - pending) {
-          return Fail(KvDecodeErrorCode::kTruncated, "container" + At(start) + " declares " +
-                                                         std::to_string(children) + " element(s) but only " +
-                                                         std::to_string(left) + " byte(s) remain");
+          return Fail(KvDecodeErrorCode::kTruncated, "container" + At(start) + " declares " + std::to_string(children) +
+                                                         " element(s) but only " + std::to_string(left) +
+                                                         " byte(s) remain");
         }
         if (depth == kMaxMsgpackDepth) {
           return Fail(KvDecodeErrorCode::kTooDeep,

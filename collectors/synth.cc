@@ -11,8 +11,8 @@ namespace kvwatch::collectors {
 
 namespace {
 
-using curve::PageId;
 using base::Status;
+using curve::PageId;
 
 constexpr int kIndexBits = 20;
 constexpr std::uint64_t kMaxIndex = (std::uint64_t{1} << kIndexBits) - 1;
@@ -27,9 +27,7 @@ constexpr double kMinRate = 1e-6;
 constexpr double kMaxRate = 1e9;
 constexpr double kMaxSeconds = 1e10;  // about 317 years
 
-PageId MakePageId(std::uint64_t name_space, std::uint64_t index) {
-  return (name_space << kIndexBits) | index;
-}
+PageId MakePageId(std::uint64_t name_space, std::uint64_t index) { return (name_space << kIndexBits) | index; }
 
 // A number as %.15g writes it (1e+10, 0.5, 1048576).
 std::string Number(double value) {
@@ -206,8 +204,7 @@ SynthGenerator::Session SynthGenerator::NewSession(bool shift_pool) {
   Session session;
   session.id = next_namespace_++;
   session.tenant = shift_pool ? options_.tenants : PickBaseTenant();
-  session.planned_turns =
-      Geometric(shift_pool ? options_.shift.mean_session_turns : options_.mean_session_turns);
+  session.planned_turns = Geometric(shift_pool ? options_.shift.mean_session_turns : options_.mean_session_turns);
   return session;
 }
 
@@ -244,8 +241,8 @@ void SynthGenerator::EmitTurn(bool shift_pool, SynthRequest* out) {
   if (s.turns_done == 0) {
     s.prompt.clear();
     AppendSystemPrompt(s.tenant, &s.prompt);
-    const std::int64_t first = std::min<std::int64_t>(Geometric(options_.mean_first_message_pages),
-                                                      max_pages - s.prompt.size());
+    const std::int64_t first =
+        std::min<std::int64_t>(Geometric(options_.mean_first_message_pages), max_pages - s.prompt.size());
     AppendOwnPages(s.id, s.tenant, first, &s.prompt);
   }
   s.pending_answer_pages = Geometric(options_.mean_answer_pages);
@@ -262,8 +259,7 @@ void SynthGenerator::EmitOneShot(int tenant, SynthRequest* out) {
   pages.clear();
   AppendSystemPrompt(tenant, &pages);
   const auto room = static_cast<std::int64_t>(options_.max_session_pages) - static_cast<std::int64_t>(pages.size());
-  AppendOwnPages(name_space, tenant, std::min<std::int64_t>(Geometric(options_.mean_one_shot_pages), room),
-                 &pages);
+  AppendOwnPages(name_space, tenant, std::min<std::int64_t>(Geometric(options_.mean_one_shot_pages), room), &pages);
   Fill(tenant, Geometric(options_.mean_answer_pages), out);
   out->session.assign(1, 'o').append(std::to_string(name_space - kFirstSessionNamespace));
   out->turn = 0;
@@ -304,7 +300,7 @@ bool SynthGenerator::Next(SynthRequest* out) {
 }
 
 base::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
-                                           const std::function<void(const SynthRequest&)>& on_request) {
+                                          const std::function<void(const SynthRequest&)>& on_request) {
   if (options.duration_s <= 0 && options.max_requests == 0) {
     return base::Result<std::uint64_t>::Error(
         "synth options: duration_s or max_requests must be set for a finite workload");

@@ -51,9 +51,9 @@
 #include <utility>
 #include <vector>
 
-#include "curve/request.h"
 #include "base/status.h"
 #include "collectors/collector_options.h"  // SynthOptions, SynthShift
+#include "curve/request.h"
 
 namespace kvwatch::collectors {
 
@@ -131,10 +131,10 @@ class SynthGenerator {
 
   SynthOptions options_;
   std::mt19937_64 rng_;
-  std::vector<Tenant> tenants_;           // base tenants, then the shift tenant
+  std::vector<Tenant> tenants_;            // base tenants, then the shift tenant
   std::vector<double> tenant_cumulative_;  // Zipf weights, cumulative
   std::vector<Session> sessions_;
-  std::vector<Session> shift_sessions_;   // open only during the shift
+  std::vector<Session> shift_sessions_;  // open only during the shift
   std::uint64_t next_namespace_;
   std::uint64_t generated_ = 0;
   double now_s_ = 0;
@@ -144,8 +144,8 @@ class SynthGenerator {
 // Generates the whole bounded workload, calling `on_request` for each request in
 // timestamp order. Returns the number of requests, or an error for invalid options
 // or an unbounded workload (duration_s and max_requests both 0).
-[[nodiscard]] base::Result<std::uint64_t> GenerateSynth(
-    const SynthOptions& options, const std::function<void(const SynthRequest&)>& on_request);
+[[nodiscard]] base::Result<std::uint64_t> GenerateSynth(const SynthOptions& options,
+                                                        const std::function<void(const SynthRequest&)>& on_request);
 
 // The fixed shape (`kvwatch synth --shape fixed`): the workload of Ao, Dong, Luo and
 // Simchi-Levi's homogeneous and coprime cases. Every request has prompt_tokens

@@ -3,7 +3,7 @@
 namespace kvwatch::collectors {
 
 base::Result<std::unique_ptr<SynthCollector>> SynthCollector::Create(std::string name, SynthOptions options,
-                                                                      double start_wall_s) {
+                                                                     double start_wall_s) {
   auto generator = SynthGenerator::Create(std::move(options));
   if (!generator.ok()) return base::Result<std::unique_ptr<SynthCollector>>::Error(generator.error());
   return std::unique_ptr<SynthCollector>(

@@ -18,7 +18,7 @@ class SynthCollector : public Collector {
   // options must be unbounded or bounded as wanted (duration_s 0 and max_requests
   // 0: forever). start_wall_s: the wall time of the workload's time 0.
   static base::Result<std::unique_ptr<SynthCollector>> Create(std::string name, SynthOptions options,
-                                                               double start_wall_s);
+                                                              double start_wall_s);
 
   const std::string& name() const override { return name_; }
   std::string_view kind() const override { return "synth"; }

@@ -88,28 +88,24 @@ std::string Hex16(std::uint64_t value) {
 // One "file" line: dev ino head_len head_hash marker_len marker_hash offset
 // line validated_ns path (percent-escaped).
 std::string FormatCheckpointEntry(const FilePosition& p) {
-  return "file " + std::to_string(p.dev) + " " + std::to_string(p.ino) + " " +
-         std::to_string(p.head.len) + " " + Hex16(p.head.hash) + " " +
-         std::to_string(p.marker.len) + " " + Hex16(p.marker.hash) + " " +
-         std::to_string(p.offset) + " " + std::to_string(p.line) + " " +
-         std::to_string(p.validated_ns) + " " + EscapePath(p.path) + "\n";
+  return "file " + std::to_string(p.dev) + " " + std::to_string(p.ino) + " " + std::to_string(p.head.len) + " " +
+         Hex16(p.head.hash) + " " + std::to_string(p.marker.len) + " " + Hex16(p.marker.hash) + " " +
+         std::to_string(p.offset) + " " + std::to_string(p.line) + " " + std::to_string(p.validated_ns) + " " +
+         EscapePath(p.path) + "\n";
 }
 
 std::optional<std::string> ParseCheckpointEntry(std::string_view line, FilePosition& p) {
   const std::vector<std::string_view> f = SplitSpaces(line);
   if (f.size() != 11 || f[0] != "file") {
-    return "expected 'file' and 10 space-separated fields, got " + std::to_string(f.size()) +
-           " fields";
+    return "expected 'file' and 10 space-separated fields, got " + std::to_string(f.size()) + " fields";
   }
   std::optional<std::string> path = UnescapePath(f[10]);
   if (!ParseInt(f[1], p.dev)) return "bad device number '" + std::string(f[1]) + "'";
   if (!ParseInt(f[2], p.ino)) return "bad inode number '" + std::string(f[2]) + "'";
-  if (!ParseInt(f[3], p.head.len) || p.head.len > kMaxFingerprintBytes ||
-      !ParseInt(f[4], p.head.hash, 16)) {
+  if (!ParseInt(f[3], p.head.len) || p.head.len > kMaxFingerprintBytes || !ParseInt(f[4], p.head.hash, 16)) {
     return "bad head fingerprint";
   }
-  if (!ParseInt(f[5], p.marker.len) || p.marker.len > kMarkerBytes ||
-      !ParseInt(f[6], p.marker.hash, 16)) {
+  if (!ParseInt(f[5], p.marker.len) || p.marker.len > kMarkerBytes || !ParseInt(f[6], p.marker.hash, 16)) {
     return "bad offset marker";
   }
   if (!ParseInt(f[7], p.offset) || p.marker.len > p.offset) {
@@ -150,8 +146,7 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
   while (at < text.size()) {
     const std::size_t nl = text.find('\n', at);
     if (nl == std::string_view::npos) {
-      return R::Error(name + ":" + std::to_string(line_number + 1) +
-                      ": truncated (last line has no newline)");
+      return R::Error(name + ":" + std::to_string(line_number + 1) + ": truncated (last line has no newline)");
     }
     const std::string_view line = text.substr(at, nl - at);
     ++line_number;
@@ -165,8 +160,8 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
                         std::to_string(kCheckpointVersion) + "'");
       }
       if (version != kCheckpointVersion && version != kCheckpointVersionWithoutSources) {
-        return R::Error(where + "unsupported version " + std::to_string(version) +
-                        " (this build reads version " + std::to_string(kCheckpointVersion) + ")");
+        return R::Error(where + "unsupported version " + std::to_string(version) + " (this build reads version " +
+                        std::to_string(kCheckpointVersion) + ")");
       }
     } else if (line.starts_with("end ")) {
       const std::vector<std::string_view> f = SplitSpaces(line);
@@ -176,8 +171,8 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
         return R::Error(where + "expected 'end <count> <hash>'");
       }
       if (count != entries.size()) {
-        return R::Error(where + "the end line counts " + std::to_string(count) +
-                        " entries, found " + std::to_string(entries.size()));
+        return R::Error(where + "the end line counts " + std::to_string(count) + " entries, found " +
+                        std::to_string(entries.size()));
       }
       if (hash != Fnv1a(text.substr(0, at))) return R::Error(where + "checksum mismatch");
       ended = true;
@@ -197,14 +192,12 @@ Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const s
 }
 
 std::string SerializeCheckpoint(const std::vector<FilePosition>& entries, const std::vector<SourceMark>& sources) {
-  std::string text =
-      std::string(kCheckpointMagic) + " " + std::to_string(kCheckpointVersion) + "\n";
+  std::string text = std::string(kCheckpointMagic) + " " + std::to_string(kCheckpointVersion) + "\n";
   for (const FilePosition& entry : entries) text += FormatCheckpointEntry(entry);
   for (const SourceMark& source : sources) text += FormatSourceMark(source);
   text += "end " + std::to_string(entries.size()) + " " + Hex16(Fnv1a(text)) + "\n";
   return text;
 }
-
 
 Status WriteCheckpoint(const std::string& path, const std::vector<FilePosition>& entries,
                        const std::vector<SourceMark>& sources) {

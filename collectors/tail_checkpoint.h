@@ -42,13 +42,11 @@ struct SourceMark {
 
 // The whole file: header, one line per entry and per source mark, end line (the
 // count is of entries).
-std::string SerializeCheckpoint(const std::vector<FilePosition>& entries,
-                                const std::vector<SourceMark>& sources = {});
+std::string SerializeCheckpoint(const std::vector<FilePosition>& entries, const std::vector<SourceMark>& sources = {});
 // The entries of a whole file (and, if `sources` is given, its source marks);
 // an error names `name`, the line and what is wrong.
-base::Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text,
-                                                         const std::string& name,
-                                                         std::vector<SourceMark>* sources = nullptr);
+base::Result<std::vector<FilePosition>> ParseCheckpoint(std::string_view text, const std::string& name,
+                                                        std::vector<SourceMark>* sources = nullptr);
 
 // Atomically replaces `path` with `entries` and `sources`; its directory must
 // exist. An error names the file and the failing step; the previous file is then

@@ -9,7 +9,7 @@
 namespace kvwatch::collectors {
 
 base::Result<std::unique_ptr<TraceFileCollector>> TraceFileCollector::Create(TraceFileCollectorOptions options,
-                                                                              CollectorLog log) {
+                                                                             CollectorLog log) {
   auto tailer = FileTailer::Create(options.tailer);
   if (!tailer.ok()) return base::Result<std::unique_ptr<TraceFileCollector>>::Error(tailer.error());
   return std::unique_ptr<TraceFileCollector>(
@@ -18,12 +18,14 @@ base::Result<std::unique_ptr<TraceFileCollector>> TraceFileCollector::Create(Tra
 
 TraceFileCollector::TraceFileCollector(TraceFileCollectorOptions options, std::unique_ptr<FileTailer> tailer,
                                        CollectorLog log)
-    : options_(std::move(options)), tailer_(std::move(tailer)), parser_(options_.record), log_(options_.name, std::move(log)) {}
+    : options_(std::move(options)),
+      tailer_(std::move(tailer)),
+      parser_(options_.record),
+      log_(options_.name, std::move(log)) {}
 
 void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
   TailCallbacks callbacks;
-  callbacks.on_line = [&](std::string_view, std::string_view path, std::uint64_t line_number,
-                          std::string_view line) {
+  callbacks.on_line = [&](std::string_view, std::string_view path, std::uint64_t line_number, std::string_view line) {
     auto bad = [&](std::string_view reason, const std::string& message) {
       ++stats_.errors[std::string(reason)];
       log_(std::string(path) + ":" + std::to_string(line_number) + ": " + message);
@@ -51,9 +53,8 @@ void TraceFileCollector::Poll(RequestSink& sink, double wall_now_s) {
   };
   bool read_error = false;
   callbacks.on_event = [&](const TailEvent& e) {
-    if (e.kind == TailEventKind::kOpened || e.kind == TailEventKind::kRotated ||
-        e.kind == TailEventKind::kTruncated || e.kind == TailEventKind::kDeleted ||
-        e.kind == TailEventKind::kClosed) {
+    if (e.kind == TailEventKind::kOpened || e.kind == TailEventKind::kRotated || e.kind == TailEventKind::kTruncated ||
+        e.kind == TailEventKind::kDeleted || e.kind == TailEventKind::kClosed) {
       save_wanted_ = true;
     }
     read_error = CountTailEvent(e, &stats_, log_) || read_error;
@@ -113,8 +114,8 @@ base::Status TraceFileCollector::RestoreState(std::span<const std::uint8_t> in) 
   const bool heads = version >= kTraceFileStateVersion;
   const std::uint64_t unread_bytes = heads ? 28 : 16;
   std::uint64_t n_unread = 0;
-  if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &n_unread) ||
-      n_unread > FileTailer::kMaxUnreadReported || n_unread * unread_bytes > in.size()) {
+  if (!ReadStats(&in, &stats) || !base::ReadPod(&in, &n_unread) || n_unread > FileTailer::kMaxUnreadReported ||
+      n_unread * unread_bytes > in.size()) {
     return base::Status::Error("malformed counters");
   }
   std::vector<FileTailer::UnreadFile> unread(n_unread);

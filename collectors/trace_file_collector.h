@@ -29,8 +29,7 @@ namespace kvwatch::collectors {
 
 class TraceFileCollector : public Collector {
  public:
-  static base::Result<std::unique_ptr<TraceFileCollector>> Create(TraceFileCollectorOptions options,
-                                                                    CollectorLog log);
+  static base::Result<std::unique_ptr<TraceFileCollector>> Create(TraceFileCollectorOptions options, CollectorLog log);
 
   const std::string& name() const override { return options_.name; }
   std::string_view kind() const override { return "trace_file"; }

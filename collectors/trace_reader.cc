@@ -150,9 +150,9 @@ Result<std::size_t> ByteSource::Inflate(char* out, std::size_t capacity) {
     if (ret == Z_STREAM_END) {
       member_done_ = true;
     } else if (ret != Z_OK && ret != Z_BUF_ERROR) {
-      return Result<std::size_t>::Error(
-          name_ + ": corrupt gzip data near compressed byte " + std::to_string(consumed()) + " (" +
-          (zs_.msg != nullptr ? zs_.msg : "zlib error " + std::to_string(ret)) + ")");
+      return Result<std::size_t>::Error(name_ + ": corrupt gzip data near compressed byte " +
+                                        std::to_string(consumed()) + " (" +
+                                        (zs_.msg != nullptr ? zs_.msg : "zlib error " + std::to_string(ret)) + ")");
     }
   }
   return static_cast<std::size_t>(requested - zs_.avail_out);
@@ -258,7 +258,7 @@ Status LineReader::Scan(std::size_t from) {
     p = newline + 1;
   }
   if (skipping_) {
-    begin_ = end_;  // drop the rest of the over-long line
+    begin_ = end_;                             // drop the rest of the over-long line
   } else if (end_ - begin_ > max_line_ + 1) {  // longer than max_line_ + "\r", no "\n" yet
     ++summary_.lines;
     skipping_ = true;
@@ -307,7 +307,7 @@ Status LineReader::BadLine(std::string_view message) {
 }  // namespace
 
 base::Result<TraceReadSummary> ReadTrace(std::string_view path, const TraceReaderOptions& options,
-                                          const TraceCallbacks& callbacks) {
+                                         const TraceCallbacks& callbacks) {
   TraceReadSummary summary;
   summary.source = path == "-" ? std::string("<stdin>") : std::string(path);
   ByteSource source(summary.source, options.chunk_bytes);

@@ -30,9 +30,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/status.h"
 #include "collectors/trace_record.h"
 #include "curve/request.h"
-#include "base/status.h"
 
 namespace kvwatch::collectors {
 
@@ -76,20 +76,17 @@ struct TraceCallbacks {
   // (the message should name it). May be empty.
   std::function<std::string(const curve::Request& request)> check;
   // Each bad line (not called in strict mode). May be empty.
-  std::function<void(std::string_view source, std::uint64_t line, std::string_view message)>
-      on_bad_line;
+  std::function<void(std::string_view source, std::uint64_t line, std::string_view message)> on_bad_line;
   // Progress after every chunk read from the source and once at the end:
   // source_bytes consumed so far (compressed bytes for gzip) and the source's total
   // size, or 0 when unknown (a pipe). May be empty.
-  std::function<void(std::uint64_t source_bytes_done, std::uint64_t source_bytes_total)>
-      on_progress;
+  std::function<void(std::uint64_t source_bytes_done, std::uint64_t source_bytes_total)> on_progress;
 };
 
 // Reads the trace at `path` ("-" = standard input) to its end. Returns the summary,
 // or an error as described in the header comment.
-[[nodiscard]] base::Result<TraceReadSummary> ReadTrace(std::string_view path,
-                                                        const TraceReaderOptions& options,
-                                                        const TraceCallbacks& callbacks);
+[[nodiscard]] base::Result<TraceReadSummary> ReadTrace(std::string_view path, const TraceReaderOptions& options,
+                                                       const TraceCallbacks& callbacks);
 
 }  // namespace kvwatch::collectors
 

@@ -134,8 +134,8 @@ struct RecordFacts {
 // column when simdjson gives a position.
 class RecordReader {
  public:
-  RecordReader(od::document& doc, const char* begin, std::size_t size,
-               const TraceRecordOptions& options, curve::Request* request)
+  RecordReader(od::document& doc, const char* begin, std::size_t size, const TraceRecordOptions& options,
+               curve::Request* request)
       : doc_(doc), begin_(begin), size_(size), options_(options), request_(request) {}
 
   base::Status Read(RecordFacts* facts);
@@ -192,8 +192,8 @@ base::Status RecordReader::Read(RecordFacts* facts) {
   if (root_type != od::json_type::object) {
     // type() only peeks at the first byte: "nonsense" would look like null.
     if (!IsValidRootScalar(doc, root_type)) return ErrorAt(begin_, "not valid JSON");
-    return ErrorAt(begin_, std::string("expected a JSON object with \"hash_ids\", found ") +
-                               std::string(TypeName(root_type)));
+    return ErrorAt(begin_,
+                   std::string("expected a JSON object with \"hash_ids\", found ") + std::string(TypeName(root_type)));
   }
   od::object object;
   if (auto error = doc.get_object().get(object)) return SyntaxError(error);
@@ -300,11 +300,11 @@ base::Status RecordReader::BadId(od::value& value, std::size_t index) {
     return ErrorAt(token.data(), where + " is not valid JSON" + expected);
   }
   if (type != od::json_type::number) {
-    return ErrorAt(token.data(), where + " is " + std::string(TypeName(type)) + " (" +
-                                     std::string(token) + ")" + expected);
+    return ErrorAt(token.data(),
+                   where + " is " + std::string(TypeName(type)) + " (" + std::string(token) + ")" + expected);
   }
-  return ErrorAt(token.data(), where + " " + std::string(DescribeBadInteger(token)) + " (" +
-                                   std::string(token) + ")" + expected);
+  return ErrorAt(token.data(),
+                 where + " " + std::string(DescribeBadInteger(token)) + " (" + std::string(token) + ")" + expected);
 }
 
 base::Status RecordReader::ReadNumber(od::value& value, std::string_view name, NumberValue* out) {
@@ -320,8 +320,7 @@ base::Status RecordReader::ReadNumber(od::value& value, std::string_view name, N
     } else if (token.find_first_of(".eE") == std::string_view::npos) {
       found = "an integer out of range";
     }
-    return ErrorAt(token.data(), Quoted(name) + " is " + found + " (" +
-                                     std::string(token) + "); expected a number");
+    return ErrorAt(token.data(), Quoted(name) + " is " + found + " (" + std::string(token) + "); expected a number");
   }
   out->double_value = number.as_double();
   switch (number.get_number_type()) {
@@ -342,8 +341,7 @@ base::Status RecordReader::ReadNumber(od::value& value, std::string_view name, N
   return base::Status::Ok();
 }
 
-base::Status RecordReader::ReadTimestamp(od::value value, std::string_view name,
-                                          std::optional<NumberValue>* out) {
+base::Status RecordReader::ReadTimestamp(od::value value, std::string_view name, std::optional<NumberValue>* out) {
   bool is_null = false;
   if (value.is_null().get(is_null) == simdjson::SUCCESS && is_null) {
     out->reset();
@@ -375,8 +373,7 @@ base::Status RecordReader::ReadCount(od::value value, std::string_view name, std
   } else if (!number.integral && d >= 0 && d < 9.2e18 && d == std::trunc(d)) {
     *out = static_cast<std::int64_t>(d);
   } else {
-    return ErrorAt(token.data(), Quoted(name) + " is " + std::string(token) +
-                                     "; expected a non-negative integer");
+    return ErrorAt(token.data(), Quoted(name) + " is " + std::string(token) + "; expected a non-negative integer");
   }
   return base::Status::Ok();
 }
@@ -387,8 +384,8 @@ base::Status RecordReader::ReadLabel(od::value value, std::string_view name, std
   if (value.type().get(type) != simdjson::SUCCESS) return base::Status::Ok();
   if (type == od::json_type::string) {
     if (auto error = value.get_string().get(*text)) {
-      return ErrorAt(Token(value).data(), Quoted(name) + " is not a valid JSON string (" +
-                                              simdjson::error_message(error) + ")");
+      return ErrorAt(Token(value).data(),
+                     Quoted(name) + " is not a valid JSON string (" + simdjson::error_message(error) + ")");
     }
   } else if (type == od::json_type::number) {
     NumberValue number;
@@ -443,9 +440,7 @@ class TraceRecordParser::Impl {
 };
 
 TraceRecordParser::TraceRecordParser(TraceRecordOptions options)
-    : options_(std::move(options)),
-      resolved_unit_(options_.timestamp_unit),
-      impl_(std::make_unique<Impl>()) {}
+    : options_(std::move(options)), resolved_unit_(options_.timestamp_unit), impl_(std::make_unique<Impl>()) {}
 
 TraceRecordParser::~TraceRecordParser() = default;
 
@@ -457,33 +452,28 @@ base::Result<ParseOutcome> TraceRecordParser::Parse(std::string_view line, curve
   return ParseBuffer(copy, line.size(), line.size() + simdjson::SIMDJSON_PADDING, request);
 }
 
-base::Result<ParseOutcome> TraceRecordParser::ParseInPlace(std::string_view line,
-                                                            std::size_t readable_after,
-                                                            curve::Request* request) {
+base::Result<ParseOutcome> TraceRecordParser::ParseInPlace(std::string_view line, std::size_t readable_after,
+                                                           curve::Request* request) {
   if (readable_after < simdjson::SIMDJSON_PADDING) return Parse(line, request);
   if (IsBlank(line)) return ParseOutcome::kBlank;
   return ParseBuffer(line.data(), line.size(), line.size() + readable_after, request);
 }
 
-base::Result<ParseOutcome> TraceRecordParser::ParseBuffer(const char* data, std::size_t size,
-                                                           std::size_t capacity,
-                                                           curve::Request* request) {
+base::Result<ParseOutcome> TraceRecordParser::ParseBuffer(const char* data, std::size_t size, std::size_t capacity,
+                                                          curve::Request* request) {
   ResetRequest(request);
   od::document doc;
   if (auto error = impl_->parser.iterate(data, size, capacity).get(doc)) {
-    return base::Result<ParseOutcome>::Error(std::string("not valid JSON (") +
-                                              simdjson::error_message(error) + ")");
+    return base::Result<ParseOutcome>::Error(std::string("not valid JSON (") + simdjson::error_message(error) + ")");
   }
   RecordFacts facts;
   RecordReader reader(doc, data, size, options_, request);
   base::Status status = reader.Read(&facts);
   if (!status.ok()) return base::Result<ParseOutcome>::Error(status.error());
   if (facts.timestamp.has_value()) {
-    if (resolved_unit_ == TimestampUnit::kAuto &&
-        (facts.bailian_shape || facts.timestamp->double_value != 0)) {
-      resolved_unit_ = (facts.bailian_shape || HasFraction(*facts.timestamp))
-                           ? TimestampUnit::kSeconds
-                           : TimestampUnit::kMilliseconds;
+    if (resolved_unit_ == TimestampUnit::kAuto && (facts.bailian_shape || facts.timestamp->double_value != 0)) {
+      resolved_unit_ = (facts.bailian_shape || HasFraction(*facts.timestamp)) ? TimestampUnit::kSeconds
+                                                                              : TimestampUnit::kMilliseconds;
     }
     request->timestamp_s = ToSeconds(*facts.timestamp, resolved_unit_);
   } else if (resolved_unit_ == TimestampUnit::kAuto && facts.bailian_shape) {

@@ -53,10 +53,10 @@
 #include <string_view>
 #include <vector>
 
-#include "curve/request.h"
 #include "base/source_kinds.h"
 #include "base/status.h"
 #include "collectors/collector_options.h"  // TraceRecordOptions
+#include "curve/request.h"
 
 namespace kvwatch::collectors {
 
@@ -88,9 +88,8 @@ class TraceRecordParser {
   // As Parse(), without the copy: REQUIRES that the `readable_after` bytes following
   // line.data() + line.size() are allocated and readable (their content does not
   // matter). Falls back to copying when readable_after < kPaddingBytes.
-  [[nodiscard]] base::Result<ParseOutcome> ParseInPlace(std::string_view line,
-                                                         std::size_t readable_after,
-                                                         curve::Request* request);
+  [[nodiscard]] base::Result<ParseOutcome> ParseInPlace(std::string_view line, std::size_t readable_after,
+                                                        curve::Request* request);
 
   // Forgets the per-trace timestamp-unit decision (call between traces).
   void Reset();
@@ -105,8 +104,8 @@ class TraceRecordParser {
  private:
   class Impl;
 
-  base::Result<ParseOutcome> ParseBuffer(const char* data, std::size_t size,
-                                          std::size_t capacity, curve::Request* request);
+  base::Result<ParseOutcome> ParseBuffer(const char* data, std::size_t size, std::size_t capacity,
+                                         curve::Request* request);
 
   TraceRecordOptions options_;
   TimestampUnit resolved_unit_;

@@ -44,7 +44,7 @@ class Parser {
     const std::vector<YAML::Node>& documents = loaded.value();
     if (documents.size() > 1) {
       return r_.Fail("(top level)", documents[1].Mark(),
-                  "expected one YAML document, found " + std::to_string(documents.size()));
+                     "expected one YAML document, found " + std::to_string(documents.size()));
     }
     if (documents.empty()) return Resolve(config);
     Entry root{"", "", ConfigType::kMap, documents[0], documents[0].Mark(), documents[0].Mark()};
@@ -92,8 +92,8 @@ class Parser {
   // model, model_config, bytes_per_token: at most one (the second one is the error).
   Status ParseModelSource(const Entry& e, AgentConfig* c) {
     if (!model_source_.empty()) {
-      return r_.FailAtKey(e, "at most one of model, model_config and bytes_per_token may be set; " +
-                              model_source_ + " is already set");
+      return r_.FailAtKey(
+          e, "at most one of model, model_config and bytes_per_token may be set; " + model_source_ + " is already set");
     }
     if (e.pattern == "bytes_per_token") {
       std::uint64_t bytes = 0;
@@ -134,9 +134,8 @@ class Parser {
 
   Status ResolveModel(const AgentConfig& c) {
     const bool from_spec = !c.model.empty() || !c.model_config.empty();
-    const std::string why = c.bytes_per_token
-                                ? "does not apply to bytes_per_token, which is per rank as given"
-                                : "applies to model or model_config, and neither is set";
+    const std::string why = c.bytes_per_token ? "does not apply to bytes_per_token, which is per rank as given"
+                                              : "applies to model or model_config, and neither is set";
     if (!from_spec && !c.kv_dtype.empty()) return r_.FailAtPath("kv_dtype", why);
     if (!from_spec && c.tensor_parallel != 1) return r_.FailAtPath("tensor_parallel", why);
     if (c.model.empty()) return Status::Ok();
@@ -180,8 +179,7 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_vie
 Result<AgentConfig> LoadAgentConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Result<AgentConfig>::Error(path +
-                                      ": cannot open the agent config: " + std::strerror(errno));
+    return Result<AgentConfig>::Error(path + ": cannot open the agent config: " + std::strerror(errno));
   }
   std::string text;
   if (std::string problem = base::ReadBoundedText(path, in, &text); !problem.empty()) {

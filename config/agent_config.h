@@ -227,8 +227,8 @@ using WorkingSetTarget = alerts::WorkingSetTarget;
 // (those detectors then have no data, and the agent says so at start-up).
 struct AlertSettings {
   bool enabled = true;
-  std::vector<std::string> alertmanagers;   // base URLs, http:// or https://
-  std::vector<std::string> webhooks;        // URLs, http:// or https://
+  std::vector<std::string> alertmanagers;  // base URLs, http:// or https://
+  std::vector<std::string> webhooks;       // URLs, http:// or https://
   alerts::AlerterOptions alerter;
 
   bool operator==(const AlertSettings&) const = default;
@@ -238,11 +238,11 @@ struct AgentConfig {
   std::string replica;      // replica: label for metrics and alerts
   std::string model_label;  // model_label: label for alerts
   // At most one of model, model_config, bytes_per_token.
-  std::string model;         // model: a curve::LookupModelPreset name, as written
-  std::string model_config;  // model_config: path of a Hugging Face config.json (not read here)
+  std::string model;                             // model: a curve::LookupModelPreset name, as written
+  std::string model_config;                      // model_config: path of a Hugging Face config.json (not read here)
   std::optional<std::uint64_t> bytes_per_token;  // bytes_per_token: KV bytes per token per rank
-  std::string kv_dtype;     // kv_dtype: a curve::DtypeBytes name; with model/model_config only
-  int tensor_parallel = 1;  // tensor_parallel, >= 1; != 1 with model/model_config only
+  std::string kv_dtype;                          // kv_dtype: a curve::DtypeBytes name; with model/model_config only
+  int tensor_parallel = 1;                       // tensor_parallel, >= 1; != 1 with model/model_config only
   // page_tokens, >= 1 (curve/'s default page size).
   int page_tokens = static_cast<int>(curve::ReportOptions{}.page_tokens);
 
@@ -265,15 +265,14 @@ AgentConfig DefaultAgentConfig();
 
 // Parses and validates the text of a config file. source_name prefixes every
 // error (normally the file's path). An empty document is a valid config.
-base::Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text,
-                                            std::string_view source_name);
+base::Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_view source_name);
 
 // Reads the file at path and parses it with the path as source name.
 base::Result<AgentConfig> LoadAgentConfigFile(const std::string& path);
 
 // Spellings used in the file.
 std::string_view EngineLogKindName(base::EngineLogKind engine);  // "auto", "vllm", "sglang"
-using alerts::WorkingSetTargetName;  // "page_hit", "request_coverage"
+using alerts::WorkingSetTargetName;                              // "page_hit", "request_coverage"
 
 }  // namespace kvwatch::config
 

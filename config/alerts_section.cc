@@ -28,8 +28,7 @@ Status CheckHysteresis(const FieldReader& r, const Entry& section, double fire, 
   if (clear <= fire) return Status::Ok();
   const std::string path = section.path + ".clear_threshold";
   return r.Fail(path, r.MarkOf(path, section.mark),
-                "expected at most fire_threshold (" + NumberText(fire) + ") for hysteresis, got " +
-                    NumberText(clear));
+                "expected at most fire_threshold (" + NumberText(fire) + ") for hysteresis, got " + NumberText(clear));
 }
 
 // Requests in a window (the detectors keep them as numbers).
@@ -40,8 +39,7 @@ Status ReadMinRequests(const FieldReader& r, const Entry& e, double* out) {
 // The keys every detector section has: enabled, fire_threshold, clear_threshold,
 // min_requests, for. Returns nullopt for any other key.
 template <class Options>
-std::optional<Status> ReadCommonDetectorKey(const FieldReader& r, const Entry& e, const std::string& key,
-                                            Options* a) {
+std::optional<Status> ReadCommonDetectorKey(const FieldReader& r, const Entry& e, const std::string& key, Options* a) {
   if (key == "enabled") return r.ReadBool(e, &a->enabled);
   if (key == "fire_threshold") return ReadThreshold(r, e, true, &a->fire_threshold);
   if (key == "clear_threshold") return ReadThreshold(r, e, false, &a->clear_threshold);
@@ -99,8 +97,8 @@ Status ReadMillis(const FieldReader& r, const Entry& e, std::chrono::millisecond
 // its own rate floor (alerts::RateShiftDefaults).
 Status ParseRateShift(FieldReader& r, const Entry& section, alerts::AlerterOptions* a) {
   alerts::RateShiftOptions& read = a->eviction_rate_shift;
-  Status status = ParseDetector(r, section, &read,
-                                [&](const Entry& e, const std::string&) -> Status { return r.Unhandled(e); });
+  Status status =
+      ParseDetector(r, section, &read, [&](const Entry& e, const std::string&) -> Status { return r.Unhandled(e); });
   if (!status.ok()) return status;
   for (alerts::RateShiftOptions* other : {&a->rejection_rate_shift, &a->preemption_rate_shift}) {
     const double floor = other->rate_floor_per_second;
@@ -120,7 +118,8 @@ Status ParseDrift(FieldReader& r, const Entry& section, alerts::ChangeTestOption
 Status ParseCapacityMissShare(FieldReader& r, const Entry& section, alerts::CapacityMissShareOptions* a) {
   return ParseDetector(r, section, a, [&](const Entry& e, const std::string& key) -> Status {
     if (key == "share_floor") {
-      return r.ReadNumber(e, [](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", &a->share_floor);
+      return r.ReadNumber(
+          e, [](double v) { return v >= 0 && v <= 1; }, "in [0, 1]", &a->share_floor);
     }
     if (key == "every_capacity") return r.ReadBool(e, &a->every_capacity);
     return r.Unhandled(e);
@@ -166,8 +165,7 @@ Status ResolveAlertWindows(const FieldReader& r, const AgentConfig& c) {
   if (baseline_seconds <= short_seconds) {
     return r.FailAtPath(r.Written(longer) ? longer : shorter,
                         "alerts.baseline_window (" + std::to_string(baseline_seconds) +
-                            "s) must be longer than alerts.short_window (" + std::to_string(short_seconds) +
-                            "s)");
+                            "s) must be longer than alerts.short_window (" + std::to_string(short_seconds) + "s)");
   }
   for (const auto& [path, seconds] : {std::pair{shorter, short_seconds}, std::pair{longer, baseline_seconds}}) {
     if (!r.Written(path)) continue;

@@ -49,8 +49,8 @@ bool SynthRate(double v) { return v >= 1e-6 && v <= 1e6; }
 bool IsLabelName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.front() == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
   });
 }
 
@@ -76,8 +76,7 @@ class SectionParser {
   FieldReader& r;
 
   // A list item: its keys through visit, then its required keys.
-  Status Item(const Entry& item, std::initializer_list<std::string_view> required,
-              const FieldReader::Visitor& visit) {
+  Status Item(const Entry& item, std::initializer_list<std::string_view> required, const FieldReader::Visitor& visit) {
     if (Status s = r.ForEachKey(item, visit); !s.ok()) return s;
     return r.RequireKeys(item, required);
   }
@@ -185,9 +184,9 @@ Status ParseKvEvents(SectionParser& p, const Entry& item, CollectorOptions* out)
   if (!status.ok()) return status;
   if (replay_give_up < replay_timeout) {
     std::string key = item.path + ".replay_give_up";
-    return r.Fail(key, r.MarkOf(key, item.mark),
-                  NumberText(replay_give_up) + "s is shorter than replay_timeout (" + NumberText(replay_timeout) +
-                      "s)");
+    return r.Fail(
+        key, r.MarkOf(key, item.mark),
+        NumberText(replay_give_up) + "s is shorter than replay_timeout (" + NumberText(replay_timeout) + "s)");
   }
   o.replay_timeout = Millis(replay_timeout);
   o.replay_give_up = Millis(replay_give_up);
@@ -287,10 +286,8 @@ struct CollectorKind {
 
 // In the order the agent creates them.
 constexpr CollectorKind kCollectorKinds[] = {
-    {"collectors.trace_files", true, ParseTraceFile},
-    {"collectors.kv_events", true, ParseKvEvents},
-    {"collectors.engine_log", true, ParseEngineLog},
-    {"collectors.engine_metrics", true, ParseEngineMetrics},
+    {"collectors.trace_files", true, ParseTraceFile}, {"collectors.kv_events", true, ParseKvEvents},
+    {"collectors.engine_log", true, ParseEngineLog},  {"collectors.engine_metrics", true, ParseEngineMetrics},
     {"collectors.synth", false, ParseSynth},
 };
 constexpr std::size_t kKinds = std::size(kCollectorKinds);

@@ -1,9 +1,9 @@
 // The key table (ConfigKeys()): the single source of truth of the agent config's
 // keys, types, defaults and meanings, and the reference (docs/configuration.md) rendered from it.
+#include "config/config_keys.h"
+
 #include <string>
 #include <string_view>
-
-#include "config/config_keys.h"
 
 namespace kvwatch::config {
 namespace {
@@ -13,15 +13,13 @@ using Type = ConfigType;
 // The single source of truth: every key the parser accepts, with its type, its
 // default and its meaning. Parents come before their children.
 constexpr ConfigKey kKeys[] = {
-    {"replica", Type::kString, R"("")", true,
-     "Label of this replica on metrics and alerts (`replica=\"...\"`)."},
+    {"replica", Type::kString, R"("")", true, "Label of this replica on metrics and alerts (`replica=\"...\"`)."},
     {"model_label", Type::kString, R"("")", true, "Model label on alerts."},
     {"model", Type::kString, R"("")", true,
      "A built-in model preset such as `llama-3-70b` (an unknown name's error lists them), "
      "to turn pages into bytes. At most one of `model`, `model_config` and "
      "`bytes_per_token`; with none of them, sizes are in pages only."},
-    {"model_config", Type::kString, R"("")", true,
-     "Path of the model's Hugging Face `config.json`, read at start-up."},
+    {"model_config", Type::kString, R"("")", true, "Path of the model's Hugging Face `config.json`, read at start-up."},
     {"bytes_per_token", Type::kSize, "unset", false,
      "KV-cache bytes per token on one GPU rank, used as is (`kv_dtype` and "
      "`tensor_parallel` do not apply)."},
@@ -31,8 +29,7 @@ constexpr ConfigKey kKeys[] = {
     {"tensor_parallel", Type::kInt, "1", true,
      "Tensor-parallel ranks the KV heads are split over, >= 1; other than 1 only with "
      "`model` or `model_config`."},
-    {"page_tokens", Type::kInt, "16", true,
-     "Tokens per KV-cache page (the engine's block size), >= 1."},
+    {"page_tokens", Type::kInt, "16", true, "Tokens per KV-cache page (the engine's block size), >= 1."},
 
     {"engine", Type::kMap, "{}", true, "The stack-distance engine."},
     {"engine.max_pages", Type::kInt, "1048576", true,
@@ -115,8 +112,7 @@ constexpr ConfigKey kKeys[] = {
      "and settings, `basic_auth_users` and headers take effect for new connections and requests "
      "(TLS cannot be turned on or off without a restart; a file that fails keeps the previous "
      "one, `kvwatch_web_config_last_reload_successful` 0). Nothing else is reloaded."},
-    {"web.refresh_seconds", Type::kInt, "5", true,
-     "Seconds between redraws of the web page, >= 1."},
+    {"web.refresh_seconds", Type::kInt, "5", true, "Seconds between redraws of the web page, >= 1."},
     {"web.max_connections", Type::kInt, "1024", true,
      "Open HTTP connections at most, 1 to 1048576; a new one closes the one that has waited "
      "longest for its request or TLS handshake. Each needs a file descriptor."},
@@ -134,46 +130,39 @@ constexpr ConfigKey kKeys[] = {
     {"collectors.synth", Type::kMap, "off", false,
      "The built-in synthetic replica, for trying kvwatch out: `synth: {}` turns it on with "
      "the defaults below. With no collector configured at all, it runs with its defaults."},
-    {"collectors.synth.rate", Type::kNumber, "5", true,
-     "Requests per second, at least 0.000001 and at most 1000000."},
+    {"collectors.synth.rate", Type::kNumber, "5", true, "Requests per second, at least 0.000001 and at most 1000000."},
     {"collectors.synth.seed", Type::kInt, "1", true, "Seed of the random stream, >= 0."},
     {"collectors.synth.tenants", Type::kInt, "4", true, "Tenants, 1 to 60000."},
-    {"collectors.synth.sessions", Type::kInt, "50", true,
-     "Multi-turn sessions open at any time, 1 to 1000000."},
+    {"collectors.synth.sessions", Type::kInt, "50", true, "Multi-turn sessions open at any time, 1 to 1000000."},
     {"collectors.synth.one_shot_fraction", Type::kNumber, "0.3", true,
      "Share of requests that are one-shot, in [0, 1]."},
     {"collectors.synth.shift_start", Type::kDuration, "unset", false,
      "Start of a workload shift (an extra tenant with a long prompt), counted from the "
      "agent's start; set together with `shift_end`."},
-    {"collectors.synth.shift_end", Type::kDuration, "unset", false,
-     "End of the workload shift, after `shift_start`."},
+    {"collectors.synth.shift_end", Type::kDuration, "unset", false, "End of the workload shift, after `shift_start`."},
 
     {"collectors.trace_files", Type::kMapList, "[]", true,
      "Request traces (Mooncake or Qwen-Bailian JSON Lines) tailed from files."},
     {"collectors.trace_files[].name", Type::kString, "required", false,
      "Collector name, the `collector` label: 1 to 64 of `A-Z a-z 0-9 _ . -`, unique among "
      "all collectors (`synth` is reserved)."},
-    {"collectors.trace_files[].paths", Type::kStringList, "required", false,
-     "Files or globs to tail, at least one."},
+    {"collectors.trace_files[].paths", Type::kStringList, "required", false, "Files or globs to tail, at least one."},
     {"collectors.trace_files[].start_at", Type::kString, R"("end")", true,
      "Where to start in a file without a saved position: `end` or `beginning`."},
     {"collectors.trace_files[].timestamp_unit", Type::kString, R"("auto")", true,
      "Unit of the records' `timestamp`: `auto` (decided once per trace), `ms` or `s`."},
-    {"collectors.trace_files[].tenant_fields", Type::kStringList, R"(["tenant", "class", "type"])",
-     true, "Record fields tried in order for the tenant label."},
+    {"collectors.trace_files[].tenant_fields", Type::kStringList, R"(["tenant", "class", "type"])", true,
+     "Record fields tried in order for the tenant label."},
     {"collectors.trace_files[].max_line_bytes", Type::kSize, R"("1MiB")", true,
      "Longer lines are skipped and counted; 1 byte to 1GiB."},
     {"collectors.trace_files[].poll_interval", Type::kDuration, R"("250ms")", true,
      "How often files are checked for new lines and rotation, > 0."},
 
-    {"collectors.kv_events", Type::kMapList, "[]", true,
-     "KV-cache event streams (vLLM or SGLang ZeroMQ publishers)."},
-    {"collectors.kv_events[].name", Type::kString, "required", false,
-     "Collector name, as for `trace_files`."},
+    {"collectors.kv_events", Type::kMapList, "[]", true, "KV-cache event streams (vLLM or SGLang ZeroMQ publishers)."},
+    {"collectors.kv_events[].name", Type::kString, "required", false, "Collector name, as for `trace_files`."},
     {"collectors.kv_events[].endpoints", Type::kStringList, "required", false,
      "ZeroMQ endpoints (`tcp://`, `ipc://` or `inproc://`), at least one."},
-    {"collectors.kv_events[].topic", Type::kString, R"("")", true,
-     "Subscription topic prefix; empty: every message."},
+    {"collectors.kv_events[].topic", Type::kString, R"("")", true, "Subscription topic prefix; empty: every message."},
     {"collectors.kv_events[].replay_endpoint", Type::kString, R"("")", true,
      "The publisher's replay endpoint, to fetch missed events; empty: none."},
     {"collectors.kv_events[].replay_timeout", Type::kDuration, R"("100ms")", true,
@@ -182,8 +171,7 @@ constexpr ConfigKey kKeys[] = {
     {"collectors.kv_events[].replay_give_up", Type::kDuration, R"("5s")", true,
      "After this long without an answer from `replay_endpoint`, the batches still missing count as lost; "
      ">= `replay_timeout`."},
-    {"collectors.kv_events[].bind", Type::kBool, "false", true,
-     "Bind the endpoints instead of connecting to them."},
+    {"collectors.kv_events[].bind", Type::kBool, "false", true, "Bind the endpoints instead of connecting to them."},
     {"collectors.kv_events[].tenant_source", Type::kString, R"("none")", true,
      "Where a request's tenant comes from in KV events: `none`, `lora` (the LoRA adapter "
      "name), `cache_salt` (vLLM's cache salt of the chain's root block), `lora_or_salt`, "
@@ -195,21 +183,16 @@ constexpr ConfigKey kKeys[] = {
 
     {"collectors.engine_log", Type::kMapList, "[]", true,
      "Serving-engine log files (vLLM stats lines, SGLang prefill lines)."},
-    {"collectors.engine_log[].name", Type::kString, "required", false,
-     "Collector name, as for `trace_files`."},
-    {"collectors.engine_log[].paths", Type::kStringList, "required", false,
-     "Files or globs to tail, at least one."},
+    {"collectors.engine_log[].name", Type::kString, "required", false, "Collector name, as for `trace_files`."},
+    {"collectors.engine_log[].paths", Type::kStringList, "required", false, "Files or globs to tail, at least one."},
     {"collectors.engine_log[].engine", Type::kString, R"("auto")", true,
      "Log format: `vllm`, `sglang` or `auto` (recognized line by line)."},
 
-    {"collectors.engine_metrics", Type::kMapList, "[]", true,
-     "Serving-engine Prometheus endpoints, scraped."},
-    {"collectors.engine_metrics[].name", Type::kString, "required", false,
-     "Collector name, as for `trace_files`."},
+    {"collectors.engine_metrics", Type::kMapList, "[]", true, "Serving-engine Prometheus endpoints, scraped."},
+    {"collectors.engine_metrics[].name", Type::kString, "required", false, "Collector name, as for `trace_files`."},
     {"collectors.engine_metrics[].url", Type::kString, "required", false,
      "`http://` or `https://` URL, e.g. `http://127.0.0.1:8000/metrics`."},
-    {"collectors.engine_metrics[].interval", Type::kDuration, R"("15s")", true,
-     "Time between scrapes, > 0."},
+    {"collectors.engine_metrics[].interval", Type::kDuration, R"("15s")", true, "Time between scrapes, > 0."},
     {"collectors.engine_metrics[].timeout", Type::kDuration, R"("5s")", true,
      "Scrape timeout, > 0 and at most `interval`."},
 
@@ -217,13 +200,11 @@ constexpr ConfigKey kKeys[] = {
     {"alerts.enabled", Type::kBool, "true", true, "Run the detectors and raise alerts."},
     {"alerts.alertmanagers", Type::kStringList, "[]", true,
      "Alertmanager base URLs (`http://host:9093`) that alerts are pushed to."},
-    {"alerts.webhooks", Type::kStringList, "[]", true,
-     "URLs that receive Alertmanager-compatible webhook payloads."},
+    {"alerts.webhooks", Type::kStringList, "[]", true, "URLs that receive Alertmanager-compatible webhook payloads."},
     {"alerts.resend_interval", Type::kDuration, R"("60s")", true,
      "How often firing alerts are sent again, > 0; a firing alert's `endsAt` is 4 intervals "
      "ahead, and a resolved one is sent again on this interval for 15 minutes."},
-    {"alerts.evaluation_interval", Type::kDuration, R"("15s")", true,
-     "How often the detectors are evaluated, > 0."},
+    {"alerts.evaluation_interval", Type::kDuration, R"("15s")", true, "How often the detectors are evaluated, > 0."},
     {"alerts.timeout", Type::kDuration, R"("10s")", true,
      "Connection and read timeout of each notification request, > 0. Sending runs on its "
      "own threads, with retries and exponential backoff; a notifier that is down never "
@@ -260,15 +241,13 @@ constexpr ConfigKey kKeys[] = {
     {"alerts.over_capacity.target", Type::kString, R"("page_hit")", true,
      "What the working set keeps: `page_hit` (a fraction of the unlimited page hits) or "
      "`request_coverage` (a fraction of requests)."},
-    {"alerts.over_capacity.fraction", Type::kNumber, "0.95", true,
-     "The target's fraction, in (0, 1]."},
+    {"alerts.over_capacity.fraction", Type::kNumber, "0.95", true, "The target's fraction, in (0, 1]."},
     {"alerts.over_capacity.fire_threshold", Type::kNumber, "1.0", true,
      "Working set / capacity at which the alert goes pending, > 0."},
     {"alerts.over_capacity.clear_threshold", Type::kNumber, "0.9", true,
      "Working set / capacity below which a firing alert resolves, >= 0 and at most "
      "`fire_threshold`."},
-    {"alerts.over_capacity.min_requests", Type::kInt, "500", true,
-     "Requests needed in the short window, >= 0."},
+    {"alerts.over_capacity.min_requests", Type::kInt, "500", true, "Requests needed in the short window, >= 0."},
     {"alerts.over_capacity.for", Type::kDuration, R"("15m")", true,
      "How long the working set must stay over before the alert fires, whole seconds >= 0."},
     {"alerts.rate_shift", Type::kMap, "{}", true,
@@ -276,14 +255,11 @@ constexpr ConfigKey kKeys[] = {
      "the engine counter's rate over the short window against the baseline's, floored at 1 "
      "evicted block/s and 0.05 rejections or preemptions/s. Quiet without engine counters."},
     {"alerts.rate_shift.enabled", Type::kBool, "true", true, "Run these detectors."},
-    {"alerts.rate_shift.fire_threshold", Type::kNumber, "2.0", true,
-     "Rate ratio at which an alert goes pending, > 0."},
+    {"alerts.rate_shift.fire_threshold", Type::kNumber, "2.0", true, "Rate ratio at which an alert goes pending, > 0."},
     {"alerts.rate_shift.clear_threshold", Type::kNumber, "1.5", true,
      "Rate ratio below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
-    {"alerts.rate_shift.min_requests", Type::kInt, "500", true,
-     "Requests needed in the short window, >= 0."},
-    {"alerts.rate_shift.for", Type::kDuration, R"("15m")", true,
-     "How long the ratio must hold, whole seconds >= 0."},
+    {"alerts.rate_shift.min_requests", Type::kInt, "500", true, "Requests needed in the short window, >= 0."},
+    {"alerts.rate_shift.for", Type::kDuration, R"("15m")", true, "How long the ratio must hold, whole seconds >= 0."},
     {"alerts.drift", Type::kMap, "{}", true,
      "`KVWatchEvictionRateDrift`: a CUSUM test on the per-minute eviction rate, against a "
      "baseline learned over its first 2 hours; catches small sustained rises."},
@@ -296,8 +272,7 @@ constexpr ConfigKey kKeys[] = {
      "After an alarm this long the new rate becomes the baseline, whole seconds; 0s: never."},
     {"alerts.drift.min_requests", Type::kInt, "500", true,
      "Requests needed in the short window for a sample to count, >= 0."},
-    {"alerts.drift.for", Type::kDuration, R"("5m")", true,
-     "How long the statistic must hold, whole seconds >= 0."},
+    {"alerts.drift.for", Type::kDuration, R"("5m")", true, "How long the statistic must hold, whole seconds >= 0."},
     {"alerts.capacity_miss_share", Type::kMap, "{}", true,
      "`KVWatchCapacityMissesRising`: the share of page references that are capacity misses "
      "(they would hit in an unlimited cache but miss at the smallest of `curve.capacities`) "
@@ -314,8 +289,7 @@ constexpr ConfigKey kKeys[] = {
     {"alerts.capacity_miss_share.every_capacity", Type::kBool, "false", true,
      "Compare at every one of `curve.capacities` (the largest ratio counts) instead of the "
      "smallest only."},
-    {"alerts.capacity_miss_share.min_requests", Type::kInt, "500", true,
-     "Requests needed in the short window, >= 0."},
+    {"alerts.capacity_miss_share.min_requests", Type::kInt, "500", true, "Requests needed in the short window, >= 0."},
     {"alerts.capacity_miss_share.for", Type::kDuration, R"("15m")", true,
      "How long the ratio must hold, whole seconds >= 0."},
     {"alerts.kv_load", Type::kMap, "{}", true,
@@ -326,12 +300,10 @@ constexpr ConfigKey kKeys[] = {
     {"alerts.kv_load.enabled", Type::kBool, "true", true, "Run this detector."},
     {"alerts.kv_load.window", Type::kDuration, R"("5m")", true,
      "The curve window the load factor is read over; when written, one of `curve.windows`."},
-    {"alerts.kv_load.fire_threshold", Type::kNumber, "0.9", true,
-     "Load factor at which the alert goes pending, > 0."},
+    {"alerts.kv_load.fire_threshold", Type::kNumber, "0.9", true, "Load factor at which the alert goes pending, > 0."},
     {"alerts.kv_load.clear_threshold", Type::kNumber, "0.8", true,
      "Load factor below which a firing alert resolves, >= 0 and at most `fire_threshold`."},
-    {"alerts.kv_load.min_requests", Type::kInt, "50", true,
-     "Requests with token counts needed in the window, >= 0."},
+    {"alerts.kv_load.min_requests", Type::kInt, "50", true, "Requests with token counts needed in the window, >= 0."},
     {"alerts.kv_load.for", Type::kDuration, R"("10m")", true,
      "How long the load factor must hold at or above `fire_threshold` before the alert fires, "
      "whole seconds >= 0."},

@@ -35,8 +35,7 @@ Status ParseEngineSection(FieldReader& r, const Entry& section, EngineSettings* 
       return r.ReadInt(e, 0, std::int64_t{1} << 31, &engine->sample_max_pages);
     }
     if (k == "engine.remembered_evictions") {
-      return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),
-                     &engine->remembered_evictions);
+      return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(), &engine->remembered_evictions);
     }
     return r.Unhandled(e);
   });
@@ -64,8 +63,7 @@ Status ParseWindows(FieldReader& r, const Entry& e, curve::WindowSet* out) {
   return Status::Ok();
 }
 
-Status ParseCapacities(FieldReader& r, const Entry& e, std::vector<std::uint64_t>* capacities,
-                       CurveNotes* notes) {
+Status ParseCapacities(FieldReader& r, const Entry& e, std::vector<std::uint64_t>* capacities, CurveNotes* notes) {
   if (Status s = r.CheckType(e, ConfigType::kIntList); !s.ok()) return s;
   Result<std::vector<Entry>> items = r.Items(e);
   if (!items.ok()) return items.status();
@@ -126,8 +124,7 @@ Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* cu
       return r.ReadNumber(e, Positive, "> 0", &curve->knee_sensitivity);
     }
     if (k == "curve.knee_window_min_requests") {
-      return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(),
-                     &curve->knee_window_min_requests);
+      return r.ReadInt(e, 0, std::numeric_limits<std::int64_t>::max(), &curve->knee_window_min_requests);
     }
     if (k == "curve.policies") return ReadOnlinePolicies(r, e, &curve->policies);
     if (k == "curve.engine_policy") return ReadOnlinePolicy(r, e, &curve->engine_policy);
@@ -153,14 +150,13 @@ Status ParseCurveSection(FieldReader& r, const Entry& section, CurveSettings* cu
   });
 }
 
-
 Status ResolveCurve(const FieldReader& r, const CurveNotes& notes, AgentConfig* c) {
   if (!r.Written("engine.remembered_evictions")) c->engine.remembered_evictions = c->engine.max_pages;
   for (const auto& [pages, path] : notes.capacity_paths) {
     if (pages > c->engine.max_pages) {
       return r.FailAtPath(path, std::to_string(pages) + " pages is beyond engine.max_pages (" +
-                                  std::to_string(c->engine.max_pages) +
-                                  "), where curves are not exact; raise engine.max_pages");
+                                    std::to_string(c->engine.max_pages) +
+                                    "), where curves are not exact; raise engine.max_pages");
     }
   }
   if (!c->curve.policies.empty()) {
@@ -170,8 +166,8 @@ Status ResolveCurve(const FieldReader& r, const CurveNotes& notes, AgentConfig* 
     const std::size_t canaries = c->curve.CanaryPolicies().size() * c->curve.capacities.size();
     if (canaries > 64) {
       return r.FailAtPath("curve.policies", std::to_string(canaries) +
-                                            " canaries (policies x capacities, with curve.engine_policy); at "
-                                            "most 64");
+                                                " canaries (policies x capacities, with curve.engine_policy); at "
+                                                "most 64");
     }
   }
   return Status::Ok();

@@ -81,16 +81,12 @@ bool HasPrefixAndRest(std::string_view text, std::string_view prefix) {
 }
 
 bool HasWhitespace(std::string_view text) {
-  return std::any_of(text.begin(), text.end(),
-                     [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
+  return std::any_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
 }
 
 bool IsHttpUrl(std::string_view url) {
-  return (HasPrefixAndRest(url, "http://") || HasPrefixAndRest(url, "https://")) &&
-         !HasWhitespace(url);
+  return (HasPrefixAndRest(url, "http://") || HasPrefixAndRest(url, "https://")) && !HasWhitespace(url);
 }
-
-
 
 std::string Join(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
@@ -104,7 +100,6 @@ std::string Got(const YAML::Node& node) {
   if (node.Tag() == "!") return "the quoted string \"" + node.Scalar() + "\"";
   return "\"" + node.Scalar() + "\"";
 }
-
 
 namespace {
 
@@ -164,9 +159,7 @@ Status FieldReader::Fail(const std::string& key, const YAML::Mark& mark, const s
   if (!mark.is_null() && mark.line >= 0) where += ":" + std::to_string(mark.line + 1);
   return Status::Error(where + ": " + key + ": " + message);
 }
-Status FieldReader::Fail(const Entry& e, const std::string& message) const {
-  return Fail(e.path, e.mark, message);
-}
+Status FieldReader::Fail(const Entry& e, const std::string& message) const { return Fail(e.path, e.mark, message); }
 Status FieldReader::FailAtKey(const Entry& e, const std::string& message) const {
   return Fail(e.path, e.key_mark, message);
 }
@@ -197,16 +190,14 @@ Status FieldReader::WalkMap(const Entry& e, bool named, const Visitor& visit) {
   for (const auto& key_value : e.node) {
     const YAML::Node& key = key_value.first;
     if (!key.IsScalar()) {
-      return Fail(e.path.empty() ? "(top level)" : e.path, key.Mark(),
-                  "expected a plain key, got " + Got(key));
+      return Fail(e.path.empty() ? "(top level)" : e.path, key.Mark(), "expected a plain key, got " + Got(key));
     }
     Entry child;
     child.path = Join(e.path, key.Scalar());
     child.pattern = named ? Join(e.pattern, "*") : Join(e.pattern, key.Scalar());
     child.node = key_value.second;
     child.key_mark = key.Mark();
-    child.mark =
-        child.node.IsNull() || child.node.Mark().is_null() ? key.Mark() : child.node.Mark();
+    child.mark = child.node.IsNull() || child.node.Mark().is_null() ? key.Mark() : child.node.Mark();
     if (named) {
       child.type = Type::kString;
     } else {
@@ -226,7 +217,6 @@ Status FieldReader::WalkMap(const Entry& e, bool named, const Visitor& visit) {
   }
   return Status::Ok();
 }
-
 
 // The items of the list e, each typed as the list's element type.
 Result<std::vector<Entry>> FieldReader::Items(const Entry& e) {
@@ -282,8 +272,7 @@ Status FieldReader::ReadBool(const Entry& e, bool* out, bool allow_quoted) const
 }
 
 // A finite number; in_range says whether it is acceptable, range describes it.
-Status FieldReader::ReadNumber(const Entry& e, bool (*in_range)(double), const std::string& range,
-                  double* out) const {
+Status FieldReader::ReadNumber(const Entry& e, bool (*in_range)(double), const std::string& range, double* out) const {
   if (Status s = CheckType(e, Type::kNumber); !s.ok()) return s;
   std::string what = "a number " + range;
   Result<std::string> text = PlainScalar(e, what);
@@ -315,10 +304,8 @@ Status FieldReader::ReadDuration(const Entry& e, bool positive, double* out) con
 Status FieldReader::ReadWholeSeconds(const Entry& e, std::int64_t min_seconds, std::int64_t* out) const {
   double seconds = 0;
   if (Status s = ReadDuration(e, false, &seconds); !s.ok()) return s;
-  if (seconds != std::floor(seconds) || seconds < static_cast<double>(min_seconds) ||
-      seconds > 1e12) {
-    return Expected(e, "a whole number of seconds >= " + std::to_string(min_seconds) +
-                           ", such as 30s or 15m");
+  if (seconds != std::floor(seconds) || seconds < static_cast<double>(min_seconds) || seconds > 1e12) {
+    return Expected(e, "a whole number of seconds >= " + std::to_string(min_seconds) + ", such as 30s or 15m");
   }
   *out = static_cast<std::int64_t>(seconds);
   return Status::Ok();
@@ -331,8 +318,8 @@ Status FieldReader::ReadSize(const Entry& e, std::uint64_t lo, std::uint64_t hi,
   std::optional<std::uint64_t> bytes = base::ParseWholeSize(e.node.Scalar());
   if (!bytes) return Expected(e, what);
   if (*bytes < lo || *bytes > hi) {
-    return Fail(e, "expected a size from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                       " bytes, got " + Got(e.node));
+    return Fail(
+        e, "expected a size from " + std::to_string(lo) + " to " + std::to_string(hi) + " bytes, got " + Got(e.node));
   }
   *out = *bytes;
   return Status::Ok();
@@ -340,7 +327,7 @@ Status FieldReader::ReadSize(const Entry& e, std::uint64_t lo, std::uint64_t hi,
 
 // A list of strings; check (when given) returns an error message for a bad item.
 Status FieldReader::ReadStringList(const Entry& e, std::vector<std::string>* out,
-                      const std::function<std::string(const std::string&)>& check) {
+                                   const std::function<std::string(const std::string&)>& check) {
   if (Status s = CheckType(e, Type::kStringList); !s.ok()) return s;
   Result<std::vector<Entry>> items = Items(e);
   if (!items.ok()) return items.status();

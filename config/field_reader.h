@@ -74,8 +74,7 @@ std::string_view ChoiceName(const Choice<V> (&choices)[N], V value) {
 // (as YAML::Load, which neither reads nor checks the others). Errors read
 // "SOURCE:LINE: invalid YAML: ...". An empty text has no document (only_first:
 // one null node).
-base::Result<std::vector<YAML::Node>> LoadYaml(std::string_view source, std::string_view text,
-                                               bool only_first = false);
+base::Result<std::vector<YAML::Node>> LoadYaml(std::string_view source, std::string_view text, bool only_first = false);
 
 // ------------------------------------------------------------------ Key tables
 
@@ -99,9 +98,9 @@ KeyTable AgentConfigKeyTable();
 
 // A value in the document: where it is and what the table says it is.
 struct Entry {
-  std::string path;                     // concrete: "collectors.trace_files[0].paths[1]"
-  std::string pattern;                  // table path: "collectors.trace_files[].paths"
-  ConfigType type = ConfigType::kMap;   // for a list item, the element type
+  std::string path;                    // concrete: "collectors.trace_files[0].paths[1]"
+  std::string pattern;                 // table path: "collectors.trace_files[].paths"
+  ConfigType type = ConfigType::kMap;  // for a list item, the element type
   YAML::Node node;
   YAML::Mark mark;      // the value's; the key's when the value is empty
   YAML::Mark key_mark;  // the key's (the value's for a list item)
@@ -183,8 +182,7 @@ class FieldReader {
     return base::Status::Ok();
   }
   // A finite number; in_range says whether it is acceptable, range describes it.
-  base::Status ReadNumber(const Entry& e, bool (*in_range)(double), const std::string& range,
-                          double* out) const;
+  base::Status ReadNumber(const Entry& e, bool (*in_range)(double), const std::string& range, double* out) const;
   base::Status ReadFraction(const Entry& e, double* out) const;  // in (0, 1]
   // A duration in seconds; positive says whether 0 is refused.
   base::Status ReadDuration(const Entry& e, bool positive, double* out) const;

@@ -66,8 +66,8 @@ base::Result<ResolvedModel> ResolveModel(const ModelChoice& c, const ModelNames&
   if (c.tensor_parallel < 1) return Error(n.tensor_parallel, "must be at least 1");
   const int sources = !c.model.empty() + !c.model_config.empty() + c.bytes_per_token.has_value();
   if (sources > 1) {
-    return Error(n.model, "give only one of " + std::string(n.model) + ", " + n.model_config + " and " +
-                              n.bytes_per_token);
+    return Error(n.model,
+                 "give only one of " + std::string(n.model) + ", " + n.model_config + " and " + n.bytes_per_token);
   }
   ResolvedModel r;
   r.tensor_parallel = c.tensor_parallel;

@@ -44,9 +44,8 @@ struct ModelNames {
   const char* parameters;
   const char* total_parameters;
 };
-inline constexpr ModelNames kModelFlags{"--model",           "--model-config", "--bytes-per-token",
-                                        "--kv-dtype",        "--tensor-parallel", "--parameters",
-                                        "--total-parameters"};
+inline constexpr ModelNames kModelFlags{"--model",           "--model-config", "--bytes-per-token", "--kv-dtype",
+                                        "--tensor-parallel", "--parameters",   "--total-parameters"};
 inline constexpr ModelNames kModelKeys{"model",           "model_config", "bytes_per_token", "kv_dtype",
                                        "tensor_parallel", "parameters",   "total_parameters"};
 

@@ -9,10 +9,10 @@
 #include <limits>
 #include <map>
 #include <numeric>
-#include <vector>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/text_file.h"
 #include "simdjson.h"
@@ -21,26 +21,60 @@ namespace kvwatch::config {
 namespace {
 
 namespace od = simdjson::ondemand;
-using curve::ModelSpec;
 using base::Result;
 using base::Status;
+using curve::ModelSpec;
 
 // The keys this parser reads; everything else is skipped unread.
 constexpr std::array<std::string_view, 47> kKnownKeys = {
-    "num_hidden_layers", "n_layer",          "num_attention_heads", "n_head",
-    "num_key_value_heads", "num_kv_heads",   "n_head_kv",           "multi_query",
-    "head_dim",          "hidden_size",      "torch_dtype",         "dtype",
-    "kv_lora_rank",      "qk_rope_head_dim", "qk_nope_head_dim",    "v_head_dim",
+    "num_hidden_layers",
+    "n_layer",
+    "num_attention_heads",
+    "n_head",
+    "num_key_value_heads",
+    "num_kv_heads",
+    "n_head_kv",
+    "multi_query",
+    "head_dim",
+    "hidden_size",
+    "torch_dtype",
+    "dtype",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
     "_name_or_path",
     // Hybrid models (see FillGroups).
-    "layer_types",       "sliding_window",   "sliding_window_pattern", "_sliding_window_pattern",
-    "attention_chunk_size", "no_rope_layers", "full_attention_interval",
-    "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
-    "linear_num_key_heads", "linear_num_value_heads", "use_sliding_window",
+    "layer_types",
+    "sliding_window",
+    "sliding_window_pattern",
+    "_sliding_window_pattern",
+    "attention_chunk_size",
+    "no_rope_layers",
+    "full_attention_interval",
+    "linear_conv_kernel_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "use_sliding_window",
     // Mamba hybrids (see LayerKinds and MambaGroup).
-    "hybrid_override_pattern", "layers_block_type", "attn_layer_indices", "attn_layer_period",
-    "attn_layer_offset", "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_n_heads", "mamba_d_head",
-    "mamba_n_groups", "mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_indices",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "mamba_d_state",
+    "mamba_d_conv",
+    "mamba_expand",
+    "mamba_n_heads",
+    "mamba_d_head",
+    "mamba_n_groups",
+    "mamba_num_heads",
+    "mamba_head_dim",
+    "n_groups",
+    "ssm_state_size",
+    "conv_kernel",
     "expand",
 };
 constexpr std::string_view kModelType = "model_type";
@@ -72,12 +106,18 @@ using Level = std::map<std::string, Scalar, std::less<>>;
 
 std::string TypeName(od::json_type type) {
   switch (type) {
-    case od::json_type::array: return "an array";
-    case od::json_type::object: return "an object";
-    case od::json_type::number: return "a number";
-    case od::json_type::string: return "a string";
-    case od::json_type::boolean: return "a boolean";
-    case od::json_type::null: return "null";
+    case od::json_type::array:
+      return "an array";
+    case od::json_type::object:
+      return "an object";
+    case od::json_type::number:
+      return "a number";
+    case od::json_type::string:
+      return "a string";
+    case od::json_type::boolean:
+      return "a boolean";
+    case od::json_type::null:
+      return "null";
   }
   return "an unknown JSON type";
 }
@@ -100,12 +140,10 @@ class Position {
 };
 
 // Reads one value into *out; false when it is null (absent).
-Result<bool> ReadScalar(od::value& value, const std::string& key, const Position& pos,
-                        Scalar* out) {
+Result<bool> ReadScalar(od::value& value, const std::string& key, const Position& pos, Scalar* out) {
   od::json_type type;
   if (auto error = value.type().get(type)) {
-    return Result<bool>::Error(key + ": invalid JSON value" + pos.Where() + " (" +
-                               JsonError(error) + ")");
+    return Result<bool>::Error(key + ": invalid JSON value" + pos.Where() + " (" + JsonError(error) + ")");
   }
   out->type_name = TypeName(type);
   switch (type) {
@@ -118,8 +156,7 @@ Result<bool> ReadScalar(od::value& value, const std::string& key, const Position
         out->kind = Scalar::Kind::kInt;
         out->int_value = i;
       } else if (error == simdjson::NUMBER_ERROR) {
-        return Result<bool>::Error(key + ": invalid JSON number" + pos.Where() + " (" +
-                                   JsonError(error) + ")");
+        return Result<bool>::Error(key + ": invalid JSON number" + pos.Where() + " (" + JsonError(error) + ")");
       } else {
         out->type_name = "a number that is not a 64-bit integer";
       }
@@ -128,8 +165,7 @@ Result<bool> ReadScalar(od::value& value, const std::string& key, const Position
     case od::json_type::string: {
       std::string_view s;
       if (auto error = value.get_string().get(s)) {
-        return Result<bool>::Error(key + ": invalid string" + pos.Where() + " (" +
-                                   JsonError(error) + ")");
+        return Result<bool>::Error(key + ": invalid string" + pos.Where() + " (" + JsonError(error) + ")");
       }
       out->kind = Scalar::Kind::kString;
       out->string_value = std::string(s);
@@ -138,8 +174,7 @@ Result<bool> ReadScalar(od::value& value, const std::string& key, const Position
     case od::json_type::boolean: {
       bool b = false;
       if (auto error = value.get_bool().get(b)) {
-        return Result<bool>::Error(key + ": invalid boolean" + pos.Where() + " (" +
-                                   JsonError(error) + ")");
+        return Result<bool>::Error(key + ": invalid boolean" + pos.Where() + " (" + JsonError(error) + ")");
       }
       out->kind = Scalar::Kind::kBool;
       out->bool_value = b;
@@ -173,13 +208,11 @@ Result<bool> ReadScalar(od::value& value, const std::string& key, const Position
 
 // Reads the known keys of one object. At the top level (text_config != nullptr)
 // the nested "text_config" object is read into *text_config.
-Status ReadLevel(od::object& object, const std::string& prefix, const Position& pos,
-                 Level* level, Level* text_config) {
+Status ReadLevel(od::object& object, const std::string& prefix, const Position& pos, Level* level, Level* text_config) {
   for (auto field_result : object) {
     od::field field;
     if (auto error = std::move(field_result).get(field)) {
-      return Status::Error(prefix + "invalid JSON object" + pos.Where() + " (" +
-                           JsonError(error) + ")");
+      return Status::Error(prefix + "invalid JSON object" + pos.Where() + " (" + JsonError(error) + ")");
     }
     std::string_view key_view;
     if (auto error = field.unescaped_key().get(key_view)) {
@@ -190,8 +223,7 @@ Status ReadLevel(od::object& object, const std::string& prefix, const Position& 
     if (text_config != nullptr && key == kTextConfig) {
       od::json_type type;
       if (auto error = value.type().get(type)) {
-        return Status::Error(key + ": invalid JSON value" + pos.Where() + " (" +
-                             JsonError(error) + ")");
+        return Status::Error(key + ": invalid JSON value" + pos.Where() + " (" + JsonError(error) + ")");
       }
       if (type == od::json_type::null) continue;
       od::object nested;
@@ -256,8 +288,7 @@ struct Config {
     Result<std::optional<int>> r = PositiveInt(names);
     if (!r.ok()) return Result<int>::Error(r.error());
     if (!r.value().has_value()) {
-      return Result<int>::Error(std::string(*names.begin()) +
-                                ": missing (expected a positive integer)");
+      return Result<int>::Error(std::string(*names.begin()) + ": missing (expected a positive integer)");
     }
     return *r.value();
   }
@@ -303,8 +334,7 @@ Result<int> ElementBytes(const Config& config, const ModelConfigOptions& options
   const Config::Found f = config.Find({"torch_dtype", "dtype"});
   if (f.scalar == nullptr) return 2;
   if (f.scalar->kind != Scalar::Kind::kString) {
-    return Result<int>::Error(f.key + ": expected a string such as \"bfloat16\", found " +
-                              f.scalar->type_name);
+    return Result<int>::Error(f.key + ": expected a string such as \"bfloat16\", found " + f.scalar->type_name);
   }
   Result<int> bytes = curve::DtypeBytes(f.scalar->string_value);
   if (!bytes.ok()) return Result<int>::Error(f.key + ": " + bytes.error());
@@ -315,8 +345,7 @@ Result<int> ElementBytes(const Config& config, const ModelConfigOptions& options
 // model head_dim only feeds the prefill cost, so it may stay 0 when the config
 // has no way to compute it.
 Status FillHeads(const Config& config, ModelSpec* spec) {
-  Result<std::optional<int>> kv = config.PositiveInt({"num_key_value_heads", "num_kv_heads",
-                                                      "n_head_kv"});
+  Result<std::optional<int>> kv = config.PositiveInt({"num_key_value_heads", "num_kv_heads", "n_head_kv"});
   if (!kv.ok()) return kv.status();
   if (kv.value().has_value()) {
     spec->kv_heads = *kv.value();
@@ -337,17 +366,16 @@ Status FillHeads(const Config& config, ModelSpec* spec) {
   }
   Result<std::optional<int>> hidden = config.PositiveInt({"hidden_size"});
   if (!hidden.ok()) return hidden.status();
-  const bool divisible =
-      hidden.value().has_value() && *hidden.value() % spec->query_heads == 0;
+  const bool divisible = hidden.value().has_value() && *hidden.value() % spec->query_heads == 0;
   if (spec->mla && !divisible) return Status::Ok();
   if (!hidden.value().has_value()) {
-    return Status::Error("head_dim: missing, and hidden_size is missing too (expected a "
-                         "positive integer in either)");
+    return Status::Error(
+        "head_dim: missing, and hidden_size is missing too (expected a "
+        "positive integer in either)");
   }
   if (!divisible) {
     return Status::Error("head_dim: missing, and hidden_size " + std::to_string(*hidden.value()) +
-                         " is not a multiple of num_attention_heads " +
-                         std::to_string(spec->query_heads));
+                         " is not a multiple of num_attention_heads " + std::to_string(spec->query_heads));
   }
   spec->head_dim = *hidden.value() / spec->query_heads;
   return Status::Ok();
@@ -445,8 +473,9 @@ Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool
   }
   // Falcon-H1 runs attention and Mamba side by side in every layer: not modelled
   // (every layer counts as full attention, as before).
-  if (const Config::Found type = config.Find({kModelType});
-      type.scalar != nullptr && type.scalar->kind == Scalar::Kind::kString && type.scalar->string_value == "falcon_h1") {
+  if (const Config::Found type = config.Find({kModelType}); type.scalar != nullptr &&
+                                                            type.scalar->kind == Scalar::Kind::kString &&
+                                                            type.scalar->string_value == "falcon_h1") {
     *hybrid = false;
     return kinds;
   }
@@ -461,10 +490,16 @@ Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool
     }
     for (std::size_t i = 0; i < kinds.size(); ++i) {
       switch (letters[i]) {
-        case '*': kinds[i] = LayerKind::kFull; break;
-        case 'M': kinds[i] = LayerKind::kMamba; break;
+        case '*':
+          kinds[i] = LayerKind::kFull;
+          break;
+        case 'M':
+          kinds[i] = LayerKind::kMamba;
+          break;
         case '-':
-        case 'E': kinds[i] = LayerKind::kNone; break;
+        case 'E':
+          kinds[i] = LayerKind::kNone;
+          break;
         default:
           return R::Error(pattern.key + "[" + std::to_string(i) + "]: unknown layer letter '" +
                           std::string(1, letters[i]) + "' (expected *, M, - or E)");
@@ -518,9 +553,9 @@ Result<std::vector<LayerKind>> LayerKinds(const Config& config, int layers, bool
         offset.scalar->int_value >= *period.value()) {
       return R::Error(offset.key + ": expected an integer from 0 to attn_layer_period - 1 (" +
                       std::to_string(*period.value() - 1) + "), found " +
-                      (offset.scalar == nullptr ? std::string("nothing")
+                      (offset.scalar == nullptr                    ? std::string("nothing")
                        : offset.scalar->kind == Scalar::Kind::kInt ? std::to_string(offset.scalar->int_value)
-                                                                    : offset.scalar->type_name));
+                                                                   : offset.scalar->type_name));
     }
     for (int i = 0; i < layers; ++i) {
       kinds[static_cast<std::size_t>(i)] =
@@ -710,8 +745,8 @@ Result<std::string> ModelName(const Config& config, const ModelConfigOptions& op
       if (it == level->end()) continue;
       if (it->second.kind != Scalar::Kind::kString) {
         const std::string where = level == &config.text ? std::string(kTextConfig) + "." : "";
-        return Result<std::string>::Error(where + std::string(key) +
-                                          ": expected a string, found " + it->second.type_name);
+        return Result<std::string>::Error(where + std::string(key) + ": expected a string, found " +
+                                          it->second.type_name);
       }
       if (!it->second.string_value.empty()) return it->second.string_value;
     }
@@ -721,8 +756,7 @@ Result<std::string> ModelName(const Config& config, const ModelConfigOptions& op
 
 }  // namespace
 
-base::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
-                                          const ModelConfigOptions& options) {
+base::Result<ModelSpec> ParseModelConfig(std::string_view json_text, const ModelConfigOptions& options) {
   using R = Result<ModelSpec>;
   Result<Config> parsed = ReadConfig(json_text);
   if (!parsed.ok()) return R::Error(parsed.error());
@@ -749,8 +783,7 @@ base::Result<ModelSpec> ParseModelConfig(std::string_view json_text,
   return spec;
 }
 
-base::Result<ModelSpec> ReadModelConfigFile(const std::string& path,
-                                             const ModelConfigOptions& options) {
+base::Result<ModelSpec> ReadModelConfigFile(const std::string& path, const ModelConfigOptions& options) {
   using R = Result<ModelSpec>;
   std::ifstream in(path, std::ios::binary);
   if (!in) return R::Error(path + ": cannot open the file (" + std::strerror(errno) + ")");

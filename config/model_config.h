@@ -46,8 +46,8 @@
 #include <string>
 #include <string_view>
 
-#include "curve/sizing.h"
 #include "base/status.h"
+#include "curve/sizing.h"
 
 namespace kvwatch::config {
 
@@ -61,13 +61,11 @@ struct ModelConfigOptions {
 };
 
 // Parses the text of a config.json.
-base::Result<curve::ModelSpec> ParseModelConfig(std::string_view json_text,
-                                                 const ModelConfigOptions& options = {});
+base::Result<curve::ModelSpec> ParseModelConfig(std::string_view json_text, const ModelConfigOptions& options = {});
 
 // Reads and parses the file at path. Errors start with the path. When neither
 // options.name nor the config gives a name, the path is the name.
-base::Result<curve::ModelSpec> ReadModelConfigFile(const std::string& path,
-                                                    const ModelConfigOptions& options = {});
+base::Result<curve::ModelSpec> ReadModelConfigFile(const std::string& path, const ModelConfigOptions& options = {});
 
 }  // namespace kvwatch::config
 

@@ -67,11 +67,16 @@ constexpr ConfigKey kWebConfigKeys[] = {
 constexpr RefusedKey kUnsupportedKeys[] = {
     {"tls_server_config.cert", "is an exporter-toolkit setting that kvwatch does not support (use cert_file)"},
     {"tls_server_config.key", "is an exporter-toolkit setting that kvwatch does not support (use key_file)"},
-    {"tls_server_config.client_ca", "is an exporter-toolkit setting that kvwatch does not support (use client_ca_file)"},
-    {"tls_server_config.cipher_suites", "is an exporter-toolkit setting that kvwatch does not support (OpenSSL's defaults are used)"},
-    {"tls_server_config.curve_preferences", "is an exporter-toolkit setting that kvwatch does not support (OpenSSL's defaults are used)"},
-    {"tls_server_config.client_allowed_sans", "is an exporter-toolkit setting that kvwatch does not support (restrict clients with client_ca_file instead)"},
-    {"rate_limit", "is an exporter-toolkit setting that kvwatch does not support (put a proxy in front if you need one)"},
+    {"tls_server_config.client_ca",
+     "is an exporter-toolkit setting that kvwatch does not support (use client_ca_file)"},
+    {"tls_server_config.cipher_suites",
+     "is an exporter-toolkit setting that kvwatch does not support (OpenSSL's defaults are used)"},
+    {"tls_server_config.curve_preferences",
+     "is an exporter-toolkit setting that kvwatch does not support (OpenSSL's defaults are used)"},
+    {"tls_server_config.client_allowed_sans",
+     "is an exporter-toolkit setting that kvwatch does not support (restrict clients with client_ca_file instead)"},
+    {"rate_limit",
+     "is an exporter-toolkit setting that kvwatch does not support (put a proxy in front if you need one)"},
 };
 
 // The values allowed for a header where they form a closed set (empty: any value).
@@ -89,8 +94,7 @@ std::string ResolvePath(const std::string& path, const std::string& base_dir) {
 }
 
 bool IsBcryptAlphabet(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '/';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '/';
 }
 
 // "$2b$10$" + 22 characters of salt + 31 of hash.
@@ -269,8 +273,7 @@ std::string_view ClientAuthTypeName(ClientAuthType type) {
 
 std::string_view TlsVersionName(TlsVersion version) { return internal::ChoiceName(kTlsVersions, version); }
 
-Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir,
-                                 std::string_view source) {
+Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir, std::string_view source) {
   // Only the first document is read (as the toolkit's yaml.Unmarshal does).
   Result<std::vector<YAML::Node>> documents = internal::LoadYaml(source, yaml_text, /*only_first=*/true);
   if (!documents.ok()) return Result<WebConfig>::Error(documents.error());

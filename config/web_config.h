@@ -106,9 +106,8 @@ struct WebConfig {
 
 // Parses the text of a web config file. Relative paths are joined to base_dir
 // (left as they are when base_dir is empty); errors start with source.
-base::Result<WebConfig> ParseWebConfig(std::string_view yaml_text,
-                                        const std::string& base_dir = "",
-                                        std::string_view source = "web config");
+base::Result<WebConfig> ParseWebConfig(std::string_view yaml_text, const std::string& base_dir = "",
+                                       std::string_view source = "web config");
 
 // Reads and parses the file at path; relative paths in it are resolved against
 // the file's directory. Errors start with the path (the source above).

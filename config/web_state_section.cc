@@ -35,5 +35,4 @@ Status ParseStateSection(FieldReader& r, const Entry& section, StateSettings* st
   });
 }
 
-
 }  // namespace kvwatch::config::internal

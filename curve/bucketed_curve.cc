@@ -10,7 +10,6 @@
 namespace kvwatch::curve {
 namespace {
 
-
 void PutVector(std::vector<std::uint8_t>* out, const std::vector<std::uint64_t>& v) {
   base::AppendPod<std::uint64_t>(out, v.size());
   for (std::uint64_t x : v) base::AppendPod(out, x);
@@ -190,7 +189,8 @@ std::uint64_t BucketedCurve::PageHits(std::uint64_t capacity) const {
 }
 
 double BucketedCurve::PageHitRatio(std::uint64_t capacity) const {
-  return totals_.page_refs == 0 ? 0.0 : static_cast<double>(PageHits(capacity)) / static_cast<double>(totals_.page_refs);
+  return totals_.page_refs == 0 ? 0.0
+                                : static_cast<double>(PageHits(capacity)) / static_cast<double>(totals_.page_refs);
 }
 
 double BucketedCurve::RequestCoverage(std::uint64_t capacity) const {
@@ -225,8 +225,8 @@ std::optional<std::uint64_t> BucketedCurve::WorkingSetForCoverage(double fractio
 }
 
 void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
-  for (std::uint64_t v : {totals_.requests, totals_.page_refs, totals_.unlimited_page_hits, totals_.cold_misses, totals_.beyond_tracked,
-                          totals_.requests_beyond}) {
+  for (std::uint64_t v : {totals_.requests, totals_.page_refs, totals_.unlimited_page_hits, totals_.cold_misses,
+                          totals_.beyond_tracked, totals_.requests_beyond}) {
     base::AppendPod(out, v);
   }
   PutVector(out, hits_);
@@ -235,8 +235,8 @@ void BucketedCurve::Serialize(std::vector<std::uint8_t>* out) const {
 }
 
 bool BucketedCurve::Deserialize(std::span<const std::uint8_t>* in) {
-  for (std::uint64_t* v : {&totals_.requests, &totals_.page_refs, &totals_.unlimited_page_hits, &totals_.cold_misses, &totals_.beyond_tracked,
-                           &totals_.requests_beyond}) {
+  for (std::uint64_t* v : {&totals_.requests, &totals_.page_refs, &totals_.unlimited_page_hits, &totals_.cold_misses,
+                           &totals_.beyond_tracked, &totals_.requests_beyond}) {
     if (!base::ReadPod(in, v)) return false;
   }
   const std::size_t n = bounds_->size();
@@ -313,8 +313,8 @@ bool WindowedCurves::Deserialize(std::span<const std::uint8_t>* in) {
   std::uint8_t started = 0;
   std::uint64_t n = 0;
   double now = 0;
-  if (!base::ReadPod(in, &started) || !base::ReadPod(in, &now) || !base::ReadPod(in, &late_requests_) || !base::ReadPod(in, &n) ||
-      n != windows_.size()) {
+  if (!base::ReadPod(in, &started) || !base::ReadPod(in, &now) || !base::ReadPod(in, &late_requests_) ||
+      !base::ReadPod(in, &n) || n != windows_.size()) {
     return false;
   }
   windows_.Restore(started != 0, now);

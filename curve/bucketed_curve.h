@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "curve/sliding_windows.h"
-#include "curve/curve_totals.h"
-#include "curve/stack_distance.h"
 #include "base/status.h"
+#include "curve/curve_totals.h"
+#include "curve/sliding_windows.h"
+#include "curve/stack_distance.h"
 
 namespace kvwatch::curve {
 

@@ -13,8 +13,7 @@ namespace {
 
 CurveAccumulator::CurveAccumulator(double coverage_share) : coverage_share_(coverage_share) {}
 
-void CurveAccumulator::AddAt(std::vector<std::uint64_t>* hist, std::uint64_t index,
-                             std::uint64_t amount) {
+void CurveAccumulator::AddAt(std::vector<std::uint64_t>* hist, std::uint64_t index, std::uint64_t amount) {
   if (index >= hist->size()) hist->resize(std::max<std::size_t>(index + 1, hist->size() * 3 / 2));
   (*hist)[index] += amount;
 }
@@ -70,8 +69,8 @@ void CurveAccumulator::AdjustReferences(std::uint64_t page_refs) {
       const std::uint64_t take = std::min(excess, hits_[c]);
       if (take == 0) continue;
       // Keep the mean depth of what stays.
-      depth_[c] = static_cast<std::uint64_t>(static_cast<double>(depth_[c]) *
-                                             static_cast<double>(hits_[c] - take) / static_cast<double>(hits_[c]));
+      depth_[c] = static_cast<std::uint64_t>(static_cast<double>(depth_[c]) * static_cast<double>(hits_[c] - take) /
+                                             static_cast<double>(hits_[c]));
       hits_[c] -= take;
       totals_.unlimited_page_hits -= take;
       excess -= take;
@@ -82,9 +81,7 @@ void CurveAccumulator::AdjustReferences(std::uint64_t page_refs) {
 
 void CurveAccumulator::Clear() { *this = CurveAccumulator(coverage_share_); }
 
-double CurveAccumulator::UnlimitedPageHitRatio() const {
-  return totals_.UnlimitedPageHitRatio();
-}
+double CurveAccumulator::UnlimitedPageHitRatio() const { return totals_.UnlimitedPageHitRatio(); }
 
 void CurveAccumulator::BuildPrefixSums() const {
   if (prefix_valid_) return;
@@ -104,8 +101,7 @@ void CurveAccumulator::BuildPrefixSums() const {
   prefix_valid_ = true;
 }
 
-std::uint64_t CurveAccumulator::PrefixAt(const std::vector<std::uint64_t>& prefix,
-                                         std::uint64_t capacity) {
+std::uint64_t CurveAccumulator::PrefixAt(const std::vector<std::uint64_t>& prefix, std::uint64_t capacity) {
   if (prefix.empty()) return 0;
   return prefix[std::min<std::uint64_t>(capacity, prefix.size() - 1)];
 }
@@ -123,14 +119,13 @@ std::uint64_t CurveAccumulator::PageHits(std::uint64_t capacity) const {
 
 double CurveAccumulator::PageHitRatio(std::uint64_t capacity) const {
   return totals_.page_refs == 0 ? 0.0
-                         : static_cast<double>(PageHits(capacity)) / static_cast<double>(totals_.page_refs);
+                                : static_cast<double>(PageHits(capacity)) / static_cast<double>(totals_.page_refs);
 }
 
 double CurveAccumulator::RequestCoverage(std::uint64_t capacity) const {
   BuildPrefixSums();
   if (totals_.requests == 0) return 1.0;
-  return static_cast<double>(PrefixAt(required_prefix_, capacity)) /
-         static_cast<double>(totals_.requests);
+  return static_cast<double>(PrefixAt(required_prefix_, capacity)) / static_cast<double>(totals_.requests);
 }
 
 std::uint64_t CurveAccumulator::HitDepthSum(std::uint64_t capacity) const {
@@ -254,9 +249,9 @@ CurveAccumulator CompactCurveAccumulator::Dense() const {
 std::size_t CompactCurveAccumulator::MemoryBytes() const {
   std::size_t bytes = sizeof(*this) + (hits_.capacity() + required_.capacity()) * sizeof(Entry);
   if (dense_) {
-    bytes += sizeof(CurveAccumulator) +
-             (dense_->hits_.capacity() + dense_->depth_.capacity() + dense_->required_.capacity()) *
-                 sizeof(std::uint64_t);
+    bytes +=
+        sizeof(CurveAccumulator) +
+        (dense_->hits_.capacity() + dense_->depth_.capacity() + dense_->required_.capacity()) * sizeof(std::uint64_t);
   }
   return bytes;
 }

@@ -162,8 +162,8 @@ class CompactCurveAccumulator {
   // before it turns dense.
   std::uint32_t hits_merged_ = 0;  // size after the last merge
   std::uint32_t required_merged_ = 0;
-  std::uint32_t appended_ = 0;     // entries appended in the compact form (saturates)
-  std::uint32_t largest_ = 0;      // the largest capacity appended
+  std::uint32_t appended_ = 0;               // entries appended in the compact form (saturates)
+  std::uint32_t largest_ = 0;                // the largest capacity appended
   std::unique_ptr<CurveAccumulator> dense_;  // once busy: every request goes here
 };
 

@@ -100,7 +100,8 @@ void GroupAccounting::Clear() {
 GroupAccounting::View GroupAccounting::Snapshot(bool windows) const {
   View v{tenants_.labels(), classes_.labels(), lifetime_, {}, MemoryBytes()};
   if (windows) {
-    for (std::size_t i = 0; i < windows_.size(); ++i) v.windows.push_back(windows_.Window(i, GroupCurves(&window_layout_)));
+    for (std::size_t i = 0; i < windows_.size(); ++i)
+      v.windows.push_back(windows_.Window(i, GroupCurves(&window_layout_)));
   }
   return v;
 }

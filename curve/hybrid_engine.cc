@@ -278,7 +278,8 @@ std::vector<std::uint64_t> HybridEngine::GroupBytesAt(std::uint64_t capacity_byt
 std::size_t HybridEngine::MemoryBytes() const {
   std::size_t bytes = weight_.capacity() * (sizeof(std::uint64_t) * 2 + sizeof(std::uint8_t) + sizeof(PageId));
   for (const auto& t : group_tree_) bytes += t.capacity() * sizeof(std::uint64_t);
-  for (const auto& m : slot_of_) bytes += m.size() * (sizeof(PageId) + sizeof(std::uint32_t) + 16) + m.bucket_count() * 8;
+  for (const auto& m : slot_of_)
+    bytes += m.size() * (sizeof(PageId) + sizeof(std::uint32_t) + 16) + m.bucket_count() * 8;
   return bytes;
 }
 

@@ -134,11 +134,11 @@ class HybridEngine {
   HybridEngineOptions options_;
   std::uint64_t unit_ = 1;
   std::vector<std::unordered_map<PageId, std::uint32_t>> slot_of_;  // per group: page -> slot
-  std::vector<std::uint64_t> weight_;   // slot -> bytes (0: not live)
-  std::vector<std::uint8_t> group_;     // slot -> group
-  std::vector<PageId> page_;            // slot -> page
-  std::vector<std::uint64_t> tree_;     // Fenwick tree of weight_ (1-based)
-  std::vector<std::vector<std::uint64_t>> group_tree_;  // per group
+  std::vector<std::uint64_t> weight_;                               // slot -> bytes (0: not live)
+  std::vector<std::uint8_t> group_;                                 // slot -> group
+  std::vector<PageId> page_;                                        // slot -> page
+  std::vector<std::uint64_t> tree_;                                 // Fenwick tree of weight_ (1-based)
+  std::vector<std::vector<std::uint64_t>> group_tree_;              // per group
   std::vector<std::uint64_t> group_total_;
   std::uint32_t next_ = 0;
   std::uint64_t live_ = 0;

@@ -70,12 +70,14 @@ class HybridPoolSim {
  private:
   using Key = std::pair<std::uint32_t, PageId>;  // (group, page)
   struct KeyHash {
-    std::size_t operator()(const Key& k) const { return std::hash<PageId>()(k.second * 0x9E3779B97F4A7C15ull + k.first); }
+    std::size_t operator()(const Key& k) const {
+      return std::hash<PageId>()(k.second * 0x9E3779B97F4A7C15ull + k.first);
+    }
   };
   bool Cached(std::uint32_t g, PageId p) const { return free_.count({g, p}) > 0; }
-  void Take(std::uint32_t g, PageId p);      // into use: out of the free queue, or a new block
-  void Free(std::uint32_t g, PageId p);      // out of use: to the free queue's tail
-  void Trim();                               // evicts from the head until within capacity
+  void Take(std::uint32_t g, PageId p);  // into use: out of the free queue, or a new block
+  void Free(std::uint32_t g, PageId p);  // out of use: to the free queue's tail
+  void Trim();                           // evicts from the head until within capacity
 
   HybridSimOptions options_;
   std::uint64_t capacity_;

@@ -30,7 +30,10 @@ class IndexList {
     auto& x = nodes[i];
     x.prev = tail_;
     x.next = kIndexNil;
-    if (tail_ != kIndexNil) nodes[tail_].next = i; else head_ = i;
+    if (tail_ != kIndexNil)
+      nodes[tail_].next = i;
+    else
+      head_ = i;
     tail_ = i;
     ++size_;
   }
@@ -39,8 +42,14 @@ class IndexList {
   template <typename Nodes>
   void Erase(Nodes& nodes, std::uint32_t i) {
     auto& x = nodes[i];
-    if (x.prev != kIndexNil) nodes[x.prev].next = x.next; else head_ = x.next;
-    if (x.next != kIndexNil) nodes[x.next].prev = x.prev; else tail_ = x.prev;
+    if (x.prev != kIndexNil)
+      nodes[x.prev].next = x.next;
+    else
+      head_ = x.next;
+    if (x.next != kIndexNil)
+      nodes[x.next].prev = x.prev;
+    else
+      tail_ = x.prev;
     x.prev = x.next = kIndexNil;
     --size_;
   }

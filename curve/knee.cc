@@ -17,11 +17,9 @@ bool StrictlyIncreasing(std::span<const double> v) {
   return true;
 }
 
-bool ValidInput(std::span<const double> x, std::span<const double> y,
-                const KneeOptions& options) {
-  return x.size() == y.size() && x.size() >= 3 && AllFinite(x) && AllFinite(y) &&
-         StrictlyIncreasing(x) && std::isfinite(options.sensitivity) &&
-         options.sensitivity >= 0;
+bool ValidInput(std::span<const double> x, std::span<const double> y, const KneeOptions& options) {
+  return x.size() == y.size() && x.size() >= 3 && AllFinite(x) && AllFinite(y) && StrictlyIncreasing(x) &&
+         std::isfinite(options.sensitivity) && options.sensitivity >= 0;
 }
 
 // Steps 1 and 2: y normalised to [0, 1] and turned into a concave increasing curve.
@@ -45,14 +43,13 @@ std::vector<double> NormalizedKneeY(std::span<const double> y, const KneeOptions
 // Whether the transform reversed y, so that difference-curve index i is input
 // index n-1-i.
 bool Reversed(const KneeOptions& options) {
-  return (options.shape == CurveShape::kConvex) !=
-         (options.direction == CurveDirection::kDecreasing);
+  return (options.shape == CurveShape::kConvex) != (options.direction == CurveDirection::kDecreasing);
 }
 
 // Steps 1-6: the difference-curve indices of every knee detection, in scan order
 // (repeats included). Empty on invalid input.
-std::vector<std::size_t> DetectKnees(std::span<const double> x, std::span<const double> y,
-                                     const KneeOptions& options, bool stop_at_first) {
+std::vector<std::size_t> DetectKnees(std::span<const double> x, std::span<const double> y, const KneeOptions& options,
+                                     bool stop_at_first) {
   std::vector<std::size_t> found;
   if (!ValidInput(x, y, options)) return found;
   const auto [lo, hi] = std::minmax_element(y.begin(), y.end());
@@ -69,12 +66,8 @@ std::vector<std::size_t> DetectKnees(std::span<const double> x, std::span<const 
   for (std::size_t i = 0; i < n; ++i) d[i] = yn[i] - xn[i];
 
   // Step 4, argrelextrema(d, >=) and (d, <=) in "clip" mode.
-  auto is_max = [&](std::size_t i) {
-    return d[i] >= d[i == 0 ? 0 : i - 1] && d[i] >= d[std::min(i + 1, n - 1)];
-  };
-  auto is_min = [&](std::size_t i) {
-    return d[i] <= d[i == 0 ? 0 : i - 1] && d[i] <= d[std::min(i + 1, n - 1)];
-  };
+  auto is_max = [&](std::size_t i) { return d[i] >= d[i == 0 ? 0 : i - 1] && d[i] >= d[std::min(i + 1, n - 1)]; };
+  auto is_min = [&](std::size_t i) { return d[i] <= d[i == 0 ? 0 : i - 1] && d[i] <= d[std::min(i + 1, n - 1)]; };
 
   // Step 5: the mean step of the normalised x, computed as kneed does.
   double step_sum = 0;
@@ -100,36 +93,31 @@ std::vector<std::size_t> DetectKnees(std::span<const double> x, std::span<const 
   return found;
 }
 
-Knee MakeKnee(std::span<const double> x, std::span<const double> y, std::size_t d_index,
-              const KneeOptions& options) {
+Knee MakeKnee(std::span<const double> x, std::span<const double> y, std::size_t d_index, const KneeOptions& options) {
   const std::size_t index = Reversed(options) ? x.size() - 1 - d_index : d_index;
   return Knee{index, x[index], y[index]};
 }
 
 }  // namespace
 
-std::optional<Knee> FindKnee(std::span<const double> x, std::span<const double> y,
-                             const KneeOptions& options) {
+std::optional<Knee> FindKnee(std::span<const double> x, std::span<const double> y, const KneeOptions& options) {
   const std::vector<std::size_t> found = DetectKnees(x, y, options, !options.online);
   if (found.empty()) return std::nullopt;
   return MakeKnee(x, y, found.back(), options);
 }
 
-std::vector<Knee> FindAllKnees(std::span<const double> x, std::span<const double> y,
-                               const KneeOptions& options) {
+std::vector<Knee> FindAllKnees(std::span<const double> x, std::span<const double> y, const KneeOptions& options) {
   std::vector<Knee> knees;
   for (std::size_t d_index : DetectKnees(x, y, options, /*stop_at_first=*/false)) {
     Knee knee = MakeKnee(x, y, d_index, options);
-    const bool seen = std::any_of(knees.begin(), knees.end(),
-                                  [&](const Knee& k) { return k.index == knee.index; });
+    const bool seen = std::any_of(knees.begin(), knees.end(), [&](const Knee& k) { return k.index == knee.index; });
     if (!seen) knees.push_back(knee);
   }
   return knees;
 }
 
 std::optional<CapacityKnee> FindCapacityKnee(std::span<const std::uint64_t> capacities,
-                                             std::span<const double> page_hit_ratio,
-                                             double unlimited_hit_ratio,
+                                             std::span<const double> page_hit_ratio, double unlimited_hit_ratio,
                                              const CapacityKneeOptions& options) {
   if (capacities.size() != page_hit_ratio.size() || capacities.empty()) return std::nullopt;
   if (!std::isfinite(unlimited_hit_ratio) || unlimited_hit_ratio <= 0) return std::nullopt;

@@ -70,13 +70,11 @@ struct Knee {
 };
 
 // The knee of the curve (x[i], y[i]); see the file comment for when there is none.
-std::optional<Knee> FindKnee(std::span<const double> x, std::span<const double> y,
-                             const KneeOptions& options = {});
+std::optional<Knee> FindKnee(std::span<const double> x, std::span<const double> y, const KneeOptions& options = {});
 
 // Every knee the scan detects, in detection order, each once (kneed's all_knees,
 // which online mode visits; options.online is ignored). Empty when there is none.
-std::vector<Knee> FindAllKnees(std::span<const double> x, std::span<const double> y,
-                               const KneeOptions& options = {});
+std::vector<Knee> FindAllKnees(std::span<const double> x, std::span<const double> y, const KneeOptions& options = {});
 
 // --- kvwatch's knee of the capacity-to-hit-rate curve (docs/semantics.md section 3).
 
@@ -119,8 +117,7 @@ struct CapacityKnee {
 //   the knee there on the curve extended by its flat tail. When the target is never
 //   reached there is no such fallback.
 std::optional<CapacityKnee> FindCapacityKnee(std::span<const std::uint64_t> capacities,
-                                             std::span<const double> page_hit_ratio,
-                                             double unlimited_hit_ratio,
+                                             std::span<const double> page_hit_ratio, double unlimited_hit_ratio,
                                              const CapacityKneeOptions& options = {});
 
 }  // namespace kvwatch::curve

@@ -21,7 +21,7 @@ double KvLoadFactor(double arrivals_per_s, double mean_token_seconds, double cap
 
 std::uint32_t OutputLengthBucket(std::uint64_t tokens) {
   if (tokens < 32) return static_cast<std::uint32_t>(tokens);
-  const int e = std::bit_width(tokens) - 1;  // 5..63
+  const int e = std::bit_width(tokens) - 1;                                 // 5..63
   const std::uint64_t sub = (tokens - (std::uint64_t{1} << e)) >> (e - 4);  // 0..15
   return static_cast<std::uint32_t>(32 + (e - 5) * 16 + sub);
 }

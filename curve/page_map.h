@@ -45,9 +45,7 @@ class PageMap {
       if (e.key == key) return &e.value;
     }
   }
-  const std::uint32_t* Find(std::uint64_t key) const {
-    return const_cast<PageMap*>(this)->Find(key);
-  }
+  const std::uint32_t* Find(std::uint64_t key) const { return const_cast<PageMap*>(this)->Find(key); }
 
   // Hints the CPU to fetch the entry key would start probing at.
   void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Home(key)]); }

@@ -78,7 +78,8 @@ base::Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list) {
     std::string_view name = list.substr(start, end - start);
     while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
     while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
-    if (name.empty()) return base::Result<std::vector<PolicyKind>>::Error("empty policy name in '" + std::string(list) + "'");
+    if (name.empty())
+      return base::Result<std::vector<PolicyKind>>::Error("empty policy name in '" + std::string(list) + "'");
     auto kind = ParsePolicyName(name);
     if (!kind.ok()) return base::Result<std::vector<PolicyKind>>::Error(kind.error());
     if (std::find(out.begin(), out.end(), kind.value()) == out.end()) out.push_back(kind.value());

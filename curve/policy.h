@@ -43,9 +43,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "curve/request.h"
 #include "curve/stack_distance.h"
-#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -54,8 +54,8 @@ enum class PolicyKind { kLru, kFifo, kLfu, kS3Fifo, kSglang, kVllm, kPriority, k
 
 // Every policy, in the order reports list them.
 inline constexpr PolicyKind kAllPolicies[] = {
-    PolicyKind::kLru,    PolicyKind::kFifo,   PolicyKind::kLfu,      PolicyKind::kArc,
-    PolicyKind::kS3Fifo, PolicyKind::kSglang, PolicyKind::kVllm,     PolicyKind::kPriority,
+    PolicyKind::kLru,           PolicyKind::kFifo,   PolicyKind::kLfu,   PolicyKind::kArc,
+    PolicyKind::kS3Fifo,        PolicyKind::kSglang, PolicyKind::kVllm,  PolicyKind::kPriority,
     PolicyKind::kWorkloadAware, PolicyKind::kBelady, PolicyKind::kSieve,
 };
 

@@ -23,8 +23,6 @@
 // Under the curve's prefix rule (curve/policy.h) a request's hits are its leading
 // resident pages at arrival; then each of its pages, in touch order, is one ARC
 // reference as above.
-#include "curve/policy.h"
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -32,6 +30,7 @@
 #include "base/byte_io.h"
 #include "curve/index_list.h"
 #include "curve/page_map.h"
+#include "curve/policy.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve {

@@ -76,8 +76,7 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
       return R::Error("policy '" + std::string(PolicyName(kind)) + "' needs the future: it runs only in replay");
     }
   }
-  std::unique_ptr<PolicyCanaries> c(
-      new PolicyCanaries(options, options.policies.size() * options.capacities.size()));
+  std::unique_ptr<PolicyCanaries> c(new PolicyCanaries(options, options.policies.size() * options.capacities.size()));
   for (PolicyKind kind : options.policies) {
     for (std::uint64_t capacity : options.capacities) {
       PolicyOptions po;
@@ -106,8 +105,8 @@ void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, d
         RequestClassifier::FullPages(request.pages.size(), request.input_tokens, options_.lifetime.page_tokens);
     cls = RequestClassifier::ClassOfTurn(classifier_.Observe(request.pages, full_pages, unlimited_hits));
     // Categories: the derived classes, in kDerivedClasses order.
-    sim.category = static_cast<std::uint32_t>(
-        std::find(std::begin(kDerivedClasses), std::end(kDerivedClasses), cls) - std::begin(kDerivedClasses));
+    sim.category = static_cast<std::uint32_t>(std::find(std::begin(kDerivedClasses), std::end(kDerivedClasses), cls) -
+                                              std::begin(kDerivedClasses));
   }
   if (!options_.priorities.empty()) sim.priority = options_.priorities.For(request.tenant, cls);
   for (std::size_t i = 0; i < canaries_.size(); ++i) {

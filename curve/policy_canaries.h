@@ -21,11 +21,11 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"
 #include "curve/request.h"
 #include "curve/sliding_windows.h"
-#include "base/status.h"
 
 namespace kvwatch::curve {
 

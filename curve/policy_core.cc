@@ -52,9 +52,7 @@ std::uint64_t NextUseOracle::After(PageId page, std::uint32_t r) const {
 }
 
 PolicyCore::PolicyCore(const CoreOptions& options)
-    : slots_(options.slots),
-      order_(policy_internal::MakeEvictionOrder(options, &table_)),
-      tree_(order_->KeepsTree()) {
+    : slots_(options.slots), order_(policy_internal::MakeEvictionOrder(options, &table_)), tree_(order_->KeepsTree()) {
   // Slots are materialized as they are first used; reserve what a small core needs.
   const std::uint64_t expected = std::min<std::uint64_t>(slots_, 1u << 19);
   table_.reserve(static_cast<std::size_t>(expected));

@@ -59,10 +59,10 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
 #include "curve/page_map.h"
 #include "curve/policy.h"
 #include "curve/request.h"
-#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -234,10 +234,10 @@ class PolicyCore {
   void DropPage(Slot s);
 
   std::uint64_t slots_;
-  std::vector<CoreSlot> table_;  // grows up to slots_ (never-used slots are not materialized)
+  std::vector<CoreSlot> table_;           // grows up to slots_ (never-used slots are not materialized)
   std::unique_ptr<EvictionOrder> order_;  // over table_
   bool tree_;
-  std::vector<Slot> empty_;      // free slots with no page id (not under vllm)
+  std::vector<Slot> empty_;  // free slots with no page id (not under vllm)
   PageMap map_;
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
 };

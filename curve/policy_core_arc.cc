@@ -155,13 +155,13 @@ class ArcOrder final : public EvictionOrder {
 
   std::vector<CoreSlot>& blocks_;
   std::uint64_t c_;
-  double p_ = 0;                   // the target size of T1
-  std::uint64_t t_[2] = {0, 0};    // |T1|, |T2|: cached blocks, held or free
-  IndexList free_[2];        // the free blocks of T1 and T2, LRU (released first) at the front
-  IndexList ghost_lists_[2]; // B1, B2, LRU at the front
+  double p_ = 0;                 // the target size of T1
+  std::uint64_t t_[2] = {0, 0};  // |T1|, |T2|: cached blocks, held or free
+  IndexList free_[2];            // the free blocks of T1 and T2, LRU (released first) at the front
+  IndexList ghost_lists_[2];     // B1, B2, LRU at the front
   std::vector<Ghost> ghosts_;
   std::vector<std::uint32_t> spare_;  // unused slots of ghosts_
-  PageMap ghost_map_;          // page -> slot in ghosts_
+  PageMap ghost_map_;                 // page -> slot in ghosts_
   // Set by Incoming for the page being allocated, cleared when it is filled.
   bool to_t2_ = false;     // it was a ghost: it enters T2
   bool from_b2_ = false;   // it was in B2 (REPLACE's tie rule)

@@ -40,9 +40,9 @@
 
 #include "curve/index_list.h"
 #include "curve/page_map.h"
-#include "curve/reuse_ghosts.h"
 #include "curve/policy_core.h"
 #include "curve/policy_internal.h"
+#include "curve/reuse_ghosts.h"
 
 namespace kvwatch::curve::policy_internal {
 
@@ -111,8 +111,8 @@ class KeyedOrder final : public EvictionOrder {
 
   PolicyKind kind_;
   std::vector<CoreSlot>& blocks_;
-  const NextUseOracle* next_uses_;       // belady
-  LazyHeap heap_;                        // key, then release order
+  const NextUseOracle* next_uses_;  // belady
+  LazyHeap heap_;                   // key, then release order
   std::uint64_t size_ = 0, seq_ = 0;
   std::uint64_t age_ = 0;  // lfu: LFU-DA's L
 };
@@ -195,7 +195,7 @@ class WorkloadAwareOrder final : public EvictionOrder {
   }
 
   std::vector<CoreSlot>& blocks_;
-  GhostList ghosts_;  // the last pool-size blocks evicted
+  GhostList ghosts_;                 // the last pool-size blocks evicted
   IndexList lists_[kMaxCategories];  // free cached blocks per category, released first at the front
   ReuseStats stats_[kMaxCategories];
   std::uint64_t size_ = 0;

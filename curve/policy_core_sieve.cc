@@ -94,8 +94,8 @@ class SieveOrder final : public EvictionOrder {
 
  private:
   std::vector<CoreSlot>& slots_;
-  IndexList queue_;       // every slot with a page; front: the oldest (the paper's tail)
-  Slot hand_ = kNoSlot;   // kNoSlot: start at the front
+  IndexList queue_;      // every slot with a page; front: the oldest (the paper's tail)
+  Slot hand_ = kNoSlot;  // kNoSlot: start at the front
   std::uint64_t free_ = 0;
 };
 

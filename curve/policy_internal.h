@@ -2,8 +2,8 @@
 #ifndef KVWATCH_CURVE_POLICY_INTERNAL_H_
 #define KVWATCH_CURVE_POLICY_INTERNAL_H_
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>

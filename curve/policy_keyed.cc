@@ -1,12 +1,11 @@
 // The policies that keep one eviction order by a key over resident pages: lru,
 // fifo, lfu, priority and belady (curve/policy.h).
-#include "curve/policy.h"
-
 #include <algorithm>
 #include <map>
 
 #include "base/byte_io.h"
 #include "curve/page_map.h"
+#include "curve/policy.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve {
@@ -98,7 +97,8 @@ class KeyedCache final : public PolicyCache {
     for (std::uint64_t k = 0; k < n; ++k) {
       PageId page = 0;
       std::uint64_t hi = 0, lo = 0, freq = 0;
-      if (!base::ReadPod(in, &page) || !base::ReadPod(in, &hi) || !base::ReadPod(in, &lo) || !base::ReadPod(in, &freq)) {
+      if (!base::ReadPod(in, &page) || !base::ReadPod(in, &hi) || !base::ReadPod(in, &lo) ||
+          !base::ReadPod(in, &freq)) {
         return false;
       }
       // Strictly increasing keys (the eviction order, no ties), none newer than
@@ -152,9 +152,7 @@ class KeyedCache final : public PolicyCache {
     std::uint32_t version;
   };
   // std::push_heap builds a max-heap; this ordering puts the smallest key on top.
-  static bool Later(const HeapEntry& a, const HeapEntry& b) {
-    return a.hi != b.hi ? a.hi > b.hi : a.lo > b.lo;
-  }
+  static bool Later(const HeapEntry& a, const HeapEntry& b) { return a.hi != b.hi ? a.hi > b.hi : a.lo > b.lo; }
 
   void Reference(const SimRequest& request, std::size_t i) {
     const PageId page = request.pages[i];
@@ -217,7 +215,10 @@ class KeyedCache final : public PolicyCache {
     List& l = one_level_ ? level_ : levels_[s.hi];
     s.prev = l.newest;
     s.next = kNone;
-    if (l.newest != kNone) slots_[l.newest].next = index; else l.oldest = index;
+    if (l.newest != kNone)
+      slots_[l.newest].next = index;
+    else
+      l.oldest = index;
     l.newest = index;
   }
 
@@ -232,8 +233,14 @@ class KeyedCache final : public PolicyCache {
     if (it->second.oldest == kNone) levels_.erase(it);
   }
   void UnlinkFrom(List& l, Slot& s) {
-    if (s.prev != kNone) slots_[s.prev].next = s.next; else l.oldest = s.next;
-    if (s.next != kNone) slots_[s.next].prev = s.prev; else l.newest = s.prev;
+    if (s.prev != kNone)
+      slots_[s.prev].next = s.next;
+    else
+      l.oldest = s.next;
+    if (s.next != kNone)
+      slots_[s.next].prev = s.prev;
+    else
+      l.newest = s.prev;
     s.prev = s.next = kNone;
   }
 
@@ -283,7 +290,7 @@ class KeyedCache final : public PolicyCache {
 
   PolicyOptions options_;
   bool lists_;
-  bool one_level_;                        // lru, fifo: every page in level_
+  bool one_level_;  // lru, fifo: every page in level_
   List level_;
   std::map<std::uint64_t, List> levels_;  // other list modes: hi -> its pages, oldest first
   PageMap map_;

@@ -410,8 +410,7 @@ class VllmCache final : public PolicyCache {
     // Duplicated missing pages take one block; counting them twice only preempts
     // a little early in a case real engines do not produce.
     const std::uint64_t need = missing + request.output_pages;
-    while (FreeBlocks() < need &&
-           running_.PreemptNewest([&](RunningSet::Running& r) { Release(r); })) {
+    while (FreeBlocks() < need && running_.PreemptNewest([&](RunningSet::Running& r) { Release(r); })) {
       ++out.preempted_running;
     }
     out.preempted = FreeBlocks() < need;

@@ -107,8 +107,8 @@ base::Result<PriorityRules> ParsePriorityRules(std::string_view text) {
     start = end + 1;
     const std::size_t eq = item.rfind('=');
     if (eq == std::string_view::npos || eq == 0) {
-      return base::Result<PriorityRules>::Error("expected tenant:NAME=P, class:NAME=P or NAME=P, got '" + std::string(item) +
-                                          "'");
+      return base::Result<PriorityRules>::Error("expected tenant:NAME=P, class:NAME=P or NAME=P, got '" +
+                                                std::string(item) + "'");
     }
     std::string_view name = item.substr(0, eq);
     std::string_view value = item.substr(eq + 1);
@@ -116,7 +116,7 @@ base::Result<PriorityRules> ParsePriorityRules(std::string_view text) {
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), level);
     if (ec != std::errc() || ptr != value.data() + value.size()) {
       return base::Result<PriorityRules>::Error("priority of '" + std::string(name) + "' must be an integer, got '" +
-                                          std::string(value) + "'");
+                                                std::string(value) + "'");
     }
     auto* map = &rules.tenant;
     if (name.starts_with("class:")) {
@@ -193,9 +193,9 @@ base::Status StoredTrace::AssignPriorities(const PriorityRules& rules) {
 
 void StoredTrace::ComputeNextUse(TouchOrder order) {
   next_use_.assign(pages_.size(), kNeverUsed);
-  PageMap index;                    // page -> slot in last_use
+  PageMap index;                        // page -> slot in last_use
   std::vector<std::uint64_t> last_use;  // the page's next touch, seen walking backwards
-  std::uint64_t g = pages_.size();  // global touch index, counted down
+  std::uint64_t g = pages_.size();      // global touch index, counted down
   for (std::size_t r = size(); r-- > 0;) {
     const std::uint64_t begin = offsets_[r];
     const std::size_t n = offsets_[r + 1] - begin;
@@ -230,7 +230,7 @@ SimRequest StoredTrace::At(std::size_t i) const {
 }
 
 base::Result<PolicyRunResult> RunPolicy(const StoredTrace& trace, const PolicyOptions& options, double coverage_share,
-                                  const std::function<void(std::uint64_t)>& progress) {
+                                        const std::function<void(std::uint64_t)>& progress) {
   auto cache = MakePolicyCache(options);
   if (!cache.ok()) return base::Result<PolicyRunResult>::Error(cache.error());
   PolicyRunResult result;

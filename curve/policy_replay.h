@@ -19,10 +19,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "curve/page_map.h"
 #include "curve/policy.h"
 #include "curve/request.h"
-#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -125,7 +125,9 @@ struct PolicyTotals {
   std::uint64_t covered_requests = 0;
   std::uint64_t preemptions = 0;  // vllm: preempted requests; sglang: not admitted whole
 
-  double PageHitRatio() const { return page_refs == 0 ? 0 : static_cast<double>(page_hits) / static_cast<double>(page_refs); }
+  double PageHitRatio() const {
+    return page_refs == 0 ? 0 : static_cast<double>(page_hits) / static_cast<double>(page_refs);
+  }
   double RequestCoverage() const {
     return requests == 0 ? 1 : static_cast<double>(covered_requests) / static_cast<double>(requests);
   }
@@ -191,7 +193,7 @@ struct PolicyRunResult {
 // is called every 65,536 requests when set. An error names the bad option.
 // REQUIRES for belady: trace.ComputeNextUse was called with options.touch_order.
 base::Result<PolicyRunResult> RunPolicy(const StoredTrace& trace, const PolicyOptions& options, double coverage_share,
-                                  const std::function<void(std::uint64_t)>& progress = {});
+                                        const std::function<void(std::uint64_t)>& progress = {});
 
 }  // namespace kvwatch::curve
 

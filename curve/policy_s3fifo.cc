@@ -1,12 +1,11 @@
 // S3-FIFO (curve/policy.h): three FIFO queues.
-#include "curve/policy.h"
-
 #include <algorithm>
 #include <cmath>
 #include <deque>
 
 #include "base/byte_io.h"
 #include "curve/page_map.h"
+#include "curve/policy.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve {
@@ -42,8 +41,9 @@ namespace {
 class S3FifoCache final : public PolicyCache {
  public:
   explicit S3FifoCache(const PolicyOptions& options) : options_(options) {
-    small_target_ = std::max<std::uint64_t>(
-        1, static_cast<std::uint64_t>(std::llround(options.s3fifo_small_fraction * static_cast<double>(options.capacity))));
+    small_target_ =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(options.s3fifo_small_fraction *
+                                                                           static_cast<double>(options.capacity))));
     ghost_target_ = std::max<std::uint64_t>(1, MainTarget());
   }
 
@@ -170,9 +170,7 @@ class S3FifoCache final : public PolicyCache {
     EvictMain();
   }
 
-  std::uint64_t MainTarget() const {
-    return options_.capacity > small_target_ ? options_.capacity - small_target_ : 0;
-  }
+  std::uint64_t MainTarget() const { return options_.capacity > small_target_ ? options_.capacity - small_target_ : 0; }
 
   void EvictMain() {
     while (!main_.empty()) {

@@ -1,12 +1,11 @@
 // The workload-aware policy (curve/policy.h): one LRU list per request category,
 // the victim chosen by estimated reuse probability.
-#include "curve/policy.h"
-
 #include <algorithm>
 
 #include "base/byte_io.h"
 #include "curve/index_list.h"
 #include "curve/page_map.h"
+#include "curve/policy.h"
 #include "curve/policy_internal.h"
 #include "curve/reuse_ghosts.h"
 
@@ -49,9 +48,7 @@ class WorkloadAwareCache final : public PolicyCache {
   }
 
   std::uint64_t resident() const override { return live_; }
-  std::size_t MemoryBytes() const override {
-    return map_.MemoryBytes() + ghosts_.MemoryBytes() + nodes_.MemoryBytes();
-  }
+  std::size_t MemoryBytes() const override { return map_.MemoryBytes() + ghosts_.MemoryBytes() + nodes_.MemoryBytes(); }
 
   // The clocks, every category's statistics, the resident blocks by reference seq
   // (each category's list is LRU, i.e. in seq order, so appending them in seq
@@ -70,7 +67,8 @@ class WorkloadAwareCache final : public PolicyCache {
     for (std::uint32_t c = 0; c < kMaxCategories; ++c) {
       for (std::uint32_t i = lists_[c].front(); i != kNil; i = nodes_[i].next) order.push_back(i);
     }
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return nodes_[a].seq < nodes_[b].seq; });
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return nodes_[a].seq < nodes_[b].seq; });
     base::AppendPod<std::uint64_t>(out, order.size());
     for (std::uint32_t i : order) {
       const Node& n = nodes_[i];
@@ -90,7 +88,8 @@ class WorkloadAwareCache final : public PolicyCache {
   bool Deserialize(std::span<const std::uint8_t>* in) override {
     if (live_ != 0 || !base::ReadPod(in, &now_) || !base::ReadPod(in, &seq_)) return false;
     for (ReuseStats& st : stats_) {
-      if (!base::ReadPod(in, &st.references) || !base::ReadPod(in, &st.reuses) || !base::ReadPod(in, &st.interval_sum)) {
+      if (!base::ReadPod(in, &st.references) || !base::ReadPod(in, &st.reuses) ||
+          !base::ReadPod(in, &st.interval_sum)) {
         return false;
       }
     }
@@ -136,8 +135,8 @@ class WorkloadAwareCache final : public PolicyCache {
   static constexpr std::uint32_t kNil = kIndexNil;
   struct Node {
     PageId page = 0;
-    std::uint64_t last = 0;     // request clock at the last reference
-    std::uint64_t seq = 0;      // reference seq, for ties
+    std::uint64_t last = 0;  // request clock at the last reference
+    std::uint64_t seq = 0;   // reference seq, for ties
     std::uint32_t category = 0;
     std::uint32_t prev = kNil;  // towards the list's oldest
     std::uint32_t next = kNil;

@@ -38,14 +38,14 @@ CurvePoint PointAt(const CurveAccumulator& acc, std::uint64_t capacity, const Re
   p.request_coverage = acc.RequestCoverage(capacity);
   p.reused_tokens = p.page_hits * static_cast<double>(options.page_tokens);
   if (options.bytes_per_token) {
-    p.capacity_bytes = static_cast<double>(capacity) * static_cast<double>(options.page_tokens) *
-                       *options.bytes_per_token;
+    p.capacity_bytes =
+        static_cast<double>(capacity) * static_cast<double>(options.page_tokens) * *options.bytes_per_token;
   }
   if (options.prefill_cost) {
     // Linear in the page position, so the count and the position sum of the hits
     // give the sum of the hit pages' costs exactly.
-    const double flops = options.prefill_cost->PagesFlops(acc.PageHits(capacity), acc.HitDepthSum(capacity),
-                                                          options.page_tokens);
+    const double flops =
+        options.prefill_cost->PagesFlops(acc.PageHits(capacity), acc.HitDepthSum(capacity), options.page_tokens);
     p.avoided_prefill_flops = flops * options.count_scale;
     if (options.prefill_flops_per_s && *options.prefill_flops_per_s > 0) {
       p.avoided_prefill_seconds = *p.avoided_prefill_flops / *options.prefill_flops_per_s;
@@ -192,8 +192,7 @@ CurveReport BuildCurveReport(const CurveAccumulator& acc, const ReportOptions& o
   // every integer capacity, single-page plateaus of a step curve would pass for
   // knees.
   const std::uint64_t end = acc.WorkingSetForPageHits(0.999).value_or(r.max_capacity);
-  r.knee = GridKnee(end, acc.UnlimitedPageHitRatio(), options,
-                    [&](std::uint64_t c) { return acc.PageHitRatio(c); });
+  r.knee = GridKnee(end, acc.UnlimitedPageHitRatio(), options, [&](std::uint64_t c) { return acc.PageHitRatio(c); });
   if (r.knee) r.knee_bytes = bytes_of(r.knee->capacity_pages);
   return r;
 }

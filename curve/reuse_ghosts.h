@@ -50,7 +50,7 @@ class GhostList {
  public:
   struct Ghost {
     PageId page = 0;
-    std::uint64_t last = 0;     // the clock at its last reference
+    std::uint64_t last = 0;  // the clock at its last reference
     std::uint32_t category = 0;
   };
 

@@ -149,8 +149,8 @@ bool SampledEngine::Deserialize(std::span<const std::uint8_t> in) {
     return false;
   };
   if (!base::ReadPod(&in, &version) || version != kStateVersion || !base::ReadPod(&in, &max_sampled) ||
-      max_sampled != max_sampled_ || !base::ReadPod(&in, &all) || !base::ReadPod(&in, &threshold) || !base::ReadPod(&in, &rate) ||
-      !base::ReadPod(&in, &n) || n > in.size() / sizeof(PageId)) {
+      max_sampled != max_sampled_ || !base::ReadPod(&in, &all) || !base::ReadPod(&in, &threshold) ||
+      !base::ReadPod(&in, &rate) || !base::ReadPod(&in, &n) || n > in.size() / sizeof(PageId)) {
     return fail();
   }
   for (std::uint64_t i = 0; i < n; ++i) {

@@ -104,13 +104,13 @@ class SampledEngine {
 
   double initial_rate_;
   double rate_;
-  bool all_;                  // rate 1: every page is sampled
-  std::uint64_t threshold_;   // sampled iff Mix(page) < threshold_ (when !all_)
+  bool all_;                 // rate 1: every page is sampled
+  std::uint64_t threshold_;  // sampled iff Mix(page) < threshold_ (when !all_)
   std::uint64_t weight_;
   std::uint32_t max_sampled_;
   StackDistanceEngine engine_;
   std::vector<PageId> sampled_;
-  PageMap members_;  // fixed-size: the sample set S
+  PageMap members_;                                     // fixed-size: the sample set S
   std::vector<std::pair<std::uint64_t, PageId>> heap_;  // fixed-size: max-heap of (hash, page) over S
 };
 

@@ -31,8 +31,8 @@ std::string ModelLabel(const ModelSpec& spec) {
 base::Result<std::uint64_t> CheckedMul(std::uint64_t a, std::uint64_t b, const char* what) {
   std::uint64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out)) {
-    return base::Result<std::uint64_t>::Error(std::string(what) + " overflows 64 bits (" +
-                                        std::to_string(a) + " * " + std::to_string(b) + ")");
+    return base::Result<std::uint64_t>::Error(std::string(what) + " overflows 64 bits (" + std::to_string(a) + " * " +
+                                              std::to_string(b) + ")");
   }
   return out;
 }
@@ -40,7 +40,7 @@ base::Result<std::uint64_t> CheckedMul(std::uint64_t a, std::uint64_t b, const c
 base::Status RequirePositive(int value, const char* field, const ModelSpec& spec) {
   if (value > 0) return base::Status::Ok();
   return base::Status::Error(ModelLabel(spec) + ": " + field + " must be a positive integer, got " +
-                       std::to_string(value));
+                             std::to_string(value));
 }
 
 // Formats a fraction as a percentage without trailing zeros: 0.2 -> "20%".
@@ -85,9 +85,7 @@ const std::vector<Preset>& Presets() {
       {"llama-2-13b", {"llama2-13b"}, 40, 40, 128, 40, 13.0e9, 0, 0},
       {"llama-2-70b", {"llama2-70b"}, 80, 8, 128, 64, 69.0e9, 0, 0},
       {"llama-3-8b", {"llama3-8b", "llama-3.1-8b", "llama3.1-8b"}, 32, 8, 128, 32, 8.03e9, 0, 0},
-      {"llama-3-70b",
-       {"llama3-70b", "llama-3.1-70b", "llama3.1-70b", "llama-3.3-70b"},
-       80, 8, 128, 64, 70.6e9, 0, 0},
+      {"llama-3-70b", {"llama3-70b", "llama-3.1-70b", "llama3.1-70b", "llama-3.3-70b"}, 80, 8, 128, 64, 70.6e9, 0, 0},
       {"llama-3.1-405b", {"llama3.1-405b"}, 126, 8, 128, 128, 405.9e9, 0, 0},
       {"llama-65b", {"llama-1-65b"}, 80, 64, 128, 64, 65.2e9, 0, 0},
       {"mistral-7b", {}, 32, 8, 128, 32, 7.24e9, 0, 0},
@@ -108,20 +106,56 @@ const std::vector<Preset>& Presets() {
       // alternate sliding_attention (first) and full_attention, sliding_window
       // 128; 64 query heads, 8 KV heads of 64; 20.9B / 116.8B parameters, 3.6B /
       // 5.1B active (model card).
-      {"gpt-oss-20b", {}, 24, 8, 64, 64, 3.6e9, 0, 0, 20.9e9,
+      {"gpt-oss-20b",
+       {},
+       24,
+       8,
+       64,
+       64,
+       3.6e9,
+       0,
+       0,
+       20.9e9,
        {Group(KvGroupKind::kSlidingWindow, 12, 128), Group(KvGroupKind::kFull, 12)}},
-      {"gpt-oss-120b", {}, 36, 8, 64, 64, 5.1e9, 0, 0, 116.8e9,
+      {"gpt-oss-120b",
+       {},
+       36,
+       8,
+       64,
+       64,
+       5.1e9,
+       0,
+       0,
+       116.8e9,
        {Group(KvGroupKind::kSlidingWindow, 18, 128), Group(KvGroupKind::kFull, 18)}},
       // Gemma 3 27B (google/gemma-3-27b-it, text_config): 62 layers,
       // sliding_window_pattern 6 (layers 5, 11, ..., 59 full: 10 of 62),
       // sliding_window 1024; 32 query heads, 16 KV heads of 128; 27B parameters.
-      {"gemma-3-27b", {"gemma3-27b"}, 62, 16, 128, 32, 27e9, 0, 0, 0,
+      {"gemma-3-27b",
+       {"gemma3-27b"},
+       62,
+       16,
+       128,
+       32,
+       27e9,
+       0,
+       0,
+       0,
        {Group(KvGroupKind::kSlidingWindow, 52, 1024), Group(KvGroupKind::kFull, 10)}},
       // Llama 4 Scout (meta-llama/Llama-4-Scout-17B-16E-Instruct, text_config): 48
       // layers, no_rope_layers 0 on every 4th (the full-attention NoPE layers: 12),
       // chunked local attention on the others, attention_chunk_size 8192; 40
       // query heads, 8 KV heads of 128; 109B parameters, 17B active.
-      {"llama-4-scout", {"llama4-scout", "llama-4-scout-17b-16e"}, 48, 8, 128, 40, 17e9, 0, 0, 109e9,
+      {"llama-4-scout",
+       {"llama4-scout", "llama-4-scout-17b-16e"},
+       48,
+       8,
+       128,
+       40,
+       17e9,
+       0,
+       0,
+       109e9,
        {Group(KvGroupKind::kChunkedLocal, 36, 8192), Group(KvGroupKind::kFull, 12)}},
       // Qwen3-Next 80B-A3B (Qwen/Qwen3-Next-80B-A3B-Instruct): 48 layers,
       // full_attention_interval 4 (12 full, 36 gated DeltaNet); full attention 16
@@ -129,7 +163,16 @@ const std::vector<Preset>& Presets() {
       // 2 * 16 key heads * 128 + 32 value heads * 128 = 8192 channels (3 * 8192
       // conv state) and a 32 * 128 * 128 recurrent state: 548,864 elements per
       // layer, split over the 16 key heads; 80B parameters, 3B active.
-      {"qwen3-next-80b-a3b", {"qwen3-next-80b"}, 48, 2, 256, 16, 3e9, 0, 0, 80e9,
+      {"qwen3-next-80b-a3b",
+       {"qwen3-next-80b"},
+       48,
+       2,
+       256,
+       16,
+       3e9,
+       0,
+       0,
+       80e9,
        {LinearGroup(36, 3 * 8192 + 32 * 128 * 128, 16), Group(KvGroupKind::kFull, 12)}},
   };
   return kPresets;
@@ -156,16 +199,20 @@ ModelSpec SpecOf(const Preset& p) {
 
 const char* KvGroupKindName(KvGroupKind kind) {
   switch (kind) {
-    case KvGroupKind::kFull: return "full";
-    case KvGroupKind::kSlidingWindow: return "sliding_window";
-    case KvGroupKind::kChunkedLocal: return "chunked_local";
-    case KvGroupKind::kLinear: return "linear";
+    case KvGroupKind::kFull:
+      return "full";
+    case KvGroupKind::kSlidingWindow:
+      return "sliding_window";
+    case KvGroupKind::kChunkedLocal:
+      return "chunked_local";
+    case KvGroupKind::kLinear:
+      return "linear";
   }
   return "unknown";
 }
 
 base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int tensor_parallel,
-                                                    std::uint64_t page_tokens) {
+                                                      std::uint64_t page_tokens) {
   using R = base::Result<std::vector<KvGroupSizing>>;
   if (spec.groups.empty()) return R::Error(ModelLabel(spec) + " has no KV cache groups (all full attention)");
   if (base::Status s = ValidateModelSpec(spec); !s.ok()) return R::Error(s.error());
@@ -214,8 +261,7 @@ base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int
       // a rank holds 1/tp of every layer), the held groups whole.
       std::uint64_t parts[2] = {g.state_elements - grouped, groups_per_rank * g.state_group_elements};
       for (std::uint64_t& part : parts) {
-        base::Result<std::uint64_t> elements =
-            CheckedMul(part, static_cast<std::uint64_t>(g.layers), "state elements");
+        base::Result<std::uint64_t> elements = CheckedMul(part, static_cast<std::uint64_t>(g.layers), "state elements");
         if (!elements.ok()) return R::Error(elements.error());
         base::Result<std::uint64_t> bytes =
             CheckedMul(elements.value(), static_cast<std::uint64_t>(spec.bytes_per_element), "state bytes");
@@ -245,18 +291,18 @@ base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int
 
 base::Status ValidateModelSpec(const ModelSpec& spec) {
   for (const base::Status& s : {RequirePositive(spec.layers, "layers", spec),
-                          RequirePositive(spec.bytes_per_element, "bytes_per_element", spec)}) {
+                                RequirePositive(spec.bytes_per_element, "bytes_per_element", spec)}) {
     if (!s.ok()) return s;
   }
   if (spec.mla) {
     for (const base::Status& s : {RequirePositive(spec.kv_lora_rank, "kv_lora_rank", spec),
-                            RequirePositive(spec.qk_rope_head_dim, "qk_rope_head_dim", spec)}) {
+                                  RequirePositive(spec.qk_rope_head_dim, "qk_rope_head_dim", spec)}) {
       if (!s.ok()) return s;
     }
     return base::Status::Ok();
   }
-  for (const base::Status& s : {RequirePositive(spec.kv_heads, "kv_heads", spec),
-                          RequirePositive(spec.head_dim, "head_dim", spec)}) {
+  for (const base::Status& s :
+       {RequirePositive(spec.kv_heads, "kv_heads", spec), RequirePositive(spec.head_dim, "head_dim", spec)}) {
     if (!s.ok()) return s;
   }
   return base::Status::Ok();
@@ -271,8 +317,8 @@ base::Result<std::uint64_t> BytesPerToken(const ModelSpec& spec) {
     factors.push_back(static_cast<std::uint64_t>(spec.kv_lora_rank) +
                       static_cast<std::uint64_t>(spec.qk_rope_head_dim));
   } else {
-    factors.insert(factors.end(), {2, static_cast<std::uint64_t>(spec.kv_heads),
-                                   static_cast<std::uint64_t>(spec.head_dim)});
+    factors.insert(factors.end(),
+                   {2, static_cast<std::uint64_t>(spec.kv_heads), static_cast<std::uint64_t>(spec.head_dim)});
   }
   std::uint64_t bytes = 1;
   for (std::uint64_t f : factors) {
@@ -288,7 +334,7 @@ base::Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tens
   if (!whole.ok()) return whole;
   if (tensor_parallel < 1) {
     return base::Result<std::uint64_t>::Error("tensor-parallel size must be at least 1, got " +
-                                        std::to_string(tensor_parallel));
+                                              std::to_string(tensor_parallel));
   }
   if (spec.mla) return whole;  // the latent is replicated on every rank
   const int tp = tensor_parallel;
@@ -296,8 +342,7 @@ base::Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tens
   if (heads % tp != 0 && tp % heads != 0) {
     return base::Result<std::uint64_t>::Error(
         "tensor-parallel size " + std::to_string(tp) + " neither divides nor is a multiple of the " +
-        std::to_string(heads) + " KV heads of " + ModelLabel(spec) +
-        " (a rank cannot hold part of a head)");
+        std::to_string(heads) + " KV heads of " + ModelLabel(spec) + " (a rank cannot hold part of a head)");
   }
   const auto ranks_split = static_cast<std::uint64_t>(std::min(tp, heads));
   return whole.value() / ranks_split;  // exact: ranks_split divides kv_heads
@@ -308,7 +353,7 @@ base::Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t b
 }
 
 base::Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
-                                   std::uint64_t bytes_per_token) {
+                                         std::uint64_t bytes_per_token) {
   base::Result<std::uint64_t> page = PageBytes(page_tokens, bytes_per_token);
   if (!page.ok()) return page;
   return CheckedMul(pages, page.value(), "payload bytes");
@@ -320,20 +365,18 @@ base::Result<int> DtypeBytes(std::string_view dtype) {
   if (d == "float32" || d == "fp32" || d == "float") return 4;
   if (d.starts_with("float8") || d.starts_with("fp8")) return 1;
   return base::Result<int>::Error("unsupported dtype " + Quoted(dtype) +
-                            "; expected float16, bfloat16, float32 or float8 (fp16, bf16, "
-                            "fp32, fp8 and half are accepted too)");
+                                  "; expected float16, bfloat16, float32 or float8 (fp16, bf16, "
+                                  "fp32, fp8 and half are accepted too)");
 }
 
-base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
-                                  std::uint64_t bytes_per_token,
-                                  const CapacityPlanOptions& options) {
+base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens, std::uint64_t bytes_per_token,
+                                        const CapacityPlanOptions& options) {
   using R = base::Result<CapacityPlan>;
   if (page_tokens == 0) return R::Error("tokens per page must be positive");
   if (bytes_per_token == 0) return R::Error("bytes per token must be positive");
   const double f = options.reserve_fraction;
   if (!std::isfinite(f) || f < 0 || f > 1) {
-    return R::Error("reserve fraction must be between 0 and 1 (0.2 = 20%), got " +
-                    std::to_string(f));
+    return R::Error("reserve fraction must be between 0 and 1 (0.2 = 20%), got " + std::to_string(f));
   }
   CapacityPlan plan;
   plan.pages = pages;
@@ -346,13 +389,11 @@ base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_
   base::Result<std::uint64_t> payload = PayloadBytes(pages, page_tokens, bytes_per_token);
   if (!payload.ok()) return R::Error(payload.error());
   plan.payload_bytes = payload.value();
-  base::Result<std::uint64_t> metadata =
-      CheckedMul(pages, options.metadata_bytes_per_page, "metadata bytes");
+  base::Result<std::uint64_t> metadata = CheckedMul(pages, options.metadata_bytes_per_page, "metadata bytes");
   if (!metadata.ok()) return R::Error(metadata.error());
   plan.metadata_bytes = metadata.value();
   // f <= 1, so the reserve is at most the payload and fits in 64 bits.
-  plan.reserve_bytes = static_cast<std::uint64_t>(
-      std::llround(static_cast<long double>(plan.payload_bytes) * f));
+  plan.reserve_bytes = static_cast<std::uint64_t>(std::llround(static_cast<long double>(plan.payload_bytes) * f));
   std::uint64_t total = 0;
   if (__builtin_add_overflow(plan.payload_bytes, plan.metadata_bytes, &total) ||
       __builtin_add_overflow(total, plan.reserve_bytes, &total)) {
@@ -363,8 +404,8 @@ base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_
   const std::string c = std::to_string(pages);
   plan.rows = {
       {"payload", plan.payload_bytes,
-       c + " pages * " + std::to_string(page_tokens) + " tokens * " +
-           std::to_string(bytes_per_token) + " bytes per token"},
+       c + " pages * " + std::to_string(page_tokens) + " tokens * " + std::to_string(bytes_per_token) +
+           " bytes per token"},
       {"metadata", plan.metadata_bytes,
        c + " pages * " + std::to_string(options.metadata_bytes_per_page) + " bytes per page"},
       {"reserve", plan.reserve_bytes, Percent(f) + " of payload"},
@@ -388,12 +429,11 @@ double PrefillCost::PagesFlops(std::uint64_t page_count, std::uint64_t page_inde
 base::Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec) {
   using R = base::Result<PrefillCost>;
   if (!(spec.parameters > 0) || !std::isfinite(spec.parameters)) {
-    return R::Error(ModelLabel(spec) +
-                    ": the parameter count is unknown; depth-weighted prefill cost needs it");
+    return R::Error(ModelLabel(spec) + ": the parameter count is unknown; depth-weighted prefill cost needs it");
   }
-  for (const base::Status& s : {RequirePositive(spec.layers, "layers", spec),
-                          RequirePositive(spec.query_heads, "query_heads", spec),
-                          RequirePositive(spec.head_dim, "head_dim", spec)}) {
+  for (const base::Status& s :
+       {RequirePositive(spec.layers, "layers", spec), RequirePositive(spec.query_heads, "query_heads", spec),
+        RequirePositive(spec.head_dim, "head_dim", spec)}) {
     if (!s.ok()) return R::Error(s.error());
   }
   return PrefillCost{2.0 * spec.parameters, 4.0 * spec.layers * spec.query_heads * spec.head_dim};
@@ -403,10 +443,9 @@ double PageCostFlops(std::uint64_t page_index, std::uint64_t page_tokens, const 
   return PagesCostFlops(1, page_index, page_tokens, spec);
 }
 
-double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
-                      std::uint64_t page_tokens, const ModelSpec& spec) {
-  const PrefillCost cost{2.0 * spec.parameters,
-                         4.0 * spec.layers * spec.query_heads * spec.head_dim};
+double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum, std::uint64_t page_tokens,
+                      const ModelSpec& spec) {
+  const PrefillCost cost{2.0 * spec.parameters, 4.0 * spec.layers * spec.query_heads * spec.head_dim};
   return cost.PagesFlops(page_count, page_index_sum, page_tokens);
 }
 

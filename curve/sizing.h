@@ -142,8 +142,7 @@ base::Result<std::uint64_t> BytesPerTokenPerRank(const ModelSpec& spec, int tens
 
 // P * B, and C * P * B. Errors on 64-bit overflow.
 base::Result<std::uint64_t> PageBytes(std::uint64_t page_tokens, std::uint64_t bytes_per_token);
-base::Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens,
-                                   std::uint64_t bytes_per_token);
+base::Result<std::uint64_t> PayloadBytes(std::uint64_t pages, std::uint64_t page_tokens, std::uint64_t bytes_per_token);
 
 // The per-rank sizing of one KV cache group at tensor_parallel ranks and
 // page_tokens tokens per page.
@@ -165,7 +164,7 @@ struct KvGroupSizing {
 // chunked group without a window, a linear group without state, or a
 // tensor_parallel that does not split the KV heads or the state evenly.
 base::Result<std::vector<KvGroupSizing>> SizeKvGroups(const ModelSpec& spec, int tensor_parallel,
-                                                    std::uint64_t page_tokens);
+                                                      std::uint64_t page_tokens);
 
 // Bytes of one element of a dtype name: float16/fp16/half/bfloat16/bf16 -> 2,
 // float32/fp32/float -> 4, float8*/fp8* -> 1 (case-insensitive). Error otherwise.
@@ -179,9 +178,9 @@ struct CapacityPlanOptions {
 };
 
 struct CapacityPlanRow {
-  std::string name;         // "payload", "metadata", "reserve", "total"
+  std::string name;  // "payload", "metadata", "reserve", "total"
   std::uint64_t bytes = 0;
-  std::string formula;      // how it was computed, with the numbers
+  std::string formula;  // how it was computed, with the numbers
 };
 
 struct CapacityPlan {
@@ -201,9 +200,8 @@ struct CapacityPlan {
 // The plan for `pages` pages of `page_tokens` tokens at `bytes_per_token`.
 // Errors: page_tokens or bytes_per_token 0, a reserve fraction outside [0, 1] or
 // not finite, or a total beyond 64 bits.
-base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens,
-                                  std::uint64_t bytes_per_token,
-                                  const CapacityPlanOptions& options = {});
+base::Result<CapacityPlan> PlanCapacity(std::uint64_t pages, std::uint64_t page_tokens, std::uint64_t bytes_per_token,
+                                        const CapacityPlanOptions& options = {});
 
 // The coefficients of the per-token prefill cost a + b * t (FLOPs).
 struct PrefillCost {
@@ -213,8 +211,7 @@ struct PrefillCost {
   // Cost of page i (0-based) of page_tokens tokens: sum over t in [i*P, (i+1)*P).
   double PageFlops(std::uint64_t page_index, std::uint64_t page_tokens) const;
   // Cost of page_count pages whose indices sum to page_index_sum (closed form).
-  double PagesFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
-                    std::uint64_t page_tokens) const;
+  double PagesFlops(std::uint64_t page_count, std::uint64_t page_index_sum, std::uint64_t page_tokens) const;
 };
 
 // a and b of the spec. Errors when parameters, layers, query_heads or head_dim is
@@ -223,10 +220,9 @@ base::Result<PrefillCost> PrefillCostForModel(const ModelSpec& spec);
 
 // Conveniences over PrefillCost{2 * parameters, 4 * layers * query_heads * head_dim};
 // they do not validate (unknown figures count as 0).
-double PageCostFlops(std::uint64_t page_index, std::uint64_t page_tokens,
-                     const ModelSpec& spec);
-double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum,
-                      std::uint64_t page_tokens, const ModelSpec& spec);
+double PageCostFlops(std::uint64_t page_index, std::uint64_t page_tokens, const ModelSpec& spec);
+double PagesCostFlops(std::uint64_t page_count, std::uint64_t page_index_sum, std::uint64_t page_tokens,
+                      const ModelSpec& spec);
 
 // Built-in presets from the models' published config.json (layers, heads, head
 // dimension) and model cards (parameter counts), FP16/BF16 (2 bytes; change

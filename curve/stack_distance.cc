@@ -13,9 +13,7 @@ namespace {
 constexpr std::uint32_t kMinSlots = 4096;  // a multiple of 64
 constexpr std::uint32_t kBlockBits = 64;
 
-std::uint64_t RoundUpToBlock(std::uint64_t n) {
-  return (n + kBlockBits - 1) / kBlockBits * kBlockBits;
-}
+std::uint64_t RoundUpToBlock(std::uint64_t n) { return (n + kBlockBits - 1) / kBlockBits * kBlockBits; }
 
 }  // namespace
 
@@ -78,8 +76,8 @@ void StackDistanceEngine::Reserve(std::uint64_t pages) {
 std::size_t StackDistanceEngine::MemoryBytes() const {
   return map_.MemoryBytes() + evicted_young_.MemoryBytes() + evicted_old_.MemoryBytes() +
          slot_page_.capacity() * sizeof(PageId) + live_bits_.capacity() * sizeof(std::uint64_t) +
-         fenwick_.capacity() * sizeof(std::int32_t) + entries_.capacity() * sizeof(std::uint32_t*) +
-         owner_.capacity() + group_fenwick_.capacity() * sizeof(std::int32_t);
+         fenwick_.capacity() * sizeof(std::int32_t) + entries_.capacity() * sizeof(std::uint32_t*) + owner_.capacity() +
+         group_fenwick_.capacity() * sizeof(std::int32_t);
 }
 
 // --- Fenwick tree over 64-slot blocks, and the live-slot bitmap -------------------
@@ -488,8 +486,8 @@ void StackDistanceEngine::Process(std::span<const PageId> pages, std::span<const
     g = wide.data();
   }
   for (std::size_t d = 0; d < dims; ++d) {
-    const std::uint32_t limit = group_offset_.size() > d + 1 ? group_offset_[d + 1] - group_offset_[d]
-                                                             : total_groups_ - group_offset_[d];
+    const std::uint32_t limit =
+        group_offset_.size() > d + 1 ? group_offset_[d + 1] - group_offset_[d] : total_groups_ - group_offset_[d];
     g[d] = d < groups.size() ? static_cast<std::uint8_t>(std::min<std::uint32_t>(groups[d], limit - 1)) : 0;
   }
   current_groups_ = g;
@@ -653,9 +651,10 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
   std::uint8_t order = 0;
   std::uint64_t evicted_pages = 0;
   std::uint32_t live = 0;
-  if (!base::ReadPod(&in, &opts.max_pages) || !base::ReadPod(&in, &order) || !base::ReadPod(&in, &opts.remembered_evictions) ||
-      !base::ReadPod(&in, &evicted_pages) || !base::ReadPod(&in, &live) || order > 1 || opts.max_pages == 0 ||
-      opts.max_pages >= kBeyondTracked || live > opts.max_pages) {
+  if (!base::ReadPod(&in, &opts.max_pages) || !base::ReadPod(&in, &order) ||
+      !base::ReadPod(&in, &opts.remembered_evictions) || !base::ReadPod(&in, &evicted_pages) ||
+      !base::ReadPod(&in, &live) || order > 1 || opts.max_pages == 0 || opts.max_pages >= kBeyondTracked ||
+      live > opts.max_pages) {
     return false;
   }
   opts.touch_order = order == 0 ? TouchOrder::kTailFirst : TouchOrder::kHeadFirst;

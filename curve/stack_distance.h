@@ -114,9 +114,7 @@ struct RequestOutcome {
   std::size_t size() const { return distance.size(); }
   // Smallest capacity at which page i hits, m(i) + 1; 0 when it hits at no
   // tracked capacity.
-  std::uint32_t hit_capacity(std::size_t i) const {
-    return prefix_max[i] >= kBeyondTracked ? 0 : prefix_max[i] + 1;
-  }
+  std::uint32_t hit_capacity(std::size_t i) const { return prefix_max[i] >= kBeyondTracked ? 0 : prefix_max[i] + 1; }
   // R at share s in (0, 1]: 0 when k = ceil(s * T) is 0, else m(k - 1) + 1 pages;
   // kBeyondTracked when m(k - 1) is beyond the tracked range.
   std::uint32_t Requirement(double share) const;
@@ -212,15 +210,15 @@ class StackDistanceEngine {
   // GroupMove walks the two update paths together up to this many dimensions.
   static constexpr std::size_t kMaxFastDims = 8;
   std::uint32_t total_groups_ = 0;
-  std::vector<std::uint32_t> group_offset_;   // dimension -> first counter index
-  std::vector<std::uint8_t> owner_;           // [slot * dimensions + d]: group of the latest reference
-  std::vector<std::int32_t> group_fenwick_;   // [block node * total_groups + counter]
-  std::vector<std::int64_t> group_live_;      // live pages per counter
+  std::vector<std::uint32_t> group_offset_;       // dimension -> first counter index
+  std::vector<std::uint8_t> owner_;               // [slot * dimensions + d]: group of the latest reference
+  std::vector<std::int32_t> group_fenwick_;       // [block node * total_groups + counter]
+  std::vector<std::int64_t> group_live_;          // live pages per counter
   const std::uint8_t* current_groups_ = nullptr;  // groups of the request being referenced
-  std::vector<std::uint8_t> no_groups_;        // all zero: for Process without groups
+  std::vector<std::uint8_t> no_groups_;           // all zero: for Process without groups
 
   EngineOptions options_;
-  PageMap map_;                       // page -> slot of its latest reference
+  PageMap map_;  // page -> slot of its latest reference
   // slot -> page (valid where live), kept only from the first eviction from
   // tracking on (slot_pages_), the one use that needs it: an offline replay and
   // an agent below its max_pages never pay its 8 bytes per slot.
@@ -229,10 +227,10 @@ class StackDistanceEngine {
   std::vector<std::uint64_t> live_bits_;  // 1 bit per slot
   std::vector<std::int32_t> fenwick_;     // 1-based Fenwick tree over 64-slot blocks
   std::vector<std::uint32_t*> entries_;   // per request: map values found in the arrival pass
-  std::uint32_t slots_ = 0;           // number of slots
-  std::uint32_t next_slot_ = 0;       // the next unused slot (newest reference + 1)
-  std::uint32_t oldest_hint_ = 0;     // no live slot below this
-  std::uint32_t live_ = 0;            // tracked pages
+  std::uint32_t slots_ = 0;               // number of slots
+  std::uint32_t next_slot_ = 0;           // the next unused slot (newest reference + 1)
+  std::uint32_t oldest_hint_ = 0;         // no live slot below this
+  std::uint32_t live_ = 0;                // tracked pages
   std::uint64_t evicted_pages_ = 0;
   // Pages evicted from tracking, in two generations when remembered_evictions
   // bounds them (a full young generation becomes the old one).

@@ -33,8 +33,8 @@ std::string_view ClassOf(const Request& request, std::uint32_t derived_turn) {
 void RememberClass(const Request& request, std::span<const PageId> pages, std::uint32_t derived_turn,
                    std::uint64_t page_tokens, std::uint32_t unlimited_hits, RequestClassifier* classifier) {
   if (derived_turn == 0) return;
-  classifier->Remember(pages, derived_turn, RequestClassifier::FullPages(pages.size(), request.input_tokens, page_tokens),
-                       unlimited_hits);
+  classifier->Remember(pages, derived_turn,
+                       RequestClassifier::FullPages(pages.size(), request.input_tokens, page_tokens), unlimited_hits);
 }
 
 // --- TenantFolder --------------------------------------------------------------------
@@ -240,7 +240,7 @@ std::uint32_t FootprintBucket(double bytes) {
   if (!(bytes > 1)) return 0;
   int exp = 0;
   const double mantissa = std::frexp(bytes, &exp);  // bytes = mantissa * 2^exp, mantissa in [0.5, 1)
-  const int k = mantissa == 0.5 ? exp - 1 : exp;     // smallest k with bytes <= 2^k
+  const int k = mantissa == 0.5 ? exp - 1 : exp;    // smallest k with bytes <= 2^k
   return static_cast<std::uint32_t>(std::clamp(k, 0, static_cast<int>(kFootprintBuckets) - 1));
 }
 
@@ -400,8 +400,8 @@ bool GroupCurves::Deserialize(std::span<const std::uint8_t>* in) {
     for (BucketedCurve& c : shared_[d]) {
       if (!c.Deserialize(in)) return false;
     }
-    if (!get(hits_[d]) || !get(requests_[d]) || !get(page_refs_[d]) || !get(unlimited_[d]) ||
-        !get(unattributed_[d]) || !get(blame_[d])) {
+    if (!get(hits_[d]) || !get(requests_[d]) || !get(page_refs_[d]) || !get(unlimited_[d]) || !get(unattributed_[d]) ||
+        !get(blame_[d])) {
       return false;
     }
   }
@@ -433,8 +433,8 @@ std::uint64_t GroupCurves::unattributed(std::uint32_t d, std::uint32_t g, std::s
 }
 
 std::span<const std::uint64_t> GroupCurves::footprint_buckets(std::uint32_t class_group) const {
-  return std::span<const std::uint64_t>(footprint_).subspan(static_cast<std::size_t>(class_group) * kFootprintBuckets,
-                                                             kFootprintBuckets);
+  return std::span<const std::uint64_t>(footprint_)
+      .subspan(static_cast<std::size_t>(class_group) * kFootprintBuckets, kFootprintBuckets);
 }
 
 // --- GroupTracker ---------------------------------------------------------------------
@@ -460,10 +460,10 @@ GroupTracker::~GroupTracker() = default;
 
 EngineOptions GroupTracker::SharedEngineOptions(EngineOptions base, const GroupLayout& layout) {
   base.group_dimensions = {layout.tenant_groups, layout.class_groups};
-  base.decompose_from = layout.capacities.empty()
-                            ? kBeyondTracked
-                            : static_cast<std::uint32_t>(std::clamp<std::uint64_t>(layout.capacities.front(), 1,
-                                                                                    kBeyondTracked));
+  base.decompose_from =
+      layout.capacities.empty()
+          ? kBeyondTracked
+          : static_cast<std::uint32_t>(std::clamp<std::uint64_t>(layout.capacities.front(), 1, kBeyondTracked));
   return base;
 }
 

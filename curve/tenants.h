@@ -139,8 +139,8 @@ void RememberClass(const Request& request, std::span<const PageId> pages, std::u
                    std::uint64_t page_tokens, std::uint32_t unlimited_hits, RequestClassifier* classifier);
 
 struct TenantFolderOptions {
-  std::uint32_t top_k = 8;            // K, at least 1 and at most 254
-  std::uint32_t table_size = 1024;    // Space-Saving counters, at least top_k
+  std::uint32_t top_k = 8;              // K, at least 1 and at most 254
+  std::uint32_t table_size = 1024;      // Space-Saving counters, at least top_k
   std::uint64_t refresh_every = 10000;  // observations between automatic refreshes (0: only on demand)
 };
 
@@ -162,7 +162,7 @@ class TenantFolder {
   void ClearChanged() { changed_.clear(); }
 
   std::uint32_t groups() const { return options_.top_k + 1; }  // K + 1
-  std::uint32_t other() const { return options_.top_k; }      // the "other" group id
+  std::uint32_t other() const { return options_.top_k; }       // the "other" group id
   // The group's label: a sanitized name, "other", or "" for a slot never owned.
   const std::string& label(std::uint32_t group) const { return labels_[group]; }
   const std::vector<std::string>& labels() const { return labels_; }
@@ -188,11 +188,11 @@ class TenantFolder {
   void Count(const std::string& name, std::uint64_t weight);
 
   TenantFolderOptions options_;
-  std::vector<Entry> entries_;                      // Space-Saving counters
-  std::vector<std::uint32_t> heap_;                 // min-heap of entry indices by count
-  std::vector<std::uint32_t> heap_pos_;             // entry -> heap index
-  std::unordered_map<std::string, std::uint32_t> index_;  // name -> entry
-  std::vector<std::string> labels_;                 // slot -> owner ("" free); [K] = "other"
+  std::vector<Entry> entries_;                             // Space-Saving counters
+  std::vector<std::uint32_t> heap_;                        // min-heap of entry indices by count
+  std::vector<std::uint32_t> heap_pos_;                    // entry -> heap index
+  std::unordered_map<std::string, std::uint32_t> index_;   // name -> entry
+  std::vector<std::string> labels_;                        // slot -> owner ("" free); [K] = "other"
   std::unordered_map<std::string, std::uint32_t> owners_;  // owner name -> slot
   std::vector<std::uint32_t> changed_;
   std::uint64_t observations_ = 0;
@@ -258,9 +258,7 @@ class GroupCurves {
 
   const GroupLayout& layout() const { return *layout_; }
   // dimension 0: tenant groups; 1: class groups.
-  const BucketedCurve& shared(std::uint32_t dimension, std::uint32_t group) const {
-    return shared_[dimension][group];
-  }
+  const BucketedCurve& shared(std::uint32_t dimension, std::uint32_t group) const { return shared_[dimension][group]; }
   // Tenant groups only; empty curves without isolated curves.
   const BucketedCurve& isolated(std::uint32_t group) const { return isolated_[group]; }
   // At configured capacity index c.
@@ -298,7 +296,7 @@ class GroupCurves {
   std::vector<BucketedCurve> isolated_;
   // [dimension][group * capacities + c]
   std::vector<std::uint64_t> hits_[2];
-  std::vector<std::uint64_t> requests_[2];    // [dimension][group]
+  std::vector<std::uint64_t> requests_[2];  // [dimension][group]
   std::vector<std::uint64_t> page_refs_[2];
   std::vector<std::uint64_t> unlimited_[2];
   std::vector<std::uint64_t> unattributed_[2];

@@ -22,8 +22,7 @@ base::Result<TierSpec> ParseTierSpec(const std::string& text) {
     parts.push_back(text.substr(start, colon - start));
   }
   parts.push_back(text.substr(start));
-  const std::string expected =
-      "expected NAME:CAPACITY_PAGES[:BANDWIDTH_GBPS[:LATENCY_US]], e.g. dram:200000:50:10";
+  const std::string expected = "expected NAME:CAPACITY_PAGES[:BANDWIDTH_GBPS[:LATENCY_US]], e.g. dram:200000:50:10";
   if (parts.size() < 2 || parts.size() > 4 || parts[0].empty()) {
     return base::Result<TierSpec>::Error("tier '" + text + "': " + expected);
   }
@@ -54,9 +53,8 @@ base::Result<TierSpec> ParseTierSpec(const std::string& text) {
   return tier;
 }
 
-TierAccumulator::TierAccumulator(std::vector<TierSpec> tiers, double page_bytes,
-                                 std::uint64_t page_tokens, std::optional<PrefillCost> cost,
-                                 std::optional<double> flops_per_s)
+TierAccumulator::TierAccumulator(std::vector<TierSpec> tiers, double page_bytes, std::uint64_t page_tokens,
+                                 std::optional<PrefillCost> cost, std::optional<double> flops_per_s)
     : tiers_(std::move(tiers)),
       page_bytes_(page_bytes),
       page_tokens_(page_tokens),
@@ -77,8 +75,7 @@ TierAccumulator::TierAccumulator(std::vector<TierSpec> tiers, double page_bytes,
 
 std::size_t TierAccumulator::TierOf(std::uint32_t distance) const {
   return static_cast<std::size_t>(
-      std::upper_bound(bounds_.begin(), bounds_.end(), static_cast<std::uint64_t>(distance)) -
-      bounds_.begin());
+      std::upper_bound(bounds_.begin(), bounds_.end(), static_cast<std::uint64_t>(distance)) - bounds_.begin());
 }
 
 void TierAccumulator::Add(const RequestOutcome& outcome) {
@@ -102,8 +99,8 @@ void TierAccumulator::Add(const RequestOutcome& outcome) {
   std::vector<bool> in_time(tiers_.size(), true);
   for (std::size_t k = 1; k < tiers_.size(); ++k) {
     if (req_pages_[k] == 0) continue;
-    const double move_s = static_cast<double>(req_pages_[k]) * page_bytes_ / tiers_[k].bandwidth_bytes_per_s +
-                          tiers_[k].latency_s;
+    const double move_s =
+        static_cast<double>(req_pages_[k]) * page_bytes_ / tiers_[k].bandwidth_bytes_per_s + tiers_[k].latency_s;
     in_time[k] = move_s < req_flops_[k] / *flops_per_s_;
   }
   for (std::size_t i = 0; i < hits; ++i) {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "curve/sizing.h"
 #include "curve/stack_distance.h"
-#include "base/status.h"
 
 namespace kvwatch::curve {
 
@@ -46,8 +46,8 @@ base::Result<TierSpec> ParseTierSpec(const std::string& text);
 struct TierTotals {
   std::string name;
   std::uint64_t pages_served = 0;
-  double bytes_moved = 0;             // 0 for the first tier, and when page bytes are unknown
-  std::uint64_t hits_in_time = 0;     // valid when in_time_known
+  double bytes_moved = 0;          // 0 for the first tier, and when page bytes are unknown
+  std::uint64_t hits_in_time = 0;  // valid when in_time_known
 };
 
 class TierAccumulator {

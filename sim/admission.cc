@@ -12,10 +12,14 @@ namespace kvwatch::sim {
 
 std::string_view AdmissionName(Admission a) {
   switch (a) {
-    case Admission::kGreedy: return "greedy";
-    case Admission::kReserveMax: return "reserve-max";
-    case Admission::kReserveQuantile: return "reserve-quantile";
-    case Admission::kRateCap: return "rate-cap";
+    case Admission::kGreedy:
+      return "greedy";
+    case Admission::kReserveMax:
+      return "reserve-max";
+    case Admission::kReserveQuantile:
+      return "reserve-quantile";
+    case Admission::kRateCap:
+      return "rate-cap";
   }
   return "greedy";
 }
@@ -58,7 +62,8 @@ void OutputQuantiles::Add(std::uint32_t class_id, std::uint32_t output_tokens) {
 std::uint32_t OutputQuantiles::Quantile(std::uint32_t class_id, double q) {
   Class& c = classes_[class_id];
   if (!c.dirty && c.cached_q == q) return c.cached;
-  const std::uint64_t rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(c.count))));
+  const std::uint64_t rank =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(c.count))));
   std::uint64_t seen = 0;
   int b = 0;
   for (; b < kBuckets; ++b) {

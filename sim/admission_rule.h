@@ -24,8 +24,8 @@ namespace kvwatch::sim {
 //                     block-steps per request (Little's law for memory), over the
 //                     last 256 finished requests (sim/admission.h, RateCap).
 enum class Admission { kGreedy, kReserveMax, kReserveQuantile, kRateCap };
-inline constexpr Admission kAllAdmissions[] = {Admission::kGreedy, Admission::kReserveMax,
-                                               Admission::kReserveQuantile, Admission::kRateCap};
+inline constexpr Admission kAllAdmissions[] = {Admission::kGreedy, Admission::kReserveMax, Admission::kReserveQuantile,
+                                               Admission::kRateCap};
 std::string_view AdmissionName(Admission);                 // "greedy", "reserve-max", "reserve-quantile", "rate-cap"
 base::Result<Admission> ParseAdmission(std::string_view);  // error lists the names
 

@@ -46,7 +46,8 @@ void LatencySamples::Add(double seconds) {
 }
 
 double LatencySamples::At(double p) {
-  const std::uint64_t rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(p * static_cast<double>(count_))));
+  const std::uint64_t rank =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(p * static_cast<double>(count_))));
   if (histogram_.empty()) return exact_[rank - 1];
   std::uint64_t seen = 0;
   for (std::size_t b = 0; b < histogram_.size(); ++b) {

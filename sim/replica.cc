@@ -50,14 +50,14 @@ struct ReqState {
   std::uint64_t computed = 0;         // tokens whose KV is in the pool
   std::uint64_t redo_until = 0;       // tokens before this position were computed before a preemption
   std::uint32_t generated = 0;
-  std::uint64_t reserved = 0;         // blocks reserved (reserve rules)
-  std::int64_t preempt_seq = 0;       // kArrival: most recently preempted first
-  std::uint64_t epoch = 0;            // the pool's clock at its latest admission
+  std::uint64_t reserved = 0;    // blocks reserved (reserve rules)
+  std::int64_t preempt_seq = 0;  // kArrival: most recently preempted first
+  std::uint64_t epoch = 0;       // the pool's clock at its latest admission
   double last_token = 0;
   double block_steps = 0;
   State state = State::kFuture;
   bool admitted_once = false;
-  bool resuming = false;              // preempted, not yet emitted a token since
+  bool resuming = false;  // preempted, not yet emitted a token since
 };
 
 struct WaitKey {
@@ -70,10 +70,18 @@ class Replica {
  public:
   Replica(const ReplicaOptions& o, std::span<const ReplicaRequest> reqs, const StepTimeModel& time,
           const Progress& progress, const ReplicaObserver& observer, std::uint32_t max_output)
-      : o_(o), reqs_(reqs), time_(time), progress_(progress), observer_(observer), future_(FutureOf(o, reqs)),
+      : o_(o),
+        reqs_(reqs),
+        time_(time),
+        progress_(progress),
+        observer_(observer),
+        future_(FutureOf(o, reqs)),
         pool_(curve::CoreOptions{o.eviction, o.pool_blocks, future_.get()}),
-        st_(reqs.size()), quantiles_(kMaxClasses), rate_(o.pool_blocks, o.block_tokens, max_output),
-        max_output_(max_output), rec_(o, reqs.size()) {}
+        st_(reqs.size()),
+        quantiles_(kMaxClasses),
+        rate_(o.pool_blocks, o.block_tokens, max_output),
+        max_output_(max_output),
+        rec_(o, reqs.size()) {}
 
   RunRecord Run() {
     const std::size_t n = reqs_.size();
@@ -108,9 +116,12 @@ class Replica {
   WaitKey Key(std::uint32_t r) const {
     const ReplicaRequest& q = reqs_[r];
     switch (o_.queue_order) {
-      case QueueOrder::kTier: return {q.tier, r, r};
-      case QueueOrder::kPriority: return {-static_cast<std::int64_t>(q.priority), r, r};
-      case QueueOrder::kArrival: break;
+      case QueueOrder::kTier:
+        return {q.tier, r, r};
+      case QueueOrder::kPriority:
+        return {-static_cast<std::int64_t>(q.priority), r, r};
+      case QueueOrder::kArrival:
+        break;
     }
     if (st_[r].preempt_seq > 0) return {-1, -st_[r].preempt_seq, r};
     return {0, r, r};
@@ -292,7 +303,8 @@ class Replica {
         scan_request_ = r;
         scan_version_ = pool_.page_version();
       }
-      const std::uint64_t hit_tokens = std::min<std::uint64_t>(hits_.size() * std::uint64_t{o_.block_tokens}, q.prompt_tokens);
+      const std::uint64_t hit_tokens =
+          std::min<std::uint64_t>(hits_.size() * std::uint64_t{o_.block_tokens}, q.prompt_tokens);
       const std::uint64_t c0 = std::min(hit_tokens, tokens - 1);
       const std::uint64_t n = std::min<std::uint64_t>(tokens - c0, budget_);
       const std::uint64_t to = std::max<std::uint64_t>(BlocksFor(c0 + n), hits_.size());
@@ -405,7 +417,7 @@ class Replica {
   const Progress& progress_;
   const ReplicaObserver& observer_;
   std::unique_ptr<curve::NextUseOracle> future_;  // belady
-  curve::PolicyCore pool_;  // the KV pool: a slot is a block
+  curve::PolicyCore pool_;                        // the KV pool: a slot is a block
   std::vector<ReqState> st_;
   OutputQuantiles quantiles_;
   RateCap rate_;
@@ -447,7 +459,8 @@ base::Status Validate(const ReplicaOptions& o, std::span<const ReplicaRequest> r
     const ReplicaRequest& q = reqs[i];
     const std::string where = "request " + std::to_string(i) + ": ";
     if (!std::isfinite(q.arrival_s)) return S::Error(where + "arrival_s: not a finite number");
-    if (i > 0 && q.arrival_s < reqs[i - 1].arrival_s) return S::Error(where + "arrival_s: earlier than the request before");
+    if (i > 0 && q.arrival_s < reqs[i - 1].arrival_s)
+      return S::Error(where + "arrival_s: earlier than the request before");
     if (q.prompt_tokens < 1) return S::Error(where + "prompt_tokens: must be at least 1");
     if (q.tier >= std::max<std::size_t>(1, o.tiers.size())) return S::Error(where + "tier: no such tier");
     if (q.class_id >= kMaxClasses) return S::Error(where + "class_id: must be below 64");
@@ -458,10 +471,11 @@ base::Status Validate(const ReplicaOptions& o, std::span<const ReplicaRequest> r
 }  // namespace
 }  // namespace internal
 
-base::Result<SimSummary> SimulateReplicaObserved(const ReplicaOptions& options, std::span<const ReplicaRequest> requests,
-                                                 const StepTimeModel& time, const Progress& progress,
-                                                 const ReplicaObserver& observer) {
-  if (base::Status s = internal::Validate(options, requests); !s.ok()) return base::Result<SimSummary>::Error(s.error());
+base::Result<SimSummary> SimulateReplicaObserved(const ReplicaOptions& options,
+                                                 std::span<const ReplicaRequest> requests, const StepTimeModel& time,
+                                                 const Progress& progress, const ReplicaObserver& observer) {
+  if (base::Status s = internal::Validate(options, requests); !s.ok())
+    return base::Result<SimSummary>::Error(s.error());
   std::uint32_t max_output = options.max_output_tokens;
   if (max_output == 0) {
     for (const ReplicaRequest& q : requests) max_output = std::max(max_output, q.output_tokens);

@@ -66,17 +66,17 @@ namespace kvwatch::sim {
 enum class QueueOrder { kArrival, kTier, kPriority };
 
 struct ReplicaOptions {
-  std::uint64_t pool_blocks = 0;          // KV pool size in blocks (>= 1)
-  std::uint32_t block_tokens = 16;        // tokens per block = tokens per trace page
-  std::uint32_t max_batched_tokens = 8192;// token budget per step (vLLM max_num_batched_tokens)
-  std::uint32_t max_running = 256;        // cap on running sequences (max_num_seqs)
+  std::uint64_t pool_blocks = 0;                         // KV pool size in blocks (>= 1)
+  std::uint32_t block_tokens = 16;                       // tokens per block = tokens per trace page
+  std::uint32_t max_batched_tokens = 8192;               // token budget per step (vLLM max_num_batched_tokens)
+  std::uint32_t max_running = 256;                       // cap on running sequences (max_num_seqs)
   curve::PolicyKind eviction = curve::PolicyKind::kLru;  // which free cached block to reuse
   Admission admission = Admission::kGreedy;
-  std::uint32_t max_output_tokens = 0;    // reserve-max: 0 = the largest output_tokens in the input
-  std::vector<double> class_quantiles;    // reserve-quantile: q per class_id (missing: 0.9)
+  std::uint32_t max_output_tokens = 0;  // reserve-max: 0 = the largest output_tokens in the input
+  std::vector<double> class_quantiles;  // reserve-quantile: q per class_id (missing: 0.9)
   double queue_timeout_s = std::numeric_limits<double>::infinity();  // waiting longer: rejected
   QueueOrder queue_order = QueueOrder::kArrival;
-  std::vector<TierTarget> tiers;          // SLA tiers (sim/summary.h)
+  std::vector<TierTarget> tiers;  // SLA tiers (sim/summary.h)
 };
 
 // The eviction policies the replica supports (every one of curve/policy.h; see
@@ -88,8 +88,7 @@ std::string SupportedByReplicaNames();
 // Called now and then with (requests finished or rejected, total); may be empty.
 using Progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
-base::Result<SimSummary> SimulateReplica(const ReplicaOptions& options,
-                                         std::span<const ReplicaRequest> requests,
+base::Result<SimSummary> SimulateReplica(const ReplicaOptions& options, std::span<const ReplicaRequest> requests,
                                          const StepTimeModel& time, const Progress& progress = {});
 
 // What tests and tools may look at besides the summary.
@@ -97,36 +96,35 @@ struct StepRecord {
   double start_s = 0;
   double seconds = 0;
   StepWork work;
-  std::uint32_t running = 0;        // running requests after the step's scheduling
-  std::uint32_t waiting = 0;        // waiting requests after it
-  std::uint32_t admitted = 0;       // admitted this step
-  std::uint32_t preempted = 0;      // preempted this step
-  std::uint32_t finished = 0;       // finished at the step's end
-  std::uint64_t held_blocks = 0;    // after the step's scheduling
+  std::uint32_t running = 0;      // running requests after the step's scheduling
+  std::uint32_t waiting = 0;      // waiting requests after it
+  std::uint32_t admitted = 0;     // admitted this step
+  std::uint32_t preempted = 0;    // preempted this step
+  std::uint32_t finished = 0;     // finished at the step's end
+  std::uint64_t held_blocks = 0;  // after the step's scheduling
   std::uint64_t cached_free_blocks = 0;
-  std::uint64_t free_blocks = 0;    // empty + free cached
+  std::uint64_t free_blocks = 0;  // empty + free cached
 };
 struct RequestOutcome {
   bool finished = false;
   bool rejected = false;
-  double first_admission_s = 0;     // absolute simulated times (the step start)
-  double first_token_s = 0;         // its finish when it has no output token
-  double finish_s = 0;              // finish, or rejection
-  std::uint32_t hit_pages = 0;      // leading pages found in the pool at its first admission
-  std::uint64_t hit_tokens = 0;     // prompt tokens those pages cover
+  double first_admission_s = 0;  // absolute simulated times (the step start)
+  double first_token_s = 0;      // its finish when it has no output token
+  double finish_s = 0;           // finish, or rejection
+  std::uint32_t hit_pages = 0;   // leading pages found in the pool at its first admission
+  std::uint64_t hit_tokens = 0;  // prompt tokens those pages cover
   std::uint32_t preemptions = 0;
   std::uint64_t recomputed_tokens = 0;
 };
 struct ReplicaObserver {
-  std::function<void(const StepRecord&)> on_step;  // after every step
-  std::vector<RequestOutcome>* outcomes = nullptr; // filled, one per request, when set
+  std::function<void(const StepRecord&)> on_step;   // after every step
+  std::vector<RequestOutcome>* outcomes = nullptr;  // filled, one per request, when set
 };
 
 // SimulateReplica with an observer.
 base::Result<SimSummary> SimulateReplicaObserved(const ReplicaOptions& options,
-                                                 std::span<const ReplicaRequest> requests,
-                                                 const StepTimeModel& time, const Progress& progress,
-                                                 const ReplicaObserver& observer);
+                                                 std::span<const ReplicaRequest> requests, const StepTimeModel& time,
+                                                 const Progress& progress, const ReplicaObserver& observer);
 
 }  // namespace kvwatch::sim
 

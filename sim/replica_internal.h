@@ -44,11 +44,11 @@ struct RunRecord {
   std::vector<TierTarget> tier_targets;
   LatencySamples ttft, itl;
   double start_s = 0, end_s = 0, last_departure = 0;
-  double latency_sum = 0;      // sum over departed requests of departure - arrival
+  double latency_sum = 0;  // sum over departed requests of departure - arrival
   // Sums over finished requests of their queue wait, prefill and decode times
   // (sim/summary.h, MeanLatency).
   double wait_sum = 0, prefill_sum = 0, decode_sum = 0;
-  double in_system_area = 0;   // integral of requests in the system over time
+  double in_system_area = 0;  // integral of requests in the system over time
   double held_area = 0, cached_area = 0;
   std::uint64_t done = 0, steps = 0, finished = 0, rejected = 0;
   std::uint64_t preemptions = 0, recomputed_tokens = 0, output_tokens = 0;

@@ -32,11 +32,11 @@ struct TierTarget {
 
 struct TierScore {
   std::string name;
-  std::uint64_t requests = 0;   // arrived in this tier
-  std::uint64_t met = 0;        // finished within both targets
-  std::uint64_t rejected = 0;   // timed out waiting
-  double attainment = 0;        // met / requests (1 when requests == 0)
-  LatencyQuantiles ttft, itl;   // over the tier's finished requests
+  std::uint64_t requests = 0;  // arrived in this tier
+  std::uint64_t met = 0;       // finished within both targets
+  std::uint64_t rejected = 0;  // timed out waiting
+  double attainment = 0;       // met / requests (1 when requests == 0)
+  LatencyQuantiles ttft, itl;  // over the tier's finished requests
 };
 
 // Mean seconds per request. `in_system` is over every request, arrival to its
@@ -54,16 +54,16 @@ struct MeanLatency {
 
 struct SimSummary {
   // The run.
-  double simulated_s = 0;             // first arrival to last finish
+  double simulated_s = 0;  // first arrival to last finish
   std::uint64_t requests = 0, finished = 0, rejected = 0;
   // Throughput over simulated_s.
   double output_tokens_per_s = 0;
-  double requests_per_s = 0;          // finished requests per second
-  LatencyQuantiles ttft, itl;         // every finished request / every token gap
+  double requests_per_s = 0;   // finished requests per second
+  LatencyQuantiles ttft, itl;  // every finished request / every token gap
   MeanLatency mean_latency;
-  std::vector<TierScore> tiers;       // in the order of the tier targets
+  std::vector<TierScore> tiers;  // in the order of the tier targets
   // Memory.
-  std::uint64_t preemptions = 0;      // requests preempted (by recompute)
+  std::uint64_t preemptions = 0;  // requests preempted (by recompute)
   std::uint64_t recomputed_tokens = 0;
   // Time-averaged KV blocks held by running requests and by the prefix cache
   // (free blocks that still hold cached pages), and the pool size.

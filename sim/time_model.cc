@@ -27,9 +27,9 @@ std::string Num(double v) {
 struct GpuPreset {
   const char* name;
   std::vector<const char*> aliases;
-  double tflops;     // dense BF16 tensor TFLOP/s
-  double tb_per_s;   // memory bandwidth, TB/s
-  double gib;        // memory: the datasheet's GB, read as GiB (see below)
+  double tflops;    // dense BF16 tensor TFLOP/s
+  double tb_per_s;  // memory bandwidth, TB/s
+  double gib;       // memory: the datasheet's GB, read as GiB (see below)
   const char* source;
 };
 
@@ -40,16 +40,36 @@ struct GpuPreset {
 // nvidia-smi; 80 GB would be 74.5 GiB).
 const std::vector<GpuPreset>& GpuPresets() {
   static const std::vector<GpuPreset> kPresets = {
-      {"a100", {"a100-80gb", "a100-sxm"}, 312, 2.039, 80,
+      {"a100",
+       {"a100-80gb", "a100-sxm"},
+       312,
+       2.039,
+       80,
        "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: BF16 312 TFLOPS dense, 2,039 GB/s HBM2e)"},
-      {"h100", {"h100-sxm", "h100-80gb"}, 989, 3.35, 80,
+      {"h100",
+       {"h100-sxm", "h100-80gb"},
+       989,
+       3.35,
+       80,
        "NVIDIA H100 Tensor Core GPU datasheet (SXM: BF16 1,979 TFLOPS with sparsity, 989 dense; 3.35 TB/s HBM3)"},
-      {"h200", {"h200-sxm"}, 989, 4.8, 141,
+      {"h200",
+       {"h200-sxm"},
+       989,
+       4.8,
+       141,
        "NVIDIA H200 Tensor Core GPU datasheet (SXM: BF16 1,979 TFLOPS with sparsity, 989 dense; 4.8 TB/s HBM3e, "
        "141 GB)"},
-      {"b200", {"hgx-b200"}, 2250, 8.0, 180,
+      {"b200",
+       {"hgx-b200"},
+       2250,
+       8.0,
+       180,
        "NVIDIA HGX B200 datasheet (per GPU: FP16/BF16 4.5 PFLOPS with sparsity, 2.25 dense; 8 TB/s HBM3e, 180 GB)"},
-      {"l40s", {}, 362.05, 0.864, 48,
+      {"l40s",
+       {},
+       362.05,
+       0.864,
+       48,
        "NVIDIA L40S datasheet (BF16 733 TFLOPS with sparsity, 362.05 dense; 864 GB/s GDDR6, 48 GB)"},
   };
   return kPresets;
@@ -197,15 +217,14 @@ base::Result<CalibrationFit> FitStepCoefficients(std::span<const CalibrationObse
   const double per_sequence = shape ? shape->per_decode_sequence_s : 0;
   for (const CalibrationObservation& o : observations) {
     const std::string where = o.source.empty() ? "" : o.source + ": ";
-    const std::pair<const char*, double> figures[] = {
-        {"requests", o.requests},
-        {"prompt tokens", o.prompt_tokens},
-        {"computed prompt tokens", o.computed_prompt_tokens},
-        {"generation tokens", o.generation_tokens},
-        {"prefill time sum", o.prefill_time_sum_s},
-        {"inter-token latency sum", o.itl_sum_s},
-        {"inter-token latency count", o.itl_count},
-        {"running requests", o.running}};
+    const std::pair<const char*, double> figures[] = {{"requests", o.requests},
+                                                      {"prompt tokens", o.prompt_tokens},
+                                                      {"computed prompt tokens", o.computed_prompt_tokens},
+                                                      {"generation tokens", o.generation_tokens},
+                                                      {"prefill time sum", o.prefill_time_sum_s},
+                                                      {"inter-token latency sum", o.itl_sum_s},
+                                                      {"inter-token latency count", o.itl_count},
+                                                      {"running requests", o.running}};
     for (const auto& [name, v] : figures) {
       if (!std::isfinite(v) || v < 0) return R::Error(where + name + " must be a finite number >= 0, got " + Num(v));
     }
@@ -231,8 +250,8 @@ base::Result<CalibrationFit> FitStepCoefficients(std::span<const CalibrationObse
           "one observation cannot split the decode step time into a fixed part and a per-context-token part: give "
           "a shape (a GPU and a model) or more observations at different loads");
     }
-    const double model_l = shape->fixed_s + shape->per_decode_sequence_s * observations[0].running +
-                           shape->per_context_token_s * x[0];
+    const double model_l =
+        shape->fixed_s + shape->per_decode_sequence_s * observations[0].running + shape->per_context_token_s * x[0];
     if (!(model_l > 0)) return R::Error("the shape predicts a zero decode step");
     const double k = fit.decode_step_s[0] / model_l;
     c.fixed_s = k * shape->fixed_s;

@@ -49,10 +49,10 @@ namespace kvwatch::sim {
 
 struct GpuSpec {
   std::string name;
-  double dense_bf16_flops = 0;   // FLOP/s, dense (no sparsity), tensor cores
-  double memory_bandwidth = 0;   // bytes/s of HBM (GDDR for the L40S)
-  double memory_bytes = 0;       // device memory, bytes (the datasheet's GB read as GiB)
-  std::string source;            // the datasheet the figures come from
+  double dense_bf16_flops = 0;  // FLOP/s, dense (no sparsity), tensor cores
+  double memory_bandwidth = 0;  // bytes/s of HBM (GDDR for the L40S)
+  double memory_bytes = 0;      // device memory, bytes (the datasheet's GB read as GiB)
+  std::string source;           // the datasheet the figures come from
 };
 
 // The built-in GPUs: a100, h100, h200, b200, l40s (case-insensitive; aliases
@@ -74,7 +74,7 @@ struct RooflineOptions {
   double compute_efficiency = kDefaultComputeEfficiency;
   double memory_efficiency = kDefaultMemoryEfficiency;
   double allreduce_latency_s = kDefaultAllreduceLatencyS;
-  double step_overhead_s = 0;          // scheduler and launch time per step
+  double step_overhead_s = 0;             // scheduler and launch time per step
   double weight_bytes_per_parameter = 2;  // bf16 weights
 };
 
@@ -96,7 +96,6 @@ base::Result<LinearStepCoefficients> RooflineCoefficients(const curve::ModelSpec
 base::Result<LinearStepCoefficients> ParseStepCoefficients(std::string_view text);
 // The same form back, every key, in the order above.
 std::string FormatStepCoefficients(const LinearStepCoefficients& c);
-
 
 // One engine's figures for the fit (see the file comment).
 struct CalibrationObservation {

@@ -127,8 +127,8 @@ base::Result<sim::CalibrationObservation> ReadCalibrationFile(const std::string&
   // A scrape is kilobytes to a few megabytes; a device or a huge log named by
   // mistake is refused, not read without end.
   std::string text;
-  if (std::string problem = base::ReadBoundedText(path, in, &text, kMaxCalibrationFileBytes,
-                                                     "an engine's /metrics scrape");
+  if (std::string problem =
+          base::ReadBoundedText(path, in, &text, kMaxCalibrationFileBytes, "an engine's /metrics scrape");
       !problem.empty()) {
     return R::Error(path + ": " + problem);
   }

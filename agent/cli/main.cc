@@ -1,15 +1,14 @@
 // kvwatch: the command line. Each subcommand's options are declared here (CLI11 is
 // heavy to compile, so it lives in this one file) and run by agent/<name>_command.cc.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 
-#include "agent/runtime/agent_command.h"
-#include "agent/runtime/metric_catalog.h"
 #include "agent/cli/replay_command.h"
 #include "agent/cli/simulate_command.h"
 #include "agent/cli/synth_command.h"
+#include "agent/runtime/agent_command.h"
+#include "agent/runtime/metric_catalog.h"
 #include "agent/runtime/version.h"
 #include "config/agent_config.h"
 #include "config/model_choice.h"
@@ -40,9 +39,9 @@ std::string PolicyNames() {
 // the same names), `replay` and `simulate`. tensor_parallel_given (the agent's
 // override) is set when --tensor-parallel or its old spelling is given.
 void AddModelFlags(CLI::App& cmd, kvwatch::config::ModelChoice& m, bool* tensor_parallel_given = nullptr) {
-  cmd.add_option("--model", m.model,
-                 "Model preset for the KV geometry (and the parameter count): " +
-                     Join(kvwatch::curve::ModelPresetNames()));
+  cmd.add_option(
+      "--model", m.model,
+      "Model preset for the KV geometry (and the parameter count): " + Join(kvwatch::curve::ModelPresetNames()));
   cmd.add_option("--model-config", m.model_config, "A Hugging Face config.json to read the KV geometry from");
   cmd.add_option("--bytes-per-token", m.bytes_per_token,
                  "KV bytes per token per GPU rank, given directly (instead of a model)");
@@ -81,8 +80,7 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
       "working set for targets, the knee, bytes and tiers.");
   cmd->add_option("TRACE", o.traces, "Trace files (Mooncake or Qwen-Bailian JSON Lines, plain or .gz), - for stdin")
       ->required();
-  cmd->add_option("--format", o.format, "Output: table (for people), json or csv (for scripts)")
-      ->capture_default_str();
+  cmd->add_option("--format", o.format, "Output: table (for people), json or csv (for scripts)")->capture_default_str();
   cmd->add_option("--capacities", o.capacities,
                   "Capacities in pages to report, comma-separated, each 1 to 2^53 (with --policy, to 4294967293; "
                   "default: 1, 2, 5, 10, ... up to the curve's end)")
@@ -104,8 +102,7 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
                   "Fractions of the unlimited page hits to size for, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--coverage-targets", o.coverage_targets,
-                  "Fractions of requests to cover, comma-separated")
+  cmd->add_option("--coverage-targets", o.coverage_targets, "Fractions of requests to cover, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
   AddModelFlags(*cmd, o.model);
@@ -119,9 +116,10 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
       ->capture_default_str();
   cmd->add_option("--prefill-flops-per-second", o.prefill_flops_per_s,
                   "Prefill throughput, to give avoided prefill in seconds and tier hits in time");
-  cmd->add_option("--tier", o.tiers,
-                  "A tier NAME:PAGES[:GBPS[:LATENCY_US]] (PAGES 1 to 2^53), fastest first; repeat for each (e.g. --tier hbm:100000 "
-                  "--tier dram:400000:50:10)");
+  cmd->add_option(
+      "--tier", o.tiers,
+      "A tier NAME:PAGES[:GBPS[:LATENCY_US]] (PAGES 1 to 2^53), fastest first; repeat for each (e.g. --tier hbm:100000 "
+      "--tier dram:400000:50:10)");
   cmd->add_option("--sample-rate", o.sample_rate,
                   "Spatial sampling rate R in (0,1] for traces too large to track exactly (page counts are "
                   "scaled by 1/R)");
@@ -143,8 +141,8 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   cmd->add_option("--progress", o.progress, "Progress bar on stderr: auto (when a terminal), always, never")
       ->capture_default_str();
   cmd->add_option("--policy", o.policies,
-                  "Also simulate these eviction policies at every capacity, comma-separated, or all: " +
-                      PolicyNames() + " (see docs/replay.md)");
+                  "Also simulate these eviction policies at every capacity, comma-separated, or all: " + PolicyNames() +
+                      " (see docs/replay.md)");
   cmd->add_option("--decode-tokens-per-second", o.decode_tokens_per_s,
                   "sglang and vllm: a request runs for output_length / this after it arrives, holding its pages")
       ->capture_default_str();
@@ -166,8 +164,10 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("TRACE", o.traces, "Trace files (JSON Lines with hash_ids, timestamps and lengths; plain, .gz, or -)")
       ->required();
   cmd->add_option("--format", o.format, "Output: table, json or csv")->capture_default_str();
-  cmd->add_flag_callback("--json", [&o]() { o.format = "json"; }, "The same as --format json");
-  cmd->add_flag_callback("--csv", [&o]() { o.format = "csv"; }, "The same as --format csv");
+  cmd->add_flag_callback(
+      "--json", [&o]() { o.format = "json"; }, "The same as --format json");
+  cmd->add_flag_callback(
+      "--csv", [&o]() { o.format = "csv"; }, "The same as --format csv");
   cmd->add_option("--svg", o.svg, "Write a plot of SLA attainment and throughput against load here");
   cmd->add_option("--timeline", o.timeline,
                   "With one --load: write a plot over simulated time of each run's KV blocks (held, cached), requests "
@@ -181,7 +181,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
                   "Eviction policies of the prefix cache, comma-separated, or all: " + PolicyNames() +
                       " (belady: an oracle over arrival order)")
       ->capture_default_str();
-  cmd->add_option("--load", o.loads, "Load factors, comma-separated, each 1e-6 to 1e6: arrival times are divided by each")
+  cmd->add_option("--load", o.loads,
+                  "Load factors, comma-separated, each 1e-6 to 1e6: arrival times are divided by each")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpu", o.gpu, "GPU preset for the roofline and the pool: " + Join(kvwatch::sim::GpuPresetNames()));
@@ -216,7 +217,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--priority", o.priorities,
                   "Priorities tenant:NAME=P,class:NAME=P (higher first): --queue-order priority's order and the "
                   "priority eviction policy's retention levels");
-  cmd->add_option("--max-output-tokens", o.max_output_tokens, "reserve-max's output reservation, at most 2^24 (0: the trace's largest)")
+  cmd->add_option("--max-output-tokens", o.max_output_tokens,
+                  "reserve-max's output reservation, at most 2^24 (0: the trace's largest)")
       ->capture_default_str();
   cmd->add_option("--reserve-quantile", o.reserve_quantile, "reserve-quantile's output-length quantile of every class")
       ->capture_default_str();
@@ -227,7 +229,8 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
   cmd->add_option("--tier-of", o.tier_of, "Who is in which tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");
   cmd->add_option("--sla-target", o.sla_target, "Attainment every tier needs for a load to meet the SLA")
       ->capture_default_str();
-  cmd->add_option("--output-tokens", o.output_tokens, "Output length assumed for records without output_length (1 to 2^24)")
+  cmd->add_option("--output-tokens", o.output_tokens,
+                  "Output length assumed for records without output_length (1 to 2^24)")
       ->capture_default_str();
   cmd->add_option("--rate", o.rate, "Arrival rate assumed when no record has a timestamp, requests/s (1e-6 to 1e9)")
       ->capture_default_str();
@@ -264,7 +267,8 @@ void AddSynth(CLI::App& app, kvwatch::agent::SynthCommandOptions& o) {
       ->delimiter(',');
   cmd->add_option("--seed", s.seed, "Seed of the random stream")->capture_default_str();
   cmd->add_option("--rate", s.rate_per_s, "Arrival rate, requests per second (1e-6 to 1e9)")->capture_default_str();
-  cmd->add_option("--duration", s.duration_s, "Seconds of traffic, at most 1e10; 0 = no time limit")->capture_default_str();
+  cmd->add_option("--duration", s.duration_s, "Seconds of traffic, at most 1e10; 0 = no time limit")
+      ->capture_default_str();
   cmd->add_option("--requests", s.max_requests, "Stop after this many requests; 0 = no count limit")
       ->capture_default_str();
   cmd->add_option("--tenants", s.tenants, "Tenants, each with its own system prompt")->capture_default_str();
@@ -302,8 +306,9 @@ void AddAgent(CLI::App& app, kvwatch::agent::AgentFlags& flags) {
   cmd->callback([&flags]() { std::exit(kvwatch::agent::RunAgent(flags)); });
 
   CLI::App* check = app.add_subcommand(
-      "check-config", "Validate an agent config file (with the model flags, as `agent` takes them) as start-up would, "
-                      "and exit");
+      "check-config",
+      "Validate an agent config file (with the model flags, as `agent` takes them) as start-up would, "
+      "and exit");
   check->add_option("FILE", flags.config_path, "YAML config file")->required();
   AddModelFlags(*check, flags.model, &flags.tensor_parallel_given);
   check->callback([&flags]() { std::exit(kvwatch::agent::RunCheckConfig(flags)); });

@@ -327,8 +327,8 @@ Replayer::Replayer(const ResolvedReplay& resolved)
   if (resolved_.policies) stored_ = std::make_unique<curve::StoredTrace>();
   if (resolved_.hybrid_model) {
     const std::uint64_t p = resolved_.settings.page_tokens;
-    auto options = curve::HybridOptionsFor(*resolved_.hybrid_model, static_cast<int>(resolved_.settings.tensor_parallel),
-                                           p, resolved_.engine.touch_order);
+    auto options = curve::HybridOptionsFor(
+        *resolved_.hybrid_model, static_cast<int>(resolved_.settings.tensor_parallel), p, resolved_.engine.touch_order);
     auto groups = curve::SizeKvGroups(*resolved_.hybrid_model, static_cast<int>(resolved_.settings.tensor_parallel), p);
     // Both were checked by ResolveReplayOptions; only the page bytes changed.
     if (options.ok() && groups.ok()) {
@@ -337,11 +337,11 @@ Replayer::Replayer(const ResolvedReplay& resolved)
     }
   }
   if (!resolved_.tiers.empty()) {
-    const double page_bytes = resolved_.report.bytes_per_token.value_or(0) *
-                              static_cast<double>(resolved_.report.page_tokens);
-    tiers_ = std::make_unique<curve::TierAccumulator>(resolved_.tiers, page_bytes, resolved_.report.page_tokens,
-                                                      resolved_.report.prefill_cost,
-                                                      resolved_.report.prefill_flops_per_s);
+    const double page_bytes =
+        resolved_.report.bytes_per_token.value_or(0) * static_cast<double>(resolved_.report.page_tokens);
+    tiers_ =
+        std::make_unique<curve::TierAccumulator>(resolved_.tiers, page_bytes, resolved_.report.page_tokens,
+                                                 resolved_.report.prefill_cost, resolved_.report.prefill_flops_per_s);
   }
 }
 
@@ -376,7 +376,8 @@ void Replayer::Add(const curve::Request& request, std::span<const curve::PageId>
   if (!any_tenant_ && !request.tenant.empty()) {
     any_tenant_ = true;
     if (requests_ > 1) {
-      tenants_.emplace(curve::SanitizeLabel(""), Tenant{curve::CompactCurveAccumulator(total_), page_refs_ - pages.size()});
+      tenants_.emplace(curve::SanitizeLabel(""),
+                       Tenant{curve::CompactCurveAccumulator(total_), page_refs_ - pages.size()});
     }
   }
   if (any_tenant_ && (request.tenant != last_tenant_name_ || last_tenant_ == nullptr)) {
@@ -426,7 +427,9 @@ void Replayer::AddGroups(const curve::Request& request, std::span<const curve::P
   auto it = g.class_acc.find(cls);
   if (it == g.class_acc.end()) it = g.class_acc.find(curve::SanitizeLabel(cls));
   if (it == g.class_acc.end()) {
-    it = g.class_acc.emplace(curve::SanitizeLabel(cls), Groups::ClassAcc{curve::CompactCurveAccumulator(resolved_.settings.coverage_share), 0})
+    it = g.class_acc
+             .emplace(curve::SanitizeLabel(cls),
+                      Groups::ClassAcc{curve::CompactCurveAccumulator(resolved_.settings.coverage_share), 0})
              .first;
   }
   it->second.acc.Add(outcome_);
@@ -452,8 +455,8 @@ void Replayer::AddOutcome(const curve::Request& request, std::span<const curve::
       stored_request_.pages.assign(pages.begin(), pages.end());
       whole = &stored_request_;
     }
-    const std::size_t full = curve::RequestClassifier::FullPages(pages.size(), request.input_tokens,
-                                                                 resolved_.settings.page_tokens);
+    const std::size_t full =
+        curve::RequestClassifier::FullPages(pages.size(), request.input_tokens, resolved_.settings.page_tokens);
     const std::uint32_t turn = classifier_.Observe(pages, full, outcome_.unlimited_hits);
     stored_->Add(*whole, curve::RequestClassifier::ClassOfTurn(turn), outcome_.unlimited_hits,
                  resolved_.policies->lifetime);
@@ -518,7 +521,8 @@ ReplayResult Replayer::Result() const {
     g.Flush(&by_tenant, &by_class);
     for (const auto& [name, totals] : by_tenant.rows()) out.tenants.push_back({name, totals});
     for (const auto& [name, totals] : by_class.rows()) out.classes.push_back({name, totals});
-    for (const auto& [name, cls] : g.class_acc) out.class_reports.emplace_back(name, GroupReport(cls.acc, cls.page_refs));
+    for (const auto& [name, cls] : g.class_acc)
+      out.class_reports.emplace_back(name, GroupReport(cls.acc, cls.page_refs));
     for (const auto& [name, values] : g.footprints) {
       std::vector<double> v = values;
       FootprintRow row;
@@ -695,9 +699,8 @@ int RunReplay(const ReplayOptions& options) {
         if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);
       }
     }
-    auto policies = RunPolicies(*replayer->stored_, popts, replayer->total(), [&](std::uint64_t done, std::uint64_t total) {
-      bar.Update("policies", done, total);
-    });
+    auto policies = RunPolicies(*replayer->stored_, popts, replayer->total(),
+                                [&](std::uint64_t done, std::uint64_t total) { bar.Update("policies", done, total); });
     bar.Clear();
     if (!policies.ok()) {
       std::fprintf(stderr, "kvwatch replay: %s\n", policies.error().c_str());

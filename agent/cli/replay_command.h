@@ -23,6 +23,8 @@
 #include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
 #include "agent/cli/replay_result.h"
+#include "base/status.h"
+#include "config/model_choice.h"
 #include "curve/curve_accumulator.h"
 #include "curve/policy_replay.h"
 #include "curve/report.h"
@@ -30,15 +32,13 @@
 #include "curve/sampled_engine.h"
 #include "curve/sizing.h"
 #include "curve/stack_distance.h"
-#include "base/status.h"
-#include "config/model_choice.h"
 #include "curve/tiers.h"
 
 namespace kvwatch::agent {
 
 struct ReplayOptions {
-  std::vector<std::string> traces;       // paths, or "-" for standard input
-  std::string format = "table";          // table | json | csv
+  std::vector<std::string> traces;        // paths, or "-" for standard input
+  std::string format = "table";           // table | json | csv
   std::vector<std::uint64_t> capacities;  // empty: a 1-2-5 series
   double coverage_share = 1.0;
   std::string touch_order = "tail-first";
@@ -69,8 +69,8 @@ struct ReplayOptions {
   // --policy: eviction policies to simulate beside the curve ("" = none).
   std::string policies;
   double decode_tokens_per_s = 50;
-  std::string priorities;  // --priority rules for the priority policy
-  unsigned threads = 0;    // 0: every core
+  std::string priorities;                   // --priority rules for the priority policy
+  unsigned threads = 0;                     // 0: every core
   std::uint32_t s3fifo_promotion_hits = 1;  // --s3fifo-promotion-hits
   // Tenants and classes (curve/tenants.h; exact mode, unless --no-tenants): on
   // when the first request has a tenant or class label, or with --classes or
@@ -158,8 +158,8 @@ class Replayer {
     std::uint64_t page_refs = 0;
   };
   std::map<std::string, Tenant> tenants_;  // by label (curve::SanitizeLabel), "none" included
-  bool any_tenant_ = false;                 // some request had a tenant: tenants_ is reported
-  std::string last_tenant_name_;            // the last request's raw tenant and its entry
+  bool any_tenant_ = false;                // some request had a tenant: tenants_ is reported
+  std::string last_tenant_name_;           // the last request's raw tenant and its entry
   Tenant* last_tenant_ = nullptr;
   std::unique_ptr<curve::TierAccumulator> tiers_;
   std::unique_ptr<HybridReplay> hybrid_;  // a model with KV cache groups only

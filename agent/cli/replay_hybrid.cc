@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -86,8 +86,8 @@ void HybridReplay::RunCheck(ReplayHybrid* h) const {
   struct Variant {
     bool touch_skipped, early_free, cap_prompt;
   };
-  const Variant variants[] = {{true, true, false}, {true, false, false}, {false, true, false},
-                              {true, true, true},  {false, true, true}};
+  const Variant variants[] = {
+      {true, true, false}, {true, false, false}, {false, true, false}, {true, true, true}, {false, true, true}};
   for (const curve::WorkingSetEntry& e : h->report.working_set) {
     if (e.target != "page_hit" || !e.capacity_pages || e.fraction > 0.99) continue;
     HybridCheckRow row;
@@ -109,9 +109,8 @@ void HybridReplay::RunCheck(ReplayHybrid* h) const {
                     tokens_[r].second);
         begin = ends_[r];
       }
-      row.page_hit_ratio.push_back(sim.page_refs() > 0 ? static_cast<double>(sim.page_hits()) /
-                                                             static_cast<double>(sim.page_refs())
-                                                       : 0);
+      row.page_hit_ratio.push_back(
+          sim.page_refs() > 0 ? static_cast<double>(sim.page_hits()) / static_cast<double>(sim.page_refs()) : 0);
       if (!v.touch_skipped && v.early_free && v.cap_prompt) row.vllm_overflows = sim.overflows();
     }
     h->check.push_back(std::move(row));
@@ -201,8 +200,8 @@ void FormatHybridTable(std::ostringstream& out, const ReplayHybrid& h, const cur
   const curve::CurveReport& t = h.report;
   out << "\nhybrid KV cache groups (one pool of " << HumanBytes(h.unit_bytes)
       << " units; every capacity per GPU rank)\n";
-  out << Pad("group", 16, true) << Pad("layers", 8) << Pad("window", 14) << Pad("per token", 12)
-      << Pad("per page", 12) << "\n";
+  out << Pad("group", 16, true) << Pad("layers", 8) << Pad("window", 14) << Pad("per token", 12) << Pad("per page", 12)
+      << "\n";
   for (const curve::KvGroupSizing& g : h.groups) {
     const std::string window = g.spec.window_tokens > 0 ? Grouped(g.spec.window_tokens) + " tokens" : "-";
     out << Pad(curve::KvGroupKindName(g.spec.kind), 16, true) << Pad(std::to_string(g.spec.layers), 8)

@@ -30,8 +30,8 @@ bool IsBest(curve::PolicyKind kind) { return kind != curve::PolicyKind::kBelady;
 }  // namespace
 
 base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
-                                              const curve::CurveAccumulator& exact,
-                                              const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+                                             const curve::CurveAccumulator& exact,
+                                             const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   using R = base::Result<PolicyReplayResult>;
   PolicyReplayResult result;
   for (curve::PolicyKind k : options.policies) result.policies.emplace_back(curve::PolicyName(k));

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "base/json_writer.h"
+#include "base/status.h"
 #include "curve/curve_accumulator.h"
 #include "curve/policy.h"
 #include "curve/policy_replay.h"
-#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -28,8 +28,8 @@ struct PolicyReplayOptions {
   curve::TouchOrder touch_order = curve::TouchOrder::kTailFirst;
   double coverage_share = 1.0;
   curve::LifetimeOptions lifetime;
-  std::string priorities;  // as given to --priority
-  unsigned threads = 0;    // 0: the hardware's
+  std::string priorities;                   // as given to --priority
+  unsigned threads = 0;                     // 0: the hardware's
   std::uint32_t s3fifo_promotion_hits = 1;  // --s3fifo-promotion-hits
 };
 
@@ -68,8 +68,8 @@ struct PolicyReplayResult {
 // gain. progress(references simulated, of total) is called from the calling
 // thread about every 200 ms. An error names the option (--priority, --capacities).
 base::Result<PolicyReplayResult> RunPolicies(curve::StoredTrace& trace, const PolicyReplayOptions& options,
-                                              const curve::CurveAccumulator& exact,
-                                              const std::function<void(std::uint64_t, std::uint64_t)>& progress);
+                                             const curve::CurveAccumulator& exact,
+                                             const std::function<void(std::uint64_t, std::uint64_t)>& progress);
 
 // Puts the runs' per-tenant totals under the tenant labels (RunPolicies does).
 void RelabelTenants(PolicyReplayResult* result);

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "agent/render/api_json.h"
-#include "base/json_writer.h"
 #include "agent/render/text_format.h"
+#include "base/json_writer.h"
 
 namespace kvwatch::agent {
 
@@ -74,7 +74,6 @@ void WriteGroupRows(base::JsonWriter& w, const std::vector<GroupRow>& rows, cons
   }
   w.EndArray();
 }
-
 
 }  // namespace
 
@@ -315,7 +314,6 @@ std::string FormatJson(const ReplayResult& r) {
   return out;
 }
 
-
 std::string FormatCsv(const ReplayResult& r) {
   // One row per (tenant, capacity); tenant "" is the whole trace.
   std::ostringstream out;
@@ -342,8 +340,8 @@ std::string FormatCsv(const ReplayResult& r) {
         for (char c : tenant) q += c == '"' ? std::string("\"\"") : std::string(1, c);
         quoted = q + "\"";
       }
-      line << quoted << ',' << p.capacity_pages << ',' << opt(p.capacity_bytes) << ',' << p.page_hits
-           << ',' << p.page_hit_ratio << ',' << p.request_coverage << ',' << p.reused_tokens << ','
+      line << quoted << ',' << p.capacity_pages << ',' << opt(p.capacity_bytes) << ',' << p.page_hits << ','
+           << p.page_hit_ratio << ',' << p.request_coverage << ',' << p.reused_tokens << ','
            << opt(p.avoided_prefill_flops) << ',' << opt(p.avoided_prefill_seconds) << extra << '\n';
       out << line.str();
     }
@@ -393,15 +391,16 @@ std::string FormatCsv(const ReplayResult& r) {
       for (const FootprintRow& f : g.footprint) {
         std::ostringstream line;
         line.precision(17);
-        line << quote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max << '\n';
+        line << quote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
+             << '\n';
         out << line.str();
       }
     }
     if (g.running_kv_known) {
       std::ostringstream line;
       line.precision(17);
-      line << "\nrunning_kv_mean_bytes,running_kv_peak_bytes\n" << g.running_kv_mean_bytes << ','
-           << g.running_kv_peak_bytes << '\n';
+      line << "\nrunning_kv_mean_bytes,running_kv_peak_bytes\n"
+           << g.running_kv_mean_bytes << ',' << g.running_kv_peak_bytes << '\n';
       out << line.str();
     }
   }
@@ -418,7 +417,9 @@ void FormatGroupsTable(std::ostringstream& out, const ReplayGroups& g, PerGroup&
   per_group("class", g.class_reports);
   auto header = [&](const char* first, const char* second) {
     out << Pad(first, 16, true) << (second ? Pad(second, 16, true) : "");
-    for (std::uint64_t c : g.capacities) out << Pad('@' + Grouped(static_cast<double>(c)), 12);  // a char: g++ 12 warns (-Wrestrict, a false positive) on "@" + string
+    for (std::uint64_t c : g.capacities)
+      out << Pad('@' + Grouped(static_cast<double>(c)),
+                 12);  // a char: g++ 12 warns (-Wrestrict, a false positive) on "@" + string
     out << "\n";
   };
   auto dimension = [&](const char* what, const std::vector<GroupRow>& rows, bool isolated) {
@@ -438,8 +439,8 @@ void FormatGroupsTable(std::ostringstream& out, const ReplayGroups& g, PerGroup&
       for (const GroupRow& row : rows) {
         out << Pad(row.name, 16, true);
         for (std::size_t c = 0; c < g.capacities.size(); ++c) {
-          out << Pad(Grouped(static_cast<double>(row.totals.isolated_hits[c]) - static_cast<double>(row.totals.hits[c])),
-                     12);
+          out << Pad(
+              Grouped(static_cast<double>(row.totals.isolated_hits[c]) - static_cast<double>(row.totals.hits[c])), 12);
         }
         out << "\n";
       }
@@ -479,10 +480,9 @@ std::string FormatTable(const ReplayResult& r) {
   const curve::CurveReport& t = r.total;
   const bool bytes = r.settings.bytes_per_token.has_value();
   const bool sampled = r.settings.sample_rate.has_value();
-  out << "kvwatch replay: " << Grouped(static_cast<double>(t.requests)) << " requests, "
-      << Grouped(t.page_refs) << " page references, " << Grouped(static_cast<double>(r.distinct_pages))
-      << " distinct pages" << (sampled ? " (estimated from a " + FractionLabel(*r.settings.sample_rate) + " sample)" : "")
-      << "\n";
+  out << "kvwatch replay: " << Grouped(static_cast<double>(t.requests)) << " requests, " << Grouped(t.page_refs)
+      << " page references, " << Grouped(static_cast<double>(r.distinct_pages)) << " distinct pages"
+      << (sampled ? " (estimated from a " + FractionLabel(*r.settings.sample_rate) + " sample)" : "") << "\n";
   out << "settings: " << r.settings.touch_order << ", coverage share " << FractionLabel(r.settings.coverage_share)
       << ", " << PageTokensSetting(r.settings) << ", tracking up to "
       << Grouped(static_cast<double>(r.settings.max_pages)) << " pages";
@@ -495,9 +495,9 @@ std::string FormatTable(const ReplayResult& r) {
     out << "input: " << Grouped(static_cast<double>(r.input.bad_lines)) << " bad lines skipped of "
         << Grouped(static_cast<double>(r.input.lines)) << "\n";
   }
-  out << "unlimited page hit ratio: " << Fixed(t.unlimited_page_hit_ratio, 4) << " ("
-      << Grouped(t.unlimited_page_hits) << " reusable pages); cold misses " << Grouped(t.cold_misses)
-      << ", beyond tracked " << Grouped(t.beyond_tracked) << "\n";
+  out << "unlimited page hit ratio: " << Fixed(t.unlimited_page_hit_ratio, 4) << " (" << Grouped(t.unlimited_page_hits)
+      << " reusable pages); cold misses " << Grouped(t.cold_misses) << ", beyond tracked " << Grouped(t.beyond_tracked)
+      << "\n";
   if (t.knee) {
     out << "knee: " << Grouped(static_cast<double>(t.knee->capacity_pages)) << " pages";
     if (r.total.knee_bytes) out << " (" << HumanBytes(*r.total.knee_bytes) << ")";

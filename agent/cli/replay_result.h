@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "base/json_writer.h"
-#include "agent/render/text_format.h"
 #include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
+#include "agent/render/text_format.h"
+#include "base/json_writer.h"
 #include "curve/report.h"
 #include "curve/tenants.h"
 #include "curve/tiers.h"
@@ -40,8 +40,8 @@ struct ReplaySettings {
   std::uint64_t fitting_records = 0;
   std::string page_rule = "ceil";  // "ceil" (partial last page) or "floor" (full pages only)
   std::uint64_t inferred_fitting_records = 0;
-  std::optional<double> sample_rate;     // set in sampled mode
-  std::optional<std::string> model;      // preset or config.json the bytes came from
+  std::optional<double> sample_rate;      // set in sampled mode
+  std::optional<std::string> model;       // preset or config.json the bytes came from
   std::optional<double> bytes_per_token;  // per GPU rank
   std::uint32_t tensor_parallel = 1;
   double knee_sensitivity = 1.0;
@@ -121,7 +121,6 @@ std::optional<std::string> PageTokensWarning(const ReplaySettings& s);
 std::string FormatJson(const ReplayResult& r);
 std::string FormatCsv(const ReplayResult& r);
 std::string FormatTable(const ReplayResult& r);
-
 
 }  // namespace kvwatch::agent
 

@@ -163,14 +163,13 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
   std::vector<LabelBox> taken;  // labels, the legend and the markers, as placed
   std::ostringstream s;
   s.precision(6);
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << width << ' ' << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height << "\" viewBox=\"0 0 "
+    << width << ' ' << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\">Capacity to hit rate (LRU, "
-    << r.settings.touch_order << ")</text>\n";
-  s << "<text x=\"" << left << "\" y=\"42\" fill=\"#555\">" << t.requests << " requests, "
-    << Grouped(t.page_refs) << " page references; unlimited page hit ratio " << Fixed(t.unlimited_page_hit_ratio, 3)
-    << "</text>\n";
+  s << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\">Capacity to hit rate (LRU, " << r.settings.touch_order
+    << ")</text>\n";
+  s << "<text x=\"" << left << "\" y=\"42\" fill=\"#555\">" << t.requests << " requests, " << Grouped(t.page_refs)
+    << " page references; unlimited page hit ratio " << Fixed(t.unlimited_page_hit_ratio, 3) << "</text>\n";
   // Grid and axes: a tick at every power of ten in range, and at the start.
   for (int k = 0; k <= 10; k += 2) {
     const double v = k / 10.0;
@@ -186,18 +185,19 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
   for (double c : ticks) {
     s << "<line x1=\"" << x_of(c) << "\" x2=\"" << x_of(c) << "\" y1=\"" << top << "\" y2=\"" << top + ph
       << "\" stroke=\"#e5e5e5\"/>\n";
-    s << "<text x=\"" << x_of(c) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
-      << Grouped(c) << "</text>\n";
+    s << "<text x=\"" << x_of(c) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">" << Grouped(c)
+      << "</text>\n";
     if (r.settings.bytes_per_token) {
       const double b = c * static_cast<double>(r.settings.page_tokens) * *r.settings.bytes_per_token;
       s << "<text x=\"" << x_of(c) << "\" y=\"" << top - 6 << "\" text-anchor=\"middle\" fill=\"#555\">"
         << HumanBytes(b) << "</text>\n";
     }
   }
-  s << "<rect class=\"plot-area\" data-x-min=\"" << Grouped(min_c) << "\" data-x-max=\"" << Grouped(max_c)
-    << "\" x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+  s << "<rect class=\"plot-area\" data-x-min=\"" << Grouped(min_c) << "\" data-x-max=\"" << Grouped(max_c) << "\" x=\""
+    << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
     << "\" fill=\"none\" stroke=\"#333\"/>\n";
-  s << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 24 << "\" text-anchor=\"middle\">capacity (pages, log scale";
+  s << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 24
+    << "\" text-anchor=\"middle\">capacity (pages, log scale";
   if (min_c > 1) {
     s << "; from " << Grouped(min_c) << ": below, the curves gain less than " << Fixed(100 * kRiseShare, 0)
       << "% of their range";
@@ -236,8 +236,8 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
   };
   path([](const curve::CurvePoint& p) { return p.page_hit_ratio; }, "#1f77b4", "page-hit-ratio");
   path([](const curve::CurvePoint& p) { return p.request_coverage; }, "#ff7f0e", "request-coverage");
-  s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y_of(t.unlimited_page_hit_ratio)
-    << "\" y2=\"" << y_of(t.unlimited_page_hit_ratio) << "\" stroke=\"#1f77b4\" stroke-dasharray=\"4 4\"/>\n";
+  s << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << y_of(t.unlimited_page_hit_ratio) << "\" y2=\""
+    << y_of(t.unlimited_page_hit_ratio) << "\" stroke=\"#1f77b4\" stroke-dasharray=\"4 4\"/>\n";
 
   // With --policy: one line per policy through its page hit ratio at the
   // simulated capacities from the axis' start (belady dashed: the offline
@@ -277,11 +277,11 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
   const double legend_width = 250, legend_height = 44 + 16 * static_cast<double>(policy_legend.size());
   LabelBox legend;
   std::size_t least = SIZE_MAX;
-  for (const LabelBox& corner : {LabelBox{left + 6, top + ph - 6 - legend_height, legend_width, legend_height},
-                                 LabelBox{left + 6, top + 6, legend_width, legend_height},
-                                 LabelBox{left + pw - 6 - legend_width, top + ph - 6 - legend_height, legend_width,
-                                          legend_height},
-                                 LabelBox{left + pw - 6 - legend_width, top + 6, legend_width, legend_height}}) {
+  for (const LabelBox& corner :
+       {LabelBox{left + 6, top + ph - 6 - legend_height, legend_width, legend_height},
+        LabelBox{left + 6, top + 6, legend_width, legend_height},
+        LabelBox{left + pw - 6 - legend_width, top + ph - 6 - legend_height, legend_width, legend_height},
+        LabelBox{left + pw - 6 - legend_width, top + 6, legend_width, legend_height}}) {
     const std::size_t hidden = HiddenSegments(corner, lines);
     if (hidden < least) {
       least = hidden;
@@ -290,13 +290,13 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
   }
   const double lx = legend.x + 6, ly = legend.y + 14;
   taken.push_back(legend);
-  s << "<rect class=\"legend\"" << BoxAttribute(legend) << " x=\"" << legend.x << "\" y=\"" << legend.y
-    << "\" width=\"" << legend.width << "\" height=\"" << legend.height << "\" fill=\"white\" stroke=\"#ccc\"/>\n";
+  s << "<rect class=\"legend\"" << BoxAttribute(legend) << " x=\"" << legend.x << "\" y=\"" << legend.y << "\" width=\""
+    << legend.width << "\" height=\"" << legend.height << "\" fill=\"white\" stroke=\"#ccc\"/>\n";
   for (std::size_t k = 0; k < policy_legend.size(); ++k) {
     const double y = ly + 32 + 16 * static_cast<double>(k);
-    s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << y - 4 << "\" y2=\"" << y - 4
-      << "\" stroke=\"" << policy_legend[k].second << "\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\""
-      << y << "\">policy " << policy_legend[k].first << " (page hit ratio)</text>\n";
+    s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << y - 4 << "\" y2=\"" << y - 4 << "\" stroke=\""
+      << policy_legend[k].second << "\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << y << "\">policy "
+      << policy_legend[k].first << " (page hit ratio)</text>\n";
   }
   s << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
     << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << lx + 30 << "\" y=\"" << ly

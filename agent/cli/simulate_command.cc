@@ -47,7 +47,7 @@ struct TraceCounts {
   std::uint64_t no_pages = 0, far_time = 0, huge_prompt = 0, huge_output = 0;
   // Requests sharing an arrival time, and the distinct times.
   std::uint64_t tied = 0, distinct = 0;
-  bool any_time = false;  // some record has a usable timestamp
+  bool any_time = false;    // some record has a usable timestamp
   std::uint64_t split = 1;  // blocks per trace page
   std::vector<std::uint64_t> tier_counts;
 };
@@ -129,10 +129,10 @@ class RequestConverter {
     const std::uint64_t split = counts_.split;
     const std::uint32_t block_tokens = setup_.settings.block_tokens;
     const std::uint64_t blocks =
-        split == 1 ? t.pages.size()
-                   : std::min<std::uint64_t>((static_cast<std::uint64_t>(r->prompt_tokens) + block_tokens - 1) /
-                                                 block_tokens,
-                                             split * t.pages.size());
+        split == 1
+            ? t.pages.size()
+            : std::min<std::uint64_t>((static_cast<std::uint64_t>(r->prompt_tokens) + block_tokens - 1) / block_tokens,
+                                      split * t.pages.size());
     total_blocks_ += blocks;
     if (total_blocks_ > kMaxTraceBlocks) {
       return base::Status::Error("the trace's prompts come to more than " + GroupedCount(kMaxTraceBlocks) +
@@ -161,7 +161,8 @@ class RequestConverter {
     const std::string_view cls = curve::ClassOf(t, turn);
     curve::RememberClass(t, t.pages, turn, setup_.settings.page_tokens, unlimited_hits, &classifier_);
     auto it = classes_.find(cls);
-    if (it == classes_.end()) it = classes_.emplace(std::string(cls), static_cast<std::uint32_t>(classes_.size())).first;
+    if (it == classes_.end())
+      it = classes_.emplace(std::string(cls), static_cast<std::uint32_t>(classes_.size())).first;
     r->class_id = std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1);
     counts_.beyond_classes += it->second >= sim::kMaxClasses;
     r->tier = setup_.tier_map.For(t.tenant, cls);
@@ -192,8 +193,8 @@ void SpreadTies(const SimulateSetup& setup, std::vector<sim::ReplicaRequest>* re
       counts->tied += j - i;
       if (setup.spread_ties) {
         const double span = j < out.size()         ? out[j].arrival_s - time
-                             : counts->distinct > 0 ? time - previous_time
-                                                    : static_cast<double>(j - i) / setup.rate;
+                            : counts->distinct > 0 ? time - previous_time
+                                                   : static_cast<double>(j - i) / setup.rate;
         const double gap = span / static_cast<double>(j - i);
         for (std::size_t k = i; k < j; ++k) out[k].arrival_s += gap * static_cast<double>(k - i);
       }
@@ -212,8 +213,8 @@ base::Status ApplyClassQuantiles(const std::map<std::string, std::uint32_t, std:
     if (it == classes.end()) {
       std::string known;
       for (const auto& entry : classes) known += (known.empty() ? "" : ", ") + entry.first;
-      return base::Status::Error("--class-quantile: no request of class '" + name + "' in the trace (its classes: " +
-                                 known + ")");
+      return base::Status::Error("--class-quantile: no request of class '" + name +
+                                 "' in the trace (its classes: " + known + ")");
     }
     setup->replica.class_quantiles[std::min<std::uint32_t>(it->second, sim::kMaxClasses - 1)] = q;
   }
@@ -247,8 +248,9 @@ void StateAssumptions(const TraceCounts& c, SimulateSetup* setup) {
   auto& a = st.assumptions;
   const std::string n = GroupedCount(c.records);
   if (!c.any_time && c.records > 0) {
-    a.push_back(std::string(c.far_time > 0 ? "no record has a timestamp within +-1e11 s" : "no record has a timestamp") +
-                ": arrivals evenly spaced at " + Fixed(setup->rate, 3) + " requests/s (--rate) at load 1");
+    a.push_back(
+        std::string(c.far_time > 0 ? "no record has a timestamp within +-1e11 s" : "no record has a timestamp") +
+        ": arrivals evenly spaced at " + Fixed(setup->rate, 3) + " requests/s (--rate) at load 1");
   } else if (c.no_time > 0) {
     a.push_back(GroupedCount(c.no_time) + " of " + n +
                 " records have no timestamp: each arrives with the record before it");
@@ -280,8 +282,8 @@ void StateAssumptions(const TraceCounts& c, SimulateSetup* setup) {
                                                      : "no record gives input_length: vLLM's default block") +
                 "; --page-tokens sets it)");
   }
-  if (setup->priorities.empty() &&
-      std::find(setup->policies.begin(), setup->policies.end(), curve::PolicyKind::kPriority) != setup->policies.end()) {
+  if (setup->priorities.empty() && std::find(setup->policies.begin(), setup->policies.end(),
+                                             curve::PolicyKind::kPriority) != setup->policies.end()) {
     a.push_back("no --priority rules: every request has priority 0, so the priority policy evicts as lru");
   }
   if (c.split > 1) {
@@ -311,8 +313,9 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
     if (!r.ok()) return R::Error(r.error());
     if (r.value()) out.push_back(std::move(*r.value()));
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) { return a.arrival_s < b.arrival_s; });
+  std::stable_sort(out.begin(), out.end(), [](const sim::ReplicaRequest& a, const sim::ReplicaRequest& b) {
+    return a.arrival_s < b.arrival_s;
+  });
   SpreadTies(*setup, &out, &counts);
   if (base::Status s = ApplyClassQuantiles(converter.classes(), setup); !s.ok()) return R::Error(s.error());
   if (out.empty()) {
@@ -464,15 +467,16 @@ int RunSimulate(const SimulateOptions& options) {
         sim::ReplicaObserver observer;
         if (timeline) {
           observer.on_step = [&steps](const sim::StepRecord& step) {
-            steps.push_back({step.start_s, step.seconds, step.held_blocks, step.cached_free_blocks, step.finished,
-                             step.preempted});
+            steps.push_back(
+                {step.start_s, step.seconds, step.held_blocks, step.cached_free_blocks, step.finished, step.preempted});
           };
         }
         auto summary = sim::SimulateReplicaObserved(ro, scaled, time, progress, observer);
         std::lock_guard lock(mu);
         if (timeline) result.timelines[index].steps = std::move(steps);
         if (!summary.ok()) {
-          if (error.empty()) error = result.runs[index].admission + " / " + result.runs[index].policy + ": " + summary.error();
+          if (error.empty())
+            error = result.runs[index].admission + " / " + result.runs[index].policy + ": " + summary.error();
           return;
         }
         result.runs[index].summary = std::move(summary.value());

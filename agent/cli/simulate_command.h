@@ -77,7 +77,7 @@ struct SimulateOptions {
 
   // The KV pool per rank: blocks given, bytes given, or from the GPU's memory.
   std::optional<std::uint64_t> pool_blocks;
-  std::string kv_bytes;  // a size (base/quantity_text.h): "20GB", "18.5GiB", or bytes
+  std::string kv_bytes;                          // a size (base/quantity_text.h): "20GB", "18.5GiB", or bytes
   std::optional<double> gpu_memory_utilization;  // default 0.9 when the pool comes from the GPU
   std::optional<std::uint64_t> page_tokens;      // tokens per trace page (default: inferred)
   std::optional<std::uint32_t> block_tokens;     // tokens per KV block (default: the page size)

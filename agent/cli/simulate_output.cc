@@ -144,8 +144,8 @@ std::string FormatSimulateTable(const SimulateResult& r) {
   for (const std::string& a : s.assumptions) out << "assumed: " << a << "\n";
   out << "\n";
 
-  std::vector<std::string> head = {"admission", "policy",   "load",     "req/s",    "out tok/s", "TTFT p50",
-                                   "p90",       "p99",      "ITL p50",  "p90",      "p99"};
+  std::vector<std::string> head = {"admission", "policy", "load",    "req/s", "out tok/s", "TTFT p50",
+                                   "p90",       "p99",    "ITL p50", "p90",   "p99"};
   for (const sim::TierTarget& t : s.tiers) head.push_back("SLA " + t.name);
   for (const char* h : {"preempt", "recomputed", "rejected", "KV running", "KV cache", "hit ratio"}) head.push_back(h);
   std::vector<std::vector<std::string>> rows;
@@ -383,9 +383,9 @@ std::string FormatSimulateCsv(const SimulateResult& r) {
   out << "\n";
   for (const SimulateRun& run : r.runs) {
     const sim::SimSummary& m = run.summary;
-    out << CsvField(run.admission) << "," << CsvField(run.policy) << "," << Number(run.load) << "," << m.requests
-        << "," << m.finished << "," << m.rejected << "," << Number(m.simulated_s) << "," << Number(m.requests_per_s)
-        << "," << Number(m.output_tokens_per_s) << "," << Number(m.ttft.p50) << "," << Number(m.ttft.p90) << ","
+    out << CsvField(run.admission) << "," << CsvField(run.policy) << "," << Number(run.load) << "," << m.requests << ","
+        << m.finished << "," << m.rejected << "," << Number(m.simulated_s) << "," << Number(m.requests_per_s) << ","
+        << Number(m.output_tokens_per_s) << "," << Number(m.ttft.p50) << "," << Number(m.ttft.p90) << ","
         << Number(m.ttft.p99) << "," << Number(m.itl.p50) << "," << Number(m.itl.p90) << "," << Number(m.itl.p99);
     for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) out << "," << Number(value);
     out << "," << (run.meets_sla ? "true" : "false") << "," << m.preemptions << "," << m.recomputed_tokens << ","

@@ -130,7 +130,7 @@ Result<std::optional<sim::LinearStepCoefficients>> Roofline(const SimulateOption
   auto c = sim::RooflineCoefficients(*s.model, *s.gpu, *roof);
   if (!c.ok()) {
     const std::string& e = c.error();
-    const std::string flag = e.find("efficiency") != std::string::npos ? "--compute-efficiency/--memory-efficiency"
+    const std::string flag = e.find("efficiency") != std::string::npos   ? "--compute-efficiency/--memory-efficiency"
                              : e.find("parameters") != std::string::npos ? "--parameters"
                                                                          : "--model";
     return R::Error(flag + ": " + e);
@@ -146,9 +146,8 @@ Status ResolveTimeModel(const SimulateOptions& o, SimulateSetup* s) {
   auto roofline_or = Roofline(o, *s, &roof);
   if (!roofline_or.ok()) return Status::Error(roofline_or.error());
   const std::optional<sim::LinearStepCoefficients>& roofline = roofline_or.value();
-  const std::string hardware = s->model && s->gpu ? s->model->name + " on " + std::to_string(s->tensor_parallel) +
-                                                        " x " + s->gpu->name
-                                                  : "";
+  const std::string hardware =
+      s->model && s->gpu ? s->model->name + " on " + std::to_string(s->tensor_parallel) + " x " + s->gpu->name : "";
   if (!o.step_coefficients.empty() + !o.calibrate.empty() > 1) {
     return Flag("--step-coefficients", "give --step-coefficients or --calibrate, not both");
   }
@@ -174,21 +173,22 @@ Status ResolveTimeModel(const SimulateOptions& o, SimulateSetup* s) {
   } else if (roofline) {
     s->coefficients = *roofline;
     st.time_model = "roofline";
-    st.time_model_detail = hardware + " (dense BF16 " + Significant4(s->gpu->dense_bf16_flops / 1e12) +
-                           " TFLOP/s, " + Significant4(s->gpu->memory_bandwidth / 1e12) +
-                           " TB/s per GPU; efficiency compute " + Significant4(roof.compute_efficiency) +
-                           ", memory " + Significant4(roof.memory_efficiency) + "; all-reduce " +
-                           Significant4(roof.allreduce_latency_s * 1e6) + " us x 2 per layer)";
+    st.time_model_detail = hardware + " (dense BF16 " + Significant4(s->gpu->dense_bf16_flops / 1e12) + " TFLOP/s, " +
+                           Significant4(s->gpu->memory_bandwidth / 1e12) + " TB/s per GPU; efficiency compute " +
+                           Significant4(roof.compute_efficiency) + ", memory " + Significant4(roof.memory_efficiency) +
+                           "; all-reduce " + Significant4(roof.allreduce_latency_s * 1e6) + " us x 2 per layer)";
   } else {
-    return Flag("--gpu", "no time model: give --gpu with --model (or --model-config and --parameters), "
-                         "--step-coefficients, or --calibrate FILE");
+    return Flag("--gpu",
+                "no time model: give --gpu with --model (or --model-config and --parameters), "
+                "--step-coefficients, or --calibrate FILE");
   }
   return Status::Ok();
 }
 
 // The KV pool's inputs (settled by SettleSimulatePool once the trace is read).
 Status ResolvePoolInputs(const SimulateOptions& o, SimulateSetup* s) {
-  if (!o.pool_blocks + o.kv_bytes.empty() == 0) return Flag("--pool-blocks", "give --pool-blocks or --kv-bytes, not both");
+  if (!o.pool_blocks + o.kv_bytes.empty() == 0)
+    return Flag("--pool-blocks", "give --pool-blocks or --kv-bytes, not both");
   if (o.pool_blocks) {
     if (*o.pool_blocks < 1 || *o.pool_blocks > kMaxPoolBlocks) {
       return Flag("--pool-blocks", "must be between 1 and " + std::to_string(kMaxPoolBlocks) + ", got " +
@@ -210,7 +210,8 @@ Status ResolvePoolInputs(const SimulateOptions& o, SimulateSetup* s) {
       return Flag("--gpu-memory-utilization", "must be in (0, 1]");
     }
     if (s->pool_blocks || s->kv_bytes) {
-      return Flag("--gpu-memory-utilization", "applies when the pool comes from --gpu (no --pool-blocks or --kv-bytes)");
+      return Flag("--gpu-memory-utilization",
+                  "applies when the pool comes from --gpu (no --pool-blocks or --kv-bytes)");
     }
     s->gpu_memory_utilization = *o.gpu_memory_utilization;
     s->gpu_memory_utilization_given = true;
@@ -287,7 +288,8 @@ Status ResolveTierMembers(const SimulateOptions& o, SimulateSetup* s) {
   std::vector<std::string> members(s->replica.tiers.size());
   for (std::string_view item : Split(o.tier_of, ',')) {
     const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos) return Flag("--tier-of", "expected tenant:NAME=TIER, got '" + std::string(item) + "'");
+    if (eq == std::string_view::npos)
+      return Flag("--tier-of", "expected tenant:NAME=TIER, got '" + std::string(item) + "'");
     std::string_view who = item.substr(0, eq);
     const std::string tier(item.substr(eq + 1));
     auto it = std::find_if(s->replica.tiers.begin(), s->replica.tiers.end(),
@@ -308,7 +310,7 @@ Status ResolveTierMembers(const SimulateOptions& o, SimulateSetup* s) {
   const bool mapped = !s->tier_map.tenant.empty() || !s->tier_map.cls.empty();
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (i == 0) {
-      members[i] = !mapped ? "every request"
+      members[i] = !mapped              ? "every request"
                    : members[i].empty() ? "every request not in another tier"
                                         : members[i] + ", and every request not in another tier";
     }
@@ -425,8 +427,8 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
       st.pool_detail = s->gpu->name + " " + HumanBytes(s->gpu->memory_bytes) + " x " +
                        Significant4(s->gpu_memory_utilization) + " utilization - " + HumanBytes(weights) +
                        " of weights per rank (" + Significant4(sim::TotalParameters(*s->model) / 1e9) +
-                       "B parameters x 2 bytes / " + std::to_string(s->tensor_parallel) + ") = " +
-                       HumanBytes(std::max(0.0, bytes)) + " / " + per_block;
+                       "B parameters x 2 bytes / " + std::to_string(s->tensor_parallel) +
+                       ") = " + HumanBytes(std::max(0.0, bytes)) + " / " + per_block;
       if (!(bytes > 0)) {
         return base::Status::Error(flag + ": the weights (" + HumanBytes(weights) + " per rank) do not fit in " +
                                    HumanBytes(s->gpu->memory_bytes * s->gpu_memory_utilization) +

@@ -27,7 +27,6 @@ double MinAttainment(const sim::SimSummary& s) {
   return m;
 }
 
-
 }  // namespace
 
 std::string RenderSimulateSvg(const SimulateResult& r) {
@@ -37,7 +36,8 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     if (first || run.load < min_load) min_load = run.load;
     if (first || run.load > max_load) max_load = run.load;
     first = false;
-    if (std::isfinite(run.summary.output_tokens_per_s)) max_tokens = std::max(max_tokens, run.summary.output_tokens_per_s);
+    if (std::isfinite(run.summary.output_tokens_per_s))
+      max_tokens = std::max(max_tokens, run.summary.output_tokens_per_s);
   }
   if (!(max_load > min_load)) {
     min_load = std::max(0.0, min_load - 0.5);
@@ -53,7 +53,9 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     ticks.clear();
     for (int i = 0; i <= 4; ++i) ticks.push_back(min_load + (max_load - min_load) * i / 4);
   }
-  auto x_of = [&](int panel, double load) { return kLeft[panel] + (load - min_load) / (max_load - min_load) * kPanelWidth; };
+  auto x_of = [&](int panel, double load) {
+    return kLeft[panel] + (load - min_load) / (max_load - min_load) * kPanelWidth;
+  };
   auto y_of = [&](double v, double top) { return kTop + kPanelHeight - std::clamp(v / top, 0.0, 1.0) * kPanelHeight; };
 
   std::ostringstream out;
@@ -76,8 +78,8 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
           << (p == 0 ? Significant4(v) : Significant4(std::round(v))) << "</text>\n";
     }
     for (double load : ticks) {
-      out << "<text x=\"" << x_of(p, load) << "\" y=\"" << kTop + kPanelHeight + 16
-          << "\" text-anchor=\"middle\">" << Significant4(load) << "</text>\n";
+      out << "<text x=\"" << x_of(p, load) << "\" y=\"" << kTop + kPanelHeight + 16 << "\" text-anchor=\"middle\">"
+          << Significant4(load) << "</text>\n";
     }
     out << "<text x=\"" << kLeft[p] + kPanelWidth / 2 << "\" y=\"" << kTop + kPanelHeight + 34
         << "\" text-anchor=\"middle\">load factor (arrival rate x)</text>\n";
@@ -116,8 +118,8 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     }
     out << "<line x1=\"" << legend_x << "\" y1=\"" << legend_y - 4 << "\" x2=\"" << legend_x + 20 << "\" y2=\""
         << legend_y - 4 << "\" stroke=\"" << stroke << "\" stroke-width=\"2\"/>\n";
-    out << "<text x=\"" << legend_x + 26 << "\" y=\"" << legend_y << "\">" << EscapeMarkup(c.admission + " / " + c.policy)
-        << "</text>\n";
+    out << "<text x=\"" << legend_x + 26 << "\" y=\"" << legend_y << "\">"
+        << EscapeMarkup(c.admission + " / " + c.policy) << "</text>\n";
     legend_x += 220;
     if (legend_x > kWidth - 200) {
       legend_x = kLeft[0];
@@ -201,7 +203,8 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     const SimulateTimeline& t = r.timelines[i];
     const SimulateRun* run = nullptr;
     for (const SimulateRun& candidate : r.runs) {
-      if (candidate.admission == t.admission && candidate.policy == t.policy && candidate.load == t.load) run = &candidate;
+      if (candidate.admission == t.admission && candidate.policy == t.policy && candidate.load == t.load)
+        run = &candidate;
     }
     std::uint64_t finished = 0, preempted = 0, bursts = 0, last_preempting = 0;
     for (std::size_t k = 0; k < t.steps.size(); ++k) {
@@ -216,16 +219,17 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     const double top = 40 + kRowHeight * static_cast<double>(i);
     const double kv_top = top + kTitleHeight, rate_top = kv_top + kKvHeight + kStripGap,
                  preempt_top = rate_top + kRateHeight + kStripGap;
-    out << "<g data-admission=\"" << EscapeMarkup(t.admission) << "\" data-policy=\"" << EscapeMarkup(t.policy) << "\" data-load=\""
-        << Significant4(t.load) << "\" data-steps=\"" << t.steps.size() << "\" data-finished=\"" << finished
-        << "\" data-preemptions=\"" << preempted << "\" data-bursts=\"" << bursts << "\">\n";
+    out << "<g data-admission=\"" << EscapeMarkup(t.admission) << "\" data-policy=\"" << EscapeMarkup(t.policy)
+        << "\" data-load=\"" << Significant4(t.load) << "\" data-steps=\"" << t.steps.size() << "\" data-finished=\""
+        << finished << "\" data-preemptions=\"" << preempted << "\" data-bursts=\"" << bursts << "\">\n";
     std::string title = t.admission + " / " + t.policy + " at load " + Significant4(t.load);
     if (run != nullptr) {
-      title += ": " + Fixed(run->summary.requests_per_s, 3) + " requests/s, " +
-               Grouped(static_cast<double>(run->summary.preemptions)) + " preemptions" +
-               (bursts == 0 ? std::string(", ")
-                            : " in " + Grouped(static_cast<double>(bursts)) + (bursts == 1 ? " burst, " : " bursts, ")) +
-               Grouped(static_cast<double>(run->summary.recomputed_tokens)) + " tokens recomputed";
+      title +=
+          ": " + Fixed(run->summary.requests_per_s, 3) + " requests/s, " +
+          Grouped(static_cast<double>(run->summary.preemptions)) + " preemptions" +
+          (bursts == 0 ? std::string(", ")
+                       : " in " + Grouped(static_cast<double>(bursts)) + (bursts == 1 ? " burst, " : " bursts, ")) +
+          Grouped(static_cast<double>(run->summary.recomputed_tokens)) + " tokens recomputed";
     }
     out << "<text x=\"" << kPlotLeft << "\" y=\"" << top + 14 << "\" font-size=\"13\" font-weight=\"bold\">"
         << EscapeMarkup(title) << "</text>\n";
@@ -280,7 +284,8 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     // The time axis under the last strip.
     for (double tick = 0; tick <= bins * bin_s + 1e-9; tick += tick_s) {
       out << "<text x=\"" << x_of(tick) << "\" y=\"" << preempt_top + kPreemptHeight + 14
-          << "\" text-anchor=\"middle\">" << Significant4(tick) << (tick + tick_s > bins * bin_s ? " s" : "") << "</text>\n";
+          << "\" text-anchor=\"middle\">" << Significant4(tick) << (tick + tick_s > bins * bin_s ? " s" : "")
+          << "</text>\n";
     }
     out << "</g>\n";
   }

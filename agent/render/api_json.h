@@ -38,22 +38,22 @@ struct CurveApiContext {
     std::uint64_t capacity_pages = 0;
     double page_hit_ratio = 0;
     std::optional<double> request_coverage;  // nullopt when the engine samples
-    double gain = 0;  // page hit ratio minus the engine policy's
-    bool engine = false;  // this is curve.engine_policy
+    double gain = 0;                         // page hit ratio minus the engine policy's
+    bool engine = false;                     // this is curve.engine_policy
   };
   std::vector<Canary> policies;
   // The window's KV load factor and what it rests on (agent/runtime/load_metrics.h).
   struct KvLoad {
-    std::uint64_t requests = 0;        // every request of the window
-    std::uint64_t sized_requests = 0;  // with prompt and output token counts
-    double span_seconds = 0;           // what the arrival rate is over
+    std::uint64_t requests = 0;                   // every request of the window
+    std::uint64_t sized_requests = 0;             // with prompt and output token counts
+    double span_seconds = 0;                      // what the arrival rate is over
     std::optional<double> load_factor;            // nullopt: no sized request or no capacity
     std::optional<double> mean_kv_token_seconds;  // nullopt: no sized request
     double decode_tokens_per_second = 0;
-    std::string decode_source;                // "engine" or "config"
-    double prefill_seconds = 0;               // charged per prompt on top of the decode time
-    std::string prefill_source;               // "engine" or "config"
-    std::optional<double> capacity_tokens;    // nullopt: unknown
+    std::string decode_source;              // "engine" or "config"
+    double prefill_seconds = 0;             // charged per prompt on top of the decode time
+    std::string prefill_source;             // "engine" or "config"
+    std::optional<double> capacity_tokens;  // nullopt: unknown
     std::string capacity_source;
     // Per class label: the output-length quantiles of kOutputQuantiles, in tokens.
     std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::uint64_t>>>> output_tokens;

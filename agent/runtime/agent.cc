@@ -1,15 +1,13 @@
 #include "agent/runtime/agent.h"
 
 // Boost 1.74 Asio with g++ 12 in C++20 needs <utility> first (dependencies.md).
-#include <utility>
-
-#include <boost/asio.hpp>
-
 #include <algorithm>
+#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <utility>
 
 #include "agent/runtime/api_routes.h"
 #include "agent/runtime/exposition.h"
@@ -62,8 +60,7 @@ base::Status Agent::Init() {
   }
   restored_alerts_.clear();
   history_ = std::make_unique<CurveHistory>(
-      options_.curve.windows.size(),
-      HistoryTargets(options_.curve.page_hit_targets, options_.curve.coverage_targets));
+      options_.curve.windows.size(), HistoryTargets(options_.curve.page_hit_targets, options_.curve.coverage_targets));
   auto server = HttpServer::Create(options_.http);
   if (!server.ok()) return base::Status::Error(server.error());
   http_ = std::move(server).value();
@@ -204,9 +201,9 @@ int Agent::Run() {
         if (base::Status s = SaveState(); !s.ok()) AgentLog(s.error());
         const Clock::time_point done = Clock::now();
         next_save = done + options_.state_interval;
-        next_early_save = done + std::max<Clock::duration>(
-                                     std::chrono::seconds(1),
-                                     std::chrono::duration_cast<Clock::duration>(4 * (done - now)));
+        next_early_save =
+            done + std::max<Clock::duration>(std::chrono::seconds(1),
+                                             std::chrono::duration_cast<Clock::duration>(4 * (done - now)));
       }
     }
     first_pass = false;
@@ -318,7 +315,8 @@ void Agent::LoadState() {
     if (!aside.empty()) what += "; set aside as " + aside;
     if (!failed.empty()) {
       state_.saving = false;
-      what += "; " + failed + "; the agent runs WITHOUT SAVING its state (kvwatch_state_saving 0) until the file "
+      what += "; " + failed +
+              "; the agent runs WITHOUT SAVING its state (kvwatch_state_saving 0) until the file "
               "is moved away and the agent restarted";
     }
     AgentLog(what + "; starting fresh");
@@ -347,11 +345,12 @@ void Agent::LoadState() {
   for (const auto& saved : parts.collectors) {
     const bool known = std::any_of(options_.collectors.begin(), options_.collectors.end(),
                                    [&](const auto& c) { return c->name() == saved.first; });
-    if (!known) AgentLog("state: collector " + saved.first + " is no longer configured; its saved positions are dropped");
+    if (!known)
+      AgentLog("state: collector " + saved.first + " is no longer configured; its saved positions are dropped");
   }
   state_.restore_result = "restored";
   AgentLog("state restored from " + loaded.from + ": " + std::to_string(analysis_->requests()) + " requests, " +
-      std::to_string(analysis_->tracked_pages()) + " tracked pages");
+           std::to_string(analysis_->tracked_pages()) + " tracked pages");
   analysis_->RepairClock(WallNow());
 }
 

@@ -6,11 +6,10 @@
 // histograms) and to the windowed curves (exported as gauges per window), and
 // serves /metrics, /api/v1/curve, /api/v1/groups, /api/v1/history, /api/v1/windows,
 // /api/v1/alerts, /healthz, /readyz and a page at /. The loop also samples every
-// window's knee and working sets into a bounded history (agent/runtime/curve_history.h). State (engine, curves, clock, groups, and every
-// collector's positions) is committed in one atomic step (agent/runtime/state_file.h)
-// right after start-up, on an interval, soon after a rotation, and at shutdown, and
-// restored at start-up; the state path is locked (StateLock) from Init to the
-// agent's end, so two agents never share it. SIGHUP reloads the web config
+// window's knee and working sets into a bounded history (agent/runtime/curve_history.h). State (engine, curves, clock,
+// groups, and every collector's positions) is committed in one atomic step (agent/runtime/state_file.h) right after
+// start-up, on an interval, soon after a rotation, and at shutdown, and restored at start-up; the state path is locked
+// (StateLock) from Init to the agent's end, so two agents never share it. SIGHUP reloads the web config
 // (web.config_file) and nothing else. With alerts enabled the loop
 // evaluates the detectors every alerts.evaluation_interval (agent/alert_runner.h);
 // notifications are sent on the runner's own threads.
@@ -77,16 +76,16 @@
 #include "agent/runtime/curve_history.h"
 #include "agent/runtime/snapshot.h"
 #include "agent/runtime/state_file.h"
-#include "base/mutex.h"
-#include "base/thread_annotations.h"
 #include "agent/web/http_server.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "base/thread_annotations.h"
 #include "collectors/collector.h"
 #include "config/agent_config.h"
 #include "curve/group_accounting.h"
 #include "curve/policy_canaries.h"
 #include "curve/request.h"
 #include "curve/stack_distance.h"
-#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -106,14 +105,14 @@ struct AgentOptions {
   double sample_rate = config::EngineSettings{}.sample_rate;
   std::uint32_t sample_max_pages = config::EngineSettings{}.sample_max_pages;
   std::uint64_t page_tokens = curve::ReportOptions{}.page_tokens;  // page_tokens: the config's default is curve's
-  std::optional<double> bytes_per_token;   // per GPU rank
+  std::optional<double> bytes_per_token;                           // per GPU rank
   std::optional<std::string> model_name;
   HttpServerOptions http;
   // web.config_file: re-read on SIGHUP (TLS files and settings, basic-auth users,
   // headers); empty: none, SIGHUP is logged and ignored.
   std::string web_config_file;
   int refresh_seconds = config::WebSettings{}.refresh_seconds;
-  std::string state_path;                  // empty: no persistence
+  std::string state_path;  // empty: no persistence
   std::chrono::milliseconds state_interval{config::StateSettings{}.SaveInterval()};
   std::vector<std::unique_ptr<collectors::Collector>> collectors;
   // Eviction-policy canaries (curve.policies, with curve.engine_policy first);

@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -18,8 +18,8 @@
 #include "agent/runtime/collector_registry.h"
 #include "agent/web/http_server.h"
 #include "config/model_choice.h"
-#include "curve/policy_canaries.h"
 #include "config/web_config.h"
+#include "curve/policy_canaries.h"
 #include "curve/sizing.h"
 
 namespace kvwatch::agent {

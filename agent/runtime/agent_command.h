@@ -19,7 +19,7 @@ namespace kvwatch::agent {
 // options without collectors, the state directory still to be created, and the
 // collectors' parsed options.
 struct ValidatedConfig {
-  AgentOptions options;  // options.collectors is empty
+  AgentOptions options;   // options.collectors is empty
   std::string state_dir;  // state.path; empty: none
   std::vector<CollectorSpec> collectors;
 };
@@ -48,8 +48,7 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& con
 
 // Start-up: ValidateAgentConfig, then create the state directory and the
 // collectors (which may bind or connect sockets and start threads).
-base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config,
-                                             const ValidationOptions& options = {});
+base::Result<AgentOptions> BuildAgentOptions(const config::AgentConfig& config, const ValidationOptions& options = {});
 
 // `kvwatch agent` and `kvwatch check-config`: the config file and the model flags
 // every command takes (config/model_choice.h), which override the config's keys
@@ -69,8 +68,7 @@ base::Status ApplyModelFlags(const AgentFlags& flags, config::AgentConfig* confi
 // `kvwatch check-config` on a document held in memory (source names it in
 // errors): parse and ValidateAgentConfig, touching nothing. The fuzz target's
 // entry point.
-base::Status CheckConfigText(std::string_view yaml, const std::string& source,
-                             const ValidationOptions& options = {});
+base::Status CheckConfigText(std::string_view yaml, const std::string& source, const ValidationOptions& options = {});
 
 // flags.config_path empty: the built-in config (builtin_config.h: the synthetic replica
 // with a model, tenants, two canaries and a cache size). Returns the

@@ -1,7 +1,7 @@
 // The agent's history of its windows (agent/runtime/curve_history.h): sampled by
 // the loop, served at GET /api/v1/history.
-#include "agent/runtime/agent.h"
 #include "agent/render/api_json.h"
+#include "agent/runtime/agent.h"
 
 namespace kvwatch::agent {
 
@@ -10,7 +10,8 @@ void Agent::RecordHistory(double wall_s) {
   const AgentSnapshot s = TakeSnapshot(/*windows=*/true, /*canaries=*/false);
   std::vector<curve::CurveReport> reports;
   reports.reserve(s.analysis.windows.size());
-  for (const curve::BucketedCurve& w : s.analysis.windows) reports.push_back(WindowReport(options_, w, s.analysis.sampled));
+  for (const curve::BucketedCurve& w : s.analysis.windows)
+    reports.push_back(WindowReport(options_, w, s.analysis.sampled));
   history_->Record(wall_s, reports);
 }
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <utility>
 
-#include "base/json_writer.h"
 #include "alerts/format.h"
 #include "base/byte_io.h"
+#include "base/json_writer.h"
 
 namespace kvwatch::agent {
 namespace {
@@ -83,8 +83,10 @@ void WriteTime(base::JsonWriter& w, const std::optional<alerts::TimePoint>& time
 }  // namespace
 
 base::MetricDefs AlertRunnerMetricDefs() {
-  return {&kAlertState, &kAlertValue, &kAlertEvaluations, &kAlertEvaluationFailures, &kAlertNotifications,
-          &kAlertNotificationsDropped, &kAlertQueueLength};
+  return {&kAlertState,         &kAlertValue,
+          &kAlertEvaluations,   &kAlertEvaluationFailures,
+          &kAlertNotifications, &kAlertNotificationsDropped,
+          &kAlertQueueLength};
 }
 
 WindowObservation ObserveWindow(const curve::BucketedCurve& curve, const curve::CurveReport& report,
@@ -143,7 +145,7 @@ std::optional<std::size_t> WindowIndex(const curve::WindowSet& windows, std::chr
 }  // namespace
 
 base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AlertSettings& s,
-                                                               const AlertRunnerContext& context) {
+                                                              const AlertRunnerContext& context) {
   AlertRunnerOptions o;
   // The detectors' options were parsed straight from alerts.* (config/alerts_section.cc).
   o.alerter = s.alerter;
@@ -160,7 +162,8 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
   o.inputs.working_set = a.capacity_shortfall.working_set;
   o.inputs.kv_load_window = WindowIndex(context.windows, a.kv_load.window);
   if (!context.capacities.empty()) {
-    o.inputs.capacity_pages = static_cast<double>(*std::max_element(context.capacities.begin(), context.capacities.end()));
+    o.inputs.capacity_pages =
+        static_cast<double>(*std::max_element(context.capacities.begin(), context.capacities.end()));
   }
 
   for (const std::string& url : s.alertmanagers) o.notifier.targets.push_back({NotifierKind::kAlertmanager, url});
@@ -173,10 +176,12 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
   const std::string short_name = alerts::FormatDuration(a.short_window);
   const std::string baseline_name = alerts::FormatDuration(a.baseline_window);
   if (!o.inputs.short_window && (a.knee_shift.enabled || a.capacity_shortfall.enabled)) {
-    note("curve.windows has no " + short_name + " window (alerts.short_window): the knee-shift and over-capacity "
+    note("curve.windows has no " + short_name +
+         " window (alerts.short_window): the knee-shift and over-capacity "
          "alerts have no data");
   } else if (!o.inputs.baseline_window && a.knee_shift.enabled) {
-    note("curve.windows has no " + baseline_name + " window (alerts.baseline_window): the knee-shift alert has "
+    note("curve.windows has no " + baseline_name +
+         " window (alerts.baseline_window): the knee-shift alert has "
          "no data");
   }
   if (!o.inputs.kv_load_window && a.kv_load.enabled) {
@@ -229,7 +234,7 @@ base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOption
     options.notifier.clock = [start_wall, start_steady, clock_offset] {
       return start_wall + std::chrono::system_clock::duration(clock_offset->load()) +
              std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::steady_clock::now() -
-                                                                              start_steady);
+                                                                             start_steady);
     };
   }
   std::unique_ptr<Notifier> notifier;
@@ -239,8 +244,8 @@ base::Result<std::unique_ptr<AlertRunner>> AlertRunner::Create(AlertRunnerOption
     notifier = std::move(created).value();
   }
   return std::unique_ptr<AlertRunner>(new AlertRunner(std::move(options), std::move(alerter).value(),
-                                                       std::move(notifier), start_wall, start_steady,
-                                                       std::move(clock_offset)));
+                                                      std::move(notifier), start_wall, start_steady,
+                                                      std::move(clock_offset)));
 }
 
 AlertRunner::AlertRunner(AlertRunnerOptions options, alerts::Alerter alerter, std::unique_ptr<Notifier> notifier,

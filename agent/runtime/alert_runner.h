@@ -48,17 +48,17 @@
 #include <string>
 #include <vector>
 
-#include "base/mutex.h"
-#include "base/thread_annotations.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/notifier.h"
-#include "base/metric_def.h"
 #include "alerts/alerter.h"
+#include "base/metric_def.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "base/thread_annotations.h"
 #include "collectors/collector.h"
 #include "config/agent_config.h"
 #include "curve/bucketed_curve.h"
 #include "curve/report.h"
-#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -101,7 +101,7 @@ struct WindowObservation {
 
 // What the agent observed for one evaluation.
 struct AgentObservation {
-  std::optional<WindowObservation> short_window;     // nullopt: no such curve window
+  std::optional<WindowObservation> short_window;  // nullopt: no such curve window
   std::optional<WindowObservation> baseline_window;
   double tracked_pages_limit = 0;  // engine.max_pages: the range M of the working set
   std::optional<double> bytes_per_page;
@@ -125,10 +125,10 @@ alerts::AlertInputs MakeAlertInputs(const AlertInputSpec& spec, const AgentObser
 
 // What the runner's options take from the rest of the agent's resolved options.
 struct AlertRunnerContext {
-  std::string replica;  // the "replica" label
-  std::string model;    // the "model" label: model_label, else the model's name; may be empty
-  curve::WindowSet windows;                  // the agent's curve windows (curve.windows)
-  std::vector<std::uint64_t> capacities;     // the replica's cache sizes; the largest is the capacity
+  std::string replica;                    // the "replica" label
+  std::string model;                      // the "model" label: model_label, else the model's name; may be empty
+  curve::WindowSet windows;               // the agent's curve windows (curve.windows)
+  std::vector<std::uint64_t> capacities;  // the replica's cache sizes; the largest is the capacity
 };
 
 // The runner's options from the config's alerts section (its detectors already
@@ -138,7 +138,7 @@ struct AlertRunnerContext {
 // window or there is no capacity (those detectors then have no data). Errors name
 // the key.
 base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AlertSettings& alerts,
-                                                               const AlertRunnerContext& context);
+                                                              const AlertRunnerContext& context);
 
 class AlertRunner {
  public:

@@ -71,8 +71,8 @@ base::Status Analysis::Init() {
     if (base::Status s = options_.tenants.Validate("tenants."); !s.ok()) return s;
     groups_ = std::make_unique<curve::GroupAccounting>(GroupOptions(options_, &bounds_));
   }
-  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share,
-                                                     sampled_ != nullptr);
+  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_,
+                                                     options_.coverage_share, sampled_ != nullptr);
   load_ = std::make_unique<curve::KvLoadWindows>(options_.curve.windows.Seconds());
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
@@ -92,9 +92,9 @@ base::Status Analysis::Init() {
 
 void Analysis::Ingest(const curve::Request& request, double wall) {
   // A timestamp beyond wall + curve.max_clock_skew never drives the clock (agent.h, "Clock").
-  const bool timed = request.has_timestamp() && collectors::CheckTimestamp(request.timestamp_s, wall,
-                                                                           options_.curve.max_clock_skew_s) ==
-                                                   collectors::TimestampVerdict::kOk;
+  const bool timed = request.has_timestamp() &&
+                     collectors::CheckTimestamp(request.timestamp_s, wall, options_.curve.max_clock_skew_s) ==
+                         collectors::TimestampVerdict::kOk;
   const double t = timed ? request.timestamp_s : ClockNow(wall);
   std::uint64_t weight = 1;
   curve::GroupTags tags{};
@@ -130,8 +130,9 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
   const double unit = sampled_ ? static_cast<double>(curve::SampledEngine::kWeightUnit) : 1.0;
   const bool sampled = sampled_ != nullptr;
   auto add_sum = [&](std::uint64_t* sum, std::uint32_t c) {
-    *sum += sampled ? static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * static_cast<double>(weight) / unit))
-                     : c;
+    *sum += sampled
+                ? static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * static_cast<double>(weight) / unit))
+                : c;
   };
   for (std::size_t i = 0; i < outcome_.size(); ++i) {
     const std::uint32_t c = outcome_.hit_capacity(i);
@@ -227,8 +228,7 @@ std::string Analysis::ConfigFingerprint() const {
   std::ostringstream f;
   f << "max_pages=" << options_.engine.max_pages
     << " touch=" << (options_.engine.touch_order == curve::TouchOrder::kTailFirst ? "tail" : "head")
-    << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back()
-    << " windows=";
+    << " share=" << options_.coverage_share << " bounds=" << bounds_.size() << ":" << bounds_.back() << " windows=";
   for (const WindowSpec& w : options_.curve.windows) f << w.seconds << ",";
   // Only with tenants: the engine then keeps page owners, and the accounting's layout must match.
   if (groups_) {
@@ -305,8 +305,8 @@ void Analysis::Reset() {
 }
 
 void Analysis::ResetWindows() {
-  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_, options_.coverage_share,
-                                                     sampled_ != nullptr);
+  windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_,
+                                                     options_.coverage_share, sampled_ != nullptr);
   if (groups_) groups_->ResetWindows();
   load_ = std::make_unique<curve::KvLoadWindows>(options_.curve.windows.Seconds());
   last_record_time_ = -1;

@@ -6,8 +6,8 @@
 // class accounting (tenants.enabled, exact engine only) and the policy canaries
 // (curve.policies), and the KV load windows (curve/kv_load.h). It ingests requests,
 // gives a snapshot of itself to the readers (snapshot.h), and writes itself into,
-// and restores itself from, the state file's parts (state_file.h). What the numbers mean (sampling's weights, the clock) is
-// described in agent.h.
+// and restores itself from, the state file's parts (state_file.h). What the numbers mean (sampling's weights, the
+// clock) is described in agent.h.
 //
 // Thread safety: none. The agent owns one and serializes every call under its
 // mutex (Agent::mu_ guards what the pointer points to).
@@ -107,10 +107,10 @@ class Analysis {
   const AgentOptions& options_;
   // Log-spaced to engine.max_pages, plus curve.capacities; shared by every curve.
   std::vector<std::uint64_t> bounds_;
-  curve::StackDistanceEngine engine_;                 // exact mode (unused when sampled)
-  std::unique_ptr<curve::SampledEngine> sampled_;     // sampled mode, else null
-  std::uint64_t all_page_refs_ = 0;                   // sampled mode: every page reference, sampled or not
-  std::uint64_t all_requests_ = 0;                    // sampled mode: every request
+  curve::StackDistanceEngine engine_;              // exact mode (unused when sampled)
+  std::unique_ptr<curve::SampledEngine> sampled_;  // sampled mode, else null
+  std::uint64_t all_page_refs_ = 0;                // sampled mode: every page reference, sampled or not
+  std::uint64_t all_requests_ = 0;                 // sampled mode: every request
   curve::RequestOutcome outcome_;
   curve::BucketedCurve lifetime_;
   std::unique_ptr<curve::WindowedCurves> windows_;
@@ -129,9 +129,9 @@ class Analysis {
   std::unique_ptr<curve::KvLoadWindows> load_;
   std::uint64_t hit_capacity_sum_ = 0;  // for the histograms' _sum
   std::uint64_t required_capacity_sum_ = 0;
-  double last_record_time_ = -1;        // window clock at the last request
-  double last_record_wall_ = 0;         // wall time of the last request
-  std::uint64_t clock_repairs_ = 0;     // restored clocks beyond the skew
+  double last_record_time_ = -1;     // window clock at the last request
+  double last_record_wall_ = 0;      // wall time of the last request
+  std::uint64_t clock_repairs_ = 0;  // restored clocks beyond the skew
 };
 
 }  // namespace kvwatch::agent

@@ -4,12 +4,12 @@
 #include <optional>
 #include <utility>
 
+#include "agent/render/api_json.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/analysis.h"
 #include "agent/runtime/load_metrics.h"
-#include "agent/render/api_json.h"
-#include "base/json_writer.h"
 #include "agent/web/web_page.h"
+#include "base/json_writer.h"
 
 namespace kvwatch::agent {
 
@@ -114,9 +114,9 @@ void RegisterRoutes(HttpServer& http, Agent& agent, const AgentOptions& options)
   });
   http.Handle("/api/v1/groups", [&agent, &options](const HttpRequest& req) {
     const std::string window = req.Query("window").value_or(options.curve.windows.front().name);
-    return JsonOrNotFound(agent.RenderGroupsJson(window), TenantsOn(options)
-                                                              ? "unknown window '" + window + "'"
-                                                              : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
+    return JsonOrNotFound(agent.RenderGroupsJson(window),
+                          TenantsOn(options) ? "unknown window '" + window + "'"
+                                             : std::string("tenants are off (tenants.enabled, or a sampled engine)"));
   });
   http.Handle("/api/v1/history", [&agent, &options](const HttpRequest& req) {
     const std::string window = req.Query("window").value_or(options.curve.windows.front().name);

@@ -34,59 +34,60 @@ Made Upcast(base::Result<std::unique_ptr<T>> created) {
 }  // namespace
 
 Status ValidateCollector(const CollectorSpec& spec) {
-  return std::visit(
-      Overloaded{
-          [](const collectors::TraceFileCollectorOptions& o) { return collectors::FileTailer::ValidateOptions(o.tailer); },
-          [](const collectors::KvEventsCollectorOptions& o) {
-            // KvEventsCollector::Create's checks before its sockets.
-            if (o.endpoints.empty()) return Status::Error("endpoints: expected at least one ZeroMQ endpoint");
-            if (o.replay_endpoint.empty()) return Status::Ok();
-            for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
-              base::Result<std::string> replay = collectors::OffsetKvEndpoint(o.replay_endpoint, i);
-              if (!replay.ok()) return Status::Error("replay_endpoint: " + replay.error());
-            }
-            return Status::Ok();
-          },
-          [](const collectors::EngineLogCollectorOptions& o) {
-            if (o.name.empty()) return Status::Error("engine_log collector: a name is required");
-            Status s = collectors::FileTailer::ValidateOptions(o.tailer);
-            return s.ok() ? s : Status::Error("engine_log collector '" + o.name + "': " + s.error());
-          },
-          [](const collectors::EngineMetricsCollectorOptions& o) {
-            return collectors::EngineMetricsCollector::ValidateOptions(o);
-          },
-          [](const collectors::SynthOptions& o) {
-            base::Result<collectors::SynthGenerator> generator = collectors::SynthGenerator::Create(o);
-            return generator.ok() ? Status::Ok() : Status::Error(generator.error());
-          },
-      },
-      spec.options);
+  return std::visit(Overloaded{
+                        [](const collectors::TraceFileCollectorOptions& o) {
+                          return collectors::FileTailer::ValidateOptions(o.tailer);
+                        },
+                        [](const collectors::KvEventsCollectorOptions& o) {
+                          // KvEventsCollector::Create's checks before its sockets.
+                          if (o.endpoints.empty())
+                            return Status::Error("endpoints: expected at least one ZeroMQ endpoint");
+                          if (o.replay_endpoint.empty()) return Status::Ok();
+                          for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
+                            base::Result<std::string> replay = collectors::OffsetKvEndpoint(o.replay_endpoint, i);
+                            if (!replay.ok()) return Status::Error("replay_endpoint: " + replay.error());
+                          }
+                          return Status::Ok();
+                        },
+                        [](const collectors::EngineLogCollectorOptions& o) {
+                          if (o.name.empty()) return Status::Error("engine_log collector: a name is required");
+                          Status s = collectors::FileTailer::ValidateOptions(o.tailer);
+                          return s.ok() ? s : Status::Error("engine_log collector '" + o.name + "': " + s.error());
+                        },
+                        [](const collectors::EngineMetricsCollectorOptions& o) {
+                          return collectors::EngineMetricsCollector::ValidateOptions(o);
+                        },
+                        [](const collectors::SynthOptions& o) {
+                          base::Result<collectors::SynthGenerator> generator = collectors::SynthGenerator::Create(o);
+                          return generator.ok() ? Status::Ok() : Status::Error(generator.error());
+                        },
+                    },
+                    spec.options);
 }
 
 Made MakeCollector(CollectorSpec spec, const collectors::CollectorLog& log) {
-  return std::visit(
-      Overloaded{
-          [&](collectors::TraceFileCollectorOptions& o) {
-            return Upcast(collectors::TraceFileCollector::Create(std::move(o), log));
-          },
-          [&](collectors::KvEventsCollectorOptions& o) {
-            return Upcast(collectors::KvEventsCollector::Create(std::move(o), log));
-          },
-          [&](collectors::EngineLogCollectorOptions& o) {
-            return Upcast(collectors::EngineLogCollector::Create(std::move(o), log));
-          },
-          [&](collectors::EngineMetricsCollectorOptions& o) {
-            return Upcast(collectors::EngineMetricsCollector::Create(std::move(o), log));
-          },
-          [&](collectors::SynthOptions& o) {
-            return Upcast(collectors::SynthCollector::Create("synth", o, collectors::WallNow()));
-          },
-      },
-      spec.options);
+  return std::visit(Overloaded{
+                        [&](collectors::TraceFileCollectorOptions& o) {
+                          return Upcast(collectors::TraceFileCollector::Create(std::move(o), log));
+                        },
+                        [&](collectors::KvEventsCollectorOptions& o) {
+                          return Upcast(collectors::KvEventsCollector::Create(std::move(o), log));
+                        },
+                        [&](collectors::EngineLogCollectorOptions& o) {
+                          return Upcast(collectors::EngineLogCollector::Create(std::move(o), log));
+                        },
+                        [&](collectors::EngineMetricsCollectorOptions& o) {
+                          return Upcast(collectors::EngineMetricsCollector::Create(std::move(o), log));
+                        },
+                        [&](collectors::SynthOptions& o) {
+                          return Upcast(collectors::SynthCollector::Create("synth", o, collectors::WallNow()));
+                        },
+                    },
+                    spec.options);
 }
 
-base::Result<std::vector<std::unique_ptr<collectors::Collector>>> BuildCollectors(
-    std::vector<CollectorSpec> specs, const collectors::CollectorLog& log) {
+base::Result<std::vector<std::unique_ptr<collectors::Collector>>> BuildCollectors(std::vector<CollectorSpec> specs,
+                                                                                  const collectors::CollectorLog& log) {
   using R = base::Result<std::vector<std::unique_ptr<collectors::Collector>>>;
   std::vector<std::unique_ptr<collectors::Collector>> out;
   for (CollectorSpec& spec : specs) {

@@ -35,8 +35,8 @@ base::Result<std::unique_ptr<collectors::Collector>> MakeCollector(CollectorSpec
 
 // MakeCollector for each spec, in order; an error names the item
 // ("collectors.kv_events[1]: ...").
-base::Result<std::vector<std::unique_ptr<collectors::Collector>>> BuildCollectors(
-    std::vector<CollectorSpec> specs, const collectors::CollectorLog& log);
+base::Result<std::vector<std::unique_ptr<collectors::Collector>>> BuildCollectors(std::vector<CollectorSpec> specs,
+                                                                                  const collectors::CollectorLog& log);
 
 }  // namespace kvwatch::agent
 

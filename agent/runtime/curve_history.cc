@@ -14,8 +14,8 @@ std::vector<HistoryApiContext::Target> HistoryTargets(const std::vector<double>&
   return targets;
 }
 
-CurveHistory::CurveHistory(std::size_t windows, std::vector<HistoryApiContext::Target> targets,
-                           std::size_t max_points, double interval_s)
+CurveHistory::CurveHistory(std::size_t windows, std::vector<HistoryApiContext::Target> targets, std::size_t max_points,
+                           double interval_s)
     : windows_(windows),
       targets_(std::move(targets)),
       max_points_(std::max<std::size_t>(max_points, 2)),

@@ -6,12 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "agent/render/text_format.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/group_metrics.h"
 #include "agent/runtime/load_metrics.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/version.h"
-#include "agent/render/text_format.h"
 
 namespace kvwatch::agent {
 
@@ -67,9 +67,9 @@ constexpr base::MetricDef kWorkingSetPages{
     "unlimited page hits; request_coverage: that fraction of requests). Absent when not converged within the "
     "tracked range.",
     "window,target,fraction"};
-constexpr base::MetricDef kWorkingSetBytes{
-    "kvwatch_working_set_bytes", MetricType::kGauge,
-    "The working set in bytes per GPU rank (pages x tokens x bytes/token).", "window,target,fraction"};
+constexpr base::MetricDef kWorkingSetBytes{"kvwatch_working_set_bytes", MetricType::kGauge,
+                                           "The working set in bytes per GPU rank (pages x tokens x bytes/token).",
+                                           "window,target,fraction"};
 constexpr base::MetricDef kKneePages{
     "kvwatch_knee_pages", MetricType::kGauge,
     "Knee (Kneedle) of the window's page hit ratio against capacity in pages: where more capacity starts buying "
@@ -96,8 +96,7 @@ constexpr base::MetricDef kCollectorDropped{
     "lost_bytes (loss events of bytes seen but not delivered before a truncation), lost (KV-event batches the "
     "replay endpoint could not return, and other losses).",
     "collector,reason"};
-constexpr base::MetricDef kCollectorLastSuccess{"kvwatch_collector_last_success_timestamp_seconds",
-                                                MetricType::kGauge,
+constexpr base::MetricDef kCollectorLastSuccess{"kvwatch_collector_last_success_timestamp_seconds", MetricType::kGauge,
                                                 "Wall time of the collector's last successful read (0: never).",
                                                 "collector"};
 constexpr base::MetricDef kCollectorErrors{"kvwatch_collector_errors_total", MetricType::kCounter,
@@ -161,13 +160,29 @@ constexpr base::MetricDef kCanaryMemory{"kvwatch_policy_canary_memory_bytes", Me
 }  // namespace
 
 base::MetricDefs AgentMetricDefs() {
-  return {&kBuildInfo, &kPageHitCapacity, &kRequiredCapacity, &kRequests, &kPageReferences, &kColdMisses, &kBeyondTracked, &kReusedTokens, &kTrackedPages, &kSampleRate, &kTrackedPagesLimit, &kEngineMemory, &kLateRequests, &kWindowRequests, &kUnlimitedHitRatio, &kWorkingSetPages, &kWorkingSetBytes, &kKneePages, &kKneeBytes, &kPageHitRatio, &kCoverageRatio, &kBytesPerPage, &kCollectorUp, &kCollectorRecords, &kCollectorDropped, &kCollectorLastSuccess, &kCollectorErrors, &kPredictedHitRatio, &kCacheCapacity, &kStateSaves, &kStateSaveErrors, &kStateSaveSeconds, &kStateRestore, &kStateSaving, &kWebReload, &kClockRepairs};
+  return {&kBuildInfo,         &kPageHitCapacity,
+          &kRequiredCapacity,  &kRequests,
+          &kPageReferences,    &kColdMisses,
+          &kBeyondTracked,     &kReusedTokens,
+          &kTrackedPages,      &kSampleRate,
+          &kTrackedPagesLimit, &kEngineMemory,
+          &kLateRequests,      &kWindowRequests,
+          &kUnlimitedHitRatio, &kWorkingSetPages,
+          &kWorkingSetBytes,   &kKneePages,
+          &kKneeBytes,         &kPageHitRatio,
+          &kCoverageRatio,     &kBytesPerPage,
+          &kCollectorUp,       &kCollectorRecords,
+          &kCollectorDropped,  &kCollectorLastSuccess,
+          &kCollectorErrors,   &kPredictedHitRatio,
+          &kCacheCapacity,     &kStateSaves,
+          &kStateSaveErrors,   &kStateSaveSeconds,
+          &kStateRestore,      &kStateSaving,
+          &kWebReload,         &kClockRepairs};
 }
 
 base::MetricDefs CanaryMetricDefs() {
   return {&kPolicyHitRatio, &kPolicyCoverage, &kPolicyGain, &kPolicyHits, &kPolicyPreemptions, &kCanaryMemory};
 }
-
 
 namespace {
 
@@ -222,8 +237,7 @@ std::string RenderMetricsText(const AgentOptions& options, const AgentSnapshot& 
     req_buckets.emplace_back(static_cast<double>(bounds[j]), whole(covered_sum));
   }
   m.Histogram(kPageHitCapacity, hit_buckets, whole(hit_sum), static_cast<double>(s.hit_capacity_sum));
-  m.Histogram(kRequiredCapacity, req_buckets, whole(lifetime.requests()),
-              static_cast<double>(s.required_capacity_sum));
+  m.Histogram(kRequiredCapacity, req_buckets, whole(lifetime.requests()), static_cast<double>(s.required_capacity_sum));
   m.Add(kRequests, s.Count(lifetime.requests()));
   m.Add(kPageReferences, s.Count(lifetime.page_refs()));
   m.Add(kColdMisses, s.Count(lifetime.cold_misses()));
@@ -286,8 +300,8 @@ std::string RenderMetricsText(const AgentOptions& options, const AgentSnapshot& 
   for (const CollectorCopy& c : snapshot.collectors) {
     for (const collectors::MetricSample& sample : c.samples) {
       if (sample.histogram) {
-        m.Histogram({sample.name, MetricType::kHistogram, sample.help, "*"}, sample.buckets, sample.count,
-                    sample.value, sample.labels);
+        m.Histogram({sample.name, MetricType::kHistogram, sample.help, "*"}, sample.buckets, sample.count, sample.value,
+                    sample.labels);
         continue;
       }
       const base::MetricDef def{sample.name, sample.counter ? MetricType::kCounter : MetricType::kGauge, sample.help,

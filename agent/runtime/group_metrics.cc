@@ -135,7 +135,9 @@ void AppendGroupMetrics(MetricsBuilder& m, const curve::GroupAccounting::View& v
           const double pages = life.evicted_by(d, c, v, e);
           if (!(pages > 0) || !live(d, v) || !live(d, e)) continue;
           m.Add(kGroupMetrics[kEvictedBy], pages,
-                {{"dimension", kDimensionNames[d]}, {"victim", (*labels[d])[v]}, {"evictor", (*labels[d])[e]},
+                {{"dimension", kDimensionNames[d]},
+                 {"victim", (*labels[d])[v]},
+                 {"evictor", (*labels[d])[e]},
                  {"capacity_pages", cap(c)}});
         }
       }
@@ -210,8 +212,7 @@ void AppendRunningKv(MetricsBuilder& m, const std::string& collector, const coll
                      std::optional<double> bytes_per_page) {
   if (!s.kv_cache_usage || !s.capacity_pages || !bytes_per_page) return;
   if (!(*s.kv_cache_usage >= 0) || !(*s.capacity_pages >= 0)) return;
-  m.Add(kGroupMetrics[kRunningKv], *s.kv_cache_usage * *s.capacity_pages * *bytes_per_page,
-        {{"collector", collector}});
+  m.Add(kGroupMetrics[kRunningKv], *s.kv_cache_usage * *s.capacity_pages * *bytes_per_page, {{"collector", collector}});
 }
 
 alerts::CapacityMissInputs CapacityMissInputsOf(double page_references, const std::vector<CapacityMisses>& misses,
@@ -219,7 +220,8 @@ alerts::CapacityMissInputs CapacityMissInputsOf(double page_references, const st
   alerts::CapacityMissInputs in;
   if (misses.empty()) return in;
   in.page_references = page_references;
-  for (const CapacityMisses& c : misses) in.capacity_misses.push_back({static_cast<double>(c.capacity_pages), c.misses});
+  for (const CapacityMisses& c : misses)
+    in.capacity_misses.push_back({static_cast<double>(c.capacity_pages), c.misses});
   if (view == nullptr) return in;
   const curve::GroupCurves& life = view->lifetime;
   const std::vector<std::uint64_t>& caps = life.layout().capacities;

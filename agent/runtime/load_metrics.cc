@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "agent/runtime/agent.h"
 #include "agent/render/text_format.h"
+#include "agent/runtime/agent.h"
 
 namespace kvwatch::agent {
 namespace {

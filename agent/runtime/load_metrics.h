@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/render/api_json.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/snapshot.h"
-#include "agent/render/api_json.h"
 #include "alerts/inputs.h"
 #include "base/metric_def.h"
 #include "curve/kv_load.h"

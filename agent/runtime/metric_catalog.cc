@@ -1,7 +1,7 @@
 #include "agent/runtime/metric_catalog.h"
 
-#include "agent/runtime/exposition.h"
 #include "agent/runtime/alert_runner.h"
+#include "agent/runtime/exposition.h"
 #include "agent/runtime/group_metrics.h"
 #include "agent/runtime/load_metrics.h"
 #include "agent/runtime/metrics.h"
@@ -79,8 +79,8 @@ std::string MetricsReferenceMarkdown() {
     out += "### " + std::string(table.title) + "\n\nDeclared in `" + std::string(table.source) + "`.\n\n";
     out += "| metric | type | labels | meaning |\n|---|---|---|---|\n";
     for (const base::MetricDef* def : table.defs) {
-      out += "| `" + std::string(def->name) + "` | " + std::string(base::MetricTypeName(def->type)) + " | " + LabelNames(*def) +
-             " | " + Cell(def->help) + " |\n";
+      out += "| `" + std::string(def->name) + "` | " + std::string(base::MetricTypeName(def->type)) + " | " +
+             LabelNames(*def) + " | " + Cell(def->help) + " |\n";
     }
   }
   return out;

@@ -60,7 +60,8 @@ prometheus::ClientMetric& MetricsBuilder::Family(const base::MetricDef& def, con
     if (f.name == def.name) family = &f;
   }
   if (family == nullptr) {
-    families_.push_back(prometheus::MetricFamily{std::string(def.name), std::string(def.help), PrometheusType(def.type), {}});
+    families_.push_back(
+        prometheus::MetricFamily{std::string(def.name), std::string(def.help), PrometheusType(def.type), {}});
     family = &families_.back();
   }
   family->metric.emplace_back();

@@ -51,8 +51,7 @@ bool SplitUrl(const std::string& url, std::string* scheme_host_port, std::string
   const std::size_t slash = url.find('/', scheme_end);
   *scheme_host_port = url.substr(0, slash);
   *path = slash == std::string::npos ? "" : url.substr(slash);
-  const bool bad_char =
-      url.find_first_of(" \t\r\n") != std::string::npos || url.find('?', scheme_end) < slash;
+  const bool bad_char = url.find_first_of(" \t\r\n") != std::string::npos || url.find('?', scheme_end) < slash;
   return scheme_host_port->size() > scheme_end && !bad_char;
 }
 
@@ -121,9 +120,8 @@ std::string LabelsFingerprint(const alerts::Labels& labels) {
   return text;
 }
 
-std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items,
-                                 alerts::TimePoint now, std::string_view receiver,
-                                 std::string_view external_url) {
+std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items, alerts::TimePoint now,
+                                 std::string_view receiver, std::string_view external_url) {
   std::vector<const std::map<std::string, std::string>*> labels, annotations;
   bool any_firing = false;
   std::string list = "[";
@@ -165,9 +163,9 @@ base::Status Notifier::ValidateOptions(const NotifierOptions& options) {
   for (const NotifierTarget& target : options.targets) {
     std::string origin, path;
     if (!SplitUrl(target.url, &origin, &path)) {
-      return Status::Error(std::string(target.kind == NotifierKind::kAlertmanager ? "alerts.alertmanagers"
-                                                                                   : "alerts.webhooks") +
-                           ": \"" + target.url + "\": expected an http:// or https:// URL with a host");
+      return Status::Error(
+          std::string(target.kind == NotifierKind::kAlertmanager ? "alerts.alertmanagers" : "alerts.webhooks") +
+          ": \"" + target.url + "\": expected an http:// or https:// URL with a host");
     }
   }
   return Status::Ok();
@@ -251,7 +249,7 @@ std::vector<NotifierStats> Notifier::Stats() const {
 
 void Notifier::Run(Worker* w) {
   int failures = 0;  // consecutive
-  w->mu.Lock();  // held except around the POST
+  w->mu.Lock();      // held except around the POST
   while (true) {
     while (!w->stopping && w->outbox.empty()) w->cv.Wait(w->mu);
     if (w->stopping) break;

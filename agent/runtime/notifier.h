@@ -84,14 +84,14 @@ struct NotifierOptions {
 struct NotifierStats {
   NotifierKind kind = NotifierKind::kAlertmanager;
   std::string url;
-  std::uint64_t requests_ok = 0;       // requests answered 2xx
-  std::uint64_t requests_failed = 0;   // requests that failed (error, timeout, non-2xx)
-  std::uint64_t alerts_sent = 0;       // items delivered
+  std::uint64_t requests_ok = 0;      // requests answered 2xx
+  std::uint64_t requests_failed = 0;  // requests that failed (error, timeout, non-2xx)
+  std::uint64_t alerts_sent = 0;      // items delivered
   std::uint64_t dropped_queue_full = 0;
   std::uint64_t dropped_expired = 0;
   std::uint64_t dropped_rejected = 0;
-  std::size_t queued = 0;              // items waiting now
-  std::string last_error;              // of the last failed request; "" after a success
+  std::size_t queued = 0;  // items waiting now
+  std::string last_error;  // of the last failed request; "" after a success
 };
 
 class Notifier {
@@ -134,9 +134,8 @@ class Notifier {
 // top-level status is "firing" when any item is. commonLabels and
 // commonAnnotations hold the pairs every item shares; each alert carries its
 // Alertmanager fingerprint.
-std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items,
-                                 alerts::TimePoint now, std::string_view receiver,
-                                 std::string_view external_url);
+std::string EncodeWebhookPayload(const std::vector<alerts::PostableAlert>& items, alerts::TimePoint now,
+                                 std::string_view receiver, std::string_view external_url);
 
 // Alertmanager's fingerprint of a label set (Prometheus' model.LabelSet.Fingerprint:
 // FNV-1a 64 over the sorted names and values with 0xff separators), as 16 hex digits.

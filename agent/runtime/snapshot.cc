@@ -51,8 +51,7 @@ std::optional<double> BytesPerPage(const AgentOptions& options) {
   return *options.bytes_per_token * static_cast<double>(options.page_tokens);
 }
 
-alerts::AlertInputs AlertInputsOf(const AgentOptions& options, const AgentSnapshot& snapshot,
-                                  alerts::TimePoint time) {
+alerts::AlertInputs AlertInputsOf(const AgentOptions& options, const AgentSnapshot& snapshot, alerts::TimePoint time) {
   const AlertInputSpec& spec = options.alerts->inputs;
   const AnalysisSnapshot& s = snapshot.analysis;
   AgentObservation o;

@@ -43,8 +43,8 @@ struct CollectorCopy {
 struct StateCounters {
   std::uint64_t saves = 0;
   std::uint64_t errors = 0;
-  double last_save_seconds = 0;          // duration of the last save
-  std::string restore_result = "none";   // what start-up found: none, restored, rejected
+  double last_save_seconds = 0;         // duration of the last save
+  std::string restore_result = "none";  // what start-up found: none, restored, rejected
   // False when start-up could not set a rejected state file aside: the agent then
   // runs without saving (it cannot replace the file), kvwatch_state_saving 0.
   bool saving = true;

@@ -124,8 +124,7 @@ base::Result<Header> CheckHeader(std::span<const std::uint8_t> in, std::uint64_t
   }
   if (h.length > max_bytes) {
     return R::Error("the header announces " + std::to_string(h.length) + " bytes, more than the " +
-                    std::to_string(max_bytes) +
-                    " this configuration's state can hold (docs/guarantees.md); not read");
+                    std::to_string(max_bytes) + " this configuration's state can hold (docs/guarantees.md); not read");
   }
   return h;
 }
@@ -184,7 +183,8 @@ base::Result<StateParts> DecodeBody(std::span<const std::uint8_t> in, const Head
     }
   }
   if (!in.empty()) return R::Error("unexpected bytes after the last section");
-  if (!fingerprint || !engine || !curves) return R::Error("a required section (fingerprint, engine, curves) is missing");
+  if (!fingerprint || !engine || !curves)
+    return R::Error("a required section (fingerprint, engine, curves) is missing");
   return parts;
 }
 
@@ -263,7 +263,8 @@ base::Result<std::unique_ptr<StateLock>> StateLock::Acquire(const std::string& s
   std::unique_ptr<StateLock> lock(new StateLock(path, fd));  // closes fd on every return below
   struct stat st {};
   if (::fstat(fd, &st) != 0) return R::Error(path + ": fstat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return R::Error(path + ": is " + base::DescribeFileType(st.st_mode) + ", not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return R::Error(path + ": is " + base::DescribeFileType(st.st_mode) + ", not a regular file");
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     if (error != EWOULDBLOCK) return R::Error(path + ": flock: " + std::strerror(error));

@@ -103,9 +103,9 @@ base::Status WriteStateFile(const std::string& path, const StateParts& parts);
 
 struct LoadedState {
   enum class Outcome { kNone, kLoaded, kRejected } outcome = Outcome::kNone;
-  StateParts parts;   // when kLoaded
-  std::string from;   // the file read: path or "<path>.tmp"
-  std::string error;  // when kRejected: why
+  StateParts parts;              // when kLoaded
+  std::string from;              // the file read: path or "<path>.tmp"
+  std::string error;             // when kRejected: why
   std::uint64_t bytes_read = 0;  // from both files (what the size limit bounds; tests check it)
 };
 // Reads the state at `path` (or its complete ".tmp"), rejecting a file whose body

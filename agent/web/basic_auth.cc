@@ -95,8 +95,7 @@ bool CheckPassword(std::string_view password, const std::string& bcrypt_hash) {
   const char* computed = crypt_r(pw.c_str(), bcrypt_hash.c_str(), data.get());
   OPENSSL_cleanse(pw.data(), pw.size());
   // libxcrypt returns a failure token starting with '*' for a setting it rejects.
-  bool ok = computed != nullptr && computed[0] != '*' &&
-            std::strlen(computed) == bcrypt_hash.size() &&
+  bool ok = computed != nullptr && computed[0] != '*' && std::strlen(computed) == bcrypt_hash.size() &&
             CRYPTO_memcmp(computed, bcrypt_hash.data(), bcrypt_hash.size()) == 0;
   OPENSSL_cleanse(data.get(), sizeof(crypt_data));
   return ok;
@@ -111,10 +110,8 @@ Result<std::string> HashPassword(std::string_view password, int cost) {
   }
   char setting[CRYPT_GENSALT_OUTPUT_SIZE];
   // nullptr random bytes: libxcrypt draws the salt from the OS (getentropy).
-  if (crypt_gensalt_rn("$2b$", static_cast<unsigned long>(cost), nullptr, 0, setting,
-                       sizeof(setting)) == nullptr) {
-    return Result<std::string>::Error(std::string("crypt_gensalt_rn($2b$) failed: ") +
-                                      std::strerror(errno));
+  if (crypt_gensalt_rn("$2b$", static_cast<unsigned long>(cost), nullptr, 0, setting, sizeof(setting)) == nullptr) {
+    return Result<std::string>::Error(std::string("crypt_gensalt_rn($2b$) failed: ") + std::strerror(errno));
   }
   std::string pw(password);
   auto data = std::make_unique<crypt_data>();
@@ -146,12 +143,10 @@ Result<std::unique_ptr<BasicAuthenticator>> BasicAuthenticator::Create(
   }
   Result<std::string> decoy = HashPassword(kDecoyPassword, max_cost);
   if (!decoy.ok()) return R::Error("cannot make the decoy bcrypt hash: " + decoy.error());
-  return std::unique_ptr<BasicAuthenticator>(
-      new BasicAuthenticator(users, std::move(decoy).value(), max_cost));
+  return std::unique_ptr<BasicAuthenticator>(new BasicAuthenticator(users, std::move(decoy).value(), max_cost));
 }
 
-BasicAuthenticator::BasicAuthenticator(std::map<std::string, std::string> users,
-                                       std::string decoy_hash, int decoy_cost)
+BasicAuthenticator::BasicAuthenticator(std::map<std::string, std::string> users, std::string decoy_hash, int decoy_cost)
     : users_(std::move(users)), decoy_hash_(std::move(decoy_hash)), decoy_cost_(decoy_cost) {}
 
 std::optional<std::string> BasicAuthenticator::Authenticate(std::string_view header) {
@@ -174,8 +169,7 @@ bool BasicAuthenticator::Verify(const std::string& user, std::string_view passwo
   AppendField(&material, password);
   Digest key{};
   unsigned int key_size = 0;
-  bool digested = EVP_Digest(material.data(), material.size(), key.data(), &key_size,
-                             EVP_sha256(), nullptr) == 1 &&
+  bool digested = EVP_Digest(material.data(), material.size(), key.data(), &key_size, EVP_sha256(), nullptr) == 1 &&
                   key_size == key.size();
   OPENSSL_cleanse(material.data(), material.size());
 

@@ -40,8 +40,8 @@
 #include <unordered_map>
 
 #include "base/mutex.h"
-#include "base/thread_annotations.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace kvwatch::agent {
 
@@ -72,8 +72,7 @@ class BasicAuthenticator {
   // users: user -> bcrypt hash (config::WebConfig::basic_auth_users). Fails when
   // users is empty, when libcrypt does not accept a hash (the error names the
   // user, not the hash), or when the decoy hash cannot be made.
-  static base::Result<std::unique_ptr<BasicAuthenticator>> Create(
-      const std::map<std::string, std::string>& users);
+  static base::Result<std::unique_ptr<BasicAuthenticator>> Create(const std::map<std::string, std::string>& users);
 
   // The user named by an Authorization header value when its password is right.
   std::optional<std::string> Authenticate(std::string_view authorization_header);
@@ -91,8 +90,7 @@ class BasicAuthenticator {
     std::size_t operator()(const Digest& d) const;
   };
 
-  BasicAuthenticator(std::map<std::string, std::string> users, std::string decoy_hash,
-                     int decoy_cost);
+  BasicAuthenticator(std::map<std::string, std::string> users, std::string decoy_hash, int decoy_cost);
 
   // Constant after construction.
   const std::map<std::string, std::string> users_;

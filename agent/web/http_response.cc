@@ -4,18 +4,17 @@
 // that could not be read.
 #include "agent/web/http_response.h"
 
-#include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
+#include <httplib.h>
 
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <httplib.h>
-
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
 
 namespace kvwatch::agent::web_internal {
 
@@ -32,8 +31,8 @@ HttpResponse TextResponse(int status, std::string body) {
 int StatusForReadError(const beast::error_code& ec) {
   if (ec == http::error::header_limit) return 431;
   if (ec == http::error::body_limit) return 413;
-  if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-      ec != http::error::end_of_stream && ec != http::error::partial_message) {
+  if (ec.category() == http::make_error_code(http::error::bad_method).category() && ec != http::error::end_of_stream &&
+      ec != http::error::partial_message) {
     return 400;  // bad_method, bad_target, bad_field, bad_content_length, ...
   }
   return 0;
@@ -44,8 +43,7 @@ namespace {
 // Compresses body as cpp-httplib would for this Accept-Encoding and
 // Content-Type (same content types, same choice of encoding). Returns the
 // Content-Encoding ("" when left as it is).
-std::string Compress(const std::string& accept_encoding, const std::string& content_type,
-                     std::string* body) {
+std::string Compress(const std::string& accept_encoding, const std::string& content_type, std::string* body) {
   if (body->empty() || accept_encoding.empty()) return "";
   httplib::Request req;
   req.set_header("Accept-Encoding", accept_encoding);
@@ -66,11 +64,10 @@ std::string Compress(const std::string& accept_encoding, const std::string& cont
       return "";
   }
   std::string compressed;
-  bool ok = compressor->compress(body->data(), body->size(), true,
-                                 [&](const char* data, std::size_t n) {
-                                   compressed.append(data, n);
-                                   return true;
-                                 });
+  bool ok = compressor->compress(body->data(), body->size(), true, [&](const char* data, std::size_t n) {
+    compressed.append(data, n);
+    return true;
+  });
   if (!ok) return "";  // sent as it is
   *body = std::move(compressed);
   return encoding;
@@ -79,8 +76,7 @@ std::string Compress(const std::string& accept_encoding, const std::string& cont
 }  // namespace
 
 Response Encode(const HttpResponse& out, const std::optional<config::WebConfig>& web, bool head,
-                const std::string& accept_encoding, bool keep_alive, unsigned version,
-                std::string* content_encoding) {
+                const std::string& accept_encoding, bool keep_alive, unsigned version, std::string* content_encoding) {
   Response res;
   res.version(version);
   res.result(static_cast<unsigned>(out.status));

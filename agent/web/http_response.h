@@ -7,14 +7,12 @@
 #ifndef KVWATCH_AGENT_WEB_HTTP_RESPONSE_H_
 #define KVWATCH_AGENT_WEB_HTTP_RESPONSE_H_
 
-#include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
-
-#include <optional>
-#include <string>
-
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <optional>
+#include <string>
+#include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
 
 #include "agent/web/http_server.h"
 #include "config/web_config.h"
@@ -33,8 +31,7 @@ int StatusForReadError(const boost::beast::error_code& ec);
 // the web config's headers, compression, Content-Length; no body for HEAD.
 // *content_encoding is the encoding used ("gzip", "br" or "").
 Response Encode(const HttpResponse& out, const std::optional<config::WebConfig>& web, bool head,
-                const std::string& accept_encoding, bool keep_alive, unsigned version,
-                std::string* content_encoding);
+                const std::string& accept_encoding, bool keep_alive, unsigned version, std::string* content_encoding);
 
 }  // namespace kvwatch::agent::web_internal
 

@@ -5,7 +5,10 @@
 // are encoded and compressed by http_response.cc.
 #include "agent/web/http_server.h"
 
-#include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
+#include <httplib.h>
+#include <netdb.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,14 +19,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <httplib.h>
-#include <netdb.h>
-#include <openssl/ssl.h>
-#include <sys/socket.h>
-
 #include <cctype>
 #include <list>
 #include <type_traits>
+#include <utility>  // before Boost.Asio: g++ 12 in C++20 needs it first (docs/dependencies.md)
 
 #include "agent/web/basic_auth.h"
 #include "agent/web/http_response.h"
@@ -56,8 +55,7 @@ using web_internal::TextResponse;
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
       return false;
     }
   }
@@ -137,8 +135,8 @@ class HttpServer::Network {
   std::size_t open = 0;            // connections counted against max_connections
 
   asio::io_context io{1};
-  asio::thread_pool handlers;             // runs Answer() and the access log
-  std::thread thread;                     // runs io; started by Start()
+  asio::thread_pool handlers;  // runs Answer() and the access log
+  std::thread thread;          // runs io; started by Start()
   // Set by Stop(); read by the handler threads.
   std::atomic<bool> stopping{false};
 
@@ -160,7 +158,7 @@ struct HttpServer::Security {
 struct HttpServer::Exchange {
   http::request<http::string_body> request;
   std::string remote_address;
-  Response response;  // set by Answer()
+  Response response;   // set by Answer()
   AccessLogEntry log;  // set by Answer(), but the duration
   Clock::time_point start;
 };
@@ -194,11 +192,10 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
     if constexpr (kTls) {
       network_.SetWaiting(*this, true);
       Lowest().expires_after(server_.options_.read_timeout);  // the whole handshake
-      stream_.async_handshake(asio::ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code ec) {
-                                self->network_.SetWaiting(*self, false);
-                                if (!ec) self->ReadRequest(/*fresh=*/true);
-                              });
+      stream_.async_handshake(asio::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        self->network_.SetWaiting(*self, false);
+        if (!ec) self->ReadRequest(/*fresh=*/true);
+      });
     } else {
       ReadRequest(/*fresh=*/true);
     }
@@ -227,20 +224,18 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
       return;
     }
     Lowest().expires_after(server_.options_.keep_alive_timeout);
-    stream_.async_read_some(buffer_.prepare(512), [self = this->shared_from_this()](
-                                                      beast::error_code ec, std::size_t n) {
-      self->buffer_.commit(n);
-      if (ec) return;  // closed, idle too long, evicted or stopping
-      self->ReadRest();
-    });
+    stream_.async_read_some(buffer_.prepare(512),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->buffer_.commit(n);
+                              if (ec) return;  // closed, idle too long, evicted or stopping
+                              self->ReadRest();
+                            });
   }
 
   void ReadRest() {
     Lowest().expires_after(server_.options_.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->OnRequest(ec);
-                     });
+                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->OnRequest(ec); });
   }
 
   void OnRequest(beast::error_code ec) {
@@ -254,16 +249,14 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
     auto exchange = std::make_shared<Exchange>();
     exchange->request = parser_->release();
     exchange->remote_address = remote_address_;
-    asio::post(network_.handlers, [self = this->shared_from_this(), exchange,
-                                   work = asio::make_work_guard(network_.io)]() mutable {
-      self->server_.Answer(*exchange);
-      // Back to the network thread, with the last references: the session
-      // never ends on a handler thread.
-      asio::io_context& io = self->network_.io;
-      asio::post(io, [self = std::move(self), exchange = std::move(exchange)] {
-        self->Write(*exchange);
-      });
-    });
+    asio::post(network_.handlers,
+               [self = this->shared_from_this(), exchange, work = asio::make_work_guard(network_.io)]() mutable {
+                 self->server_.Answer(*exchange);
+                 // Back to the network thread, with the last references: the session
+                 // never ends on a handler thread.
+                 asio::io_context& io = self->network_.io;
+                 asio::post(io, [self = std::move(self), exchange = std::move(exchange)] { self->Write(*exchange); });
+               });
   }
 
   // 400, 413 or 431 for a request that could not be read, then the connection ends.
@@ -287,17 +280,14 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
     log_ = std::move(exchange.log);
     start_ = exchange.start;
     Lowest().expires_after(server_.options_.write_timeout);
-    http::async_write(stream_, response_, [self = this->shared_from_this()](
-                                              beast::error_code ec, std::size_t) {
-      self->OnWritten(ec);
-    });
+    http::async_write(stream_, response_,
+                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->OnWritten(ec); });
   }
 
   void OnWritten(beast::error_code ec) {
     if (server_.options_.access_log) {
       log_.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
-      asio::post(network_.handlers,
-                 [log = server_.options_.access_log, entry = std::move(log_)] { log(entry); });
+      asio::post(network_.handlers, [log = server_.options_.access_log, entry = std::move(log_)] { log(entry); });
     }
     if (ec) return;
     if (!response_.keep_alive()) {
@@ -321,14 +311,14 @@ class HttpServer::Session : public Connection, public std::enable_shared_from_th
   }
   void Drain() {
     buffer_.clear();
-    Lowest().async_read_some(buffer_.prepare(512), [self = this->shared_from_this()](
-                                                       beast::error_code ec, std::size_t) {
-      if (ec) {
-        self->Close();
-        return;
-      }
-      self->Drain();
-    });
+    Lowest().async_read_some(buffer_.prepare(512),
+                             [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                               if (ec) {
+                                 self->Close();
+                                 return;
+                               }
+                               self->Drain();
+                             });
   }
 
   const HttpServer& server_;
@@ -379,7 +369,7 @@ void HttpServer::Network::Admit(const HttpServer& server, tcp::socket socket) {
   if (security->ssl != nullptr) {
     asio::ssl::context& ssl = *security->ssl;
     std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(server, *this, address, std::move(security),
-                                                                     std::move(socket), ssl)
+                                                                    std::move(socket), ssl)
         ->Start();
   } else {
     std::make_shared<Session<beast::tcp_stream>>(server, *this, address, std::move(security), std::move(socket))
@@ -478,8 +468,7 @@ void HttpServer::Answer(Exchange& exchange) const {
   HttpResponse out;
   bool authorized = true;
   if (security->auth != nullptr) {
-    std::optional<std::string> user =
-        security->auth->Authenticate(std::string(req[http::field::authorization]));
+    std::optional<std::string> user = security->auth->Authenticate(std::string(req[http::field::authorization]));
     authorized = user.has_value();
     if (authorized) request.user = *user;
   }
@@ -502,8 +491,8 @@ void HttpServer::Answer(Exchange& exchange) const {
   }
   bool keep_alive = req.keep_alive() && !network_->stopping.load();
   std::string encoding;
-  exchange.response = Encode(out, security->web, head, std::string(req[http::field::accept_encoding]),
-                             keep_alive, req.version(), &encoding);
+  exchange.response = Encode(out, security->web, head, std::string(req[http::field::accept_encoding]), keep_alive,
+                             req.version(), &encoding);
   AccessLogEntry& log = exchange.log;
   log.method = request.method;
   log.path = request.path;
@@ -538,16 +527,14 @@ Status HttpServer::Start() {
   const std::string& host = options_.listen_address;
   if (started_.load() || stopped_.load()) {
     return Status::Error("the HTTP server on " + FormatHostPort(host, port()) +
-                         (stopped_.load() ? " was stopped" : " is already started") +
-                         "; create a new one");
+                         (stopped_.load() ? " was stopped" : " is already started") + "; create a new one");
   }
   Status resolvable = CheckResolvable(host, options_.port);
   if (!resolvable.ok()) return resolvable;
   auto fail = [&](const beast::error_code& ec) {
     beast::error_code ignored;
     network_->acceptor.close(ignored);
-    return Status::Error("cannot listen on " + FormatHostPort(host, options_.port) + ": " +
-                         ec.message());
+    return Status::Error("cannot listen on " + FormatHostPort(host, options_.port) + ": " + ec.message());
   };
   beast::error_code ec;
   tcp::resolver resolver(network_->io);
@@ -581,13 +568,10 @@ void HttpServer::Stop() {
   network_->handlers.join();  // the last access-log lines
 }
 
-bool HttpServer::is_running() const {
-  return started_.load() && !stopped_.load() && !network_returned_.load();
-}
+bool HttpServer::is_running() const { return started_.load() && !stopped_.load() && !network_returned_.load(); }
 
 std::string HttpServer::url() const {
-  return std::string(tls_ ? "https://" : "http://") +
-         FormatHostPort(options_.listen_address, port());
+  return std::string(tls_ ? "https://" : "http://") + FormatHostPort(options_.listen_address, port());
 }
 
 std::string FormatHostPort(const std::string& host, int port) {

@@ -73,9 +73,9 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "base/status.h"
 #include "base/thread_annotations.h"
 #include "config/web_config.h"
-#include "base/status.h"
 
 namespace kvwatch::agent {
 
@@ -83,8 +83,8 @@ class BasicAuthenticator;
 
 // What a handler sees of a request.
 struct HttpRequest {
-  std::string method;  // "GET" or "HEAD"
-  std::string path;    // percent-decoded, without the query string
+  std::string method;                                        // "GET" or "HEAD"
+  std::string path;                                          // percent-decoded, without the query string
   std::vector<std::pair<std::string, std::string>> query;    // decoded; sorted by name
   std::vector<std::pair<std::string, std::string>> headers;  // as received
   std::string remote_address;
@@ -112,8 +112,8 @@ struct AccessLogEntry {
   std::string remote_address;
   std::string user;  // authenticated user; empty when none
   int status = 0;
-  std::size_t body_bytes = 0;      // as sent (after compression)
-  std::string content_encoding;    // "gzip", "br" or ""
+  std::size_t body_bytes = 0;             // as sent (after compression)
+  std::string content_encoding;           // "gzip", "br" or ""
   std::chrono::microseconds duration{0};  // from routing to the end of writing
 };
 using AccessLogger = std::function<void(const AccessLogEntry&)>;
@@ -123,7 +123,7 @@ struct HttpServerOptions {
   // interface, "::" for IPv6 (dual-stack where the kernel allows).
   // Defaults: config/web_config.h's, shared with the agent config's web.* keys.
   std::string listen_address{config::kDefaultListenAddress};
-  int port = config::kDefaultPort;  // 0: pick a free port (tests)
+  int port = config::kDefaultPort;       // 0: pick a free port (tests)
   std::optional<config::WebConfig> web;  // nullopt: plain HTTP, no auth
   std::size_t max_request_body_bytes = 64 * 1024;
   // Deadline for the whole TLS handshake, and for a whole request from the time

@@ -68,8 +68,7 @@ Status LoadClientCas(SSL_CTX* ctx, const std::string& ca_file) {
   }
   if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
     sk_X509_NAME_pop_free(names, X509_NAME_free);
-    return Status::Error(FileError("client_ca_file", ca_file,
-                                   "cannot load the CA certificates: " + OpenSslErrors()));
+    return Status::Error(FileError("client_ca_file", ca_file, "cannot load the CA certificates: " + OpenSslErrors()));
   }
   SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership; sent in the CertificateRequest
   return Status::Ok();
@@ -85,8 +84,7 @@ void SetClientAuth(SSL_CTX* ctx, config::ClientAuthType type) {
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCertificate);
       return;
     case ClientAuthType::kRequireAnyClientCert:
-      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-                         AcceptAnyCertificate);
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, AcceptAnyCertificate);
       return;
     case ClientAuthType::kVerifyClientCertIfGiven:
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
@@ -108,16 +106,15 @@ Status ConfigureTls(SSL_CTX* ctx, const config::TlsServerConfig& tls) {
   if (tls.prefer_server_cipher_suites) SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
   if (SSL_CTX_set_min_proto_version(ctx, OpenSslVersion(tls.min_version)) != 1 ||
       SSL_CTX_set_max_proto_version(ctx, OpenSslVersion(tls.max_version)) != 1) {
-    return Status::Error("tls_server_config.min_version/max_version: " +
-                         std::string(config::TlsVersionName(tls.min_version)) + ".." +
-                         std::string(config::TlsVersionName(tls.max_version)) +
-                         " is not available: " + OpenSslErrors());
+    return Status::Error(
+        "tls_server_config.min_version/max_version: " + std::string(config::TlsVersionName(tls.min_version)) + ".." +
+        std::string(config::TlsVersionName(tls.max_version)) + " is not available: " + OpenSslErrors());
   }
   Status readable = CheckReadable("cert_file", tls.cert_file);
   if (!readable.ok()) return readable;
   if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
-    return Status::Error(FileError("cert_file", tls.cert_file,
-                                   "cannot load a PEM certificate chain: " + OpenSslErrors()));
+    return Status::Error(
+        FileError("cert_file", tls.cert_file, "cannot load a PEM certificate chain: " + OpenSslErrors()));
   }
   readable = CheckReadable("key_file", tls.key_file);
   if (!readable.ok()) return readable;
@@ -125,13 +122,12 @@ Status ConfigureTls(SSL_CTX* ctx, const config::TlsServerConfig& tls) {
   // here (X509_R_KEY_VALUES_MISMATCH); older versions only in the check below.
   bool loaded = SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) == 1;
   if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
-    return Status::Error(FileError("key_file", tls.key_file,
-                                   "cannot load a PEM private key: " + OpenSslErrors()));
+    return Status::Error(FileError("key_file", tls.key_file, "cannot load a PEM private key: " + OpenSslErrors()));
   }
   if (!loaded || SSL_CTX_check_private_key(ctx) != 1) {
-    return Status::Error(FileError("key_file", tls.key_file,
-                                   "does not match the certificate in cert_file \"" +
-                                       tls.cert_file + "\": " + OpenSslErrors()));
+    return Status::Error(
+        FileError("key_file", tls.key_file,
+                  "does not match the certificate in cert_file \"" + tls.cert_file + "\": " + OpenSslErrors()));
   }
   if (!tls.client_ca_file.empty()) {
     Status cas = LoadClientCas(ctx, tls.client_ca_file);

@@ -108,7 +108,6 @@ constexpr std::string_view kPageTemplate = R"kvwatch_page(<!DOCTYPE html>
 </html>
 )kvwatch_page";
 
-
 // JSON for a <script type="application/json"> element: <, > and & appear only
 // inside strings, where \u escapes mean the same, so "</script>" cannot occur.
 std::string ScriptSafe(std::string_view json) {
@@ -116,10 +115,17 @@ std::string ScriptSafe(std::string_view json) {
   out.reserve(json.size());
   for (char c : json) {
     switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

@@ -3,12 +3,11 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <msgpack.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <msgpack.hpp>
 
 #include "collectors/kv_event_decoder.h"
 
@@ -26,8 +25,7 @@ struct VectorSink {
 
 class Encoder {
  public:
-  Encoder(std::vector<std::uint8_t>* out, const KvEncodeOptions& options)
-      : sink_{out}, pk_(sink_), options_(options) {}
+  Encoder(std::vector<std::uint8_t>* out, const KvEncodeOptions& options) : sink_{out}, pk_(sink_), options_(options) {}
 
   void Batch(const KvEventBatch& batch) {
     const bool rank = batch.dp_rank.has_value();
@@ -77,8 +75,12 @@ class Encoder {
   }
   void Hash(std::uint64_t h) {
     switch (options_.hashes) {
-      case KvHashEncoding::kUnsigned: pk_.pack_uint64(h); return;
-      case KvHashEncoding::kSigned: pk_.pack_int64(static_cast<std::int64_t>(h)); return;
+      case KvHashEncoding::kUnsigned:
+        pk_.pack_uint64(h);
+        return;
+      case KvHashEncoding::kSigned:
+        pk_.pack_int64(static_cast<std::int64_t>(h));
+        return;
       case KvHashEncoding::kBytes: {
         const std::array<std::uint8_t, 8> be = EncodeSeqFrame(h);
         pk_.pack_bin(8);
@@ -94,7 +96,10 @@ class Encoder {
   }
   void WriteOptHash(const void* v) {
     const auto& h = *static_cast<const std::optional<std::uint64_t>*>(v);
-    if (h) Hash(*h); else pk_.pack_nil();
+    if (h)
+      Hash(*h);
+    else
+      pk_.pack_nil();
   }
   void WriteInts(const void* v) {
     const auto& ints = *static_cast<const std::vector<std::int64_t>*>(v);
@@ -104,15 +109,24 @@ class Encoder {
   void WriteInt(const void* v) { pk_.pack_int64(*static_cast<const std::int64_t*>(v)); }
   void WriteOptInt(const void* v) {
     const auto& i = *static_cast<const std::optional<std::int64_t>*>(v);
-    if (i) pk_.pack_int64(*i); else pk_.pack_nil();
+    if (i)
+      pk_.pack_int64(*i);
+    else
+      pk_.pack_nil();
   }
   void WriteOptStr(const void* v) {
     const auto& s = *static_cast<const std::optional<std::string>*>(v);
-    if (s) Str(*s); else pk_.pack_nil();
+    if (s)
+      Str(*s);
+    else
+      pk_.pack_nil();
   }
   void WriteRaw(const void* v) {
     const auto& raw = *static_cast<const std::string*>(v);
-    if (raw.empty()) pk_.pack_nil(); else sink_.write(raw.data(), raw.size());
+    if (raw.empty())
+      pk_.pack_nil();
+    else
+      sink_.write(raw.data(), raw.size());
   }
 
   static Slot OptStr(const char* name, bool defaulted, const std::optional<std::string>& v) {

@@ -43,8 +43,7 @@ struct KvEncodeOptions {
 // CacheCreated and BlockUpdated use TensorRT-LLM's map shapes in both forms and
 // UnknownKvEvent is written as a bare tag ([tag] or {"type": tag}).
 std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch, KvEncoding encoding);
-std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch,
-                                             const KvEncodeOptions& options);
+std::vector<std::uint8_t> EncodeKvEventBatch(const KvEventBatch& batch, const KvEncodeOptions& options);
 
 }  // namespace kvwatch::collectors
 

@@ -196,15 +196,16 @@ TEST_F(AgentBadInputTest, FarFutureRecordIsRejectedAndEveryGoodRecordCountsInThe
   // b.jsonl: 500 good records, a broken one (line 501), 500 good ones.
   ASSERT_TRUE(WriteFile(second, good(1000, 1500) + "{\"timestamp\": 1, \"hash_ids\": [1,\n" + good(1500, 2000)));
 
-  const std::string config = "web: {port: 0}\ncurve: {windows: [\"5m\", \"1h\"], max_clock_skew: 1m}\n"
-                             "collectors:\n  trace_files:\n" +
-                             TraceFileCollectorYaml("glob", traces + "/*.jsonl");
+  const std::string config =
+      "web: {port: 0}\ncurve: {windows: [\"5m\", \"1h\"], max_clock_skew: 1m}\n"
+      "collectors:\n  trace_files:\n" +
+      TraceFileCollectorYaml("glob", traces + "/*.jsonl");
   std::string error;
   auto agent = AgentProcess::Start(dir_.path(), "agent", config, &error);
   ASSERT_NE(agent, nullptr) << error;
-  ASSERT_TRUE(agent->WaitForRequests(2000)) << "kvwatch_requests_total=" << agent->Value("kvwatch_requests_total")
-                                            << "\n"
-                                            << Tail(agent->Stderr());
+  ASSERT_TRUE(agent->WaitForRequests(2000))
+      << "kvwatch_requests_total=" << agent->Value("kvwatch_requests_total") << "\n"
+      << Tail(agent->Stderr());
   auto metrics = agent->Metrics(&error);
   ASSERT_TRUE(metrics.has_value()) << error;
   auto value = [&](const std::string& name, const LabelMap& labels) {
@@ -222,7 +223,7 @@ TEST_F(AgentBadInputTest, FarFutureRecordIsRejectedAndEveryGoodRecordCountsInThe
   EXPECT_NE(log.find("curve.max_clock_skew 60 s"), std::string::npos) << Tail(log);
   EXPECT_NE(log.find(second + ":501: "), std::string::npos) << Tail(log);
   EXPECT_EQ(log.find("*.jsonl:"), std::string::npos) << "a bad line is logged with its file, not the glob\n"
-                                                      << Tail(log);
+                                                     << Tail(log);
   EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0") << Tail(agent->Stderr());
 }
 

@@ -23,15 +23,14 @@
 // is refused at start-up naming the first one's pid. SighupTest: SIGHUP reloads
 // web.config_file (or is logged and ignored without one); the agent serves on,
 // and SIGTERM afterwards still saves.
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -200,8 +199,8 @@ TEST(AgentRestartTest, AStateWhoseClockIsBeyondTheSkewIsRepairedOnLoad) {
   ASSERT_TRUE(dir.ok());
   const std::string trace = dir.Sub("trace.jsonl"), state = dir.Sub("state");
   const std::int64_t ten_days_ms = 10LL * 24 * 3600 * 1000;
-  ASSERT_TRUE(WriteFile(trace, "{\"timestamp\": " + std::to_string(WallNowMs() + ten_days_ms) +
-                                   ", \"hash_ids\": [1, 2]}\n"));
+  ASSERT_TRUE(
+      WriteFile(trace, "{\"timestamp\": " + std::to_string(WallNowMs() + ten_days_ms) + ", \"hash_ids\": [1, 2]}\n"));
   std::string error;
   {
     std::string lenient = AgentConfig(trace, state);
@@ -221,9 +220,12 @@ TEST(AgentRestartTest, AStateWhoseClockIsBeyondTheSkewIsRepairedOnLoad) {
   ASSERT_TRUE(b->WaitForRequests(1 + static_cast<double>(records.size()))) << Tail(b->Stderr());
   // Every new record is in the windows (a poisoned clock would leave them all late).
   EXPECT_TRUE(PollUntil(
-      [&] { return b->Value("kvwatch_window_requests", {{"window", "5m"}}) == static_cast<double>(records.size()); },
+      [&] {
+        return b->Value("kvwatch_window_requests", {{"window", "5m"}}) == static_cast<double>(records.size());
+      },
       kIngestTimeout))
-      << b->Value("kvwatch_window_requests", {{"window", "5m"}}) << "\n" << Tail(b->Stderr());
+      << b->Value("kvwatch_window_requests", {{"window", "5m"}}) << "\n"
+      << Tail(b->Stderr());
   EXPECT_EQ(b->Value("kvwatch_window_late_requests_total"), 0);
   EXPECT_EQ(DescribeWaitStatus(b->Stop()), "exit 0");
 }
@@ -501,8 +503,8 @@ TEST(SighupTest, ReloadsTheWebConfigAndTheAgentServesOn) {
   // A web config that does not parse: the previous one stays, and it says so.
   ASSERT_TRUE(WriteFile(web, "basic_auth_users: {alice: not-a-hash}\n"));
   ASSERT_TRUE(agent->Signal(SIGHUP));
-  ASSERT_TRUE(PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: web.config_file not reloaded") == 1; },
-                        kStartTimeout))
+  ASSERT_TRUE(
+      PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: web.config_file not reloaded") == 1; }, kStartTimeout))
       << Tail(agent->Stderr());
   EXPECT_EQ(agent->Get("/readyz").status, 200);
   EXPECT_EQ(agent->Value("kvwatch_web_config_last_reload_successful"), 0);
@@ -512,8 +514,8 @@ TEST(SighupTest, ReloadsTheWebConfigAndTheAgentServesOn) {
   ASSERT_TRUE(hash.ok()) << hash.error();
   ASSERT_TRUE(WriteFile(web, "basic_auth_users: {alice: \"" + hash.value() + "\"}\n"));
   ASSERT_TRUE(agent->Signal(SIGHUP));
-  ASSERT_TRUE(PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: reloaded web.config_file " + web) == 1; },
-                        kStartTimeout))
+  ASSERT_TRUE(
+      PollUntil([&] { return Count(agent->Stderr(), "SIGHUP: reloaded web.config_file " + web) == 1; }, kStartTimeout))
       << Tail(agent->Stderr());
   EXPECT_EQ(agent->Get("/readyz").status, 401);
   EXPECT_TRUE(agent->Running());

@@ -55,10 +55,10 @@ curve::Request Make(std::string tenant, std::vector<curve::PageId> pages, double
 }
 
 void Flood(Agent* agent) {
-  agent->OnRequest(Make("chat", {1, 2}, 100));     // first
-  agent->OnRequest(Make("chat", {1, 2, 3}, 101));  // turn2
+  agent->OnRequest(Make("chat", {1, 2}, 100));                                       // first
+  agent->OnRequest(Make("chat", {1, 2, 3}, 101));                                    // turn2
   for (curve::PageId p = 10; p < 15; ++p) agent->OnRequest(Make("bulk", {p}, 102));  // "first" x 5
-  agent->OnRequest(Make("chat", {1, 2, 3, 4}, 103));  // turn3-4: 1, 2, 3 are 5 deep
+  agent->OnRequest(Make("chat", {1, 2, 3, 4}, 103));                                 // turn3-4: 1, 2, 3 are 5 deep
 }
 
 // "name{label=value,...}" (labels in name order) -> value, for the families asked for.

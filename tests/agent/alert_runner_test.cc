@@ -14,6 +14,8 @@
 //     computes them).
 // Evaluations use fake times; waits are PollUntil with deadlines that only bound
 // a broken build.
+#include "agent/runtime/alert_runner.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <simdjson.h>
@@ -31,7 +33,6 @@
 
 #include "agent/runtime/agent.h"
 #include "agent/runtime/agent_command.h"
-#include "agent/runtime/alert_runner.h"
 #include "agent/runtime/notifier.h"
 #include "alerts/format.h"
 #include "collectors/exposition_parser.h"
@@ -47,7 +48,8 @@ using std::chrono::seconds;
 constexpr Millis kWait{20000};
 
 alerts::TimePoint At(double s) {
-  return alerts::TimePoint{} + std::chrono::duration_cast<alerts::TimePoint::duration>(std::chrono::duration<double>(s));
+  return alerts::TimePoint{} +
+         std::chrono::duration_cast<alerts::TimePoint::duration>(std::chrono::duration<double>(s));
 }
 
 // ------------------------------------------------------------------ a receiver
@@ -259,9 +261,9 @@ TEST(AlertInputsTest, AgentInputsAgreeWithItsMetrics) {
   EXPECT_EQ(in.tracked_pages, 1 << 16);
   EXPECT_GT(*in.short_window_requests, 500);
   // The runner's series are exported with the agent's.
-  EXPECT_EQ(value("kvwatch_alert_state", {{"alertname", "KVWatchKneeShift"}, {"window", "1m/10m"},
-                                          {"severity", "warning"}}),
-            0);
+  EXPECT_EQ(
+      value("kvwatch_alert_state", {{"alertname", "KVWatchKneeShift"}, {"window", "1m/10m"}, {"severity", "warning"}}),
+      0);
   EXPECT_EQ(value("kvwatch_alert_notifications_total", {{"notifier", "log"}, {"result", "success"}}), 0);
 }
 
@@ -339,12 +341,10 @@ TEST(AlertInputsTest, CollectorSignalsReachMetricsAndAlertsAndPollsHoldNoLock) {
   EXPECT_EQ(in.counters.preemptions, 5);
   EXPECT_EQ(in.counters.rejected_requests, 2);
   const std::string metrics = agent.RenderMetrics();
-  EXPECT_NE(metrics.find("kvwatch_engine_evicted_blocks_total{collector=\"sig\",medium=\"GPU\"} 7"),
-            std::string::npos)
+  EXPECT_NE(metrics.find("kvwatch_engine_evicted_blocks_total{collector=\"sig\",medium=\"GPU\"} 7"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("kvwatch_engine_preemptions_total{collector=\"sig\"} 5"), std::string::npos);
-  EXPECT_NE(metrics.find("kvwatch_model_predicted_page_hit_ratio{collector=\"sig\",window=\"1m\"}"),
-            std::string::npos);
+  EXPECT_NE(metrics.find("kvwatch_model_predicted_page_hit_ratio{collector=\"sig\",window=\"1m\"}"), std::string::npos);
 }
 
 // ------------------------------------------------------------------ config
@@ -464,8 +464,8 @@ TEST(AlertRunnerTest, TransitionsAreLoggedExportedAndDelivered) {
   ASSERT_TRUE(r.Evaluate(KneeInputs(1015, 1500)).ok());  // pending
   ASSERT_TRUE(r.Evaluate(KneeInputs(1045, 1500)).ok());  // firing
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0].rfind("alert KVWatchKneeShift{replica=\"r1\",severity=\"warning\",window=\"1h/24h\"} pending: ", 0),
-            0u)
+  EXPECT_EQ(
+      lines[0].rfind("alert KVWatchKneeShift{replica=\"r1\",severity=\"warning\",window=\"1h/24h\"} pending: ", 0), 0u)
       << lines[0];
   EXPECT_NE(lines[1].find("} firing: KV-cache knee grew by 50%"), std::string::npos) << lines[1];
 
@@ -533,7 +533,8 @@ TEST(AlertRunnerTest, TransitionsAreLoggedExportedAndDelivered) {
       [&] {
         MetricsBuilder now;
         r.AppendMetrics(&now);
-        return now.Serialize().find("kvwatch_alert_notifications_total{notifier=\"alertmanager\",result=\"success\"} 2") !=
+        return now.Serialize().find(
+                   "kvwatch_alert_notifications_total{notifier=\"alertmanager\",result=\"success\"} 2") !=
                std::string::npos;
       },
       kWait));
@@ -609,7 +610,7 @@ TEST(AlertRunnerTest, RestoredStateKeepsAlertsAndDoesNotNotifyTwice) {
   std::string_view starts, ends;
   ASSERT_FALSE(sent.at(0)["startsAt"].get(starts));
   ASSERT_FALSE(sent.at(0)["endsAt"].get(ends));
-  EXPECT_EQ(starts, alerts::FormatRfc3339(At(1045)));     // the same alert instance
+  EXPECT_EQ(starts, alerts::FormatRfc3339(At(1045)));      // the same alert instance
   EXPECT_EQ(ends, alerts::FormatRfc3339(At(1110 + 240)));  // the 1110 re-send, not one at 1080
 
   // The knee comes back: the restored runner resolves it and sends the resolution.
@@ -733,8 +734,7 @@ TEST(NotifierTest, RetriesWithBackoffUntilTheReceiverIsUp) {
   ASSERT_TRUE(PollUntil([&] { return n.Stats()[0].requests_ok == 1; }, kWait));
   ASSERT_EQ(am.Bodies().size(), 1u);
   EXPECT_EQ(Names(am.Bodies()[0]), (std::vector<std::string>{"A"}));
-  EXPECT_NE(am.Bodies()[0].find("\"endsAt\":\"" + alerts::FormatRfc3339(At(60))), std::string::npos)
-      << am.Bodies()[0];
+  EXPECT_NE(am.Bodies()[0].find("\"endsAt\":\"" + alerts::FormatRfc3339(At(60))), std::string::npos) << am.Bodies()[0];
   EXPECT_EQ(n.Stats()[0].last_error, "");
   EXPECT_EQ(n.Stats()[0].queued, 0u);
 }

@@ -123,9 +123,9 @@ class AlertmanagerProcess {
          "--web.listen-address=127.0.0.1:" + std::to_string(port), "--cluster.listen-address=", "--log.level=warn"},
         base + ".out", base + ".log", error);
     if (!am->process_) return nullptr;
-    const bool ready = PollUntil(
-        [&] { return !am->process_->Running() || HttpGet(port, "/-/ready", Millis(1000)).status == 200; },
-        kStartTimeout, Millis(20));
+    const bool ready =
+        PollUntil([&] { return !am->process_->Running() || HttpGet(port, "/-/ready", Millis(1000)).status == 200; },
+                  kStartTimeout, Millis(20));
     if (!ready || !am->process_->Running()) {
       *error = "alertmanager did not become ready on 127.0.0.1:" + std::to_string(port) + "; log:\n" +
                Tail(am->process_->Stderr());
@@ -328,7 +328,7 @@ std::string AgentAlertState(const AgentProcess& agent, const std::string& alertn
 struct Seen {
   bool firing = false;
   bool resolved = false;
-  AmAlert first;  // as first seen in Alertmanager
+  AmAlert first;                                // as first seen in Alertmanager
   std::int64_t firing_ms = 0, resolved_ms = 0;  // wall times first seen so
 };
 
@@ -375,8 +375,11 @@ void ExpectDelivered(const Scenario& s, const std::string& alertname, std::int64
   EXPECT_TRUE(seen.resolved) << "still in Alertmanager; agent stderr:\n" << Tail(s.agent->Stderr());
   const AmAlert& a = seen.first;
   EXPECT_EQ(a.state, "active");
-  const LabelMap want_labels = {{"alertname", alertname}, {"replica", "e2e-" + s.name}, {"model", "synth-model"},
-                                {"window", window}, {"severity", "warning"}};
+  const LabelMap want_labels = {{"alertname", alertname},
+                                {"replica", "e2e-" + s.name},
+                                {"model", "synth-model"},
+                                {"window", window},
+                                {"severity", "warning"}};
   EXPECT_EQ(a.labels, want_labels);
   // The webhook notifier computes Alertmanager's own fingerprint.
   EXPECT_EQ(a.fingerprint, LabelsFingerprint(alerts::Labels(a.labels.begin(), a.labels.end())));
@@ -472,8 +475,7 @@ TEST(AlertmanagerEndToEndTest, ShiftFiresAndResolvesInAlertmanagerAlsoAfterAnOut
   for (const Scenario* s : {&a, &b}) {
     ExpectDelivered(*s, kOverCapacity, shift_start_ms,
                     {"working_set_pages", "capacity_pages", "working_set_to_capacity", "target"}, "5s");
-    ExpectDelivered(*s, kKneeShift, shift_start_ms, {"old_knee_pages", "new_knee_pages", "relative_change"},
-                    "5s/20s");
+    ExpectDelivered(*s, kKneeShift, shift_start_ms, {"old_knee_pages", "new_knee_pages", "relative_change"}, "5s/20s");
     auto metrics = s->agent->Metrics(&error);
     ASSERT_TRUE(metrics.has_value()) << error;
     EXPECT_GE(SampleValue(*metrics, "kvwatch_alert_notifications_total",

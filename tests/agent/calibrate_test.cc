@@ -92,10 +92,10 @@ TEST(CalibrateTest, RecoversCoefficientsFromSglangScrapes) { ExpectRecovered(tru
 
 TEST(CalibrateTest, OlderVllmNamesAreAccepted) {
   std::string text = Scrape(Truth(), {100, 1000, 0, 100, 4}, false);
-  for (auto [from, to] : {std::pair<std::string, std::string>{"vllm:inter_token_latency_seconds",
-                                                              "vllm:time_per_output_token_seconds"},
-                          {"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"},
-                          {"vllm:prompt_tokens_total", "vllm:prompt_tokens"}}) {
+  for (auto [from, to] :
+       {std::pair<std::string, std::string>{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"},
+        {"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"},
+        {"vllm:prompt_tokens_total", "vllm:prompt_tokens"}}) {
     for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
       text.replace(at, from.size(), to);
     }

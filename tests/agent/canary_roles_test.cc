@@ -81,8 +81,9 @@ TEST(CanaryRolesTest, GainIsAgainstTheEnginePolicyAtTheSameCapacity) {
     EXPECT_EQ(row.engine, policy == "fifo");
     const double expected = row.ratio - ratio("fifo", capacity);
     EXPECT_NEAR(row.gain, expected, 1e-9);
-    const auto gauge = SampleValue(metrics, "kvwatch_policy_gain_ratio",
-                                   {{"policy", policy}, {"capacity_pages", std::to_string(capacity)}, {"window", "5m"}});
+    const auto gauge =
+        SampleValue(metrics, "kvwatch_policy_gain_ratio",
+                    {{"policy", policy}, {"capacity_pages", std::to_string(capacity)}, {"window", "5m"}});
     ASSERT_TRUE(gauge.has_value());
     EXPECT_NEAR(*gauge, expected, 1e-9);
   }

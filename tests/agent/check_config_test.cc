@@ -9,11 +9,10 @@
 // Then a check-config run beside a running agent with the same config (a ZeroMQ
 // bind endpoint and a state path) exits 0 and leaves that agent as it was.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
@@ -51,8 +50,7 @@ bool CheckConfigAccepts(const std::string& config, std::string* detail) {
 
 // Starts `kvwatch agent --config`: true when it listens (then it is stopped),
 // false when it exits first.
-bool StartUpAccepts(const std::string& dir, const std::string& name, const std::string& config,
-                    std::string* detail) {
+bool StartUpAccepts(const std::string& dir, const std::string& name, const std::string& config, std::string* detail) {
   std::string error;
   auto process = ChildProcess::Start({KVWATCH_BINARY, "agent", "--config", config}, dir + "/" + name + ".out",
                                      dir + "/" + name + ".err", &error);
@@ -84,9 +82,9 @@ class CheckConfigTest : public ::testing::Test {
     ASSERT_TRUE(WriteFile(dir_.Sub("not-pem.key"), "this is not a key\n"));
     ASSERT_TRUE(WriteFile(dir_.Sub("web-missing-cert.yml"), "tls_server_config:\n  cert_file: " + dir_.Sub("no.crt") +
                                                                 "\n  key_file: " + dir_.Sub("not-pem.key") + "\n"));
-    ASSERT_TRUE(WriteFile(dir_.Sub("web-missing-key.yml"), "tls_server_config:\n  cert_file: " +
-                                                               dir_.Sub("not-pem.crt") + "\n  key_file: " +
-                                                               dir_.Sub("no.key") + "\n"));
+    ASSERT_TRUE(WriteFile(
+        dir_.Sub("web-missing-key.yml"),
+        "tls_server_config:\n  cert_file: " + dir_.Sub("not-pem.crt") + "\n  key_file: " + dir_.Sub("no.key") + "\n"));
     ASSERT_TRUE(WriteFile(dir_.Sub("web-not-pem.yml"), "tls_server_config:\n  cert_file: " + dir_.Sub("not-pem.crt") +
                                                            "\n  key_file: " + dir_.Sub("not-pem.key") + "\n"));
     ASSERT_TRUE(WriteFile(dir_.Sub("web-plain.yml"), "http_server_config:\n  headers:\n    X-Frame-Options: deny\n"));
@@ -103,8 +101,9 @@ TEST_F(CheckConfigTest, CheckConfigAndStartUpGiveTheSameVerdictOnEveryDocument) 
       // Valid documents (each listens on a free port).
       {"empty", port0, true},
       {"canaries", port0 + "curve: {capacities: [10, 100], policies: [fifo, sglang]}\n", true},
-      {"trace_file_and_state", port0 + "state: {path: $DIR/new-state/sub}\ncollectors:\n  trace_files:\n" +
-                                   "    - {name: t, paths: [$DIR/trace.jsonl]}\n",
+      {"trace_file_and_state",
+       port0 + "state: {path: $DIR/new-state/sub}\ncollectors:\n  trace_files:\n" +
+           "    - {name: t, paths: [$DIR/trace.jsonl]}\n",
        true},
       {"web_config_without_tls", "web: {port: 0, config_file: $DIR/web-plain.yml}\n", true},
       {"model_and_alerts", port0 + "model: llama-3-8b\nkv_dtype: fp8\nalerts: {webhooks: ['http://127.0.0.1:9/x']}\n",
@@ -159,15 +158,18 @@ TEST_F(CheckConfigTest, CheckConfigAndStartUpGiveTheSameVerdictOnEveryDocument) 
       {"trace_no_paths", port0 + "collectors:\n  trace_files:\n    - {name: t}\n", false},
       {"trace_empty_path", port0 + "collectors:\n  trace_files:\n    - {name: t, paths: ['']}\n", false},
       {"kv_bad_endpoint", port0 + "collectors:\n  kv_events:\n    - {name: k, endpoints: ['udp://x:1']}\n", false},
-      {"kv_replay_no_port", port0 + "collectors:\n  kv_events:\n    - {name: k, endpoints: ['tcp://127.0.0.1:1', "
-                                    "'tcp://127.0.0.1:2'], replay_endpoint: 'tcp://127.0.0.1:x'}\n",
+      {"kv_replay_no_port",
+       port0 + "collectors:\n  kv_events:\n    - {name: k, endpoints: ['tcp://127.0.0.1:1', "
+               "'tcp://127.0.0.1:2'], replay_endpoint: 'tcp://127.0.0.1:x'}\n",
        false},
       {"metrics_url", port0 + "collectors:\n  engine_metrics:\n    - {name: m, url: 'ftp://h/metrics'}\n", false},
-      {"metrics_timeout", port0 + "collectors:\n  engine_metrics:\n    - {name: m, url: 'http://127.0.0.1:9/metrics', "
-                                  "interval: 1s, timeout: 2s}\n",
+      {"metrics_timeout",
+       port0 + "collectors:\n  engine_metrics:\n    - {name: m, url: 'http://127.0.0.1:9/metrics', "
+               "interval: 1s, timeout: 2s}\n",
        false},
-      {"duplicate_names", port0 + "collectors:\n  trace_files:\n    - {name: a, paths: [x]}\n  engine_log:\n"
-                                  "    - {name: a, paths: [y]}\n",
+      {"duplicate_names",
+       port0 + "collectors:\n  trace_files:\n    - {name: a, paths: [x]}\n  engine_log:\n"
+               "    - {name: a, paths: [y]}\n",
        false},
       {"synth_rate", port0 + "collectors:\n  synth: {rate: 0}\n", false},
       {"synth_shift", port0 + "collectors:\n  synth: {shift_start: 10s}\n", false},
@@ -263,7 +265,8 @@ TEST_F(CheckConfigTest, CheckConfigBesideARunningAgentTouchesNothing) {
   const int kv_port = PickFreePort();
   ASSERT_NE(kv_port, 0);
   const std::string state = dir_.Sub("state");
-  const std::string yaml = "web: {port: 0}\nstate: {path: " + state + ", interval: 1h}\ncollectors:\n"
+  const std::string yaml = "web: {port: 0}\nstate: {path: " + state +
+                           ", interval: 1h}\ncollectors:\n"
                            "  kv_events:\n    - name: kv\n      endpoints: [\"tcp://127.0.0.1:" +
                            std::to_string(kv_port) + "\"]\n      bind: true\n  trace_files:\n" +
                            TraceFileCollectorYaml("trace", dir_.Sub("trace.jsonl"));

@@ -27,9 +27,8 @@
 // The default run makes 220 kills in all (70 in the glob and KV modes, 40 in the
 // two fast exact-path modes, plus each trace-file mode's first agent);
 // KVWATCH_LONG=1 makes about 5 times as many (the glob mode with a faster writer).
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -88,8 +87,8 @@ class Writer {
   void Run() {
     std::uint64_t since_rotation = 0;
     while (!go_ && !stop_) std::this_thread::sleep_for(Millis(2));
-    const auto start = SteadyClock::now() - std::chrono::duration_cast<SteadyClock::duration>(
-                                                std::chrono::duration<double>(1 / rate_));
+    const auto start = SteadyClock::now() -
+                       std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(1 / rate_));
     while (!stop_) {
       const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
       const auto due = static_cast<std::uint64_t>(elapsed * rate_);
@@ -154,7 +153,9 @@ constexpr Pace kSteady{4000, 1500};
 std::string TraceConfig(const std::string& state, const std::string& pattern, const std::string& interval) {
   return "web: {port: 0}\nstate: {path: \"" + state + "\", interval: " + interval +
          "}\ncollectors:\n  trace_files:\n"
-         "    - name: trace\n      paths: [\"" + pattern + "\"]\n      start_at: beginning\n"
+         "    - name: trace\n      paths: [\"" +
+         pattern +
+         "\"]\n      start_at: beginning\n"
          "      poll_interval: 20ms\n";
 }
 
@@ -195,7 +196,8 @@ class CrashConsistencyTest : public ::testing::Test {
       first->Wait(Millis(30000));
       const std::string err = first->Stderr();
       EXPECT_NE(err.find("SIGKILL at created #2"), std::string::npos)
-          << "the first read of the new file did not ask for an early save\n" << Tail(err);
+          << "the first read of the new file did not ask for an early save\n"
+          << Tail(err);
       first->Signal(SIGKILL);
       first->Wait(Millis(5000));
       const std::uint64_t rotations = writer.rotations();
@@ -409,22 +411,23 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
   std::string kv_lines;
   std::istringstream scrape(agent->Get("/metrics").body);
   for (std::string line; std::getline(scrape, line);) {
-    if (line[0] != '#' && (line.find("kv_events") != std::string::npos || line.find("collector_") != std::string::npos)) {
+    if (line[0] != '#' &&
+        (line.find("kv_events") != std::string::npos || line.find("collector_") != std::string::npos)) {
       kv_lines += line + "\n";
     }
   }
   const std::string log = agent->Stderr();
   EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0");
-  SCOPED_TRACE("published " + std::to_string(published.load()) + "; counted " + std::to_string(cold) +
-               " distinct, " + std::to_string(refs) + " references; lost " + std::to_string(lost) + "\n" + kv_lines +
-               Tail(log));
+  SCOPED_TRACE("published " + std::to_string(published.load()) + "; counted " + std::to_string(cold) + " distinct, " +
+               std::to_string(refs) + " references; lost " + std::to_string(lost) + "\n" + kv_lines + Tail(log));
   EXPECT_TRUE(caught_up);
   EXPECT_EQ(cold, total) << "batches not counted: " << total - cold;
   EXPECT_EQ(refs, cold) << "batches counted twice: " << refs - cold;
   EXPECT_EQ(lost, 0);
-  std::printf("crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed (over all runs: "
-              "the counters are restored)\n",
-              Kills(), fault_kills, static_cast<unsigned long long>(published.load()), replayed);
+  std::printf(
+      "crash test: kv events: %d kills (%d at fault points), %llu batches, %.0f replayed (over all runs: "
+      "the counters are restored)\n",
+      Kills(), fault_kills, static_cast<unsigned long long>(published.load()), replayed);
 }
 
 // A restart into a gap of 20,000 batches: the agent (stopped with SIGTERM, or
@@ -479,7 +482,7 @@ TEST_P(KvEventsRestartGapTest, EveryBatchIsAppliedOnceOrCountedLost) {
     }
   }
   ASSERT_TRUE(publisher.WaitForUnsubscribe());
-  for (std::size_t i = 0; i < kGap; ++i) publish_next(false);  // to no one
+  for (std::size_t i = 0; i < kGap; ++i) publish_next(false);                 // to no one
   const std::uint64_t lost_expected = buffer > kGap ? 0 : kGap + 1 - buffer;  // the buffer ends at the trigger
 
   auto run_agent = [&](const std::string& name, bool trigger, double* cold, double* lost, double* replayed,
@@ -492,8 +495,8 @@ TEST_P(KvEventsRestartGapTest, EveryBatchIsAppliedOnceOrCountedLost) {
       publish_next(true);  // shows the gap
     }
     const auto target = static_cast<double>(published - lost_expected);
-    const bool done = PollUntil([&] { return agent->Value("kvwatch_page_cold_misses_total") >= target; },
-                                Millis(60000), Millis(100));
+    const bool done =
+        PollUntil([&] { return agent->Value("kvwatch_page_cold_misses_total") >= target; }, Millis(60000), Millis(100));
     const LabelMap kv = {{"collector", "kv"}};
     *cold = agent->Value("kvwatch_page_cold_misses_total");
     *lost = agent->Value("kvwatch_kv_events_lost_total", kv);
@@ -530,14 +533,15 @@ TEST_P(KvEventsRestartGapTest, EveryBatchIsAppliedOnceOrCountedLost) {
               buffer, replayed, polls, lost);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    StopsAndBuffers, KvEventsRestartGapTest,
-    ::testing::Values(std::make_tuple(false, std::size_t{1} << 20), std::make_tuple(true, std::size_t{1} << 20),
-                      std::make_tuple(false, std::size_t{10000}), std::make_tuple(true, std::size_t{10000})),
-    [](const ::testing::TestParamInfo<std::tuple<bool, std::size_t>>& p) {
-      return std::string(std::get<0>(p.param) ? "Sigkill" : "Sigterm") +
-             (std::get<1>(p.param) > 20000 ? "BufferHoldsTheGap" : "BufferOf10000");
-    });
+INSTANTIATE_TEST_SUITE_P(StopsAndBuffers, KvEventsRestartGapTest,
+                         ::testing::Values(std::make_tuple(false, std::size_t{1} << 20),
+                                           std::make_tuple(true, std::size_t{1} << 20),
+                                           std::make_tuple(false, std::size_t{10000}),
+                                           std::make_tuple(true, std::size_t{10000})),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, std::size_t>>& p) {
+                           return std::string(std::get<0>(p.param) ? "Sigkill" : "Sigterm") +
+                                  (std::get<1>(p.param) > 20000 ? "BufferHoldsTheGap" : "BufferOf10000");
+                         });
 
 }  // namespace
 }  // namespace kvwatch::agent

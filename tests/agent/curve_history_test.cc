@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/runtime/agent.h"
 #include "agent/render/api_json.h"
+#include "agent/runtime/agent.h"
 #include "collectors/synth.h"
 #include "curve/report.h"
 

@@ -48,7 +48,7 @@ namespace kvwatch::agent {
 namespace {
 
 using namespace testing_support;  // NOLINT(build/namespaces): test helpers
-using namespace deploy_checks;     // NOLINT(build/namespaces): test helpers
+using namespace deploy_checks;    // NOLINT(build/namespaces): test helpers
 
 const std::string kSource = KVWATCH_SOURCE_DIR;
 const std::string kDashboard = kSource + "/packaging/grafana/kvwatch.json";
@@ -167,15 +167,19 @@ TEST(DashboardStructureTest, CheckerCatchesEachKindOfMistake) {
       {"missing description", dashboard(replaced("\"description\": \"D\",", "")), "no description"},
       {"duplicate id", dashboard(good_panel + "," + good_panel), "used twice"},
       {"no instance matcher", dashboard(replaced(",instance=~\\\"$instance\\\"", "")), "matchers"},
-      {"bare counter", dashboard(replaced("rate(kvwatch_requests_total{job=~\\\"$job\\\",instance=~\\\"$instance\\\"}[$__rate_interval])",
-                                          "kvwatch_requests_total{job=~\\\"$job\\\",instance=~\\\"$instance\\\"}")),
+      {"bare counter",
+       dashboard(
+           replaced("rate(kvwatch_requests_total{job=~\\\"$job\\\",instance=~\\\"$instance\\\"}[$__rate_interval])",
+                    "kvwatch_requests_total{job=~\\\"$job\\\",instance=~\\\"$instance\\\"}")),
        "outside rate"},
-      {"editable", [&] {
+      {"editable",
+       [&] {
          std::string d = dashboard(good_panel);
          return d.replace(d.find("\"editable\": false"), 17, "\"editable\": true");
        }(),
        "editable"},
-      {"datasource variable of the wrong type", [&] {
+      {"datasource variable of the wrong type",
+       [&] {
          std::string d = dashboard(good_panel);
          return d.replace(d.find("\"query\": \"prometheus\""), 21, "\"query\": \"loki\"");
        }(),
@@ -192,9 +196,9 @@ TEST(DashboardStructureTest, CheckerCatchesEachKindOfMistake) {
 
 TEST(DashboardStructureTest, VariableSubstitutionAndLabelValues) {
   const std::map<std::string, std::string> values = {{"job", "kvwatch"}, {"instance", "h:1"}, {"__range", "1m"}};
-  EXPECT_EQ(SubstituteVariables("a{job=~\"$job\",instance=~\"${instance}\"}[$__range] [[job]] ${job:regex} $jobs",
-                                values),
-            "a{job=~\"kvwatch\",instance=~\"h:1\"}[1m] kvwatch kvwatch $jobs");
+  EXPECT_EQ(
+      SubstituteVariables("a{job=~\"$job\",instance=~\"${instance}\"}[$__range] [[job]] ${job:regex} $jobs", values),
+      "a{job=~\"kvwatch\",instance=~\"h:1\"}[1m] kvwatch kvwatch $jobs");
   EXPECT_EQ(VariableReferences("x $a ${b} ${c:csv} [[d]] $__range"),
             (std::vector<std::string>{"a", "b", "c", "d", "__range"}));
   auto lv = ParseLabelValues("label_values(kvwatch_knee_pages{job=~\"$job\"}, window)");
@@ -314,7 +318,8 @@ class DashboardLiveTest : public ::testing::Test {
     const bool ready = PollUntil(
         [&] {
           const QueryAnswer scrapes = prometheus_->Query("count_over_time(kvwatch_requests_total[1m]) >= 4");
-          const QueryAnswer alert = prometheus_->Query("ALERTS{alertname=\"KVWatchTestAlwaysFiring\",alertstate=\"firing\"}");
+          const QueryAnswer alert =
+              prometheus_->Query("ALERTS{alertname=\"KVWatchTestAlwaysFiring\",alertstate=\"firing\"}");
           auto rules = prometheus_->Rules();
           bool evaluated = rules.ok() && !rules.value().empty();
           if (evaluated) {
@@ -323,8 +328,9 @@ class DashboardLiveTest : public ::testing::Test {
           return scrapes.series > 0 && alert.series > 0 && evaluated;
         },
         Millis(60000), Millis(250));
-    if (!ready) error_ = "Prometheus did not get 4 scrapes, the test alert and every rule evaluated in 60 s; log:\n" +
-                         Tail(prometheus_->Log());
+    if (!ready)
+      error_ = "Prometheus did not get 4 scrapes, the test alert and every rule evaluated in 60 s; log:\n" +
+               Tail(prometheus_->Log());
   }
   static void TearDownTestSuite() {
     if (prometheus_) prometheus_->Stop(kStopTimeout);
@@ -339,9 +345,8 @@ class DashboardLiveTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> Values() const {
-    return {{"__range", "1m"},   {"__rate_interval", "1m"}, {"__interval", "1m"},
-            {"job", "kvwatch"},  {"instance", instance_},   {"window", "5m"},     {"datasource", "Prometheus"},
-            {"capacity", "1000"}};
+    return {{"__range", "1m"},       {"__rate_interval", "1m"}, {"__interval", "1m"},         {"job", "kvwatch"},
+            {"instance", instance_}, {"window", "5m"},          {"datasource", "Prometheus"}, {"capacity", "1000"}};
   }
 
   static inline std::string skip_;
@@ -384,8 +389,8 @@ TEST_F(DashboardLiveTest, EveryDashboardQueryRunsAndReturnsData) {
       if (a.series == 0) no_data_here.push_back(q.where + ": " + q.expr);
       continue;
     }
-    EXPECT_GT(a.finite, 0u) << q.where << ": no data (" << a.series << " series, " << a.finite
-                            << " finite) for " << expr;
+    EXPECT_GT(a.finite, 0u) << q.where << ": no data (" << a.series << " series, " << a.finite << " finite) for "
+                            << expr;
     with_data += a.finite > 0;
   }
   std::cout << "[ dashboard ] " << check.queries.size() << " queries: " << with_data << " returned data, "
@@ -436,8 +441,8 @@ TEST_F(DashboardLiveTest, EveryRuleIsValidAndEvaluatesCleanly) {
         if (recording && !NeedsEngine(expr)) {
           EXPECT_GT(a.finite, 0u) << file << ": recording rule " << name << " has no data";
         }
-        listed.push_back(name + (recording ? " (record)" : " (alert)") + ": " + std::to_string(a.series) +
-                         " series" + (NeedsEngine(expr) ? ", no data here (engine series)" : ""));
+        listed.push_back(name + (recording ? " (record)" : " (alert)") + ": " + std::to_string(a.series) + " series" +
+                         (NeedsEngine(expr) ? ", no data here (engine series)" : ""));
       }
     }
   }

@@ -103,15 +103,14 @@ struct DockerInstruction {
 
 struct DockerStage {
   std::string image;
-  std::string name;  // lower case; empty when unnamed
+  std::string name;                             // lower case; empty when unnamed
   std::vector<DockerInstruction> instructions;  // after FROM
 };
 
 inline const std::set<std::string>& DockerKeywords() {
-  static const std::set<std::string> kKeywords = {"FROM",    "RUN",        "CMD",    "LABEL",       "MAINTAINER",
-                                                  "EXPOSE",  "ENV",        "ADD",    "COPY",        "ENTRYPOINT",
-                                                  "VOLUME",  "USER",       "WORKDIR", "ARG",        "ONBUILD",
-                                                  "STOPSIGNAL", "HEALTHCHECK", "SHELL"};
+  static const std::set<std::string> kKeywords = {"FROM",    "RUN", "CMD",     "LABEL",      "MAINTAINER",  "EXPOSE",
+                                                  "ENV",     "ADD", "COPY",    "ENTRYPOINT", "VOLUME",      "USER",
+                                                  "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"};
   return kKeywords;
 }
 
@@ -164,9 +163,9 @@ inline std::vector<DockerStage> DockerStages(const std::vector<DockerInstruction
     if (in.keyword == "FROM") {
       DockerStage stage;
       std::vector<std::string> words = Words(in.args);
-      words.erase(std::remove_if(words.begin(), words.end(),
-                                 [](const std::string& w) { return w.rfind("--", 0) == 0; }),
-                  words.end());
+      words.erase(
+          std::remove_if(words.begin(), words.end(), [](const std::string& w) { return w.rfind("--", 0) == 0; }),
+          words.end());
       if (!words.empty()) stage.image = words[0];
       if (words.size() >= 3 && Upper(words[1]) == "AS") stage.name = Lower(words[2]);
       stages.push_back(stage);
@@ -207,8 +206,8 @@ inline std::vector<std::string> CheckDockerfile(const std::vector<DockerInstruct
       for (const std::string& w : words) n += w.rfind("--", 0) != 0;
       if (n != 1 && n != 3) problems.push_back(where(in) + ": expected FROM [--platform=P] IMAGE [AS NAME]");
     }
-    if ((in.keyword == "CMD" || in.keyword == "ENTRYPOINT" || in.keyword == "SHELL") &&
-        !in.args.empty() && in.args[0] == '[' && !IsJsonStringArray(in.args)) {
+    if ((in.keyword == "CMD" || in.keyword == "ENTRYPOINT" || in.keyword == "SHELL") && !in.args.empty() &&
+        in.args[0] == '[' && !IsJsonStringArray(in.args)) {
       problems.push_back(where(in) + ": exec form is not a JSON array of strings");
     }
   }
@@ -222,8 +221,7 @@ inline std::vector<std::string> CheckDockerfile(const std::vector<DockerInstruct
       for (const std::string& w : Words(in.args)) {
         if (w.rfind("--from=", 0) != 0) continue;
         const std::string from = Lower(w.substr(7));
-        const bool index = !from.empty() && std::all_of(from.begin(), from.end(), ::isdigit) &&
-                           std::stoul(from) < s;
+        const bool index = !from.empty() && std::all_of(from.begin(), from.end(), ::isdigit) && std::stoul(from) < s;
         if (names.count(from) == 0 && !index) {
           problems.push_back(where(in) + ": --from=" + from + " names no earlier stage");
         }
@@ -300,7 +298,8 @@ inline bool IsGrafanaBuiltin(const std::string& name) { return name.rfind("__", 
 
 // Names of every variable referenced in s: $name, ${name}, ${name:fmt}, [[name]].
 inline std::vector<std::string> VariableReferences(const std::string& s) {
-  static const std::regex kRef(R"(\$\{([A-Za-z0-9_]+)(?::[^}]*)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)(?::[^\]]*)?\]\])");
+  static const std::regex kRef(
+      R"(\$\{([A-Za-z0-9_]+)(?::[^}]*)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)(?::[^\]]*)?\]\])");
   std::vector<std::string> out;
   for (auto it = std::sregex_iterator(s.begin(), s.end(), kRef); it != std::sregex_iterator(); ++it) {
     for (int g = 1; g <= 3; ++g) {
@@ -313,7 +312,8 @@ inline std::vector<std::string> VariableReferences(const std::string& s) {
 // s with every reference to a variable in values replaced by its value;
 // references to other variables are left as they are.
 inline std::string SubstituteVariables(const std::string& s, const std::map<std::string, std::string>& values) {
-  static const std::regex kRef(R"(\$\{([A-Za-z0-9_]+)(?::[^}]*)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)(?::[^\]]*)?\]\])");
+  static const std::regex kRef(
+      R"(\$\{([A-Za-z0-9_]+)(?::[^}]*)?\}|\$([A-Za-z0-9_]+)|\[\[([A-Za-z0-9_]+)(?::[^\]]*)?\]\])");
   std::string out;
   auto last = s.cbegin();
   for (auto it = std::sregex_iterator(s.begin(), s.end(), kRef); it != std::sregex_iterator(); ++it) {
@@ -699,7 +699,8 @@ class PrometheusWithRules {
     simdjson::dom::element doc;
     simdjson::dom::array groups;
     if (r.status != 200 || parser.parse(r.body).get(doc) || doc["data"]["groups"].get(groups)) {
-      return R::Error("GET /api/v1/rules: " + (r.status ? std::to_string(r.status) + " " + Tail(r.body, 300) : r.error));
+      return R::Error("GET /api/v1/rules: " +
+                      (r.status ? std::to_string(r.status) + " " + Tail(r.body, 300) : r.error));
     }
     std::vector<RuleState> out;
     for (simdjson::dom::element g : groups) {

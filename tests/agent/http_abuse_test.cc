@@ -124,8 +124,7 @@ struct Files {
 const Files& TlsFiles() {
   static const Files* files = [] {
     auto* f = new Files;
-    f->dir = std::filesystem::path(testing::TempDir()) /
-             ("kvwatch_http_abuse_test_" + std::to_string(getpid()));
+    f->dir = std::filesystem::path(testing::TempDir()) / ("kvwatch_http_abuse_test_" + std::to_string(getpid()));
     std::filesystem::create_directories(f->dir);
     f->cert = (f->dir / "server.crt").string();
     f->key = (f->dir / "server.key").string();
@@ -191,8 +190,7 @@ enum class Abuse {
 
 class Abuser {
  public:
-  Abuser(int port, std::vector<Abuse> mix, milliseconds tick)
-      : port_(port), tick_(tick), hello_(ClientHello()) {
+  Abuser(int port, std::vector<Abuse> mix, milliseconds tick) : port_(port), tick_(tick), hello_(ClientHello()) {
     for (Abuse a : mix) conns_.push_back(Conn{a, -1, 0, 0});
     for (Conn& c : conns_) Connect(c);
     thread_ = std::thread([this] { Run(); });
@@ -353,8 +351,7 @@ Probes Probe(const HttpServer& server, Clock::duration duration) {
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     bool ok = r && r->status == 200;
     probes.ms.push_back(ok ? ms : -1);
-    EXPECT_TRUE(ok) << path << " #" << i << ": "
-                    << (r ? std::to_string(r->status) : httplib::to_string(r.error()));
+    EXPECT_TRUE(ok) << path << " #" << i << ": " << (r ? std::to_string(r->status) : httplib::to_string(r.error()));
     probes.max_rss_kib = std::max(probes.max_rss_kib, RssKib());
     std::this_thread::sleep_for(milliseconds(200));
   }
@@ -368,8 +365,8 @@ void Report(const char* what, const Probes& probes, long rss_before, const Abuse
       "[ figures  ] %s: %zu probes, median %.1f ms, max %.1f ms; RSS %ld KiB before, "
       "max %ld KiB during (+%ld KiB); up to %d abusive connections at once, %d closed by the "
       "server; %d probes failed\n",
-      what, ms.size(), ms.empty() ? 0.0 : ms[ms.size() / 2], ms.empty() ? 0.0 : ms.back(),
-      rss_before, probes.max_rss_kib, probes.max_rss_kib - rss_before, abuser.max_connected(), abuser.closed_by_server(),
+      what, ms.size(), ms.empty() ? 0.0 : ms[ms.size() / 2], ms.empty() ? 0.0 : ms.back(), rss_before,
+      probes.max_rss_kib, probes.max_rss_kib - rss_before, abuser.max_connected(), abuser.closed_by_server(),
       static_cast<int>(std::count(ms.begin(), ms.end(), -1.0)));
 }
 
@@ -431,8 +428,7 @@ TEST_F(HttpAbuseTest, PlainAnswersWithinASecondUnderSlowAndIdleConnections) {
   std::unique_ptr<HttpServer> server = StartServer(false);
   ASSERT_NE(server, nullptr);
   long rss_before = RssKib();
-  Abuser abuser(server->port(), Mix({Abuse::kSlowHeaders, Abuse::kIdle}, kAbusers),
-                milliseconds(500));
+  Abuser abuser(server->port(), Mix({Abuse::kSlowHeaders, Abuse::kIdle}, kAbusers), milliseconds(500));
   ASSERT_TRUE(WaitConnected(abuser));
   Probes probes = Probe(*server, kAbuseFor);
   Report("plain, 500 slowloris + 500 idle", probes, rss_before, abuser);
@@ -445,13 +441,11 @@ TEST_F(HttpAbuseTest, TlsAnswersWithinASecondUnderStalledHandshakes) {
   std::unique_ptr<HttpServer> server = StartServer(true);
   ASSERT_NE(server, nullptr);
   long rss_before = RssKib();
-  Abuser abuser(server->port(),
-                Mix({Abuse::kIdle, Abuse::kSlowHello, Abuse::kStalledHello}, kAbusers),
+  Abuser abuser(server->port(), Mix({Abuse::kIdle, Abuse::kSlowHello, Abuse::kStalledHello}, kAbusers),
                 milliseconds(500));
   ASSERT_TRUE(WaitConnected(abuser));
   Probes probes = Probe(*server, kAbuseFor);
-  Report("TLS, 334 no handshake + 333 slow ClientHello + 333 stalled after it", probes, rss_before,
-         abuser);
+  Report("TLS, 334 no handshake + 333 slow ClientHello + 333 stalled after it", probes, rss_before, abuser);
   ExpectMedianWithinBound(probes);
 }
 
@@ -466,8 +460,7 @@ TEST_F(HttpAbuseTest, TlsCappedAnswersEveryProbeAndClosesTheOldest) {
   std::unique_ptr<HttpServer> server = StartServer(true, options);
   ASSERT_NE(server, nullptr);
   long rss_before = RssKib();
-  Abuser abuser(server->port(),
-                Mix({Abuse::kIdle, Abuse::kSlowHello, Abuse::kStalledHello}, kAbusers),
+  Abuser abuser(server->port(), Mix({Abuse::kIdle, Abuse::kSlowHello, Abuse::kStalledHello}, kAbusers),
                 milliseconds(500));
   ASSERT_TRUE(WaitConnected(abuser));
   Probes probes = Probe(*server, kAbuseFor);
@@ -496,8 +489,8 @@ TEST_F(HttpAbuseTest, KeepAliveLatency) {
       ASSERT_EQ(r->status, 200);
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("[ figures  ] %s keep-alive GET /metrics: median %.2f ms, p90 %.2f ms\n",
-                tls ? "TLS" : "plain", ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
+    std::printf("[ figures  ] %s keep-alive GET /metrics: median %.2f ms, p90 %.2f ms\n", tls ? "TLS" : "plain",
+                ms[ms.size() / 2], ms[ms.size() * 9 / 10]);
   }
 }
 

@@ -4,14 +4,14 @@
 // hashes with libcrypt.
 #include "agent/web/http_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -80,9 +80,8 @@ Identity MakeIdentity(const std::string& common_name, Role role, const Identity*
   X509_gmtime_adj(X509_getm_notAfter(x), 24 * 3600);
   X509_set_pubkey(x, id.key.get());
   X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
-                             0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()), -1,
+                             -1, 0);
   X509* issuer_cert = issuer != nullptr ? issuer->cert.get() : x;
   X509_set_issuer_name(x, X509_get_subject_name(issuer_cert));
   bool ok = true;
@@ -92,8 +91,7 @@ Identity MakeIdentity(const std::string& common_name, Role role, const Identity*
   } else {
     ok = ok && AddExtension(x, issuer_cert, NID_basic_constraints, "critical,CA:FALSE");
     ok = ok && AddExtension(x, issuer_cert, NID_key_usage, "critical,digitalSignature");
-    ok = ok && AddExtension(x, issuer_cert, NID_ext_key_usage,
-                            role == Role::kServer ? "serverAuth" : "clientAuth");
+    ok = ok && AddExtension(x, issuer_cert, NID_ext_key_usage, role == Role::kServer ? "serverAuth" : "clientAuth");
   }
   if (role == Role::kServer) {
     ok = ok && AddExtension(x, issuer_cert, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
@@ -124,8 +122,7 @@ class Pki {
   }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   static std::filesystem::path Dir() {
-    return std::filesystem::path(testing::TempDir()) /
-           ("kvwatch_http_server_test_" + std::to_string(getpid()));
+    return std::filesystem::path(testing::TempDir()) / ("kvwatch_http_server_test_" + std::to_string(getpid()));
   }
 
  private:
@@ -138,12 +135,10 @@ class Pki {
     WritePem(ca, Path("ca.crt"), Path("ca.key"));
     WritePem(MakeIdentity("127.0.0.1", Role::kServer, &ca), Path("server.crt"), Path("server.key"));
     WritePem(MakeIdentity("prometheus", Role::kClient, &ca), Path("client.crt"), Path("client.key"));
-    WritePem(MakeIdentity("intruder", Role::kClient, &other_ca), Path("rogue.crt"),
-             Path("rogue.key"));
+    WritePem(MakeIdentity("intruder", Role::kClient, &other_ca), Path("rogue.crt"), Path("rogue.key"));
     // A second server identity, from the other CA: what a reload swaps in.
     WritePem(other_ca, Path("other_ca.crt"), Path("other_ca.key"));
-    WritePem(MakeIdentity("127.0.0.1", Role::kServer, &other_ca), Path("other_server.crt"),
-             Path("other_server.key"));
+    WritePem(MakeIdentity("127.0.0.1", Role::kServer, &other_ca), Path("other_server.crt"), Path("other_server.key"));
     std::FILE* f = std::fopen(Path("empty.pem").c_str(), "w");
     if (f != nullptr) std::fclose(f);
   }
@@ -204,13 +199,11 @@ std::unique_ptr<httplib::Client> PlainClient(const HttpServer& server) {
 
 // An HTTPS client that verifies the server against the test CA, optionally with
 // a client certificate ("client" or "rogue").
-std::unique_ptr<httplib::SSLClient> TlsClient(const HttpServer& server,
-                                              const std::string& identity = "") {
+std::unique_ptr<httplib::SSLClient> TlsClient(const HttpServer& server, const std::string& identity = "") {
   const Pki& pki = Pki::Get();
   std::unique_ptr<httplib::SSLClient> client =
       identity.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", server.port())
-                       : std::make_unique<httplib::SSLClient>("127.0.0.1", server.port(),
-                                                              pki.Path(identity + ".crt"),
+                       : std::make_unique<httplib::SSLClient>("127.0.0.1", server.port(), pki.Path(identity + ".crt"),
                                                               pki.Path(identity + ".key"));
   client->set_ca_cert_path(pki.Path("ca.crt"));
   client->enable_server_certificate_verification(true);
@@ -223,8 +216,7 @@ std::string Basic(const std::string& user, const std::string& password) {
   std::string plain = user + ":" + password;
   std::string out(4 * ((plain.size() + 2) / 3) + 1, '\0');
   int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(plain.data()),
-                          static_cast<int>(plain.size()));
+                          reinterpret_cast<const unsigned char*>(plain.data()), static_cast<int>(plain.size()));
   out.resize(n);
   return "Basic " + out;
 }
@@ -291,8 +283,8 @@ TEST(HttpServerTest, HandlerSeesQueryHeadersAndMethod) {
     response.content_type = "application/json";
     response.body = request.method + " " + request.path + " x=" + request.Query("x").value_or("-") +
                     " missing=" + request.Query("missing").value_or("-") +
-                    " header=" + request.Header("x-kvwatch-test") +
-                    " from=" + request.remote_address + " user=" + request.user;
+                    " header=" + request.Header("x-kvwatch-test") + " from=" + request.remote_address +
+                    " user=" + request.user;
     response.headers.emplace_back("X-Handler", "yes");
     return response;
   });
@@ -308,9 +300,7 @@ TEST(HttpServerTest, HandlerSeesQueryHeadersAndMethod) {
 TEST(HttpServerTest, ThrowingHandlerGives500) {
   std::unique_ptr<HttpServer> server = StartServer();
   ASSERT_NE(server, nullptr);
-  server->Handle("/boom", [](const HttpRequest&) -> HttpResponse {
-    throw std::runtime_error("secret detail");
-  });
+  server->Handle("/boom", [](const HttpRequest&) -> HttpResponse { throw std::runtime_error("secret detail"); });
   httplib::Result r = PlainClient(*server)->Get("/boom");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 500);
@@ -323,8 +313,7 @@ TEST(HttpServerTest, GzipWhenTheClientAcceptsIt) {
   ASSERT_NE(server, nullptr);
   std::string exposition;
   for (int i = 0; i < 500; ++i) {
-    exposition += "kvwatch_test_series{shard=\"" + std::to_string(i) + "\"} " +
-                  std::to_string(i * 7) + "\n";
+    exposition += "kvwatch_test_series{shard=\"" + std::to_string(i) + "\"} " + std::to_string(i * 7) + "\n";
   }
   server->Handle("/metrics", [&exposition](const HttpRequest&) {
     HttpResponse response;
@@ -358,8 +347,8 @@ TEST(HttpServerTest, PortInUseNamesTheAddress) {
   ASSERT_TRUE(second.ok()) << second.error();
   Status started = second.value()->Start();
   ASSERT_FALSE(started.ok()) << "two servers share port " << first->port();
-  EXPECT_EQ(started.error(), "cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
-                                 ": Address already in use");
+  EXPECT_EQ(started.error(),
+            "cannot listen on 127.0.0.1:" + std::to_string(first->port()) + ": Address already in use");
   EXPECT_FALSE(second.value()->is_running());
   // The first one still answers.
   httplib::Result r = PlainClient(*first)->Get("/hello");
@@ -380,8 +369,7 @@ TEST(HttpServerTest, BadListenSettings) {
   ASSERT_TRUE(created.ok()) << created.error();
   Status started = created.value()->Start();
   ASSERT_FALSE(started.ok());
-  EXPECT_EQ(started.error().rfind("cannot listen on no-such-host.invalid:0: ", 0), 0u)
-      << started.error();
+  EXPECT_EQ(started.error().rfind("cannot listen on no-such-host.invalid:0: ", 0), 0u) << started.error();
 }
 
 TEST(HttpServerTest, StartStopLifecycle) {
@@ -700,8 +688,7 @@ TEST(HttpServerTest, ClientCertificatePolicies) {
     options.web = TlsConfig(c.type);
     std::unique_ptr<HttpServer> server = StartServer(options);
     ASSERT_NE(server, nullptr);
-    const std::pair<std::string, bool> attempts[] = {
-        {"", c.none}, {"client", c.signed_by_ca}, {"rogue", c.rogue}};
+    const std::pair<std::string, bool> attempts[] = {{"", c.none}, {"client", c.signed_by_ca}, {"rogue", c.rogue}};
     for (const auto& [identity, admitted] : attempts) {
       httplib::Result r = TlsClient(*server, identity)->Get("/hello");
       if (admitted) {
@@ -725,15 +712,13 @@ TEST(HttpServerTest, CreateErrorsNameTheFile) {
   };
   config::WebConfig web = TlsConfig();
   web.tls->cert_file = pki.Path("missing.crt");
-  EXPECT_EQ(create_error(web), "tls_server_config.cert_file \"" + pki.Path("missing.crt") +
-                                   "\": No such file or directory");
+  EXPECT_EQ(create_error(web),
+            "tls_server_config.cert_file \"" + pki.Path("missing.crt") + "\": No such file or directory");
 
   web = TlsConfig();
   web.tls->cert_file = pki.Path("empty.pem");
   std::string e = create_error(web);
-  EXPECT_EQ(e.rfind("tls_server_config.cert_file \"" + pki.Path("empty.pem") + "\": cannot load", 0),
-            0u)
-      << e;
+  EXPECT_EQ(e.rfind("tls_server_config.cert_file \"" + pki.Path("empty.pem") + "\": cannot load", 0), 0u) << e;
 
   web = TlsConfig();
   web.tls->key_file = pki.Path("client.key");  // someone else's key
@@ -746,8 +731,7 @@ TEST(HttpServerTest, CreateErrorsNameTheFile) {
   web = TlsConfig(config::ClientAuthType::kRequireAndVerifyClientCert);
   web.tls->client_ca_file = pki.Path("empty.pem");
   e = create_error(web);
-  EXPECT_EQ(e, "tls_server_config.client_ca_file \"" + pki.Path("empty.pem") +
-                   "\": no PEM certificates in it");
+  EXPECT_EQ(e, "tls_server_config.client_ca_file \"" + pki.Path("empty.pem") + "\": no PEM certificates in it");
 
   web = config::WebConfig{};
   web.basic_auth_users["carol"] = "$2b$10$tooshort";
@@ -775,8 +759,7 @@ class RawConnection {
 
   // False once the server has closed the connection.
   bool Send(const std::string& bytes) {
-    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
   }
   // Waits up to wait_ms for bytes and returns the first that arrive ("" if none);
   // sets *closed when the server closed the connection.
@@ -797,8 +780,7 @@ class RawConnection {
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     bool closed = false;
     do {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
       Read(static_cast<int>(std::max<std::int64_t>(0, left.count())), &closed);
     } while (!closed && std::chrono::steady_clock::now() < end);
     return closed;
@@ -936,7 +918,7 @@ TEST(HttpServerTest, StopClosesWaitingConnectionsAtOnce) {
   RawConnection partial(server->port());
   ASSERT_TRUE(partial.Send("GET /hello HTTP/1.1\r\n"));
   ASSERT_TRUE(PlainClient(*server)->Get("/hello"));  // both have been accepted by now
-  server->Stop();  // would wait 60 s if it waited for them
+  server->Stop();                                    // would wait 60 s if it waited for them
   EXPECT_TRUE(idle.ClosedWithin(10000));
   EXPECT_TRUE(partial.ClosedWithin(10000));
 }
@@ -1054,8 +1036,7 @@ TEST(ListenAddressTest, Parses) {
   parsed = ParseListenAddress("localhost:65535");
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed.value().first, "localhost");
-  for (const char* bad : {"9477", "host:", "host:65536", "host:12a", "::1:9477", "[::1:9477",
-                          "host:-1"}) {
+  for (const char* bad : {"9477", "host:", "host:65536", "host:12a", "::1:9477", "[::1:9477", "host:-1"}) {
     Result<std::pair<std::string, int>> r = ParseListenAddress(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.error().find(std::string("\"") + bad + "\""), std::string::npos) << r.error();

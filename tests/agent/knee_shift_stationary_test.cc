@@ -45,9 +45,9 @@ struct Windows {
 
 struct KneeShiftRun {
   int evaluations = 0;
-  int valid = 0;            // evaluations where the detector compared two knees
-  int pending = 0;          // evaluations that ended pending
-  double max_change = 0;    // largest relative knee change seen
+  int valid = 0;                         // evaluations where the detector compared two knees
+  int pending = 0;                       // evaluations that ended pending
+  double max_change = 0;                 // largest relative knee change seen
   std::vector<std::string> transitions;  // the runner's log lines
   bool fired = false;
 };
@@ -67,7 +67,7 @@ class DetectorReplay {
     o.engine.max_pages = 1u << 20;
     o.engine.remembered_evictions = 1u << 20;
     o.curve.windows = {{w.short_name, static_cast<double>(w.short_seconds)},
-                 {w.baseline_name, static_cast<double>(w.baseline_seconds)}};
+                       {w.baseline_name, static_cast<double>(w.baseline_seconds)}};
     o.http.port = 0;
     AlertRunnerOptions alerts;
     alerts.alerter.short_window = std::chrono::seconds(w.short_seconds);

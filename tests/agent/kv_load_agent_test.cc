@@ -178,10 +178,8 @@ TEST(KvLoadAgentTest, TheEnginesPrefillTimeIsChargedToEveryPrompt) {
   // T = 0.5: chat 175, code 2600; 5m mean (4 x 175 + 2600) / 5 = 660, 1m mean 175.
   EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "5m"}}).value_or(-1), 660);
   EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "1m"}}).value_or(-1), 175);
-  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "5m"}}).value_or(-1),
-                   (6.0 / 140) * 660 / 1600);
-  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "1m"}}).value_or(-1),
-                   (5.0 / 59) * 175 / 1600);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "5m"}}).value_or(-1), (6.0 / 140) * 660 / 1600);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "1m"}}).value_or(-1), (5.0 / 59) * 175 / 1600);
   EXPECT_EQ(SampleValue(e, "kvwatch_kv_load_prefill_seconds", {{"source", "engine"}}), 0.5);
   EXPECT_FALSE(SampleValue(e, "kvwatch_kv_load_prefill_seconds", {{"source", "config"}}));
 
@@ -209,8 +207,7 @@ TEST(KvLoadAgentTest, WithoutAnEnginesPrefillTimeTheConfigsIsCharged) {
   EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_token_seconds_per_request", {{"window", "1m"}}).value_or(-1), 325);
   EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "5m"}}).value_or(-1),
                    (6.0 / 140) * 1080 / 1600);
-  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "1m"}}).value_or(-1),
-                   (5.0 / 59) * 325 / 1600);
+  EXPECT_DOUBLE_EQ(SampleValue(e, "kvwatch_kv_load_factor", {{"window", "1m"}}).value_or(-1), (5.0 / 59) * 325 / 1600);
   EXPECT_EQ(SampleValue(e, "kvwatch_kv_load_prefill_seconds", {{"source", "config"}}), 2);
   const std::string json = created.value()->RenderCurveJson("1m");
   simdjson::dom::parser parser;

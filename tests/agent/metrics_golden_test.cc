@@ -49,8 +49,8 @@ std::string Render() {
   std::istringstream in(agent.value()->RenderMetrics());
   std::string line, out;
   while (std::getline(in, line)) {
-    const bool machine = line.find("kvwatch_build_info") != std::string::npos ||
-                         line.rfind("process_", 0) == 0 || line.find(" process_") != std::string::npos;
+    const bool machine = line.find("kvwatch_build_info") != std::string::npos || line.rfind("process_", 0) == 0 ||
+                         line.find(" process_") != std::string::npos;
     if (!machine) out += line + "\n";
   }
   return out;

@@ -36,12 +36,12 @@ const std::string kDocs = (kSource / "docs" / "metrics.md").string();
 constexpr char kBegin[] = "<!-- metrics-reference:begin -->";
 constexpr char kEnd[] = "<!-- metrics-reference:end -->";
 
-
 // name -> type of every family in the catalog.
 std::map<std::string, std::string> Catalog() {
   std::map<std::string, std::string> out;
   for (const MetricTable& table : MetricTables()) {
-    for (const base::MetricDef* def : table.defs) out[std::string(def->name)] = std::string(base::MetricTypeName(def->type));
+    for (const base::MetricDef* def : table.defs)
+      out[std::string(def->name)] = std::string(base::MetricTypeName(def->type));
   }
   return out;
 }
@@ -72,8 +72,7 @@ void ExpectDocumented(const std::map<std::string, std::string>& families, const 
                        "(agent/runtime/metric_catalog.h lists them) and regenerate docs/metrics.md";
       continue;
     }
-    EXPECT_EQ(it->second, type) << what << ": " << name << " is exported as " << type << ", declared as "
-                                << it->second;
+    EXPECT_EQ(it->second, type) << what << ": " << name << " is exported as " << type << ", declared as " << it->second;
     EXPECT_NE(docs.find("| `" + name + "` |"), std::string::npos)
         << name << " (" << what << ") is not in " << kDocs << "'s reference table";
   }
@@ -100,8 +99,7 @@ TEST(MetricsReferenceTest, DocsHoldTheGeneratedReference) {
     ASSERT_TRUE(out.good()) << "cannot write " << kDocs;
     GTEST_SKIP() << "rewrote the metrics reference in " << kDocs;
   }
-  EXPECT_EQ(actual, expected) << "The metrics reference in " << kDocs << " is not what the code generates. "
-                              << how;
+  EXPECT_EQ(actual, expected) << "The metrics reference in " << kDocs << " is not what the code generates. " << how;
 }
 
 TEST(MetricsReferenceTest, TheCommandPrintsTheReference) {
@@ -193,11 +191,17 @@ TEST(MetricsReferenceTest, ALiveAgentWithEveryCollectorKindExportsOnlyDocumented
       "tenants: {isolated: true}\n"
       "alerts: {evaluation_interval: 1s}\n"
       "collectors:\n"
-      "  trace_files:\n    - {name: requests, paths: [\"" + trace + "\"], start_at: beginning, poll_interval: 50ms}\n"
-      "  engine_log:\n    - {name: vllm-log, paths: [\"" + log + "\"], engine: vllm}\n"
-      "  engine_metrics:\n    - {name: vllm-metrics, url: \"http://127.0.0.1:" + std::to_string(closed_http) +
+      "  trace_files:\n    - {name: requests, paths: [\"" +
+      trace +
+      "\"], start_at: beginning, poll_interval: 50ms}\n"
+      "  engine_log:\n    - {name: vllm-log, paths: [\"" +
+      log +
+      "\"], engine: vllm}\n"
+      "  engine_metrics:\n    - {name: vllm-metrics, url: \"http://127.0.0.1:" +
+      std::to_string(closed_http) +
       "/metrics\", interval: 1s, timeout: 1s}\n"
-      "  kv_events:\n    - {name: vllm-events, endpoints: [\"tcp://127.0.0.1:" + std::to_string(closed_zmq) + "\"]}\n";
+      "  kv_events:\n    - {name: vllm-events, endpoints: [\"tcp://127.0.0.1:" +
+      std::to_string(closed_zmq) + "\"]}\n";
   std::string error;
   auto agent = AgentProcess::Start(dir.path(), "agent", config, &error);
   ASSERT_NE(agent, nullptr) << error;
@@ -217,10 +221,10 @@ TEST(MetricsReferenceTest, ALiveAgentWithEveryCollectorKindExportsOnlyDocumented
   ASSERT_EQ(scrape.status, 200) << scrape.error;
   const auto families = Families(scrape.body);
   // Not vacuous: each component's families are in this scrape.
-  for (const char* name : {"kvwatch_page_hit_ratio", "kvwatch_group_isolated_page_hit_ratio",
-                           "kvwatch_policy_gain_ratio", "kvwatch_engine_kv_cache_usage_ratio",
-                           "kvwatch_kv_events_batches_total", "kvwatch_engine_log_lines_total",
-                           "kvwatch_engine_scrape_backoff_seconds", "kvwatch_alert_state", "process_open_fds"}) {
+  for (const char* name :
+       {"kvwatch_page_hit_ratio", "kvwatch_group_isolated_page_hit_ratio", "kvwatch_policy_gain_ratio",
+        "kvwatch_engine_kv_cache_usage_ratio", "kvwatch_kv_events_batches_total", "kvwatch_engine_log_lines_total",
+        "kvwatch_engine_scrape_backoff_seconds", "kvwatch_alert_state", "process_open_fds"}) {
     EXPECT_TRUE(families.count(name)) << name << " is not in the scrape:\n" << Tail(scrape.body);
   }
   ExpectDocumented(families, "a live agent");

@@ -31,9 +31,9 @@
 // CMakeLists.txt must include packaging/cpack.cmake.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <simdjson.h>
 #include <sys/file.h>
 #include <unistd.h>
-#include <simdjson.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -57,7 +57,7 @@ namespace kvwatch::agent {
 namespace {
 
 using namespace testing_support;  // NOLINT(build/namespaces): test helpers
-using namespace deploy_checks;     // NOLINT(build/namespaces): test helpers
+using namespace deploy_checks;    // NOLINT(build/namespaces): test helpers
 namespace fs = std::filesystem;
 
 const std::string kSource = KVWATCH_SOURCE_DIR;
@@ -140,13 +140,17 @@ TEST(SystemdUnitTest, SecurityExposureIsLow) {
 
 TEST(SystemdUnitTest, UnitHasTheHardeningTheDocsPromise) {
   const auto unit = ParseUnit(ReadFile(kPackaging + "/systemd/kvwatch-agent.service"));
-  const std::map<std::string, std::string> expected = {
-      {"DynamicUser", "yes"},         {"StateDirectory", "kvwatch"},  {"ProtectSystem", "strict"},
-      {"ProtectHome", "yes"},         {"PrivateTmp", "yes"},          {"NoNewPrivileges", "yes"},
-      {"CapabilityBoundingSet", ""},  {"MemoryDenyWriteExecute", "yes"},
-      {"RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"},
-      {"EnvironmentFile", "-/etc/default/kvwatch-agent"},
-      {"ExecStart", "/usr/bin/kvwatch agent $ARGS"}};
+  const std::map<std::string, std::string> expected = {{"DynamicUser", "yes"},
+                                                       {"StateDirectory", "kvwatch"},
+                                                       {"ProtectSystem", "strict"},
+                                                       {"ProtectHome", "yes"},
+                                                       {"PrivateTmp", "yes"},
+                                                       {"NoNewPrivileges", "yes"},
+                                                       {"CapabilityBoundingSet", ""},
+                                                       {"MemoryDenyWriteExecute", "yes"},
+                                                       {"RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"},
+                                                       {"EnvironmentFile", "-/etc/default/kvwatch-agent"},
+                                                       {"ExecStart", "/usr/bin/kvwatch agent $ARGS"}};
   for (const auto& [key, value] : expected) {
     const auto values = UnitValues(unit, "Service", key);
     ASSERT_EQ(values.size(), 1u) << key;
@@ -266,7 +270,9 @@ class DebPackageTest : public ::testing::Test {
   static std::string InRoot(const std::string& absolute) { return root_ + absolute; }
 
   // The unit as packaged.
-  static std::vector<UnitEntry> Unit() { return ParseUnit(ReadFile(InRoot("/lib/systemd/system/kvwatch-agent.service"))); }
+  static std::vector<UnitEntry> Unit() {
+    return ParseUnit(ReadFile(InRoot("/lib/systemd/system/kvwatch-agent.service")));
+  }
 
   // The --config argument of ARGS in the packaged environment file.
   static std::string ConfigFromArgs(const std::string& env_file) {
@@ -314,7 +320,8 @@ TEST_F(DebPackageTest, FilesLandWhereTheUnitExpectsThem) {
       {"/etc/default/kvwatch-agent", "/systemd/kvwatch-agent.default"},
       {"/etc/kvwatch/kvwatch.yml", "/kvwatch.yml"},
       {"/usr/share/kvwatch/grafana/dashboards/kvwatch.json", "/grafana/kvwatch.json"},
-      {"/usr/share/kvwatch/grafana/provisioning/dashboards/kvwatch.yml", "/grafana/provisioning/dashboards/kvwatch.yml"},
+      {"/usr/share/kvwatch/grafana/provisioning/dashboards/kvwatch.yml",
+       "/grafana/provisioning/dashboards/kvwatch.yml"},
       {"/usr/share/kvwatch/grafana/provisioning/datasources/prometheus.yml",
        "/grafana/provisioning/datasources/prometheus.yml"},
       {"/usr/share/kvwatch/kubernetes/deployment.yaml", "/kubernetes/deployment.yaml"},
@@ -370,7 +377,8 @@ TEST_F(DebPackageTest, ControlHasDependsConffilesAndMaintainerScripts) {
   if (!FindProgram("dpkg-shlibdeps").empty()) {
     for (const char* lib : {"libc6", "libyaml-cpp", "libsimdjson", "libssl"}) {
       EXPECT_TRUE(std::regex_search(fields.out, std::regex(std::string("\nDepends: .*") + lib)))
-          << "Depends lacks " << lib << ":\n" << fields.out;
+          << "Depends lacks " << lib << ":\n"
+          << fields.out;
     }
   } else {
     std::cout << "[ package ] dpkg-shlibdeps is absent: Depends not checked\n";
@@ -718,7 +726,8 @@ TEST_F(KubernetesTest, KvwatchRunsNonRootOnAReadOnlyRootFilesystem) {
 
 TEST_F(KubernetesTest, SidecarConfigIsValid) {
   EXPECT_EQ(kvwatch_config_["web"]["listen_address"].as<std::string>(""), "0.0.0.0");
-  EXPECT_EQ(kvwatch_config_["web"]["port"].as<int>(0), Named(kvwatch_["ports"], "metrics")["containerPort"].as<int>(-1));
+  EXPECT_EQ(kvwatch_config_["web"]["port"].as<int>(0),
+            Named(kvwatch_["ports"], "metrics")["containerPort"].as<int>(-1));
   TempDir dir("kvwatch_packaging_test");
   ASSERT_TRUE(dir.ok());
   const auto problem = CheckConfigText(dir, "sidecar.yml", config_map_["data"]["kvwatch.yml"].as<std::string>(""));

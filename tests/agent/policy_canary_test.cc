@@ -2,7 +2,6 @@
 // `kvwatch replay --policy` on the same records: each canary's page hit ratio and
 // request coverage over a window that holds every record equal the replay's.
 #include <gtest/gtest.h>
-
 #include <simdjson.h>
 
 #include <cmath>
@@ -40,17 +39,20 @@ TEST(PolicyCanaryTest, LiveGaugesEqualReplayOnTheSameRecords) {
                            "curve:\n  windows: [24h]\n  capacities: [64, 512]\n"
                            "  policies: [lru, fifo, lfu, arc, s3fifo, sglang, priority, workload-aware]\n"
                            "  engine_policy: vllm\n  decode_tokens_per_second: 40\n"
-                           "  policy_priorities: \"" + kPriorities + "\"\n"
-                           "collectors:\n  trace_files:\n" + TraceFileCollectorYaml("trace", trace);
+                           "  policy_priorities: \"" +
+                           kPriorities +
+                           "\"\n"
+                           "collectors:\n  trace_files:\n" +
+                           TraceFileCollectorYaml("trace", trace);
   std::string error;
   auto agent = AgentProcess::Start(dir.path(), "agent", yaml, &error);
   ASSERT_NE(agent, nullptr) << error;
   ASSERT_TRUE(agent->WaitForRequests(records.size())) << agent->Stderr();
 
-  CommandResult run = RunCommand({KVWATCH_BINARY, "replay", "--format", "json", "--capacities", "64,512", "--policy",
-                                  kPolicies, "--priority", kPriorities, "--decode-tokens-per-second", "40",
-                                  "--timestamp-unit", "ms", "--progress", "never", trace},
-                                 Millis(120000));
+  CommandResult run = RunCommand(
+      {KVWATCH_BINARY, "replay", "--format", "json", "--capacities", "64,512", "--policy", kPolicies, "--priority",
+       kPriorities, "--decode-tokens-per-second", "40", "--timestamp-unit", "ms", "--progress", "never", trace},
+      Millis(120000));
   ASSERT_TRUE(run.Exited(0)) << run.Describe();
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -67,8 +69,8 @@ TEST(PolicyCanaryTest, LiveGaugesEqualReplayOnTheSameRecords) {
     ASSERT_EQ(r["capacity_pages"].get(capacity), simdjson::SUCCESS);
     ASSERT_EQ(r["page_hit_ratio"].get(ratio), simdjson::SUCCESS);
     ASSERT_EQ(r["request_coverage"].get(coverage), simdjson::SUCCESS);
-    const LabelMap labels = {{"policy", std::string(policy)}, {"capacity_pages", std::to_string(capacity)},
-                             {"window", "24h"}};
+    const LabelMap labels = {
+        {"policy", std::string(policy)}, {"capacity_pages", std::to_string(capacity)}, {"window", "24h"}};
     SCOPED_TRACE(std::string(policy) + " at " + std::to_string(capacity));
     EXPECT_NEAR(agent->Value("kvwatch_policy_page_hit_ratio", labels), ratio, 1e-9);
     EXPECT_NEAR(agent->Value("kvwatch_policy_request_coverage_ratio", labels), coverage, 1e-9);
@@ -81,8 +83,9 @@ TEST(PolicyCanaryTest, LiveGaugesEqualReplayOnTheSameRecords) {
   std::set<double> distinct;
   for (const auto& [policy, ratio] : at64) distinct.insert(ratio);
   EXPECT_GE(distinct.size(), 3u);
-  EXPECT_NEAR(agent->Value("kvwatch_policy_gain_ratio", {{"policy", "lru"}, {"capacity_pages", "64"}, {"window", "24h"}}),
-              at64["lru"] - at64["vllm"], 1e-9);
+  EXPECT_NEAR(
+      agent->Value("kvwatch_policy_gain_ratio", {{"policy", "lru"}, {"capacity_pages", "64"}, {"window", "24h"}}),
+      at64["lru"] - at64["vllm"], 1e-9);
   EXPECT_EQ(agent->Stop(), 0);
 }
 

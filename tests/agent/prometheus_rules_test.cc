@@ -104,21 +104,20 @@ TEST(PrometheusRulesTest, RulesMirrorTheAgentsDefaultAlerts) {
          defaults.capacity_shortfall.clear_threshold);
   expect("KVWatchEvictionRateShift", defaults.eviction_rate_shift.rule, defaults.eviction_rate_shift.fire_threshold,
          defaults.eviction_rate_shift.clear_threshold);
-  expect("KVWatchRejectionRateShift", defaults.rejection_rate_shift.rule,
-         defaults.rejection_rate_shift.fire_threshold, defaults.rejection_rate_shift.clear_threshold);
+  expect("KVWatchRejectionRateShift", defaults.rejection_rate_shift.rule, defaults.rejection_rate_shift.fire_threshold,
+         defaults.rejection_rate_shift.clear_threshold);
   expect("KVWatchPreemptionRateShift", defaults.preemption_rate_shift.rule,
          defaults.preemption_rate_shift.fire_threshold, defaults.preemption_rate_shift.clear_threshold);
   expect("KVWatchCapacityMissesRising", defaults.capacity_miss_share.rule, defaults.capacity_miss_share.fire_threshold,
          defaults.capacity_miss_share.clear_threshold);
-  expect("KVWatchKvLoadHigh", defaults.kv_load.rule, defaults.kv_load.fire_threshold,
-         defaults.kv_load.clear_threshold);
+  expect("KVWatchKvLoadHigh", defaults.kv_load.rule, defaults.kv_load.fire_threshold, defaults.kv_load.clear_threshold);
 
   // The KV load alert reads the agent's own rho over its window, with its volume guard.
   const std::string load = rules.at("KVWatchKvLoadHigh")["expr"].as<std::string>();
   const std::string load_window = alerts::FormatDuration(defaults.kv_load.window);
   EXPECT_TRUE(Contains(load, "kvwatch_kv_load_factor{window=\"" + load_window + "\"}")) << load;
-  EXPECT_TRUE(Contains(load, "kvwatch_kv_load_requests{window=\"" + load_window + "\"} >= " +
-                                 alerts::FormatCount(defaults.kv_load.min_short_window_requests)))
+  EXPECT_TRUE(Contains(load, "kvwatch_kv_load_requests{window=\"" + load_window +
+                                 "\"} >= " + alerts::FormatCount(defaults.kv_load.min_short_window_requests)))
       << load;
 
   // Guards: minimum volumes, the knee's minimum move, the rate floors.

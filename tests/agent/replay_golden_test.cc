@@ -33,9 +33,7 @@ using testing_support::Millis;
 using testing_support::ReadFile;
 using testing_support::RunCommand;
 
-std::string GoldenPath(const std::string& name) {
-  return std::string(KVWATCH_SOURCE_DIR) + "/tests/golden/" + name;
-}
+std::string GoldenPath(const std::string& name) { return std::string(KVWATCH_SOURCE_DIR) + "/tests/golden/" + name; }
 
 // Replaces every occurrence of `from` by `to`.
 std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {

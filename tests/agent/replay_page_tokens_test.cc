@@ -3,8 +3,6 @@
 // checks the option against the records when it is, says which in the settings
 // line and the JSON, and warns on a mismatch. Small synthetic records throughout;
 // the last test reads the shared Mooncake trace and skips when it is absent.
-#include "agent/cli/page_tokens.h"
-
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cli/page_tokens.h"
 #include "agent/cli/replay_command.h"
 #include "tests/agent/testing_process.h"
 
@@ -249,8 +248,9 @@ TEST(PageTokensTest, WarningOnlyWhenTheRecordsDisagree) {
   s.token_records = 10;
   s.fitting_records = s.inferred_fitting_records = 10;
   EXPECT_FALSE(PageTokensWarning(s).has_value());
-  EXPECT_EQ(PageTokensSetting(s), "512 tokens per page (inferred from input_length and pages: 10 of 10 records fit, "
-                                  "last page partial)");
+  EXPECT_EQ(PageTokensSetting(s),
+            "512 tokens per page (inferred from input_length and pages: 10 of 10 records fit, "
+            "last page partial)");
   s.page_tokens = 16;
   s.page_tokens_source = "option";
   s.fitting_records = 0;

@@ -2,7 +2,6 @@
 // contract, the SVG's policy lines, lru equal to the curve's own points, and bad
 // options that name the option (exit 2).
 #include <gtest/gtest.h>
-
 #include <simdjson.h>
 
 #include <filesystem>
@@ -49,11 +48,12 @@ TEST_F(ReplayPolicyTest, JsonCarriesEveryPolicyAtEveryCapacityAndLruEqualsTheCur
   ASSERT_EQ(doc["policies"]["best"].get(best), simdjson::SUCCESS);
   ASSERT_EQ(doc["policies"]["names"].get(names), simdjson::SUCCESS);
   ASSERT_EQ(doc["points"].get(points), simdjson::SUCCESS);
-  EXPECT_EQ(names.size(), std::size(curve::kAllPolicies));  // every policy
+  EXPECT_EQ(names.size(), std::size(curve::kAllPolicies));        // every policy
   EXPECT_EQ(results.size(), 2 * std::size(curve::kAllPolicies));  // 2 capacities
   EXPECT_EQ(best.size(), 2u);
   std::map<std::uint64_t, std::uint64_t> curve_hits;
-  for (simdjson::dom::element p : points) curve_hits[p["capacity_pages"].get_uint64().value()] = p["page_hits"].get_uint64().value();
+  for (simdjson::dom::element p : points)
+    curve_hits[p["capacity_pages"].get_uint64().value()] = p["page_hits"].get_uint64().value();
   for (simdjson::dom::element x : results) {
     for (const char* field : {"policy", "capacity_pages", "requests", "page_refs", "page_hits", "page_hit_ratio",
                               "request_coverage", "reused_tokens", "preemptions", "tenants", "classes"}) {

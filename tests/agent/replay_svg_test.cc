@@ -46,8 +46,8 @@ void ExpectDisjoint(const std::vector<LabelBox>& boxes) {
     for (std::size_t j = i + 1; j < boxes.size(); ++j) {
       EXPECT_FALSE(boxes[i].Intersects(boxes[j]))
           << "box " << i << " (" << boxes[i].x << ", " << boxes[i].y << ", " << boxes[i].width << " x "
-          << boxes[i].height << ") and box " << j << " (" << boxes[j].x << ", " << boxes[j].y << ", "
-          << boxes[j].width << " x " << boxes[j].height << ")";
+          << boxes[i].height << ") and box " << j << " (" << boxes[j].x << ", " << boxes[j].y << ", " << boxes[j].width
+          << " x " << boxes[j].height << ")";
     }
   }
 }

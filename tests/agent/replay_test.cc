@@ -1,10 +1,6 @@
 // `kvwatch replay`: the command-line contract (section 7 of the curve semantics),
 // its errors, and its numbers on the real Mooncake traces against an independent
 // computation.
-#include "agent/cli/replay_command.h"
-
-#include <ext/pb_ds/assoc_container.hpp>
-#include <ext/pb_ds/tree_policy.hpp>
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <sys/wait.h>
@@ -13,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +18,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "agent/cli/replay_command.h"
 #include "collectors/trace_reader.h"
 #include "curve/tenants.h"
 
@@ -56,9 +55,8 @@ CommandResult RunKvwatch(const std::string& args, const std::string& stdin_file 
 class ReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kvwatch_replay_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("kvwatch_replay_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -204,8 +202,9 @@ TEST_F(ReplayTest, ImpossibleSettingsNameTheOption) {
   // Absurd capacities: the flag and the entry named, before anything runs (a tier of
   // 1e300 pages was cast to 64 bits; --capacities 0 or 2^64 - 1 drew a curve).
   for (const Case& c : std::vector<Case>{
-           {"--tier hbm:1e300", "--tier: tier 'hbm:1e300': capacity must be a whole number of pages from 1 to "
-                                "9007199254740992"},
+           {"--tier hbm:1e300",
+            "--tier: tier 'hbm:1e300': capacity must be a whole number of pages from 1 to "
+            "9007199254740992"},
            {"--tier hbm:18446744073709551615", "--tier: tier 'hbm:18446744073709551615': capacity must be"},
            {"--tier hbm:0", "--tier: tier 'hbm:0': capacity must be"},
            {"--capacities 5,0", "--capacities: entry 2 is 0: each capacity must be from 1 to 9007199254740992 pages"},
@@ -227,12 +226,34 @@ TEST_F(ReplayTest, ImpossibleSettingsNameTheOption) {
 TEST_F(ReplayTest, HelpDocumentsEveryOption) {
   CommandResult r = RunKvwatch("replay --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option :
-       {"--format", "--capacities", "--coverage-share", "--touch-order", "--max-pages", "--page-tokens",
-        "--page-hit-targets", "--coverage-targets", "--model", "--model-config", "--bytes-per-token", "--kv-dtype",
-        "--tensor-parallel", "--metadata-bytes-per-page", "--reserve", "--prefill-flops-per-second", "--tier",
-        "--sample-rate", "--svg", "--knee-sensitivity", "--strict", "--timestamp-unit", "--tenant-field",
-        "--no-tenants", "--progress", "--policy", "--s3fifo-promotion-hits", "--hybrid-check"}) {
+  for (const char* option : {"--format",
+                             "--capacities",
+                             "--coverage-share",
+                             "--touch-order",
+                             "--max-pages",
+                             "--page-tokens",
+                             "--page-hit-targets",
+                             "--coverage-targets",
+                             "--model",
+                             "--model-config",
+                             "--bytes-per-token",
+                             "--kv-dtype",
+                             "--tensor-parallel",
+                             "--metadata-bytes-per-page",
+                             "--reserve",
+                             "--prefill-flops-per-second",
+                             "--tier",
+                             "--sample-rate",
+                             "--svg",
+                             "--knee-sensitivity",
+                             "--strict",
+                             "--timestamp-unit",
+                             "--tenant-field",
+                             "--no-tenants",
+                             "--progress",
+                             "--policy",
+                             "--s3fifo-promotion-hits",
+                             "--hybrid-check"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
 }
@@ -243,7 +264,8 @@ TEST_F(ReplayTest, EveryCommandTakesTheSameModelFlags) {
   for (const char* command : {"replay", "simulate", "agent", "check-config"}) {
     CommandResult r = RunKvwatch(std::string(command) + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
-    for (const char* option : {"--model ", "--model-config ", "--bytes-per-token ", "--kv-dtype ", "--tensor-parallel "}) {
+    for (const char* option :
+         {"--model ", "--model-config ", "--bytes-per-token ", "--kv-dtype ", "--tensor-parallel "}) {
       EXPECT_NE(r.out.find(option), std::string::npos) << command << " " << option;
     }
     const std::size_t tp = r.out.find("--tp ");
@@ -252,7 +274,8 @@ TEST_F(ReplayTest, EveryCommandTakesTheSameModelFlags) {
   }
   const std::string trace = Write("t.jsonl", kWorkedExample);
   CommandResult with_tp = RunKvwatch("replay --format json --model llama-3-70b --tp 4 " + trace);
-  CommandResult with_tensor_parallel = RunKvwatch("replay --format json --model llama-3-70b --tensor-parallel 4 " + trace);
+  CommandResult with_tensor_parallel =
+      RunKvwatch("replay --format json --model llama-3-70b --tensor-parallel 4 " + trace);
   EXPECT_EQ(with_tp.exit_code, 0) << with_tp.err;
   EXPECT_NE(with_tp.err.find("kvwatch replay: --tp is deprecated; use --tensor-parallel"), std::string::npos)
       << with_tp.err;
@@ -327,11 +350,14 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
 
   // The same model from its config.json gives the same hybrid curve.
   std::string types;
-  for (int i = 0; i < 24; ++i) types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
+  for (int i = 0; i < 24; ++i)
+    types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
   const std::string config = Write("config.json", R"({"model_type": "gpt_oss", "num_hidden_layers": 24,
     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128,
-    "torch_dtype": "bfloat16", "layer_types": [)" + types + "]}");
-  CommandResult from_config = RunKvwatch("replay --format json --page-tokens 16 --model-config " + config + " " + trace);
+    "torch_dtype": "bfloat16", "layer_types": [)" + types +
+                                                      "]}");
+  CommandResult from_config =
+      RunKvwatch("replay --format json --page-tokens 16 --model-config " + config + " " + trace);
   ASSERT_EQ(from_config.exit_code, 0) << from_config.err;
   simdjson::dom::parser parser2;
   simdjson::dom::element doc2;
@@ -539,14 +565,18 @@ TEST_F(ReplayTest, NoTenantsMapWithoutTenants) {
 // The hand-worked flood of tests/curve/tenants_test.cc through the command: the
 // interference table, capacity misses, lost hits, footprint and running KV.
 TEST_F(ReplayTest, InterferenceFootprintAndRunningKv) {
-  const std::string trace = Write("flood.jsonl",
-                                  "{\"timestamp\": 0, \"input_length\": 48, \"output_length\": 16, \"hash_ids\": [1, 2, 3], \"tenant\": \"chat\"}\n"
-                                  "{\"timestamp\": 1000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [10], \"tenant\": \"api\"}\n"
-                                  "{\"timestamp\": 2000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [11], \"tenant\": \"api\"}\n"
-                                  "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [12], \"tenant\": \"api\"}\n"
-                                  "{\"timestamp\": 4000, \"input_length\": 64, \"output_length\": 16, \"hash_ids\": [1, 2, 3, 4], \"tenant\": \"chat\"}\n");
-  CommandResult r = RunKvwatch("replay --format json --capacities 3,4 --isolated --bytes-per-token 100 "
-                               "--decode-tokens-per-second 8 " + trace);
+  const std::string trace = Write(
+      "flood.jsonl",
+      "{\"timestamp\": 0, \"input_length\": 48, \"output_length\": 16, \"hash_ids\": [1, 2, 3], \"tenant\": \"chat\"}\n"
+      "{\"timestamp\": 1000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [10], \"tenant\": \"api\"}\n"
+      "{\"timestamp\": 2000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [11], \"tenant\": \"api\"}\n"
+      "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [12], \"tenant\": \"api\"}\n"
+      "{\"timestamp\": 4000, \"input_length\": 64, \"output_length\": 16, \"hash_ids\": [1, 2, 3, 4], \"tenant\": "
+      "\"chat\"}\n");
+  CommandResult r = RunKvwatch(
+      "replay --format json --capacities 3,4 --isolated --bytes-per-token 100 "
+      "--decode-tokens-per-second 8 " +
+      trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
@@ -596,8 +626,8 @@ TEST_F(ReplayTest, InterferenceFootprintAndRunningKv) {
 
 // --- Real traces against an independent computation ------------------------------------
 
-using OrderedTimes = __gnu_pbds::tree<std::uint64_t, __gnu_pbds::null_type, std::less<>,
-                                      __gnu_pbds::rb_tree_tag, __gnu_pbds::tree_order_statistics_node_update>;
+using OrderedTimes = __gnu_pbds::tree<std::uint64_t, __gnu_pbds::null_type, std::less<>, __gnu_pbds::rb_tree_tag,
+                                      __gnu_pbds::tree_order_statistics_node_update>;
 
 struct Independent {
   double unlimited_ratio = 0;

@@ -51,9 +51,9 @@ std::unique_ptr<Agent> MakeAgent(double rate, std::uint32_t max_sampled, const s
 }
 
 struct Scrape {
-  std::map<double, double> hit_buckets;  // le -> cumulative page hits (finite bounds)
-  std::map<std::string, double> values;  // unlabelled samples
-  std::map<std::string, double> window_ratio;  // capacity_pages -> kvwatch_page_hit_ratio{window="24h"}
+  std::map<double, double> hit_buckets;           // le -> cumulative page hits (finite bounds)
+  std::map<std::string, double> values;           // unlabelled samples
+  std::map<std::string, double> window_ratio;     // capacity_pages -> kvwatch_page_hit_ratio{window="24h"}
   std::map<std::string, double> window_coverage;  // capacity_pages -> kvwatch_request_coverage_ratio{...}
   std::map<std::string, double> policy_ratio;     // "policy/capacity" -> kvwatch_policy_page_hit_ratio
   std::map<std::string, double> policy_coverage;  // "policy/capacity" -> kvwatch_policy_request_coverage_ratio
@@ -71,9 +71,10 @@ Scrape Read(Agent* agent) {
       s.window_ratio[std::string(sample.Label("capacity_pages").value_or(""))] = sample.value;
     } else if (sample.name == "kvwatch_request_coverage_ratio") {
       s.window_coverage[std::string(sample.Label("capacity_pages").value_or(""))] = sample.value;
-    } else if (sample.name == "kvwatch_policy_page_hit_ratio" || sample.name == "kvwatch_policy_request_coverage_ratio") {
-      const std::string key =
-          std::string(sample.Label("policy").value_or("")) + "/" + std::string(sample.Label("capacity_pages").value_or(""));
+    } else if (sample.name == "kvwatch_policy_page_hit_ratio" ||
+               sample.name == "kvwatch_policy_request_coverage_ratio") {
+      const std::string key = std::string(sample.Label("policy").value_or("")) + "/" +
+                              std::string(sample.Label("capacity_pages").value_or(""));
       (sample.name == "kvwatch_policy_page_hit_ratio" ? s.policy_ratio : s.policy_coverage)[key] = sample.value;
     } else if (sample.labels.empty()) {
       s.values[sample.name] = sample.value;
@@ -140,8 +141,8 @@ TEST(SampledAgentTest, LifetimeCurveIsWithinTheStatedErrorOfTheExactOneOnMooncak
   }
   const double err_rate = MaxRatioError(r, e), err_big = MaxRatioError(b, e), err_small = MaxRatioError(s, e);
   std::printf("max |error| vs exact: rate 0.1 %.4f; bound 20000 (rate %.4f) %.4f; bound 2000 (rate %.4f) %.4f\n",
-              err_rate, b.values.at("kvwatch_engine_sample_rate"), err_big,
-              s.values.at("kvwatch_engine_sample_rate"), err_small);
+              err_rate, b.values.at("kvwatch_engine_sample_rate"), err_big, s.values.at("kvwatch_engine_sample_rate"),
+              err_small);
   EXPECT_LE(err_rate, 0.03);
   EXPECT_LE(err_big, 0.03);
   EXPECT_LE(err_small, 0.05);

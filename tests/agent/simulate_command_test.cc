@@ -2,6 +2,8 @@
 // hand-worked run, what is assumed, the pool from a GPU's memory, every output
 // format, bad flags) and in-process on its setup; and a smoke run on the Mooncake
 // conversation trace when ../shared/data has it.
+#include "agent/cli/simulate_command.h"
+
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -12,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli/simulate_command.h"
 #include "curve/policy.h"
 #include "tests/agent/testing_process.h"
 
@@ -77,9 +78,27 @@ std::string SmallTrace(bool timestamps) {
 TEST(SimulateCommandTest, TableSaysWhatIsAssumedAndScoresEveryCombination) {
   TempDir dir;
   ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(false)));
-  auto r = Simulate({dir.Sub("t.jsonl"), "--step-coefficients", kCoefficients, "--pool-blocks", "64", "--admission",
-                     "greedy,reserve-max", "--policy", "lru,s3fifo", "--load", "1,2", "--rate", "4", "--output-tokens",
-                     "5", "--tier", "gold:ttft=1s,itl=50ms", "--tier", "free:ttft=5s", "--tier-of", "tenant:b=free"});
+  auto r = Simulate({dir.Sub("t.jsonl"),
+                     "--step-coefficients",
+                     kCoefficients,
+                     "--pool-blocks",
+                     "64",
+                     "--admission",
+                     "greedy,reserve-max",
+                     "--policy",
+                     "lru,s3fifo",
+                     "--load",
+                     "1,2",
+                     "--rate",
+                     "4",
+                     "--output-tokens",
+                     "5",
+                     "--tier",
+                     "gold:ttft=1s,itl=50ms",
+                     "--tier",
+                     "free:ttft=5s",
+                     "--tier-of",
+                     "tenant:b=free"});
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
   const std::string& t = r.out;
   EXPECT_NE(t.find("assumed: no record has a timestamp: arrivals evenly spaced at 4.000 requests/s (--rate)"),
@@ -183,7 +202,8 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--step-coefficients", "fixed=-1", "--pool-blocks", "10"}, "--step-coefficients: fixed: must be >= 0"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--load", "0"}, "--load: each load factor"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "fifo"}, "--admission:"},
-      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--policy", "lazy"}, "--policy: unknown policy 'lazy'"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--policy", "lazy"},
+       "--policy: unknown policy 'lazy'"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier", "gold:ttft=fast"}, "--tier: tier gold"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier-of", "tenant:a=gold"},
        "--tier-of: unknown tier 'gold'"},
@@ -249,7 +269,8 @@ TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
   TempDir dir;
   const std::string trace = dir.Sub("t.jsonl");
   ASSERT_TRUE(WriteFile(trace, std::string(kOneRequest) +
-                                   R"({"timestamp": 1, "input_length": 0, "output_length": 3, "hash_ids": []})" "\n"
+                                   R"({"timestamp": 1, "input_length": 0, "output_length": 3, "hash_ids": []})"
+                                   "\n"
                                    R"({"timestamp": 2, "input_length": 1e18, "output_length": 3, "hash_ids": [1, 9]})"
                                    "\n"));
   auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--format", "json"});
@@ -258,7 +279,8 @@ TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
   simdjson::dom::element doc = parser.parse(r.out);
   EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 1u) << r.out;
   std::string assumed;
-  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array())
+    assumed += std::string(a.get_string().value()) + "\n";
   EXPECT_NE(assumed.find("1 of 3 records have no hash_ids: left out"), std::string::npos) << assumed;
   EXPECT_NE(assumed.find("1 of 3 records have a prompt over 4,294,967,295 tokens"), std::string::npos) << assumed;
   EXPECT_NE(assumed.find("16 tokens per trace page (inferred"), std::string::npos) << assumed;
@@ -268,8 +290,9 @@ TEST(SimulateCommandTest, RecordsItCannotRunAreLeftOutAndSaid) {
                                "\n"));
   r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10"});
   EXPECT_TRUE(r.Exited(1)) << r.Describe();
-  EXPECT_NE(r.err.find("kvwatch simulate: no record can be simulated: 0 without hash_ids, 0 with a timestamp beyond +-1e11 s, 1 with "
-                      "a prompt over"),
+  EXPECT_NE(r.err.find("kvwatch simulate: no record can be simulated: 0 without hash_ids, 0 with a timestamp beyond "
+                       "+-1e11 s, 1 with "
+                       "a prompt over"),
             std::string::npos)
       << r.err;
 }
@@ -296,7 +319,8 @@ TEST(SimulateCommandTest, ZeroLengthsReadAsZeroOrRefusedNamingTheLine) {
   simdjson::dom::element doc = parser.parse(r.out);
   EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 2u) << r.out;
   std::string assumed;
-  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array())
+    assumed += std::string(a.get_string().value()) + "\n";
   EXPECT_NE(assumed.find("1 of 2 records have output_length 0: each prefills its prompt and ends without a token"),
             std::string::npos)
       << assumed;
@@ -345,7 +369,8 @@ TEST(SimulateCommandTest, JsonCarriesLittlesLaw) {
   ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS) << r.out;
   std::uint64_t rejected = 0;
   for (simdjson::dom::element run : doc["runs"].get_array()) {
-    const std::string what = std::string(std::string_view(run["admission"])) + " at " + std::to_string(double(run["load"]));
+    const std::string what =
+        std::string(std::string_view(run["admission"])) + " at " + std::to_string(double(run["load"]));
     const double arrivals_per_s = double(uint64_t(run["requests"])) / double(run["simulated_s"]);
     simdjson::dom::element mean = run["mean_latency_s"];
     EXPECT_GT(double(run["mean_in_system"]), 1) << what;
@@ -363,8 +388,8 @@ TEST(SimulateCommandTest, TooManyBlocksIsAnErrorNotAnAbort) {
   const std::string trace = dir.Sub("t.jsonl");
   std::string ids;
   for (int i = 0; i < 300; ++i) ids += (i ? ", " : "") + std::to_string(i);
-  ASSERT_TRUE(WriteFile(trace, R"({"timestamp": 0, "input_length": 314572800, "output_length": 3, "hash_ids": [)" + ids +
-                                   "]}\n"));
+  ASSERT_TRUE(WriteFile(
+      trace, R"({"timestamp": 0, "input_length": 314572800, "output_length": 3, "hash_ids": [)" + ids + "]}\n"));
   auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--page-tokens", "1048576",
                      "--block-tokens", "1"});
   EXPECT_TRUE(r.Exited(1)) << r.Describe();
@@ -379,15 +404,16 @@ TEST(SimulateCommandTest, TooManyBlocksIsAnErrorNotAnAbort) {
 TEST(SimulateCommandTest, FarTimestampsAndHugeOutputsAreLeftOutAndSaid) {
   TempDir dir;
   const std::string trace = dir.Sub("t.jsonl");
-  ASSERT_TRUE(WriteFile(trace, std::string(kOneRequest) +
-                                   R"({"timestamp": 1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 3]})"
-                                   "\n"
-                                   R"({"timestamp": -1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 4]})"
-                                   "\n"
-                                   R"({"timestamp": 2, "input_length": 32, "output_length": 100000000, "hash_ids": [1, 5]})"
-                                   "\n"
-                                   R"({"timestamp": 3, "input_length": 32, "output_length": 16777216, "hash_ids": [1, 6]})"
-                                   "\n"));
+  ASSERT_TRUE(
+      WriteFile(trace, std::string(kOneRequest) +
+                           R"({"timestamp": 1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 3]})"
+                           "\n"
+                           R"({"timestamp": -1e300, "input_length": 32, "output_length": 3, "hash_ids": [1, 4]})"
+                           "\n"
+                           R"({"timestamp": 2, "input_length": 32, "output_length": 100000000, "hash_ids": [1, 5]})"
+                           "\n"
+                           R"({"timestamp": 3, "input_length": 32, "output_length": 16777216, "hash_ids": [1, 6]})"
+                           "\n"));
   auto r = Simulate({trace, "--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "greedy",
                      "--policy", "lru", "--load", "1", "--timestamp-unit", "s", "--format", "json"});
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
@@ -396,7 +422,8 @@ TEST(SimulateCommandTest, FarTimestampsAndHugeOutputsAreLeftOutAndSaid) {
   EXPECT_EQ(uint64_t(doc["settings"]["requests"]), 2u) << r.out;
   EXPECT_DOUBLE_EQ(double(doc["settings"]["trace_span_s"]), 3) << r.out;
   std::string assumed;
-  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array())
+    assumed += std::string(a.get_string().value()) + "\n";
   EXPECT_NE(assumed.find("2 of 5 records have a timestamp beyond +-1e11 s (over 3,000 years from 1970): left out"),
             std::string::npos)
       << assumed;
@@ -412,7 +439,8 @@ TEST(SimulateCommandTest, FarTimestampsAndHugeOutputsAreLeftOutAndSaid) {
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
   doc = parser.parse(r.out);
   assumed.clear();
-  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array()) assumed += std::string(a.get_string().value()) + "\n";
+  for (simdjson::dom::element a : doc["settings"]["assumptions"].get_array())
+    assumed += std::string(a.get_string().value()) + "\n";
   EXPECT_NE(assumed.find("no record has a timestamp within +-1e11 s: arrivals evenly spaced"), std::string::npos)
       << assumed;
 
@@ -497,8 +525,9 @@ TEST(SimulateSetupTest, ClassQuantilesGoToTheirClassIds) {
   ASSERT_TRUE(SettleSimulatePool(&typo.value(), 16).ok());
   auto refused = BuildReplicaRequests(trace, &typo.value());
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().find("--class-quantile: no request of class 'cod' in the trace (its classes: batch, chat, code)"),
-            std::string::npos)
+  EXPECT_NE(
+      refused.error().find("--class-quantile: no request of class 'cod' in the trace (its classes: batch, chat, code)"),
+      std::string::npos)
       << refused.error();
 }
 

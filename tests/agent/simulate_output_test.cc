@@ -29,8 +29,20 @@ sim::SimSummary Summary(double attainment_gold, double attainment_free, double t
   s.ttft = {0.2, 0.9, 2.5};
   s.itl = {0.02, 0.04, 0.09};
   s.mean_latency = {6.25, 6, 4, 0.5, 4.5, 1.5};
-  s.tiers = {{"gold", 50, static_cast<std::uint64_t>(50 * attainment_gold), 0, attainment_gold, {0.1, 0.5, 1}, {0.02, 0.03, 0.05}},
-             {"free", 150, static_cast<std::uint64_t>(150 * attainment_free), 10, attainment_free, {0.3, 1, 3}, {0.02, 0.05, 0.1}}};
+  s.tiers = {{"gold",
+              50,
+              static_cast<std::uint64_t>(50 * attainment_gold),
+              0,
+              attainment_gold,
+              {0.1, 0.5, 1},
+              {0.02, 0.03, 0.05}},
+             {"free",
+              150,
+              static_cast<std::uint64_t>(150 * attainment_free),
+              10,
+              attainment_free,
+              {0.3, 1, 3},
+              {0.02, 0.05, 0.1}}};
   s.preemptions = 7;
   s.recomputed_tokens = 12345;
   s.mean_running_blocks = 600;
@@ -68,10 +80,10 @@ SimulateResult Result() {
   s.assumptions = {"12 of 200 records have no output_length: 128 output tokens assumed (--output-tokens)"};
   // greedy/lru meets the SLA at 0.5 and 1, not at 2; rate-cap/lru at every load;
   // greedy/vllm at none.
-  r.runs = {{"greedy", "lru", 0.5, Summary(1, 0.95, 1000)},     {"greedy", "lru", 1, Summary(0.95, 0.91, 1800)},
-            {"greedy", "lru", 2, Summary(0.95, 0.5, 2000)},     {"greedy", "vllm", 0.5, Summary(0.8, 1, 1000)},
-            {"greedy", "vllm", 1, Summary(0.99, 0.99, 1800)},   {"greedy", "vllm", 2, Summary(0.5, 0.5, 1900)},
-            {"rate-cap", "lru", 2, Summary(0.92, 0.9, 1950)},   {"rate-cap", "lru", 0.5, Summary(1, 1, 1000)},
+  r.runs = {{"greedy", "lru", 0.5, Summary(1, 0.95, 1000)},   {"greedy", "lru", 1, Summary(0.95, 0.91, 1800)},
+            {"greedy", "lru", 2, Summary(0.95, 0.5, 2000)},   {"greedy", "vllm", 0.5, Summary(0.8, 1, 1000)},
+            {"greedy", "vllm", 1, Summary(0.99, 0.99, 1800)}, {"greedy", "vllm", 2, Summary(0.5, 0.5, 1900)},
+            {"rate-cap", "lru", 2, Summary(0.92, 0.9, 1950)}, {"rate-cap", "lru", 0.5, Summary(1, 1, 1000)},
             {"rate-cap", "lru", 1, Summary(1, 1, 1800)}};
   ScoreSla(&r);
   return r;
@@ -121,9 +133,9 @@ TEST(SimulateOutputTest, JsonCarriesTheContractKeys) {
   simdjson::dom::element doc;
   ASSERT_EQ(parser.parse(text).get(doc), simdjson::SUCCESS) << text;
   simdjson::dom::element settings = doc["settings"];
-  for (const char* key : {"sources", "requests", "trace_span_s", "time_model", "pool", "page_tokens",
-                          "page_tokens_source", "max_batched_tokens", "max_running", "queue_timeout_s", "queue_order",
-                          "sla_target", "tiers", "assumptions"}) {
+  for (const char* key :
+       {"sources", "requests", "trace_span_s", "time_model", "pool", "page_tokens", "page_tokens_source",
+        "max_batched_tokens", "max_running", "queue_timeout_s", "queue_order", "sla_target", "tiers", "assumptions"}) {
     EXPECT_EQ(settings[key].error(), simdjson::SUCCESS) << key;
   }
   EXPECT_TRUE(settings["queue_timeout_s"].is_null());
@@ -136,15 +148,31 @@ TEST(SimulateOutputTest, JsonCarriesTheContractKeys) {
   simdjson::dom::array runs = doc["runs"];
   ASSERT_EQ(runs.size(), r.runs.size());
   simdjson::dom::element run = runs.at(0);
-  for (const char* key : {"admission", "policy", "load", "requests", "finished", "rejected", "simulated_s",
-                          "requests_per_s", "output_tokens_per_s", "ttft_s", "itl_s", "mean_latency_s", "tiers",
+  for (const char* key : {"admission",
+                          "policy",
+                          "load",
+                          "requests",
+                          "finished",
+                          "rejected",
+                          "simulated_s",
+                          "requests_per_s",
+                          "output_tokens_per_s",
+                          "ttft_s",
+                          "itl_s",
+                          "mean_latency_s",
+                          "tiers",
                           "meets_sla",
-                          "preemptions", "recomputed_tokens", "kv", "prefix_hit_ratio", "mean_in_system", "steps"}) {
+                          "preemptions",
+                          "recomputed_tokens",
+                          "kv",
+                          "prefix_hit_ratio",
+                          "mean_in_system",
+                          "steps"}) {
     EXPECT_EQ(run[key].error(), simdjson::SUCCESS) << key;
   }
   EXPECT_DOUBLE_EQ(double(run["ttft_s"]["p99"]), 2.5);
-  const std::pair<const char*, double> means[] = {{"in_system", 6.25}, {"finished", 6},  {"queue_wait", 4},
-                                                  {"prefill", 0.5},    {"ttft", 4.5},     {"decode", 1.5}};
+  const std::pair<const char*, double> means[] = {{"in_system", 6.25}, {"finished", 6}, {"queue_wait", 4},
+                                                  {"prefill", 0.5},    {"ttft", 4.5},   {"decode", 1.5}};
   for (const auto& [key, value] : means) EXPECT_DOUBLE_EQ(double(run["mean_latency_s"][key]), value) << key;
   EXPECT_EQ(uint64_t(run["kv"]["pool_blocks"]), 1000u);
   EXPECT_DOUBLE_EQ(double(run["kv"]["mean_running_blocks"]), 600);
@@ -166,7 +194,8 @@ TEST(SimulateOutputTest, CsvHasOneRowPerRunAndATierColumnEach) {
             "admission,policy,load,requests,finished,rejected,simulated_s,requests_per_s,output_tokens_per_s,"
             "ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,itl_p90_s,itl_p99_s,mean_latency_in_system_s,"
             "mean_latency_finished_s,mean_latency_queue_wait_s,mean_latency_prefill_s,mean_latency_ttft_s,"
-            "mean_latency_decode_s,meets_sla,preemptions,recomputed_tokens,pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,mean_in_system,steps,"
+            "mean_latency_decode_s,meets_sla,preemptions,recomputed_tokens,pool_blocks,mean_running_blocks,mean_cached_"
+            "blocks,prefix_hit_ratio,mean_in_system,steps,"
             "attainment_gold,attainment_free");
   const auto columns = std::count(header.begin(), header.end(), ',');
   std::size_t rows = 0;
@@ -229,10 +258,10 @@ TEST(SimulateOutputTest, TimelineSvgCarriesTheSeriesAndMatchesTheJson) {
   using testing_support::RunCommand;
   testing_support::TempDir dir;
   // The paper's homogeneous workload, shorter: 600 requests every 0.1 s.
-  auto synth = RunCommand({KVWATCH_BINARY, "synth", "--shape", "fixed", "--arrivals", "even", "--rate", "10",
-                           "--requests", "600", "--prompt-tokens", "512", "--output-tokens", "512", "-o",
-                           dir.Sub("t.jsonl")},
-                          Millis(60000));
+  auto synth =
+      RunCommand({KVWATCH_BINARY, "synth", "--shape", "fixed", "--arrivals", "even", "--rate", "10", "--requests",
+                  "600", "--prompt-tokens", "512", "--output-tokens", "512", "-o", dir.Sub("t.jsonl")},
+                 Millis(60000));
   ASSERT_TRUE(synth.Exited(0)) << synth.Describe();
   // The fixed shape's flags without --shape fixed, or a shape that does not exist: refused, naming the flag.
   auto chat_even = RunCommand({KVWATCH_BINARY, "synth", "--arrivals", "even", "--requests", "5"}, Millis(60000));
@@ -241,10 +270,24 @@ TEST(SimulateOutputTest, TimelineSvgCarriesTheSeriesAndMatchesTheJson) {
   auto bad_shape = RunCommand({KVWATCH_BINARY, "synth", "--shape", "square", "--requests", "5"}, Millis(60000));
   EXPECT_TRUE(bad_shape.Exited(2)) << bad_shape.Describe();
   EXPECT_NE(bad_shape.err.find("--shape"), std::string::npos) << bad_shape.err;
-  std::vector<std::string> argv = {KVWATCH_BINARY, "simulate", "--progress", "never", dir.Sub("t.jsonl"),
-                                   "--step-coefficients", "fixed=20ms,prefill_token=0.5ms,decode_sequence=0.2ms",
-                                   "--pool-blocks", "2000", "--admission", "greedy,rate-cap", "--policy", "lru",
-                                   "--json", "--load", "1", "--timeline", dir.Sub("timeline.svg")};
+  std::vector<std::string> argv = {KVWATCH_BINARY,
+                                   "simulate",
+                                   "--progress",
+                                   "never",
+                                   dir.Sub("t.jsonl"),
+                                   "--step-coefficients",
+                                   "fixed=20ms,prefill_token=0.5ms,decode_sequence=0.2ms",
+                                   "--pool-blocks",
+                                   "2000",
+                                   "--admission",
+                                   "greedy,rate-cap",
+                                   "--policy",
+                                   "lru",
+                                   "--json",
+                                   "--load",
+                                   "1",
+                                   "--timeline",
+                                   dir.Sub("timeline.svg")};
   auto r = RunCommand(argv, Millis(120000));
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
   simdjson::dom::parser parser;
@@ -284,7 +327,8 @@ TEST(SimulateOutputTest, TimelineSvgCarriesTheSeriesAndMatchesTheJson) {
       bars += std::stoull(Attribute(body, b, "data-count"));
     }
     EXPECT_EQ(bars, preemptions) << admission;
-    EXPECT_NE(body.find(Grouped(static_cast<double>(preemptions)) + " preemptions"), std::string::npos) << body.substr(0, 400);
+    EXPECT_NE(body.find(Grouped(static_cast<double>(preemptions)) + " preemptions"), std::string::npos)
+        << body.substr(0, 400);
     ++row;
   }
   EXPECT_EQ(row, 2u);

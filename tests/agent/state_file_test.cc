@@ -4,10 +4,9 @@
 #include "agent/runtime/state_file.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -258,9 +257,9 @@ TEST(StateFileTest, ASecondLockOnAStatePathIsRefusedAndNamesTheHolder) {
   // flock locks belong to the open file: a second open in this process conflicts as another process's would.
   auto second = StateLock::Acquire(path);
   ASSERT_FALSE(second.ok());
-  EXPECT_NE(second.error().find(path + ".lock is held by another kvwatch agent (pid " + std::to_string(::getpid()) +
-                                ")"),
-            std::string::npos)
+  EXPECT_NE(
+      second.error().find(path + ".lock is held by another kvwatch agent (pid " + std::to_string(::getpid()) + ")"),
+      std::string::npos)
       << second.error();
   first.value().reset();  // released with the descriptor
   EXPECT_TRUE(StateLock::Acquire(path).ok());

@@ -47,13 +47,15 @@ TEST(SynthCommandTest, AbsurdValuesNameTheFlag) {
       {{"--requests", "10", "--page-tokens", "0"}, "--page-tokens must be in [1, 1048576], got 0"},
       {{"--requests", "10", "--shift-start", "10", "--shift-end", "1e300"}, "--shift-end must be in [0, 10000000000]"},
       {{"--requests", "10", "--shift-start", "-5", "--shift-end", "10"}, "--shift-start must be in"},
-      {{"--requests", "10", "--shift-start", "0", "--shift-end", "10", "--shift-share", "2"}, "--shift-share must be in"},
+      {{"--requests", "10", "--shift-start", "0", "--shift-end", "10", "--shift-share", "2"},
+       "--shift-share must be in"},
       {{"--requests", "10", "--shift-start", "0", "--shift-end", "10", "--shift-system-prompt-pages", "5000"},
        "--shift-system-prompt-pages must be in"},
       {{"--requests", "10", "--shift-start", "0", "--shift-end", "10", "--shift-mean-turns", "0"},
        "--shift-mean-turns must be in"},
       // --prompt-tokens 0 was taken as "not given" (512).
-      {{"--requests", "10", "--shape", "fixed", "--prompt-tokens", "0"}, "--prompt-tokens must be in [1, 16777200], got 0"},
+      {{"--requests", "10", "--shape", "fixed", "--prompt-tokens", "0"},
+       "--prompt-tokens must be in [1, 16777200], got 0"},
       {{"--requests", "10", "--shape", "fixed", "--output-tokens", "5,0"}, "--output-tokens must be in"},
       {{"--requests", "10", "--shape", "fixed", "--rate", "1e-300"}, "--rate must be in"},
       // Beyond the flag's type: CLI11 names the flag.

@@ -95,8 +95,8 @@ struct Workload {
 };
 
 std::string RecordJson(const std::string& tenant, const std::vector<std::uint64_t>& ids, int output_tokens) {
-  std::string out = "{\"tenant\": \"" + tenant + "\", \"input_length\": " +
-                    std::to_string(ids.size() * kPageTokens - kPageTokens / 2) +
+  std::string out = "{\"tenant\": \"" + tenant +
+                    "\", \"input_length\": " + std::to_string(ids.size() * kPageTokens - kPageTokens / 2) +
                     ", \"output_length\": " + std::to_string(output_tokens) + ", \"hash_ids\": [";
   for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
   return out + "]}";
@@ -426,7 +426,8 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
     std::this_thread::sleep_for(Millis(500));
   }
   ASSERT_TRUE(agent->WaitForRequests(static_cast<double>(workload.lines.size())))
-      << "the agent did not count every record; stderr:\n" << Tail(agent->Stderr());
+      << "the agent did not count every record; stderr:\n"
+      << Tail(agent->Stderr());
   // Prometheus has scraped the agent after its last record: the queries below
   // read the whole workload.
   const double records = static_cast<double>(workload.lines.size());
@@ -441,9 +442,10 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
   const double flood_s = flood_ms / 1000.0;
   const double before_s = flood_s - 0.5;
   auto at = [&](std::int64_t ms) { return ms ? (ms - feeder.start_ms()) / 1000.0 : -1.0; };
-  std::printf("records %zu written; flood from %ds; agent alert firing at %.1fs (value %.3g); twin ratio max %.3g, "
-              ">= 2 at %.1fs\n",
-              feeder.written(), kFloodStartS, at(fired_ms), fired.value, max_twin_ratio, at(twin_fired_ms));
+  std::printf(
+      "records %zu written; flood from %ds; agent alert firing at %.1fs (value %.3g); twin ratio max %.3g, "
+      ">= 2 at %.1fs\n",
+      feeder.written(), kFloodStartS, at(fired_ms), fired.value, max_twin_ratio, at(twin_fired_ms));
 
   // The evictor matrix by class, pages attributed: before the flood and now.
   const std::string matrix = "sum by (victim, evictor) (kvwatch_evicted_by_total{dimension=\"class\"," + cap + "})";
@@ -487,14 +489,16 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
   EXPECT_GT(batch_chat, cell(tenant_matrix.value(), "chat", "chat"));
 
   // Capacity misses of the conversation classes: ~0 before the flood, then up.
-  const std::string misses = "sum(kvwatch_group_capacity_misses_total{dimension=\"class\",group=~\"turn.*\"," + cap + "})";
+  const std::string misses =
+      "sum(kvwatch_group_capacity_misses_total{dimension=\"class\",group=~\"turn.*\"," + cap + "})";
   auto misses_before = QueryAt(prom, misses, before_s);
   auto misses_after = QueryAt(prom, misses);
   ASSERT_TRUE(misses_before.ok() && misses_after.ok());
   const double m0 = misses_before.value().empty() ? 0 : misses_before.value()[0].value;
   ASSERT_FALSE(misses_after.value().empty()) << "no kvwatch_group_capacity_misses_total for the conversation classes";
   const double m1 = misses_after.value()[0].value;
-  auto refs = QueryAt(prom, "sum(kvwatch_group_page_references_total{dimension=\"class\",group=~\"turn.*\"})", before_s);
+  auto refs =
+      QueryAt(prom, "sum(kvwatch_group_page_references_total{dimension=\"class\",group=~\"turn.*\"})", before_s);
   const double refs0 = refs.ok() && !refs.value().empty() ? refs.value()[0].value : 0;
   std::printf("conversation classes' capacity misses: %.0f before the flood (of %.0f page references), %.0f after\n",
               m0, refs0, m1);
@@ -519,10 +523,10 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
   for (const std::string dimension : {"class", "tenant"}) {
     auto replayed = ReplayInterference(trace, dimension);
     ASSERT_TRUE(replayed.ok()) << replayed.error();
-    auto cells = QueryAt(prom, "sum by (victim, evictor) (kvwatch_evicted_by_total{dimension=\"" + dimension +
-                                   "\"," + cap + "})");
-    auto groups = QueryAt(prom, "sum by (group) (kvwatch_group_capacity_misses_total{dimension=\"" + dimension +
-                                    "\"," + cap + "})");
+    auto cells = QueryAt(
+        prom, "sum by (victim, evictor) (kvwatch_evicted_by_total{dimension=\"" + dimension + "\"," + cap + "})");
+    auto groups = QueryAt(
+        prom, "sum by (group) (kvwatch_group_capacity_misses_total{dimension=\"" + dimension + "\"," + cap + "})");
     ASSERT_TRUE(cells.ok() && groups.ok());
     std::map<std::string, double> live;
     for (const Series& c : cells.value()) live[c.labels.at("victim") + "<-" + c.labels.at("evictor")] = c.value;
@@ -533,7 +537,8 @@ TEST(TenantsEndToEndTest, OneShotFloodEvictsConversationsAndTheAlertNamesIt) {
     for (const auto& [k, v] : replayed.value()) {
       if (v != 0) offline[k] = v;
     }
-    ASSERT_EQ(live.size(), offline.size()) << dimension << ": the agent's non-zero cells and misses differ from replay's";
+    ASSERT_EQ(live.size(), offline.size())
+        << dimension << ": the agent's non-zero cells and misses differ from replay's";
     for (const auto& [k, v] : offline) {
       ASSERT_TRUE(live.count(k)) << dimension << " " << k << " is in replay (" << v << ") but not in Prometheus";
       EXPECT_NEAR(live.at(k), v, 1e-6 * std::max(1.0, v)) << dimension << " " << k;

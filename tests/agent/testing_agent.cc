@@ -13,9 +13,7 @@
 
 namespace kvwatch::agent::testing_support {
 
-
 // ------------------------------------------------------------------ Records
-
 
 // n records of the `kvwatch synth` generator (its defaults, the given seed).
 std::vector<Record> SynthRecords(std::size_t n, std::uint64_t seed) {
@@ -97,7 +95,6 @@ std::uint64_t TotalPages(const std::vector<Record>& records, std::size_t begin, 
 }
 
 // ------------------------------------------------------------------ Exposition
-
 
 // The value of the sample with exactly these labels, or nullopt.
 std::optional<double> SampleValue(const collectors::Exposition& e, std::string_view name, const LabelMap& labels) {
@@ -203,7 +200,6 @@ std::string TraceFileCollectorYaml(const std::string& name, const std::string& p
 
 // ------------------------------------------------------------------ kvwatch replay
 
-
 // `kvwatch replay --format json` over trace at the given capacities.
 base::Result<ReplayCurve> RunReplay(const std::string& trace, const std::vector<std::uint64_t>& capacities,
                                     std::uint64_t page_tokens, std::uint64_t max_pages,
@@ -245,11 +241,9 @@ base::Result<ReplayCurve> RunReplay(const std::string& trace, const std::vector<
 
 // ------------------------------------------------------------------ Prometheus
 
-
 // An instant query (vector result) to the Prometheus on 127.0.0.1:port, at
 // `time_s` (Unix seconds) when given, else now.
-base::Result<std::vector<PromSample>> PromQuery(int port, const std::string& expr,
-                                                std::optional<double> time_s) {
+base::Result<std::vector<PromSample>> PromQuery(int port, const std::string& expr, std::optional<double> time_s) {
   using R = base::Result<std::vector<PromSample>>;
   FormParams params = {{"query", expr}};
   if (time_s) {
@@ -316,8 +310,7 @@ std::unique_ptr<PrometheusProcess> PrometheusProcess::Start(const std::string& d
   // Prometheus exits and the next attempt picks another.
   for (int attempt = 0; attempt < 3; ++attempt) {
     prom->port_ = PickFreePort();
-    const std::string log =
-        (std::filesystem::path(dir) / ("prometheus-" + std::to_string(attempt) + ".log")).string();
+    const std::string log = (std::filesystem::path(dir) / ("prometheus-" + std::to_string(attempt) + ".log")).string();
     prom->process_ =
         ChildProcess::Start({binary, "--config.file=" + config,
                              "--storage.tsdb.path=" + (std::filesystem::path(dir) / "prometheus-data").string(),
@@ -339,4 +332,3 @@ std::unique_ptr<PrometheusProcess> PrometheusProcess::Start(const std::string& d
 }
 
 }  // namespace kvwatch::agent::testing_support
-

@@ -28,8 +28,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -38,13 +38,13 @@
 #include <variant>
 #include <vector>
 
+#include "agent/cli/replay_command.h"
+#include "agent/cli/replay_result.h"
+#include "agent/render/api_json.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/agent_command.h"
 #include "agent/runtime/builtin_config.h"
-#include "agent/render/api_json.h"
 #include "base/json_writer.h"
-#include "agent/cli/replay_command.h"
-#include "agent/cli/replay_result.h"
 #include "collectors/synth.h"
 #include "curve/report.h"
 
@@ -73,7 +73,8 @@ curve::CurveReport ComputeReport(std::uint64_t requests, std::uint64_t max_pages
     synth.seed = 7;
     synth.duration_s = 0;
     synth.max_requests = requests;
-    auto generated = collectors::GenerateSynth(synth, [&](const collectors::SynthRequest& r) { replayer.Add(r.request); });
+    auto generated =
+        collectors::GenerateSynth(synth, [&](const collectors::SynthRequest& r) { replayer.Add(r.request); });
     EXPECT_TRUE(generated.ok()) << generated.error();
   }
   return replayer.Result().total;
@@ -115,7 +116,7 @@ class FakeAgent {
     PageOptions page;
     std::string mount = "/";
     std::vector<std::pair<std::string, std::string>> curves;  // window name, JSON
-    int curve_answers_before_503 = -1;  // -1: never answer 503
+    int curve_answers_before_503 = -1;                        // -1: never answer 503
     bool content_security_policy = true;
   };
 
@@ -248,9 +249,8 @@ class BrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kChromium)) GTEST_SKIP() << kChromium << " is absent";
-    dir_ = fs::temp_directory_path() /
-           ("kvwatch_web_page_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("kvwatch_web_page_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -362,7 +362,9 @@ std::string Cell(const std::string& row, const std::string& cls) {
   return m[1].str();
 }
 
-std::size_t Count(const std::string& text, char c) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), c)); }
+std::size_t Count(const std::string& text, char c) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), c));
+}
 
 std::size_t CountOf(const std::string& text, const std::string& needle) {
   std::size_t n = 0;
@@ -725,7 +727,8 @@ std::vector<std::string> ApiGroups(const std::string& json, const char* dimensio
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(json).get(doc) != simdjson::SUCCESS) return out;
-  const simdjson::dom::array items = doc["dimensions"][dimension].get_array().value();  // named: value() of a temporary dangles
+  const simdjson::dom::array items =
+      doc["dimensions"][dimension].get_array().value();  // named: value() of a temporary dangles
   for (simdjson::dom::element g : items) {
     out.emplace_back(g["group"].get_string().value());
   }
@@ -758,15 +761,16 @@ TEST_F(BrowserTest, BuiltInReplicaShowsBytesTenantsClassesPoliciesCapacityAndHis
   synth.duration_s = 60;
   synth.max_requests = 0;
   std::vector<curve::Request> requests;
-  auto generated = collectors::GenerateSynth(synth, [&](const collectors::SynthRequest& r) { requests.push_back(r.request); });
+  auto generated =
+      collectors::GenerateSynth(synth, [&](const collectors::SynthRequest& r) { requests.push_back(r.request); });
   ASSERT_TRUE(generated.ok()) << generated.error();
   ASSERT_GT(requests.size(), 100u);
-  const double start =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - 61;
+  const double start = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - 61;
   double next_sample = start;
   for (curve::Request& r : requests) {
     r.timestamp_s += start;
-    for (; next_sample <= r.timestamp_s; next_sample += CurveHistory::kDefaultIntervalS) agent.RecordHistory(next_sample);
+    for (; next_sample <= r.timestamp_s; next_sample += CurveHistory::kDefaultIntervalS)
+      agent.RecordHistory(next_sample);
     agent.OnRequest(r);
   }
   agent.RecordHistory(start + 61);  // now, when the loop would take its next one

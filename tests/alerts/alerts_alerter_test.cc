@@ -1,6 +1,6 @@
 // Tests for alerts/alerter.h: option validation, stable low-cardinality labels,
 // input validation, events, and the Alertmanager re-send schedule end to end.
-#include "alerts/alerter.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
+#include "alerts/alerter.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -106,18 +106,16 @@ TEST(AlerterTest, LabelsAreStableAndLowCardinality) {
   for (const AlertStatus& status : before) {
     std::set<std::string> keys;
     for (const auto& [key, value] : status.labels) keys.insert(key);
-    EXPECT_EQ(keys, (std::set<std::string>{"alertname", "cluster", "model", "replica", "severity",
-                                           "window"}));
+    EXPECT_EQ(keys, (std::set<std::string>{"alertname", "cluster", "model", "replica", "severity", "window"}));
     EXPECT_EQ(status.labels.at("replica"), "vllm-0");
     EXPECT_EQ(status.labels.at("model"), "llama-3-70b");
     EXPECT_EQ(status.labels.at("severity"), "warning");
     names.insert(status.labels.at("alertname"));
   }
-  EXPECT_EQ(names, (std::set<std::string>{"KVWatchKneeShift", "KVWatchWorkingSetOverCapacity",
-                                          "KVWatchEvictionRateShift", "KVWatchRejectionRateShift",
-                                          "KVWatchPreemptionRateShift",
-                                          "KVWatchEvictionRateDrift", "KVWatchCapacityMissesRising",
-                                          "KVWatchKvLoadHigh"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"KVWatchKneeShift", "KVWatchWorkingSetOverCapacity", "KVWatchEvictionRateShift",
+                                   "KVWatchRejectionRateShift", "KVWatchPreemptionRateShift",
+                                   "KVWatchEvictionRateDrift", "KVWatchCapacityMissesRising", "KVWatchKvLoadHigh"}));
   // The numbers change at every evaluation; the identity does not.
   for (int i = 0; i < 50; ++i) {
     AlertInputs inputs = Shifted(60 * i, 1000 + 37 * i);
@@ -157,8 +155,7 @@ TEST(AlerterTest, RejectsTimeGoingBackwardsAndBadNumbers) {
   AlertInputs nan = Shifted(660);
   nan.counters.evicted_blocks = std::nan("");
   ASSERT_FALSE(alerter.Evaluate(nan).ok());
-  EXPECT_NE(alerter.Evaluate(nan).error().find("inputs.counters.evicted_blocks"),
-            std::string::npos);
+  EXPECT_NE(alerter.Evaluate(nan).error().find("inputs.counters.evicted_blocks"), std::string::npos);
 
   const std::vector<AlertStatus> after = alerter.Statuses();
   for (std::size_t i = 0; i < after.size(); ++i) {

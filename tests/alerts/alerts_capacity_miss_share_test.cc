@@ -3,19 +3,17 @@
 // names the flooding class and tenant; the exact value; hysteresis; the floor; the
 // smallest capacity against every capacity; no data and low volume stay quiet;
 // option and input validation.
-#include "alerts/capacity_miss_share.h"
+#include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include <algorithm>
-
 #include "alerts/alerter.h"
+#include "alerts/capacity_miss_share.h"
 #include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
@@ -76,15 +74,13 @@ AlerterOptions CapacityMissesOnly() {
 
 // The steady mix: conversations evict a little of each other.
 const std::vector<std::tuple<std::string, std::string, std::string, double>> kSteady = {
-    {"class", "turn2", "turn2", 0.5},      {"class", "turn2", "first", 0.2},
-    {"class", "first", "first", 0.3},      {"tenant", "tenant-a", "tenant-a", 0.7},
-    {"tenant", "tenant-a", "tenant-b", 0.3},
+    {"class", "turn2", "turn2", 0.5},        {"class", "turn2", "first", 0.2},        {"class", "first", "first", 0.3},
+    {"tenant", "tenant-a", "tenant-a", 0.7}, {"tenant", "tenant-a", "tenant-b", 0.3},
 };
 // The flood: single-turn requests of tenant-b push out turn2 conversations of tenant-a.
 const std::vector<std::tuple<std::string, std::string, std::string, double>> kFlood = {
-    {"class", "turn2", "first", 0.8},      {"class", "turn2", "turn2", 0.1},
-    {"class", "first", "first", 0.1},      {"tenant", "tenant-a", "tenant-b", 0.9},
-    {"tenant", "tenant-a", "tenant-a", 0.1},
+    {"class", "turn2", "first", 0.8},        {"class", "turn2", "turn2", 0.1},        {"class", "first", "first", 0.1},
+    {"tenant", "tenant-a", "tenant-b", 0.9}, {"tenant", "tenant-a", "tenant-a", 0.1},
 };
 
 class CapacityMissShareTest : public ::testing::Test {
@@ -122,7 +118,7 @@ TEST_F(CapacityMissShareTest, FloodFiresAfterForAndNamesTheFloodingClass) {
   EXPECT_EQ(Status().labels.at("window"), "1h/24h");
   int t = SteadyDay();
   EXPECT_EQ(Status().observation, ObservationKind::kValid);
-  EXPECT_NEAR(Status().value, 1.0, 1e-9);  // a steady share is its own baseline
+  EXPECT_NEAR(Status().value, 1.0, 1e-9);                            // a steady share is its own baseline
   EXPECT_EQ(Status().annotations.at("top_evictor_class"), "turn2");  // before the flood
 
   std::optional<int> pending_at, firing_at;

@@ -1,14 +1,13 @@
 // Tests for alerts/capacity_shortfall.h: working set over capacity, the
 // not-converged lower bound, annotations, and through the Alerter `for`,
 // hysteresis, recovery and minimum volume.
-#include "alerts/capacity_shortfall.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "alerts/alerter.h"
+#include "alerts/capacity_shortfall.h"
 #include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
@@ -85,8 +84,7 @@ TEST(CapacityShortfallDetectorTest, QuietWithoutCapacityOrVolume) {
   no_capacity.capacity_pages.reset();
   EXPECT_EQ(Evaluate(detector, no_capacity).kind, ObservationKind::kNoData);
   EXPECT_EQ(Evaluate(detector, WorkingSet(0, 12000, 0)).kind, ObservationKind::kNoData);
-  EXPECT_EQ(Evaluate(detector, WorkingSet(0, 12000, 10000, 499)).kind,
-            ObservationKind::kBelowMinVolume);
+  EXPECT_EQ(Evaluate(detector, WorkingSet(0, 12000, 10000, 499)).kind, ObservationKind::kBelowMinVolume);
 }
 
 AlerterOptions CapacityOnly() {

@@ -2,7 +2,7 @@
 // detector through the Alerter: it catches a sustained small shift that the
 // window comparison with default thresholds misses, stays quiet on long
 // stationary noise, re-learns after a long alarm, and handles volume and resets.
-#include "alerts/change_detector.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
@@ -12,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "alerts/alerter.h"
+#include "alerts/change_detector.h"
 #include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
@@ -61,7 +60,7 @@ TEST(CusumTest, AccumulatesShiftsBeyondTheSlack) {
   EXPECT_EQ(cusum.side(), ChangeDirection::kUp);
   for (int i = 0; i < 100; ++i) cusum.Add(20);
   EXPECT_DOUBLE_EQ(cusum.upper(), options.cap);  // clamped
-  for (int i = 0; i < 10; ++i) cusum.Add(5);  // z = -5: drains by 5.5 a sample
+  for (int i = 0; i < 10; ++i) cusum.Add(5);     // z = -5: drains by 5.5 a sample
   EXPECT_EQ(cusum.upper(), 0);
   EXPECT_GT(cusum.lower(), 0);
   EXPECT_EQ(cusum.side(), ChangeDirection::kDown);
@@ -131,8 +130,8 @@ class EvictionSimulation {
   // Runs minutes [from, to) and returns the minute of the first event of `kind` on
   // `alertname`, if any.
   template <typename Level>
-  std::optional<int> Run(int from, int to, Level level, const std::string& alertname,
-                         EventKind kind, double noise = 0.1) {
+  std::optional<int> Run(int from, int to, Level level, const std::string& alertname, EventKind kind,
+                         double noise = 0.1) {
     std::optional<int> first;
     for (int minute = from; minute < to; ++minute) {
       base::Result<Evaluation> result = alerter_.Evaluate(Inputs(minute));
@@ -202,8 +201,7 @@ TEST(ChangeTestAlertTest, LongStationaryNoisySeriesNeverFires) {
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     EvictionSimulation sim(seed);
     const auto level = [](int) { return 100.0; };
-    EXPECT_FALSE(sim.Run(0, 14 * 24 * 60, level, kDrift, EventKind::kFiring).has_value())
-        << "seed " << seed;
+    EXPECT_FALSE(sim.Run(0, 14 * 24 * 60, level, kDrift, EventKind::kFiring).has_value()) << "seed " << seed;
     EXPECT_EQ(sim.Count(kShift, EventKind::kFiring), 0) << "seed " << seed;
   }
 }
@@ -228,9 +226,7 @@ TEST(ChangeTestAlertTest, ResolvesWhenTheRateReturns) {
   AlerterOptions options = EvictionDetectors();
   options.change_tests[0].relearn_after = seconds(0);  // keep the old baseline
   EvictionSimulation sim(5, options);
-  const auto level = [](int minute) {
-    return minute >= 3 * 60 && minute < 4 * 60 ? 130.0 : 100.0;
-  };
+  const auto level = [](int minute) { return minute >= 3 * 60 && minute < 4 * 60 ? 130.0 : 100.0; };
   ASSERT_TRUE(sim.Run(0, 4 * 60, level, kDrift, EventKind::kFiring).has_value());
   std::optional<int> resolved = sim.Run(4 * 60, 6 * 60, level, kDrift, EventKind::kResolved);
   ASSERT_TRUE(resolved.has_value());

@@ -1,11 +1,11 @@
 // Tests for alerts/counter_rate.h: increases and rates over trailing windows from a
 // cumulative counter, counter resets, partial coverage, bounded history.
-#include "alerts/counter_rate.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 
-#include <gtest/gtest.h>
+#include "alerts/counter_rate.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -56,9 +56,9 @@ TEST(CounterHistoryTest, ResetCountsTheNewValueAsIncrease) {
 TEST(CounterHistoryTest, RejectsInvalidAndOutOfOrderSamples) {
   CounterHistory history(seconds(3600), seconds(0));
   ASSERT_TRUE(history.Observe(At(60), 10));
-  EXPECT_FALSE(history.Observe(At(60), 20));   // same time
-  EXPECT_FALSE(history.Observe(At(30), 20));   // earlier
-  EXPECT_FALSE(history.Observe(At(90), -1));   // negative
+  EXPECT_FALSE(history.Observe(At(60), 20));  // same time
+  EXPECT_FALSE(history.Observe(At(30), 20));  // earlier
+  EXPECT_FALSE(history.Observe(At(90), -1));  // negative
   EXPECT_FALSE(history.Observe(At(90), std::nan("")));
   EXPECT_DOUBLE_EQ(history.corrected_total(), 10);
   EXPECT_EQ(history.resets(), 0u);

@@ -1,11 +1,11 @@
 // Tests for alerts/format.h: the number, byte, duration and time texts used in
 // labels and annotations.
-#include "alerts/format.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 
-#include <gtest/gtest.h>
+#include "alerts/format.h"
 
 namespace kvwatch::alerts {
 namespace {

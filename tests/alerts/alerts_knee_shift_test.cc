@@ -1,16 +1,15 @@
 // Tests for alerts/knee_shift.h: the relative knee change, its guards and
 // annotations, and, through the Alerter, `for`, hysteresis, minimum volume and the
 // rule that a stationary workload never fires.
-#include "alerts/knee_shift.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "alerts/alerter.h"
+#include "alerts/knee_shift.h"
 #include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {
@@ -68,13 +67,12 @@ TEST(KneeShiftDetectorTest, AnnotationsCarryPagesAndBytes) {
   EXPECT_EQ(a.at("old_knee_bytes"), "2097152000");
   EXPECT_EQ(a.at("new_knee_bytes"), "3145728000");
   EXPECT_EQ(a.at("relative_change"), "0.5");
-  EXPECT_NE(a.at("summary").find("1000 pages (1.95 GiB) over 24h -> 1500 pages (2.93 GiB)"),
-            std::string::npos)
+  EXPECT_NE(a.at("summary").find("1000 pages (1.95 GiB) over 24h -> 1500 pages (2.93 GiB)"), std::string::npos)
       << a.at("summary");
 }
 
 TEST(KneeShiftDetectorTest, SmallKneesNeedTheAbsoluteShift) {
-  KneeShiftDetector detector(KneeShiftOptions{}, "1h", "24h");  // min_shift_pages 32
+  KneeShiftDetector detector(KneeShiftOptions{}, "1h", "24h");     // min_shift_pages 32
   Observation observation = Evaluate(detector, Knees(0, 60, 40));  // +50%, 20 pages
   ASSERT_EQ(observation.kind, ObservationKind::kValid);
   EXPECT_DOUBLE_EQ(observation.value, 0.5);
@@ -88,8 +86,7 @@ TEST(KneeShiftDetectorTest, QuietWithoutKneesOrVolume) {
   EXPECT_EQ(Evaluate(detector, missing).kind, ObservationKind::kNoData);
   EXPECT_EQ(Evaluate(detector, Knees(0, 1500, 0)).kind, ObservationKind::kNoData);
   EXPECT_EQ(Evaluate(detector, Knees(0, 1500, 1000, 499)).kind, ObservationKind::kBelowMinVolume);
-  EXPECT_EQ(Evaluate(detector, Knees(0, 1500, 1000, 500, 4999)).kind,
-            ObservationKind::kBelowMinVolume);
+  EXPECT_EQ(Evaluate(detector, Knees(0, 1500, 1000, 500, 4999)).kind, ObservationKind::kBelowMinVolume);
   AlertInputs unknown_volume = Knees(0, 1500, 1000);
   unknown_volume.short_window_requests.reset();
   EXPECT_EQ(Evaluate(detector, unknown_volume).kind, ObservationKind::kBelowMinVolume);
@@ -169,9 +166,8 @@ TEST_F(KneeShiftAlertTest, StationaryWorkloadNeverFires) {
     short_noise = 0.9 * short_noise + 0.08 * std::sqrt(1 - 0.81) * rng.Gaussian();
     baseline_noise = 0.99 * baseline_noise + 0.015 * std::sqrt(1 - 0.9801) * rng.Gaussian();
     const double requests = 3000 * (1 + 0.2 * rng.Uniform());
-    std::vector<EventKind> events = Step(Knees(i * 60, 2000 * (1 + short_noise),
-                                               2000 * (1 + baseline_noise), requests,
-                                               24 * requests));
+    std::vector<EventKind> events =
+        Step(Knees(i * 60, 2000 * (1 + short_noise), 2000 * (1 + baseline_noise), requests, 24 * requests));
     for (EventKind kind : events) {
       ASSERT_NE(kind, EventKind::kFiring) << "fired on a stationary workload at minute " << i;
       if (kind == EventKind::kPending) ++pending;

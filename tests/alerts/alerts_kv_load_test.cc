@@ -1,15 +1,14 @@
 // Tests for alerts/kv_load.h: the KV load factor's detector (value, quiet rules,
 // annotations) and, through the Alerter, firing after the hold time and clearing
 // with hysteresis.
-#include "alerts/kv_load.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <optional>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "alerts/alerter.h"
+#include "alerts/kv_load.h"
 #include "tests/alerts/testing_alerts.h"
 
 namespace kvwatch::alerts {

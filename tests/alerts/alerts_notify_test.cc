@@ -1,16 +1,15 @@
 // Tests for alerts/notify.h: the Alertmanager v2 re-send schedule (endsAt = now +
 // 4 * resend interval while firing; resolved alerts re-sent with endsAt = resolve
 // time until the retention passes) and the JSON payload.
-#include "alerts/notify.h"
-#include "base/json_writer.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "alerts/format.h"
+#include "alerts/notify.h"
+#include "base/json_writer.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -32,8 +31,8 @@ AlertStatus Firing(int fired_at) {
 
 // Simulates the agent: calls DueForSending every `step` seconds from `from` to `to`
 // and records the sends, as Alerter::TakeDue does.
-std::vector<std::pair<int, PostableAlert>> Drive(AlertStatus& alert, const NotifyOptions& options,
-                                                 int from, int to, int step) {
+std::vector<std::pair<int, PostableAlert>> Drive(AlertStatus& alert, const NotifyOptions& options, int from, int to,
+                                                 int step) {
   std::vector<std::pair<int, PostableAlert>> sent;
   for (int t = from; t <= to; t += step) {
     if (auto item = DueForSending(At(t), alert, options)) {

@@ -2,16 +2,15 @@
 // counters into window rates): eviction, rejection and preemption shifts, the
 // absolute floor, `for`, no flapping on noise, recovery, minimum volume and
 // counter resets.
-#include "alerts/rate_shift.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "alerts/alerter.h"
+#include "alerts/rate_shift.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -27,8 +26,8 @@ struct FakeEngine {
   double preempted = 0;
   double requests = 0;
 
-  void Advance(int seconds, double eviction_rate, double request_rate = 5,
-               double rejection_rate = 0, double preemption_rate = 0) {
+  void Advance(int seconds, double eviction_rate, double request_rate = 5, double rejection_rate = 0,
+               double preemption_rate = 0) {
     evicted += eviction_rate * seconds;
     requests += request_rate * seconds;
     rejected += rejection_rate * seconds;

@@ -1,12 +1,12 @@
 // Tests for alerts/rule.h: the pending/firing/resolved life cycle with `for`,
 // hysteresis, keep_firing_for and quiet observations, on a fake time.
-#include "alerts/rule.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <optional>
 #include <vector>
 
-#include <gtest/gtest.h>
+#include "alerts/rule.h"
 
 namespace kvwatch::alerts {
 namespace {
@@ -104,8 +104,7 @@ TEST(RuleTest, KeepFiringForHoldsAfterTheConditionClears) {
 TEST(RuleTest, QuietObservationsCancelPendingAndResolveFiring) {
   Rule rule(Options(60));
   ASSERT_EQ(rule.Step(At(0), Value(2)), EventKind::kPending);
-  EXPECT_EQ(rule.Step(At(30), Observation::BelowMinVolume("few requests")),
-            EventKind::kCancelled);
+  EXPECT_EQ(rule.Step(At(30), Observation::BelowMinVolume("few requests")), EventKind::kCancelled);
   ASSERT_EQ(rule.Step(At(60), Value(2)), EventKind::kPending);
   ASSERT_EQ(rule.Step(At(120), Value(2)), EventKind::kFiring);
   EXPECT_EQ(rule.Step(At(150), Observation::NoData("knee missing")), EventKind::kResolved);

@@ -15,8 +15,8 @@ TEST(QuantityTextTest, DurationsSumTheirTerms) {
     double seconds;
   };
   for (Case c : {Case{"30s", 30}, Case{"5m", 300}, Case{"1h30m", 5400}, Case{"250ms", 0.25}, Case{"20us", 20e-6},
-                 Case{"1.5h", 5400}, Case{"2d", 172800}, Case{"1m30s500ms", 90.5}, Case{"2e-3s", 0.002},
-                 Case{"0s", 0}, Case{".5s", 0.5}}) {
+                 Case{"1.5h", 5400}, Case{"2d", 172800}, Case{"1m30s500ms", 90.5}, Case{"2e-3s", 0.002}, Case{"0s", 0},
+                 Case{".5s", 0.5}}) {
     for (Bare bare : {Bare::kRefused, Bare::kSeconds}) {
       std::optional<double> v = ParseDuration(c.text, bare);
       ASSERT_TRUE(v.has_value()) << c.text;
@@ -34,8 +34,8 @@ TEST(QuantityTextTest, ABareNumberIsSecondsOnlyWhereTaken) {
 }
 
 TEST(QuantityTextTest, BadDurationsAreRefused) {
-  for (const char* text : {"", "5x", "m5", "-5m", "+5m", "5 m", " 5s", "h", "1..5s", "inf", "nan", "infs", "5e",
-                           "1e999s", "s"}) {
+  for (const char* text :
+       {"", "5x", "m5", "-5m", "+5m", "5 m", " 5s", "h", "1..5s", "inf", "nan", "infs", "5e", "1e999s", "s"}) {
     EXPECT_FALSE(ParseDuration(text, Bare::kSeconds)) << text;
     EXPECT_FALSE(ParseDuration(text, Bare::kRefused)) << text;
   }
@@ -63,8 +63,8 @@ TEST(QuantityTextTest, WholeSizesAreExact) {
   EXPECT_EQ(ParseWholeSize("1.5KiB"), std::optional<std::uint64_t>(1536));
   EXPECT_EQ(ParseWholeSize("16EiB"), std::nullopt);
   EXPECT_EQ(ParseWholeSize("0.5B"), std::nullopt);
-  EXPECT_EQ(ParseWholeSize("99999999999999999999"), std::nullopt);  // beyond 2^64 - 1
-  EXPECT_EQ(ParseWholeSize("17179869184GiB"), std::nullopt);        // 2^64: the product overflows
+  EXPECT_EQ(ParseWholeSize("99999999999999999999"), std::nullopt);   // beyond 2^64 - 1
+  EXPECT_EQ(ParseWholeSize("17179869184GiB"), std::nullopt);         // 2^64: the product overflows
   EXPECT_EQ(ParseWholeSize("1.8446744073709552e19"), std::nullopt);  // rounds to 2^64
 }
 

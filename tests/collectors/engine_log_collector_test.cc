@@ -56,9 +56,8 @@ class NullSink : public RequestSink {
 class EngineLogCollectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kvwatch_engine_log_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("kvwatch_engine_log_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "engine.log").string();
@@ -161,10 +160,11 @@ TEST_F(EngineLogCollectorTest, PreemptionsFieldOfTheStatsLineIsAdded) {
   auto c = Make();
   c->Poll(sink_, 1);
   // The newer stats line with the optional fields (PR #28522 and later).
-  Append({"(APIServer pid=7) INFO 11-02 09:00:01 [v1/metrics/loggers.py:301] Engine 000: Avg prompt throughput: "
-          "100.0 tokens/s, Avg generation throughput: 50.5 tokens/s, Running: 3 reqs, Waiting: 4 reqs, "
-          "Preemptions: 5, GPU KV cache usage: 88.0%, Prefix cache hit rate: 42.5%",
-          kVllmV0Preemption});
+  Append(
+      {"(APIServer pid=7) INFO 11-02 09:00:01 [v1/metrics/loggers.py:301] Engine 000: Avg prompt throughput: "
+       "100.0 tokens/s, Avg generation throughput: 50.5 tokens/s, Running: 3 reqs, Waiting: 4 reqs, "
+       "Preemptions: 5, GPU KV cache usage: 88.0%, Prefix cache hit rate: 42.5%",
+       kVllmV0Preemption});
   c->Poll(sink_, 2);
   auto m = Samples(*c);
   EXPECT_EQ(m["kvwatch_engine_preemptions_total"], 6);
@@ -183,11 +183,12 @@ TEST_F(EngineLogCollectorTest, SglangLines) {
   EXPECT_DOUBLE_EQ(m["kvwatch_engine_kv_cache_usage_ratio"], 0.0);
 
   // Newer prefill line without "cache hit rate": cached / (new + cached).
-  Append({"[2026-09-01 10:00:00 DP0 TP1] Prefill batch, #new-seq: 1, #new-token: 300, #cached-token: 100, "
-          "token usage: 0.42, #running-req: 5, #queue-req: 7, ",
-          kSglangDecode,
-          "[2025-02-14 00:42:23] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: "
-          "0.5000 -> 0.7000"});
+  Append(
+      {"[2026-09-01 10:00:00 DP0 TP1] Prefill batch, #new-seq: 1, #new-token: 300, #cached-token: 100, "
+       "token usage: 0.42, #running-req: 5, #queue-req: 7, ",
+       kSglangDecode,
+       "[2025-02-14 00:42:23] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: "
+       "0.5000 -> 0.7000"});
   c->Poll(sink_, 3);
   m = Samples(*c);
   EXPECT_DOUBLE_EQ(m["kvwatch_engine_prefix_cache_hit_ratio"], 0.25);

@@ -1,9 +1,9 @@
 #include "collectors/engine_log_parser.h"
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 namespace kvwatch::collectors {
 namespace {
@@ -322,8 +322,8 @@ TEST(EngineLogLineTest, DispatchesEachKindAndIgnoresTheRest) {
   EXPECT_TRUE(std::holds_alternative<VllmStatsRecord>(*ParseEngineLogLine(kVllmMid2025)));
   EXPECT_TRUE(std::holds_alternative<SglangDecodeRecord>(*ParseEngineLogLine(
       "[2025-02-14 00:42:22 DP2 TP2] Decode batch. #running-req: 1, #token: 210, token usage: 0.00")));
-  EXPECT_TRUE(std::holds_alternative<SglangPrefillRecord>(*ParseEngineLogLine(
-      "[2024-12-20 12:42:16 TP0] Prefill batch. #new-seq: 2, #new-token: 2046, #cached-token: 4")));
+  EXPECT_TRUE(std::holds_alternative<SglangPrefillRecord>(
+      *ParseEngineLogLine("[2024-12-20 12:42:16 TP0] Prefill batch. #new-seq: 2, #new-token: 2046, #cached-token: 4")));
   EXPECT_TRUE(std::holds_alternative<SglangRetractRecord>(*ParseEngineLogLine(
       "KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: 0.5 -> 0.6")));
   EXPECT_TRUE(std::holds_alternative<VllmV0PreemptionRecord>(*ParseEngineLogLine(

@@ -4,12 +4,12 @@
 #include <httplib.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <limits>
-#include <optional>
-#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -110,8 +110,7 @@ std::map<std::string, double> Samples(const Collector& c) {
 }
 
 std::unique_ptr<EngineMetricsCollector> Make(const std::string& url, milliseconds interval = milliseconds(5),
-                                             std::uint32_t page_tokens = 16,
-                                             milliseconds timeout = milliseconds(10000),
+                                             std::uint32_t page_tokens = 16, milliseconds timeout = milliseconds(10000),
                                              std::vector<std::string>* logged = nullptr) {
   EngineMetricsCollectorOptions o;
   o.name = "engine-0";
@@ -140,23 +139,28 @@ std::string VllmBody(const VllmValues& v) {
   auto num = [](double x) { return std::to_string(x); };
   return "# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.\n"
          "# TYPE vllm:num_preemptions_total counter\n"
-         "vllm:num_preemptions_total" + l + " " + num(v.preemptions) + "\n" +
+         "vllm:num_preemptions_total" +
+         l + " " + num(v.preemptions) + "\n" +
          "# TYPE vllm:prefix_cache_queries_total counter\n"
-         "vllm:prefix_cache_queries_total" + l + " " + num(v.queries) + "\n" +
+         "vllm:prefix_cache_queries_total" +
+         l + " " + num(v.queries) + "\n" +
          "# TYPE vllm:prefix_cache_hits_total counter\n"
-         "vllm:prefix_cache_hits_total" + l + " " + num(v.hits) + "\n" +
+         "vllm:prefix_cache_hits_total" +
+         l + " " + num(v.hits) + "\n" +
          "# TYPE vllm:kv_cache_usage_perc gauge\n"
-         "vllm:kv_cache_usage_perc" + l + " " + num(v.usage) + "\n" +
-         "vllm:num_requests_running" + l + " " + num(v.running) + "\n" +
+         "vllm:kv_cache_usage_perc" +
+         l + " " + num(v.usage) + "\n" + "vllm:num_requests_running" + l + " " + num(v.running) + "\n" +
          "vllm:num_requests_waiting" + l + " " + num(v.waiting) + "\n" +
          "# TYPE vllm:request_success_total counter\n"
          "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"meta-llama/"
-         "Llama-3.1-8B-Instruct\"} " + num(v.aborted) + "\n" +
+         "Llama-3.1-8B-Instruct\"} " +
+         num(v.aborted) + "\n" +
          "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"meta-llama/"
          "Llama-3.1-8B-Instruct\"} 100.0\n"
          "# TYPE vllm:admission_rejections_total counter\n"
          "vllm:admission_rejections_total{model_name=\"meta-llama/Llama-3.1-8B-Instruct\",reason=\""
-         "max_num_queued_reqs\"} " + num(v.admission) + "\n" +
+         "max_num_queued_reqs\"} " +
+         num(v.admission) + "\n" +
          "# TYPE vllm:cache_config_info gauge\n"
          "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",engine=\"0\",gpu_memory_utilization="
          "\"0.9\",num_gpu_blocks=\"27730\",prefix_caching_hash_algo=\"sha256\"} 1.0\n";
@@ -239,8 +243,8 @@ std::string VllmItlBody(double seconds, double tokens, bool deprecated_too = fal
                      num(tokens) + "\n" + "vllm:inter_token_latency_seconds_sum" + l + " " + num(seconds) + "\n" +
                      "vllm:inter_token_latency_seconds_count" + l + " " + num(tokens) + "\n";
   if (deprecated_too) {
-    body += "vllm:time_per_output_token_seconds_sum" + l + " 1.0\nvllm:time_per_output_token_seconds_count" + l +
-            " 1.0\n";
+    body +=
+        "vllm:time_per_output_token_seconds_sum" + l + " 1.0\nvllm:time_per_output_token_seconds_count" + l + " 1.0\n";
   }
   return body;
 }
@@ -294,20 +298,25 @@ std::string SglangBody(double cached, double prompt, double retracted, double ab
   auto num = [](double x) { return std::to_string(x); };
   return "# HELP sglang:cached_tokens_total Number of cached prompt tokens.\n"
          "# TYPE sglang:cached_tokens_total counter\n"
-         "sglang:cached_tokens_total" + l + " " + num(cached) + "\n" +
+         "sglang:cached_tokens_total" +
+         l + " " + num(cached) + "\n" +
          "# TYPE sglang:prompt_tokens_total counter\n"
-         "sglang:prompt_tokens_total" + l + " " + num(prompt) + "\n" +
+         "sglang:prompt_tokens_total" +
+         l + " " + num(prompt) + "\n" +
          "# TYPE sglang:num_retracted_requests_total counter\n"
-         "sglang:num_retracted_requests_total" + l + " " + num(retracted) + "\n" +
+         "sglang:num_retracted_requests_total" +
+         l + " " + num(retracted) + "\n" +
          "# TYPE sglang:num_aborted_requests_total counter\n"
-         "sglang:num_aborted_requests_total" + l + " " + num(aborted) + "\n" +
+         "sglang:num_aborted_requests_total" +
+         l + " " + num(aborted) + "\n" +
          "# TYPE sglang:token_usage gauge\n"
-         "sglang:token_usage" + l + " " + num(usage) + "\n" +
-         "sglang:num_running_reqs" + l + " 4.0\n" +
-         "sglang:num_queue_reqs" + l + " 6.0\n" +
+         "sglang:token_usage" +
+         l + " " + num(usage) + "\n" + "sglang:num_running_reqs" + l + " 4.0\n" + "sglang:num_queue_reqs" + l +
+         " 6.0\n" +
          "# HELP sglang:max_total_num_tokens Maximum total number of tokens in the KV cache pool.\n"
          "# TYPE sglang:max_total_num_tokens gauge\n"
-         "sglang:max_total_num_tokens" + l + " 439182.0\n";
+         "sglang:max_total_num_tokens" +
+         l + " 439182.0\n";
 }
 
 TEST(EngineMetricsCollectorTest, SglangCountersAndHitRatio) {
@@ -369,8 +378,15 @@ TEST(IntervalMeanTest, MeanOfTheIncreasesWithResetsAndHostileValuesSkipped) {
   EXPECT_DOUBLE_EQ(*m.Observe(5, 20), 0.3);
   EXPECT_FALSE(m.Observe(5, 20)) << "no observation in the interval";
   const double inf = std::numeric_limits<double>::infinity();
-  for (auto [sum, count] : {std::pair{inf, 30.0}, {-inf, 30.0}, {std::nan(""), 30.0}, {-1.0, 30.0},
-                            {8.0, inf}, {8.0, -2.0}, {8.0, std::nan("")}, {1e300, 30.0}, {8.0, 1e300}}) {
+  for (auto [sum, count] : {std::pair{inf, 30.0},
+                            {-inf, 30.0},
+                            {std::nan(""), 30.0},
+                            {-1.0, 30.0},
+                            {8.0, inf},
+                            {8.0, -2.0},
+                            {8.0, std::nan("")},
+                            {1e300, 30.0},
+                            {8.0, 1e300}}) {
     EXPECT_FALSE(m.Observe(sum, count)) << sum << " " << count;
   }
   // Every hostile pair was skipped: the interval runs from (5, 20).
@@ -420,8 +436,7 @@ TEST(EngineMetricsCollectorTest, PrefillIsNeverBelowZero) {
 
 TEST(EngineMetricsCollectorTest, PrefillAcrossAnEngineRestartIsSinceTheRestart) {
   FakeEngine engine({
-      {200, VllmPrefillBody(100, 100)},
-      {200, VllmPrefillBody(3, 2)},  // restarted: 3 s over 2 requests since
+      {200, VllmPrefillBody(100, 100)}, {200, VllmPrefillBody(3, 2)},  // restarted: 3 s over 2 requests since
   });
   auto c = Make(engine.url());
   ASSERT_TRUE(WaitScrapes(*c, 3));
@@ -432,8 +447,8 @@ TEST(EngineMetricsCollectorTest, NoPrefillHistogramsOrNoRequestsNoPrefillTime) {
   FakeEngine vllm({{200, VllmBody({0, 100, 40, 0.5, 2, 1, 0, 0})}});
   auto a = Make(vllm.url());
   // Time to first token without a queue time is not enough.
-  FakeEngine ttft_only({{200, SglangBody(100, 1000, 2, 1, 0.3) +
-                                  HistogramLines("sglang:time_to_first_token_seconds", "", 10, 10)}});
+  FakeEngine ttft_only(
+      {{200, SglangBody(100, 1000, 2, 1, 0.3) + HistogramLines("sglang:time_to_first_token_seconds", "", 10, 10)}});
   auto b = Make(ttft_only.url());
   FakeEngine idle({{200, VllmPrefillBody(0, 0)}});  // no request prefilled yet
   auto d = Make(idle.url());
@@ -448,13 +463,13 @@ TEST(EngineMetricsCollectorTest, NoPrefillHistogramsOrNoRequestsNoPrefillTime) {
 TEST(EngineMetricsCollectorTest, HostilePrefillValuesNeverReachTheSignal) {
   const double inf = std::numeric_limits<double>::infinity();
   FakeEngine engine({
-      {200, VllmPrefillBody(2, 10)},        // 0.2 s
-      {200, VllmPrefillBody(inf, 20)},      // skipped
-      {200, VllmPrefillBody(-5, 20)},       // skipped
-      {200, VllmPrefillBody(4, -inf)},      // skipped
-      {200, VllmPrefillBody(1e300, 20)},    // skipped (beyond 2^53)
+      {200, VllmPrefillBody(2, 10)},             // 0.2 s
+      {200, VllmPrefillBody(inf, 20)},           // skipped
+      {200, VllmPrefillBody(-5, 20)},            // skipped
+      {200, VllmPrefillBody(4, -inf)},           // skipped
+      {200, VllmPrefillBody(1e300, 20)},         // skipped (beyond 2^53)
       {200, VllmPrefillBody(std::nan(""), 20)},  // the parser drops the NaN sum: kept
-      {200, VllmPrefillBody(1e7, 20)},      // a mean of 10^6 s: not a prefill
+      {200, VllmPrefillBody(1e7, 20)},           // a mean of 10^6 s: not a prefill
   });
   auto c = Make(engine.url());
   ASSERT_TRUE(WaitScrapes(*c, 9));
@@ -597,11 +612,13 @@ std::string Vllm2026Body(const Vllm2026& v) {
          source("local_compute", v.compute) + source("local_cache_hit", v.cache_hit) +
          source("external_kv_transfer", v.external) +
          "# TYPE vllm:external_prefix_cache_queries_total counter\n"
-         "vllm:external_prefix_cache_queries_total{" + m + "} " + n(v.ext_queries) + "\n" +
+         "vllm:external_prefix_cache_queries_total{" +
+         m + "} " + n(v.ext_queries) + "\n" +
          "# TYPE vllm:external_prefix_cache_hits_total counter\n"
-         "vllm:external_prefix_cache_hits_total{" + m + "} " + n(v.ext_hits) + "\n" +
-         "# TYPE vllm:kv_block_reuse_gap_seconds histogram\n" + gap("1.0", v.gap_le1) + gap("60.0", v.gap_le60) +
-         gap("+Inf", v.gap_count) + "vllm:kv_block_reuse_gap_seconds_count{" + m + "} " + n(v.gap_count) + "\n" +
+         "vllm:external_prefix_cache_hits_total{" +
+         m + "} " + n(v.ext_hits) + "\n" + "# TYPE vllm:kv_block_reuse_gap_seconds histogram\n" +
+         gap("1.0", v.gap_le1) + gap("60.0", v.gap_le60) + gap("+Inf", v.gap_count) +
+         "vllm:kv_block_reuse_gap_seconds_count{" + m + "} " + n(v.gap_count) + "\n" +
          "vllm:kv_block_reuse_gap_seconds_sum{" + m + "} " + n(v.gap_sum) + "\n" +
          // The older hit counters, which the sources replace (they would say 10%).
          "vllm:prefix_cache_queries_total{" + m + "} " + n(10 * (v.compute + v.cache_hit)) + "\n" +
@@ -697,8 +714,9 @@ TEST(EngineMetricsCollectorTest, Hostile2026ValuesAreDroppedForTheScrapeAndCount
   Vllm2026 good{100, 300, 0, 50, 0, 2, 5, 6, 40};
   std::string hostile = Vllm2026Body({100, 300, 0, 50, 0, 2, 5, 6, 40});
   // One engine's NaN drops the source's sum; a negative bucket drops the histogram.
-  hostile += "vllm:prompt_tokens_by_source_total{model_name=\"m\",engine=\"1\",source=\"local_cache_hit\"} NaN\n"
-             "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"1\",le=\"1.0\",model_name=\"m\"} -2\n";
+  hostile +=
+      "vllm:prompt_tokens_by_source_total{model_name=\"m\",engine=\"1\",source=\"local_cache_hit\"} NaN\n"
+      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"1\",le=\"1.0\",model_name=\"m\"} -2\n";
   good.compute = 200;
   good.cache_hit = 700;
   FakeEngine engine({{200, Vllm2026Body({50, 100, 0, 10, 0, 1, 2, 3, 10})}, {200, hostile}, {200, Vllm2026Body(good)}});

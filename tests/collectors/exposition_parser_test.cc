@@ -1,13 +1,13 @@
 #include "collectors/exposition_parser.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace kvwatch::collectors {
 namespace {
@@ -238,9 +238,9 @@ TEST(ExpositionParserTest, InterTokenLatencyPrefersThePerTokenHistogram) {
       "vllm:request_time_per_output_token_seconds_sum 9\nvllm:request_time_per_output_token_seconds_count 3\n"));
   EXPECT_EQ(per_request.inter_token_latency_sum_s, 9.0);
   EXPECT_EQ(per_request.inter_token_latency_count, 3.0);
-  const EngineSnapshot sglang = MapEngineSnapshot(ParseExposition(
-      "sglang:inter_token_latency_seconds_sum{tp_rank=\"0\"} 4\n"
-      "sglang:inter_token_latency_seconds_count{tp_rank=\"0\"} 80\n"));
+  const EngineSnapshot sglang =
+      MapEngineSnapshot(ParseExposition("sglang:inter_token_latency_seconds_sum{tp_rank=\"0\"} 4\n"
+                                        "sglang:inter_token_latency_seconds_count{tp_rank=\"0\"} 80\n"));
   EXPECT_EQ(sglang.engine, EngineKind::kSglang);
   EXPECT_EQ(sglang.inter_token_latency_sum_s, 4.0);
   EXPECT_EQ(sglang.inter_token_latency_count, 80.0);
@@ -248,24 +248,24 @@ TEST(ExpositionParserTest, InterTokenLatencyPrefersThePerTokenHistogram) {
 }
 
 TEST(ExpositionParserTest, PrefillQueueAndFirstTokenHistogramsAreSummedOverEngines) {
-  const EngineSnapshot v = MapEngineSnapshot(ParseExposition(
-      "vllm:request_prefill_time_seconds_sum{engine=\"0\"} 2\n"
-      "vllm:request_prefill_time_seconds_sum{engine=\"1\"} 3\n"
-      "vllm:request_prefill_time_seconds_count{engine=\"0\"} 10\n"
-      "vllm:request_prefill_time_seconds_count{engine=\"1\"} 15\n"
-      "vllm:time_to_first_token_seconds_sum 30\nvllm:time_to_first_token_seconds_count 25\n"
-      "vllm:request_queue_time_seconds_sum 7\nvllm:request_queue_time_seconds_count 25\n"));
+  const EngineSnapshot v = MapEngineSnapshot(
+      ParseExposition("vllm:request_prefill_time_seconds_sum{engine=\"0\"} 2\n"
+                      "vllm:request_prefill_time_seconds_sum{engine=\"1\"} 3\n"
+                      "vllm:request_prefill_time_seconds_count{engine=\"0\"} 10\n"
+                      "vllm:request_prefill_time_seconds_count{engine=\"1\"} 15\n"
+                      "vllm:time_to_first_token_seconds_sum 30\nvllm:time_to_first_token_seconds_count 25\n"
+                      "vllm:request_queue_time_seconds_sum 7\nvllm:request_queue_time_seconds_count 25\n"));
   EXPECT_EQ(v.prefill_time_sum_s, 5.0);
   EXPECT_EQ(v.prefill_time_count, 25.0);
   EXPECT_EQ(v.time_to_first_token_sum_s, 30.0);
   EXPECT_EQ(v.time_to_first_token_count, 25.0);
   EXPECT_EQ(v.queue_time_sum_s, 7.0);
   EXPECT_EQ(v.queue_time_count, 25.0);
-  const EngineSnapshot sglang = MapEngineSnapshot(ParseExposition(
-      "sglang:time_to_first_token_seconds_sum{tp_rank=\"0\"} 4\n"
-      "sglang:time_to_first_token_seconds_count{tp_rank=\"0\"} 8\n"
-      "sglang:queue_time_seconds_sum{tp_rank=\"0\"} 1\n"
-      "sglang:queue_time_seconds_count{tp_rank=\"0\"} 8\n"));
+  const EngineSnapshot sglang =
+      MapEngineSnapshot(ParseExposition("sglang:time_to_first_token_seconds_sum{tp_rank=\"0\"} 4\n"
+                                        "sglang:time_to_first_token_seconds_count{tp_rank=\"0\"} 8\n"
+                                        "sglang:queue_time_seconds_sum{tp_rank=\"0\"} 1\n"
+                                        "sglang:queue_time_seconds_count{tp_rank=\"0\"} 8\n"));
   EXPECT_EQ(sglang.engine, EngineKind::kSglang);
   EXPECT_FALSE(sglang.prefill_time_sum_s);
   EXPECT_EQ(sglang.time_to_first_token_sum_s, 4.0);
@@ -296,16 +296,16 @@ TEST(ExpositionParserTest, ModelFilterAndNaNSamples) {
 // Negative, infinite and NaN samples of used metrics drop the metric for the
 // scrape (not a partial sum) and are counted; unused metrics are not looked at.
 TEST(ExpositionParserTest, ImplausibleValuesDropTheirMetricAndAreCounted) {
-  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(
-      "vllm:num_requests_running{engine=\"0\"} 2\n"
-      "vllm:num_requests_running{engine=\"1\"} -1\n"
-      "vllm:num_preemptions_total{engine=\"0\"} -Inf\n"
-      "vllm:num_preemptions{engine=\"0\"} 4\n"
-      "vllm:num_requests_waiting{engine=\"0\"} 3\n"
-      "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\"} NaN\n"
-      "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\"} 9\n"
-      "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"-5\"} 1\n"
-      "vllm:unused_gauge -7\n"));
+  const EngineSnapshot s =
+      MapEngineSnapshot(ParseExposition("vllm:num_requests_running{engine=\"0\"} 2\n"
+                                        "vllm:num_requests_running{engine=\"1\"} -1\n"
+                                        "vllm:num_preemptions_total{engine=\"0\"} -Inf\n"
+                                        "vllm:num_preemptions{engine=\"0\"} 4\n"
+                                        "vllm:num_requests_waiting{engine=\"0\"} 3\n"
+                                        "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\"} NaN\n"
+                                        "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\"} 9\n"
+                                        "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"-5\"} 1\n"
+                                        "vllm:unused_gauge -7\n"));
   EXPECT_FALSE(s.requests_running.has_value()) << "not 2 of the two engines' sum";
   EXPECT_FALSE(s.preemptions_total.has_value()) << "nor the older name's value";
   EXPECT_FALSE(s.aborted_requests_total.has_value());
@@ -356,25 +356,25 @@ TEST(ExpositionParserTest, SpecialValuesTimestampsEscapesAndWhitespace) {
 
 TEST(ExpositionParserTest, MalformedLinesAreReportedAndSkipped) {
   const Exposition e = ParseExposition(
-      "good 1\n"                                   // 1
-      "bad-name 1\n"                               // 2
-      "m{a=\"unterminated} 1\n"                    // 3
-      "m{a=\"x\\t\"} 1\n"                          // 4 invalid escape
-      "m{a=\"x\" b=\"y\"} 1\n"                     // 5 missing comma
-      "m{1a=\"x\"} 1\n"                            // 6 bad label name
-      "m{a=\"x\",a=\"y\"} 1\n"                     // 7 duplicate label
-      "m\n"                                        // 8 no value
-      "m one\n"                                    // 9 bad value
-      "m 1 12.5\n"                                 // 10 bad timestamp
-      "m 1 12 extra\n"                             // 11 trailing text
-      "# TYPE m bogus\n"                           // 12 bad type
-      "# TYPE m gauge\n"                           // 13 ok
-      "# TYPE m counter\n"                         // 14 second TYPE
-      "# HELP\n"                                   // 15 no name
-      "m{a=\"x\"\n"                                // 16 unterminated set
-      "m{a\"x\"} 1\n"                              // 17 missing '='
-      "m{a=x} 1\n"                                 // 18 unquoted value
-      "m 1 2\n");                                  // 19 good
+      "good 1\n"                 // 1
+      "bad-name 1\n"             // 2
+      "m{a=\"unterminated} 1\n"  // 3
+      "m{a=\"x\\t\"} 1\n"        // 4 invalid escape
+      "m{a=\"x\" b=\"y\"} 1\n"   // 5 missing comma
+      "m{1a=\"x\"} 1\n"          // 6 bad label name
+      "m{a=\"x\",a=\"y\"} 1\n"   // 7 duplicate label
+      "m\n"                      // 8 no value
+      "m one\n"                  // 9 bad value
+      "m 1 12.5\n"               // 10 bad timestamp
+      "m 1 12 extra\n"           // 11 trailing text
+      "# TYPE m bogus\n"         // 12 bad type
+      "# TYPE m gauge\n"         // 13 ok
+      "# TYPE m counter\n"       // 14 second TYPE
+      "# HELP\n"                 // 15 no name
+      "m{a=\"x\"\n"              // 16 unterminated set
+      "m{a\"x\"} 1\n"            // 17 missing '='
+      "m{a=x} 1\n"               // 18 unquoted value
+      "m 1 2\n");                // 19 good
   ASSERT_EQ(e.samples.size(), 2u);
   EXPECT_EQ(e.samples[0].line, 1u);
   EXPECT_EQ(e.samples[1].line, 19u);
@@ -403,7 +403,6 @@ TEST(ExpositionParserTest, EmptyAndCommentOnlyBodies) {
   EXPECT_EQ(s.matched_samples, 0u);
   EXPECT_FALSE(s.kv_cache_usage.has_value());
 }
-
 
 // ---- The engine /metrics of 2026 ------------------------------------------------------
 
@@ -479,7 +478,8 @@ TEST(ExpositionParserTest, MapsVllm2026PromptSourcesExternalCacheAndResidency) {
 
 // SGLang's pool gauges, page geometry and tiered prefill counters
 // (python/sglang/srt/observability/metrics_collector.py of 2026), two DP ranks.
-constexpr std::string_view kSglang2026 = R"(# HELP sglang:kv_used_tokens Number of actively used token slots in the KV cache pool.
+constexpr std::string_view kSglang2026 =
+    R"(# HELP sglang:kv_used_tokens Number of actively used token slots in the KV cache pool.
 # TYPE sglang:kv_used_tokens gauge
 sglang:kv_used_tokens{engine_type="unified",model_name="m",dp_rank="0",tp_rank="0",pp_rank="0"} 30000.0
 sglang:kv_used_tokens{engine_type="unified",model_name="m",dp_rank="1",tp_rank="0",pp_rank="0"} 20000.0
@@ -526,21 +526,21 @@ TEST(ExpositionParserTest, MapsSglang2026PoolPagesAndTierHits) {
 }
 
 TEST(ExpositionParserTest, Hostile2026ValuesDropTheirMetricAndAreCounted) {
-  const EngineSnapshot s = MapEngineSnapshot(ParseExposition(
-      "vllm:prompt_tokens_by_source_total{engine=\"0\",source=\"local_compute\"} 10\n"
-      "vllm:prompt_tokens_by_source_total{engine=\"1\",source=\"local_compute\"} NaN\n"
-      "vllm:prompt_tokens_by_source_total{engine=\"0\",source=\"local_cache_hit\"} 30\n"
-      "vllm:external_prefix_cache_hits_total{engine=\"0\"} -4\n"
-      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"1.0\"} 5\n"
-      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"+Inf\"} +Inf\n"
-      "vllm:kv_block_reuse_gap_seconds_count{engine=\"0\"} 5\n"
-      "vllm:kv_block_lifetime_seconds_bucket{engine=\"0\",le=\"1.0\"} 5\n"
-      "vllm:kv_block_lifetime_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3\n"
-      "vllm:kv_block_lifetime_seconds_count{engine=\"0\"} 3\n"
-      "vllm:kv_block_idle_before_evict_seconds_bucket{engine=\"0\",le=\"1.0\"} 2\n"
-      "vllm:kv_block_idle_before_evict_seconds_count{engine=\"0\"} 2\n"
-      "sglang:kv_used_tokens{dp_rank=\"0\"} -1\n"
-      "sglang:page_size{dp_rank=\"0\"} +Inf\n"));
+  const EngineSnapshot s = MapEngineSnapshot(
+      ParseExposition("vllm:prompt_tokens_by_source_total{engine=\"0\",source=\"local_compute\"} 10\n"
+                      "vllm:prompt_tokens_by_source_total{engine=\"1\",source=\"local_compute\"} NaN\n"
+                      "vllm:prompt_tokens_by_source_total{engine=\"0\",source=\"local_cache_hit\"} 30\n"
+                      "vllm:external_prefix_cache_hits_total{engine=\"0\"} -4\n"
+                      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"1.0\"} 5\n"
+                      "vllm:kv_block_reuse_gap_seconds_bucket{engine=\"0\",le=\"+Inf\"} +Inf\n"
+                      "vllm:kv_block_reuse_gap_seconds_count{engine=\"0\"} 5\n"
+                      "vllm:kv_block_lifetime_seconds_bucket{engine=\"0\",le=\"1.0\"} 5\n"
+                      "vllm:kv_block_lifetime_seconds_bucket{engine=\"0\",le=\"+Inf\"} 3\n"
+                      "vllm:kv_block_lifetime_seconds_count{engine=\"0\"} 3\n"
+                      "vllm:kv_block_idle_before_evict_seconds_bucket{engine=\"0\",le=\"1.0\"} 2\n"
+                      "vllm:kv_block_idle_before_evict_seconds_count{engine=\"0\"} 2\n"
+                      "sglang:kv_used_tokens{dp_rank=\"0\"} -1\n"
+                      "sglang:page_size{dp_rank=\"0\"} +Inf\n"));
   const auto source = [&](PromptSource p) { return s.prompt_tokens_by_source[static_cast<std::size_t>(p)]; };
   EXPECT_FALSE(source(PromptSource::kCompute).has_value()) << "not 10 of the two engines' sum";
   EXPECT_EQ(source(PromptSource::kDeviceHit), 30.0);

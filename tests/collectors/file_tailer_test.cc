@@ -46,8 +46,8 @@ class Recorder {
  public:
   TailCallbacks Callbacks() {
     TailCallbacks callbacks;
-    callbacks.on_line = [this](std::string_view source, std::string_view path,
-                               std::uint64_t number, std::string_view text) {
+    callbacks.on_line = [this](std::string_view source, std::string_view path, std::uint64_t number,
+                               std::string_view text) {
       lines.push_back(Line{std::string(source), number, std::string(text)});
       paths.push_back(std::string(path));
     };
@@ -103,16 +103,13 @@ class FileTailerTest : public ::testing::Test {
   void Rename(const std::string& from, const std::string& to) {
     ASSERT_EQ(::rename(Path(from).c_str(), Path(to).c_str()), 0) << from << " -> " << to;
   }
-  void Truncate(const std::string& name, off_t size) {
-    ASSERT_EQ(::truncate(Path(name).c_str(), size), 0) << name;
-  }
+  void Truncate(const std::string& name, off_t size) { ASSERT_EQ(::truncate(Path(name).c_str(), size), 0) << name; }
   void Remove(const std::string& name) { ASSERT_EQ(::unlink(Path(name).c_str()), 0) << name; }
   void Copy(const std::string& from, const std::string& to) {
     std::filesystem::copy_file(Path(from), to, std::filesystem::copy_options::overwrite_existing);
   }
 
-  FileTailerOptions Options(std::vector<std::string> names,
-                            TailStartPosition start = TailStartPosition::kBeginning) {
+  FileTailerOptions Options(std::vector<std::string> names, TailStartPosition start = TailStartPosition::kBeginning) {
     FileTailerOptions options;
     for (const std::string& name : names) options.patterns.push_back(Path(name));
     options.start_position = start;
@@ -179,9 +176,8 @@ TEST_F(FileTailerTest, DeliversAppendedLinesWithNumbersAndSource) {
   EXPECT_EQ(s.files_open, 1u);
   Append("app.log", "gamma\n");
   Poll(*tailer);
-  EXPECT_THAT(recorder_.lines,
-              ElementsAre(Line{Path("app.log"), 1, "alpha"}, Line{Path("app.log"), 2, "beta"},
-                          Line{Path("app.log"), 3, "gamma"}));
+  EXPECT_THAT(recorder_.lines, ElementsAre(Line{Path("app.log"), 1, "alpha"}, Line{Path("app.log"), 2, "beta"},
+                                           Line{Path("app.log"), 3, "gamma"}));
   ASSERT_EQ(recorder_.Of(TailEventKind::kOpened).size(), 1u);
   EXPECT_EQ(recorder_.Of(TailEventKind::kOpened)[0]->path, Path("app.log"));
 }
@@ -285,8 +281,7 @@ TEST_F(FileTailerTest, SourceIsThePatternAndEventsCarryTheRealPath) {
   Append("b-1.txt", "from b\n");
   auto tailer = Make(Options({"a.log", "b-*.txt"}));
   Poll(*tailer);
-  EXPECT_THAT(recorder_.lines,
-              ElementsAre(Line{Path("a.log"), 1, "from a"}, Line{Path("b-*.txt"), 1, "from b"}));
+  EXPECT_THAT(recorder_.lines, ElementsAre(Line{Path("a.log"), 1, "from a"}, Line{Path("b-*.txt"), 1, "from b"}));
   const auto opened = recorder_.Of(TailEventKind::kOpened);
   ASSERT_EQ(opened.size(), 2u);
   EXPECT_EQ(opened[1]->source, Path("b-*.txt"));
@@ -788,8 +783,7 @@ TEST_F(FileTailerCheckpointTest, GoneFileContinuesFromItsCopy) {
 // checkpointed file, and the copytruncate copy made next got its inode number.
 // The copy must be recognized as the copy of the other entry, not read from 0,
 // also when the deleted file was empty (its entry has no content to check).
-class InodeReuseTest : public FileTailerCheckpointTest,
-                       public ::testing::WithParamInterface<std::string> {};
+class InodeReuseTest : public FileTailerCheckpointTest, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(InodeReuseTest, CopyReusingACheckpointedInodeIsNotReadTwice) {
   Append("app.log.1", GetParam());
@@ -1189,7 +1183,6 @@ TEST_F(FileTailerTest, ACopyBeingDrainedWhenSavedIsResumed) {
   EXPECT_TRUE(recorder_.Of(TailEventKind::kUnreadRotation).empty());
 }
 
-
 std::string NumberedLines(int first, int last) {
   std::string text;
   for (int i = first; i <= last; ++i) text += std::to_string(i) + "\n";
@@ -1369,7 +1362,6 @@ TEST_F(FileTailerTest, AFileCopiedWhileItHadNoContentYetIsCounted) {
   EXPECT_EQ(unread[0]->count, 2u);
 }
 
-
 std::uint64_t Inode(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
@@ -1404,8 +1396,8 @@ TEST_F(FileTailerTest, ACopyReusingTheInodeOfAFileCountedAsUnreadIsRead) {
   ASSERT_EQ(tailer->UnreadReported().size(), 1u);
 
   const std::uint64_t inode = Inode(Path("app.log.2"));
-  Append("app.log", "5\n");                 // written after the last read
-  Copy("app.log", Path("app.log.2"));       // the copy takes the counted file's inode
+  Append("app.log", "5\n");            // written after the last read
+  Copy("app.log", Path("app.log.2"));  // the copy takes the counted file's inode
   ASSERT_EQ(Inode(Path("app.log.2")), inode);
   Truncate("app.log", 0);
   Append("app.log", "6\n");

@@ -112,8 +112,7 @@ class TortureRun {
  private:
   bool Failed() const { return ::testing::Test::HasFailure(); }
   std::string Where() const {
-    return std::string(mode_.name) + " seed " + std::to_string(seed_) + " round " +
-           std::to_string(round_) + ": ";
+    return std::string(mode_.name) + " seed " + std::to_string(seed_) + " round " + std::to_string(round_) + ": ";
   }
   std::uint64_t Uniform(std::uint64_t n) { return rng_() % n; }
   // KVWATCH_TORTURE_TRACE=1 prints every operation and event, to debug a failure.
@@ -256,8 +255,7 @@ class TortureRun {
 
   void Truncate(bool live, bool copy) {
     const int f = current_;
-    Trace(std::string(copy ? "copytruncate" : "truncate") + " file " + std::to_string(f) +
-          (live ? "" : " while down"));
+    Trace(std::string(copy ? "copytruncate" : "truncate") + " file " + std::to_string(f) + (live ? "" : " while down"));
     if (live && held_.count(f) && held_[f].complete > 0) {
       ++expected_truncated_;
       const bool adoptable = copy && !mode_.copy_elsewhere;
@@ -273,8 +271,7 @@ class TortureRun {
         const int replaced = FileNamed(name);
         if (replaced >= 0) files_[replaced].name.clear();
       }
-      std::filesystem::copy_file(Path("app.log"), Path(name),
-                                 std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::copy_file(Path("app.log"), Path(name), std::filesystem::copy_options::overwrite_existing);
       ModelFile duplicate = files_[f];
       duplicate.name = name;
       duplicate.generation = 0;
@@ -375,11 +372,10 @@ class TortureRun {
   void OnLine(std::string_view line) {
     std::uint64_t seq = 0;
     const bool parsed =
-        line.starts_with("seq=") &&
-        std::from_chars(line.data() + 4, line.data() + line.size(), seq).ec == std::errc();
+        line.starts_with("seq=") && std::from_chars(line.data() + 4, line.data() + line.size(), seq).ec == std::errc();
     if (!parsed || seq >= texts_.size() || texts_[seq] != line) {
-      ADD_FAILURE() << Where() << "delivered a line that was never written: '"
-                    << std::string(line.substr(0, 80)) << "'";
+      ADD_FAILURE() << Where() << "delivered a line that was never written: '" << std::string(line.substr(0, 80))
+                    << "'";
       return;
     }
     Trace("  line seq " + std::to_string(seq));
@@ -426,8 +422,8 @@ class TortureRun {
       for (std::uint64_t seq : files_[f].records) {
         obligated_[seq] = true;
         if (delivered_[seq] != 1) {
-          ADD_FAILURE() << Where() << "seq " << seq << " in " << files_[f].name << " (file " << f
-                        << ") delivered " << delivered_[seq] << " times, expected once";
+          ADD_FAILURE() << Where() << "seq " << seq << " in " << files_[f].name << " (file " << f << ") delivered "
+                        << delivered_[seq] << " times, expected once";
           return;
         }
       }
@@ -436,8 +432,7 @@ class TortureRun {
     for (std::size_t f = 0; f < files_.size(); ++f) {
       const ModelFile& file = files_[f];
       if (file.name.empty() || !Matched(file)) continue;
-      held_[static_cast<int>(f)] =
-          Snapshot{file.generation, file.size, file.records.size(), file.partial};
+      held_[static_cast<int>(f)] = Snapshot{file.generation, file.size, file.records.size(), file.partial};
     }
     fresh_ = false;
   }
@@ -449,8 +444,7 @@ class TortureRun {
       once += delivered_[seq] == 1;
       rolled_back += delivered_[seq] == 0 && obligated_[seq];
     }
-    EXPECT_EQ(live_truncated_, expected_truncated_)
-        << Where() << "kTruncated events for truncations of held files";
+    EXPECT_EQ(live_truncated_, expected_truncated_) << Where() << "kTruncated events for truncations of held files";
     EXPECT_EQ(live_lost_bytes_, expected_lost_bytes_) << Where() << "kLostBytes total";
     EXPECT_GT(once, texts_.size() / 2) << Where() << "suspiciously few records delivered";
     std::printf(
@@ -458,12 +452,10 @@ class TortureRun {
         "undone by a kill, %zu never within reach); %d renames, %d copytruncates, %d truncates, %d "
         "deletes, %d kills, %d graceful "
         "restarts, %d checkpoints, %d polls; %llu truncations and %llu lost bytes reported\n",
-        mode_.name, static_cast<unsigned long long>(seed_), rounds_, texts_.size(), once,
-        texts_.size() - once, rolled_back, texts_.size() - once - rolled_back, stats_.renames,
-        stats_.copytruncates, stats_.truncates, stats_.deletes, stats_.kills,
-        stats_.graceful_restarts, stats_.checkpoints, stats_.polls,
-        static_cast<unsigned long long>(live_truncated_),
-        static_cast<unsigned long long>(live_lost_bytes_));
+        mode_.name, static_cast<unsigned long long>(seed_), rounds_, texts_.size(), once, texts_.size() - once,
+        rolled_back, texts_.size() - once - rolled_back, stats_.renames, stats_.copytruncates, stats_.truncates,
+        stats_.deletes, stats_.kills, stats_.graceful_restarts, stats_.checkpoints, stats_.polls,
+        static_cast<unsigned long long>(live_truncated_), static_cast<unsigned long long>(live_lost_bytes_));
   }
 
   const Mode mode_;
@@ -525,12 +517,9 @@ TEST_P(FileTailerTortureTest, RandomOperationsAgainstTheModel) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, FileTailerTortureTest,
                          ::testing::Values(Mode{"GlobMatchesRotatedNames", true, false},
-                                           Mode{"ExactPath", false, false},
-                                           Mode{"CopiesElsewhere", false, true},
+                                           Mode{"ExactPath", false, false}, Mode{"CopiesElsewhere", false, true},
                                            Mode{"GlobAndCopiesElsewhere", true, true}),
-                         [](const ::testing::TestParamInfo<Mode>& info) {
-                           return std::string(info.param.name);
-                         });
+                         [](const ::testing::TestParamInfo<Mode>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace kvwatch::collectors

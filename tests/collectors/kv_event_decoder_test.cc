@@ -1,15 +1,15 @@
 #include "collectors/kv_event_decoder.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <msgpack.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <msgpack.hpp>
 
 #include "collectors/testing/kv_event_encoder.h"
 
@@ -34,11 +34,26 @@ class Builder {
     pk_.pack_bin_body(reinterpret_cast<const char*>(b.data()), static_cast<std::uint32_t>(b.size()));
     return *this;
   }
-  Builder& Array(std::uint32_t n) { pk_.pack_array(n); return *this; }
-  Builder& Map(std::uint32_t n) { pk_.pack_map(n); return *this; }
-  Builder& Nil() { pk_.pack_nil(); return *this; }
-  Builder& U(std::uint64_t v) { pk_.pack_uint64(v); return *this; }
-  Builder& I(std::int64_t v) { pk_.pack_int64(v); return *this; }
+  Builder& Array(std::uint32_t n) {
+    pk_.pack_array(n);
+    return *this;
+  }
+  Builder& Map(std::uint32_t n) {
+    pk_.pack_map(n);
+    return *this;
+  }
+  Builder& Nil() {
+    pk_.pack_nil();
+    return *this;
+  }
+  Builder& U(std::uint64_t v) {
+    pk_.pack_uint64(v);
+    return *this;
+  }
+  Builder& I(std::int64_t v) {
+    pk_.pack_int64(v);
+    return *this;
+  }
   // msgspec always writes a Python float as float64 (0xcb); msgpack-cxx 4.1's
   // pack_double would write 1.0 as the int 1.
   Builder& F(double v) {
@@ -67,9 +82,8 @@ class Builder {
   Packer pk_;
 };
 
-const std::vector<std::int64_t> kCaptureTokens = {151644, 872, 198,    9064,   374, 279,
-                                                  6722,   315, 5616,   30,     151645, 198,
-                                                  151644, 77091, 198, 151667};
+const std::vector<std::int64_t> kCaptureTokens = {151644, 872, 198,    9064, 374,    279,   6722, 315,
+                                                  5616,   30,  151645, 198,  151644, 77091, 198,  151667};
 
 // engine-formats.md 1.4, the real v0.26.0 capture (kthena issue #1535):
 // [1789095808.8378847, [{'type': 'BlockStored', 'block_hashes': [15760518052499183552],
@@ -187,8 +201,7 @@ TEST(KvEventDecoderTest, IndependentlyPackedCaptureMatchesFixture) {
 }
 
 TEST(KvEventDecoderTest, SeedCorpusPayloadsDecode) {
-  const char* names[] = {"sglang_array.msgpack", "bytes_hash.msgpack", "trtllm_shapes.msgpack",
-                         "map_envelope.msgpack"};
+  const char* names[] = {"sglang_array.msgpack", "bytes_hash.msgpack", "trtllm_shapes.msgpack", "map_envelope.msgpack"};
   for (const char* name : names) {
     const Bytes file = ReadFile(kCorpusDir + name);
     if (file.empty()) GTEST_SKIP() << "seed corpus not found under " << kCorpusDir;
@@ -288,15 +301,25 @@ TEST(KvEventDecoderTest, NormalisesEveryHashForm) {
   b.Str("GPU").U(1);
   const KvEventBatch batch = MustDecode(b.bytes());
   const BlockRemoved& r = Removed(batch, 0);
-  EXPECT_EQ(r.block_hashes, (std::vector<std::uint64_t>{0xfffffffffffffffeull, 0x18191a1b1c1d1e1full,
-                                                        0x010203ull, 0x4142ull, ~0ull}));
+  EXPECT_EQ(r.block_hashes,
+            (std::vector<std::uint64_t>{0xfffffffffffffffeull, 0x18191a1b1c1d1e1full, 0x010203ull, 0x4142ull, ~0ull}));
   EXPECT_EQ(HashFromBytes(Bytes{}), 0u);
 }
 
 TEST(KvEventDecoderTest, SGLangNegativeHashesAndParent) {
   Builder b;
-  b.Array(2).F(0).Array(1).Array(7).Str("BlockStored").Array(1).I(-6917529027641081856)
-      .I(-1).Ints({1}).U(1).Nil().Str("GPU");
+  b.Array(2)
+      .F(0)
+      .Array(1)
+      .Array(7)
+      .Str("BlockStored")
+      .Array(1)
+      .I(-6917529027641081856)
+      .I(-1)
+      .Ints({1})
+      .U(1)
+      .Nil()
+      .Str("GPU");
   const KvEventBatch batch = MustDecode(b.bytes());
   const BlockStored& s = Stored(batch, 0);
   EXPECT_EQ(s.block_hashes[0], 0xa000000000000000ull);
@@ -306,13 +329,38 @@ TEST(KvEventDecoderTest, SGLangNegativeHashesAndParent) {
 TEST(KvEventDecoderTest, SGLangPositionalMetadataCarriesCacheSalt) {
   // BlockStoredWithMetadata: [..., medium, metadata] with metadata at position 7.
   Builder map_meta;
-  map_meta.Array(2).F(0).Array(1).Array(8).Str("BlockStored").Array(1).U(1).Nil().Ints({1})
-      .U(1).Nil().Str("GPU").Map(1).Str("cache_salt").Str("tenant-a");
+  map_meta.Array(2)
+      .F(0)
+      .Array(1)
+      .Array(8)
+      .Str("BlockStored")
+      .Array(1)
+      .U(1)
+      .Nil()
+      .Ints({1})
+      .U(1)
+      .Nil()
+      .Str("GPU")
+      .Map(1)
+      .Str("cache_salt")
+      .Str("tenant-a");
   EXPECT_EQ(Stored(MustDecode(map_meta.bytes()), 0).cache_salt, "tenant-a");
   EXPECT_FALSE(Stored(MustDecode(map_meta.bytes()), 0).lora_name.has_value());
   Builder array_meta;
-  array_meta.Array(2).F(0).Array(1).Array(8).Str("BlockStored").Array(1).U(1).Nil().Ints({1})
-      .U(1).Nil().Str("GPU").Array(1).Str("tenant-b");
+  array_meta.Array(2)
+      .F(0)
+      .Array(1)
+      .Array(8)
+      .Str("BlockStored")
+      .Array(1)
+      .U(1)
+      .Nil()
+      .Ints({1})
+      .U(1)
+      .Nil()
+      .Str("GPU")
+      .Array(1)
+      .Str("tenant-b");
   EXPECT_EQ(Stored(MustDecode(array_meta.bytes()), 0).cache_salt, "tenant-b");
 }
 
@@ -347,10 +395,8 @@ TEST(KvEventDecoderTest, TensorRtLlmZmqMapsWithStringTokens) {
   b.Str("parent_block_hash").Nil();
   b.Str("token_ids").Array(3).Str("17").I(18).Str("<img>");
   b.Str("block_size").U(32);
-  b.Str("mm_keys").Array(1).Array(1).Map(3).Str("hash").Str("h").Str("start_offset").U(0)
-      .Str("uuid").Nil();
-  b.Map(3).Str("type").Str("BlockRemoved").Str("block_hashes").Array(1).U(5).Str("locality")
-      .Str("LOCAL");
+  b.Str("mm_keys").Array(1).Array(1).Map(3).Str("hash").Str("h").Str("start_offset").U(0).Str("uuid").Nil();
+  b.Map(3).Str("type").Str("BlockRemoved").Str("block_hashes").Array(1).U(5).Str("locality").Str("LOCAL");
   b.U(0);
   const KvEventBatch batch = MustDecode(b.bytes());
   const BlockStored& s = Stored(batch, 0);
@@ -474,17 +520,12 @@ TEST(KvEventDecoderTest, ReportsMalformedPayloadsWithReasonCodes) {
   EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Array(1).U(1); })), KvDecodeErrorCode::kBadEvent);
   EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Map(1).Str("block_hashes").Array(0); })),
             KvDecodeErrorCode::kBadEvent);
-  EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Array(1).Str("BlockStored"); })),
-            KvDecodeErrorCode::kBadEvent);
+  EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Array(1).Str("BlockStored"); })), KvDecodeErrorCode::kBadEvent);
   EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Map(1).Str("type").Str("BlockRemoved"); })),
             KvDecodeErrorCode::kBadEvent);
-  EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) {
-              b.Array(5).Str("BlockStored").Array(0).Nil().Array(0).Str("16");
-            })),
+  EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Array(5).Str("BlockStored").Array(0).Nil().Array(0).Str("16"); })),
             KvDecodeErrorCode::kBadEvent);
-  EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) {
-              b.Array(4).Str("BlockStored").Array(0).Nil().Array(1).F(1.5);
-            })),
+  EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Array(4).Str("BlockStored").Array(0).Nil().Array(1).F(1.5); })),
             KvDecodeErrorCode::kBadEvent);
   EXPECT_EQ(ErrorCodeOf(batch_of([](Builder& b) { b.Array(2).Str("BlockRemoved").Array(1).F(1.5); })),
             KvDecodeErrorCode::kBadHash);
@@ -581,7 +622,8 @@ KvEventBatch RandomBatch(std::mt19937_64& rng, bool with_cache_salt) {
   const int n = static_cast<int>(rng() % 6);
   for (int i = 0; i < n; ++i) {
     switch (rng() % 5) {
-      case 0: case 1: {
+      case 0:
+      case 1: {
         BlockStored s;
         const int blocks = 1 + static_cast<int>(rng() % 4);
         for (int k = 0; k < blocks; ++k) s.block_hashes.push_back(rng());
@@ -595,19 +637,34 @@ KvEventBatch RandomBatch(std::mt19937_64& rng, bool with_cache_salt) {
           Builder extra;
           extra.Array(static_cast<std::uint32_t>(blocks));
           for (int k = 0; k < blocks; ++k) {
-            if (coin()) extra.Nil(); else extra.Array(2).Str("mm").U(rng() % 64);
+            if (coin())
+              extra.Nil();
+            else
+              extra.Array(2).Str("mm").U(rng() % 64);
           }
           const Bytes raw = extra.bytes();
           s.extra_keys_msgpack.assign(raw.begin(), raw.end());
           s.has_extra_keys = true;
           // Expected digests, as the decoder derives them.
           s.extra_key_digests = Stored(MustDecode([&] {
-                                          Builder w;
-                                          w.Array(2).F(0).Array(1).Array(9).Str("BlockStored").Array(0).Nil()
-                                              .Array(0).U(0).Nil().Nil().Nil().Raw(raw);
-                                          return w.bytes();
-                                        }()),
-                                        0).extra_key_digests;
+                                         Builder w;
+                                         w.Array(2)
+                                             .F(0)
+                                             .Array(1)
+                                             .Array(9)
+                                             .Str("BlockStored")
+                                             .Array(0)
+                                             .Nil()
+                                             .Array(0)
+                                             .U(0)
+                                             .Nil()
+                                             .Nil()
+                                             .Nil()
+                                             .Raw(raw);
+                                         return w.bytes();
+                                       }()),
+                                       0)
+                                    .extra_key_digests;
         }
         s.group_idx = opt_int();
         s.kv_cache_spec_kind = opt_str("full_attention");
@@ -629,7 +686,9 @@ KvEventBatch RandomBatch(std::mt19937_64& rng, bool with_cache_salt) {
         batch.events.push_back(std::move(r));
         break;
       }
-      case 3: batch.events.push_back(AllBlocksCleared{}); break;
+      case 3:
+        batch.events.push_back(AllBlocksCleared{});
+        break;
       default: {
         BlockUpdated u;
         u.block_hash = rng();

@@ -3,10 +3,10 @@
 #include "collectors/kv_event_tracker.h"
 
 #include <gtest/gtest.h>
-#include <msgpack.hpp>
 
 #include <cstdio>
 #include <map>
+#include <msgpack.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -61,8 +61,8 @@ TEST(KvEventTrackerTest, StoredChainsBecomeRequestsWithTheirKnownAncestors) {
   const std::size_t p = t.AddPublisher();
   CaptureSink sink;
   t.Apply(p, Batch({Stored({1, 2, 3}, std::nullopt)}, 10.0), sink);
-  t.Apply(p, Batch({Stored({4, 5}, 3)}, 11.0), sink);   // extends 1-2-3
-  t.Apply(p, Batch({Stored({6}, 2)}, 12.0), sink);      // branches after 1-2
+  t.Apply(p, Batch({Stored({4, 5}, 3)}, 11.0), sink);  // extends 1-2-3
+  t.Apply(p, Batch({Stored({6}, 2)}, 12.0), sink);     // branches after 1-2
   ASSERT_EQ(sink.requests.size(), 3u);
   EXPECT_EQ(sink.requests[0].pages, Ids({1, 2, 3}));
   EXPECT_EQ(sink.requests[1].pages, Ids({1, 2, 3, 4, 5}));
@@ -150,8 +150,8 @@ TEST(KvEventTrackerTest, MergeOnlyWithinOneBatchAndOnlyOnTheReportedTail) {
   const std::size_t p = t.AddPublisher();
   CaptureSink sink;
   t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);
-  t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);  // report
-  t.Apply(p, Batch({Stored({3}, 2)}), sink);                // next step: reconstructed
+  t.Apply(p, Batch({Stored({1, 2}, std::nullopt)}), sink);               // report
+  t.Apply(p, Batch({Stored({3}, 2)}), sink);                             // next step: reconstructed
   t.Apply(p, Batch({Stored({1}, std::nullopt), Stored({9}, 2)}), sink);  // parent is not the tail
   ASSERT_EQ(sink.requests.size(), 5u);
   EXPECT_EQ(sink.requests[1].pages, Ids({1, 2}));
@@ -213,8 +213,8 @@ TEST(KvEventTrackerTest, TierMovesAndMediaAreCountedApart) {
   KvEventTracker t;
   const std::size_t p = t.AddPublisher();
   CaptureSink sink;
-  t.Apply(p, Batch({Stored({1, 2}, std::nullopt, "GPU"), Stored({1, 2}, std::nullopt, "CPU", false),
-                    Removed({1}, "GPU")}),
+  t.Apply(p,
+          Batch({Stored({1, 2}, std::nullopt, "GPU"), Stored({1, 2}, std::nullopt, "CPU", false), Removed({1}, "GPU")}),
           sink);
   EXPECT_EQ(sink.requests.size(), 1u);  // the CPU store is not a request
   const auto media = t.MediumCounters();
@@ -447,8 +447,8 @@ std::vector<std::string> Tenants(KvTenantSource source, const std::vector<KvEven
 }
 
 TEST(KvEventTrackerTenantTest, SourceNamesRoundTrip) {
-  for (KvTenantSource source : {KvTenantSource::kNone, KvTenantSource::kLora, KvTenantSource::kCacheSalt,
-                                KvTenantSource::kLoraOrSalt}) {
+  for (KvTenantSource source :
+       {KvTenantSource::kNone, KvTenantSource::kLora, KvTenantSource::kCacheSalt, KvTenantSource::kLoraOrSalt}) {
     EXPECT_EQ(ParseKvTenantSource(KvTenantSourceName(source)), source);
   }
   EXPECT_FALSE(ParseKvTenantSource("salt").has_value());
@@ -479,8 +479,7 @@ TEST(KvEventTrackerTenantTest, LoraNameOrIdNamesTheTenant) {
   EXPECT_EQ(Tenants(KvTenantSource::kNone, batches), (std::vector<std::string>{"", "", ""}));
   EXPECT_EQ(Tenants(KvTenantSource::kLora, batches), (std::vector<std::string>{"adapter-a", "lora-7", ""}));
   EXPECT_EQ(Tenants(KvTenantSource::kCacheSalt, batches), (std::vector<std::string>{"", "", "salt-x"}));
-  EXPECT_EQ(Tenants(KvTenantSource::kLoraOrSalt, batches),
-            (std::vector<std::string>{"adapter-a", "lora-7", "salt-x"}));
+  EXPECT_EQ(Tenants(KvTenantSource::kLoraOrSalt, batches), (std::vector<std::string>{"adapter-a", "lora-7", "salt-x"}));
 }
 
 // SGLang: every BlockStored of a salted request carries cache_salt.
@@ -725,9 +724,9 @@ TEST(KvEventTrackerStateTest, ChainsAndSaltsStoredBeforeTheRestartCarryOver) {
 constexpr std::int64_t kBlock = 4;  // tokens per block
 
 // A vLLM store of one group: tokens present (GPU, or a self-describing CPU store).
-BlockStored Store(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent, std::optional<std::int64_t> group,
-                  std::optional<std::string> kind = std::nullopt, std::optional<std::int64_t> window = std::nullopt,
-                  std::string medium = "GPU") {
+BlockStored Store(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent,
+                  std::optional<std::int64_t> group, std::optional<std::string> kind = std::nullopt,
+                  std::optional<std::int64_t> window = std::nullopt, std::string medium = "GPU") {
   BlockStored e;
   e.block_hashes = std::move(hashes);
   e.parent_block_hash = parent;
@@ -741,7 +740,8 @@ BlockStored Store(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t
 }
 
 // gpt-oss's layout as vLLM groups it: group 0 sliding window (8 tokens: 2 blocks here), group 1 full.
-BlockStored Sliding(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent, std::string medium = "GPU") {
+BlockStored Sliding(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent,
+                    std::string medium = "GPU") {
   return Store(std::move(hashes), parent, 0, "sliding_window", 8, std::move(medium));
 }
 BlockStored Full(std::vector<std::uint64_t> hashes, std::optional<std::uint64_t> parent, std::string medium = "GPU") {
@@ -877,7 +877,8 @@ TEST(KvEventGroupsTest, FullReportModeReportsEveryGroupAndMovesNoReferenceCount)
   t.Apply(p, Batch({Sliding({1, 2, 3, 4}, std::nullopt), Full({1, 2, 3, 4}, std::nullopt)}), sink);
   t.Apply(p, Batch({Remove({1, 2}, 0)}), sink);
   // The hit of 4 blocks reported per group, then the new block 5 per group.
-  t.Apply(p, Batch({Sliding({1, 2, 3, 4}, std::nullopt), Full({1, 2, 3, 4}, std::nullopt), Sliding({5}, 4), Full({5}, 4)}),
+  t.Apply(p,
+          Batch({Sliding({1, 2, 3, 4}, std::nullopt), Full({1, 2, 3, 4}, std::nullopt), Sliding({5}, 4), Full({5}, 4)}),
           sink);
   ASSERT_EQ(sink.requests.size(), 2u);
   EXPECT_EQ(sink.requests[1].pages, Ids({1, 2, 3, 4, 5}));
@@ -937,8 +938,8 @@ TEST(KvEventGroupsTest, HostileGroupFieldsAreCountedNotedOnceAndKeepTheFirstSpec
   CaptureSink sink;
   t.Apply(p,
           Batch({Store({1}, std::nullopt, 0, "full_attention"), Store({1}, std::nullopt, 1, "quantum_attention"),
-                 Store({1}, std::nullopt, 2, "sliding_window", 0), Store({1}, std::nullopt, 3, "sliding_window",
-                                                                         std::int64_t{1} << 40),
+                 Store({1}, std::nullopt, 2, "sliding_window", 0),
+                 Store({1}, std::nullopt, 3, "sliding_window", std::int64_t{1} << 40),
                  Store({1}, std::nullopt, 4, "sliding_window"), Store({1}, std::nullopt, 5, "full_attention", 128)}),
           sink);
   EXPECT_EQ(Anomalies(t, KvGroupAnomaly::kUnknownKind), 1u);
@@ -960,8 +961,9 @@ TEST(KvEventGroupsTest, HostileGroupFieldsAreCountedNotedOnceAndKeepTheFirstSpec
   EXPECT_EQ(specs[5], (KvGroupSpec{.group = 5, .kind = KvSpecKind::kFull, .window_tokens = 0}));
 
   // Mixed kinds for one group_idx: the first kept; a group_idx out of range: ignored.
-  t.Apply(p, Batch({Store({2}, 1, 0, "sliding_window", 64), Store({2}, 1, 0, "mamba"), Store({9}, std::nullopt, -3),
-                    Remove({9}, 100000), Store({3}, 2, 0, "full_attention")}),
+  t.Apply(p,
+          Batch({Store({2}, 1, 0, "sliding_window", 64), Store({2}, 1, 0, "mamba"), Store({9}, std::nullopt, -3),
+                 Remove({9}, 100000), Store({3}, 2, 0, "full_attention")}),
           sink);
   EXPECT_EQ(Anomalies(t, KvGroupAnomaly::kKindChanged), 2u);
   EXPECT_EQ(Anomalies(t, KvGroupAnomaly::kBadGroup), 2u);
@@ -1050,7 +1052,7 @@ TEST(KvEventGroupsTest, GroupsAreKeptAcrossARestore) {
   std::vector<std::uint8_t> v3;
   plain.AppendState(publishers, &v3);
   std::vector<std::uint8_t> v2 = v3;
-  const std::size_t groups_at = 8 + 8 + 8;                  // scope, request group, block size
+  const std::size_t groups_at = 8 + 8 + 8;                               // scope, request group, block size
   v2.erase(v2.begin() + groups_at, v2.begin() + groups_at + 1 + 8 + 4);  // grouped, chosen, no specs
   v2[8] = 0;  // the request group written before groups: 0 (little-endian int64)
   for (int i = 9; i < 16; ++i) v2[static_cast<std::size_t>(i)] = 0;

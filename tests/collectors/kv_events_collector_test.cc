@@ -1,14 +1,13 @@
 // KvEventsCollector over real ZeroMQ sockets on 127.0.0.1, fed by
 // KvEventsTestPublisher with the events EngineCacheModel derives from traces.
 #include "collectors/kv_events_collector.h"
-#include "collectors/testing/kv_event_encoder.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -22,6 +21,7 @@
 #include "base/byte_io.h"
 #include "collectors/kv_event_decoder.h"
 #include "collectors/kv_event_tracker.h"
+#include "collectors/testing/kv_event_encoder.h"
 #include "collectors/trace_reader.h"
 #include "curve/curve_accumulator.h"
 #include "curve/stack_distance.h"
@@ -62,7 +62,7 @@ Trace PrefixSharingTrace(std::uint64_t seed, std::size_t n) {
   Trace trace;
   while (trace.size() < n) {
     const std::uint64_t roll = rng() % 100;
-    if (roll < 15) {  // one-shot
+    if (roll < 15) {                                      // one-shot
       std::vector<std::uint64_t> r = prompts[rng() % 2];  // two popular prompts
       for (std::uint64_t i = 0, k = 1 + rng() % 8; i < k; ++i) r.push_back(next_id++);
       trace.push_back(std::move(r));
@@ -282,17 +282,17 @@ TEST_P(KvEventsReconstructionTest, RebuildsEveryRequestThatStoredSomething) {
   const curve::CurveAccumulator truth = CurveOf(std::vector<std::vector<curve::PageId>>(trace.begin(), trace.end()));
   const curve::CurveAccumulator rebuilt = CurveOf(PagesOf(d->sink.requests));
   const double error = MaxHitRatioError(truth, rebuilt);
-  std::printf("[ reconstruction ] synthetic prefix-sharing trace, %zu requests, engine cache %zu blocks: "
-              "%zu requests rebuilt (%zu full hits invisible); page hit ratio at unlimited capacity %.4f (trace) "
-              "vs %.4f (rebuilt); max |error| over capacities %.4f\n",
-              trace.size(), o.capacity_blocks, d->sink.requests.size(), trace.size() - d->sink.requests.size(),
-              truth.UnlimitedPageHitRatio(), rebuilt.UnlimitedPageHitRatio(), error);
+  std::printf(
+      "[ reconstruction ] synthetic prefix-sharing trace, %zu requests, engine cache %zu blocks: "
+      "%zu requests rebuilt (%zu full hits invisible); page hit ratio at unlimited capacity %.4f (trace) "
+      "vs %.4f (rebuilt); max |error| over capacities %.4f\n",
+      trace.size(), o.capacity_blocks, d->sink.requests.size(), trace.size() - d->sink.requests.size(),
+      truth.UnlimitedPageHitRatio(), rebuilt.UnlimitedPageHitRatio(), error);
   EXPECT_GT(error, 0.0);  // the invisible hits do show
   EXPECT_LT(error, 1.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Encodings, KvEventsReconstructionTest,
-                         ::testing::Values(KvEncoding::kArray, KvEncoding::kMap),
+INSTANTIATE_TEST_SUITE_P(Encodings, KvEventsReconstructionTest, ::testing::Values(KvEncoding::kArray, KvEncoding::kMap),
                          [](const ::testing::TestParamInfo<KvEncoding>& p) {
                            return p.param == KvEncoding::kArray ? "Array" : "Map";
                          });
@@ -317,11 +317,12 @@ TEST(KvEventsReconstructionTest, MooncakeConversationError) {
       differing += d->sink.requests[j++].pages != Scoped((*trace)[i]);
     }
     const curve::CurveAccumulator rebuilt = CurveOf(PagesOf(d->sink.requests));
-    std::printf("[ reconstruction ] mooncake conversation, first %zu requests, engine cache %zu blocks: %zu "
-                "requests rebuilt (%zu full hits invisible, %zu rebuilt differently); page hit ratio at unlimited "
-                "capacity %.4f (trace) vs %.4f (rebuilt); max |error| over capacities %.4f\n",
-                trace->size(), capacity, d->sink.requests.size(), trace->size() - missed, differing,
-                truth.UnlimitedPageHitRatio(), rebuilt.UnlimitedPageHitRatio(), MaxHitRatioError(truth, rebuilt));
+    std::printf(
+        "[ reconstruction ] mooncake conversation, first %zu requests, engine cache %zu blocks: %zu "
+        "requests rebuilt (%zu full hits invisible, %zu rebuilt differently); page hit ratio at unlimited "
+        "capacity %.4f (trace) vs %.4f (rebuilt); max |error| over capacities %.4f\n",
+        trace->size(), capacity, d->sink.requests.size(), trace->size() - missed, differing,
+        truth.UnlimitedPageHitRatio(), rebuilt.UnlimitedPageHitRatio(), MaxHitRatioError(truth, rebuilt));
     EXPECT_EQ(d->collector->tracker().MediumCounters()[0].evicted_blocks, model.evicted_blocks());
   }
 }
@@ -377,7 +378,9 @@ TEST_P(KvEventsReplayTest, GapIsFetchedFromTheReplaySocket) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ReplyFraming, KvEventsReplayTest, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "TopicFrame" : "NoTopicFrame"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "TopicFrame" : "NoTopicFrame";
+                         });
 
 TEST(KvEventsGapTest, WithoutReplayTheLossIsCounted) {
   ReplayFixture f;
@@ -450,7 +453,8 @@ TEST(KvEventsRestartTest, SeqGoingBackResetsThePublishersState) {
   EXPECT_EQ(collector->transport().restarts, 1u);
   EXPECT_EQ(collector->transport().lost, 0u);
   ExpectSameState(collector->tracker(), 0, second);
-  EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& m) { return m.find("restarted") != std::string::npos; }));
+  EXPECT_TRUE(std::any_of(log.begin(), log.end(),
+                          [](const std::string& m) { return m.find("restarted") != std::string::npos; }));
 }
 
 // ---- (e2) sequence numbers that are not a gap -------------------------------------
@@ -465,8 +469,7 @@ double SampleValue(const KvEventsCollector& c, const std::string& name) {
 }
 
 bool Logged(const std::vector<std::string>& log, const std::string& needle) {
-  return std::any_of(log.begin(), log.end(),
-                     [&](const std::string& m) { return m.find(needle) != std::string::npos; });
+  return std::any_of(log.begin(), log.end(), [&](const std::string& m) { return m.find(needle) != std::string::npos; });
 }
 
 // Batches 0..9 in order, then one whose seq is `jump`: a restart, never a loss.
@@ -502,9 +505,7 @@ TEST(KvEventsRestartTest, SeqMinusFiveIsARestartNotALoss) {
   ExpectRestartNotLoss(static_cast<std::uint64_t>(std::int64_t{-5}));
 }
 
-TEST(KvEventsRestartTest, JumpOfTwoToTheFortyIsARestartNotALoss) {
-  ExpectRestartNotLoss(9 + (std::uint64_t{1} << 40));
-}
+TEST(KvEventsRestartTest, JumpOfTwoToTheFortyIsARestartNotALoss) { ExpectRestartNotLoss(9 + (std::uint64_t{1} << 40)); }
 
 TEST(KvEventsGapTest, GapAtTheBoundIsCountedLostWithoutReplay) {
   ReplayFixture f;
@@ -541,14 +542,14 @@ TEST(KvEventsMalformedTest, BadFramesAndPayloadsAreCountedNotFatal) {
   const std::vector<std::uint8_t> payload = EncodeKvEventBatch(good, KvEncoding::kMap);
   const std::string seq0 = Bytes({0, 0, 0, 0, 0, 0, 0, 0});
 
-  pub.SendRaw({"kv-events", seq0});                            // 2 frames
-  pub.SendRaw({"kv-events", seq0, Bytes(payload), "extra"});   // 4 frames
-  pub.SendRaw({"kv-events", "a", "b", "c", "d", "e", "f"});    // 7 frames
-  pub.SendRaw({"kv-events", "1234567", Bytes(payload)});       // a 7-byte seq
-  pub.Publish({0xc1});                                         // seq 0: not msgpack
+  pub.SendRaw({"kv-events", seq0});                                            // 2 frames
+  pub.SendRaw({"kv-events", seq0, Bytes(payload), "extra"});                   // 4 frames
+  pub.SendRaw({"kv-events", "a", "b", "c", "d", "e", "f"});                    // 7 frames
+  pub.SendRaw({"kv-events", "1234567", Bytes(payload)});                       // a 7-byte seq
+  pub.Publish({0xc1});                                                         // seq 0: not msgpack
   pub.Publish(std::vector<std::uint8_t>(payload.begin(), payload.end() - 3));  // seq 1: truncated
-  pub.Publish({0x93, 0x01, 0x02, 0x03});                       // seq 2: [1, 2, 3]: bad envelope
-  pub.Publish(payload);                                        // seq 3: good
+  pub.Publish({0x93, 0x01, 0x02, 0x03});                                       // seq 2: [1, 2, 3]: bad envelope
+  pub.Publish(payload);                                                        // seq 3: good
   CaptureSink sink;
   ASSERT_TRUE(PollUntil(*collector, sink, [&] { return collector->transport().batches == 1; }));
   const CollectorStats s = collector->stats();
@@ -609,9 +610,8 @@ TEST(KvEventsTransportTest, TwoRanksKeepTheirOwnState) {
   for (const auto& b : r0.batches) rank0.PublishBatch(b, KvEncoding::kMap);
   for (const auto& b : r1.batches) rank1.PublishBatch(b, KvEncoding::kMap);
   CaptureSink sink;
-  ASSERT_TRUE(PollUntil(*collector, sink, [&] {
-    return collector->transport().batches == r0.batches.size() + r1.batches.size();
-  }));
+  ASSERT_TRUE(PollUntil(*collector, sink,
+                        [&] { return collector->transport().batches == r0.batches.size() + r1.batches.size(); }));
   EXPECT_EQ(collector->transport().lost, 0u);  // each rank's seq is its own
   EXPECT_EQ(collector->tracker().MediumCounters()[0].resident_blocks, m0.Resident().size() + m1.Resident().size());
   EXPECT_EQ(collector->tracker().MediumCounters()[0].evicted_blocks, m0.evicted_blocks() + m1.evicted_blocks());
@@ -808,11 +808,11 @@ TEST_P(KvEventsRestoreTest, EachBatchIsAppliedOnceAcrossTheRestart) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gaps, KvEventsRestoreTest,
-    ::testing::Values(RestoreParam{"NothingMissed", 0, 10000}, RestoreParam{"ReplayedAll", 60, 10000},
-                      RestoreParam{"ReplayBufferTooShort", 60, 15}),
-    [](const ::testing::TestParamInfo<RestoreParam>& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(Gaps, KvEventsRestoreTest,
+                         ::testing::Values(RestoreParam{"NothingMissed", 0, 10000},
+                                           RestoreParam{"ReplayedAll", 60, 10000},
+                                           RestoreParam{"ReplayBufferTooShort", 60, 15}),
+                         [](const ::testing::TestParamInfo<RestoreParam>& p) { return std::string(p.param.name); });
 
 TEST(KvEventsRestoreTest, PublisherRestartedWhileTheAgentWasDown) {
   ReplayFixture f;
@@ -922,8 +922,8 @@ TEST(KvEventsRestoreTest, GarbageTruncatedAndOtherVersionsAreErrorsAndChangeNoth
   // Every truncation is an error (the empty part is a fresh start).
   std::size_t accepted = 0;
   for (std::size_t size = 1; size < state.size(); ++size) {
-    accepted += error_of(std::vector<std::uint8_t>(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(size)))
-                    .empty();
+    accepted +=
+        error_of(std::vector<std::uint8_t>(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(size))).empty();
   }
   EXPECT_EQ(accepted, 0u);
 
@@ -1123,8 +1123,8 @@ TEST(KvEventsRecoveryTest, AGapOf20000IsFetchedOverManyBoundedPolls) {
   }));
   EXPECT_EQ(t.replayed, kGap);
   EXPECT_EQ(t.lost, 0u);
-  EXPECT_LE(most_in_a_poll, kPerPoll);               // each poll bounded...
-  EXPECT_GE(t.recovery_polls, kGap / kPerPoll);      // ...so it took many
+  EXPECT_LE(most_in_a_poll, kPerPoll);           // each poll bounded...
+  EXPECT_GE(t.recovery_polls, kGap / kPerPoll);  // ...so it took many
   EXPECT_EQ(SampleValue(*collector, "kvwatch_kv_events_recovery_polls_total"), static_cast<double>(t.recovery_polls));
   ASSERT_EQ(sink.requests.size(), payloads.size());
   EXPECT_EQ(FirstOutOfOrder(sink.requests), payloads.size());
@@ -1373,11 +1373,12 @@ TEST(KvEventsGroupsTest, AHybridStreamGivesPerGroupSeriesAndLogsAnomaliesOnce) {
   EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=unknown_kind"), 0.0);
   // Logged once each, with the publisher and seq, what was seen and what was expected.
   EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 2: group 0 (sliding_window) announces a window of 0 "
-                          "tokens; expected 1 to 67108864"));
+                                           "tokens; expected 1 to 67108864"));
   EXPECT_TRUE(Logged(log, pub.endpoint() + " topic 'kv-events' seq 2: an event of group_idx 999; expected 0 to 255"));
   EXPECT_TRUE(Logged(log, "seq 2: group 0 announced sliding_window of 32 tokens first, now sliding_window;"));
   std::size_t notes = 0;
-  for (const std::string& line : log) notes += line.find("kvwatch_kv_events_group_anomalies_total") != std::string::npos;
+  for (const std::string& line : log)
+    notes += line.find("kvwatch_kv_events_group_anomalies_total") != std::string::npos;
   EXPECT_EQ(notes, 3u);
 }
 

@@ -146,8 +146,8 @@ TEST(KvEventsFleetTest, SixteenPublishersWithAGapEachAreAllRecoveredFromTheirRep
     const double seen = Sample(samples, "kvwatch_engine_stored_blocks_total") +
                         Sample(samples, "kvwatch_engine_evicted_blocks_total") +
                         Sample(samples, "kvwatch_engine_reused_blocks_total");
-    EXPECT_EQ(seen, static_cast<double>(r.model->stored_blocks() + r.model->evicted_blocks() +
-                                        r.model->reused_blocks()));
+    EXPECT_EQ(seen,
+              static_cast<double>(r.model->stored_blocks() + r.model->evicted_blocks() + r.model->reused_blocks()));
     seen_block_events += static_cast<std::uint64_t>(seen);
     // The block state after recovery is the engine's, copy for copy.
     const auto resident = r.model->Resident();

@@ -5,8 +5,6 @@
 // stream's next seq. The topic parsing, then KvEventsCollector over real ZeroMQ
 // sockets (KvEventsTestPublisher): barriers are neither publishers nor gaps, a new
 // epoch is a restart, and the log prints such topics whole.
-#include "collectors/kv_events_collector.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "collectors/kv_event_decoder.h"
+#include "collectors/kv_events_collector.h"
 #include "collectors/testing/kv_event_encoder.h"
 #include "tests/collectors/kv_events_test_publisher.h"
 #include "tests/collectors/kv_events_test_state.h"
@@ -126,7 +125,8 @@ struct Harness {
     collector = Make();
   }
   std::unique_ptr<KvEventsCollector> Make() {
-    auto created = KvEventsCollector::Create(options, [this](std::string_view, std::string_view m) { log.emplace_back(m); });
+    auto created =
+        KvEventsCollector::Create(options, [this](std::string_view, std::string_view m) { log.emplace_back(m); });
     EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.error());
     return created.ok() ? std::move(created).value() : nullptr;
   }
@@ -195,7 +195,8 @@ TEST(KvEventsSglangEpochTest, TwentyBarriersAreNeitherPublishersNorGaps) {
   for (std::size_t i = 0; i < batches.size(); ++i) {
     h.pub.PublishBatch(batches[i], KvEncoding::kArray);
     if ((i + 1) % every == 0 && barriers < 20) {
-      h.pub.PublishOn(BarrierTopic("4f2a9c0d", barriers++), EncodeKvEventBatch(Barrier(batches[i].ts), KvEncoding::kArray));
+      h.pub.PublishOn(BarrierTopic("4f2a9c0d", barriers++),
+                      EncodeKvEventBatch(Barrier(batches[i].ts), KvEncoding::kArray));
     }
   }
   ASSERT_EQ(barriers, 20);

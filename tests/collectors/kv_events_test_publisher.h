@@ -87,8 +87,7 @@ class EngineCacheModel {
       used.push_back(NewCopy(pages[i]));
     }
     if (hit < pages.size()) {
-      AddStored(pages, hit, pages.size(),
-                hit > 0 ? std::optional<std::uint64_t>(pages[hit - 1]) : std::nullopt);
+      AddStored(pages, hit, pages.size(), hit > 0 ? std::optional<std::uint64_t>(pages[hit - 1]) : std::nullopt);
       stored_blocks_ += pages.size() - hit;
     }
     // Freed tail-first: the last page goes back to the queue first.

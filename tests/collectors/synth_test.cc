@@ -1,9 +1,8 @@
 #include "collectors/synth.h"
 
-#include <stdlib.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -43,9 +42,7 @@ double MeanPages(const std::vector<const SynthRequest*>& requests) {
   return requests.empty() ? 0 : sum / requests.size();
 }
 
-TEST(SynthTest, DefaultOptionsAreValid) {
-  EXPECT_TRUE(ValidateSynthOptions(SynthOptions{}).ok());
-}
+TEST(SynthTest, DefaultOptionsAreValid) { EXPECT_TRUE(ValidateSynthOptions(SynthOptions{}).ok()); }
 
 TEST(SynthTest, SameSeedSameStreamOtherSeedOtherStream) {
   SynthOptions options;

@@ -90,10 +90,8 @@ TEST_F(TailCheckpointTest, DamagedTextIsRefusedWithTheReason) {
   std::string edited = text;
   edited[edited.find("4096")] = '5';  // the offset, under an unchanged checksum
   EXPECT_THAT(ParseCheckpoint(edited, "cp").error(), HasSubstr("checksum mismatch"));
-  EXPECT_THAT(ParseCheckpoint(text.substr(0, text.size() - 1), "cp").error(),
-              HasSubstr("truncated"));
-  EXPECT_THAT(ParseCheckpoint(text.substr(0, text.find("end ")), "cp").error(),
-              HasSubstr("no 'end' line"));
+  EXPECT_THAT(ParseCheckpoint(text.substr(0, text.size() - 1), "cp").error(), HasSubstr("truncated"));
+  EXPECT_THAT(ParseCheckpoint(text.substr(0, text.find("end ")), "cp").error(), HasSubstr("no 'end' line"));
   std::string version = text;
   version.replace(version.find(" 2\n"), 3, " 9\n");
   EXPECT_THAT(ParseCheckpoint(version, "cp").error(), HasSubstr("unsupported version 9"));
@@ -102,17 +100,17 @@ TEST_F(TailCheckpointTest, DamagedTextIsRefusedWithTheReason) {
 }
 
 TEST_F(TailCheckpointTest, SourceMarksRoundTripAndVersionOneStillLoads) {
-  const std::vector<SourceMark> marks = {{"/var/log/app.log", 1700000000123456789},
-                                         {"/logs/with space/*.log", 5}};
+  const std::vector<SourceMark> marks = {{"/var/log/app.log", 1700000000123456789}, {"/logs/with space/*.log", 5}};
   const std::string text = SerializeCheckpoint({Entry(11, "/var/log/app.log")}, marks);
   std::vector<SourceMark> parsed_marks;
   base::Result<std::vector<FilePosition>> parsed = ParseCheckpoint(text, "cp", &parsed_marks);
   ASSERT_TRUE(parsed.ok()) << parsed.error();
   EXPECT_EQ(parsed.value().size(), 1u);
   EXPECT_EQ(parsed_marks, marks);
-  EXPECT_THAT(ParseCheckpoint(text.substr(0, text.find("source ")) + "source x /a\n" +
-                                  text.substr(text.find("end ")), "cp").error(),
-              HasSubstr("bad timestamp 'x'"));
+  EXPECT_THAT(
+      ParseCheckpoint(text.substr(0, text.find("source ")) + "source x /a\n" + text.substr(text.find("end ")), "cp")
+          .error(),
+      HasSubstr("bad timestamp 'x'"));
   // A version 1 checkpoint (no source lines) loads as before.
   std::string v1 = SerializeCheckpoint({Entry(11, "/var/log/app.log")});
   v1 = v1.substr(0, v1.find("end "));

@@ -1,12 +1,11 @@
 #include "collectors/trace_reader.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <zlib.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -55,24 +54,20 @@ class TraceReaderTest : public ::testing::Test {
       gzFile gz = gzopen(path.c_str(), "ab");
       EXPECT_NE(gz, nullptr);
       if (!member.empty()) {
-        EXPECT_EQ(gzwrite(gz, member.data(), static_cast<unsigned>(member.size())),
-                  static_cast<int>(member.size()));
+        EXPECT_EQ(gzwrite(gz, member.data(), static_cast<unsigned>(member.size())), static_cast<int>(member.size()));
       }
       EXPECT_EQ(gzclose(gz), Z_OK);
     }
     return path;
   }
 
-  base::Result<TraceReadSummary> Read(const std::string& path, Collected* out,
-                                       TraceReaderOptions options = {}) {
+  base::Result<TraceReadSummary> Read(const std::string& path, Collected* out, TraceReaderOptions options = {}) {
     TraceCallbacks callbacks;
     callbacks.on_request = [out](curve::Request& r) { out->requests.push_back(r); };
     callbacks.on_bad_line = [out](std::string_view source, std::uint64_t line, std::string_view message) {
       out->bad.push_back({std::string(source), line, std::string(message)});
     };
-    callbacks.on_progress = [out](std::uint64_t done, std::uint64_t total) {
-      out->progress.emplace_back(done, total);
-    };
+    callbacks.on_progress = [out](std::uint64_t done, std::uint64_t total) { out->progress.emplace_back(done, total); };
     return ReadTrace(path, options, callbacks);
   }
 
@@ -146,8 +141,8 @@ TEST_F(TraceReaderTest, DetectsGzipByMagicNotByName) {
 }
 
 TEST_F(TraceReaderTest, ReadsConcatenatedGzipMembers) {
-  const std::string gz = WriteGzip("multi.gz", {"{\"hash_ids\": [1]}\n{\"hash_", "ids\": [2]}\n", "",
-                                                "{\"hash_ids\": [3]}"});
+  const std::string gz =
+      WriteGzip("multi.gz", {"{\"hash_ids\": [1]}\n{\"hash_", "ids\": [2]}\n", "", "{\"hash_ids\": [3]}"});
   Collected got;
   auto result = Read(gz, &got);
   ASSERT_TRUE(result.ok()) << result.error();
@@ -270,8 +265,8 @@ TEST_F(TraceReaderTest, StrictModeStopsAtTheFirstBadLine) {
 
 TEST_F(TraceReaderTest, OverLongLineIsSkipped) {
   const std::string long_line = "{\"hash_ids\": [" + std::string(300, ' ') + "1]}";
-  const std::string path = WritePlain("long.jsonl", "{\"hash_ids\": [1]}\n" + long_line +
-                                                        "\n{\"hash_ids\": [2]}\n" + long_line);
+  const std::string path =
+      WritePlain("long.jsonl", "{\"hash_ids\": [1]}\n" + long_line + "\n{\"hash_ids\": [2]}\n" + long_line);
   Collected got;
   auto result = Read(path, &got, ReaderOptions(false, 100));
   ASSERT_TRUE(result.ok()) << result.error();
@@ -287,8 +282,7 @@ TEST_F(TraceReaderTest, OverLongLineIsSkipped) {
   const std::string exact = "{\"hash_ids\": [" + std::string(100 - 17, ' ') + "7]}";
   ASSERT_EQ(exact.size(), 100u);
   Collected got_exact;
-  auto exact_result = Read(WritePlain("exact.jsonl", exact + "\r\n" + exact), &got_exact,
-                           ReaderOptions(false, 100));
+  auto exact_result = Read(WritePlain("exact.jsonl", exact + "\r\n" + exact), &got_exact, ReaderOptions(false, 100));
   ASSERT_TRUE(exact_result.ok()) << exact_result.error();
   EXPECT_EQ(got_exact.requests.size(), 2u);
   EXPECT_TRUE(got_exact.bad.empty());
@@ -412,8 +406,9 @@ TEST_F(TraceReaderTest, RecordOptionsArePassedToTheParser) {
   TraceReaderOptions options;
   options.record.timestamp_unit = TimestampUnit::kSeconds;
   options.record.tenant_fields = {"user"};
-  auto result = Read(WritePlain("opt.jsonl", "{\"timestamp\": 7, \"user\": \"u1\", \"tenant\": \"x\", \"hash_ids\": []}\n"),
-                     &got, options);
+  auto result =
+      Read(WritePlain("opt.jsonl", "{\"timestamp\": 7, \"user\": \"u1\", \"tenant\": \"x\", \"hash_ids\": []}\n"), &got,
+           options);
   ASSERT_TRUE(result.ok()) << result.error();
   ASSERT_EQ(got.requests.size(), 1u);
   EXPECT_DOUBLE_EQ(got.requests[0].timestamp_s, 7.0);
@@ -462,19 +457,19 @@ TEST_P(SharedTraceTest, MatchesTheReadmeFigures) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Readme, SharedTraceTest,
-    ::testing::Values(SharedTrace{"mooncake/conversation_trace.jsonl", 12031, 288500, true},
-                      SharedTrace{"mooncake/toolagent_trace_hash_ids.jsonl", 23608, 409616, false},
-                      SharedTrace{"mooncake/synthetic_trace.jsonl", 3993, 121877, true},
-                      SharedTrace{"weka/claude_code_sessions_merged.jsonl.gz", 49334, 11767283, true}),
-    [](const ::testing::TestParamInfo<SharedTrace>& info) {
-      std::string name = std::filesystem::path(info.param.file).stem().stem().string();
-      for (char& c : name) {
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Readme, SharedTraceTest,
+                         ::testing::Values(SharedTrace{"mooncake/conversation_trace.jsonl", 12031, 288500, true},
+                                           SharedTrace{"mooncake/toolagent_trace_hash_ids.jsonl", 23608, 409616, false},
+                                           SharedTrace{"mooncake/synthetic_trace.jsonl", 3993, 121877, true},
+                                           SharedTrace{"weka/claude_code_sessions_merged.jsonl.gz", 49334, 11767283,
+                                                       true}),
+                         [](const ::testing::TestParamInfo<SharedTrace>& info) {
+                           std::string name = std::filesystem::path(info.param.file).stem().stem().string();
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace kvwatch::collectors

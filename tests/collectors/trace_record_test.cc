@@ -36,8 +36,8 @@ class TraceRecordTest : public ::testing::Test {
 };
 
 TEST_F(TraceRecordTest, ParsesMooncakeRecord) {
-  curve::Request r = MustParse(
-      R"({"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]})");
+  curve::Request r =
+      MustParse(R"({"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]})");
   EXPECT_DOUBLE_EQ(r.timestamp_s, 27.482);
   EXPECT_EQ(r.input_tokens, 6955);
   EXPECT_EQ(r.output_tokens, 52);
@@ -47,9 +47,8 @@ TEST_F(TraceRecordTest, ParsesMooncakeRecord) {
 }
 
 TEST_F(TraceRecordTest, ParsesBailianRecordInSeconds) {
-  curve::Request r = MustParse(
-      R"({"chat_id": 159, "parent_chat_id": 55, "timestamp": 61.114, "input_length": 521,)"
-      R"( "output_length": 132, "type": "text", "turn": 2, "hash_ids": [1089, 1090, 13148]})");
+  curve::Request r = MustParse(R"({"chat_id": 159, "parent_chat_id": 55, "timestamp": 61.114, "input_length": 521,)"
+                               R"( "output_length": 132, "type": "text", "turn": 2, "hash_ids": [1089, 1090, 13148]})");
   EXPECT_DOUBLE_EQ(r.timestamp_s, 61.114);
   EXPECT_EQ(r.tenant, "text");
   EXPECT_EQ(r.input_tokens, 521);
@@ -88,9 +87,8 @@ TEST_F(TraceRecordTest, EmptyHashIdsIsARecordWithNoPages) {
 }
 
 TEST_F(TraceRecordTest, FieldOrderDoesNotMatterAndUnknownFieldsAreIgnored) {
-  curve::Request r = MustParse(
-      R"({"hash_ids": [5, 6], "extra": {"nested": [1, {"x": null}]}, "note": "hi",)"
-      R"( "output_length": 7, "timestamp": 1500})");
+  curve::Request r = MustParse(R"({"hash_ids": [5, 6], "extra": {"nested": [1, {"x": null}]}, "note": "hi",)"
+                               R"( "output_length": 7, "timestamp": 1500})");
   EXPECT_THAT(r.pages, ElementsAre(5u, 6u));
   EXPECT_EQ(r.output_tokens, 7);
   EXPECT_DOUBLE_EQ(r.timestamp_s, 1.5);
@@ -111,8 +109,7 @@ TEST_F(TraceRecordTest, TrailingCarriageReturnIsTolerated) {
 }
 
 TEST_F(TraceRecordTest, TenantFieldPriorityIsTenantThenClassThenType) {
-  EXPECT_EQ(MustParse(R"({"type": "file", "class": "gold", "tenant": "acme", "hash_ids": []})").tenant,
-            "acme");
+  EXPECT_EQ(MustParse(R"({"type": "file", "class": "gold", "tenant": "acme", "hash_ids": []})").tenant, "acme");
   EXPECT_EQ(MustParse(R"({"type": "file", "class": "gold", "hash_ids": []})").tenant, "gold");
   EXPECT_EQ(MustParse(R"({"hash_ids": [], "type": "image"})").tenant, "image");
   EXPECT_EQ(MustParse(R"({"hash_ids": [], "class": 3})").tenant, "3");
@@ -152,9 +149,10 @@ TEST_F(TraceRecordTest, TenantFieldsAreConfigurable) {
 
 TEST_F(TraceRecordTest, RequestIsOverwrittenCompletely) {
   curve::Request r;
-  ASSERT_TRUE(parser_.Parse(
-      R"({"timestamp": 5, "tenant": "a", "input_length": 3, "output_length": 4, "hash_ids": [1, 2, 3]})",
-      &r).ok());
+  ASSERT_TRUE(
+      parser_
+          .Parse(R"({"timestamp": 5, "tenant": "a", "input_length": 3, "output_length": 4, "hash_ids": [1, 2, 3]})", &r)
+          .ok());
   ASSERT_TRUE(parser_.Parse(R"({"hash_ids": [9]})", &r).ok());
   EXPECT_FALSE(r.has_timestamp());
   EXPECT_EQ(r.tenant, "");
@@ -164,8 +162,7 @@ TEST_F(TraceRecordTest, RequestIsOverwrittenCompletely) {
 }
 
 TEST_F(TraceRecordTest, NullOptionalFieldsCountAsAbsent) {
-  curve::Request r = MustParse(
-      R"({"timestamp": null, "input_length": null, "output_length": null, "hash_ids": [1]})");
+  curve::Request r = MustParse(R"({"timestamp": null, "input_length": null, "output_length": null, "hash_ids": [1]})");
   EXPECT_FALSE(r.has_timestamp());
   EXPECT_EQ(r.input_tokens, -1);
   EXPECT_EQ(r.output_tokens, -1);
@@ -260,8 +257,7 @@ TEST_F(TraceRecordTest, NonIntegerIdsAreReported) {
   EXPECT_THAT(ErrorOf(R"({"hash_ids": [null]})"), HasSubstr("hash_ids[0] is null"));
   EXPECT_THAT(ErrorOf(R"({"hash_ids": [[1]]})"), HasSubstr("hash_ids[0] is an array"));
   EXPECT_THAT(ErrorOf(R"({"hash_ids": [01]})"), HasSubstr("hash_ids[0] is not a valid number (01)"));
-  EXPECT_THAT(ErrorOf(R"({"hash_ids": [18446744073709551616]})"),
-              HasSubstr("hash_ids[0] is larger than 2^64-1"));
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [18446744073709551616]})"), HasSubstr("hash_ids[0] is larger than 2^64-1"));
 }
 
 TEST_F(TraceRecordTest, BadOptionalFieldsAreReported) {
@@ -278,8 +274,7 @@ TEST_F(TraceRecordTest, ParseInPlaceReadsWithoutCopy) {
   const std::size_t size = buffer.size();
   buffer.append(TraceRecordParser::kPaddingBytes, 'x');  // content of the padding is irrelevant
   curve::Request r;
-  auto result = parser_.ParseInPlace(std::string_view(buffer.data(), size),
-                                     TraceRecordParser::kPaddingBytes, &r);
+  auto result = parser_.ParseInPlace(std::string_view(buffer.data(), size), TraceRecordParser::kPaddingBytes, &r);
   ASSERT_TRUE(result.ok()) << result.error();
   EXPECT_THAT(r.pages, ElementsAre(7u, 8u));
   // Too little padding falls back to a copy and still works.

@@ -39,8 +39,7 @@ std::string MustFail(const std::string& yaml) {
 }
 
 // Expects an error "agent.yaml:LINE: KEY: ..." whose message contains `what`.
-void ExpectError(const std::string& yaml, int line, const std::string& key,
-                 const std::string& what) {
+void ExpectError(const std::string& yaml, int line, const std::string& key, const std::string& what) {
   std::string error = MustFail(yaml);
   std::string prefix = std::string(kSource) + ":" + std::to_string(line) + ": " + key + ": ";
   EXPECT_EQ(error.substr(0, prefix.size()), prefix) << error;
@@ -103,8 +102,7 @@ TEST(AgentConfigTest, EveryLiteralDefaultInTheTableIsTheRealDefault) {
     if (key.path.substr(0, 11) == "collectors.") continue;
     SCOPED_TRACE(std::string(key.path));
     std::string without = DocumentFor(std::string(key.path), std::nullopt);
-    std::string with =
-        DocumentFor(std::string(key.path), YAML::Load(std::string(key.default_text)));
+    std::string with = DocumentFor(std::string(key.path), YAML::Load(std::string(key.default_text)));
     EXPECT_EQ(MustParse(with), MustParse(without)) << "with:\n" << with << "without:\n" << without;
     ++checked;
   }
@@ -137,9 +135,9 @@ TEST(AgentConfigTest, DurationsAcceptUnitsAndCompounds) {
     const char* text;
     double seconds;
   };
-  for (Case c : {Case{"30s", 30}, Case{"5m", 300}, Case{"1h", 3600}, Case{"24h", 86400},
-                 Case{"1h30m", 5400}, Case{"250ms", 0.25}, Case{"1.5h", 5400}, Case{"2d", 172800},
-                 Case{"1m30s500ms", 90.5}, Case{"'90s'", 90}}) {
+  for (Case c :
+       {Case{"30s", 30}, Case{"5m", 300}, Case{"1h", 3600}, Case{"24h", 86400}, Case{"1h30m", 5400},
+        Case{"250ms", 0.25}, Case{"1.5h", 5400}, Case{"2d", 172800}, Case{"1m30s500ms", 90.5}, Case{"'90s'", 90}}) {
     AgentConfig config = MustParse(std::string("state:\n  interval: ") + c.text + "\n");
     EXPECT_DOUBLE_EQ(config.state.interval_seconds, c.seconds) << c.text;
   }
@@ -160,9 +158,8 @@ TEST(AgentConfigTest, SizesAcceptBinaryAndDecimalUnits) {
     std::uint64_t bytes;
   };
   for (Case c :
-       {Case{"1048576", 1048576}, Case{"64KiB", 65536}, Case{"1MiB", 1048576},
-        Case{"1 MiB", 1048576}, Case{"2KB", 2000}, Case{"1GiB", 1u << 30}, Case{"100B", 100},
-        Case{"1.5MiB", 1572864}, Case{"2e3", 2000}}) {
+       {Case{"1048576", 1048576}, Case{"64KiB", 65536}, Case{"1MiB", 1048576}, Case{"1 MiB", 1048576},
+        Case{"2KB", 2000}, Case{"1GiB", 1u << 30}, Case{"100B", 100}, Case{"1.5MiB", 1572864}, Case{"2e3", 2000}}) {
     AgentConfig config = MustParse(std::string("bytes_per_token: ") + c.text + "\n");
     EXPECT_EQ(config.bytes_per_token, std::optional<std::uint64_t>(c.bytes)) << c.text;
   }
@@ -174,8 +171,7 @@ TEST(AgentConfigTest, BadSizesNameTheKey) {
   // Ranges: tests/config/collectors_section_test.cc (collectors.trace_files[].max_line_bytes).
   for (const char* text : {"0.5B", "1Mi", "-1", "MiB", "99999999999999999999", "16EiB"}) {
     SCOPED_TRACE(text);
-    ExpectError(std::string("bytes_per_token: ") + text + "\n", 1, "bytes_per_token",
-                "expected a size");
+    ExpectError(std::string("bytes_per_token: ") + text + "\n", 1, "bytes_per_token", "expected a size");
   }
   ExpectError("bytes_per_token: 0\n", 1, "bytes_per_token", "expected a size from 1");
 }
@@ -210,8 +206,7 @@ TEST(AgentConfigTest, RememberedEvictionsFollowsMaxPagesUnlessSet) {
 }
 
 TEST(AgentConfigTest, EmptyValuesMeanEmptyStringsListsAndMaps) {
-  AgentConfig config =
-      MustParse("replica:\nstate:\ncurve:\n  capacities: ~\nalerts:\n  webhooks:\n");
+  AgentConfig config = MustParse("replica:\nstate:\ncurve:\n  capacities: ~\nalerts:\n  webhooks:\n");
   EXPECT_EQ(config, DefaultAgentConfig());
   AgentConfig synth = MustParse("collectors:\n  synth:\n");
   EXPECT_TRUE(synth.collectors.HasAnyCollector());
@@ -247,10 +242,8 @@ TEST(AgentConfigTest, WrongTypesNameKeyAndLine) {
   ExpectError("engine: 5\n", 1, "engine", "expected a map, got \"5\"");
   ExpectError("replica: [a, b]\n", 1, "replica", "expected a string, got a list");
   ExpectError("alerts:\n  enabled: maybe\n", 2, "alerts.enabled", "expected true or false");
-  ExpectError("collectors:\n  trace_files:\n    - just-a-string\n", 3, "collectors.trace_files[0]",
-              "expected a map");
-  ExpectError("collectors:\n  trace_files:\n    name: a\n", 3, "collectors.trace_files",
-              "expected a list of maps");
+  ExpectError("collectors:\n  trace_files:\n    - just-a-string\n", 3, "collectors.trace_files[0]", "expected a map");
+  ExpectError("collectors:\n  trace_files:\n    name: a\n", 3, "collectors.trace_files", "expected a list of maps");
   ExpectError("- a\n- b\n", 1, "(top level)", "expected a map of keys");
 }
 
@@ -267,8 +260,7 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("engine:\n  max_pages: 2147483649\n", 2, "engine.max_pages", "1 to 2147483648");
   ExpectError("engine:\n  coverage_share: 0\n", 2, "engine.coverage_share", "in (0, 1]");
   ExpectError("engine:\n  coverage_share: 1.01\n", 2, "engine.coverage_share", "in (0, 1]");
-  ExpectError("engine:\n  touch_order: tail_first\n", 2, "engine.touch_order",
-              "one of tail-first, head-first");
+  ExpectError("engine:\n  touch_order: tail_first\n", 2, "engine.touch_order", "one of tail-first, head-first");
   ExpectError("engine:\n  remembered_evictions: -1\n", 2, "engine.remembered_evictions", ">= 0");
   ExpectError("engine:\n  sample_rate: 0\n", 2, "engine.sample_rate", "in (0, 1]");
   ExpectError("engine:\n  sample_rate: 1.5\n", 2, "engine.sample_rate", "in (0, 1]");
@@ -291,39 +283,42 @@ TEST(AgentConfigTest, OutOfRangeValuesNameKeyAndLine) {
   ExpectError("curve:\n  max_clock_skew: -5m\n", 2, "curve.max_clock_skew", "a duration");
   ExpectError("curve:\n  max_clock_skew: 300\n", 2, "curve.max_clock_skew", "a duration");
   ExpectError("curve:\n  s3fifo_promotion_hits: 4\n", 2, "curve.s3fifo_promotion_hits", "1 to 3");
-  ExpectError("curve:\n  page_hit_targets:\n    - 0.5\n    - 1.5\n", 4, "curve.page_hit_targets[1]",
-              "in (0, 1]");
+  ExpectError("curve:\n  page_hit_targets:\n    - 0.5\n    - 1.5\n", 4, "curve.page_hit_targets[1]", "in (0, 1]");
   ExpectError("curve:\n  coverage_targets: [0.9, 0.9]\n", 2, "curve.coverage_targets[1]",
               "duplicate of curve.coverage_targets[0]");
-  ExpectError("curve:\n  windows: []\n", 2, "curve.windows",
-              "at least one window, got an empty list");
-  ExpectError("curve:\n  windows: [5m, 1h, 60m]\n", 2, "curve.windows[2]",
-              "the same duration as curve.windows[1]");
+  ExpectError("curve:\n  windows: []\n", 2, "curve.windows", "at least one window, got an empty list");
+  ExpectError("curve:\n  windows: [5m, 1h, 60m]\n", 2, "curve.windows[2]", "the same duration as curve.windows[1]");
   ExpectError("curve:\n  capacities: [0]\n", 2, "curve.capacities[0]", ">= 1");
   ExpectError("curve:\n  capacities: [10, 10]\n", 2, "curve.capacities[1]", "duplicate");
-  ExpectError("curve:\n  capacities:\n    - 100\n    - 2000\nengine:\n  max_pages: 1000\n", 4,
-              "curve.capacities[1]", "beyond engine.max_pages (1000)");
+  ExpectError("curve:\n  capacities:\n    - 100\n    - 2000\nengine:\n  max_pages: 1000\n", 4, "curve.capacities[1]",
+              "beyond engine.max_pages (1000)");
 }
 
 // collectors.* values: tests/config/collectors_section_test.cc. Here, the
 // section's shape.
 TEST(AgentConfigTest, CollectorsSectionShapeIsChecked) {
   ExpectError("collectors:\n  synth: 5\n", 2, "collectors.synth", "expected a map");
-  ExpectError("collectors:\n  kv_events:\n    - name: k\n      name: j\n", 4,
-              "collectors.kv_events[0].name", "duplicate key");
+  ExpectError("collectors:\n  kv_events:\n    - name: k\n      name: j\n", 4, "collectors.kv_events[0].name",
+              "duplicate key");
   ExpectError("collectors:\n  synth:\n    rates: 5\n", 3, "collectors.synth.rates", "unknown key");
   ExpectError("collectors:\n  kv_events: [5]\n", 2, "collectors.kv_events[0]", "expected a map");
   AgentConfig c = MustParse("collectors:\n  trace_files: []\n");
   EXPECT_FALSE(c.collectors.HasAnyCollector());
-  c = MustParse("collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n");
+  c = MustParse(
+      "collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n");
   EXPECT_EQ(c.collectors.configured, 2u);
-  EXPECT_EQ(c, MustParse("collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
-  EXPECT_NE(c, MustParse("collectors:\n  trace_files: [{name: c, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
+  EXPECT_EQ(
+      c,
+      MustParse(
+          "collectors:\n  trace_files: [{name: a, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
+  EXPECT_NE(
+      c,
+      MustParse(
+          "collectors:\n  trace_files: [{name: c, paths: [x]}]\n  kv_events: [{name: b, endpoints: [tcp://h:1]}]\n"));
 }
 
 TEST(AgentConfigTest, UrlListsAreChecked) {
-  ExpectError("alerts:\n  alertmanagers: [alertmanager:9093]\n", 2, "alerts.alertmanagers[0]",
-              "http:// or https://");
+  ExpectError("alerts:\n  alertmanagers: [alertmanager:9093]\n", 2, "alerts.alertmanagers[0]", "http:// or https://");
   ExpectError("alerts:\n  webhooks: ['https://a b']\n", 2, "alerts.webhooks[0]", "URL");
 }
 
@@ -345,22 +340,19 @@ TEST(AgentConfigTest, KvLoadAlertSettingsNameTheKey) {
 TEST(AgentConfigTest, AlertSettingsAreCheckedWhereWritten) {
   ExpectError("alerts:\n  knee_shift:\n    fire_threshold: 0.2\n    clear_threshold: 0.3\n", 4,
               "alerts.knee_shift.clear_threshold", "at most fire_threshold (0.2)");
-  ExpectError("alerts:\n  over_capacity:\n    fire_threshold: 0\n", 3,
-              "alerts.over_capacity.fire_threshold", "expected a number > 0");
+  ExpectError("alerts:\n  over_capacity:\n    fire_threshold: 0\n", 3, "alerts.over_capacity.fire_threshold",
+              "expected a number > 0");
   ExpectError("alerts:\n  drift:\n    clear_threshold: -1\n", 3, "alerts.drift.clear_threshold",
               "expected a number >= 0");
   ExpectError("alerts:\n  over_capacity:\n    target: hits\n", 3, "alerts.over_capacity.target",
               "one of page_hit, request_coverage");
-  ExpectError("alerts:\n  rate_shift:\n    for: 1.5s\n", 3, "alerts.rate_shift.for",
-              "a whole number of seconds >= 0");
-  ExpectError("alerts:\n  short_window: 0s\n", 2, "alerts.short_window",
-              "a whole number of seconds >= 1");
-  ExpectError("alerts:\n  short_window: 2h\n", 2, "alerts.short_window",
-              "expected one of curve.windows (5m, 1h, 24h)");
+  ExpectError("alerts:\n  rate_shift:\n    for: 1.5s\n", 3, "alerts.rate_shift.for", "a whole number of seconds >= 0");
+  ExpectError("alerts:\n  short_window: 0s\n", 2, "alerts.short_window", "a whole number of seconds >= 1");
+  ExpectError("alerts:\n  short_window: 2h\n", 2, "alerts.short_window", "expected one of curve.windows (5m, 1h, 24h)");
   ExpectError("alerts:\n  baseline_window: 1h\n", 2, "alerts.baseline_window",
               "must be longer than alerts.short_window (3600s)");
-  ExpectError("curve:\n  windows: [1m, 10m]\nalerts:\n  short_window: 1m\n  baseline_window: 1h\n",
-              5, "alerts.baseline_window", "expected one of curve.windows (1m, 10m)");
+  ExpectError("curve:\n  windows: [1m, 10m]\nalerts:\n  short_window: 1m\n  baseline_window: 1h\n", 5,
+              "alerts.baseline_window", "expected one of curve.windows (1m, 10m)");
   // The default windows need not be curves: those detectors then have no data.
   AgentConfig c = MustParse("curve:\n  windows: [1m, 10m]\n");
   EXPECT_EQ(c.alerts.alerter.short_window, std::chrono::seconds(3600));
@@ -394,8 +386,7 @@ TEST(AgentConfigTest, AtMostOneModelSourceAndTheSecondIsNamed) {
   ExpectError("model: llama-3-70b\npage_tokens: 16\nbytes_per_token: 1000\n", 3, "bytes_per_token",
               "at most one of model, model_config and bytes_per_token may be set; model is "
               "already set");
-  ExpectError("model_config: /m/config.json\nmodel: llama-3-8b\n", 2, "model",
-              "model_config is already set");
+  ExpectError("model_config: /m/config.json\nmodel: llama-3-8b\n", 2, "model", "model_config is already set");
   // The empty default is not a source.
   AgentConfig config = MustParse("model: ''\nmodel_config: /m/config.json\n");
   EXPECT_EQ(config.model_config, "/m/config.json");
@@ -406,8 +397,7 @@ TEST(AgentConfigTest, ModelKeysAreValidated) {
   ExpectError("model: llama-3-70b\nkv_dtype: int3\n", 2, "kv_dtype", "int3");
   ExpectError("model: llama-3-70b\ntensor_parallel: 3\n", 2, "tensor_parallel", "3");
   ExpectError("kv_dtype: fp8\n", 1, "kv_dtype", "applies to model or model_config");
-  ExpectError("bytes_per_token: 1000\ntensor_parallel: 2\n", 2, "tensor_parallel",
-              "does not apply to bytes_per_token");
+  ExpectError("bytes_per_token: 1000\ntensor_parallel: 2\n", 2, "tensor_parallel", "does not apply to bytes_per_token");
   AgentConfig config = MustParse("model: Llama-3-70B\nkv_dtype: fp8\ntensor_parallel: 16\n");
   EXPECT_EQ(config.model, "Llama-3-70B");
   EXPECT_EQ(config.kv_dtype, "fp8");
@@ -468,7 +458,8 @@ state:
   interval: 5m
 
 collectors:
-)" + std::string(testing_support::kCollectorListsExample) + R"(  synth:
+)" + std::string(testing_support::kCollectorListsExample) +
+                                R"(  synth:
     rate: 20
     seed: 7
     tenants: 8
@@ -565,9 +556,9 @@ TEST(AgentConfigTest, FullRealisticConfig) {
   EXPECT_EQ(c.curve.knee_sensitivity, 1.5);
   EXPECT_EQ(c.curve.knee_window_min_requests, 500u);
   using curve::PolicyKind;
-  EXPECT_EQ(c.curve.policies, (std::vector<PolicyKind>{PolicyKind::kSglang, PolicyKind::kPriority,
-                                                        PolicyKind::kWorkloadAware, PolicyKind::kArc,
-                                                        PolicyKind::kS3Fifo}));
+  EXPECT_EQ(c.curve.policies,
+            (std::vector<PolicyKind>{PolicyKind::kSglang, PolicyKind::kPriority, PolicyKind::kWorkloadAware,
+                                     PolicyKind::kArc, PolicyKind::kS3Fifo}));
   EXPECT_EQ(c.curve.engine_policy, PolicyKind::kVllm);
   EXPECT_EQ(c.curve.CanaryPolicies(),
             (std::vector<PolicyKind>{PolicyKind::kVllm, PolicyKind::kSglang, PolicyKind::kPriority,
@@ -658,8 +649,8 @@ TEST(AgentConfigTest, TenantsNeedTheExactEngine) {
               "tenants need the exact engine");
   ExpectError("tenants:\n  top_k: 0\n", 2, "tenants.top_k", "");
   ExpectError("tenants:\n  class_top_k: 255\n", 2, "tenants.class_top_k", "");
-  ExpectError("alerts:\n  capacity_miss_share:\n    share_floor: 2\n", 3,
-              "alerts.capacity_miss_share.share_floor", "in [0, 1]");
+  ExpectError("alerts:\n  capacity_miss_share:\n    share_floor: 2\n", 3, "alerts.capacity_miss_share.share_floor",
+              "in [0, 1]");
   ExpectError("alerts:\n  capacity_miss_share:\n    fire_threshold: 1\n    clear_threshold: 1.5\n", 4,
               "alerts.capacity_miss_share.clear_threshold", "at most fire_threshold");
 }
@@ -690,8 +681,7 @@ TEST(AgentConfigTest, FullConfigCoversEveryKeyOfTheTable) {
   }
   AgentConfig other = MustParse("model_config: /m/config.json\n");
   EXPECT_EQ(other.model_config, "/m/config.json");
-  EXPECT_EQ(MustParse("bytes_per_token: 4096\n").bytes_per_token,
-            std::optional<std::uint64_t>(4096));
+  EXPECT_EQ(MustParse("bytes_per_token: 4096\n").bytes_per_token, std::optional<std::uint64_t>(4096));
 }
 
 // ------------------------------------------------------------------ Files
@@ -739,15 +729,13 @@ TEST(AgentConfigTest, ReferenceRendersEveryKeyOnce) {
   EXPECT_EQ(markdown.back(), '\n');
   EXPECT_EQ(markdown.rfind("| key | type | default | meaning |\n", 0), 0u);
   for (const ConfigKey& key : ConfigKeys()) {
-    std::string row =
-        "| `" + std::string(key.path) + "` | " + std::string(ConfigTypeName(key.type)) + " | ";
+    std::string row = "| `" + std::string(key.path) + "` | " + std::string(ConfigTypeName(key.type)) + " | ";
     std::size_t at = markdown.find(row);
     EXPECT_NE(at, std::string::npos) << row;
     EXPECT_EQ(markdown.find(row, at + 1), std::string::npos) << row;
   }
   EXPECT_NE(markdown.find("| `web.port` | integer | `8477` |"), std::string::npos);
-  EXPECT_NE(markdown.find("| `curve.windows` | list of durations | `[\"5m\", \"1h\", \"24h\"]` |"),
-            std::string::npos);
+  EXPECT_NE(markdown.find("| `curve.windows` | list of durations | `[\"5m\", \"1h\", \"24h\"]` |"), std::string::npos);
 }
 
 constexpr char kBegin[] = "<!-- config-reference:begin -->";
@@ -769,15 +757,12 @@ TEST(AgentConfigTest, DocsHoldTheGeneratedReference) {
       std::string(kBegin) + "\n  " + kEnd + "\n";
 
   const std::size_t begin = readme.find(std::string(kBegin) + "\n");
-  ASSERT_NE(begin, std::string::npos)
-      << readme_path << " has no line " << kBegin << " (nor " << kEnd
-      << "): add both lines where the agent's config reference belongs. " << how;
+  ASSERT_NE(begin, std::string::npos) << readme_path << " has no line " << kBegin << " (nor " << kEnd
+                                      << "): add both lines where the agent's config reference belongs. " << how;
   const std::size_t start = begin + std::string(kBegin).size() + 1;
   const std::size_t end = readme.find(kEnd, start);
-  ASSERT_NE(end, std::string::npos)
-      << readme_path << " has " << kBegin << " but no " << kEnd << " after it. " << how;
-  ASSERT_TRUE(end == start || readme[end - 1] == '\n')
-      << kEnd << " must start a line in " << readme_path;
+  ASSERT_NE(end, std::string::npos) << readme_path << " has " << kBegin << " but no " << kEnd << " after it. " << how;
+  ASSERT_TRUE(end == start || readme[end - 1] == '\n') << kEnd << " must start a line in " << readme_path;
 
   const std::string expected = ConfigReferenceMarkdown();
   const std::string actual = readme.substr(start, end - start);
@@ -787,8 +772,8 @@ TEST(AgentConfigTest, DocsHoldTheGeneratedReference) {
     ASSERT_TRUE(out.good()) << "cannot write " << readme_path;
     GTEST_SKIP() << "rewrote the config reference in " << readme_path;
   }
-  EXPECT_EQ(actual, expected) << "The config reference in " << readme_path
-                              << " is not what the code generates. " << how;
+  EXPECT_EQ(actual, expected) << "The config reference in " << readme_path << " is not what the code generates. "
+                              << how;
 }
 
 }  // namespace

@@ -20,12 +20,12 @@ namespace {
 
 using base::Result;
 using collectors::CollectorSpec;
-using testing_support::DocumentFor;
 using collectors::EngineLogCollectorOptions;
 using collectors::EngineMetricsCollectorOptions;
 using collectors::KvEventsCollectorOptions;
 using collectors::SynthOptions;
 using collectors::TraceFileCollectorOptions;
+using testing_support::DocumentFor;
 
 constexpr char kSource[] = "agent.yaml";
 
@@ -86,21 +86,19 @@ std::string Describe(const CollectorSpec& spec) {
   } else if (const auto* o = std::get_if<KvEventsCollectorOptions>(&spec.options)) {
     out << o->name << ";";
     list(o->endpoints);
-    out << o->topic << ";" << o->replay_endpoint << ";" << o->bind << ";"
-        << static_cast<int>(o->tracker.tenant_source) << ";" << o->tracker.request_group.value_or(-1) << ";"
-        << o->tracker.scope << ";"
+    out << o->topic << ";" << o->replay_endpoint << ";" << o->bind << ";" << static_cast<int>(o->tracker.tenant_source)
+        << ";" << o->tracker.request_group.value_or(-1) << ";" << o->tracker.scope << ";"
         << o->tracker.parent_map_max_entries;
   } else if (const auto* o = std::get_if<EngineLogCollectorOptions>(&spec.options)) {
     out << o->name << ";";
     list(o->tailer.patterns);
     out << static_cast<int>(o->engine) << ";" << static_cast<int>(o->tailer.start_position);
   } else if (const auto* o = std::get_if<EngineMetricsCollectorOptions>(&spec.options)) {
-    out << o->name << ";" << o->url << ";" << o->interval.count() << ";" << o->timeout.count() << ";"
-        << o->page_tokens;
+    out << o->name << ";" << o->url << ";" << o->interval.count() << ";" << o->timeout.count() << ";" << o->page_tokens;
   } else if (const auto* o = std::get_if<SynthOptions>(&spec.options)) {
     out << o->rate_per_s << ";" << o->seed << ";" << o->tenants << ";" << o->active_sessions << ";"
-        << o->one_shot_fraction << ";" << o->shift.start_s << ";" << o->shift.end_s << ";" << o->duration_s
-        << ";" << o->max_requests << ";" << o->page_tokens;
+        << o->one_shot_fraction << ";" << o->shift.start_s << ";" << o->shift.end_s << ";" << o->duration_s << ";"
+        << o->max_requests << ";" << o->page_tokens;
   }
   return out.str();
 }
@@ -123,8 +121,9 @@ TEST(CollectorsSectionTest, EveryLiteralDefaultInTheTableIsTheCollectorsDefault)
     SCOPED_TRACE(std::string(key.path));
     std::string without = DocumentFor(std::string(key.path), std::nullopt);
     std::string with = DocumentFor(std::string(key.path), YAML::Load(std::string(key.default_text)));
-    EXPECT_EQ(DescribeAll(MustParse(with)), DescribeAll(MustParse(without)))
-        << "with:\n" << with << "without:\n" << without;
+    EXPECT_EQ(DescribeAll(MustParse(with)), DescribeAll(MustParse(without))) << "with:\n"
+                                                                             << with << "without:\n"
+                                                                             << without;
     ++checked;
   }
   EXPECT_GE(checked, 20);
@@ -163,7 +162,8 @@ collectors:
     one_shot_fraction: 0.5
     shift_start: 10m
     shift_end: 20m
-)" + std::string(testing_support::kCollectorListsExample) + R"()";
+)" + std::string(testing_support::kCollectorListsExample) +
+                                R"()";
 
 TEST(CollectorsSectionTest, EveryKeyReachesItsCollectorsOptions) {
   std::vector<CollectorSpec> specs = MustParse(kCollectors);
@@ -262,8 +262,7 @@ TEST(CollectorsSectionTest, TenantSourceTakesTheTrackersSpellings) {
   EXPECT_EQ(Only<KvEventsCollectorOptions>(MustParse(kv)).tracker.tenant_source, collectors::KvTenantSource::kNone);
   ExpectError(kv + "      tenant_source: salt\n", 5, "collectors.kv_events[0].tenant_source",
               "expected one of none, lora, cache_salt, lora_or_salt, session_id, got \"salt\"");
-  ExpectError(kv + "      tenant_source: [lora]\n", 5, "collectors.kv_events[0].tenant_source",
-              "expected a string");
+  ExpectError(kv + "      tenant_source: [lora]\n", 5, "collectors.kv_events[0].tenant_source", "expected a string");
 }
 
 // request_group: unset by default (the group announcing full attention), 0 to
@@ -358,12 +357,12 @@ TEST(CollectorsSectionTest, CollectorValuesAreChecked) {
               "20s is longer than interval (15s)");
   ExpectError("collectors:\n  engine_log:\n    - name: l\n      paths: [a]\n      engine: tgi\n", 5,
               "collectors.engine_log[0].engine", "one of auto, vllm, sglang");
-  ExpectError("collectors:\n  trace_files:\n    - name: a\n      paths: ['']\n", 4, "collectors.trace_files[0].paths[0]",
-              "empty string");
+  ExpectError("collectors:\n  trace_files:\n    - name: a\n      paths: ['']\n", 4,
+              "collectors.trace_files[0].paths[0]", "empty string");
   ExpectError("collectors:\n  trace_files:\n    - name: 'a b'\n      paths: [x]\n", 3, "collectors.trace_files[0].name",
               "A-Z a-z 0-9 _ . -");
-  ExpectError("collectors:\n  trace_files:\n    - name: synth\n      paths: [x]\n", 3,
-              "collectors.trace_files[0].name", "reserved");
+  ExpectError("collectors:\n  trace_files:\n    - name: synth\n      paths: [x]\n", 3, "collectors.trace_files[0].name",
+              "reserved");
   ExpectError("collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n      timestamp_unit: us\n", 5,
               "collectors.trace_files[0].timestamp_unit", "one of auto, ms, s");
   ExpectError("collectors:\n  trace_files:\n    - name: a\n      paths: [x]\n      tenant_fields: ['a\"b']\n", 5,

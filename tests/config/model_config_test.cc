@@ -11,8 +11,8 @@
 namespace kvwatch::config {
 namespace {
 
-using curve::ModelSpec;
 using base::Result;
+using curve::ModelSpec;
 
 ModelSpec MustParse(const std::string& json, const ModelConfigOptions& options = {}) {
   Result<ModelSpec> spec = ParseModelConfig(json, options);
@@ -169,7 +169,7 @@ TEST(ModelConfigTest, Llama3_8B) {
   EXPECT_EQ(spec.head_dim, 128);  // hidden_size / num_attention_heads
   EXPECT_EQ(spec.bytes_per_element, 2);
   EXPECT_FALSE(spec.mla);
-  EXPECT_EQ(spec.name, "llama");  // model_type when there is no _name_or_path
+  EXPECT_EQ(spec.name, "llama");    // model_type when there is no _name_or_path
   EXPECT_EQ(spec.parameters, 0.0);  // not in config.json, not estimated
   EXPECT_EQ(Bytes(spec), 128u * 1024);
   // Same geometry as the built-in preset.
@@ -321,8 +321,7 @@ TEST(ModelConfigTest, NameAndParametersComeFromOptionsFirst) {
 // --- Bad input ------------------------------------------------------------------------
 
 TEST(ModelConfigTest, NotJsonOrNotAnObject) {
-  for (const char* text : {"", "hello", "{", R"({"num_hidden_layers": 32)", "[1, 2, 3]", "42",
-                           R"("text")"}) {
+  for (const char* text : {"", "hello", "{", R"({"num_hidden_layers": 32)", "[1, 2, 3]", "42", R"("text")"}) {
     SCOPED_TRACE(text);
     const std::string error = MustFail(text);
     EXPECT_TRUE(error.find("not valid JSON") != std::string::npos ||
@@ -331,8 +330,7 @@ TEST(ModelConfigTest, NotJsonOrNotAnObject) {
         << error;
   }
   std::string error = MustFail(R"({"num_hidden_layers": 3x2, "num_attention_heads": 2})");
-  EXPECT_NE(error.find("num_hidden_layers: invalid JSON number at byte 22"), std::string::npos)
-      << error;
+  EXPECT_NE(error.find("num_hidden_layers: invalid JSON number at byte 22"), std::string::npos) << error;
   error = MustFail("[1, 2]");
   EXPECT_EQ(error, "expected a JSON object at the top level");
   error = MustFail(std::string(kLlama3_8B) + " {}");
@@ -394,8 +392,7 @@ TEST(ModelConfigTest, WrongTypesAreNamed) {
   };
   for (const Case& c : cases) {
     const std::string error = MustFail(c.json);
-    EXPECT_NE(error.find(c.expected), std::string::npos)
-        << "error: " << error << "\nexpected: " << c.expected;
+    EXPECT_NE(error.find(c.expected), std::string::npos) << "error: " << error << "\nexpected: " << c.expected;
   }
 }
 
@@ -414,8 +411,7 @@ TEST(ModelConfigTest, ReadsAFileAndNamesThePathInErrors) {
   EXPECT_EQ(Bytes(spec.value()), 2u * 28 * 4 * 128 * 2);
   EXPECT_EQ(spec.value().name, "qwen2");
 
-  const std::string unnamed =
-      WriteTemp("unnamed.json", R"({"num_hidden_layers": 2, "num_attention_heads": 2,
+  const std::string unnamed = WriteTemp("unnamed.json", R"({"num_hidden_layers": 2, "num_attention_heads": 2,
                                      "hidden_size": 64})");
   spec = ReadModelConfigFile(unnamed);
   ASSERT_TRUE(spec.ok()) << spec.error();
@@ -431,8 +427,7 @@ TEST(ModelConfigTest, ReadsAFileAndNamesThePathInErrors) {
   spec = ReadModelConfigFile(missing);
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.error().rfind(missing + ": ", 0), 0u) << spec.error();
-  EXPECT_NE(spec.error().find("cannot open the file (No such file"), std::string::npos)
-      << spec.error();
+  EXPECT_NE(spec.error().find("cannot open the file (No such file"), std::string::npos) << spec.error();
 
   for (const std::string& path : {good, unnamed, bad}) std::remove(path.c_str());
 }
@@ -450,7 +445,8 @@ TEST(ModelConfigTest, ReadModelConfigFileRefusesDirectoriesAndEndlessFiles) {
 
 std::string Layers(int n, const std::string& every, const std::string& other, int period, int offset) {
   std::string out;
-  for (int i = 0; i < n; ++i) out += std::string(i ? ", " : "") + "\"" + ((i % period) == offset ? every : other) + "\"";
+  for (int i = 0; i < n; ++i)
+    out += std::string(i ? ", " : "") + "\"" + ((i % period) == offset ? every : other) + "\"";
   return out;
 }
 
@@ -484,7 +480,8 @@ TEST(ModelConfigTest, Llama4NoRopeLayersAreTheFullOnes) {
   for (int i = 0; i < 48; ++i) nope += std::string(i ? ", " : "") + ((i + 1) % 4 == 0 ? "0" : "1");
   const ModelSpec spec = MustParse(R"({"model_type": "llama4", "text_config": {"num_hidden_layers": 48,
     "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 5120,
-    "attention_chunk_size": 8192, "no_rope_layers": [)" + nope + R"(]}, "torch_dtype": "bfloat16"})");
+    "attention_chunk_size": 8192, "no_rope_layers": [)" +
+                                   nope + R"(]}, "torch_dtype": "bfloat16"})");
   base::Result<ModelSpec> preset = curve::LookupModelPreset("llama-4-scout");
   ASSERT_TRUE(preset.ok());
   EXPECT_EQ(spec.groups, preset.value().groups);
@@ -515,9 +512,11 @@ TEST(ModelConfigTest, HybridKeysThatSayNothingKeepTheDensePath) {
   // v0.1's applies to every layer: neither makes groups; nor do layer_types that
   // are all full attention.
   EXPECT_TRUE(MustParse(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "head_dim": 64, "sliding_window": 4096, "use_sliding_window": false})").groups.empty());
+    "head_dim": 64, "sliding_window": 4096, "use_sliding_window": false})")
+                  .groups.empty());
   EXPECT_TRUE(MustParse(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
-    "layer_types": ["full_attention", "full_attention"]})").groups.empty());
+    "layer_types": ["full_attention", "full_attention"]})")
+                  .groups.empty());
   std::string error = MustFail(R"({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
     "layer_types": ["full_attention", "rwkv"]})");
   EXPECT_NE(error.find("layer_types[1]: unknown layer type 'rwkv'"), std::string::npos) << error;
@@ -556,13 +555,15 @@ TEST(ModelConfigTest, JambaMambaOneLayersByPeriodAndOffset) {
   // The offset is required with the period, and must be below it.
   std::string error = MustFail("{" + base + "}");
   EXPECT_NE(error.find("attn_layer_offset: expected an integer from 0 to attn_layer_period - 1 (7), found nothing"),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
   error = MustFail("{" + base + R"(, "attn_layer_offset": 8})");
   EXPECT_NE(error.find("found 8"), std::string::npos) << error;
   error = MustFail(R"({"num_hidden_layers": 4, "num_attention_heads": 4, "head_dim": 64, "hidden_size": 256,
     "attn_layer_period": 2, "attn_layer_offset": 1, "mamba_d_conv": 4, "mamba_expand": 2})");
   EXPECT_NE(error.find("mamba_d_state: missing (expected a positive integer) (required by Mamba layers)"),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
 }
 
 // nvidia/Nemotron-H-8B-Base-8K config.json (Mamba-2): 24 'M', 4 '*', 24 '-'
@@ -592,12 +593,14 @@ TEST(ModelConfigTest, NemotronHPatternLettersAndMambaTwoState) {
   // The same layers as newer configs list them.
   std::string blocks;
   for (char c : std::string("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-")) {
-    blocks += std::string(blocks.empty() ? "" : ", ") + (c == 'M' ? "\"mamba\"" : c == '*' ? "\"attention\"" : "\"mlp\"");
+    blocks += std::string(blocks.empty() ? "" : ", ") + (c == 'M'   ? "\"mamba\""
+                                                         : c == '*' ? "\"attention\""
+                                                                    : "\"mlp\"");
   }
   EXPECT_EQ(MustParse("{" + base + R"(, "layers_block_type": [)" + blocks + "]}").groups, spec.groups);
   std::string error = MustFail("{" + base + R"(, "hybrid_override_pattern": "M*"})");
-  EXPECT_NE(error.find("hybrid_override_pattern: expected 52 letters (num_hidden_layers), found 2"),
-            std::string::npos) << error;
+  EXPECT_NE(error.find("hybrid_override_pattern: expected 52 letters (num_hidden_layers), found 2"), std::string::npos)
+      << error;
   error = MustFail(R"({"num_hidden_layers": 3, "num_attention_heads": 4, "head_dim": 64,
     "hybrid_override_pattern": "M*X"})");
   EXPECT_NE(error.find("hybrid_override_pattern[2]: unknown layer letter 'X'"), std::string::npos) << error;
@@ -632,7 +635,8 @@ TEST(ModelConfigTest, BambaAttentionIndicesAndAReplicatedGroup) {
       << error;
   // Falcon-H1's parallel hybrid is not modelled: every layer counts as full attention.
   EXPECT_TRUE(MustParse(R"({"model_type": "falcon_h1", "num_hidden_layers": 8, "num_attention_heads": 4,
-    "head_dim": 64, "attn_layer_indices": [1, 4]})").groups.empty());
+    "head_dim": 64, "attn_layer_indices": [1, 4]})")
+                  .groups.empty());
 }
 
 }  // namespace

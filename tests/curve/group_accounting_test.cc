@@ -140,10 +140,10 @@ TEST(GroupAccountingTest, LifetimeAndWindowsEqualTheTrackerDrivenByHand) {
 TEST(GroupAccountingTest, HandWorkedFloodIsAttributedToTheFloodingClassAndTenant) {
   Fixture f;
   Driver d(f.Options({4}));
-  d.Add(Make("chat", {1, 2}), 0);        // first
-  d.Add(Make("chat", {1, 2, 3}), 1);     // turn2
+  d.Add(Make("chat", {1, 2}), 0);                                // first
+  d.Add(Make("chat", {1, 2, 3}), 1);                             // turn2
   for (PageId p = 10; p < 15; ++p) d.Add(Make("bulk", {p}), 2);  // five one-page "first" requests
-  d.Add(Make("chat", {1, 2, 3, 4}), 3);  // turn3-4: pages 1, 2, 3 are 5 pages deep, beyond 4
+  d.Add(Make("chat", {1, 2, 3, 4}), 3);                          // turn3-4: pages 1, 2, 3 are 5 pages deep, beyond 4
   const GroupAccounting::View v = d.accounting.Snapshot(false);
   auto group = [](const std::vector<std::string>& labels, const std::string& name) {
     return static_cast<std::uint32_t>(std::find(labels.begin(), labels.end(), name) - labels.begin());

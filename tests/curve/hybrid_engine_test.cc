@@ -205,19 +205,22 @@ class OraclePool {
         const HybridGroup& group = o_.groups[g];
         std::size_t from = 0;
         switch (group.kind) {
-          case KvGroupKind::kFull: from = 0; break;
+          case KvGroupKind::kFull:
+            from = 0;
+            break;
           case KvGroupKind::kSlidingWindow: {
             // The window's W - 1 tokens before token l*P, in whole pages.
-            const std::size_t first_token = l * o_.page_tokens >= group.window_tokens - 1
-                                                ? l * o_.page_tokens - (group.window_tokens - 1)
-                                                : 0;
+            const std::size_t first_token =
+                l * o_.page_tokens >= group.window_tokens - 1 ? l * o_.page_tokens - (group.window_tokens - 1) : 0;
             from = first_token / o_.page_tokens;
             break;
           }
           case KvGroupKind::kChunkedLocal:
             from = (l * o_.page_tokens - (l * o_.page_tokens) % group.window_tokens) / o_.page_tokens;
             break;
-          case KvGroupKind::kLinear: from = l - 1; break;
+          case KvGroupKind::kLinear:
+            from = l - 1;
+            break;
         }
         for (std::size_t i = from; i < l && ok; ++i) ok = Holds(g, pages[i]);
       }
@@ -324,8 +327,7 @@ void CheckAgainstOracleOnce(const HybridEngineOptions& o, std::uint64_t seed) {
     for (std::size_t k = 0; k < capacities.size(); ++k) {
       const std::uint32_t want = pools[k].Request(trace[r], tokens[r].first, tokens[r].second);
       ASSERT_EQ(HitsAt(out, capacities[k]), want)
-          << "request " << r << " at " << capacities[k] << " units (seed " << seed << ", early " << o.early_free
-          << ")";
+          << "request " << r << " at " << capacities[k] << " units (seed " << seed << ", early " << o.early_free << ")";
       checked_hits += want;
       ASSERT_EQ(engine.GroupBytesAt(capacities[k] * unit), pools[k].GroupBytes())
           << "request " << r << " at " << capacities[k] << " units (seed " << seed << ")";
@@ -366,10 +368,8 @@ TEST(HybridOracleTest, FullPlusLinearWithUnequalSizesAtEveryCapacity) {
 }
 
 TEST(HybridOracleTest, FourGroupsAtEveryCapacity) {
-  CheckAgainstOracle(Options({Sliding(48, 200), Full(100), Chunked(64, 150), Linear(120)}, TouchOrder::kTailFirst),
-                     21);
-  CheckAgainstOracle(Options({Chunked(32, 100), Sliding(20, 100), Linear(300), Full(100)}, TouchOrder::kHeadFirst),
-                     22);
+  CheckAgainstOracle(Options({Sliding(48, 200), Full(100), Chunked(64, 150), Linear(120)}, TouchOrder::kTailFirst), 21);
+  CheckAgainstOracle(Options({Chunked(32, 100), Sliding(20, 100), Linear(300), Full(100)}, TouchOrder::kHeadFirst), 22);
 }
 
 // --- One full group is today's curve ------------------------------------------
@@ -407,8 +407,8 @@ TEST(HybridOracleTest, OptionsAreChecked) {
   EXPECT_FALSE(ValidateHybridOptions(Options({Sliding(0)}, TouchOrder::kTailFirst)).ok());
   EXPECT_FALSE(ValidateHybridOptions(Options({Full(0)}, TouchOrder::kTailFirst)).ok());
   EXPECT_TRUE(ValidateHybridOptions(Options({Full(), Chunked(64)}, TouchOrder::kTailFirst)).ok());
-  base::Result<HybridEngineOptions> gpt = HybridOptionsFor(LookupModelPreset("gpt-oss-120b").value(), 1, 16,
-                                                           TouchOrder::kTailFirst);
+  base::Result<HybridEngineOptions> gpt =
+      HybridOptionsFor(LookupModelPreset("gpt-oss-120b").value(), 1, 16, TouchOrder::kTailFirst);
   ASSERT_TRUE(gpt.ok()) << gpt.error();
   EXPECT_EQ(gpt.value().groups.size(), 2u);
   EXPECT_EQ(gpt.value().groups[0].kind, KvGroupKind::kSlidingWindow);
@@ -433,30 +433,30 @@ TEST(HybridSimTest, WithoutVllmsStepBehavioursItIsTheOnePassCurve) {
        {Options({Sliding(40), Full()}, TouchOrder::kTailFirst), Options({Chunked(64), Full()}, TouchOrder::kHeadFirst),
         Options({Linear(250), Full(100)}, TouchOrder::kTailFirst),
         Options({Sliding(48, 200), Full(100), Chunked(64, 150), Linear(120)}, TouchOrder::kTailFirst)}) {
-   for (bool early : {false, true}) {
-    HybridEngineOptions eo = o;
-    eo.early_free = early;
-    std::mt19937_64 rng(9);
-    const std::vector<std::vector<PageId>> trace = SharedPrefixTrace(&rng, 150);
-    HybridEngine engine(eo);
-    std::vector<HybridPoolSim> sims;
-    std::vector<std::uint64_t> capacities = {1, 3, 7, 12, 20, 35, 60, 100};
-    for (std::uint64_t c : capacities) sims.emplace_back(SimOptions(eo, true, early, false), c * engine.unit_bytes());
-    RequestOutcome out;
-    std::uint64_t hits = 0;
-    for (std::size_t r = 0; r < trace.size(); ++r) {
-      const auto input = static_cast<std::int64_t>(trace[r].size() * 16 - (r % 16));
-      const auto output = static_cast<std::int64_t>(r % 50);
-      engine.Process(trace[r], input, output, &out);
-      for (std::size_t k = 0; k < capacities.size(); ++k) {
-        const std::uint32_t got = sims[k].Request(trace[r], input, output);
-        ASSERT_EQ(got, HitsAt(out, capacities[k]))
-            << "request " << r << " at " << capacities[k] << " units, early " << early;
-        hits += got;
+    for (bool early : {false, true}) {
+      HybridEngineOptions eo = o;
+      eo.early_free = early;
+      std::mt19937_64 rng(9);
+      const std::vector<std::vector<PageId>> trace = SharedPrefixTrace(&rng, 150);
+      HybridEngine engine(eo);
+      std::vector<HybridPoolSim> sims;
+      std::vector<std::uint64_t> capacities = {1, 3, 7, 12, 20, 35, 60, 100};
+      for (std::uint64_t c : capacities) sims.emplace_back(SimOptions(eo, true, early, false), c * engine.unit_bytes());
+      RequestOutcome out;
+      std::uint64_t hits = 0;
+      for (std::size_t r = 0; r < trace.size(); ++r) {
+        const auto input = static_cast<std::int64_t>(trace[r].size() * 16 - (r % 16));
+        const auto output = static_cast<std::int64_t>(r % 50);
+        engine.Process(trace[r], input, output, &out);
+        for (std::size_t k = 0; k < capacities.size(); ++k) {
+          const std::uint32_t got = sims[k].Request(trace[r], input, output);
+          ASSERT_EQ(got, HitsAt(out, capacities[k]))
+              << "request " << r << " at " << capacities[k] << " units, early " << early;
+          hits += got;
+        }
       }
+      EXPECT_GT(hits, 0u);
     }
-    EXPECT_GT(hits, 0u);
-   }
   }
 }
 

@@ -23,8 +23,7 @@ Vec Range(int n, double scale = 1.0) {
   return x;
 }
 
-KneeOptions Opts(CurveShape shape, CurveDirection direction, double s = 1.0,
-                 bool online = false) {
+KneeOptions Opts(CurveShape shape, CurveDirection direction, double s = 1.0, bool online = false) {
   KneeOptions o;
   o.shape = shape;
   o.direction = direction;
@@ -110,16 +109,14 @@ TEST(KneeTest, KneedDataGeneratorCurves) {
 }
 
 const Vec& Bumpy() {
-  static const Vec y = {
-      7305.0, 6979.0, 6666.6, 6463.2, 6326.5, 6048.8, 6032.8, 5762.0, 5742.8, 5398.2,
-      5256.8, 5227.0, 5001.7, 4942.0, 4854.2, 4734.6, 4558.7, 4491.1, 4411.6, 4333.0,
-      4234.6, 4139.1, 4056.8, 4022.5, 3868.0, 3808.3, 3745.3, 3692.3, 3645.6, 3618.3,
-      3574.3, 3504.3, 3452.4, 3401.2, 3382.4, 3340.7, 3301.1, 3247.6, 3190.3, 3180.0,
-      3154.2, 3089.5, 3045.6, 2989.0, 2993.6, 2941.3, 2875.6, 2866.3, 2834.1, 2785.1,
-      2759.7, 2763.2, 2720.1, 2660.1, 2690.2, 2635.7, 2632.9, 2574.6, 2556.0, 2545.7,
-      2513.4, 2491.6, 2496.0, 2466.5, 2442.7, 2420.5, 2381.5, 2388.1, 2340.6, 2335.0,
-      2318.9, 2319.0, 2308.2, 2262.2, 2235.8, 2259.3, 2221.0, 2202.7, 2184.3, 2170.1,
-      2160.0, 2127.7, 2134.7, 2102.0, 2101.4, 2066.4, 2074.3, 2063.7, 2048.1, 2031.9};
+  static const Vec y = {7305.0, 6979.0, 6666.6, 6463.2, 6326.5, 6048.8, 6032.8, 5762.0, 5742.8, 5398.2, 5256.8, 5227.0,
+                        5001.7, 4942.0, 4854.2, 4734.6, 4558.7, 4491.1, 4411.6, 4333.0, 4234.6, 4139.1, 4056.8, 4022.5,
+                        3868.0, 3808.3, 3745.3, 3692.3, 3645.6, 3618.3, 3574.3, 3504.3, 3452.4, 3401.2, 3382.4, 3340.7,
+                        3301.1, 3247.6, 3190.3, 3180.0, 3154.2, 3089.5, 3045.6, 2989.0, 2993.6, 2941.3, 2875.6, 2866.3,
+                        2834.1, 2785.1, 2759.7, 2763.2, 2720.1, 2660.1, 2690.2, 2635.7, 2632.9, 2574.6, 2556.0, 2545.7,
+                        2513.4, 2491.6, 2496.0, 2466.5, 2442.7, 2420.5, 2381.5, 2388.1, 2340.6, 2335.0, 2318.9, 2319.0,
+                        2308.2, 2262.2, 2235.8, 2259.3, 2221.0, 2202.7, 2184.3, 2170.1, 2160.0, 2127.7, 2134.7, 2102.0,
+                        2101.4, 2066.4, 2074.3, 2063.7, 2048.1, 2031.9};
   return y;
 }
 
@@ -183,8 +180,7 @@ TEST(KneeTest, SineOnlineInAllFourOrientations) {
     CurveShape shape;
     double knee;
   };
-  const Case cases[] = {{kDec, kConvex, 4.5}, {kInc, kConvex, 4.9}, {kInc, kConcave, 7.7},
-                        {kDec, kConcave, 1.8}};
+  const Case cases[] = {{kDec, kConvex, 4.5}, {kInc, kConvex, 4.9}, {kInc, kConcave, 7.7}, {kDec, kConcave, 1.8}};
   for (const Case& c : cases) {
     const std::optional<Knee> knee = FindKnee(x, y, Opts(c.shape, c.direction, 1.0, true));
     ASSERT_TRUE(knee.has_value());
@@ -194,9 +190,7 @@ TEST(KneeTest, SineOnlineInAllFourOrientations) {
 
 TEST(KneeTest, ThreeSmoothPointsHaveNoKnee) {
   // test_y_no_knee.
-  EXPECT_FALSE(FindKnee(Vec{1, 2, 3}, Vec{0.90483742, 0.81873075, 0.74081822},
-                        Opts(kConvex, kDec))
-                   .has_value());
+  EXPECT_FALSE(FindKnee(Vec{1, 2, 3}, Vec{0.90483742, 0.81873075, 0.74081822}, Opts(kConvex, kDec)).has_value());
 }
 
 // --- Degenerate and invalid input -----------------------------------------------
@@ -233,8 +227,7 @@ TEST(KneeTest, InvalidInputHasNoKnee) {
   bad_y[3] = std::numeric_limits<double>::infinity();
   EXPECT_FALSE(FindKnee(x, bad_y).has_value());
   EXPECT_FALSE(FindKnee(x, y, Opts(kConcave, kInc, -1.0)).has_value());
-  EXPECT_FALSE(
-      FindKnee(x, y, Opts(kConcave, kInc, std::numeric_limits<double>::quiet_NaN())).has_value());
+  EXPECT_FALSE(FindKnee(x, y, Opts(kConcave, kInc, std::numeric_limits<double>::quiet_NaN())).has_value());
 }
 
 TEST(KneeTest, CurveStartingBelowItsChordHasItsFirstKneeAtTheFirstPoint) {
@@ -344,7 +337,10 @@ TEST(KneeTest, LargerSensitivityNeverGivesAnEarlierOfflineKnee) {
     for (double s : sensitivities) {
       SCOPED_TRACE(testing::Message() << "seed=" << seed << " S=" << s);
       const std::optional<Knee> knee = FindKnee(x, y, Opts(kConcave, kInc, s));
-      if (knee) ++knees_seen; else ++nullopt_seen;
+      if (knee)
+        ++knees_seen;
+      else
+        ++nullopt_seen;
       if (!first) {
         if (!previous) {
           EXPECT_FALSE(knee.has_value());  // no knee at S1 -> none at S2 > S1
@@ -402,8 +398,7 @@ Vec LruHitRatioCurve(const std::vector<std::uint64_t>& refs, std::size_t max_cap
 
 // A cyclic working set of w pages, with a fraction of one-off "noise" pages
 // (cold misses) interleaved pseudo-randomly.
-std::vector<std::uint64_t> NoisyCycle(std::size_t w, int cycles, double noise,
-                                      std::uint64_t seed) {
+std::vector<std::uint64_t> NoisyCycle(std::size_t w, int cycles, double noise, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<std::uint64_t> refs;
   std::uint64_t fresh = 1'000'000;
@@ -556,14 +551,9 @@ TEST(CapacityKneeTest, InvalidInputGivesNothing) {
   const Vec ratio = {0.5, 0.8, 0.9, 0.95};
   ASSERT_TRUE(FindCapacityKnee(caps, ratio, 1.0).has_value());
   EXPECT_FALSE(FindCapacityKnee(caps, Vec{0.5, 0.8, 0.9}, 1.0).has_value());
-  EXPECT_FALSE(FindCapacityKnee(std::vector<std::uint64_t>{10, 20, 20, 40}, ratio, 1.0)
-                   .has_value());
-  EXPECT_FALSE(FindCapacityKnee(caps, ratio, std::numeric_limits<double>::quiet_NaN())
-                   .has_value());
-  EXPECT_FALSE(FindCapacityKnee(caps, Vec{0.5, 0.8, std::numeric_limits<double>::quiet_NaN(),
-                                          0.95},
-                                1.0)
-                   .has_value());
+  EXPECT_FALSE(FindCapacityKnee(std::vector<std::uint64_t>{10, 20, 20, 40}, ratio, 1.0).has_value());
+  EXPECT_FALSE(FindCapacityKnee(caps, ratio, std::numeric_limits<double>::quiet_NaN()).has_value());
+  EXPECT_FALSE(FindCapacityKnee(caps, Vec{0.5, 0.8, std::numeric_limits<double>::quiet_NaN(), 0.95}, 1.0).has_value());
   EXPECT_FALSE(FindCapacityKnee({}, {}, 1.0).has_value());
   for (double s : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
     CapacityKneeOptions bad;

@@ -61,7 +61,7 @@ TEST(KvLoadTest, WindowSumsGiveTheMeanOfTheRequests) {
 TEST(KvLoadTest, RequestsWithoutTokenCountsCountAsArrivalsOnly) {
   KvLoadSlice s;
   s.Add(Sized(1000, 100));
-  s.Add(Sized(-1, -1));  // a KV-event request: no counts
+  s.Add(Sized(-1, -1));   // a KV-event request: no counts
   s.Add(Sized(500, -1));  // no output length
   EXPECT_EQ(s.requests(), 3u);
   EXPECT_EQ(s.sized(), 1u);
@@ -97,14 +97,14 @@ TEST(KvLoadTest, SpanRunsFromTheFirstRequestUntilTheWindowIsFull) {
 }
 
 TEST(KvLoadTest, WindowsExpireTheirOldRequests) {
-  KvLoadWindows w({10, 100});  // slices of 1/6 s and 5/3 s
+  KvLoadWindows w({10, 100});                                      // slices of 1/6 s and 5/3 s
   for (int i = 0; i < 50; ++i) w.Add(Sized(1000, 100), 2000 + i);  // one a second
   // Short window: the requests of its last 10 s (slices cover 1039.83.. to now 2049).
   const KvLoadSlice short_window = w.Window(0);
   const KvLoadSlice long_window = w.Window(1);
   EXPECT_EQ(long_window.requests(), 50u);
   EXPECT_EQ(short_window.requests(), 10u);
-  EXPECT_DOUBLE_EQ(w.Span(1), 49);  // from the first request
+  EXPECT_DOUBLE_EQ(w.Span(1), 49);             // from the first request
   EXPECT_NEAR(w.Span(0), 10 - 1.0 / 6, 1e-9);  // the full ring
   // Long window: 50 requests in 49 s, 2100 each, in 2100 tokens: rho = 50 / 49.
   EXPECT_DOUBLE_EQ(KvLoadOf(long_window, w.Span(1), 50, 2100)->load_factor, 50.0 / 49);
@@ -181,9 +181,9 @@ TEST(KvLoadTest, QuantilesPerClassAreNearestRank) {
   a.Merge(b);
   ASSERT_EQ(a.classes().size(), 2u);
   const OutputLengthHistogram& chat = a.classes().at("chat");
-  EXPECT_EQ(OutputLengthQuantile(chat, 0.5), 10u);   // rank 10 of 20
-  EXPECT_EQ(OutputLengthQuantile(chat, 0.9), 18u);   // rank 18
-  EXPECT_EQ(OutputLengthQuantile(chat, 0.99), 20u);  // rank ceil(19.8) = 20
+  EXPECT_EQ(OutputLengthQuantile(chat, 0.5), 10u);                      // rank 10 of 20
+  EXPECT_EQ(OutputLengthQuantile(chat, 0.9), 18u);                      // rank 18
+  EXPECT_EQ(OutputLengthQuantile(chat, 0.99), 20u);                     // rank ceil(19.8) = 20
   EXPECT_EQ(OutputLengthQuantile(a.classes().at("code"), 0.5), 1023u);  // its bucket's upper end
   EXPECT_FALSE(OutputLengthQuantile(OutputLengthHistogram(), 0.5));
   a.Clear();

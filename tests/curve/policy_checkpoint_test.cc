@@ -32,10 +32,9 @@
 namespace kvwatch::curve {
 namespace {
 
-constexpr PolicyKind kOnline[] = {PolicyKind::kLru,      PolicyKind::kFifo,  PolicyKind::kLfu,
-                                  PolicyKind::kArc,      PolicyKind::kS3Fifo, PolicyKind::kSglang,
-                                  PolicyKind::kVllm,     PolicyKind::kPriority, PolicyKind::kWorkloadAware,
-                                  PolicyKind::kSieve};
+constexpr PolicyKind kOnline[] = {
+    PolicyKind::kLru,    PolicyKind::kFifo, PolicyKind::kLfu,      PolicyKind::kArc,           PolicyKind::kS3Fifo,
+    PolicyKind::kSglang, PolicyKind::kVllm, PolicyKind::kPriority, PolicyKind::kWorkloadAware, PolicyKind::kSieve};
 
 // A stream with conversations that extend their own prompts, shared system
 // prompts, one-shot requests, a page repeated now and then, tenants, and times
@@ -60,7 +59,9 @@ std::vector<Request> Stream(std::uint64_t seed, int n) {
       r.pages = chain;
     } else {
       const int sys = static_cast<int>(rng() % 3);
-      r.pages = sys == 0 ? std::vector<PageId>{1, 2, 3} : sys == 1 ? std::vector<PageId>{11, 12} : std::vector<PageId>{21};
+      r.pages = sys == 0   ? std::vector<PageId>{1, 2, 3}
+                : sys == 1 ? std::vector<PageId>{11, 12}
+                           : std::vector<PageId>{21};
       const int extra = static_cast<int>(rng() % 5);
       for (int k = 0; k < extra; ++k) r.pages.push_back(next++);
       if (kind < 8) chains.push_back(r.pages);
@@ -122,8 +123,7 @@ void ExpectSameTotals(const PolicyTotals& a, const PolicyTotals& b, const std::s
 void ExpectSame(const PolicyCanaries& a, const PolicyCanaries& b, const std::string& when) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const std::string what =
-        when + " " + std::string(PolicyName(a.kind(i))) + "@" + std::to_string(a.capacity(i));
+    const std::string what = when + " " + std::string(PolicyName(a.kind(i))) + "@" + std::to_string(a.capacity(i));
     ExpectSameTotals(a.Lifetime(i), b.Lifetime(i), what + " lifetime");
     for (std::size_t w = 0; w < a.options().windows_s.size(); ++w) {
       ExpectSameTotals(a.Window(i, w), b.Window(i, w), what + " window " + std::to_string(w));
@@ -160,7 +160,8 @@ TEST(PolicyCheckpointTest, RestoredCanariesBehaveExactlyAsTheOriginal) {
       for (std::size_t i = cut; i < stream.size(); ++i) {
         original.Feed(stream[i]);
         twin.Feed(stream[i]);
-        if ((i - cut) % 200 == 0) ExpectSame(original.canaries(), twin.canaries(), when + " request " + std::to_string(i));
+        if ((i - cut) % 200 == 0)
+          ExpectSame(original.canaries(), twin.canaries(), when + " request " + std::to_string(i));
       }
       original.canaries().Advance(stream[stream.size() - 2].timestamp_s + 30);
       twin.canaries().Advance(stream[stream.size() - 2].timestamp_s + 30);
@@ -374,7 +375,8 @@ TEST(PolicyCheckpointTest, CanariesThatIgnoreTheClassSkipTheClassifierAndAgree) 
     b.Feed(r);
   }
   for (std::size_t i = 0; i < a.canaries().size(); ++i) {
-    const std::string what = std::string(PolicyName(a.canaries().kind(i))) + "@" + std::to_string(a.canaries().capacity(i));
+    const std::string what =
+        std::string(PolicyName(a.canaries().kind(i))) + "@" + std::to_string(a.canaries().capacity(i));
     ASSERT_EQ(a.canaries().kind(i), b.canaries().kind(i));
     ExpectSameTotals(a.canaries().Lifetime(i), b.canaries().Lifetime(i), what + " lifetime");
     for (std::size_t w = 0; w < without.windows_s.size(); ++w) {

@@ -4,13 +4,13 @@
 // is a request (its arrival index, priority and class) admitting a page or hitting
 // a resident one, holding its slot for a moment and releasing it; the test checks
 // which pages are still resident after a slot had to be reused.
+#include "curve/policy_core.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <span>
 #include <vector>
-
-#include "curve/policy_core.h"
 
 namespace kvwatch::curve {
 namespace {
@@ -97,7 +97,7 @@ TEST(PolicyCoreTest, ReleaseOfAnUnheldEvictedOrUnknownSlotIsRefused) {
     auto core = Core(kind, 2, future.oracle.get());
     const Slot a = AdmitHeld(*core, 1, 0);
     EXPECT_TRUE(core->Release(a));
-    EXPECT_FALSE(core->Release(a));  // already free
+    EXPECT_FALSE(core->Release(a));      // already free
     EXPECT_FALSE(core->Release(12345));  // not a slot
     EXPECT_EQ(core->held(), 0u);
     EXPECT_EQ(core->Obtainable(), 2u);

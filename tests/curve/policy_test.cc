@@ -323,7 +323,8 @@ SimpleResult SimpleS3Fifo(const StoredTrace& trace, std::uint64_t cap, TouchOrde
   SimpleResult res;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const SimRequest r = trace.At(i);
-    res.hits.push_back(Leading(r, [&](PageId p) { return find(small, p) != small.end() || find(main, p) != main.end(); }));
+    res.hits.push_back(
+        Leading(r, [&](PageId p) { return find(small, p) != small.end() || find(main, p) != main.end(); }));
     res.preemptions.push_back(0);
     for (std::uint32_t k : Order(r.pages.size(), order)) {
       const PageId p = r.pages[k];
@@ -686,8 +687,8 @@ TEST(PolicyTest, S3FifoPromotionThresholdEqualsItsSimpleImplementation) {
       for (int hits = 1; hits <= 3; ++hits) {
         SCOPED_TRACE("cap " + std::to_string(cap) + " promotion hits " + std::to_string(hits));
         const SimpleResult simple = SimpleS3Fifo(p.trace, cap, TouchOrder::kTailFirst, hits);
-        const SimpleResult fast = Fast(p.trace, PolicyKind::kS3Fifo, cap, TouchOrder::kTailFirst,
-                                       static_cast<std::uint32_t>(hits));
+        const SimpleResult fast =
+            Fast(p.trace, PolicyKind::kS3Fifo, cap, TouchOrder::kTailFirst, static_cast<std::uint32_t>(hits));
         ASSERT_EQ(fast.hits, simple.hits);
         std::uint64_t sum = 0;
         for (std::uint32_t h : fast.hits) sum += h;
@@ -766,8 +767,7 @@ TEST(PolicyTest, BeladyIsAtOrAboveEveryOnlinePolicyWithoutSharedPrefixes) {
       const std::uint64_t belady = RunPolicy(p.trace, o, 1.0).value().total.page_hits;
       for (PolicyKind kind : kAllPolicies) {
         o.kind = kind;
-        EXPECT_LE(RunPolicy(p.trace, o, 1.0).value().total.page_hits, belady)
-            << PolicyName(kind) << " at " << cap;
+        EXPECT_LE(RunPolicy(p.trace, o, 1.0).value().total.page_hits, belady) << PolicyName(kind) << " at " << cap;
       }
     }
   }

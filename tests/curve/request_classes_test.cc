@@ -65,11 +65,11 @@ TEST(RequestClassesTest, FullPagesFromTokenCounts) {
 // continuation.
 TEST(RequestClassesTest, FullPageSourceContinuesOnlyWholePrompts) {
   Classes c;
-  EXPECT_EQ(c.Add(Req({1, 2, 3}, 3 * 512 + 100)), 1u);            // floor: 3 full pages
-  EXPECT_EQ(c.Add(Req({1, 2, 3, 4, 5}, 5 * 512 + 7)), 2u);        // extends [1 2 3]
-  EXPECT_EQ(c.Add(Req({1, 2, 3, 4, 5, 6}, 6 * 512)), 3u);         // extends [1 2 3 4 5]
-  EXPECT_EQ(c.Add(Req({1, 2, 9}, 3 * 512 + 300)), 1u);            // shares [1 2] only
-  EXPECT_EQ(c.Add(Req({1, 2, 3, 4, 8}, 5 * 512 + 1)), 2u);        // a fork: extends [1 2 3], turn 1
+  EXPECT_EQ(c.Add(Req({1, 2, 3}, 3 * 512 + 100)), 1u);      // floor: 3 full pages
+  EXPECT_EQ(c.Add(Req({1, 2, 3, 4, 5}, 5 * 512 + 7)), 2u);  // extends [1 2 3]
+  EXPECT_EQ(c.Add(Req({1, 2, 3, 4, 5, 6}, 6 * 512)), 3u);   // extends [1 2 3 4 5]
+  EXPECT_EQ(c.Add(Req({1, 2, 9}, 3 * 512 + 300)), 1u);      // shares [1 2] only
+  EXPECT_EQ(c.Add(Req({1, 2, 3, 4, 8}, 5 * 512 + 1)), 2u);  // a fork: extends [1 2 3], turn 1
   // Without token counts every page is full: the same verdicts.
   Classes n;
   EXPECT_EQ(n.Add(Req({1, 2, 3})), 1u);
@@ -83,11 +83,11 @@ TEST(RequestClassesTest, FullPageSourceContinuesOnlyWholePrompts) {
 // counts, or a page size the counts do not fit) finds no continuation.
 TEST(RequestClassesTest, PartialLastPageIsLeftOut) {
   const std::vector<Request> stream = {
-      Req({1, 2, 3}, 2 * 512 + 200),         // full [1 2], partial 3
-      Req({1, 2, 4, 5}, 3 * 512 + 60),       // extends [1 2]: turn 2; full [1 2 4]
-      Req({1, 2, 4, 6, 7}, 4 * 512 + 500),   // extends [1 2 4]: turn 3
-      Req({1, 2, 4, 6, 7}, 4 * 512 + 500),   // the same prompt again: turn 4
-      Req({1, 8, 9}, 2 * 512 + 10),          // shares [1] only: first
+      Req({1, 2, 3}, 2 * 512 + 200),        // full [1 2], partial 3
+      Req({1, 2, 4, 5}, 3 * 512 + 60),      // extends [1 2]: turn 2; full [1 2 4]
+      Req({1, 2, 4, 6, 7}, 4 * 512 + 500),  // extends [1 2 4]: turn 3
+      Req({1, 2, 4, 6, 7}, 4 * 512 + 500),  // the same prompt again: turn 4
+      Req({1, 8, 9}, 2 * 512 + 10),         // shares [1] only: first
   };
   Classes partial, full;
   std::vector<std::uint32_t> turns, turns_full;
@@ -105,9 +105,9 @@ TEST(RequestClassesTest, PartialLastPageIsLeftOut) {
 // prompt its continuation, for either kind of source.
 TEST(RequestClassesTest, ASharedPrefixIsNotAChainEnd) {
   Classes partial;
-  EXPECT_EQ(partial.Add(Req({0, 1, 2}, 2 * 512 + 50)), 1u);  // system page 0, then its own 1 and 2
-  EXPECT_EQ(partial.Add(Req({0, 3}, 512 + 40)), 1u);         // full pages [0]: all shared
-  EXPECT_EQ(partial.Add(Req({0, 5, 6}, 2 * 512 + 9)), 1u);   // extends [0]: not a continuation
+  EXPECT_EQ(partial.Add(Req({0, 1, 2}, 2 * 512 + 50)), 1u);    // system page 0, then its own 1 and 2
+  EXPECT_EQ(partial.Add(Req({0, 3}, 512 + 40)), 1u);           // full pages [0]: all shared
+  EXPECT_EQ(partial.Add(Req({0, 5, 6}, 2 * 512 + 9)), 1u);     // extends [0]: not a continuation
   EXPECT_EQ(partial.Add(Req({0, 5, 7, 8}, 3 * 512 + 9)), 2u);  // extends [0 5], which its turn 1 added
   Classes full;
   EXPECT_EQ(full.Add(Req({0, 1})), 1u);
@@ -164,7 +164,8 @@ TEST(RequestClassesTest, MooncakeConversationTraceFindsItsConversations) {
   const std::vector<Request> trace = ReadTrace(path);
   ASSERT_EQ(trace.size(), 12031u);
   std::size_t partial = 0;
-  for (const Request& r : trace) partial += RequestClassifier::FullPages(r.pages.size(), r.input_tokens, 512) < r.pages.size();
+  for (const Request& r : trace)
+    partial += RequestClassifier::FullPages(r.pages.size(), r.input_tokens, 512) < r.pages.size();
   EXPECT_GT(partial, 12000u);
   const std::size_t with_partial = Continuations(trace, 512);
   const std::size_t all_full = Continuations(trace, 16);  // 16-token pages: no count fits, every page full

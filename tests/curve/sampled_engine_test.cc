@@ -219,8 +219,8 @@ TEST(SampledEngineTest, SampledCurvesAreWithinTheStatedErrorOnMooncake) {
   double rate_20k = 0, rate_2k = 0;
   const double fixed_20k = MaxRatioError(SampledCurve(trace, &bounds, 1.0, 20000, &rate_20k), exact);
   const double fixed_2k = MaxRatioError(SampledCurve(trace, &bounds, 1.0, 2000, &rate_2k), exact);
-  std::printf("max |error|: rate 0.1 %.4f; bound 20000 (rate %.4f) %.4f; bound 2000 (rate %.4f) %.4f\n",
-              fixed_rate, rate_20k, fixed_20k, rate_2k, fixed_2k);
+  std::printf("max |error|: rate 0.1 %.4f; bound 20000 (rate %.4f) %.4f; bound 2000 (rate %.4f) %.4f\n", fixed_rate,
+              rate_20k, fixed_20k, rate_2k, fixed_2k);
   // For comparison: the same without SHARDS-adj.
   std::printf("without SHARDS-adj: rate 0.1 %.4f; rate 0.01 %.4f (with: %.4f); bound 20000 %.4f; bound 2000 %.4f\n",
               MaxRatioError(SampledCurve(trace, &bounds, 0.1, 0, nullptr, false), exact),

@@ -52,9 +52,7 @@ TEST(SizingTest, Llama65BHoldsTwoAndAHalfMiBPerToken) {
   EXPECT_EQ(PerRank(spec), 5 * kMiB / 2);
 }
 
-TEST(SizingTest, Llama3_70BHolds320KiBPerToken) {
-  EXPECT_EQ(PerRank(Preset("llama-3-70b")), 320 * kKiB);
-}
+TEST(SizingTest, Llama3_70BHolds320KiBPerToken) { EXPECT_EQ(PerRank(Preset("llama-3-70b")), 320 * kKiB); }
 
 TEST(SizingTest, Falcon40BHolds120KiBPerToken) {
   const ModelSpec spec = Preset("falcon-40b");
@@ -114,8 +112,7 @@ TEST(SizingTest, CapacityPlanRowsAreNamedStatedAndSum) {
 }
 
 TEST(SizingTest, CapacityPlanRejectsBadFiguresWithAReason) {
-  for (double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN(),
-                     std::numeric_limits<double>::infinity()}) {
+  for (double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     CapacityPlanOptions options;
     options.reserve_fraction = bad;
     base::Result<CapacityPlan> plan = PlanCapacity(10, 16, 1024, options);
@@ -184,8 +181,7 @@ TEST(SizingTest, TensorParallelThatDoesNotDivideTheKvHeadsIsAnError) {
   for (int tp : {3, 5, 6, 12, 20}) {
     base::Result<std::uint64_t> b = BytesPerTokenPerRank(llama70, tp);
     ASSERT_FALSE(b.ok()) << "tp=" << tp;
-    EXPECT_NE(b.error().find("tensor-parallel size " + std::to_string(tp)), std::string::npos)
-        << b.error();
+    EXPECT_NE(b.error().find("tensor-parallel size " + std::to_string(tp)), std::string::npos) << b.error();
     EXPECT_NE(b.error().find("8 KV heads"), std::string::npos) << b.error();
     EXPECT_NE(b.error().find("llama-3-70b"), std::string::npos) << b.error();
   }
@@ -244,10 +240,9 @@ TEST(SizingTest, InvalidSpecsNameTheMissingField) {
 }
 
 TEST(SizingTest, DtypeNamesMapToElementBytes) {
-  const std::pair<const char*, int> cases[] = {
-      {"float16", 2}, {"bfloat16", 2}, {"BF16", 2}, {"fp16", 2}, {"half", 2},
-      {"float32", 4}, {"fp32", 4}, {"float", 4}, {"float8_e4m3fn", 1}, {"fp8", 1},
-      {"fp8_e5m2", 1}};
+  const std::pair<const char*, int> cases[] = {{"float16", 2},       {"bfloat16", 2}, {"BF16", 2},    {"fp16", 2},
+                                               {"half", 2},          {"float32", 4},  {"fp32", 4},    {"float", 4},
+                                               {"float8_e4m3fn", 1}, {"fp8", 1},      {"fp8_e5m2", 1}};
   for (const auto& [name, bytes] : cases) {
     base::Result<int> r = DtypeBytes(name);
     ASSERT_TRUE(r.ok()) << name;
@@ -279,8 +274,7 @@ TEST(SizingTest, PageCostIsTheSumOverItsTokenPositions) {
   const PrefillCost cost{3.0, 5.0};
   for (std::uint64_t p : {1u, 2u, 16u}) {
     for (std::uint64_t i : {0u, 1u, 7u, 100u}) {
-      EXPECT_EQ(cost.PageFlops(i, p),
-                static_cast<double>(BruteForcePagesFlops(cost, {i}, p)))
+      EXPECT_EQ(cost.PageFlops(i, p), static_cast<double>(BruteForcePagesFlops(cost, {i}, p)))
           << "i=" << i << " P=" << p;
     }
   }
@@ -322,8 +316,7 @@ TEST(SizingTest, CostCoefficientsComeFromTheModel) {
   EXPECT_EQ(PageCostFlops(3, 16, spec), cost.value().PageFlops(3, 16));
   EXPECT_EQ(PagesCostFlops(4, 10, 16, spec), cost.value().PagesFlops(4, 10, 16));
   // Deeper pages cost more, by b * P * P per page of depth.
-  EXPECT_NEAR(PageCostFlops(11, 16, spec) - PageCostFlops(10, 16, spec),
-              cost.value().b * 16 * 16, 1e-3);
+  EXPECT_NEAR(PageCostFlops(11, 16, spec) - PageCostFlops(10, 16, spec), cost.value().b * 16 * 16, 1e-3);
 
   // DeepSeek-V3: 37B active; head dimension (128 + 64 + 128) / 2 = 160.
   cost = PrefillCostForModel(Preset("deepseek-v3"));
@@ -352,17 +345,26 @@ TEST(SizingTest, PresetsHaveTheirPublishedKvGeometry) {
   };
   // 2 * layers * kv_heads * head_dim * 2 bytes (MLA: (512 + 64) * 61 * 2).
   const Row rows[] = {
-      {"llama-2-7b", 2u * 32 * 32 * 128 * 2},   {"llama-2-13b", 2u * 40 * 40 * 128 * 2},
-      {"llama-2-70b", 2u * 80 * 8 * 128 * 2},   {"llama-3-8b", 2u * 32 * 8 * 128 * 2},
-      {"llama-3-70b", 2u * 80 * 8 * 128 * 2},   {"llama-3.1-405b", 2u * 126 * 8 * 128 * 2},
-      {"llama-65b", 2u * 80 * 64 * 128 * 2},    {"mistral-7b", 2u * 32 * 8 * 128 * 2},
-      {"mixtral-8x7b", 2u * 32 * 8 * 128 * 2},  {"qwen2.5-7b", 2u * 28 * 4 * 128 * 2},
-      {"qwen2.5-14b", 2u * 48 * 8 * 128 * 2},   {"qwen2.5-32b", 2u * 64 * 8 * 128 * 2},
-      {"qwen2.5-72b", 2u * 80 * 8 * 128 * 2},   {"falcon-40b", 2u * 60 * 8 * 64 * 2},
+      {"llama-2-7b", 2u * 32 * 32 * 128 * 2},
+      {"llama-2-13b", 2u * 40 * 40 * 128 * 2},
+      {"llama-2-70b", 2u * 80 * 8 * 128 * 2},
+      {"llama-3-8b", 2u * 32 * 8 * 128 * 2},
+      {"llama-3-70b", 2u * 80 * 8 * 128 * 2},
+      {"llama-3.1-405b", 2u * 126 * 8 * 128 * 2},
+      {"llama-65b", 2u * 80 * 64 * 128 * 2},
+      {"mistral-7b", 2u * 32 * 8 * 128 * 2},
+      {"mixtral-8x7b", 2u * 32 * 8 * 128 * 2},
+      {"qwen2.5-7b", 2u * 28 * 4 * 128 * 2},
+      {"qwen2.5-14b", 2u * 48 * 8 * 128 * 2},
+      {"qwen2.5-32b", 2u * 64 * 8 * 128 * 2},
+      {"qwen2.5-72b", 2u * 80 * 8 * 128 * 2},
+      {"falcon-40b", 2u * 60 * 8 * 64 * 2},
       {"deepseek-v3", (512u + 64) * 61 * 2},
       // Hybrid models counted as all full attention (their groups: SizingHybridTest).
-      {"gpt-oss-20b", 2u * 24 * 8 * 64 * 2},    {"gpt-oss-120b", 2u * 36 * 8 * 64 * 2},
-      {"gemma-3-27b", 2u * 62 * 16 * 128 * 2},  {"llama-4-scout", 2u * 48 * 8 * 128 * 2},
+      {"gpt-oss-20b", 2u * 24 * 8 * 64 * 2},
+      {"gpt-oss-120b", 2u * 36 * 8 * 64 * 2},
+      {"gemma-3-27b", 2u * 62 * 16 * 128 * 2},
+      {"llama-4-scout", 2u * 48 * 8 * 128 * 2},
       {"qwen3-next-80b-a3b", 2u * 48 * 2 * 256 * 2},
   };
   std::set<std::string> tested;
@@ -400,9 +402,8 @@ TEST(SizingTest, PresetLookupIsCaseInsensitiveAndKnowsAliases) {
   EXPECT_GE(names.size(), 15u);
   EXPECT_GT(with_aliases.size(), names.size());
   for (const char* required :
-       {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b",
-        "mixtral-8x7b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
-        "deepseek-v3", "falcon-40b", "llama-65b"}) {
+       {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
+        "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "deepseek-v3", "falcon-40b", "llama-65b"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   }
   for (const std::string& alias : with_aliases) {

@@ -117,7 +117,7 @@ TEST(StackDistanceTest, EmptyRequestCountsAndIsCovered) {
 TEST(StackDistanceTest, WorkingSetTargets) {
   // 4 requests; the repeated A's hit at capacity 3, the repeated B at 4.
   CurveAccumulator acc = Replay({{1}, {2}, {3}, {1}, {4}, {2}, {1}}, EngineOptions{});
-  EXPECT_EQ(acc.WorkingSetForPageHits(0.5), 3u);   // 2 of 3 unlimited hits
+  EXPECT_EQ(acc.WorkingSetForPageHits(0.5), 3u);  // 2 of 3 unlimited hits
   EXPECT_EQ(acc.WorkingSetForPageHits(0.66), 3u);
   EXPECT_EQ(acc.WorkingSetForPageHits(0.67), 4u);
   EXPECT_EQ(acc.WorkingSetForPageHits(1.0), 4u);
@@ -234,13 +234,12 @@ Trace RandomTrace(std::uint64_t seed, int requests, int max_len) {
 }
 
 struct OracleResult {
-  std::vector<std::uint64_t> hits_at;     // page hits at capacity index
+  std::vector<std::uint64_t> hits_at;  // page hits at capacity index
   std::uint64_t unlimited = 0;
-  std::vector<double> coverage_at;        // request coverage at capacity index
+  std::vector<double> coverage_at;  // request coverage at capacity index
 };
 
-OracleResult RunOracle(const Trace& trace, TouchOrder order, std::size_t max_capacity,
-                       double share) {
+OracleResult RunOracle(const Trace& trace, TouchOrder order, std::size_t max_capacity, double share) {
   OracleResult res;
   std::vector<std::vector<std::size_t>> h(max_capacity + 1);
   for (std::size_t c = 0; c <= max_capacity; ++c) {
@@ -293,31 +292,29 @@ TEST_P(OracleTest, EngineEqualsExplicitLruAtEveryCapacity) {
     ASSERT_EQ(acc.unlimited_page_hits(), oracle.unlimited) << "seed " << seed;
     for (std::size_t c = 0; c <= max_c; ++c) {
       ASSERT_EQ(acc.PageHits(c), oracle.hits_at[c]) << "seed " << seed << " capacity " << c;
-      ASSERT_DOUBLE_EQ(acc.RequestCoverage(c), oracle.coverage_at[c])
-          << "seed " << seed << " capacity " << c;
+      ASSERT_DOUBLE_EQ(acc.RequestCoverage(c), oracle.coverage_at[c]) << "seed " << seed << " capacity " << c;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, OracleTest,
-    ::testing::Values(OracleCase{TouchOrder::kTailFirst, 1u << 20, 1.0, 30},
-                      OracleCase{TouchOrder::kHeadFirst, 1u << 20, 1.0, 30},
-                      OracleCase{TouchOrder::kTailFirst, 1u << 20, 0.8, 30},
-                      OracleCase{TouchOrder::kHeadFirst, 1u << 20, 0.5, 30},
-                      // Requests longer than most capacities.
-                      OracleCase{TouchOrder::kTailFirst, 1u << 20, 1.0, 120},
-                      OracleCase{TouchOrder::kHeadFirst, 1u << 20, 1.0, 120},
-                      // M smaller than the distinct pages: exact for C <= M.
-                      OracleCase{TouchOrder::kTailFirst, 60, 1.0, 30},
-                      OracleCase{TouchOrder::kHeadFirst, 60, 0.9, 30},
-                      OracleCase{TouchOrder::kTailFirst, 7, 1.0, 12}),
-    [](const ::testing::TestParamInfo<OracleCase>& info) {
-      const OracleCase& c = info.param;
-      return std::string(c.order == TouchOrder::kTailFirst ? "TailFirst" : "HeadFirst") + "_M" +
-             std::to_string(c.max_pages) + "_Share" + std::to_string(static_cast<int>(c.share * 100)) +
-             "_Len" + std::to_string(c.max_len);
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, OracleTest,
+                         ::testing::Values(OracleCase{TouchOrder::kTailFirst, 1u << 20, 1.0, 30},
+                                           OracleCase{TouchOrder::kHeadFirst, 1u << 20, 1.0, 30},
+                                           OracleCase{TouchOrder::kTailFirst, 1u << 20, 0.8, 30},
+                                           OracleCase{TouchOrder::kHeadFirst, 1u << 20, 0.5, 30},
+                                           // Requests longer than most capacities.
+                                           OracleCase{TouchOrder::kTailFirst, 1u << 20, 1.0, 120},
+                                           OracleCase{TouchOrder::kHeadFirst, 1u << 20, 1.0, 120},
+                                           // M smaller than the distinct pages: exact for C <= M.
+                                           OracleCase{TouchOrder::kTailFirst, 60, 1.0, 30},
+                                           OracleCase{TouchOrder::kHeadFirst, 60, 0.9, 30},
+                                           OracleCase{TouchOrder::kTailFirst, 7, 1.0, 12}),
+                         [](const ::testing::TestParamInfo<OracleCase>& info) {
+                           const OracleCase& c = info.param;
+                           return std::string(c.order == TouchOrder::kTailFirst ? "TailFirst" : "HeadFirst") + "_M" +
+                                  std::to_string(c.max_pages) + "_Share" +
+                                  std::to_string(static_cast<int>(c.share * 100)) + "_Len" + std::to_string(c.max_len);
+                         });
 
 // --- Long streams: compaction, memory, checkpoints ------------------------------------
 

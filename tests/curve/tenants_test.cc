@@ -197,8 +197,8 @@ void CheckAgainstOracles(std::uint32_t seed, TouchOrder order, std::uint32_t top
     shared_lru.emplace_back(c);
     for (auto& v : isolated_lru) v.emplace_back(c);
   }
-  std::vector<std::vector<std::uint64_t>> want_hits[2], want_isolated(layout.tenant_groups,
-                                                                     std::vector<std::uint64_t>(kCapacities.size()));
+  std::vector<std::vector<std::uint64_t>> want_hits[2],
+      want_isolated(layout.tenant_groups, std::vector<std::uint64_t>(kCapacities.size()));
   std::vector<std::uint64_t> want_unlimited[2];
   std::vector<double> want_blame[2];
   for (int d = 0; d < 2; ++d) {
@@ -294,8 +294,8 @@ void CheckAgainstOracles(std::uint32_t seed, TouchOrder order, std::uint32_t top
     }
     for (std::uint32_t x = 0; x < ng[0]; ++x) {
       EXPECT_EQ(curves.isolated_hits(x, c), want_isolated[x][c]) << "tenant group " << x;
-      EXPECT_EQ(curves.lost_hits(x, c), static_cast<std::int64_t>(want_isolated[x][c]) -
-                                            static_cast<std::int64_t>(want_hits[0][x][c]));
+      EXPECT_EQ(curves.lost_hits(x, c),
+                static_cast<std::int64_t>(want_isolated[x][c]) - static_cast<std::int64_t>(want_hits[0][x][c]));
     }
   }
 }
@@ -303,7 +303,7 @@ void CheckAgainstOracles(std::uint32_t seed, TouchOrder order, std::uint32_t top
 TEST(TenantCurvesTest, SharedIsolatedAndAttributionMatchOracles) {
   for (TouchOrder order : {TouchOrder::kTailFirst, TouchOrder::kHeadFirst}) {
     for (std::uint32_t seed : {1u, 2u, 3u}) {
-      CheckAgainstOracles(seed, order, 8);  // every tenant its own group
+      CheckAgainstOracles(seed, order, 8);       // every tenant its own group
       CheckAgainstOracles(seed + 10, order, 3);  // folded into "other"
     }
   }
@@ -451,8 +451,9 @@ TEST(GroupDecompositionTest, MatchesBruteForce) {
       // The setters reported in the outcome carry the same decomposition.
       ASSERT_EQ(out.group_distance.size(), out.decomposed.size() * 8);
       for (std::size_t k = 0; k < out.decomposed.size(); ++k) {
-        ASSERT_EQ(std::vector<std::uint32_t>(out.group_distance.begin() + 8 * k, out.group_distance.begin() + 8 * (k + 1)),
-                  want_parts[out.decomposed[k]])
+        ASSERT_EQ(
+            std::vector<std::uint32_t>(out.group_distance.begin() + 8 * k, out.group_distance.begin() + 8 * (k + 1)),
+            want_parts[out.decomposed[k]])
             << "request " << r << " setter " << k;
       }
       if (order == TouchOrder::kTailFirst) {
@@ -533,13 +534,14 @@ TEST(TenantFolderTest, HundredThousandNamesStayBounded) {
     EXPECT_EQ(folder.label(g), name);
     heavy_slot[g] = name;
   }
-  for (int i = 0; i < 20000; ++i) folder.Observe(i % 2 ? "heavy-" + std::to_string(i % 4) : "x" + std::to_string(i), 10);
+  for (int i = 0; i < 20000; ++i)
+    folder.Observe(i % 2 ? "heavy-" + std::to_string(i % 4) : "x" + std::to_string(i), 10);
   for (const auto& [g, name] : heavy_slot) EXPECT_EQ(folder.GroupOf(name), g);
 }
 
 TEST(TenantFolderTest, SlotsAreReusedOnlyAfterTheOwnerLeaves) {
   TenantFolder folder({.top_k = 2, .table_size = 8, .refresh_every = 0});
-  EXPECT_EQ(folder.Observe("a", 1), 0u);   // free slots are taken at once
+  EXPECT_EQ(folder.Observe("a", 1), 0u);  // free slots are taken at once
   EXPECT_EQ(folder.Observe("b", 1), 1u);
   EXPECT_EQ(folder.Observe("c", 100), 2u);  // no free slot: other
   EXPECT_EQ(folder.label(2), "other");

@@ -91,7 +91,8 @@ std::vector<Link> Links(const std::string& text) {
         ++end;
       }
       std::string target = line.substr(i + 2, end - i - 2);
-      if (target.size() >= 2 && target.front() == '<' && target.back() == '>') target = target.substr(1, target.size() - 2);
+      if (target.size() >= 2 && target.front() == '<' && target.back() == '>')
+        target = target.substr(1, target.size() - 2);
       out.push_back(Link{number, target});
     }
     const std::size_t lead = line.find_first_not_of(' ');
@@ -192,8 +193,9 @@ std::vector<std::string> CheckLinks(const fs::path& root, const fs::path& file) 
     }
     const fs::path target = path_part.empty() ? file : (file.parent_path() / path_part).lexically_normal();
     if (!Inside(target, root) && target != root) {
-      problems.push_back(at + "leaves the repository: a user of the repository does not have it; "
-                              "restate what is needed in docs/ instead");
+      problems.push_back(at +
+                         "leaves the repository: a user of the repository does not have it; "
+                         "restate what is needed in docs/ instead");
       continue;
     }
     if (!fs::exists(target)) {
@@ -293,7 +295,8 @@ TEST(SlugTest, FollowsGitHub) {
   EXPECT_EQ(Slug("Two commands"), "two-commands");
   EXPECT_EQ(Slug("Eviction policies (`--policy`)"), "eviction-policies---policy");
   EXPECT_EQ(Slug("Sampled mode (`--sample-rate R`)"), "sampled-mode---sample-rate-r");
-  EXPECT_EQ(Slug("Fleet ingestion: one agent, 16 KV-event publishers"), "fleet-ingestion-one-agent-16-kv-event-publishers");
+  EXPECT_EQ(Slug("Fleet ingestion: one agent, 16 KV-event publishers"),
+            "fleet-ingestion-one-agent-16-kv-event-publishers");
   EXPECT_EQ(Slug("curve.capacities -> kvwatch_page_hit_ratio"), "curvecapacities---kvwatch_page_hit_ratio");
   EXPECT_EQ(Slug("See [the docs](x.md)"), "see-the-docs");
 }

@@ -59,8 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Compared through their encodings: a NaN ts is not == to itself.
     const std::vector<std::uint8_t> once = EncodeKvEventBatch(reused, KvEncoding::kArray);
     Check(once == EncodeKvEventBatch(fresh.value(), KvEncoding::kArray));
-    Check(EncodeKvEventBatch(reused, KvEncoding::kMap) ==
-          EncodeKvEventBatch(fresh.value(), KvEncoding::kMap));
+    Check(EncodeKvEventBatch(reused, KvEncoding::kMap) == EncodeKvEventBatch(fresh.value(), KvEncoding::kMap));
     const auto again = DecodeKvEventBatch(once);
     Check(again.ok());
     Check(EncodeKvEventBatch(again.value(), KvEncoding::kArray) == once);

@@ -48,8 +48,8 @@ void ParseLines(TraceRecordParser& parser, std::string_view text) {
     // In place, with the padding the parser asks for after the line.
     std::string padded(line);
     padded.append(TraceRecordParser::kPaddingBytes, ' ');
-    auto in_place = parser.ParseInPlace(std::string_view(padded.data(), line.size()),
-                                        TraceRecordParser::kPaddingBytes, &request);
+    auto in_place =
+        parser.ParseInPlace(std::string_view(padded.data(), line.size()), TraceRecordParser::kPaddingBytes, &request);
     Check(in_place.ok() == parsed.ok());
     if (in_place.ok() && in_place.value() == ParseOutcome::kRecord) CheckRecord(line, request);
     if (nl == std::string_view::npos) break;

@@ -27,8 +27,8 @@ namespace kvwatch::sim {
 namespace {
 
 constexpr std::uint32_t kBlock = 16;
-constexpr std::uint64_t kPool = 20000;      // blocks: 320,000 tokens, some 800 requests at rho 1
-constexpr double kStepS = 0.01;             // every step 10 ms: 100 tokens/s per sequence
+constexpr std::uint64_t kPool = 20000;  // blocks: 320,000 tokens, some 800 requests at rho 1
+constexpr double kStepS = 0.01;         // every step 10 ms: 100 tokens/s per sequence
 constexpr std::uint32_t kRequests = 16000;
 
 struct Stream {

@@ -45,7 +45,8 @@ std::vector<ReplicaRequest> Workload(std::uint32_t n, double gap_s, std::vector<
     r.prompt_tokens = kPrompt;
     r.output_tokens = outputs[i % outputs.size()];
     r.class_id = i % outputs.size();
-    for (std::uint32_t k = 0; k < kPrompt / kBlock; ++k) r.pages.push_back((std::uint64_t{i + 1} << 20) + k);  // no sharing
+    for (std::uint32_t k = 0; k < kPrompt / kBlock; ++k)
+      r.pages.push_back((std::uint64_t{i + 1} << 20) + k);  // no sharing
     reqs.push_back(std::move(r));
   }
   return reqs;
@@ -53,8 +54,8 @@ std::vector<ReplicaRequest> Workload(std::uint32_t n, double gap_s, std::vector<
 
 struct Figures {
   SimSummary s;
-  double per_step = 0;        // finished requests per step, over the saturated middle of the run
-  std::uint32_t bursts = 0;   // runs of steps with preemptions, separated by >= 50 steps without
+  double per_step = 0;       // finished requests per step, over the saturated middle of the run
+  std::uint32_t bursts = 0;  // runs of steps with preemptions, separated by >= 50 steps without
 };
 
 Figures RunPaper(Admission a, const std::vector<ReplicaRequest>& reqs, const char* label) {
@@ -86,10 +87,11 @@ Figures RunPaper(Admission a, const std::vector<ReplicaRequest>& reqs, const cha
   std::uint64_t done = 0;
   for (std::size_t k = lo; k < hi; ++k) done += finished[k];
   f.per_step = static_cast<double>(done) / static_cast<double>(hi - lo);
-  std::printf("%-34s %-16s %8.4f req/step %7.3f req/s %6llu preemptions %4u bursts %9llu recomputed tokens %7llu steps\n",
-              label, std::string(AdmissionName(a)).c_str(), f.per_step, f.s.requests_per_s,
-              static_cast<unsigned long long>(f.s.preemptions), f.bursts,
-              static_cast<unsigned long long>(f.s.recomputed_tokens), static_cast<unsigned long long>(f.s.steps));
+  std::printf(
+      "%-34s %-16s %8.4f req/step %7.3f req/s %6llu preemptions %4u bursts %9llu recomputed tokens %7llu steps\n",
+      label, std::string(AdmissionName(a)).c_str(), f.per_step, f.s.requests_per_s,
+      static_cast<unsigned long long>(f.s.preemptions), f.bursts,
+      static_cast<unsigned long long>(f.s.recomputed_tokens), static_cast<unsigned long long>(f.s.steps));
   return f;
 }
 

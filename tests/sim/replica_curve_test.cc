@@ -57,7 +57,8 @@ std::vector<std::uint32_t> ReplicaHits(const ReplicaOptions& o, const std::vecto
   return hits;
 }
 
-std::vector<std::uint32_t> CurveHits(curve::PolicyKind kind, std::uint64_t capacity, const std::vector<ReplicaRequest>& reqs) {
+std::vector<std::uint32_t> CurveHits(curve::PolicyKind kind, std::uint64_t capacity,
+                                     const std::vector<ReplicaRequest>& reqs) {
   curve::PolicyOptions po;
   po.kind = kind;
   po.capacity = capacity;

@@ -22,7 +22,8 @@ ReplicaRequest One(double arrival, curve::PageId page, std::uint32_t output) {
   return r;
 }
 
-std::vector<RequestOutcome> Outcomes(curve::PolicyKind kind, const std::vector<ReplicaRequest>& reqs, std::uint64_t pool) {
+std::vector<RequestOutcome> Outcomes(curve::PolicyKind kind, const std::vector<ReplicaRequest>& reqs,
+                                     std::uint64_t pool) {
   const LinearStepTime time({1, 0, 0, 0, 0});
   ReplicaOptions o;
   o.pool_blocks = pool;
@@ -77,7 +78,8 @@ TEST(ReplicaPolicyTest, EveryPolicyAndRuleKeepsThePoolAccountedUnderPressure) {
       bool accounted = true;
       ReplicaObserver obs;
       obs.on_step = [&](const StepRecord& s) {
-        accounted = accounted && s.held_blocks + s.free_blocks == o.pool_blocks && s.cached_free_blocks <= s.free_blocks;
+        accounted =
+            accounted && s.held_blocks + s.free_blocks == o.pool_blocks && s.cached_free_blocks <= s.free_blocks;
       };
       auto r = SimulateReplicaObserved(o, reqs, time, {}, obs);
       ASSERT_TRUE(r.ok()) << r.error();

@@ -213,7 +213,8 @@ TEST(ReplicaTest, QueueOrderByTierAndPriority) {
   EXPECT_EQ(outcomes[1].finish_s, 2);
 }
 
-std::vector<ReplicaRequest> RandomWorkload(std::uint32_t n, double rate, std::uint32_t block_tokens, std::uint64_t seed) {
+std::vector<ReplicaRequest> RandomWorkload(std::uint32_t n, double rate, std::uint32_t block_tokens,
+                                           std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::exponential_distribution<double> gap(rate);
   std::uniform_int_distribution<std::uint32_t> prompt(1, 600), output(1, 300), shared(0, 4), conv(0, 50);
@@ -337,7 +338,8 @@ TEST(ReplicaTest, BadOptionsAndRequestsAreErrorsNamingThem) {
     o.eviction = kind;
     EXPECT_TRUE(SimulateReplica(o, reqs, time).ok()) << curve::PolicyName(kind);
   }
-  EXPECT_EQ(SupportedByReplicaNames(), "lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware, belady, sieve");
+  EXPECT_EQ(SupportedByReplicaNames(),
+            "lru, fifo, lfu, arc, s3fifo, sglang, vllm, priority, workload-aware, belady, sieve");
   o.eviction = curve::PolicyKind::kLru;
   o.pool_blocks = 0;
   EXPECT_FALSE(SimulateReplica(o, reqs, time).ok());
