@@ -13,8 +13,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # clang: libFuzzer targets; prometheus (with promtool) and prometheus-alertmanager:
   # the end-to-end tests run the real ones on 127.0.0.1; chromium: the page test;
   # openssl: test certificates; ccache: rebuilds of unchanged files are cache hits
-  # (the build scripts use it when installed).
-  packages+=(clang prometheus prometheus-alertmanager chromium openssl ccache)
+  # (the build scripts use it when installed); clang-format: the format check
+  # (.clang-format).
+  packages+=(clang clang-format prometheus prometheus-alertmanager chromium openssl ccache)
 fi
 
 missing=()
