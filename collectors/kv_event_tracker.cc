@@ -259,6 +259,12 @@ std::uint32_t KvEventTracker::MediumIndex(const std::optional<std::string>& medi
   return i;
 }
 
+std::uint32_t KvEventTracker::TierIndex(const std::optional<std::string>& medium,
+                                        const std::optional<std::string>& locality) {
+  if (!locality.has_value() || locality->empty() || *locality == "LOCAL") return MediumIndex(medium);
+  return MediumIndex(std::string(medium.value_or(std::string(kPrimaryMedium))) + "/" + *locality);
+}
+
 KvEventTracker::GroupState& KvEventTracker::State(std::size_t publisher, std::uint32_t medium, std::int64_t group) {
   std::vector<GroupState>& groups = publishers_[publisher].groups;
   for (GroupState& s : groups) {
@@ -461,7 +467,7 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
   if (!CheckGroup(e.group_idx)) return;
   Announce(e);
   const std::int64_t group = e.group_idx.value_or(0);
-  const std::uint32_t medium = MediumIndex(e.medium);
+  const std::uint32_t medium = TierIndex(e.medium, e.locality);
   GroupState& s = State(publisher, medium, group);
   const std::uint64_t n = e.block_hashes.size();
   if (n == 0) return;
@@ -539,7 +545,7 @@ void KvEventTracker::OnStored(std::size_t publisher, const BlockStored& e, doubl
 void KvEventTracker::OnRemoved(std::size_t publisher, const BlockRemoved& e) {
   if (!CheckGroup(e.group_idx)) return;
   const std::int64_t group = e.group_idx.value_or(0);
-  const std::uint32_t medium = MediumIndex(e.medium);
+  const std::uint32_t medium = TierIndex(e.medium, e.locality);
   GroupState& s = State(publisher, medium, group);
   totals_[medium].evicted += e.block_hashes.size();
   Totals(medium, group).evicted += e.block_hashes.size();

@@ -22,7 +22,11 @@
 // is counted as an unknown removal and otherwise ignored. TensorRT-LLM's
 // "updated" events with a cache-level change move one copy between media.
 // At most kMaxMedia distinct medium names are kept; further names count as
-// "other" (a bound on label cardinality).
+// "other" (a bound on label cardinality). A store or removal whose `locality` is
+// set and is not "LOCAL" (vLLM #48281, merged 2026-07: "LOCAL" or "REMOTE" for
+// the file-system and object-store offload tiers) counts in the medium
+// "<medium>/<locality>", e.g. "FS/REMOTE", so a node's own copies and those on
+// shared storage are told apart; "LOCAL" or no locality leaves the medium as is.
 //
 // Reuse reports. With vLLM's kv_cache_report_mode "full" (set per request), a
 // request's prefix-cache hits are reported as a BlockStored chain from the root
@@ -356,6 +360,9 @@ class KvEventTracker {
   };
 
   std::uint32_t MediumIndex(const std::optional<std::string>& medium);
+  // MediumIndex of a store's or removal's tier: its medium, qualified by a
+  // locality other than "LOCAL" (see the header comment).
+  std::uint32_t TierIndex(const std::optional<std::string>& medium, const std::optional<std::string>& locality);
   // MediumIndex over a given list of names (RestoreState resolves into a copy).
   static std::uint32_t MediumIndexIn(std::vector<std::string>* media, const std::optional<std::string>& medium);
   std::optional<std::uint32_t> FindMedium(std::string_view medium) const;

@@ -228,6 +228,35 @@ TEST(KvEventTrackerTest, TierMovesAndMediaAreCountedApart) {
   EXPECT_EQ(media[0].evicted_blocks, 1u);
 }
 
+TEST(KvEventTrackerTest, ARemoteLocalityIsATierOfItsOwn) {
+  // vLLM #48281: offload stores and removals on a file system or object store say
+  // whether the copy is the node's own (LOCAL) or shared (REMOTE).
+  KvEventTracker t;
+  const std::size_t p = t.AddPublisher();
+  CaptureSink sink;
+  BlockStored local = Stored({1, 2}, std::nullopt, "FS", false);
+  local.locality = "LOCAL";
+  BlockStored remote = Stored({1, 2, 3}, std::nullopt, "FS", false);
+  remote.locality = "REMOTE";
+  BlockRemoved remote_removed = Removed({3}, "FS");
+  remote_removed.locality = "REMOTE";
+  t.Apply(p, Batch({Stored({1, 2, 3}, std::nullopt), local, Stored({4}, std::nullopt, "FS", false), remote,
+                    remote_removed}),
+          sink);
+  EXPECT_EQ(sink.requests.size(), 1u);  // offload stores are not requests
+  const auto media = t.MediumCounters();
+  ASSERT_EQ(media.size(), 3u);
+  EXPECT_EQ(media[1].medium, "FS");  // LOCAL and no locality: one tier
+  EXPECT_EQ(media[1].stored_blocks, 3u);
+  EXPECT_EQ(media[1].resident_blocks, 3u);
+  EXPECT_EQ(media[2].medium, "FS/REMOTE");
+  EXPECT_EQ(media[2].stored_blocks, 3u);
+  EXPECT_EQ(media[2].evicted_blocks, 1u);
+  EXPECT_EQ(media[2].resident_blocks, 2u);
+  EXPECT_EQ(t.ResidentBlocks(p, "FS/REMOTE", 0), 2u);
+  EXPECT_EQ(t.counters().unknown_removals, 0u);
+}
+
 TEST(KvEventTrackerTest, MediaNamesAreBounded) {
   KvEventTracker t;
   const std::size_t p = t.AddPublisher();
