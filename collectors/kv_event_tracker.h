@@ -80,8 +80,8 @@
 // (for a full or unannounced group, every hash must be resident, as below). It
 // misreads, as below, a real duplicate root chain whose last block the group
 // holds. Limits: an offload connector's legacy placeholder stores carry no
-// group_idx and count in group 0; `locality` (LOCAL/REMOTE) is not read; a
-// chunked group's size is not published by vLLM (the model's config has it).
+// group_idx and count in group 0; a chunked group's size is not published by
+// vLLM (the model's config has it).
 //
 // Requests. Only BlockStored events on the primary medium in the request group
 // make requests; one curve::Request per chain, timestamp = the batch's ts,

@@ -240,9 +240,10 @@ TEST(KvEventTrackerTest, ARemoteLocalityIsATierOfItsOwn) {
   remote.locality = "REMOTE";
   BlockRemoved remote_removed = Removed({3}, "FS");
   remote_removed.locality = "REMOTE";
-  t.Apply(p, Batch({Stored({1, 2, 3}, std::nullopt), local, Stored({4}, std::nullopt, "FS", false), remote,
-                    remote_removed}),
-          sink);
+  t.Apply(
+      p,
+      Batch({Stored({1, 2, 3}, std::nullopt), local, Stored({4}, std::nullopt, "FS", false), remote, remote_removed}),
+      sink);
   EXPECT_EQ(sink.requests.size(), 1u);  // offload stores are not requests
   const auto media = t.MediumCounters();
   ASSERT_EQ(media.size(), 3u);
