@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "agent/cli/progress.h"
-#include "agent/cli/replay_svg.h"
 #include "agent/cli/request_batches.h"
+#include "agent/render/replay_svg.h"
 #include "collectors/trace_reader.h"
 #include "config/model_choice.h"
 #include "curve/tenants.h"

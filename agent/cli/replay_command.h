@@ -22,7 +22,7 @@
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
-#include "agent/cli/replay_result.h"
+#include "agent/render/replay_result.h"
 #include "base/status.h"
 #include "config/model_choice.h"
 #include "curve/curve_accumulator.h"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli/simulate_output.h"
+#include "agent/render/simulate_output.h"
 #include "base/status.h"
 #include "config/model_choice.h"
 #include "curve/policy.h"

@@ -1,4 +1,4 @@
-#include "agent/cli/simulate_output.h"
+#include "agent/render/simulate_output.h"
 
 #include <algorithm>
 #include <array>
@@ -73,13 +73,6 @@ std::array<std::pair<const char*, double>, 6> MeanLatencyFields(const sim::MeanL
            {"prefill", m.prefill},
            {"ttft", m.ttft},
            {"decode", m.decode}}};
-}
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 std::string Number(double v) {
@@ -379,11 +372,11 @@ std::string FormatSimulateCsv(const SimulateResult& r) {
   for (const auto& [key, value] : MeanLatencyFields({})) out << ",mean_latency_" << key << "_s";
   out << ",meets_sla,preemptions,recomputed_tokens,pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,"
          "mean_in_system,steps";
-  for (const sim::TierTarget& t : r.settings.tiers) out << "," << CsvField("attainment_" + t.name);
+  for (const sim::TierTarget& t : r.settings.tiers) out << "," << CsvQuote("attainment_" + t.name);
   out << "\n";
   for (const SimulateRun& run : r.runs) {
     const sim::SimSummary& m = run.summary;
-    out << CsvField(run.admission) << "," << CsvField(run.policy) << "," << Number(run.load) << "," << m.requests << ","
+    out << CsvQuote(run.admission) << "," << CsvQuote(run.policy) << "," << Number(run.load) << "," << m.requests << ","
         << m.finished << "," << m.rejected << "," << Number(m.simulated_s) << "," << Number(m.requests_per_s) << ","
         << Number(m.output_tokens_per_s) << "," << Number(m.ttft.p50) << "," << Number(m.ttft.p90) << ","
         << Number(m.ttft.p99) << "," << Number(m.itl.p50) << "," << Number(m.itl.p90) << "," << Number(m.itl.p99);

@@ -1,4 +1,4 @@
-#include "agent/cli/replay_result.h"
+#include "agent/render/replay_result.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "agent/render/api_json.h"
+#include "agent/render/curve_point.h"
 #include "agent/render/text_format.h"
 #include "base/json_writer.h"
 
@@ -320,30 +321,13 @@ std::string FormatCsv(const ReplayResult& r) {
   // With --policy three columns follow: policy, class, preemptions; the exact
   // curve's rows leave them empty.
   const std::string extra = r.policies ? ",,," : "";
-  out << "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,"
-         "reused_tokens,avoided_prefill_flops,avoided_prefill_seconds"
-      << (r.policies ? ",policy,class,preemptions" : "") << "\n";
-  auto opt = [](const std::optional<double>& v) {
-    if (!v) return std::string();
-    std::ostringstream s;
-    s.precision(17);
-    s << *v;
-    return s.str();
-  };
+  out << "tenant," << CurvePointCsvHeader() << (r.policies ? ",policy,class,preemptions" : "") << "\n";
+  out.precision(17);
   auto rows = [&](const std::string& tenant, const curve::CurveReport& rep) {
     for (const auto& p : rep.points) {
-      std::ostringstream line;
-      line.precision(17);
-      std::string quoted = tenant;
-      if (quoted.find_first_of(",\"\n") != std::string::npos) {
-        std::string q = "\"";
-        for (char c : tenant) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-        quoted = q + "\"";
-      }
-      line << quoted << ',' << p.capacity_pages << ',' << opt(p.capacity_bytes) << ',' << p.page_hits << ','
-           << p.page_hit_ratio << ',' << p.request_coverage << ',' << p.reused_tokens << ','
-           << opt(p.avoided_prefill_flops) << ',' << opt(p.avoided_prefill_seconds) << extra << '\n';
-      out << line.str();
+      out << CsvQuote(tenant) << ',';
+      WriteCurvePointCsv(out, p);
+      out << extra << '\n';
     }
   };
   rows("", r.total);
@@ -353,12 +337,6 @@ std::string FormatCsv(const ReplayResult& r) {
     // A second section after a blank line: the interference numbers, one row per
     // (dimension, group, capacity) with evictor empty, then one per evictor.
     const ReplayGroups& g = *r.groups;
-    auto quote = [](const std::string& s) {
-      if (s.find_first_of(",\"\n") == std::string::npos) return s;
-      std::string q = "\"";
-      for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-      return q + "\"";
-    };
     out << "\ndimension,group,evictor,capacity_pages,page_refs,page_hits,capacity_misses,capacity_miss_share,"
            "isolated_page_hits,lost_hits,evicted_pages\n";
     auto section = [&](const char* dim, const std::vector<GroupRow>& rows, bool isolated) {
@@ -367,7 +345,7 @@ std::string FormatCsv(const ReplayResult& r) {
         for (std::size_t c = 0; c < g.capacities.size(); ++c) {
           std::ostringstream line;
           line.precision(17);
-          line << dim << ',' << quote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
+          line << dim << ',' << CsvQuote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
                << ',' << t.capacity_misses(c) << ',' << Share(t.capacity_misses(c), t.page_refs) << ',';
           if (isolated) {
             line << t.isolated_hits[c] << ','
@@ -377,7 +355,7 @@ std::string FormatCsv(const ReplayResult& r) {
           }
           line << ",\n";
           for (const auto& [evictor, pages] : t.evicted_by) {
-            line << dim << ',' << quote(row.name) << ',' << quote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
+            line << dim << ',' << CsvQuote(row.name) << ',' << CsvQuote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
                  << pages[c] << '\n';
           }
           out << line.str();
@@ -391,7 +369,7 @@ std::string FormatCsv(const ReplayResult& r) {
       for (const FootprintRow& f : g.footprint) {
         std::ostringstream line;
         line.precision(17);
-        line << quote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
+        line << CsvQuote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
              << '\n';
         out << line.str();
       }
