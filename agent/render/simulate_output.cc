@@ -199,10 +199,10 @@ std::string FormatSimulateTable(const SimulateResult& r) {
   return out.str();
 }
 
-std::string FormatSimulateJson(const SimulateResult& r) {
-  const SimulateSettings& s = r.settings;
-  base::JsonWriter w;
-  w.BeginObject();
+namespace {
+
+// "settings": the time model, the pool, the scheduler, the SLA tiers and the assumptions.
+void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
   w.Key("settings");
   w.BeginObject();
   w.Key("sources");
@@ -269,81 +269,91 @@ std::string FormatSimulateJson(const SimulateResult& r) {
   for (const std::string& a : s.assumptions) w.String(a);
   w.EndArray();
   w.EndObject();
+}
+
+// One run's object of "runs": its figures, per tier, the KV pool's and the SLA verdict.
+void WriteRunJson(base::JsonWriter& w, const SimulateRun& run) {
+  const sim::SimSummary& m = run.summary;
+  w.BeginObject();
+  w.Key("admission");
+  w.String(run.admission);
+  w.Key("policy");
+  w.String(run.policy);
+  w.Key("load");
+  w.Number(run.load);
+  w.Key("requests");
+  w.Uint(m.requests);
+  w.Key("finished");
+  w.Uint(m.finished);
+  w.Key("rejected");
+  w.Uint(m.rejected);
+  w.Key("simulated_s");
+  w.Number(m.simulated_s);
+  w.Key("requests_per_s");
+  w.Number(m.requests_per_s);
+  w.Key("output_tokens_per_s");
+  w.Number(m.output_tokens_per_s);
+  Quantiles(w, "ttft_s", m.ttft);
+  Quantiles(w, "itl_s", m.itl);
+  w.Key("mean_latency_s");
+  w.BeginObject();
+  for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) {
+    w.Key(key);
+    w.Number(value);
+  }
+  w.EndObject();
+  w.Key("tiers");
+  w.BeginArray();
+  for (const sim::TierScore& t : m.tiers) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(t.name);
+    w.Key("requests");
+    w.Uint(t.requests);
+    w.Key("met");
+    w.Uint(t.met);
+    w.Key("rejected");
+    w.Uint(t.rejected);
+    w.Key("attainment");
+    w.Number(t.attainment);
+    Quantiles(w, "ttft_s", t.ttft);
+    Quantiles(w, "itl_s", t.itl);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("meets_sla");
+  w.Bool(run.meets_sla);
+  w.Key("preemptions");
+  w.Uint(m.preemptions);
+  w.Key("recomputed_tokens");
+  w.Uint(m.recomputed_tokens);
+  w.Key("kv");
+  w.BeginObject();
+  w.Key("pool_blocks");
+  w.Uint(m.pool_blocks);
+  w.Key("mean_running_blocks");
+  w.Number(m.mean_running_blocks);
+  w.Key("mean_cached_blocks");
+  w.Number(m.mean_cached_blocks);
+  w.EndObject();
+  w.Key("prefix_hit_ratio");
+  w.Number(m.prefix_hit_ratio);
+  w.Key("mean_in_system");
+  w.Number(m.mean_in_system);
+  w.Key("steps");
+  w.Uint(m.steps);
+  w.EndObject();
+}
+}  // namespace
+
+std::string FormatSimulateJson(const SimulateResult& r) {
+  base::JsonWriter w;
+  w.BeginObject();
+  WriteSimulateSettingsJson(w, r.settings);
 
   w.Key("runs");
   w.BeginArray();
-  for (const SimulateRun& run : r.runs) {
-    const sim::SimSummary& m = run.summary;
-    w.BeginObject();
-    w.Key("admission");
-    w.String(run.admission);
-    w.Key("policy");
-    w.String(run.policy);
-    w.Key("load");
-    w.Number(run.load);
-    w.Key("requests");
-    w.Uint(m.requests);
-    w.Key("finished");
-    w.Uint(m.finished);
-    w.Key("rejected");
-    w.Uint(m.rejected);
-    w.Key("simulated_s");
-    w.Number(m.simulated_s);
-    w.Key("requests_per_s");
-    w.Number(m.requests_per_s);
-    w.Key("output_tokens_per_s");
-    w.Number(m.output_tokens_per_s);
-    Quantiles(w, "ttft_s", m.ttft);
-    Quantiles(w, "itl_s", m.itl);
-    w.Key("mean_latency_s");
-    w.BeginObject();
-    for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) {
-      w.Key(key);
-      w.Number(value);
-    }
-    w.EndObject();
-    w.Key("tiers");
-    w.BeginArray();
-    for (const sim::TierScore& t : m.tiers) {
-      w.BeginObject();
-      w.Key("name");
-      w.String(t.name);
-      w.Key("requests");
-      w.Uint(t.requests);
-      w.Key("met");
-      w.Uint(t.met);
-      w.Key("rejected");
-      w.Uint(t.rejected);
-      w.Key("attainment");
-      w.Number(t.attainment);
-      Quantiles(w, "ttft_s", t.ttft);
-      Quantiles(w, "itl_s", t.itl);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("meets_sla");
-    w.Bool(run.meets_sla);
-    w.Key("preemptions");
-    w.Uint(m.preemptions);
-    w.Key("recomputed_tokens");
-    w.Uint(m.recomputed_tokens);
-    w.Key("kv");
-    w.BeginObject();
-    w.Key("pool_blocks");
-    w.Uint(m.pool_blocks);
-    w.Key("mean_running_blocks");
-    w.Number(m.mean_running_blocks);
-    w.Key("mean_cached_blocks");
-    w.Number(m.mean_cached_blocks);
-    w.EndObject();
-    w.Key("prefix_hit_ratio");
-    w.Number(m.prefix_hit_ratio);
-    w.Key("mean_in_system");
-    w.Number(m.mean_in_system);
-    w.Key("steps");
-    w.Uint(m.steps);
-    w.EndObject();
-  }
+  for (const SimulateRun& run : r.runs) WriteRunJson(w, run);
   w.EndArray();
 
   w.Key("combinations");
