@@ -8,6 +8,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/json_type_name.h"
+
 namespace kvwatch::collectors {
 
 namespace od = simdjson::ondemand;
@@ -49,24 +51,6 @@ bool IsBlank(std::string_view line) {
     if (!IsJsonSpace(c)) return false;
   }
   return true;
-}
-
-std::string_view TypeName(od::json_type type) {
-  switch (type) {
-    case od::json_type::array:
-      return "an array";
-    case od::json_type::object:
-      return "an object";
-    case od::json_type::number:
-      return "a number";
-    case od::json_type::string:
-      return "a string";
-    case od::json_type::boolean:
-      return "a boolean";
-    case od::json_type::null:
-      return "null";
-  }
-  return "an unknown value";
 }
 
 // Why a JSON number token is not an integer in [0, 2^64): judged from its text,
@@ -192,8 +176,8 @@ base::Status RecordReader::Read(RecordFacts* facts) {
   if (root_type != od::json_type::object) {
     // type() only peeks at the first byte: "nonsense" would look like null.
     if (!IsValidRootScalar(doc, root_type)) return ErrorAt(begin_, "not valid JSON");
-    return ErrorAt(begin_,
-                   std::string("expected a JSON object with \"hash_ids\", found ") + std::string(TypeName(root_type)));
+    return ErrorAt(begin_, std::string("expected a JSON object with \"hash_ids\", found ") +
+                               std::string(base::JsonTypeName(root_type)));
   }
   od::object object;
   if (auto error = doc.get_object().get(object)) return SyntaxError(error);
@@ -274,7 +258,7 @@ base::Status RecordReader::ReadHashIds(od::value value) {
     if (value.type().get(type) != simdjson::SUCCESS) {
       return ErrorAt(where, "\"hash_ids\" is not valid JSON; expected an array of non-negative integers");
     }
-    return ErrorAt(where, std::string("\"hash_ids\" is ") + std::string(TypeName(type)) +
+    return ErrorAt(where, std::string("\"hash_ids\" is ") + std::string(base::JsonTypeName(type)) +
                               "; expected an array of non-negative integers");
   }
   std::size_t index = 0;
@@ -301,7 +285,7 @@ base::Status RecordReader::BadId(od::value& value, std::size_t index) {
   }
   if (type != od::json_type::number) {
     return ErrorAt(token.data(),
-                   where + " is " + std::string(TypeName(type)) + " (" + std::string(token) + ")" + expected);
+                   where + " is " + std::string(base::JsonTypeName(type)) + " (" + std::string(token) + ")" + expected);
   }
   return ErrorAt(token.data(),
                  where + " " + std::string(DescribeBadInteger(token)) + " (" + std::string(token) + ")" + expected);
@@ -316,7 +300,7 @@ base::Status RecordReader::ReadNumber(od::value& value, std::string_view name, N
     if (IsNanOrInfinity(token)) {
       found = "NaN or Infinity, which JSON has no number for";
     } else if (value.type().get(type) == simdjson::SUCCESS && type != od::json_type::number) {
-      found = std::string(TypeName(type));
+      found = std::string(base::JsonTypeName(type));
     } else if (token.find_first_of(".eE") == std::string_view::npos) {
       found = "an integer out of range";
     }

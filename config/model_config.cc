@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_type_name.h"
 #include "base/text_file.h"
 #include "simdjson.h"
 
@@ -104,24 +105,6 @@ struct Scalar {
 // left out, so they count as absent.
 using Level = std::map<std::string, Scalar, std::less<>>;
 
-std::string TypeName(od::json_type type) {
-  switch (type) {
-    case od::json_type::array:
-      return "an array";
-    case od::json_type::object:
-      return "an object";
-    case od::json_type::number:
-      return "a number";
-    case od::json_type::string:
-      return "a string";
-    case od::json_type::boolean:
-      return "a boolean";
-    case od::json_type::null:
-      return "null";
-  }
-  return "an unknown JSON type";
-}
-
 std::string JsonError(simdjson::error_code error) { return simdjson::error_message(error); }
 
 // Where the document's iterator is, for messages: " at byte N", or "" at the end.
@@ -145,7 +128,7 @@ Result<bool> ReadScalar(od::value& value, const std::string& key, const Position
   if (auto error = value.type().get(type)) {
     return Result<bool>::Error(key + ": invalid JSON value" + pos.Where() + " (" + JsonError(error) + ")");
   }
-  out->type_name = TypeName(type);
+  out->type_name = base::JsonTypeName(type);
   switch (type) {
     case od::json_type::null:
       return false;
@@ -228,7 +211,7 @@ Status ReadLevel(od::object& object, const std::string& prefix, const Position& 
       if (type == od::json_type::null) continue;
       od::object nested;
       if (type != od::json_type::object || value.get_object().get(nested) != simdjson::SUCCESS) {
-        return Status::Error(key + ": expected an object, found " + TypeName(type));
+        return Status::Error(key + ": expected an object, found " + std::string(base::JsonTypeName(type)));
       }
       if (Status s = ReadLevel(nested, key + ".", pos, text_config, nullptr); !s.ok()) return s;
       continue;

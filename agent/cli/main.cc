@@ -224,9 +224,28 @@ void AddSimulate(CLI::App& app, kvwatch::agent::SimulateOptions& o) {
       ->capture_default_str();
   cmd->add_option("--class-quantile", o.class_quantiles,
                   "reserve-quantile's quantile for named classes: CLASS=Q,CLASS=Q (others: --reserve-quantile)");
-  cmd->add_option("--tier", o.tiers,
+  cmd->add_option("--sla-tier", o.tiers,
                   "An SLA tier NAME:ttft=2s,itl=100ms; repeat for each (default: one tier 'all', ttft 2s, itl 100ms)");
-  cmd->add_option("--tier-of", o.tier_of, "Who is in which tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");
+  cmd->add_option("--sla-tier-of", o.tier_of,
+                  "Who is in which SLA tier: tenant:NAME=TIER,class:NAME=TIER (others: the first)");
+  // The old spellings (until 0.1): --tier is replay's cache tier, so simulate's
+  // SLA tier is --sla-tier; still read, with a note.
+  cmd->add_option_function<std::vector<std::string>>(
+         "--tier",
+         [&o](const std::vector<std::string>& tiers) {
+           std::fprintf(stderr, "kvwatch simulate: --tier is deprecated; use --sla-tier\n");
+           o.tiers.insert(o.tiers.end(), tiers.begin(), tiers.end());
+         },
+         "Deprecated spelling of --sla-tier")
+      ->group("Deprecated spellings");
+  cmd->add_option_function<std::string>(
+         "--tier-of",
+         [&o](const std::string& tier_of) {
+           std::fprintf(stderr, "kvwatch simulate: --tier-of is deprecated; use --sla-tier-of\n");
+           o.tier_of = tier_of;
+         },
+         "Deprecated spelling of --sla-tier-of")
+      ->group("Deprecated spellings");
   cmd->add_option("--sla-target", o.sla_target, "Attainment every tier needs for a load to meet the SLA")
       ->capture_default_str();
   cmd->add_option("--output-tokens", o.output_tokens,

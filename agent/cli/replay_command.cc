@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "agent/cli/progress.h"
-#include "agent/cli/replay_svg.h"
 #include "agent/cli/request_batches.h"
+#include "agent/render/replay_svg.h"
 #include "collectors/trace_reader.h"
 #include "config/model_choice.h"
 #include "curve/tenants.h"
@@ -563,23 +563,25 @@ ReplayResult Replayer::Result() const {
   return r;
 }
 
-int RunReplay(const ReplayOptions& options) {
-  auto resolved = ResolveReplayOptions(options);
-  if (!resolved.ok()) {
-    std::fprintf(stderr, "kvwatch replay: %s\n", resolved.error().c_str());
-    return 2;
-  }
-  auto unit = collectors::ParseTimestampUnit(options.timestamp_unit);
-  if (!unit) {
-    std::fprintf(stderr, "kvwatch replay: --timestamp-unit: expected auto, ms or s, got '%s'\n",
-                 options.timestamp_unit.c_str());
-    return 2;
-  }
-  if (options.traces.empty()) {
-    std::fprintf(stderr, "kvwatch replay: no TRACE given (a path, or - for standard input)\n");
-    return 2;
-  }
+namespace {
 
+// Prints "kvwatch replay: message" and gives back the exit status.
+int Fail(int status, const std::string& message) {
+  std::fprintf(stderr, "kvwatch replay: %s\n", message.c_str());
+  return status;
+}
+
+// What the options ask of the run beyond ResolveReplayOptions: a timestamp unit
+// and a trace.
+base::Result<collectors::TimestampUnit> CheckRunOptions(const ReplayOptions& options) {
+  using R = base::Result<collectors::TimestampUnit>;
+  auto unit = collectors::ParseTimestampUnit(options.timestamp_unit);
+  if (!unit) return R::Error("--timestamp-unit: expected auto, ms or s, got '" + options.timestamp_unit + "'");
+  if (options.traces.empty()) return R::Error("no TRACE given (a path, or - for standard input)");
+  return *unit;
+}
+
+void TuneHeap() {
   // The engine's tables and the curve's histograms grow by doubling to the size of
   // the trace's distinct pages, freeing the smaller block each time. Keep freed
   // memory in the heap for the next growth instead of returning it to the kernel
@@ -588,13 +590,13 @@ int RunReplay(const ReplayOptions& options) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, 16 << 20);
+}
 
-  // Built on the first batch, once the page size is settled from its records.
-  std::unique_ptr<Replayer> replayer;
-  ReplayInput input;
-  const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
-  ProgressBar bar(stderr, progress_on);
-
+// Reads every trace on a reader thread and replays its requests on this one into
+// replayer (built on the first batch); input counts what was read. False when
+// a trace could not be read (said on standard error).
+bool ReadAndReplay(const ReplayOptions& options, collectors::TimestampUnit unit, ResolvedReplay* resolved,
+                   ProgressBar& bar, std::unique_ptr<Replayer>& replayer, ReplayInput& input) {
   // The reader thread parses every trace in order into batches; this thread runs
   // the engine on them. Only the reader writes to stderr until it is joined (the
   // mutex keeps it so should that change).
@@ -607,7 +609,7 @@ int RunReplay(const ReplayOptions& options) {
     for (const std::string& path : options.traces) {
       collectors::TraceReaderOptions ro;
       ro.strict = options.strict;
-      ro.record.timestamp_unit = *unit;
+      ro.record.timestamp_unit = unit;
       if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
       if (!options.tenants) ro.record.tenant_fields.clear();
       std::uint64_t reported = 0;
@@ -662,8 +664,8 @@ int RunReplay(const ReplayOptions& options) {
   // first batch's records (up to RequestBatch::kMaxRequests requests), then
   // checked against every record.
   auto start = [&](std::span<const TokenPages> sample) {
-    SettlePageTokens(&resolved.value(), sample);
-    replayer = std::make_unique<Replayer>(resolved.value());
+    SettlePageTokens(resolved, sample);
+    replayer = std::make_unique<Replayer>(*resolved);
   };
   std::vector<TokenPages> sample;
   while (auto batch = queue.PopFull()) {
@@ -687,27 +689,30 @@ int RunReplay(const ReplayOptions& options) {
     queue.Recycle(std::move(batch));
   }
   reader.join();
-  if (read_failed) return 1;
+  if (read_failed) return false;
   if (!replayer) start({});  // no request at all
+  return true;
+}
 
-  ReplayResult result = replayer->Result();
-  result.input = input;
-  if (replayer->stored_) {
-    PolicyReplayOptions popts = *resolved.value().policies;
-    if (popts.capacities.empty()) {
-      for (const auto& p : result.total.points) {
-        if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);
-      }
+// --policy: every policy at every capacity (the curve's points when none were
+// given) over the stored requests.
+Result<PolicyReplayResult> ReplayPolicies(Replayer& replayer, const ResolvedReplay& resolved,
+                                          const ReplayResult& result, ProgressBar& bar) {
+  PolicyReplayOptions popts = *resolved.policies;
+  if (popts.capacities.empty()) {
+    for (const auto& p : result.total.points) {
+      if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);
     }
-    auto policies = RunPolicies(*replayer->stored_, popts, replayer->total(),
-                                [&](std::uint64_t done, std::uint64_t total) { bar.Update("policies", done, total); });
-    bar.Clear();
-    if (!policies.ok()) {
-      std::fprintf(stderr, "kvwatch replay: %s\n", policies.error().c_str());
-      return 2;
-    }
-    result.policies = std::move(policies.value());
   }
+  auto policies = RunPolicies(*replayer.stored_trace(), popts, replayer.total(),
+                              [&](std::uint64_t done, std::uint64_t total) { bar.Update("policies", done, total); });
+  bar.Clear();
+  return policies;
+}
+
+// The result in --format on standard output, the warnings on standard error, and
+// the plot with --svg.
+int WriteReplayOutputs(const ReplayOptions& options, const ReplayResult& result) {
   if (options.format == "json") {
     std::fputs(FormatJson(result).c_str(), stdout);
   } else if (options.format == "csv") {
@@ -718,19 +723,40 @@ int RunReplay(const ReplayOptions& options) {
   if (auto warning = PageTokensWarning(result.settings)) {
     std::fprintf(stderr, "kvwatch replay: warning: %s\n", warning->c_str());
   }
-  if (input.bad_lines > 0) {
+  if (result.input.bad_lines > 0) {
     std::fprintf(stderr, "kvwatch replay: skipped %llu bad lines of %llu\n",
-                 static_cast<unsigned long long>(input.bad_lines), static_cast<unsigned long long>(input.lines));
+                 static_cast<unsigned long long>(result.input.bad_lines),
+                 static_cast<unsigned long long>(result.input.lines));
   }
   if (!options.svg.empty()) {
     std::ofstream svg(options.svg, std::ios::binary | std::ios::trunc);
     svg << RenderSvg(result, {0.9, 0.95, 0.99});
-    if (!svg.good()) {
-      std::fprintf(stderr, "kvwatch replay: --svg: cannot write '%s'\n", options.svg.c_str());
-      return 1;
-    }
+    if (!svg.good()) return Fail(1, "--svg: cannot write '" + options.svg + "'");
   }
   return 0;
+}
+
+}  // namespace
+
+int RunReplay(const ReplayOptions& options) {
+  auto resolved = ResolveReplayOptions(options);
+  if (!resolved.ok()) return Fail(2, resolved.error());
+  auto unit = CheckRunOptions(options);
+  if (!unit.ok()) return Fail(2, unit.error());
+  TuneHeap();
+  const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
+  ProgressBar bar(stderr, progress_on);
+  std::unique_ptr<Replayer> replayer;
+  ReplayInput input;
+  if (!ReadAndReplay(options, unit.value(), &resolved.value(), bar, replayer, input)) return 1;
+  ReplayResult result = replayer->Result();
+  result.input = input;
+  if (replayer->stored_trace() != nullptr) {
+    auto policies = ReplayPolicies(*replayer, resolved.value(), result, bar);
+    if (!policies.ok()) return Fail(2, policies.error());
+    result.policies = std::move(policies.value());
+  }
+  return WriteReplayOutputs(options, result);
 }
 
 }  // namespace kvwatch::agent

@@ -22,7 +22,7 @@
 #include "agent/cli/page_tokens.h"
 #include "agent/cli/replay_hybrid.h"
 #include "agent/cli/replay_policies.h"
-#include "agent/cli/replay_result.h"
+#include "agent/render/replay_result.h"
 #include "base/status.h"
 #include "config/model_choice.h"
 #include "curve/curve_accumulator.h"
@@ -135,6 +135,8 @@ class Replayer {
   ReplayResult Result() const;
 
   const curve::CurveAccumulator& total() const { return total_; }
+  // --policy: every request kept for the policies' simulations; nullptr without.
+  curve::StoredTrace* stored_trace() { return stored_.get(); }
   // In sampled mode, acc corrected for the sample's size (SHARDS-adj); else acc.
   curve::CurveAccumulator Adjusted(const curve::CurveAccumulator& acc, std::uint64_t page_refs) const;
 
@@ -179,8 +181,6 @@ class Replayer {
   void AddOutcome(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant);
   // The engine with tenant and class groups, then AddOutcome and the group numbers.
   void AddGroups(const curve::Request& request, std::span<const curve::PageId> pages, Tenant* tenant);
-
-  friend int RunReplay(const ReplayOptions& options);
 };
 
 // Runs the whole command; returns the process exit code (0 ok, 1 bad input in

@@ -333,38 +333,42 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
   return out;
 }
 
-int RunSimulate(const SimulateOptions& options) {
-  auto setup = ResolveSimulateOptions(options);
-  if (!setup.ok()) {
-    std::fprintf(stderr, "kvwatch simulate: %s\n", setup.error().c_str());
-    return 2;
-  }
-  if (!options.timeline.empty() && setup.value().loads.size() != 1) {
-    std::fprintf(stderr, "kvwatch simulate: --timeline: needs exactly one --load, got %zu\n",
-                 setup.value().loads.size());
-    return 2;
-  }
-  if (options.traces.empty()) {
-    std::fprintf(stderr, "kvwatch simulate: no TRACE given (a path, or - for standard input)\n");
-    return 2;
-  }
-  auto unit = collectors::ParseTimestampUnit(options.timestamp_unit);
-  if (!unit) {
-    std::fprintf(stderr, "kvwatch simulate: --timestamp-unit: expected auto, ms or s, got '%s'\n",
-                 options.timestamp_unit.c_str());
-    return 2;
-  }
-  const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
-  ProgressBar bar(stderr, progress_on);
+namespace {
 
-  // The whole trace in memory: every run replays all of it.
-  std::vector<curve::Request> trace;
+// Prints "kvwatch simulate: message" and gives back the exit status.
+int Fail(int status, const std::string& message) {
+  std::fprintf(stderr, "kvwatch simulate: %s\n", message.c_str());
+  return status;
+}
+
+// What the options ask of the run beyond ResolveSimulateOptions: a trace, a
+// timestamp unit, and one load for --timeline.
+base::Result<collectors::TimestampUnit> CheckRunOptions(const SimulateOptions& options, const SimulateSetup& setup) {
+  using R = base::Result<collectors::TimestampUnit>;
+  if (!options.timeline.empty() && setup.loads.size() != 1) {
+    return R::Error("--timeline: needs exactly one --load, got " + std::to_string(setup.loads.size()));
+  }
+  if (options.traces.empty()) return R::Error("no TRACE given (a path, or - for standard input)");
+  auto unit = collectors::ParseTimestampUnit(options.timestamp_unit);
+  if (!unit) return R::Error("--timestamp-unit: expected auto, ms or s, got '" + options.timestamp_unit + "'");
+  return *unit;
+}
+
+// The whole trace in memory (every run replays all of it), the token counts the
+// page size is inferred from, and the bad lines skipped (the first 20 said).
+struct LoadedTrace {
+  std::vector<curve::Request> requests;
   std::vector<TokenPages> evidence;
   std::uint64_t bad_lines = 0;
+};
+
+base::Result<LoadedTrace> ReadSimulateTrace(const SimulateOptions& options, collectors::TimestampUnit unit,
+                                            ProgressBar& bar) {
+  LoadedTrace trace;
   for (const std::string& path : options.traces) {
     collectors::TraceReaderOptions ro;
     ro.strict = options.strict;
-    ro.record.timestamp_unit = *unit;
+    ro.record.timestamp_unit = unit;
     if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
     collectors::TraceCallbacks callbacks;
     // input_length 0 beside pages is a contradiction (a prompt has a token);
@@ -377,14 +381,14 @@ int RunSimulate(const SimulateOptions& options) {
     };
     callbacks.on_request = [&](curve::Request& request) {
       if (request.input_tokens > 0) {
-        evidence.push_back({static_cast<std::uint64_t>(request.input_tokens), request.pages.size()});
+        trace.evidence.push_back({static_cast<std::uint64_t>(request.input_tokens), request.pages.size()});
       }
-      trace.push_back(std::move(request));
+      trace.requests.push_back(std::move(request));
       request = curve::Request();
     };
     callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
       bar.Clear();
-      if (bad_lines++ < 20) {
+      if (trace.bad_lines++ < 20) {
         std::fprintf(stderr, "kvwatch simulate: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
                      static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
       }
@@ -392,35 +396,17 @@ int RunSimulate(const SimulateOptions& options) {
     callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) { bar.Update(path, done, total); };
     auto summary = collectors::ReadTrace(path, ro, callbacks);
     bar.Clear();
-    if (!summary.ok()) {
-      std::fprintf(stderr, "kvwatch simulate: %s\n", summary.error().c_str());
-      return 1;
-    }
+    if (!summary.ok()) return base::Result<LoadedTrace>::Error(summary.error());
   }
-  if (trace.empty()) {
-    std::fprintf(stderr, "kvwatch simulate: the trace has no request\n");
-    return 1;
-  }
-  const auto guess = InferPageTokens(evidence);
-  auto settled = SettleSimulatePool(&setup.value(), guess ? std::optional(guess->page_tokens) : std::nullopt);
-  if (!settled.ok()) {
-    std::fprintf(stderr, "kvwatch simulate: %s\n", settled.error().c_str());
-    return 2;
-  }
-  auto built = BuildReplicaRequests(trace, &setup.value());
-  if (!built.ok()) {
-    std::fprintf(stderr, "kvwatch simulate: %s\n", built.error().c_str());
-    return 1;
-  }
-  trace.clear();
-  trace.shrink_to_fit();
-  const std::vector<sim::ReplicaRequest>& base = built.value();
-  SimulateSetup& s = setup.value();
-  const sim::LinearStepTime time(s.coefficients);
+  if (trace.requests.empty()) return base::Result<LoadedTrace>::Error("the trace has no request");
+  return trace;
+}
 
+// The runs in the output's order (admission, policy, load), not run yet; with
+// --timeline, an empty timeline beside each.
+SimulateResult PlanRuns(const SimulateSetup& s, bool timeline) {
   SimulateResult result;
   result.settings = s.settings;
-  // Runs in the output's order: admission, policy, load.
   for (sim::Admission a : s.admissions) {
     for (curve::PolicyKind p : s.policies) {
       for (double load : s.loads) {
@@ -432,67 +418,116 @@ int RunSimulate(const SimulateOptions& options) {
       }
     }
   }
-  const bool timeline = !options.timeline.empty();
   if (timeline) {
     for (const SimulateRun& run : result.runs) result.timelines.push_back({run.admission, run.policy, run.load, {}});
   }
-  const std::size_t per_load = s.admissions.size() * s.policies.size();
-  const std::uint64_t total = static_cast<std::uint64_t>(result.runs.size()) * base.size();
-  std::vector<std::uint64_t> done(result.runs.size(), 0);
+  return result;
+}
+
+// The sweep's shared state across its worker threads: the requests simulated
+// per run, for one progress bar over all, the results and the first error.
+struct Sweep {
+  Sweep(const SimulateSetup& s, const std::vector<sim::ReplicaRequest>& r, bool with_timeline, ProgressBar& b,
+        SimulateResult* out)
+      : setup(s),
+        requests(r),
+        time(s.coefficients),
+        timeline(with_timeline),
+        bar(b),
+        result(out),
+        done(out->runs.size(), 0) {}
+
+  const SimulateSetup& setup;
+  const std::vector<sim::ReplicaRequest>& requests;  // at load 1
+  const sim::LinearStepTime time;
+  const bool timeline;
+  ProgressBar& bar;
+  SimulateResult* result;
   std::mutex mu;
-  std::string error;
-  unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, per_load));
-  // One load at a time: its arrivals scaled once, shared by its runs.
-  for (std::size_t li = 0; li < s.loads.size() && error.empty(); ++li) {
-    const double load = s.loads[li];
-    std::vector<sim::ReplicaRequest> scaled = base;
-    for (sim::ReplicaRequest& r : scaled) r.arrival_s /= load;
-    std::atomic<std::size_t> next{0};
-    auto worker = [&]() {
-      for (std::size_t k = next++; k < per_load; k = next++) {
-        const std::size_t a = k / s.policies.size(), p = k % s.policies.size();
-        const std::size_t index = (a * s.policies.size() + p) * s.loads.size() + li;
-        sim::ReplicaOptions ro = s.replica;
-        ro.admission = s.admissions[a];
-        ro.eviction = s.policies[p];
-        auto progress = [&, index](std::uint64_t d, std::uint64_t) {
-          std::lock_guard lock(mu);
-          done[index] = d;
-          std::uint64_t sum = 0;
-          for (std::uint64_t v : done) sum += v;
-          bar.Update("simulate", sum, total);
-        };
-        std::vector<TimelineStep> steps;
-        sim::ReplicaObserver observer;
-        if (timeline) {
-          observer.on_step = [&steps](const sim::StepRecord& step) {
-            steps.push_back(
-                {step.start_s, step.seconds, step.held_blocks, step.cached_free_blocks, step.finished, step.preempted});
-          };
-        }
-        auto summary = sim::SimulateReplicaObserved(ro, scaled, time, progress, observer);
-        std::lock_guard lock(mu);
-        if (timeline) result.timelines[index].steps = std::move(steps);
-        if (!summary.ok()) {
-          if (error.empty())
-            error = result.runs[index].admission + " / " + result.runs[index].policy + ": " + summary.error();
-          return;
-        }
-        result.runs[index].summary = std::move(summary.value());
-      }
+  std::vector<std::uint64_t> done;  // per run
+  std::string error;                // the first run's that failed
+
+  void Progress(std::size_t index, std::uint64_t d) {
+    std::lock_guard lock(mu);
+    done[index] = d;
+    std::uint64_t sum = 0;
+    for (std::uint64_t v : done) sum += v;
+    bar.Update("simulate", sum, static_cast<std::uint64_t>(result->runs.size()) * requests.size());
+  }
+};
+
+// Run `index` (admission a, policy p) over the requests at its load.
+void RunOne(Sweep& sweep, const std::vector<sim::ReplicaRequest>& scaled, std::size_t a, std::size_t p,
+            std::size_t index) {
+  const SimulateSetup& s = sweep.setup;
+  sim::ReplicaOptions ro = s.replica;
+  ro.admission = s.admissions[a];
+  ro.eviction = s.policies[p];
+  auto progress = [&sweep, index](std::uint64_t d, std::uint64_t) { sweep.Progress(index, d); };
+  std::vector<TimelineStep> steps;
+  sim::ReplicaObserver observer;
+  if (sweep.timeline) {
+    observer.on_step = [&steps](const sim::StepRecord& step) {
+      steps.push_back(
+          {step.start_s, step.seconds, step.held_blocks, step.cached_free_blocks, step.finished, step.preempted});
     };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-    for (std::thread& t : pool) t.join();
   }
+  auto summary = sim::SimulateReplicaObserved(ro, scaled, sweep.time, progress, observer);
+  std::lock_guard lock(sweep.mu);
+  SimulateResult& result = *sweep.result;
+  if (sweep.timeline) result.timelines[index].steps = std::move(steps);
+  if (!summary.ok()) {
+    if (sweep.error.empty()) {
+      sweep.error = result.runs[index].admission + " / " + result.runs[index].policy + ": " + summary.error();
+    }
+    return;
+  }
+  result.runs[index].summary = std::move(summary.value());
+}
+
+// Every admission x policy at load index li, on up to `threads` threads; the
+// load's arrivals are scaled once, shared by its runs.
+void RunLoad(Sweep& sweep, std::size_t li, unsigned threads) {
+  const SimulateSetup& s = sweep.setup;
+  const std::size_t per_load = s.admissions.size() * s.policies.size();
+  std::vector<sim::ReplicaRequest> scaled = sweep.requests;
+  for (sim::ReplicaRequest& r : scaled) r.arrival_s /= s.loads[li];
+  std::atomic<std::size_t> next{0};
+  auto worker = [&]() {
+    for (std::size_t k = next++; k < per_load; k = next++) {
+      const std::size_t a = k / s.policies.size(), p = k % s.policies.size();
+      RunOne(sweep, scaled, a, p, (a * s.policies.size() + p) * s.loads.size() + li);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
+// The whole sweep, one load at a time; an error names the run that failed.
+base::Status RunSweep(const SimulateSetup& s, const std::vector<sim::ReplicaRequest>& requests, unsigned threads,
+                      bool timeline, ProgressBar& bar, SimulateResult* result) {
+  Sweep sweep(s, requests, timeline, bar, result);
+  const std::size_t per_load = s.admissions.size() * s.policies.size();
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, per_load));
+  for (std::size_t li = 0; li < s.loads.size() && sweep.error.empty(); ++li) RunLoad(sweep, li, threads);
   bar.Clear();
-  if (!error.empty()) {
-    std::fprintf(stderr, "kvwatch simulate: %s\n", error.c_str());
-    return 2;
-  }
-  ScoreSla(&result);
+  if (!sweep.error.empty()) return base::Status::Error(sweep.error);
+  return base::Status::Ok();
+}
+
+// Writes a plot to `path`; false when the file cannot be written.
+bool WritePlot(const std::string& path, const std::string& svg) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << svg;
+  return out.good();
+}
+
+// The result in --format on standard output, the bad lines' count on standard
+// error, and the plots asked for.
+int WriteSimulateOutputs(const SimulateOptions& options, const SimulateResult& result, std::uint64_t bad_lines) {
   if (options.format == "json") {
     std::fputs(FormatSimulateJson(result).c_str(), stdout);
   } else if (options.format == "csv") {
@@ -503,23 +538,41 @@ int RunSimulate(const SimulateOptions& options) {
   if (bad_lines > 0) {
     std::fprintf(stderr, "kvwatch simulate: skipped %llu bad lines\n", static_cast<unsigned long long>(bad_lines));
   }
-  if (!options.svg.empty()) {
-    std::ofstream svg(options.svg, std::ios::binary | std::ios::trunc);
-    svg << RenderSimulateSvg(result);
-    if (!svg.good()) {
-      std::fprintf(stderr, "kvwatch simulate: --svg: cannot write '%s'\n", options.svg.c_str());
-      return 1;
-    }
+  if (!options.svg.empty() && !WritePlot(options.svg, RenderSimulateSvg(result))) {
+    return Fail(1, "--svg: cannot write '" + options.svg + "'");
   }
-  if (timeline) {
-    std::ofstream svg(options.timeline, std::ios::binary | std::ios::trunc);
-    svg << RenderTimelineSvg(result);
-    if (!svg.good()) {
-      std::fprintf(stderr, "kvwatch simulate: --timeline: cannot write '%s'\n", options.timeline.c_str());
-      return 1;
-    }
+  if (!options.timeline.empty() && !WritePlot(options.timeline, RenderTimelineSvg(result))) {
+    return Fail(1, "--timeline: cannot write '" + options.timeline + "'");
   }
   return 0;
+}
+
+}  // namespace
+
+int RunSimulate(const SimulateOptions& options) {
+  auto setup = ResolveSimulateOptions(options);
+  if (!setup.ok()) return Fail(2, setup.error());
+  SimulateSetup& s = setup.value();
+  auto unit = CheckRunOptions(options, s);
+  if (!unit.ok()) return Fail(2, unit.error());
+  const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
+  ProgressBar bar(stderr, progress_on);
+  auto trace = ReadSimulateTrace(options, unit.value(), bar);
+  if (!trace.ok()) return Fail(1, trace.error());
+  const auto guess = InferPageTokens(trace.value().evidence);
+  auto settled = SettleSimulatePool(&s, guess ? std::optional(guess->page_tokens) : std::nullopt);
+  if (!settled.ok()) return Fail(2, settled.error());
+  auto built = BuildReplicaRequests(trace.value().requests, &s);
+  if (!built.ok()) return Fail(1, built.error());
+  const std::uint64_t bad_lines = trace.value().bad_lines;
+  trace.value() = LoadedTrace();  // the replica has its own requests now
+  SimulateResult result = PlanRuns(s, !options.timeline.empty());
+  if (base::Status run = RunSweep(s, built.value(), options.threads, !options.timeline.empty(), bar, &result);
+      !run.ok()) {
+    return Fail(2, run.error());
+  }
+  ScoreSla(&result);
+  return WriteSimulateOutputs(options, result, bad_lines);
 }
 
 }  // namespace kvwatch::agent

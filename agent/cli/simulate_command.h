@@ -7,7 +7,7 @@
 // the tiers and who belongs to them, the sweep; the KV pool is settled once the
 // trace's page size is known (SettleSimulatePool). RunSimulate reads the trace,
 // builds the replica's requests (BuildReplicaRequests), runs the sweep on
-// --threads threads and prints the result (simulate_output.h).
+// --threads threads and prints the result (agent/render/simulate_output.h).
 //
 // Thread safety: the functions are reentrant; RunSimulate runs the sweep's runs on
 // worker threads, each on its own copy of the options and a shared read-only
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli/simulate_output.h"
+#include "agent/render/simulate_output.h"
 #include "base/status.h"
 #include "config/model_choice.h"
 #include "curve/policy.h"

@@ -283,18 +283,19 @@ Status ResolveScheduler(const SimulateOptions& o, SimulateSetup* s) {
   return Status::Ok();
 }
 
-// --tier-of: who belongs to which tier; the tiers' members as the output says them.
+// --sla-tier-of: who belongs to which tier; the tiers' members as the output says them.
 Status ResolveTierMembers(const SimulateOptions& o, SimulateSetup* s) {
   std::vector<std::string> members(s->replica.tiers.size());
   for (std::string_view item : Split(o.tier_of, ',')) {
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos)
-      return Flag("--tier-of", "expected tenant:NAME=TIER, got '" + std::string(item) + "'");
+      return Flag("--sla-tier-of", "expected tenant:NAME=TIER, got '" + std::string(item) + "'");
     std::string_view who = item.substr(0, eq);
     const std::string tier(item.substr(eq + 1));
     auto it = std::find_if(s->replica.tiers.begin(), s->replica.tiers.end(),
                            [&](const sim::TierTarget& t) { return t.name == tier; });
-    if (it == s->replica.tiers.end()) return Flag("--tier-of", "unknown tier '" + tier + "' (give it with --tier)");
+    if (it == s->replica.tiers.end())
+      return Flag("--sla-tier-of", "unknown tier '" + tier + "' (give it with --sla-tier)");
     const auto index = static_cast<std::uint32_t>(it - s->replica.tiers.begin());
     const bool is_class = who.rfind("class:", 0) == 0;
     if (is_class) {
@@ -302,7 +303,7 @@ Status ResolveTierMembers(const SimulateOptions& o, SimulateSetup* s) {
     } else if (who.rfind("tenant:", 0) == 0) {
       who.remove_prefix(7);
     }
-    if (who.empty()) return Flag("--tier-of", "empty name in '" + std::string(item) + "'");
+    if (who.empty()) return Flag("--sla-tier-of", "empty name in '" + std::string(item) + "'");
     (is_class ? s->tier_map.cls : s->tier_map.tenant)[std::string(who)] = index;
     std::string& m = members[index];
     m += (m.empty() ? "" : ", ") + std::string(is_class ? "class " : "tenant ") + std::string(who);
@@ -320,13 +321,13 @@ Status ResolveTierMembers(const SimulateOptions& o, SimulateSetup* s) {
   return Status::Ok();
 }
 
-// The SLA tiers (--tier), their members and --sla-target.
+// The SLA tiers (--sla-tier), their members and --sla-target.
 Status ResolveTiers(const SimulateOptions& o, SimulateSetup* s) {
   for (const std::string& text : o.tiers) {
     auto t = ParseTier(text);
-    if (!t.ok()) return Flag("--tier", t.error());
+    if (!t.ok()) return Flag("--sla-tier", t.error());
     for (const sim::TierTarget& other : s->replica.tiers) {
-      if (other.name == t.value().name) return Flag("--tier", "tier " + other.name + " given twice");
+      if (other.name == t.value().name) return Flag("--sla-tier", "tier " + other.name + " given twice");
     }
     s->replica.tiers.push_back(t.value());
   }

@@ -4,33 +4,6 @@
 
 namespace kvwatch::agent {
 
-void WriteCurvePoint(base::JsonWriter& w, const curve::CurvePoint& p) {
-  w.BeginObject();
-  w.Key("capacity_pages");
-  w.Uint(p.capacity_pages);
-  w.Key("page_hits");
-  w.Number(p.page_hits);
-  w.Key("page_hit_ratio");
-  w.Number(p.page_hit_ratio);
-  w.Key("request_coverage");
-  w.Number(p.request_coverage);
-  w.Key("reused_tokens");
-  w.Number(p.reused_tokens);
-  if (p.capacity_bytes) {
-    w.Key("capacity_bytes");
-    w.Number(*p.capacity_bytes);
-  }
-  if (p.avoided_prefill_flops) {
-    w.Key("avoided_prefill_flops");
-    w.Number(*p.avoided_prefill_flops);
-  }
-  if (p.avoided_prefill_seconds) {
-    w.Key("avoided_prefill_seconds");
-    w.Number(*p.avoided_prefill_seconds);
-  }
-  w.EndObject();
-}
-
 void WriteCurveReportFields(base::JsonWriter& w, const curve::CurveReport& r) {
   w.Key("requests");
   w.Uint(r.requests);

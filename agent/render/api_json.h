@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/render/curve_point.h"
 #include "base/json_writer.h"
 #include "curve/report.h"
 #include "curve/tenants.h"
@@ -18,10 +19,9 @@
 namespace kvwatch::agent {
 
 // The fields every curve report has (requests ... knee), into the object being
-// written; shared by the replay output and the agent's /api/v1/curve.
+// written; shared by the replay output and the agent's /api/v1/curve. Each
+// point is WriteCurvePoint's (agent/render/curve_point.h).
 void WriteCurveReportFields(base::JsonWriter& w, const curve::CurveReport& r);
-// One curve point as a JSON object.
-void WriteCurvePoint(base::JsonWriter& w, const curve::CurvePoint& p);
 
 // The agent's GET /api/v1/curve answer for one window: the replay contract's
 // fields, plus the window, the `plot` series and the configured capacities.

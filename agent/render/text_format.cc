@@ -55,6 +55,13 @@ std::string Significant4(double v) {
   return buf;
 }
 
+std::string CsvQuote(std::string_view s) {
+  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 std::string EscapeMarkup(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -1,5 +1,5 @@
-// Number formatting shared by the replay tables, the agent's metric labels and
-// the web page's API: plain functions, no state.
+// Number formatting shared by the replay and simulate tables, the agent's metric
+// labels and the web page's API, and the CSV field quoting: plain functions, no state.
 #ifndef KVWATCH_AGENT_RENDER_TEXT_FORMAT_H_
 #define KVWATCH_AGENT_RENDER_TEXT_FORMAT_H_
 
@@ -20,6 +20,9 @@ std::string FractionLabel(double f);
 std::string GroupedCount(std::uint64_t n);
 // Four significant digits, the shortest form: 0.0001234 -> "0.0001234", 1e6 -> "1e+06".
 std::string Significant4(double v);
+// A CSV field (RFC 4180): as is, or in double quotes with quotes doubled when it
+// holds a comma, a quote or a newline.
+std::string CsvQuote(std::string_view s);
 // Text for HTML or SVG/XML: & < > " ' escaped.
 std::string EscapeMarkup(std::string_view text);
 

@@ -154,7 +154,7 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
     context.model = c.model_label.empty() ? o.model_name.value_or("") : c.model_label;
     context.windows = o.curve.windows;
     context.capacities = o.curve.capacities;
-    auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context);
+    auto alerts = AlertRunnerOptionsFromConfig(c.alerts, context, options.command);
     if (!alerts.ok()) return R::Error(alerts.error());
     if (base::Status s = AlertRunner::ValidateOptions(alerts.value()); !s.ok()) return R::Error(s.error());
     o.alerts = std::move(alerts).value();
@@ -260,6 +260,7 @@ int RunAgent(const AgentFlags& flags) {
 
 int RunCheckConfig(const AgentFlags& flags) {
   ValidationOptions validation;
+  validation.command = "kvwatch check-config";
   auto config = LoadWithFlags(flags, &validation);
   if (!config.ok()) {
     std::fprintf(stderr, "kvwatch check-config: %s\n", config.error().c_str());

@@ -42,6 +42,8 @@ struct ValidationOptions {
   // How errors name the model inputs: the config keys, or the flags when the
   // command line gave the model (ApplyModelFlags).
   const config::ModelNames* model_names = &config::kModelKeys;
+  // The command the notes on stderr name ("kvwatch agent: alerts: ...").
+  std::string_view command = "kvwatch agent";
 };
 base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& config,
                                                   const ValidationOptions& options = {});

@@ -145,7 +145,8 @@ std::optional<std::size_t> WindowIndex(const curve::WindowSet& windows, std::chr
 }  // namespace
 
 base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AlertSettings& s,
-                                                              const AlertRunnerContext& context) {
+                                                              const AlertRunnerContext& context,
+                                                              std::string_view command) {
   AlertRunnerOptions o;
   // The detectors' options were parsed straight from alerts.* (config/alerts_section.cc).
   o.alerter = s.alerter;
@@ -172,7 +173,9 @@ base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::Aler
   if (auto valid = a.Validate(); !valid.ok()) {
     return base::Result<AlertRunnerOptions>::Error("alerts: " + valid.error());
   }
-  auto note = [](const std::string& text) { std::fprintf(stderr, "kvwatch agent: alerts: %s\n", text.c_str()); };
+  auto note = [command](const std::string& text) {
+    std::fprintf(stderr, "%.*s: alerts: %s\n", static_cast<int>(command.size()), command.data(), text.c_str());
+  };
   const std::string short_name = alerts::FormatDuration(a.short_window);
   const std::string baseline_name = alerts::FormatDuration(a.baseline_window);
   if (!o.inputs.short_window && (a.knee_shift.enabled || a.capacity_shortfall.enabled)) {

@@ -46,6 +46,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/runtime/metrics.h"
@@ -134,11 +135,12 @@ struct AlertRunnerContext {
 // The runner's options from the config's alerts section (its detectors already
 // parsed into alerts::AlerterOptions) and the agent's context: the alert windows
 // are looked up among context.window_seconds, the capacity is the largest of
-// context.capacities. Writes a note to stderr when an alert window is not a curve
-// window or there is no capacity (those detectors then have no data). Errors name
-// the key.
+// context.capacities. Writes a note to stderr, prefixed by the command's name,
+// when an alert window is not a curve window or there is no capacity (those
+// detectors then have no data). Errors name the key.
 base::Result<AlertRunnerOptions> AlertRunnerOptionsFromConfig(const config::AlertSettings& alerts,
-                                                              const AlertRunnerContext& context);
+                                                              const AlertRunnerContext& context,
+                                                              std::string_view command = "kvwatch agent");
 
 class AlertRunner {
  public:

@@ -206,6 +206,18 @@ TEST_F(CheckConfigTest, ErrorsNameTheKey) {
   EXPECT_NE(r.err.find("is not a directory"), std::string::npos) << r.Describe();
 }
 
+// The notes on a valid config (an alert window the curve does not keep) name the
+// command that wrote them.
+TEST_F(CheckConfigTest, NotesNameCheckConfig) {
+  const std::string config = dir_.Sub("alert-windows.yaml");
+  ASSERT_TRUE(WriteFile(config, "curve: {windows: [\"5m\"]}\nalerts: {enabled: true}\n"));
+  CommandResult r = RunCommand({KVWATCH_BINARY, "check-config", config}, Millis(30000));
+  EXPECT_TRUE(r.Exited(0)) << r.Describe();
+  EXPECT_NE(r.err.find("kvwatch check-config: alerts: curve.windows has no 1h window"), std::string::npos)
+      << r.Describe();
+  EXPECT_EQ(r.err.find("kvwatch agent"), std::string::npos) << r.Describe();
+}
+
 // The model flags replay and simulate take override the config's model keys;
 // their errors name the flag.
 TEST_F(CheckConfigTest, ModelFlagsOverrideTheConfigsKeys) {

@@ -1,9 +1,9 @@
-// The `kvwatch replay --svg` layout (agent/cli/replay_svg.h): labels never overlap
+// The `kvwatch replay --svg` layout (agent/render/replay_svg.h): labels never overlap
 // (the boxes written into the SVG are checked pairwise), and the x axis starts
 // near the first capacity where the curve rises. Synthetic traces, and the shared
 // Mooncake conversation trace (where 0.9 and 0.95 used to collide and the axis
 // spent half its width on a flat curve) when it is present.
-#include "agent/cli/replay_svg.h"
+#include "agent/render/replay_svg.h"
 
 #include <gtest/gtest.h>
 

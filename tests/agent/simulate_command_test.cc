@@ -75,6 +75,42 @@ std::string SmallTrace(bool timestamps) {
   return out.str();
 }
 
+// --tier and --tier-of, the SLA tier's spellings before --sla-tier (replay's --tier
+// is a cache tier), are still read: the same output, and a note for each.
+TEST(SimulateCommandTest, OldTierSpellingsStillReadWithANote) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(true)));
+  const std::vector<std::string> common = {dir.Sub("t.jsonl"),
+                                           "--step-coefficients",
+                                           kCoefficients,
+                                           "--pool-blocks",
+                                           "64",
+                                           "--admission",
+                                           "greedy",
+                                           "--policy",
+                                           "lru",
+                                           "--load",
+                                           "1",
+                                           "--format",
+                                           "json"};
+  auto run = [&](const char* tier, const char* tier_of) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {tier, "gold:ttft=1s,itl=50ms", tier, "free:ttft=5s", tier_of, "tenant:b=free"});
+    return Simulate(args);
+  };
+  const auto now = run("--sla-tier", "--sla-tier-of");
+  const auto old = run("--tier", "--tier-of");
+  ASSERT_TRUE(now.Exited(0)) << now.Describe();
+  ASSERT_TRUE(old.Exited(0)) << old.Describe();
+  EXPECT_EQ(old.out, now.out);
+  EXPECT_NE(now.out.find("\"free\""), std::string::npos) << now.out;
+  EXPECT_EQ(now.err.find("deprecated"), std::string::npos) << now.Describe();
+  EXPECT_NE(old.err.find("kvwatch simulate: --tier is deprecated; use --sla-tier\n"), std::string::npos)
+      << old.Describe();
+  EXPECT_NE(old.err.find("kvwatch simulate: --tier-of is deprecated; use --sla-tier-of\n"), std::string::npos)
+      << old.Describe();
+}
+
 TEST(SimulateCommandTest, TableSaysWhatIsAssumedAndScoresEveryCombination) {
   TempDir dir;
   ASSERT_TRUE(WriteFile(dir.Sub("t.jsonl"), SmallTrace(false)));
@@ -93,11 +129,11 @@ TEST(SimulateCommandTest, TableSaysWhatIsAssumedAndScoresEveryCombination) {
                      "4",
                      "--output-tokens",
                      "5",
-                     "--tier",
+                     "--sla-tier",
                      "gold:ttft=1s,itl=50ms",
-                     "--tier",
+                     "--sla-tier",
                      "free:ttft=5s",
-                     "--tier-of",
+                     "--sla-tier-of",
                      "tenant:b=free"});
   ASSERT_TRUE(r.Exited(0)) << r.Describe();
   const std::string& t = r.out;
@@ -204,9 +240,10 @@ TEST(SimulateCommandTest, BadFlagsNameTheFlag) {
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--admission", "fifo"}, "--admission:"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--policy", "lazy"},
        "--policy: unknown policy 'lazy'"},
-      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier", "gold:ttft=fast"}, "--tier: tier gold"},
-      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--tier-of", "tenant:a=gold"},
-       "--tier-of: unknown tier 'gold'"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--sla-tier", "gold:ttft=fast"},
+       "--sla-tier: tier gold"},
+      {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--sla-tier-of", "tenant:a=gold"},
+       "--sla-tier-of: unknown tier 'gold'"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--block-tokens", "5"}, "--block-tokens: 5"},
       {{"--step-coefficients", kCoefficients, "--pool-blocks", "10", "--page-tokens", "2000000"},
        "--page-tokens: must be between 1 and 1048576"},

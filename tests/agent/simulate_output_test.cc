@@ -1,8 +1,8 @@
-// `kvwatch simulate`'s renderings (agent/cli/simulate_output.h) on constructed
+// `kvwatch simulate`'s renderings (agent/render/simulate_output.h) on constructed
 // results: the SLA scoring, the table, the JSON contract (docs/simulate.md), the
 // CSV header and the SVG's well-formedness; and the timeline SVG of `kvwatch
 // simulate --timeline` on a `kvwatch synth --shape fixed` trace against the JSON.
-#include "agent/cli/simulate_output.h"
+#include "agent/render/simulate_output.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>

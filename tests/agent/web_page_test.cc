@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "agent/cli/replay_command.h"
-#include "agent/cli/replay_result.h"
 #include "agent/render/api_json.h"
+#include "agent/render/replay_result.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/agent_command.h"
 #include "agent/runtime/builtin_config.h"

@@ -84,6 +84,13 @@ class Recorder {
   std::vector<Event> events;
 };
 
+// "first\n" ... "last\n".
+std::string NumberedLines(int first, int last) {
+  std::string text;
+  for (int i = first; i <= last; ++i) text += std::to_string(i) + "\n";
+  return text;
+}
+
 class FileTailerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -144,6 +151,19 @@ class FileTailerTest : public ::testing::Test {
     tailer->RestoreUnreadReported(saved.unread);
     tailer->RestoreClosedRemembered(saved.closed);
     return tailer;
+  }
+
+  // logrotate's copytruncate with a restart between the copy and the truncation:
+  // the agent read lines 1-48 of app.log and saved; lines 49-100 were appended and
+  // app.log copied to app.log.1. The truncation is the caller's.
+  SavedTailer SaveAfter48LinesThenCopy(const FileTailerOptions& options) {
+    Append("app.log", NumberedLines(1, 48));
+    auto tailer = Make(options);
+    Poll(*tailer);
+    SavedTailer saved = Stop(tailer);
+    Append("app.log", NumberedLines(49, 100));
+    Copy("app.log", Path("app.log.1"));
+    return saved;
   }
 
   // Polls until nothing is pending (a read budget may split the work).
@@ -1183,12 +1203,6 @@ TEST_F(FileTailerTest, ACopyBeingDrainedWhenSavedIsResumed) {
   EXPECT_TRUE(recorder_.Of(TailEventKind::kUnreadRotation).empty());
 }
 
-std::string NumberedLines(int first, int last) {
-  std::string text;
-  for (int i = first; i <= last; ++i) text += std::to_string(i) + "\n";
-  return text;
-}
-
 std::vector<std::string> Numbers(int first, int last) {
   std::vector<std::string> numbers;
   for (int i = first; i <= last; ++i) numbers.push_back(std::to_string(i));
@@ -1207,12 +1221,7 @@ std::vector<std::string> Numbers(int first, int last) {
 TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice) {
   FileTailerOptions options = Options({"app.log"});
   options.rotate_wait = std::chrono::hours(1);
-  Append("app.log", NumberedLines(1, 48));
-  auto tailer = Make(options);
-  Poll(*tailer);
-  const SavedTailer saved = Stop(tailer);
-  Append("app.log", NumberedLines(49, 100));
-  Copy("app.log", Path("app.log.1"));  // logrotate copied; its truncation comes during the pass
+  const SavedTailer saved = SaveAfter48LinesThenCopy(options);  // the truncation comes during the pass
   bool truncated = false;
   options.before_read = [&] {
     if (truncated) return;
@@ -1220,7 +1229,7 @@ TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice)
     Truncate("app.log", 0);
     Append("app.log", "101\n");
   };
-  tailer = Resume(options, saved);
+  auto tailer = Resume(options, saved);
   tailer->Poll(recorder_.Callbacks());  // the pass after which the agent saves
   EXPECT_TRUE(truncated);
   EXPECT_THAT(recorder_.Of(TailEventKind::kUnreadRotation), IsEmpty())
@@ -1237,13 +1246,8 @@ TEST_F(FileTailerTest, ARestartBetweenTheCopyAndTheTruncationCountsNothingTwice)
 TEST_F(FileTailerTest, ACopyOfTheResumedFileIsNotAnUnreadRotation) {
   FileTailerOptions options = Options({"app.log"});
   options.rotate_wait = std::chrono::hours(1);
-  Append("app.log", NumberedLines(1, 48));
-  auto tailer = Make(options);
-  Poll(*tailer);
-  const SavedTailer saved = Stop(tailer);
-  Append("app.log", NumberedLines(49, 100));
-  Copy("app.log", Path("app.log.1"));
-  tailer = Resume(options, saved);
+  const SavedTailer saved = SaveAfter48LinesThenCopy(options);
+  auto tailer = Resume(options, saved);
   Poll(*tailer);
   Truncate("app.log", 0);
   Append("app.log", "101\n");

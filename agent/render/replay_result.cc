@@ -1,4 +1,4 @@
-#include "agent/cli/replay_result.h"
+#include "agent/render/replay_result.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "agent/render/api_json.h"
+#include "agent/render/curve_point.h"
 #include "agent/render/text_format.h"
 #include "base/json_writer.h"
 
@@ -117,77 +118,195 @@ std::optional<std::string> PageTokensWarning(const ReplaySettings& s) {
   return std::nullopt;
 }
 
+namespace {
+
+// key: {name: the report's fields, ...}: the tenants' and the classes' curves.
+void WriteReportsJson(base::JsonWriter& w, const char* key,
+                      const std::vector<std::pair<std::string, curve::CurveReport>>& reports) {
+  w.Key(key);
+  w.BeginObject();
+  for (const auto& [name, report] : reports) {
+    w.Key(name);
+    w.BeginObject();
+    WriteCurveReportFields(w, report);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+// "settings": what the curve rests on (page size and its check, sampling, model).
+void WriteSettingsJson(base::JsonWriter& w, const ReplaySettings& settings) {
+  w.Key("settings");
+  w.BeginObject();
+  w.Key("touch_order");
+  w.String(settings.touch_order);
+  w.Key("coverage_share");
+  w.Number(settings.coverage_share);
+  w.Key("max_pages");
+  w.Uint(settings.max_pages);
+  w.Key("page_tokens");
+  w.Uint(settings.page_tokens);
+  w.Key("page_tokens_source");
+  w.String(settings.page_tokens_source);
+  w.Key("page_tokens_check");
+  w.BeginObject();
+  w.Key("records");
+  w.Uint(settings.token_records);
+  w.Key("fitting");
+  w.Uint(settings.fitting_records);
+  w.Key("rule");
+  w.String(settings.page_rule);
+  w.Key("inferred_page_tokens");
+  if (settings.inferred_page_tokens) {
+    w.Uint(*settings.inferred_page_tokens);
+  } else {
+    w.Null();
+  }
+  w.Key("inferred_fitting");
+  if (settings.inferred_page_tokens) {
+    w.Uint(settings.inferred_fitting_records);
+  } else {
+    w.Null();
+  }
+  w.Key("inference_records");
+  w.Uint(settings.inference_records);
+  w.EndObject();
+  w.Key("sample_rate");
+  w.Optional(settings.sample_rate);
+  w.Key("model");
+  if (settings.model) {
+    w.String(*settings.model);
+  } else {
+    w.Null();
+  }
+  w.Key("bytes_per_token");
+  w.Optional(settings.bytes_per_token);
+  w.Key("tensor_parallel");
+  w.Uint(settings.tensor_parallel);
+  w.Key("knee_sensitivity");
+  w.Number(settings.knee_sensitivity);
+  w.EndObject();
+}
+
+// "input": the sources and their line counts.
+void WriteInputJson(base::JsonWriter& w, const ReplayInput& input) {
+  w.Key("input");
+  w.BeginObject();
+  w.Key("sources");
+  w.BeginArray();
+  for (const auto& s : input.sources) w.String(s);
+  w.EndArray();
+  w.Key("lines");
+  w.Uint(input.lines);
+  w.Key("bad_lines");
+  w.Uint(input.bad_lines);
+  w.Key("blank_lines");
+  w.Uint(input.blank_lines);
+  w.Key("bytes");
+  w.Uint(input.bytes);
+  w.EndObject();
+}
+
+// "tiers": the exclusive LRU hierarchy, per tier.
+void WriteTiersJson(base::JsonWriter& w, const ReplayResult& r) {
+  w.Key("tiers");
+  w.BeginArray();
+  for (const auto& t : r.tiers) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(t.name);
+    w.Key("pages_served");
+    w.Uint(t.pages_served);
+    w.Key("bytes_moved");
+    w.Number(t.bytes_moved);
+    w.Key("hits_in_time");
+    if (r.tier_in_time_known) {
+      w.Uint(t.hits_in_time);
+    } else {
+      w.Null();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// "capacity_plan": the rows for the page-hit working set at plan_fraction.
+void WritePlanJson(base::JsonWriter& w, const ReplayResult& r) {
+  w.Key("capacity_plan");
+  w.BeginObject();
+  w.Key("page_hit_fraction");
+  w.Number(r.plan_fraction);
+  w.Key("rows");
+  w.BeginArray();
+  for (const auto& row : r.plan) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(row.name);
+    w.Key("bytes");
+    w.Number(row.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+// "classes", "interference", "footprint" and "running_kv": tenants and classes.
+void WriteGroupsJson(base::JsonWriter& w, const ReplayGroups& g) {
+  WriteReportsJson(w, "classes", g.class_reports);
+  w.Key("interference");
+  w.BeginObject();
+  w.Key("capacities");
+  w.BeginArray();
+  for (std::uint64_t c : g.capacities) w.Uint(c);
+  w.EndArray();
+  w.Key("top_tenants");
+  w.Uint(g.top_tenants);
+  w.Key("tenants");
+  WriteGroupRows(w, g.tenants, g, g.isolated);
+  w.Key("classes");
+  WriteGroupRows(w, g.classes, g, false);
+  w.EndObject();
+  if (!g.footprint.empty()) {
+    w.Key("footprint");
+    w.BeginArray();
+    for (const FootprintRow& f : g.footprint) {
+      w.BeginObject();
+      w.Key("class");
+      w.String(f.cls);
+      w.Key("requests");
+      w.Uint(f.requests);
+      w.Key("p50_bytes");
+      w.Number(f.p50);
+      w.Key("p90_bytes");
+      w.Number(f.p90);
+      w.Key("p99_bytes");
+      w.Number(f.p99);
+      w.Key("max_bytes");
+      w.Number(f.max);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  if (g.running_kv_known) {
+    w.Key("running_kv");
+    w.BeginObject();
+    w.Key("mean_bytes");
+    w.Number(g.running_kv_mean_bytes);
+    w.Key("peak_bytes");
+    w.Number(g.running_kv_peak_bytes);
+    w.EndObject();
+  }
+}
+}  // namespace
+
 std::string FormatJson(const ReplayResult& r) {
   base::JsonWriter w;
   w.BeginObject();
   WriteCurveReportFields(w, r.total);
   w.Key("distinct_pages");
   w.Uint(r.distinct_pages);
-  w.Key("settings");
-  w.BeginObject();
-  w.Key("touch_order");
-  w.String(r.settings.touch_order);
-  w.Key("coverage_share");
-  w.Number(r.settings.coverage_share);
-  w.Key("max_pages");
-  w.Uint(r.settings.max_pages);
-  w.Key("page_tokens");
-  w.Uint(r.settings.page_tokens);
-  w.Key("page_tokens_source");
-  w.String(r.settings.page_tokens_source);
-  w.Key("page_tokens_check");
-  w.BeginObject();
-  w.Key("records");
-  w.Uint(r.settings.token_records);
-  w.Key("fitting");
-  w.Uint(r.settings.fitting_records);
-  w.Key("rule");
-  w.String(r.settings.page_rule);
-  w.Key("inferred_page_tokens");
-  if (r.settings.inferred_page_tokens) {
-    w.Uint(*r.settings.inferred_page_tokens);
-  } else {
-    w.Null();
-  }
-  w.Key("inferred_fitting");
-  if (r.settings.inferred_page_tokens) {
-    w.Uint(r.settings.inferred_fitting_records);
-  } else {
-    w.Null();
-  }
-  w.Key("inference_records");
-  w.Uint(r.settings.inference_records);
-  w.EndObject();
-  w.Key("sample_rate");
-  w.Optional(r.settings.sample_rate);
-  w.Key("model");
-  if (r.settings.model) {
-    w.String(*r.settings.model);
-  } else {
-    w.Null();
-  }
-  w.Key("bytes_per_token");
-  w.Optional(r.settings.bytes_per_token);
-  w.Key("tensor_parallel");
-  w.Uint(r.settings.tensor_parallel);
-  w.Key("knee_sensitivity");
-  w.Number(r.settings.knee_sensitivity);
-  w.EndObject();
-  w.Key("input");
-  w.BeginObject();
-  w.Key("sources");
-  w.BeginArray();
-  for (const auto& s : r.input.sources) w.String(s);
-  w.EndArray();
-  w.Key("lines");
-  w.Uint(r.input.lines);
-  w.Key("bad_lines");
-  w.Uint(r.input.bad_lines);
-  w.Key("blank_lines");
-  w.Uint(r.input.blank_lines);
-  w.Key("bytes");
-  w.Uint(r.input.bytes);
-  w.EndObject();
+  WriteSettingsJson(w, r.settings);
+  WriteInputJson(w, r.input);
   w.Key("engine");
   w.BeginObject();
   w.Key("tracked_pages");
@@ -195,56 +314,9 @@ std::string FormatJson(const ReplayResult& r) {
   w.Key("memory_bytes");
   w.Uint(r.engine_bytes);
   w.EndObject();
-  if (!r.tiers.empty()) {
-    w.Key("tiers");
-    w.BeginArray();
-    for (const auto& t : r.tiers) {
-      w.BeginObject();
-      w.Key("name");
-      w.String(t.name);
-      w.Key("pages_served");
-      w.Uint(t.pages_served);
-      w.Key("bytes_moved");
-      w.Number(t.bytes_moved);
-      w.Key("hits_in_time");
-      if (r.tier_in_time_known) {
-        w.Uint(t.hits_in_time);
-      } else {
-        w.Null();
-      }
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  if (!r.plan.empty()) {
-    w.Key("capacity_plan");
-    w.BeginObject();
-    w.Key("page_hit_fraction");
-    w.Number(r.plan_fraction);
-    w.Key("rows");
-    w.BeginArray();
-    for (const auto& row : r.plan) {
-      w.BeginObject();
-      w.Key("name");
-      w.String(row.name);
-      w.Key("bytes");
-      w.Number(row.bytes);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
-  if (!r.tenants.empty()) {
-    w.Key("tenants");
-    w.BeginObject();
-    for (const auto& [name, report] : r.tenants) {
-      w.Key(name);
-      w.BeginObject();
-      WriteCurveReportFields(w, report);
-      w.EndObject();
-    }
-    w.EndObject();
-  }
+  if (!r.tiers.empty()) WriteTiersJson(w, r);
+  if (!r.plan.empty()) WritePlanJson(w, r);
+  if (!r.tenants.empty()) WriteReportsJson(w, "tenants", r.tenants);
   if (r.policies) {
     w.Key("policies");
     WritePoliciesJson(w, *r.policies);
@@ -253,61 +325,7 @@ std::string FormatJson(const ReplayResult& r) {
     w.Key("hybrid");
     WriteHybridJson(w, *r.hybrid);
   }
-  if (r.groups) {
-    const ReplayGroups& g = *r.groups;
-    w.Key("classes");
-    w.BeginObject();
-    for (const auto& [name, report] : g.class_reports) {
-      w.Key(name);
-      w.BeginObject();
-      WriteCurveReportFields(w, report);
-      w.EndObject();
-    }
-    w.EndObject();
-    w.Key("interference");
-    w.BeginObject();
-    w.Key("capacities");
-    w.BeginArray();
-    for (std::uint64_t c : g.capacities) w.Uint(c);
-    w.EndArray();
-    w.Key("top_tenants");
-    w.Uint(g.top_tenants);
-    w.Key("tenants");
-    WriteGroupRows(w, g.tenants, g, g.isolated);
-    w.Key("classes");
-    WriteGroupRows(w, g.classes, g, false);
-    w.EndObject();
-    if (!g.footprint.empty()) {
-      w.Key("footprint");
-      w.BeginArray();
-      for (const FootprintRow& f : g.footprint) {
-        w.BeginObject();
-        w.Key("class");
-        w.String(f.cls);
-        w.Key("requests");
-        w.Uint(f.requests);
-        w.Key("p50_bytes");
-        w.Number(f.p50);
-        w.Key("p90_bytes");
-        w.Number(f.p90);
-        w.Key("p99_bytes");
-        w.Number(f.p99);
-        w.Key("max_bytes");
-        w.Number(f.max);
-        w.EndObject();
-      }
-      w.EndArray();
-    }
-    if (g.running_kv_known) {
-      w.Key("running_kv");
-      w.BeginObject();
-      w.Key("mean_bytes");
-      w.Number(g.running_kv_mean_bytes);
-      w.Key("peak_bytes");
-      w.Number(g.running_kv_peak_bytes);
-      w.EndObject();
-    }
-  }
+  if (r.groups) WriteGroupsJson(w, *r.groups);
   w.EndObject();
   std::string out = w.Take();
   out += '\n';
@@ -320,30 +338,13 @@ std::string FormatCsv(const ReplayResult& r) {
   // With --policy three columns follow: policy, class, preemptions; the exact
   // curve's rows leave them empty.
   const std::string extra = r.policies ? ",,," : "";
-  out << "tenant,capacity_pages,capacity_bytes,page_hits,page_hit_ratio,request_coverage,"
-         "reused_tokens,avoided_prefill_flops,avoided_prefill_seconds"
-      << (r.policies ? ",policy,class,preemptions" : "") << "\n";
-  auto opt = [](const std::optional<double>& v) {
-    if (!v) return std::string();
-    std::ostringstream s;
-    s.precision(17);
-    s << *v;
-    return s.str();
-  };
+  out << "tenant," << CurvePointCsvHeader() << (r.policies ? ",policy,class,preemptions" : "") << "\n";
+  out.precision(17);
   auto rows = [&](const std::string& tenant, const curve::CurveReport& rep) {
     for (const auto& p : rep.points) {
-      std::ostringstream line;
-      line.precision(17);
-      std::string quoted = tenant;
-      if (quoted.find_first_of(",\"\n") != std::string::npos) {
-        std::string q = "\"";
-        for (char c : tenant) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-        quoted = q + "\"";
-      }
-      line << quoted << ',' << p.capacity_pages << ',' << opt(p.capacity_bytes) << ',' << p.page_hits << ','
-           << p.page_hit_ratio << ',' << p.request_coverage << ',' << p.reused_tokens << ','
-           << opt(p.avoided_prefill_flops) << ',' << opt(p.avoided_prefill_seconds) << extra << '\n';
-      out << line.str();
+      out << CsvQuote(tenant) << ',';
+      WriteCurvePointCsv(out, p);
+      out << extra << '\n';
     }
   };
   rows("", r.total);
@@ -353,12 +354,6 @@ std::string FormatCsv(const ReplayResult& r) {
     // A second section after a blank line: the interference numbers, one row per
     // (dimension, group, capacity) with evictor empty, then one per evictor.
     const ReplayGroups& g = *r.groups;
-    auto quote = [](const std::string& s) {
-      if (s.find_first_of(",\"\n") == std::string::npos) return s;
-      std::string q = "\"";
-      for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-      return q + "\"";
-    };
     out << "\ndimension,group,evictor,capacity_pages,page_refs,page_hits,capacity_misses,capacity_miss_share,"
            "isolated_page_hits,lost_hits,evicted_pages\n";
     auto section = [&](const char* dim, const std::vector<GroupRow>& rows, bool isolated) {
@@ -367,7 +362,7 @@ std::string FormatCsv(const ReplayResult& r) {
         for (std::size_t c = 0; c < g.capacities.size(); ++c) {
           std::ostringstream line;
           line.precision(17);
-          line << dim << ',' << quote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
+          line << dim << ',' << CsvQuote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
                << ',' << t.capacity_misses(c) << ',' << Share(t.capacity_misses(c), t.page_refs) << ',';
           if (isolated) {
             line << t.isolated_hits[c] << ','
@@ -377,7 +372,7 @@ std::string FormatCsv(const ReplayResult& r) {
           }
           line << ",\n";
           for (const auto& [evictor, pages] : t.evicted_by) {
-            line << dim << ',' << quote(row.name) << ',' << quote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
+            line << dim << ',' << CsvQuote(row.name) << ',' << CsvQuote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
                  << pages[c] << '\n';
           }
           out << line.str();
@@ -391,7 +386,7 @@ std::string FormatCsv(const ReplayResult& r) {
       for (const FootprintRow& f : g.footprint) {
         std::ostringstream line;
         line.precision(17);
-        line << quote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
+        line << CsvQuote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
              << '\n';
         out << line.str();
       }

@@ -5,8 +5,8 @@
 // a run's steps over simulated time.
 //
 // Thread safety: pure functions over values.
-#ifndef KVWATCH_AGENT_CLI_SIMULATE_OUTPUT_H_
-#define KVWATCH_AGENT_CLI_SIMULATE_OUTPUT_H_
+#ifndef KVWATCH_AGENT_RENDER_SIMULATE_OUTPUT_H_
+#define KVWATCH_AGENT_RENDER_SIMULATE_OUTPUT_H_
 
 #include <cstdint>
 #include <optional>
@@ -115,4 +115,4 @@ std::string RenderTimelineSvg(const SimulateResult& r);
 
 }  // namespace kvwatch::agent
 
-#endif  // KVWATCH_AGENT_CLI_SIMULATE_OUTPUT_H_
+#endif  // KVWATCH_AGENT_RENDER_SIMULATE_OUTPUT_H_

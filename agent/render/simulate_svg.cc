@@ -1,4 +1,4 @@
-// RenderSimulateSvg (agent/cli/simulate_output.h): two panels side by side, the
+// RenderSimulateSvg (agent/render/simulate_output.h): two panels side by side, the
 // lowest tier attainment against load (with the SLA target as a dashed line) and
 // output tokens per second against load, one coloured line per admission x policy
 // with a legend below. RenderTimelineSvg: one row per run over simulated time
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "agent/cli/simulate_output.h"
+#include "agent/render/simulate_output.h"
 #include "agent/render/text_format.h"
 
 namespace kvwatch::agent {

@@ -1,4 +1,4 @@
-#include "agent/cli/replay_svg.h"
+#include "agent/render/replay_svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "agent/cli/simulate_output.h"
+#include "agent/render/simulate_output.h"
 
 #include <algorithm>
 #include <array>
@@ -73,13 +73,6 @@ std::array<std::pair<const char*, double>, 6> MeanLatencyFields(const sim::MeanL
            {"prefill", m.prefill},
            {"ttft", m.ttft},
            {"decode", m.decode}}};
-}
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 std::string Number(double v) {
@@ -206,10 +199,10 @@ std::string FormatSimulateTable(const SimulateResult& r) {
   return out.str();
 }
 
-std::string FormatSimulateJson(const SimulateResult& r) {
-  const SimulateSettings& s = r.settings;
-  base::JsonWriter w;
-  w.BeginObject();
+namespace {
+
+// "settings": the time model, the pool, the scheduler, the SLA tiers and the assumptions.
+void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
   w.Key("settings");
   w.BeginObject();
   w.Key("sources");
@@ -276,81 +269,91 @@ std::string FormatSimulateJson(const SimulateResult& r) {
   for (const std::string& a : s.assumptions) w.String(a);
   w.EndArray();
   w.EndObject();
+}
+
+// One run's object of "runs": its figures, per tier, the KV pool's and the SLA verdict.
+void WriteRunJson(base::JsonWriter& w, const SimulateRun& run) {
+  const sim::SimSummary& m = run.summary;
+  w.BeginObject();
+  w.Key("admission");
+  w.String(run.admission);
+  w.Key("policy");
+  w.String(run.policy);
+  w.Key("load");
+  w.Number(run.load);
+  w.Key("requests");
+  w.Uint(m.requests);
+  w.Key("finished");
+  w.Uint(m.finished);
+  w.Key("rejected");
+  w.Uint(m.rejected);
+  w.Key("simulated_s");
+  w.Number(m.simulated_s);
+  w.Key("requests_per_s");
+  w.Number(m.requests_per_s);
+  w.Key("output_tokens_per_s");
+  w.Number(m.output_tokens_per_s);
+  Quantiles(w, "ttft_s", m.ttft);
+  Quantiles(w, "itl_s", m.itl);
+  w.Key("mean_latency_s");
+  w.BeginObject();
+  for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) {
+    w.Key(key);
+    w.Number(value);
+  }
+  w.EndObject();
+  w.Key("tiers");
+  w.BeginArray();
+  for (const sim::TierScore& t : m.tiers) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(t.name);
+    w.Key("requests");
+    w.Uint(t.requests);
+    w.Key("met");
+    w.Uint(t.met);
+    w.Key("rejected");
+    w.Uint(t.rejected);
+    w.Key("attainment");
+    w.Number(t.attainment);
+    Quantiles(w, "ttft_s", t.ttft);
+    Quantiles(w, "itl_s", t.itl);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("meets_sla");
+  w.Bool(run.meets_sla);
+  w.Key("preemptions");
+  w.Uint(m.preemptions);
+  w.Key("recomputed_tokens");
+  w.Uint(m.recomputed_tokens);
+  w.Key("kv");
+  w.BeginObject();
+  w.Key("pool_blocks");
+  w.Uint(m.pool_blocks);
+  w.Key("mean_running_blocks");
+  w.Number(m.mean_running_blocks);
+  w.Key("mean_cached_blocks");
+  w.Number(m.mean_cached_blocks);
+  w.EndObject();
+  w.Key("prefix_hit_ratio");
+  w.Number(m.prefix_hit_ratio);
+  w.Key("mean_in_system");
+  w.Number(m.mean_in_system);
+  w.Key("steps");
+  w.Uint(m.steps);
+  w.EndObject();
+}
+}  // namespace
+
+std::string FormatSimulateJson(const SimulateResult& r) {
+  base::JsonWriter w;
+  w.BeginObject();
+  WriteSimulateSettingsJson(w, r.settings);
 
   w.Key("runs");
   w.BeginArray();
-  for (const SimulateRun& run : r.runs) {
-    const sim::SimSummary& m = run.summary;
-    w.BeginObject();
-    w.Key("admission");
-    w.String(run.admission);
-    w.Key("policy");
-    w.String(run.policy);
-    w.Key("load");
-    w.Number(run.load);
-    w.Key("requests");
-    w.Uint(m.requests);
-    w.Key("finished");
-    w.Uint(m.finished);
-    w.Key("rejected");
-    w.Uint(m.rejected);
-    w.Key("simulated_s");
-    w.Number(m.simulated_s);
-    w.Key("requests_per_s");
-    w.Number(m.requests_per_s);
-    w.Key("output_tokens_per_s");
-    w.Number(m.output_tokens_per_s);
-    Quantiles(w, "ttft_s", m.ttft);
-    Quantiles(w, "itl_s", m.itl);
-    w.Key("mean_latency_s");
-    w.BeginObject();
-    for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) {
-      w.Key(key);
-      w.Number(value);
-    }
-    w.EndObject();
-    w.Key("tiers");
-    w.BeginArray();
-    for (const sim::TierScore& t : m.tiers) {
-      w.BeginObject();
-      w.Key("name");
-      w.String(t.name);
-      w.Key("requests");
-      w.Uint(t.requests);
-      w.Key("met");
-      w.Uint(t.met);
-      w.Key("rejected");
-      w.Uint(t.rejected);
-      w.Key("attainment");
-      w.Number(t.attainment);
-      Quantiles(w, "ttft_s", t.ttft);
-      Quantiles(w, "itl_s", t.itl);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("meets_sla");
-    w.Bool(run.meets_sla);
-    w.Key("preemptions");
-    w.Uint(m.preemptions);
-    w.Key("recomputed_tokens");
-    w.Uint(m.recomputed_tokens);
-    w.Key("kv");
-    w.BeginObject();
-    w.Key("pool_blocks");
-    w.Uint(m.pool_blocks);
-    w.Key("mean_running_blocks");
-    w.Number(m.mean_running_blocks);
-    w.Key("mean_cached_blocks");
-    w.Number(m.mean_cached_blocks);
-    w.EndObject();
-    w.Key("prefix_hit_ratio");
-    w.Number(m.prefix_hit_ratio);
-    w.Key("mean_in_system");
-    w.Number(m.mean_in_system);
-    w.Key("steps");
-    w.Uint(m.steps);
-    w.EndObject();
-  }
+  for (const SimulateRun& run : r.runs) WriteRunJson(w, run);
   w.EndArray();
 
   w.Key("combinations");
@@ -379,11 +382,11 @@ std::string FormatSimulateCsv(const SimulateResult& r) {
   for (const auto& [key, value] : MeanLatencyFields({})) out << ",mean_latency_" << key << "_s";
   out << ",meets_sla,preemptions,recomputed_tokens,pool_blocks,mean_running_blocks,mean_cached_blocks,prefix_hit_ratio,"
          "mean_in_system,steps";
-  for (const sim::TierTarget& t : r.settings.tiers) out << "," << CsvField("attainment_" + t.name);
+  for (const sim::TierTarget& t : r.settings.tiers) out << "," << CsvQuote("attainment_" + t.name);
   out << "\n";
   for (const SimulateRun& run : r.runs) {
     const sim::SimSummary& m = run.summary;
-    out << CsvField(run.admission) << "," << CsvField(run.policy) << "," << Number(run.load) << "," << m.requests << ","
+    out << CsvQuote(run.admission) << "," << CsvQuote(run.policy) << "," << Number(run.load) << "," << m.requests << ","
         << m.finished << "," << m.rejected << "," << Number(m.simulated_s) << "," << Number(m.requests_per_s) << ","
         << Number(m.output_tokens_per_s) << "," << Number(m.ttft.p50) << "," << Number(m.ttft.p90) << ","
         << Number(m.ttft.p99) << "," << Number(m.itl.p50) << "," << Number(m.itl.p90) << "," << Number(m.itl.p99);

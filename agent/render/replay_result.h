@@ -2,8 +2,8 @@
 // (a table for people; JSON and CSV for scripts; an SVG plot). The JSON field names
 // follow the contract of docs/semantics.md section 7: fields may be
 // added, none renamed.
-#ifndef KVWATCH_AGENT_REPLAY_RESULT_H_
-#define KVWATCH_AGENT_REPLAY_RESULT_H_
+#ifndef KVWATCH_AGENT_RENDER_REPLAY_RESULT_H_
+#define KVWATCH_AGENT_RENDER_REPLAY_RESULT_H_
 
 #include <cstdint>
 #include <optional>
@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "agent/cli/replay_hybrid.h"
-#include "agent/cli/replay_policies.h"
+#include "agent/render/replay_hybrid_output.h"
+#include "agent/render/replay_policies_output.h"
 #include "agent/render/text_format.h"
 #include "base/json_writer.h"
 #include "curve/report.h"
@@ -124,4 +124,4 @@ std::string FormatTable(const ReplayResult& r);
 
 }  // namespace kvwatch::agent
 
-#endif  // KVWATCH_AGENT_REPLAY_RESULT_H_
+#endif  // KVWATCH_AGENT_RENDER_REPLAY_RESULT_H_

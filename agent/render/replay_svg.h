@@ -10,15 +10,15 @@
 //   point, clear of the labels placed before it and of the legend. Their boxes
 //   are written into the SVG (`data-box="x y width height"` on every element of
 //   class `label`) so a test can check them.
-#ifndef KVWATCH_AGENT_CLI_REPLAY_SVG_H_
-#define KVWATCH_AGENT_CLI_REPLAY_SVG_H_
+#ifndef KVWATCH_AGENT_RENDER_REPLAY_SVG_H_
+#define KVWATCH_AGENT_RENDER_REPLAY_SVG_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "agent/cli/replay_result.h"
+#include "agent/render/replay_result.h"
 
 namespace kvwatch::agent {
 
@@ -53,4 +53,4 @@ std::string RenderSvg(const ReplayResult& r, const std::vector<double>& targets)
 
 }  // namespace kvwatch::agent
 
-#endif  // KVWATCH_AGENT_CLI_REPLAY_SVG_H_
+#endif  // KVWATCH_AGENT_RENDER_REPLAY_SVG_H_
