@@ -166,7 +166,7 @@ class HybridEngine {
  private:
   static constexpr std::uint64_t kColdBytes = ~std::uint64_t{0};
   static constexpr std::uint64_t kBeyondBytes = kColdBytes - 1;  // evicted from tracking
-  std::uint64_t PrefixBytes(std::uint32_t end) const;  // bytes of live slots [0, end)
+  std::uint64_t PrefixBytes(std::uint32_t end) const;            // bytes of live slots [0, end)
   void Add(std::vector<std::uint64_t>* tree, std::uint32_t slot, std::int64_t delta);
   void Touch(std::uint32_t group, PageId page);
   void Rebuild(std::uint32_t slots);

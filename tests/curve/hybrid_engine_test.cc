@@ -453,7 +453,7 @@ void CheckBoundedAgainstOracle(HybridEngineOptions o, std::uint64_t bound_units,
     beyond += out.beyond_tracked;
     for (std::uint64_t c = 0; c <= bound_units; ++c) {
       const std::uint32_t want = pools[c].Request(t.pages[r], static_cast<std::uint64_t>(t.tokens[r].first),
-                                                   static_cast<std::uint64_t>(t.tokens[r].second));
+                                                  static_cast<std::uint64_t>(t.tokens[r].second));
       ASSERT_EQ(HitsAt(out, c), want) << "request " << r << " at " << c << " units (seed " << seed << ")";
       ASSERT_EQ(engine.GroupBytesAt(c * unit), pools[c].GroupBytes()) << "request " << r << " at " << c;
     }
