@@ -377,8 +377,8 @@ RunResult Run(const Options& o) {
   std::printf("%-34s %.0f of %.0f (engine %s)\n", "engine tracked pages", tracked, tracked_limit,
               Mib(engine_bytes).c_str());
   if (!std::isnan(hybrid_bytes)) {
-    std::printf("%-34s %s tracked (engine %s)\n", "hybrid engine", Mib(hybrid_tracked).c_str(),
-                Mib(hybrid_bytes).c_str());
+    std::printf("%-34s %.1f GiB of KV per rank tracked (engine %s)\n", "hybrid engine",
+                hybrid_tracked / (1024.0 * 1024 * 1024), Mib(hybrid_bytes).c_str());
   }
   std::printf("%-34s p50 %.2f ms, p99 %.2f ms (%zu GETs, %zu-byte body)\n", "/metrics under load",
               Percentile(load_ms, 0.5), Percentile(load_ms, 0.99), load_ms.size(), metrics_bytes);
