@@ -29,6 +29,10 @@
 // binary in turn (baseline first) and the CPU and /metrics figures are printed
 // side by side with their ratios: a before/after measured in one run, each pair
 // under the same machine load (the 1-minute load average is printed per run).
+// With --hybrid-compare MODEL, the same pairs compare the agent without a model
+// (the dense curve only) and with `model: MODEL` (a hybrid preset: the hybrid
+// curve runs beside the dense one, agent/runtime/hybrid_analysis.h). --model
+// MODEL sets the model of a single run.
 #include <httplib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -81,20 +85,25 @@ struct Options {
   // --kvwatch, --runs times each; empty: one run.
   std::string baseline_kvwatch;
   int runs = 3;
+  // The config's `model` (page_tokens 16); empty: none.
+  std::string model;
+  // A model to run in pairs against no model (see the file comment); empty: none.
+  std::string hybrid_compare;
 };
 
 void Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--duration SECONDS] [--refs-per-second N] [--max-pages N] [--kvwatch PATH]\n"
                "          [--policies LIST] [--capacities LIST] [--tenants off|on|isolated|compare]\n"
-               "          [--baseline-kvwatch PATH [--runs N]]\n"
+               "          [--baseline-kvwatch PATH [--runs N]] [--model NAME] [--hybrid-compare NAME [--runs N]]\n"
                "  defaults: 30 s, 100000 page references per second, 1048576 tracked pages,\n"
                "  kvwatch from ../agent/kvwatch beside this program, no policy canaries\n"
                "  (--policies sglang,vllm,s3fifo runs them at --capacities, default 20000,100000;\n"
                "  --tenants sets tenants.enabled / tenants.isolated with curve.capacities = --capacities,\n"
                "  compare runs off, on and isolated in turn and prints the CPU ratios against off;\n"
                "  --baseline-kvwatch runs that binary and --kvwatch alternately, N times each (default 3),\n"
-               "  and prints each pair's ratios)\n",
+               "  and prints each pair's ratios; --hybrid-compare runs without a model and with that model\n"
+               "  alternately, N times each, and prints the same ratios)\n",
                argv0);
 }
 
@@ -119,6 +128,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->baseline_kvwatch = v;
     } else if (a == "--runs") {
       o->runs = std::atoi(v);
+    } else if (a == "--model") {
+      o->model = v;
+    } else if (a == "--hybrid-compare") {
+      o->hybrid_compare = v;
     } else if (a == "--tenants") {
       o->tenants = v;
       if (o->tenants != "off" && o->tenants != "on" && o->tenants != "isolated" && o->tenants != "compare") {
@@ -200,6 +213,8 @@ RunResult Run(const Options& o) {
   }
   if (o.tenants == "off") curve += "tenants: {enabled: false}\n";
   if (o.tenants == "isolated") curve += "tenants: {isolated: true}\n";
+  if (!o.model.empty()) curve += "model: " + o.model + "\n";
+  if (!o.model.empty() || !o.hybrid_compare.empty()) curve += "page_tokens: 16\n";  // the same in both runs of a pair
   ts::WriteFile(config, "web: {port: 0}\nengine: {max_pages: " + std::to_string(o.max_pages) + "}\n" + curve +
                             "collectors:\n  trace_files:\n    - name: load\n      paths: [\"" + trace +
                             "\"]\n      start_at: beginning\n      timestamp_unit: ms\n");
@@ -316,6 +331,8 @@ RunResult Run(const Options& o) {
   const double tracked = Metric(body, "kvwatch_tracked_pages");
   const double tracked_limit = Metric(body, "kvwatch_tracked_pages_limit");
   const double engine_bytes = Metric(body, "kvwatch_engine_memory_bytes");
+  const double hybrid_bytes = Metric(body, "kvwatch_hybrid_engine_memory_bytes");  // NaN without a hybrid model
+  const double hybrid_tracked = Metric(body, "kvwatch_hybrid_tracked_bytes");
   const double agent_refs = Metric(body, "kvwatch_page_references_total");
   const double peak_rss = StatusBytes(pid, "VmHWM");
   const std::size_t metrics_bytes = body.size();
@@ -359,6 +376,10 @@ RunResult Run(const Options& o) {
               Mib(max_rss).c_str());
   std::printf("%-34s %.0f of %.0f (engine %s)\n", "engine tracked pages", tracked, tracked_limit,
               Mib(engine_bytes).c_str());
+  if (!std::isnan(hybrid_bytes)) {
+    std::printf("%-34s %.1f GiB of KV per rank tracked (engine %s)\n", "hybrid engine",
+                hybrid_tracked / (1024.0 * 1024 * 1024), Mib(hybrid_bytes).c_str());
+  }
   std::printf("%-34s p50 %.2f ms, p99 %.2f ms (%zu GETs, %zu-byte body)\n", "/metrics under load",
               Percentile(load_ms, 0.5), Percentile(load_ms, 0.99), load_ms.size(), metrics_bytes);
   std::printf("%-34s p50 %.2f ms, p99 %.2f ms (%zu GETs)\n", "/metrics idle", Percentile(idle_ms, 0.5),
@@ -399,26 +420,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "agent_load_bench: no kvwatch binary at %s (use --kvwatch)\n", o.kvwatch.c_str());
     return 2;
   }
-  if (!o.baseline_kvwatch.empty()) {
-    if (o.tenants == "compare") {
+  if (!o.baseline_kvwatch.empty() || !o.hybrid_compare.empty()) {
+    if (o.tenants == "compare" || (!o.baseline_kvwatch.empty() && !o.hybrid_compare.empty())) {
       Usage(argv[0]);
       return 2;
     }
-    // The baseline binary and this one in turn, under the same load each pair.
+    // The baseline (binary, or no model) and this one in turn, under the same load each pair.
     std::vector<std::pair<RunResult, RunResult>> pairs;
     for (int i = 0; i < o.runs; ++i) {
       Options base = o;
-      base.kvwatch = o.baseline_kvwatch;
+      Options mine = o;
+      if (!o.hybrid_compare.empty()) {
+        base.model.clear();
+        mine.model = o.hybrid_compare;
+      } else {
+        base.kvwatch = o.baseline_kvwatch;
+      }
       RunResult b = Run(base);
       std::printf("\n");
-      RunResult n = Run(o);
+      RunResult n = Run(mine);
       std::printf("\n");
       pairs.emplace_back(b, n);
     }
+    const std::string baseline = o.hybrid_compare.empty() ? o.baseline_kvwatch + " against " + o.kvwatch
+                                                          : "no model against model " + o.hybrid_compare;
     std::printf(
-        "baseline %s against %s, %.0f refs/s, %d pairs (each: baseline, then this); ratio: CPU per\n"
+        "baseline %s, %.0f refs/s, %d pairs (each: baseline, then this); ratio: CPU per\n"
         "reference against the pair's baseline\n",
-        o.baseline_kvwatch.c_str(), o.kvwatch.c_str(), o.refs_per_s, o.runs);
+        baseline.c_str(), o.refs_per_s, o.runs);
     std::printf("%-5s %-13s %21s %9s %7s %21s %21s %19s\n", "pair", "load avg", "CPU %core (worst s)", "us/ref",
                 "ratio", "/metrics load p50/p99", "kept alive p50/p99", "caught up after");
     bool ok = true;

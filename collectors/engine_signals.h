@@ -58,8 +58,20 @@ struct EngineHistogramSignal {
 };
 
 // Counters are running totals, monotonic over the agent's life.
+// A KV cache group as a KV-event stream announces it (kv_event_tracker.h's
+// KvGroupSpec): its group_idx, kind (KvSpecKindName: "full", "sliding_window",
+// "chunked_local", "linear", "other", "unannounced") and window in tokens (0:
+// none or not published). The agent checks them against the configured model.
+struct EngineKvGroup {
+  std::int64_t group = 0;
+  std::string kind;
+  std::int64_t window_tokens = 0;
+  bool operator==(const EngineKvGroup&) const = default;
+};
+
 struct EngineSignals {
   std::vector<EngineBlockSignals> blocks;  // per medium; empty: no KV events
+  std::vector<EngineKvGroup> kv_groups;    // KV events with group fields only
   std::optional<double> preemptions;
   std::optional<double> retracted_requests;  // SGLang's preemption analogue
   std::vector<EngineRejection> rejections;

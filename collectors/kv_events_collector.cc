@@ -830,6 +830,11 @@ EngineSignals KvEventsCollector::engine_signals() const {
                         static_cast<double>(m.resident_blocks), static_cast<double>(m.reused_blocks),
                         static_cast<double>(m.tier_moves)});
   }
+  if (tracker_.grouped()) {
+    for (const KvGroupSpec& spec : tracker_.GroupSpecs()) {
+      g.kv_groups.push_back({spec.group, std::string(KvSpecKindName(spec.kind)), spec.window_tokens});
+    }
+  }
   return g;
 }
 

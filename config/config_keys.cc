@@ -18,8 +18,11 @@ constexpr ConfigKey kKeys[] = {
     {"model", Type::kString, R"("")", true,
      "A built-in model preset such as `llama-3-70b` (an unknown name's error lists them), "
      "to turn pages into bytes. At most one of `model`, `model_config` and "
-     "`bytes_per_token`; with none of them, sizes are in pages only."},
-    {"model_config", Type::kString, R"("")", true, "Path of the model's Hugging Face `config.json`, read at start-up."},
+     "`bytes_per_token`; with none of them, sizes are in pages only. A hybrid model (KV cache groups: "
+     "sliding-window, chunked-local or linear layers, e.g. `gpt-oss-120b`) also gets its curve under "
+     "the hybrid rule (`kvwatch_hybrid_*`, exact engine only)."},
+    {"model_config", Type::kString, R"("")", true,
+     "Path of the model's Hugging Face `config.json`, read at start-up (its hybrid layers as for `model`)."},
     {"bytes_per_token", Type::kSize, "unset", false,
      "KV-cache bytes per token on one GPU rank, used as is (`kv_dtype` and "
      "`tensor_parallel` do not apply)."},
@@ -34,7 +37,8 @@ constexpr ConfigKey kKeys[] = {
     {"engine", Type::kMap, "{}", true, "The stack-distance engine."},
     {"engine.max_pages", Type::kInt, "1048576", true,
      "Distinct pages tracked, 1 to 2147483648: the largest capacity of interest. Curves are "
-     "exact up to it; memory grows with it."},
+     "exact up to it; memory grows with it. A hybrid model's curve tracks the bytes of as many pages "
+     "of the full-attention count."},
     {"engine.touch_order", Type::kString, R"("tail-first")", true,
      "Order in which a request's pages are referenced after their distances are read: "
      "`tail-first` (the prefix's head becomes most recent) or `head-first`."},

@@ -4,6 +4,8 @@
 #include <bit>
 #include <string>
 
+#include "base/byte_io.h"
+
 namespace kvwatch::curve {
 namespace {
 
@@ -44,6 +46,22 @@ base::Status ValidateHybridOptions(const HybridEngineOptions& o) {
     if (windowed && group.window_tokens == 0) {
       return base::Status::Error("KV cache group " + std::to_string(g) + " (" + KvGroupKindName(group.kind) +
                                  "): the window must be positive");
+    }
+  }
+  if (o.max_bytes != 0) {
+    std::uint64_t largest = 0, unit = o.unit_bytes;
+    for (const HybridGroup& g : o.groups) {
+      largest = std::max(largest, g.page_bytes);
+      if (o.unit_bytes == 0) unit = unit == 0 ? g.page_bytes : std::min(unit, g.page_bytes);
+    }
+    if (o.max_bytes < largest) {
+      return base::Status::Error("the tracked bytes (" + std::to_string(o.max_bytes) +
+                                 ") must hold the largest group page (" + std::to_string(largest) + " bytes)");
+    }
+    if (o.max_bytes / unit >= kBeyondTracked) {
+      return base::Status::Error("the tracked bytes (" + std::to_string(o.max_bytes) + ") are " +
+                                 std::to_string(o.max_bytes / unit) + " capacity units of " + std::to_string(unit) +
+                                 " bytes, above the engine's range (" + std::to_string(kBeyondTracked - 1) + ")");
     }
   }
   return base::Status::Ok();
@@ -104,7 +122,60 @@ HybridEngine::HybridEngine(const HybridEngineOptions& options) : options_(option
   slot_of_.resize(options_.groups.size());
   group_tree_.resize(options_.groups.size());
   group_total_.assign(options_.groups.size(), 0);
+  evicted_young_.resize(options_.groups.size());
+  evicted_old_.resize(options_.groups.size());
   Rebuild(kMinSlots);
+}
+
+std::uint32_t HybridEngine::max_units() const {
+  return options_.max_bytes != 0 ? static_cast<std::uint32_t>(options_.max_bytes / unit_) : kBeyondTracked - 1;
+}
+
+void HybridEngine::Clear() {
+  for (auto& m : slot_of_) m.clear();
+  for (auto& e : evicted_young_) e.clear();
+  for (auto& e : evicted_old_) e.clear();
+  std::fill(group_total_.begin(), group_total_.end(), 0);
+  next_ = 0;
+  live_ = total_ = evicted_items_ = young_count_ = 0;
+  Rebuild(kMinSlots);
+}
+
+bool HybridEngine::WasEvicted(std::uint32_t g, PageId page) const {
+  return evicted_young_[g].count(page) != 0 || evicted_old_[g].count(page) != 0;
+}
+
+void HybridEngine::ForgetEviction(std::uint32_t g, PageId page) {
+  if (evicted_young_[g].erase(page) != 0) --young_count_;
+  evicted_old_[g].erase(page);
+}
+
+void HybridEngine::RememberEviction(std::uint32_t g, PageId page) {
+  const std::uint64_t limit = options_.remembered_evictions;
+  if (limit != 0 && young_count_ >= limit) {
+    std::swap(evicted_old_, evicted_young_);
+    for (auto& e : evicted_young_) e.clear();
+    young_count_ = 0;
+  }
+  if (evicted_young_[g].insert(page).second) ++young_count_;
+}
+
+void HybridEngine::EvictOverBound() {
+  while (total_ > options_.max_bytes) {
+    while (weight_[oldest_] == 0) ++oldest_;  // total_ > 0: a live slot lies ahead
+    const std::uint32_t s = oldest_;
+    const std::uint32_t g = group_[s];
+    const std::uint64_t w = weight_[s];
+    Add(&tree_, s, -static_cast<std::int64_t>(w));
+    Add(&group_tree_[g], s, -static_cast<std::int64_t>(w));
+    weight_[s] = 0;
+    slot_of_[g].erase(page_[s]);
+    --live_;
+    total_ -= w;
+    group_total_[g] -= w;
+    RememberEviction(g, page_[s]);
+    ++evicted_items_;
+  }
 }
 
 std::uint64_t HybridEngine::PrefixBytes(std::uint32_t end) const { return TreePrefix(tree_, end); }
@@ -130,6 +201,7 @@ void HybridEngine::Rebuild(std::uint32_t slots) {
     ++k;
   }
   next_ = k;
+  oldest_ = 0;
   weight_ = std::move(weight);
   group_ = std::move(group);
   page_ = std::move(page);
@@ -154,6 +226,8 @@ void HybridEngine::Touch(std::uint32_t g, PageId page) {
     --live_;
     total_ -= w;
     group_total_[g] -= w;
+  } else if (young_count_ != 0 || !evicted_old_[g].empty()) {
+    ForgetEviction(g, page);
   }
   if (next_ == weight_.size()) {
     // Half or more live: double; else compact in place.
@@ -170,6 +244,7 @@ void HybridEngine::Touch(std::uint32_t g, PageId page) {
   ++live_;
   total_ += w;
   group_total_[g] += w;
+  if (options_.max_bytes != 0 && total_ > options_.max_bytes) EvictOverBound();
 }
 
 void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tokens, std::int64_t output_tokens,
@@ -187,10 +262,15 @@ void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tok
   // D(x) of every item in the arrival state: the bytes of the live slots from
   // its own on.
   item_.assign(groups * n, kColdBytes);
+  const bool remembers = evicted_items_ != 0;
   for (std::size_t g = 0; g < groups; ++g) {
     for (std::size_t i = 0; i < n; ++i) {
       auto it = slot_of_[g].find(pages[i]);
-      if (it != slot_of_[g].end()) item_[g * n + i] = total_ - PrefixBytes(it->second);
+      if (it != slot_of_[g].end()) {
+        item_[g * n + i] = total_ - PrefixBytes(it->second);
+      } else if (remembers && WasEvicted(static_cast<std::uint32_t>(g), pages[i])) {
+        item_[g * n + i] = kBeyondBytes;
+      }
     }
   }
   // D(L) = max over groups of the max over [lo_g(L), L): a monotonic deque per
@@ -212,6 +292,7 @@ void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tok
   // Suffix minima: page i hits at C bytes exactly when S(i + 1) <= C.
   auto units = [&](std::uint64_t bytes) -> std::uint32_t {
     if (bytes == kColdBytes) return kCold;
+    if (bytes == kBeyondBytes) return kBeyondTracked;
     const std::uint64_t q = bytes == 0 ? 0 : CeilDiv(bytes, unit_) - 1;
     return q >= kBeyondTracked ? kBeyondTracked : static_cast<std::uint32_t>(q);
   };
@@ -221,12 +302,12 @@ void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tok
     const std::uint32_t u = units(suffix);
     out->prefix_max[i] = u;
     if (u != kCold) ++out->unlimited_hits;
-    if (u == kBeyondTracked) ++out->beyond_tracked;
   }
   for (std::size_t i = 0; i < n; ++i) {
     std::uint64_t own = 0;
     for (std::size_t g = 0; g < groups; ++g) own = std::max(own, item_[g * n + i]);
     out->distance[i] = units(own);
+    if (own == kBeyondBytes) ++out->beyond_tracked;  // an item evicted from tracking, none cold
     if (item_[i] == kColdBytes) ++out->cold_misses;  // group 0: touch-all keeps the groups' items together
   }
 
@@ -275,11 +356,81 @@ std::vector<std::uint64_t> HybridEngine::GroupBytesAt(std::uint64_t capacity_byt
   return out;
 }
 
+namespace {
+constexpr char kStateMagic[8] = {'K', 'V', 'W', 'H', 'Y', 'B', '1', '\0'};
+}  // namespace
+
+std::vector<std::uint8_t> HybridEngine::Serialize() const {
+  std::vector<std::uint8_t> out(kStateMagic, kStateMagic + sizeof(kStateMagic));
+  out.reserve(64 + live_ * 9);
+  base::AppendPod<std::uint8_t>(&out, static_cast<std::uint8_t>(options_.groups.size()));
+  base::AppendPod<std::uint64_t>(&out, evicted_items_);
+  base::AppendPod<std::uint64_t>(&out, live_);
+  for (std::uint32_t s = 0; s < next_; ++s) {  // oldest first: Deserialize references them in this order
+    if (weight_[s] == 0) continue;
+    base::AppendPod<std::uint8_t>(&out, group_[s]);
+    base::AppendPod<std::uint64_t>(&out, page_[s]);
+  }
+  for (const auto* generation : {&evicted_old_, &evicted_young_}) {
+    for (const auto& pages : *generation) {
+      base::AppendPod<std::uint64_t>(&out, pages.size());
+      for (PageId p : pages) base::AppendPod<std::uint64_t>(&out, p);
+    }
+  }
+  return out;
+}
+
+bool HybridEngine::Deserialize(std::span<const std::uint8_t> bytes) {
+  Clear();
+  std::span<const std::uint8_t> in = bytes;
+  auto fail = [this] {
+    Clear();
+    return false;
+  };
+  if (in.size() < sizeof(kStateMagic) || !std::equal(kStateMagic, kStateMagic + sizeof(kStateMagic), in.begin())) {
+    return fail();
+  }
+  in = in.subspan(sizeof(kStateMagic));
+  std::uint8_t groups = 0;
+  std::uint64_t evicted = 0, live = 0;
+  if (!base::ReadPod(&in, &groups) || groups != options_.groups.size() || !base::ReadPod(&in, &evicted) ||
+      !base::ReadPod(&in, &live) || live > in.size() / 9) {
+    return fail();
+  }
+  for (std::uint64_t k = 0; k < live; ++k) {
+    std::uint8_t g = 0;
+    PageId page = 0;
+    if (!base::ReadPod(&in, &g) || !base::ReadPod(&in, &page) || g >= groups || slot_of_[g].count(page) != 0) {
+      return fail();
+    }
+    Touch(g, page);
+  }
+  if (evicted_items_ != 0) return fail();  // more than max_bytes: not this engine's state
+  for (auto* generation : {&evicted_old_, &evicted_young_}) {
+    for (auto& pages : *generation) {
+      std::uint64_t count = 0;
+      if (!base::ReadPod(&in, &count) || count > in.size() / 8) return fail();
+      for (std::uint64_t k = 0; k < count; ++k) {
+        PageId p = 0;
+        if (!base::ReadPod(&in, &p)) return fail();
+        pages.insert(p);
+      }
+    }
+  }
+  for (const auto& pages : evicted_young_) young_count_ += pages.size();
+  if (!in.empty()) return fail();
+  evicted_items_ = evicted;
+  return true;
+}
+
 std::size_t HybridEngine::MemoryBytes() const {
   std::size_t bytes = weight_.capacity() * (sizeof(std::uint64_t) * 2 + sizeof(std::uint8_t) + sizeof(PageId));
   for (const auto& t : group_tree_) bytes += t.capacity() * sizeof(std::uint64_t);
   for (const auto& m : slot_of_)
     bytes += m.size() * (sizeof(PageId) + sizeof(std::uint32_t) + 16) + m.bucket_count() * 8;
+  for (const auto* generation : {&evicted_young_, &evicted_old_}) {
+    for (const auto& e : *generation) bytes += e.size() * (sizeof(PageId) + 16) + e.bucket_count() * 8;
+  }
   return bytes;
 }
 

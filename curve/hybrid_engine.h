@@ -51,8 +51,23 @@
 // Capacities are reported in units of unit_bytes (default: the smallest group
 // page), so the CurveAccumulator's integer axis serves: RequestOutcome.prefix_max
 // [i] = ceil(S(i + 1) / unit) - 1, and page i hits at C units (C * unit bytes)
-// exactly when prefix_max[i] < C. Every item is tracked (no max_pages bound):
-// offline replay's exact mode.
+// exactly when prefix_max[i] < C.
+//
+// Bounded tracking (max_bytes > 0, the agent's engine; 0, offline replay's
+// exact mode, tracks every item): at most max_bytes bytes of items are tracked.
+// A reference that takes the tracked bytes above max_bytes evicts the least
+// recently used items from tracking until they fit again (evicted_items()
+// counts them). An evicted item x had D(x) > max_bytes (the items newer than it
+// and x itself no longer fit), and D(x) only grows until x is referenced again,
+// while every tracked item's D is exact (the items referenced since it are all
+// tracked). So a later reference to x has an unknown D beyond the tracked range
+// (kBeyondTracked: a miss at every tracked capacity, a hit at unlimited
+// capacity, apart from cold misses), and every number is exact for capacities
+// C <= max_bytes (in units: C <= max_units()): hits, coverage, working sets,
+// the knee and GroupBytesAt. RequestOutcome.beyond_tracked counts the pages
+// with an item beyond tracked and none cold. remembered_evictions bounds the
+// evicted items remembered (0: all), as the dense engine's does: older ones
+// look cold again (still a miss at every tracked capacity).
 //
 // Thread safety: none; one engine per stream.
 #ifndef KVWATCH_CURVE_HYBRID_ENGINE_H_
@@ -61,6 +76,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "curve/request.h"
@@ -85,10 +101,17 @@ struct HybridEngineOptions {
   std::uint64_t unit_bytes = 0;
   // Out-of-window and earlier-chunk pages referenced first (see above).
   bool early_free = true;
+  // The most bytes of items tracked (see "Bounded tracking"); 0: every item.
+  // When set, at least the largest page_bytes, and below kBeyondTracked units.
+  std::uint64_t max_bytes = 0;
+  // Evicted items remembered as "beyond tracked"; 0: all. Between this number
+  // and twice it are remembered (two generations, as the dense engine keeps).
+  std::uint64_t remembered_evictions = 0;
 };
 
 // Ok when there is at least one group (at most 255), page_tokens > 0, every
-// page_bytes > 0 and every sliding or chunked group has a window.
+// page_bytes > 0, every sliding or chunked group has a window, and max_bytes is
+// 0 or holds the largest page and stays below kBeyondTracked units.
 base::Status ValidateHybridOptions(const HybridEngineOptions& options);
 
 // The hybrid options of a model spec with groups, sized per rank.
@@ -120,16 +143,38 @@ class HybridEngine {
   std::uint64_t unit_bytes() const { return unit_; }
   // Bytes of every item referenced so far (the pool that holds everything).
   std::uint64_t total_bytes() const { return total_; }
-  // Bytes each group holds in an LRU pool of capacity_bytes, in the current state.
+  // Bytes each group holds in an LRU pool of capacity_bytes, in the current state
+  // (exact for capacity_bytes <= max_bytes when bounded).
   std::vector<std::uint64_t> GroupBytesAt(std::uint64_t capacity_bytes) const;
   std::size_t MemoryBytes() const;
+  // The largest capacity in units at which every number is exact: max_bytes /
+  // unit_bytes when bounded, else kBeyondTracked - 1.
+  std::uint32_t max_units() const;
+  // Items tracked now, and evicted from tracking so far (bounded engines).
+  std::uint64_t tracked_items() const { return live_; }
+  std::uint64_t evicted_items() const { return evicted_items_; }
+
+  // Forgets every item, every remembered eviction and the eviction count.
+  void Clear();
+  // The full state, for agent checkpoints: the tracked items in recency order,
+  // the remembered evictions and the eviction count. Deserialize returns false
+  // (and leaves the engine cleared) when the bytes are not a state of an engine
+  // with these options' groups.
+  std::vector<std::uint8_t> Serialize() const;
+  bool Deserialize(std::span<const std::uint8_t> bytes);
 
  private:
   static constexpr std::uint64_t kColdBytes = ~std::uint64_t{0};
-  std::uint64_t PrefixBytes(std::uint32_t end) const;  // bytes of live slots [0, end)
+  static constexpr std::uint64_t kBeyondBytes = kColdBytes - 1;  // evicted from tracking
+  std::uint64_t PrefixBytes(std::uint32_t end) const;            // bytes of live slots [0, end)
   void Add(std::vector<std::uint64_t>* tree, std::uint32_t slot, std::int64_t delta);
   void Touch(std::uint32_t group, PageId page);
   void Rebuild(std::uint32_t slots);
+  // Bounded: evicts the least recent items until the tracked bytes fit max_bytes.
+  void EvictOverBound();
+  bool WasEvicted(std::uint32_t group, PageId page) const;
+  void ForgetEviction(std::uint32_t group, PageId page);
+  void RememberEviction(std::uint32_t group, PageId page);
 
   HybridEngineOptions options_;
   std::uint64_t unit_ = 1;
@@ -141,8 +186,14 @@ class HybridEngine {
   std::vector<std::vector<std::uint64_t>> group_tree_;              // per group
   std::vector<std::uint64_t> group_total_;
   std::uint32_t next_ = 0;
+  std::uint32_t oldest_ = 0;  // no live slot below it
   std::uint64_t live_ = 0;
   std::uint64_t total_ = 0;
+  std::uint64_t evicted_items_ = 0;
+  // Per group: items evicted from tracking, in two generations when
+  // remembered_evictions bounds them (young_count_ items in the young one).
+  std::vector<std::unordered_set<PageId>> evicted_young_, evicted_old_;
+  std::uint64_t young_count_ = 0;
   // Per request scratch: D of each item (bytes, kColdBytes when cold), [g * n + i].
   std::vector<std::uint64_t> item_;
   std::vector<std::uint64_t> need_;    // D(L), L = 1..n

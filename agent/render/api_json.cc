@@ -55,7 +55,79 @@ void WriteCurveReportFields(base::JsonWriter& w, const curve::CurveReport& r) {
   w.EndObject();
 }
 
+void WriteHybridCurveFields(base::JsonWriter& w, double unit_bytes, double full_attention_bytes_per_token,
+                            const std::vector<curve::KvGroupSizing>& groups, const curve::CurveReport& report) {
+  w.Key("unit_bytes");
+  w.Number(unit_bytes);
+  w.Key("full_attention_bytes_per_token");
+  w.Number(full_attention_bytes_per_token);
+  w.Key("groups");
+  w.BeginArray();
+  for (const curve::KvGroupSizing& g : groups) {
+    w.BeginObject();
+    w.Key("kind");
+    w.String(curve::KvGroupKindName(g.spec.kind));
+    w.Key("layers");
+    w.Uint(static_cast<std::uint64_t>(g.spec.layers));
+    w.Key("window_tokens");
+    if (g.spec.window_tokens > 0) {
+      w.Uint(static_cast<std::uint64_t>(g.spec.window_tokens));
+    } else {
+      w.Null();
+    }
+    w.Key("bytes_per_token");
+    w.Uint(g.bytes_per_token);
+    w.Key("state_bytes");
+    w.Uint(g.state_bytes);
+    w.Key("page_bytes");
+    w.Uint(g.page_bytes);
+    w.EndObject();
+  }
+  w.EndArray();
+  WriteCurveReportFields(w, report);
+}
+
 namespace {
+
+// The "hybrid" object of GET /api/v1/curve (docs/api.md).
+void WriteHybridApi(base::JsonWriter& w, const CurveApiContext::Hybrid& h) {
+  w.BeginObject();
+  WriteHybridCurveFields(w, h.unit_bytes, h.full_attention_bytes_per_token, h.groups, h.report);
+  w.Key("plot");
+  w.BeginArray();
+  for (const auto& p : h.report.plot) WriteCurvePoint(w, p);
+  w.EndArray();
+  w.Key("capacity_units_configured");
+  w.BeginArray();
+  for (std::uint64_t u : h.capacity_units) w.Uint(u);
+  w.EndArray();
+  w.Key("group_bytes");
+  w.BeginArray();
+  for (const CurveApiContext::Hybrid::GroupBytes& row : h.group_bytes) {
+    w.BeginObject();
+    w.Key("target");
+    w.String(row.target);
+    w.Key("fraction");
+    w.Number(row.fraction);
+    w.Key("capacity_units");
+    w.Uint(row.capacity_units);
+    w.Key("capacity_bytes");
+    w.Number(static_cast<double>(row.capacity_units) * h.unit_bytes);
+    w.Key("bytes");
+    w.BeginArray();
+    for (std::uint64_t b : row.bytes) w.Uint(b);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("tracked_bytes");
+  w.Uint(h.tracked_bytes);
+  w.Key("tracked_bytes_limit");
+  w.Uint(h.tracked_bytes_limit);
+  w.Key("tracking_evictions");
+  w.Uint(h.evicted_items);
+  w.EndObject();
+}
 
 // The fields every per-window answer starts with.
 void WriteWindowHeader(base::JsonWriter& w, const std::string& window, double seconds, const std::string& replica) {
@@ -149,6 +221,10 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
   }
   w.EndObject();
   w.EndObject();
+  if (c.hybrid) {
+    w.Key("hybrid");
+    WriteHybridApi(w, *c.hybrid);
+  }
   w.EndObject();
   return w.Take();
 }

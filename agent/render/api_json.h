@@ -14,6 +14,7 @@
 #include "agent/render/curve_point.h"
 #include "base/json_writer.h"
 #include "curve/report.h"
+#include "curve/sizing.h"
 #include "curve/tenants.h"
 
 namespace kvwatch::agent {
@@ -22,6 +23,12 @@ namespace kvwatch::agent {
 // written; shared by the replay output and the agent's /api/v1/curve. Each
 // point is WriteCurvePoint's (agent/render/curve_point.h).
 void WriteCurveReportFields(base::JsonWriter& w, const curve::CurveReport& r);
+// The fields every hybrid curve has, into the object being written (shared by
+// replay's "hybrid" object and the agent's): unit_bytes,
+// full_attention_bytes_per_token, groups (kind, layers, window_tokens,
+// bytes_per_token, state_bytes, page_bytes) and the curve report's fields.
+void WriteHybridCurveFields(base::JsonWriter& w, double unit_bytes, double full_attention_bytes_per_token,
+                            const std::vector<curve::KvGroupSizing>& groups, const curve::CurveReport& report);
 
 // The agent's GET /api/v1/curve answer for one window: the replay contract's
 // fields, plus the window, the `plot` series and the configured capacities.
@@ -59,6 +66,26 @@ struct CurveApiContext {
     std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::uint64_t>>>> output_tokens;
   };
   KvLoad kv_load;
+  // A hybrid model's curve over this window (agent/runtime/hybrid_analysis.h),
+  // the "hybrid" object; nullopt (no such key) for a dense model.
+  struct Hybrid {
+    curve::CurveReport report;  // capacity_pages count units of unit_bytes; bytes per GPU rank
+    double unit_bytes = 0;
+    double full_attention_bytes_per_token = 0;  // the same model counted as all full attention
+    std::vector<curve::KvGroupSizing> groups;
+    std::vector<std::uint64_t> capacity_units;  // curve.capacities' bytes, in units, in their order
+    struct GroupBytes {
+      std::string target;
+      double fraction = 0;
+      std::uint64_t capacity_units = 0;
+      std::vector<std::uint64_t> bytes;  // per group
+    };
+    std::vector<GroupBytes> group_bytes;  // at each working set reached
+    std::uint64_t tracked_bytes = 0;
+    std::uint64_t tracked_bytes_limit = 0;
+    std::uint64_t evicted_items = 0;
+  };
+  std::optional<Hybrid> hybrid;
 };
 std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& context);
 

@@ -12,34 +12,7 @@ namespace kvwatch::agent {
 
 void WriteHybridJson(base::JsonWriter& w, const ReplayHybrid& h) {
   w.BeginObject();
-  w.Key("unit_bytes");
-  w.Number(h.unit_bytes);
-  w.Key("full_attention_bytes_per_token");
-  w.Number(h.full_count_bytes_per_token);
-  w.Key("groups");
-  w.BeginArray();
-  for (const curve::KvGroupSizing& g : h.groups) {
-    w.BeginObject();
-    w.Key("kind");
-    w.String(curve::KvGroupKindName(g.spec.kind));
-    w.Key("layers");
-    w.Uint(static_cast<std::uint64_t>(g.spec.layers));
-    w.Key("window_tokens");
-    if (g.spec.window_tokens > 0) {
-      w.Uint(static_cast<std::uint64_t>(g.spec.window_tokens));
-    } else {
-      w.Null();
-    }
-    w.Key("bytes_per_token");
-    w.Uint(g.bytes_per_token);
-    w.Key("state_bytes");
-    w.Uint(g.state_bytes);
-    w.Key("page_bytes");
-    w.Uint(g.page_bytes);
-    w.EndObject();
-  }
-  w.EndArray();
-  WriteCurveReportFields(w, h.report);
+  WriteHybridCurveFields(w, h.unit_bytes, h.full_count_bytes_per_token, h.groups, h.report);
   w.Key("group_bytes");
   w.BeginObject();
   w.Key("samples");

@@ -119,6 +119,16 @@ class Agent::BatchSink : public collectors::RequestSink {
 
 void Agent::PublishCollector(std::size_t i) {
   CollectorCopy copy = CollectorCopy::Of(*options_.collectors[i]);
+  if (const std::string why =
+          HybridGroupMismatch(options_.hybrid ? &*options_.hybrid : nullptr, copy.signals.kv_groups);
+      !why.empty()) {
+    group_mismatch_logged_.resize(options_.collectors.size());
+    if (why != group_mismatch_logged_[i]) {
+      AgentLog(copy.name + ": the KV cache groups the engine announces do not match the configured model: " + why +
+               " (kvwatch_hybrid_model_mismatch)");
+      group_mismatch_logged_[i] = why;
+    }
+  }
   base::MutexLock lock(mu_);
   published_[i] = std::move(copy);
 }
@@ -287,6 +297,7 @@ void Agent::LoadState() {
     for (std::uint64_t c : options_.curve.capacities) bounds.canary_pages += c * options_.canaries->policies.size();
   }
   bounds.collectors = options_.collectors.size();
+  if (options_.hybrid) bounds.hybrid_items = HybridStateItems(*options_.hybrid);
   LoadedState loaded = ReadStateFile(options_.state_path, StateByteLimit(bounds));
   if (loaded.outcome == LoadedState::Outcome::kNone) {
     state_.restore_result = "none";

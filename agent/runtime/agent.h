@@ -74,6 +74,7 @@
 #include "agent/runtime/alert_runner.h"
 #include "agent/runtime/analysis.h"
 #include "agent/runtime/curve_history.h"
+#include "agent/runtime/hybrid_analysis.h"
 #include "agent/runtime/snapshot.h"
 #include "agent/runtime/state_file.h"
 #include "agent/web/http_server.h"
@@ -107,6 +108,10 @@ struct AgentOptions {
   std::uint64_t page_tokens = curve::ReportOptions{}.page_tokens;  // page_tokens: the config's default is curve's
   std::optional<double> bytes_per_token;                           // per GPU rank
   std::optional<std::string> model_name;
+  // The model's KV cache groups when it is hybrid (agent/runtime/hybrid_analysis.h):
+  // the agent then runs the hybrid curve beside the dense one; nullopt for a
+  // dense model.
+  std::optional<HybridModel> hybrid;
   HttpServerOptions http;
   // web.config_file: re-read on SIGHUP (TLS files and settings, basic-auth users,
   // headers); empty: none, SIGHUP is logged and ignored.
@@ -208,6 +213,9 @@ class Agent : public collectors::RequestSink {
   std::vector<std::uint8_t> restored_alerts_ GUARDED_BY(mu_);  // saved alert state, until Init restores it
   // Per collector, its stats, signals and samples as of its last poll.
   std::vector<CollectorCopy> published_ GUARDED_BY(mu_);
+  // Per collector (loop thread only): the last KV cache group mismatch logged
+  // (HybridGroupMismatch), so that each is logged once.
+  std::vector<std::string> group_mismatch_logged_;
   StateCounters state_ GUARDED_BY(mu_);
 
   std::unique_ptr<AlertRunner> alert_runner_;  // null when alerts are disabled

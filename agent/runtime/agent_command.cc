@@ -92,7 +92,15 @@ base::Result<ValidatedConfig> ValidateAgentConfig(const config::AgentConfig& c, 
   auto resolved = config::ResolveModel(model, *options.model_names);
   if (!resolved.ok()) return R::Error(resolved.error());
   o.bytes_per_token = resolved.value().bytes_per_token;
-  if (resolved.value().spec) o.model_name = resolved.value().spec->name;
+  if (resolved.value().spec) {
+    o.model_name = resolved.value().spec->name;
+    // A hybrid model's groups, bounded as the dense engine is (hybrid_analysis.h).
+    auto hybrid = HybridModelFor(*resolved.value().spec, resolved.value().tensor_parallel, o.page_tokens,
+                                 o.engine.touch_order, o.engine.max_pages, o.engine.remembered_evictions,
+                                 *o.bytes_per_token * static_cast<double>(o.page_tokens));
+    if (!hybrid.ok()) return R::Error(resolved.value().spec_source + ": " + hybrid.error());
+    o.hybrid = std::move(hybrid).value();
+  }
 
   o.curve = c.curve;
   o.tenants = c.tenants;

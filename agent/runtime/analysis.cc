@@ -74,6 +74,15 @@ base::Status Analysis::Init() {
   windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_,
                                                      options_.coverage_share, sampled_ != nullptr);
   load_ = std::make_unique<curve::KvLoadWindows>(options_.curve.windows.Seconds());
+  if (options_.hybrid && !sampled_) {
+    hybrid_ = std::make_unique<HybridAnalysis>(*options_.hybrid, options_.curve.windows.Seconds(),
+                                               options_.curve.buckets_per_octave, options_.curve.capacities,
+                                               BytesPerPage(options_).value_or(0), options_.coverage_share);
+  } else if (options_.hybrid) {
+    AgentLog(
+        "the model is hybrid, but the engine samples (engine.sample_rate, engine.sample_max_pages): the "
+        "hybrid curve (kvwatch_hybrid_*) needs the exact engine and is off");
+  }
   if (options_.canaries) {
     curve::CanaryOptions co = *options_.canaries;
     co.windows_s = options_.curve.windows.Seconds();
@@ -126,6 +135,7 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
   } else {
     engine_.Process(request.pages, &outcome_);
   }
+  if (hybrid_) hybrid_->Ingest(request, t);
   // The _sum of the histograms: in sampled mode, in full-stream units.
   const double unit = sampled_ ? static_cast<double>(curve::SampledEngine::kWeightUnit) : 1.0;
   const bool sampled = sampled_ != nullptr;
@@ -160,6 +170,7 @@ void Analysis::Advance(double wall_now_s) {
   load_->Advance(ClockNow(wall_now_s));
   if (canaries_) canaries_->Advance(ClockNow(wall_now_s));
   if (groups_) groups_->Advance(ClockNow(wall_now_s));
+  if (hybrid_) hybrid_->Advance(ClockNow(wall_now_s));
 }
 
 double Analysis::ClockNow(double wall_now_s) const {
@@ -218,6 +229,9 @@ AnalysisSnapshot Analysis::TakeSnapshot(bool windows, bool canaries) const {
     }
   }
   if (groups_) s.groups = groups_->Snapshot(windows);
+  if (hybrid_) {
+    s.hybrid = hybrid_->TakeSnapshot(windows, options_.curve.page_hit_targets, options_.curve.coverage_targets);
+  }
   s.clock_repairs = clock_repairs_;
   return s;
 }
@@ -260,6 +274,7 @@ void Analysis::Serialize(StateParts* parts) const {
   if (groups_) groups_->Serialize(&parts->groups);
   if (canaries_) canaries_->Serialize(&parts->canaries);
   load_->Serialize(&parts->load);
+  if (hybrid_) hybrid_->Serialize(&parts->hybrid);
 }
 
 std::string Analysis::Restore(const StateParts& parts) {
@@ -279,6 +294,15 @@ std::string Analysis::Restore(const StateParts& parts) {
   if (!parts.load.empty()) {
     std::span<const std::uint8_t> l(parts.load);
     if (!load_->Deserialize(&l) || !l.empty()) return "KV load windows";
+  }
+  // The hybrid curve likewise: restored when its part fits the configured model,
+  // else it alone starts empty (a version 2 file, a model that became hybrid).
+  if (hybrid_) {
+    const std::string why = parts.hybrid.empty() ? "none saved" : hybrid_->Restore(parts.hybrid);
+    if (!why.empty()) {
+      AgentLog("state: the hybrid curve starts empty (" + why + ")");
+      hybrid_->Reset();
+    }
   }
   // The canaries are restored when their settings are unchanged; otherwise they
   // alone start fresh (their numbers are not the curves').
@@ -301,6 +325,7 @@ void Analysis::Reset() {
   ResetWindows();  // the load windows too
   hit_capacity_sum_ = required_capacity_sum_ = 0;
   if (groups_) groups_->Clear();
+  if (hybrid_) hybrid_->Reset();
   ResetCanaries();
 }
 
@@ -308,6 +333,7 @@ void Analysis::ResetWindows() {
   windows_ = std::make_unique<curve::WindowedCurves>(options_.curve.windows.Seconds(), &bounds_,
                                                      options_.coverage_share, sampled_ != nullptr);
   if (groups_) groups_->ResetWindows();
+  if (hybrid_) hybrid_->ResetWindows();
   load_ = std::make_unique<curve::KvLoadWindows>(options_.curve.windows.Seconds());
   last_record_time_ = -1;
   last_record_wall_ = 0;

@@ -4,7 +4,8 @@
 // continuous cache state), the lifetime curve (exported as cumulative histograms)
 // with its histograms' sums, the windowed curves and their clock, the tenant and
 // class accounting (tenants.enabled, exact engine only) and the policy canaries
-// (curve.policies), and the KV load windows (curve/kv_load.h). It ingests requests,
+// (curve.policies), the KV load windows (curve/kv_load.h), and for a hybrid model
+// its curve under the hybrid rule (hybrid_analysis.h). It ingests requests,
 // gives a snapshot of itself to the readers (snapshot.h), and writes itself into,
 // and restores itself from, the state file's parts (state_file.h). What the numbers mean (sampling's weights, the
 // clock) is described in agent.h.
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/runtime/hybrid_analysis.h"
 #include "agent/runtime/snapshot.h"
 #include "agent/runtime/state_file.h"
 #include "base/status.h"
@@ -127,6 +129,10 @@ class Analysis {
   // The KV load factor's windows (every request, sampled or not). A state file
   // without them (an older build's) restores them empty.
   std::unique_ptr<curve::KvLoadWindows> load_;
+  // A hybrid model's curve (options.hybrid, exact engine only), else null. A state
+  // file without its part (an older build's, or a dense model's) or whose part
+  // does not fit starts it empty.
+  std::unique_ptr<HybridAnalysis> hybrid_;
   std::uint64_t hit_capacity_sum_ = 0;  // for the histograms' _sum
   std::uint64_t required_capacity_sum_ = 0;
   double last_record_time_ = -1;     // window clock at the last request

@@ -7,6 +7,7 @@
 #include "agent/render/api_json.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/analysis.h"
+#include "agent/runtime/hybrid_metrics.h"
 #include "agent/runtime/load_metrics.h"
 #include "agent/web/web_page.h"
 #include "base/json_writer.h"
@@ -30,6 +31,22 @@ std::string CurveJson(const AgentOptions& options, const AgentSnapshot& snapshot
                                 t.PageHitRatio() - engine.PageHitRatio(), c.role == CanaryRole::kEnginePolicy});
   }
   if (window < s.load.size()) context.kv_load = KvLoadApiOf(options, snapshot, window);
+  if (s.hybrid && window < s.hybrid->windows.size()) {
+    const HybridSnapshot& h = *s.hybrid;
+    CurveApiContext::Hybrid api;
+    api.report = HybridWindowReport(options, h, h.windows[window]);
+    api.unit_bytes = static_cast<double>(h.unit_bytes);
+    api.full_attention_bytes_per_token = options.bytes_per_token.value_or(0);
+    api.groups = h.model->groups;
+    api.capacity_units = h.capacity_units;
+    for (const HybridSnapshot::GroupBytes& row : h.group_bytes[window]) {
+      api.group_bytes.push_back({row.target, row.fraction, row.capacity_units, row.bytes});
+    }
+    api.tracked_bytes = h.tracked_bytes;
+    api.tracked_bytes_limit = h.model->engine.max_bytes;
+    api.evicted_items = h.evicted_items;
+    context.hybrid = std::move(api);
+  }
   return RenderCurveApiJson(WindowReport(options, s.windows[window], s.sampled), context);
 }
 

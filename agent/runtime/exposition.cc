@@ -9,6 +9,7 @@
 #include "agent/render/text_format.h"
 #include "agent/runtime/agent.h"
 #include "agent/runtime/group_metrics.h"
+#include "agent/runtime/hybrid_metrics.h"
 #include "agent/runtime/load_metrics.h"
 #include "agent/runtime/metrics.h"
 #include "agent/runtime/version.h"
@@ -326,6 +327,7 @@ std::string RenderMetricsText(const AgentOptions& options, const AgentSnapshot& 
     AppendGroupMetrics(m, *s.groups, names);
   }
   AppendLoadMetrics(m, options, snapshot);
+  AppendHybridMetrics(m, options, snapshot);
   if (s.has_canaries) AppendCanaryMetrics(m, options, s);
   if (!options.curve.capacities.empty()) m.Add(kCacheCapacity, static_cast<double>(options.curve.capacities.back()));
   if (alerts) alerts->AppendMetrics(&m);

@@ -3,6 +3,7 @@
 #include "agent/runtime/alert_runner.h"
 #include "agent/runtime/exposition.h"
 #include "agent/runtime/group_metrics.h"
+#include "agent/runtime/hybrid_metrics.h"
 #include "agent/runtime/load_metrics.h"
 #include "agent/runtime/metrics.h"
 #include "collectors/engine_log_collector.h"
@@ -58,6 +59,8 @@ std::vector<MetricTable> MetricTables() {
       {"Tenants, classes, capacity misses and admission signals", "agent/runtime/group_metrics.cc",
        Pointers(kGroupMetrics)},
       {"KV load factor and output lengths per class", "agent/runtime/load_metrics.cc", Pointers(kLoadMetrics)},
+      {"Hybrid models (`model` or `model_config` with KV cache groups)", "agent/runtime/hybrid_metrics.cc",
+       HybridMetricDefs()},
       {"Eviction-policy canaries (`curve.policies`)", "agent/runtime/exposition.cc", CanaryMetricDefs()},
       {"Engine signals (every engine collector: KV events, engine logs, engine /metrics)",
        "collectors/engine_signals.cc", Pointers(collectors::kEngineSignalMetrics)},

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/runtime/hybrid_analysis.h"
 #include "alerts/inputs.h"
 #include "collectors/collector.h"
 #include "curve/bucketed_curve.h"
@@ -95,6 +96,8 @@ struct AnalysisSnapshot {
     double span_s = 0;  // the seconds its arrivals are spread over
   };
   std::vector<LoadWindow> load;
+  // A hybrid model's curve (hybrid_analysis.h); nullopt for a dense model.
+  std::optional<HybridSnapshot> hybrid;
 
   // Exported counts: weighted counts over the weight unit when sampled.
   double Count(std::uint64_t weighted) const {

@@ -32,10 +32,15 @@ enum class Kind : std::uint8_t {
   kAlerts = 6,
   kCollector = 7,
   kLoad = 8,
+  kHybrid = 9,
 };
 
-std::uint32_t Crc32(std::span<const std::uint8_t> bytes) {
+// The CRC-32 of the body; from version 3 on, of the u32 version and then the
+// body, so that a flipped bit in the version is caught too (version 2 files
+// checked the body only).
+std::uint32_t Crc32(std::uint32_t version, std::span<const std::uint8_t> bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);
+  if (version >= 3) crc = crc32(crc, reinterpret_cast<const Bytef*>(&version), sizeof(version));
   // zlib takes uInt lengths: feed large bodies in slices.
   while (!bytes.empty()) {
     const std::size_t n = std::min<std::size_t>(bytes.size(), 1u << 30);
@@ -81,6 +86,7 @@ StateBytes EncodeState(const StateParts& parts) {
   if (!parts.canaries.empty()) add(Kind::kCanaries, "", parts.canaries);
   if (!parts.alerts.empty()) add(Kind::kAlerts, "", parts.alerts);
   if (!parts.load.empty()) add(Kind::kLoad, "", parts.load);
+  if (!parts.hybrid.empty()) add(Kind::kHybrid, "", parts.hybrid);
   for (const auto& [name, bytes] : parts.collectors) add(Kind::kCollector, name, bytes);
   std::memcpy(body.data(), &count, sizeof(count));
 
@@ -88,7 +94,7 @@ StateBytes EncodeState(const StateParts& parts) {
   out.reserve(kHeaderBytes + body.size());
   base::AppendPod(&out, kStateVersion);
   base::AppendPod<std::uint64_t>(&out, body.size());
-  base::AppendPod(&out, Crc32(body));
+  base::AppendPod(&out, Crc32(kStateVersion, body));
   out.insert(out.end(), body.begin(), body.end());
   return out;
 }
@@ -96,6 +102,7 @@ StateBytes EncodeState(const StateParts& parts) {
 namespace {
 
 struct Header {
+  std::uint32_t version = 0;
   std::uint64_t length = 0;  // of the body
   std::uint32_t crc = 0;
 };
@@ -112,10 +119,11 @@ base::Result<Header> CheckHeader(std::span<const std::uint8_t> in, std::uint64_t
   std::uint32_t version = 0;
   Header h;
   if (!base::ReadPod(&in, &version)) return R::Error("truncated in the header");
-  if (version != kStateVersion) {
-    return R::Error("version " + std::to_string(version) + " (this build reads version " +
-                    std::to_string(kStateVersion) + ")");
+  if (version < kStateOldestVersion || version > kStateVersion) {
+    return R::Error("version " + std::to_string(version) + " (this build reads versions " +
+                    std::to_string(kStateOldestVersion) + " to " + std::to_string(kStateVersion) + ")");
   }
+  h.version = version;
   if (!base::ReadPod(&in, &h.length) || !base::ReadPod(&in, &h.crc)) return R::Error("truncated in the header");
   const std::uint64_t body = file_size - kHeaderBytes;
   if (h.length != body) {
@@ -131,7 +139,7 @@ base::Result<Header> CheckHeader(std::span<const std::uint8_t> in, std::uint64_t
 
 base::Result<StateParts> DecodeBody(std::span<const std::uint8_t> in, const Header& header) {
   using R = base::Result<StateParts>;
-  if (Crc32(in) != header.crc) return R::Error("checksum mismatch (the file is corrupt)");
+  if (Crc32(header.version, in) != header.crc) return R::Error("checksum mismatch (the file is corrupt)");
 
   StateParts parts;
   std::uint32_t count = 0;
@@ -174,6 +182,9 @@ base::Result<StateParts> DecodeBody(std::span<const std::uint8_t> in, const Head
       case Kind::kLoad:
         parts.load = std::move(bytes);
         break;
+      case Kind::kHybrid:
+        parts.hybrid = std::move(bytes);
+        break;
       case Kind::kCollector:
         if (parts.Collector(name) != nullptr) return R::Error(where + "collector \"" + name + "\" twice");
         parts.collectors.emplace_back(std::move(name), std::move(bytes));
@@ -197,7 +208,7 @@ base::Result<StateParts> DecodeState(std::span<const std::uint8_t> in) {
 }
 
 std::uint64_t StateByteLimit(const StateBounds& b) {
-  return kStateBaseBytes + kStateBytesPerEnginePage * (b.max_pages + b.remembered_evictions) +
+  return kStateBaseBytes + kStateBytesPerEnginePage * (b.max_pages + b.remembered_evictions + b.hybrid_items) +
          kStateBytesPerCanaryPage * b.canary_pages + kStateBytesPerCollectorPage * b.max_pages * b.collectors;
 }
 

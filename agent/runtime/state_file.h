@@ -5,19 +5,22 @@
 // What it holds (StateParts): the configuration fingerprint (what must match for
 // the saved numbers to mean the same thing), the curve engine, the curves and
 // windows with their clock, the tenant and class accounting, the policy canaries,
-// the alert state, the KV load windows, and every collector's part (its positions: a tailer's files and
+// the alert state, the KV load windows, a hybrid model's engine and curves
+// (agent/runtime/hybrid_analysis.h), and every collector's part (its positions: a tailer's files and
 // offsets, a KV-event collector's last sequence numbers and block state). The
 // collectors' parts are taken on the agent's loop thread between two polls, when
 // every request they handed on is in the curves, and the whole is written by
 // base::WriteFileAtomically (a temporary file, fsync, one rename, fsync of the
 // folder): the curves and the positions they led to are never out of step.
 //
-// Format (version 2): "KVWSTATE", u32 version, u64 body length, u32 CRC-32 of the
+// Format (version 3): "KVWSTATE", u32 version, u64 body length, u32 CRC-32 of the
 // body (zlib), then the body: u32 section count, and per section u8 kind, u64 name
 // length and name (a collector's configured name; empty for the others), u64 length
 // and bytes. Host byte order: a state file is read back by the same build on the
-// same machine. A file that is not a state file, is truncated, fails its CRC, or
-// has another version is rejected as a whole, with an error that says which.
+// same machine. Version 3 added the hybrid section (kind 9) and has the CRC cover
+// the version too; a version 2 file (no hybrid section, the CRC of the body
+// only) is read too (a hybrid model's curve then starts empty). A file that is not a state file, is truncated, fails
+// its CRC, or has another version is rejected as a whole, with an error that says which.
 //
 // Reading prefers a complete "<path>.tmp" (a kill came between its write and the
 // rename: it is the newer of two consistent states); a torn one is ignored.
@@ -57,13 +60,16 @@ struct StateParts {
   StateBytes canaries;  // the policy canaries; empty without curve.policies
   StateBytes alerts;    // the alert runner; empty when alerts are off
   StateBytes load;      // the KV load windows (curve/kv_load.h); empty in files of older builds
+  StateBytes hybrid;    // a hybrid model's engine and curves; empty for a dense model and in version 2 files
   std::vector<std::pair<std::string, StateBytes>> collectors;  // by configured name
 
   // The collector part named `name`, or nullptr.
   const StateBytes* Collector(const std::string& name) const;
 };
 
-inline constexpr std::uint32_t kStateVersion = 2;
+inline constexpr std::uint32_t kStateVersion = 3;
+// The oldest version this build reads (version 2: no hybrid section).
+inline constexpr std::uint32_t kStateOldestVersion = 2;
 // The header: "KVWSTATE", version, body length, CRC.
 inline constexpr std::size_t kStateHeaderBytes = 8 + 4 + 8 + 4;
 // The largest state DecodeState accepts from memory (tests, the fuzz target);
@@ -76,10 +82,14 @@ struct StateBounds {
   std::uint64_t remembered_evictions = 0;  // engine.remembered_evictions
   std::uint64_t canary_pages = 0;          // the canaries' cache sizes, summed over policies and capacities
   std::uint64_t collectors = 0;            // configured collectors
+  // A hybrid model's engine: its most tracked items (max_bytes over the smallest
+  // group page) plus its remembered evictions; 0 for a dense model.
+  std::uint64_t hybrid_items = 0;
 };
 // Bytes per part, each above what the encoders write (documented in
 // docs/guarantees.md): the engine writes at most 8 + 2 bytes per tracked page and
-// 8 per remembered eviction; a canary's cache at most 3 words per cached page;
+// 8 per remembered eviction (the hybrid engine 9 per tracked item and 8 per
+// remembered eviction, counted at the engine's 32 per item); a canary's cache at most 3 words per cached page;
 // a KV-event collector at most 4 x engine.max_pages block entries of a few words.
 // Curves, windows, groups (top_k <= 254 each), alerts and load windows are
 // bounded by the config and far below kStateBaseBytes.
@@ -88,8 +98,8 @@ inline constexpr std::uint64_t kStateBytesPerEnginePage = 32;
 inline constexpr std::uint64_t kStateBytesPerCanaryPage = 64;
 inline constexpr std::uint64_t kStateBytesPerCollectorPage = 4 * 64;
 // The largest state file the configuration can legitimately produce: base +
-// 32 x (max_pages + remembered_evictions) + 64 x canary pages + 256 x max_pages
-// per collector. A larger file is rejected unread (for the defaults, 2^20 pages:
+// 32 x (max_pages + remembered_evictions + hybrid items) + 64 x canary pages +
+// 256 x max_pages per collector. A larger file is rejected unread (for the defaults, 2^20 pages:
 // 320 MiB and 256 MiB per collector).
 std::uint64_t StateByteLimit(const StateBounds& bounds);
 

@@ -98,6 +98,23 @@ constexpr std::string_view kPageTemplate = R"kvwatch_page(<!DOCTYPE html>
   <p class="note">Live canaries (<code>curve.policies</code>): each policy simulated at each configured cache size on
   this replica's requests over the window; the engine's own policy (<code>curve.engine_policy</code>) is marked.</p>
   </section>
+  <section id="hybrid" hidden>
+  <h2>Hybrid model: each layer group's own rule</h2>
+  <p class="answers" data-panel="hybrid">How much memory does this hybrid model's cache need when each group keeps
+  only what its layers attend to, and which layers hold it?</p>
+  <table id="hybrid-working-set">
+    <thead><tr><th>target</th><th>hybrid rule</th><th>all full attention</th><th>ratio</th></tr></thead>
+    <tbody></tbody>
+  </table>
+  <p class="note" id="hybrid-knee"></p>
+  <table id="hybrid-groups">
+    <thead><tr><th>group</th><th>layers</th><th>window</th><th>bytes a page</th></tr></thead>
+    <tbody></tbody>
+  </table>
+  <p class="note">The model's KV cache groups (full attention, sliding window, chunked local, linear) share one LRU
+  cache of bytes; a prefix hits when every group holds what its layers need (docs/semantics.md section 8). The last
+  columns: the bytes each group holds in a cache of the page-hit working set's size.</p>
+  </section>
   <p class="note">Page hit x: the smallest cache that keeps x of the page hits an unlimited cache would get.
   Request coverage q: the smallest cache at which q of the requests keep all their reusable pages.
   "not converged": the target is not reached within the tracked range.</p>

@@ -24,12 +24,17 @@
 // circle.target (data-fraction, data-capacity-pages), line.configured,
 // table#working-set, #status (data-state = loading | ok | error), #updated,
 // #empty, nav#windows button.window (data-window, aria-pressed);
-// p.answers (data-panel = curve | working-set | history | groups | policies);
+// p.answers (data-panel = curve | working-set | history | groups | policies | hybrid);
 // section#history-panel, svg#history, path.history-working-set (data-fraction),
 // path.history-knee, line.history-capacity (data-capacity-pages), #history-note;
 // section#groups, table#group-table tr (data-dimension, data-group) with cells
 // td.group, .requests, .unlimited, .hit-at, .misses-at, .evictor;
-// section#policies, table#policy-table tr (data-policy, data-capacity).
+// section#policies, table#policy-table tr (data-policy, data-capacity);
+// section#hybrid (a hybrid model's curve, the "hybrid" object of the curve's
+// answer; hidden without it), table#hybrid-working-set tr (data-target,
+// data-fraction) with td.hybrid, td.full, td.ratio; #hybrid-knee;
+// table#hybrid-groups tr (data-group, data-kind) with td.layers, .window,
+// .page-bytes, .held (one per page-hit working set).
 //
 // Thread safety: RenderIndexPage is a pure function of its argument.
 #ifndef KVWATCH_AGENT_WEB_PAGE_H_

@@ -232,6 +232,59 @@ std::string_view IndexPagePanelsScript() {
     const [name, pages] = entries.reduce((a, b) => (Number(b[1]) > Number(a[1]) ? b : a));
     return name + ' (' + Math.round(100 * Number(pages) / total) + '%)';
   }
+
+  // ------------------------------------------------------------ hybrid model
+
+  // The curve's "hybrid" object: working sets under the hybrid rule beside the
+  // full-attention count, the knee, and per group its size and the bytes it holds
+  // at each page-hit working set; hidden for a dense model.
+  function renderHybrid(data) {
+    const section = document.getElementById('hybrid');
+    const h = data.hybrid;
+    if (!h || typeof h !== 'object') {
+      section.hidden = true;
+      return;
+    }
+    section.hidden = false;
+    const rows = [];
+    (Array.isArray(h.working_set) ? h.working_set : []).forEach((e) => {
+      const full = findTarget(data.working_set, e.target, e.fraction);
+      const row = document.createElement('tr');
+      row.dataset.target = e.target;
+      row.dataset.fraction = String(e.fraction);
+      appendCell(row, 'th', (e.target === 'page_hit' ? 'page hit ' : 'coverage ') + formatFraction(e.fraction));
+      const hybrid = e.bytes != null ? formatBytes(e.bytes) : (e.capacity_pages == null ? 'not converged' : '\u2014');
+      appendCell(row, 'td', hybrid, 'hybrid');
+      const fullBytes = full && full.bytes != null ? Number(full.bytes) : null;
+      appendCell(row, 'td', fullBytes != null ? formatBytes(fullBytes) : 'not converged', 'full');
+      appendCell(row, 'td', e.bytes != null && fullBytes > 0 ? (Number(e.bytes) / fullBytes).toFixed(3) : '\u2014',
+                 'ratio');
+      rows.push(row);
+    });
+    document.querySelector('#hybrid-working-set tbody').replaceChildren(...rows);
+    const knee = h.knee && h.knee.bytes != null ? h.knee : null;
+    document.getElementById('hybrid-knee').textContent =
+        knee ? 'hybrid knee: ' + formatBytes(knee.bytes) + ', page hit ratio ' + formatRatio(knee.page_hit_ratio)
+             : 'hybrid knee: not converged';
+    const held = (Array.isArray(h.group_bytes) ? h.group_bytes : []).filter((g) => g.target === 'page_hit');
+    const head = document.querySelector('#hybrid-groups thead tr');
+    head.replaceChildren();
+    ['group', 'layers', 'window', 'bytes a page'].forEach((t) => appendCell(head, 'th', t));
+    held.forEach((g) => appendCell(head, 'th', 'held at page hit ' + formatFraction(g.fraction) + ' (' +
+                                                   formatBytes(g.capacity_bytes) + ')'));
+    const groups = (Array.isArray(h.groups) ? h.groups : []).map((g, i) => {
+      const row = document.createElement('tr');
+      row.dataset.group = String(i);
+      row.dataset.kind = String(g.kind);
+      appendCell(row, 'th', String(g.kind), 'kind');
+      appendCell(row, 'td', formatCount(g.layers), 'layers');
+      appendCell(row, 'td', g.window_tokens != null ? formatCount(g.window_tokens) + ' tokens' : '\u2014', 'window');
+      appendCell(row, 'td', formatBytes(g.page_bytes), 'page-bytes');
+      held.forEach((r) => appendCell(row, 'td', formatBytes((r.bytes || [])[i]), 'held'));
+      return row;
+    });
+    document.querySelector('#hybrid-groups tbody').replaceChildren(...groups);
+  }
 )panels_script";
 }
 

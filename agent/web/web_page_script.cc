@@ -231,6 +231,7 @@ std::string_view IndexPageScript() {
     renderChart(data, empty);
     renderTable(data, empty);
     renderPolicies(data);
+    renderHybrid(data);
   }
 
   // ------------------------------------------------------------ policy canaries

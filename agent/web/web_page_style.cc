@@ -78,6 +78,11 @@ path.history-working-set[data-fraction="0.95"] { stroke-dasharray: 7 3; }
 path.history-knee { fill: none; stroke: var(--knee); stroke-width: 2; stroke-dasharray: 2 3; }
 line.history-capacity { stroke: var(--configured); stroke-width: 1.5; stroke-dasharray: 2 3; }
 svg#history .history-capacity-label { fill: var(--configured); }
+table#hybrid-working-set, table#hybrid-groups { border-collapse: collapse; background: var(--panel); margin-bottom: 8px; }
+table#hybrid-working-set th, table#hybrid-working-set td, table#hybrid-groups th, table#hybrid-groups td {
+  padding: 4px 12px; border: 1px solid var(--line); text-align: right; }
+table#hybrid-working-set thead th, table#hybrid-groups thead th { text-align: center; background: #eef2f6; }
+table#hybrid-groups tbody th, table#hybrid-working-set tbody th { text-align: left; }
 table#group-table { border-collapse: collapse; background: var(--panel); }
 table#group-table th, table#group-table td { padding: 4px 12px; border: 1px solid var(--line); text-align: right; }
 table#group-table thead th { text-align: center; background: #eef2f6; }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cstring>
@@ -82,12 +83,36 @@ TEST(StateFileTest, ReasonsNameWhatIsWrong) {
   EXPECT_NE(DecodeState(StateBytes{'n', 'o', 'p', 'e'}).error().find("not a kvwatch state file"), std::string::npos);
   StateBytes version = bytes;
   version[8] = 1;  // the u32 version after the magic
-  EXPECT_NE(DecodeState(version).error().find("version 1 (this build reads version 2)"), std::string::npos);
+  EXPECT_NE(DecodeState(version).error().find("version 1 (this build reads versions 2 to 3)"), std::string::npos);
+  version[8] = 4;
+  EXPECT_NE(DecodeState(version).error().find("version 4 (this build reads versions 2 to 3)"), std::string::npos);
   StateBytes flipped = bytes;
   flipped.back() ^= 0xff;
   EXPECT_NE(DecodeState(flipped).error().find("checksum"), std::string::npos);
   bytes.pop_back();
   EXPECT_NE(DecodeState(bytes).error().find("truncated"), std::string::npos);
+}
+
+// Version 3 added the hybrid section; a version 2 file (the same format without
+// it, as the previous build wrote) still reads, and the hybrid part round-trips.
+TEST(StateFileTest, ReadsVersionTwoAndKeepsTheHybridPart) {
+  StateParts parts = Sample();
+  parts.hybrid = {7, 8, 9};
+  base::Result<StateParts> back = DecodeState(EncodeState(parts));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back.value().hybrid, parts.hybrid);
+  parts.hybrid.clear();
+  StateBytes old = EncodeState(parts);
+  old[8] = 2;  // the u32 version after the magic
+  EXPECT_NE(DecodeState(old).error().find("checksum"), std::string::npos) << "version 3's CRC covers the version";
+  // A version 2 file's CRC covers the body only.
+  const auto crc = static_cast<std::uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), old.data() + kStateHeaderBytes, static_cast<uInt>(old.size() - kStateHeaderBytes)));
+  std::memcpy(old.data() + kStateHeaderBytes - sizeof(crc), &crc, sizeof(crc));
+  back = DecodeState(old);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_TRUE(back.value().hybrid.empty());
+  EXPECT_EQ(back.value().engine, parts.engine);
 }
 
 TEST(StateFileTest, ReadPrefersACompleteTemporaryFileAndIgnoresATornOne) {

@@ -595,6 +595,71 @@ TEST_F(BrowserTest, NoCanariesNoPolicyTable) {
   const std::string dom = DumpDom(agent.PageUrl());
   agent.Stop();
   EXPECT_NE(TagWithId(dom, "policies").find(" hidden"), std::string::npos) << TagWithId(dom, "policies");
+  EXPECT_NE(TagWithId(dom, "hybrid").find(" hidden"), std::string::npos) << "a dense curve shows no hybrid panel";
+}
+
+// A hybrid model's panel, from the real agent's answer: its working sets under the
+// hybrid rule beside the full-attention count, the knee, and per group its pages
+// and the bytes it holds at each page-hit working set. A dense curve hides it.
+TEST_F(BrowserTest, HybridModelPanelShowsWorkingSetsAndGroupBytes) {
+  const curve::ModelSpec spec = curve::LookupModelPreset("gpt-oss-20b").value();
+  AgentOptions o;
+  o.replica = "hybrid";
+  o.page_tokens = 16;
+  o.bytes_per_token = static_cast<double>(curve::BytesPerTokenPerRank(spec, 1).value());
+  auto model = HybridModelFor(spec, 1, 16, curve::TouchOrder::kTailFirst, o.engine.max_pages,
+                              o.engine.remembered_evictions, *o.bytes_per_token * 16);
+  ASSERT_TRUE(model.ok() && model.value()) << (model.ok() ? "no groups" : model.error());
+  o.hybrid = model.value();
+  o.curve.windows = {{"5m", 300}};
+  o.curve.capacities = {2000};
+  o.http.port = 0;
+  auto created = Agent::Create(std::move(o));
+  ASSERT_TRUE(created.ok()) << created.error();
+  Agent& live = *created.value();
+  collectors::SynthOptions synth;
+  synth.seed = 7;
+  synth.duration_s = 0;
+  synth.max_requests = 1500;
+  ASSERT_TRUE(collectors::GenerateSynth(synth, [&](const collectors::SynthRequest& r) {
+                curve::Request request = r.request;
+                request.timestamp_s = std::nan("");  // at the agent's clock: all in the window
+                live.OnRequest(request);
+              }).ok());
+  FakeAgent::Options options;
+  options.page.windows = {"5m"};
+  options.curves = {{"5m", live.RenderCurveJson("5m")}};
+  FakeAgent agent(options);
+  ASSERT_TRUE(agent.Start());
+  window_height_ = 1900;  // the screenshot reaches the hybrid panel
+  const std::string dom = DumpDom(agent.PageUrl());
+  Screenshot(agent.PageUrl());
+  agent.Stop();
+
+  ASSERT_EQ(TagWithId(dom, "hybrid").find(" hidden"), std::string::npos) << "the hybrid panel is hidden";
+  auto row = [&](const std::string& start) {
+    const std::size_t at = dom.find(start);
+    if (at == std::string::npos) return std::string();
+    return dom.substr(at, dom.find("</tr>", at) - at);
+  };
+  const std::string ws = row("<tr data-target=\"page_hit\" data-fraction=\"0.9\">");
+  ASSERT_FALSE(ws.empty()) << "no hybrid working-set row for page hit 0.9";
+  EXPECT_TRUE(std::regex_search(Cell(ws, "hybrid"), std::regex("^[0-9.]+ (KiB|MiB|GiB|TiB)$"))) << ws;
+  EXPECT_TRUE(std::regex_search(Cell(ws, "full"), std::regex("^[0-9.]+ (KiB|MiB|GiB|TiB)$"))) << ws;
+  EXPECT_TRUE(std::regex_search(Cell(ws, "ratio"), std::regex("^[0-9]\\.[0-9]{3}$"))) << ws;
+  EXPECT_NE(TextOf(dom, "hybrid-knee").find("hybrid knee: "), std::string::npos);
+  const std::string window = row("<tr data-group=\"0\" data-kind=\"sliding_window\">");
+  const std::string full = row("<tr data-group=\"1\" data-kind=\"full\">");
+  ASSERT_FALSE(window.empty() || full.empty()) << dom.substr(dom.find("hybrid-groups"), 2000);
+  EXPECT_EQ(Cell(window, "layers"), "12");
+  EXPECT_EQ(Cell(window, "window"), "128 tokens");
+  EXPECT_EQ(Cell(full, "window"), "\u2014");
+  EXPECT_EQ(Cell(window, "page-bytes"), Cell(full, "page-bytes"));  // 12 layers each
+  // One "held" cell per page-hit working set reached (0.5, 0.9, 0.95, 0.99 at most).
+  const std::size_t held = CountOf(full, "class=\"held\"");
+  EXPECT_GE(held, 2u);
+  EXPECT_LE(held, 4u);
+  EXPECT_EQ(CountOf(window, "class=\"held\""), held);
 }
 
 TEST_F(BrowserTest, TargetsThatDidNotConvergeAreSaidInWords) {
@@ -794,7 +859,7 @@ TEST_F(BrowserTest, BuiltInReplicaShowsBytesTenantsClassesPoliciesCapacityAndHis
   const auto answers = StartTags(dom, "p", "answers");
   std::vector<std::string> panels;
   for (const std::string& tag : answers) panels.push_back(Attribute(tag, "data-panel"));
-  EXPECT_EQ(panels, (std::vector<std::string>{"curve", "working-set", "history", "groups", "policies"}));
+  EXPECT_EQ(panels, (std::vector<std::string>{"curve", "working-set", "history", "groups", "policies", "hybrid"}));
 
   // Working sets in bytes, as the agent computed them.
   simdjson::dom::parser parser;

@@ -1367,6 +1367,9 @@ TEST(KvEventsGroupsTest, AHybridStreamGivesPerGroupSeriesAndLogsAnomaliesOnce) {
   EXPECT_EQ(by_key.at("kvwatch_kv_events_group_evicted_blocks_total,medium=GPU,group=0,kind=sliding_window"), 1.0);
   EXPECT_EQ(by_key.at("kvwatch_kv_events_group_window_tokens,group=0,kind=sliding_window"), 32.0);
   EXPECT_EQ(by_key.at("kvwatch_kv_events_request_group"), 1.0);
+  // The groups as announced, for the agent's check against the configured model.
+  const std::vector<EngineKvGroup> announced = {{0, "sliding_window", 32}, {1, "full", 0}};
+  EXPECT_EQ(collector->engine_signals().kv_groups, announced);
   EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=bad_window"), 2.0);
   EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=kind_changed"), 1.0);
   EXPECT_EQ(by_key.at("kvwatch_kv_events_group_anomalies_total,kind=bad_group"), 1.0);

@@ -415,6 +415,177 @@ TEST(HybridOracleTest, OptionsAreChecked) {
   EXPECT_EQ(gpt.value().groups[0].page_bytes, 16u * 36'864);
 }
 
+// --- Bounded tracking (the agent's engine) --------------------------------------
+
+// The same trace as the oracle's, with the token counts it draws.
+struct TokenTrace {
+  std::vector<std::vector<PageId>> pages;
+  std::vector<std::pair<std::int64_t, std::int64_t>> tokens;
+};
+TokenTrace MakeTokenTrace(std::uint64_t seed, int requests, std::uint64_t page_tokens) {
+  std::mt19937_64 rng(seed);
+  TokenTrace t;
+  t.pages = SharedPrefixTrace(&rng, requests);
+  for (const auto& pages : t.pages) {
+    const std::uint64_t full = pages.size() * page_tokens;
+    t.tokens.emplace_back(static_cast<std::int64_t>(full == 0 ? 1 : full - rng() % page_tokens),
+                          static_cast<std::int64_t>(rng() % 100));
+  }
+  return t;
+}
+
+// A bounded engine against the brute-force pools at every capacity up to its
+// bound: the same hits and group bytes, and it did evict.
+void CheckBoundedAgainstOracle(HybridEngineOptions o, std::uint64_t bound_units, std::uint64_t seed) {
+  o.early_free = true;
+  HybridEngine probe(o);
+  o.max_bytes = bound_units * probe.unit_bytes();
+  HybridEngine engine(o);
+  ASSERT_EQ(engine.max_units(), bound_units);
+  const std::uint64_t unit = engine.unit_bytes();
+  const TokenTrace t = MakeTokenTrace(seed, 150, o.page_tokens);
+  std::vector<OraclePool> pools;
+  for (std::uint64_t c = 0; c <= bound_units; ++c) pools.emplace_back(o, c * unit);
+  RequestOutcome out;
+  std::uint64_t beyond = 0;
+  for (std::size_t r = 0; r < t.pages.size(); ++r) {
+    engine.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &out);
+    beyond += out.beyond_tracked;
+    for (std::uint64_t c = 0; c <= bound_units; ++c) {
+      const std::uint32_t want = pools[c].Request(t.pages[r], static_cast<std::uint64_t>(t.tokens[r].first),
+                                                  static_cast<std::uint64_t>(t.tokens[r].second));
+      ASSERT_EQ(HitsAt(out, c), want) << "request " << r << " at " << c << " units (seed " << seed << ")";
+      ASSERT_EQ(engine.GroupBytesAt(c * unit), pools[c].GroupBytes()) << "request " << r << " at " << c;
+    }
+    ASSERT_LE(engine.total_bytes(), o.max_bytes);
+  }
+  EXPECT_GT(engine.evicted_items(), 0u) << "the bound should bind on this trace";
+  EXPECT_GT(beyond, 0u) << "an evicted item should come back";
+}
+
+TEST(HybridBoundTest, EqualsTheOracleAtEveryCapacityUpToTheBound) {
+  CheckBoundedAgainstOracle(Options({Sliding(32), Full()}, TouchOrder::kTailFirst), 12, 3);
+  CheckBoundedAgainstOracle(Options({Chunked(64), Full()}, TouchOrder::kHeadFirst), 9, 4);
+  CheckBoundedAgainstOracle(Options({Linear(250), Full(100)}, TouchOrder::kTailFirst), 20, 5);
+  CheckBoundedAgainstOracle(
+      Options({Sliding(48, 200), Full(100), Chunked(64, 150), Linear(120)}, TouchOrder::kTailFirst), 25, 6);
+}
+
+// Against the unbounded engine: below the bound every distance and hit is the
+// same; beyond it, exactly the pages whose exact distance reaches the bound are
+// "beyond tracked" (the tracked items are an LRU pool of max_bytes), the cold
+// ones stay cold, and the unlimited hits are unchanged while every eviction is
+// remembered.
+TEST(HybridBoundTest, WhatTheBoundDropsIsCountedAsBeyondTracked) {
+  HybridEngineOptions o = Options({Sliding(40), Full(100), Linear(60)}, TouchOrder::kTailFirst, true);
+  HybridEngine exact(o);
+  const std::uint32_t bound = 30;
+  o.max_bytes = bound * exact.unit_bytes();
+  HybridEngine bounded(o);
+  const TokenTrace t = MakeTokenTrace(9, 400, o.page_tokens);
+  RequestOutcome a, b;
+  std::uint64_t beyond = 0;
+  for (std::size_t r = 0; r < t.pages.size(); ++r) {
+    exact.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &a);
+    bounded.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &b);
+    std::uint32_t want_beyond = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a.distance[i] < bound) {
+        ASSERT_EQ(b.distance[i], a.distance[i]) << "request " << r << " page " << i;
+      } else if (a.distance[i] != kCold) {
+        ASSERT_EQ(b.distance[i], kBeyondTracked) << "request " << r << " page " << i;
+        ++want_beyond;
+      } else {
+        ASSERT_EQ(b.distance[i], kCold);
+      }
+      ASSERT_EQ(std::min(a.prefix_max[i], bound), std::min(b.prefix_max[i], bound));
+    }
+    ASSERT_EQ(b.beyond_tracked, want_beyond) << "request " << r;
+    ASSERT_EQ(b.unlimited_hits, a.unlimited_hits);
+    ASSERT_EQ(b.cold_misses, a.cold_misses);
+    beyond += b.beyond_tracked;
+  }
+  EXPECT_GT(beyond, 0u);
+  EXPECT_GT(bounded.evicted_items(), 0u);
+  EXPECT_LT(bounded.tracked_items(), exact.tracked_items());
+  EXPECT_EQ(exact.evicted_items(), 0u);
+}
+
+// With few evictions remembered, the forgotten ones look cold again: the hits
+// at every tracked capacity do not change, only the unlimited hits can.
+TEST(HybridBoundTest, ForgottenEvictionsLookColdButHitsBelowTheBoundHold) {
+  HybridEngineOptions o = Options({Sliding(32), Full()}, TouchOrder::kTailFirst, true);
+  o.max_bytes = 10 * 100;
+  HybridEngine all(o);
+  o.remembered_evictions = 4;
+  HybridEngine few(o);
+  const TokenTrace t = MakeTokenTrace(13, 300, o.page_tokens);
+  RequestOutcome a, b;
+  std::uint64_t unlimited_all = 0, unlimited_few = 0;
+  for (std::size_t r = 0; r < t.pages.size(); ++r) {
+    all.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &a);
+    few.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &b);
+    for (std::uint64_t c = 0; c <= 10; ++c) ASSERT_EQ(HitsAt(a, c), HitsAt(b, c));
+    unlimited_all += a.unlimited_hits;
+    unlimited_few += b.unlimited_hits;
+  }
+  EXPECT_LT(unlimited_few, unlimited_all);
+  EXPECT_EQ(all.evicted_items(), few.evicted_items());
+}
+
+// A state saved half way and restored into a new engine goes on exactly as the
+// engine that ran through; bad bytes leave the engine cleared.
+TEST(HybridBoundTest, SerializedStateGoesOnExactly) {
+  for (std::uint64_t max_bytes : {std::uint64_t{0}, std::uint64_t{1500}}) {
+    HybridEngineOptions o = Options({Sliding(40), Full(100), Linear(60)}, TouchOrder::kTailFirst, true);
+    o.max_bytes = max_bytes;
+    o.remembered_evictions = 8;
+    HybridEngine through(o);
+    HybridEngine first(o);
+    const TokenTrace t = MakeTokenTrace(17, 300, o.page_tokens);
+    RequestOutcome a, b;
+    const std::size_t half = t.pages.size() / 2;
+    for (std::size_t r = 0; r < half; ++r) {
+      through.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &a);
+      first.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &b);
+    }
+    const std::vector<std::uint8_t> state = first.Serialize();
+    HybridEngine second(o);
+    ASSERT_TRUE(second.Deserialize(state));
+    EXPECT_EQ(second.tracked_items(), first.tracked_items());
+    EXPECT_EQ(second.evicted_items(), first.evicted_items());
+    EXPECT_EQ(second.total_bytes(), first.total_bytes());
+    if (max_bytes != 0) EXPECT_GT(second.evicted_items(), 0u);
+    for (std::size_t r = half; r < t.pages.size(); ++r) {
+      through.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &a);
+      second.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &b);
+      ASSERT_EQ(a.prefix_max, b.prefix_max) << "request " << r;
+      ASSERT_EQ(a.distance, b.distance) << "request " << r;
+      ASSERT_EQ(a.beyond_tracked, b.beyond_tracked);
+    }
+    EXPECT_EQ(through.GroupBytesAt(700), second.GroupBytesAt(700));
+    // Truncated, a byte changed in the header, another model's groups.
+    std::vector<std::uint8_t> cut(state.begin(), state.end() - 3);
+    EXPECT_FALSE(second.Deserialize(cut));
+    EXPECT_EQ(second.tracked_items(), 0u);
+    std::vector<std::uint8_t> bad = state;
+    bad[2] ^= 1;
+    EXPECT_FALSE(second.Deserialize(bad));
+    HybridEngine other(Options({Full()}, TouchOrder::kTailFirst));
+    EXPECT_FALSE(other.Deserialize(state));
+  }
+}
+
+TEST(HybridBoundTest, TheBoundIsChecked) {
+  HybridEngineOptions o = Options({Full(100), Linear(300)}, TouchOrder::kTailFirst);
+  o.max_bytes = 299;
+  EXPECT_FALSE(ValidateHybridOptions(o).ok());  // cannot hold the largest item
+  o.max_bytes = 300;
+  EXPECT_TRUE(ValidateHybridOptions(o).ok());
+  o.max_bytes = std::uint64_t{100} * kBeyondTracked;
+  EXPECT_FALSE(ValidateHybridOptions(o).ok());  // beyond the units' range
+}
+
 // --- The step-level simulation (curve/hybrid_sim.h) ---------------------------
 
 HybridSimOptions SimOptions(const HybridEngineOptions& o, bool touch_skipped, bool early_free, bool cap_prompt) {
