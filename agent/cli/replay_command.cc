@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/cli/progress.h"
+#include "agent/cli/reference_dump.h"
 #include "agent/cli/replay_svg.h"
 #include "agent/cli/request_batches.h"
 #include "collectors/trace_reader.h"
@@ -159,6 +160,9 @@ Status ResolveReport(const ReplayOptions& o, std::uint64_t page_tokens, Resolved
 Status ResolvePolicies(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
   if (o.policies.empty()) {
     if (!o.priorities.empty()) return OptionError("--priority", "applies to --policy priority");
+    if (!o.dump_references.empty()) {
+      return OptionError("--dump-references", "writes the references --policy simulates: give --policy");
+    }
     return Status::Ok();
   }
   auto kinds = curve::ParsePolicyList(o.policies);
@@ -697,6 +701,12 @@ int RunReplay(const ReplayOptions& options) {
     if (popts.capacities.empty()) {
       for (const auto& p : result.total.points) {
         if (p.capacity_pages > 0) popts.capacities.push_back(p.capacity_pages);
+      }
+    }
+    if (!options.dump_references.empty()) {
+      if (Status s = WriteOracleGeneral(*replayer->stored_, popts.touch_order, options.dump_references); !s.ok()) {
+        std::fprintf(stderr, "kvwatch replay: %s\n", s.error().c_str());
+        return 1;
       }
     }
     auto policies = RunPolicies(*replayer->stored_, popts, replayer->total(),
