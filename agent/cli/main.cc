@@ -152,6 +152,9 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
                   "s3fifo: hits a page needs in the small FIFO to move to the main one, 1..3 (libCacheSim: 2)")
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Threads for --policy (0: every core)")->capture_default_str();
+  cmd->add_option("--dump-references", o.dump_references,
+                  "With --policy: also write the page references the policies simulate, in touch order, here as a "
+                  "libCacheSim oracleGeneral trace (bench/libcachesim_compare.sh)");
   cmd->callback([&o]() { std::exit(kvwatch::agent::RunReplay(o)); });
 }
 

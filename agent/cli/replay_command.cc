@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/cli/progress.h"
+#include "agent/cli/reference_dump.h"
 #include "agent/cli/request_batches.h"
 #include "agent/render/replay_svg.h"
 #include "collectors/trace_reader.h"
@@ -159,6 +160,9 @@ Status ResolveReport(const ReplayOptions& o, std::uint64_t page_tokens, Resolved
 Status ResolvePolicies(const ReplayOptions& o, std::uint64_t page_tokens, ResolvedReplay* r) {
   if (o.policies.empty()) {
     if (!o.priorities.empty()) return OptionError("--priority", "applies to --policy priority");
+    if (!o.dump_references.empty()) {
+      return OptionError("--dump-references", "writes the references --policy simulates: give --policy");
+    }
     return Status::Ok();
   }
   auto kinds = curve::ParsePolicyList(o.policies);
@@ -752,6 +756,13 @@ int RunReplay(const ReplayOptions& options) {
   ReplayResult result = replayer->Result();
   result.input = input;
   if (replayer->stored_trace() != nullptr) {
+    if (!options.dump_references.empty()) {
+      if (Status s = WriteOracleGeneral(*replayer->stored_trace(), resolved.value().policies->touch_order,
+                                        options.dump_references);
+          !s.ok()) {
+        return Fail(1, s.error());
+      }
+    }
     auto policies = ReplayPolicies(*replayer, resolved.value(), result, bar);
     if (!policies.ok()) return Fail(2, policies.error());
     result.policies = std::move(policies.value());

@@ -72,6 +72,9 @@ struct ReplayOptions {
   std::string priorities;                   // --priority rules for the priority policy
   unsigned threads = 0;                     // 0: every core
   std::uint32_t s3fifo_promotion_hits = 1;  // --s3fifo-promotion-hits
+  // --dump-references: the references --policy simulates, written here as a
+  // libCacheSim oracleGeneral trace (agent/cli/reference_dump.h); "" = none.
+  std::string dump_references;
   // Tenants and classes (curve/tenants.h; exact mode, unless --no-tenants): on
   // when the first request has a tenant or class label, or with --classes or
   // --isolated; otherwise the plain engine runs and the output is unchanged.

@@ -16,8 +16,9 @@ namespace kvwatch::agent {
 
 namespace {
 
-constexpr double kWidth = 1000, kHeight = 520, kPanelWidth = 400, kPanelHeight = 300;
-constexpr double kTop = 60, kLeft[2] = {80, 570};
+// Named apart from replay_svg.cc's kWidth, kTop, ...: the two files compile in one unity batch.
+constexpr double kSvgWidth = 1000, kSvgHeight = 520, kPanelWidth = 400, kPanelHeight = 300;
+constexpr double kSvgTop = 60, kSvgLeft[2] = {80, 570};
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                                "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a"};
 
@@ -54,47 +55,49 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     for (int i = 0; i <= 4; ++i) ticks.push_back(min_load + (max_load - min_load) * i / 4);
   }
   auto x_of = [&](int panel, double load) {
-    return kLeft[panel] + (load - min_load) / (max_load - min_load) * kPanelWidth;
+    return kSvgLeft[panel] + (load - min_load) / (max_load - min_load) * kPanelWidth;
   };
-  auto y_of = [&](double v, double top) { return kTop + kPanelHeight - std::clamp(v / top, 0.0, 1.0) * kPanelHeight; };
+  auto y_of = [&](double v, double top) {
+    return kSvgTop + kPanelHeight - std::clamp(v / top, 0.0, 1.0) * kPanelHeight;
+  };
 
   std::ostringstream out;
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
-      << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kSvgWidth << "\" height=\"" << kSvgHeight
+      << "\" viewBox=\"0 0 " << kSvgWidth << " " << kSvgHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   const char* titles[2] = {"lowest tier SLA attainment", "output tokens per second"};
   for (int p = 0; p < 2; ++p) {
     const double top = p == 0 ? 1.0 : max_tokens;
-    out << "<text x=\"" << kLeft[p] + kPanelWidth / 2 << "\" y=\"" << kTop - 20 << "\" text-anchor=\"middle\" "
+    out << "<text x=\"" << kSvgLeft[p] + kPanelWidth / 2 << "\" y=\"" << kSvgTop - 20 << "\" text-anchor=\"middle\" "
         << "font-size=\"14\">" << titles[p] << "</text>\n";
-    out << "<rect x=\"" << kLeft[p] << "\" y=\"" << kTop << "\" width=\"" << kPanelWidth << "\" height=\""
+    out << "<rect x=\"" << kSvgLeft[p] << "\" y=\"" << kSvgTop << "\" width=\"" << kPanelWidth << "\" height=\""
         << kPanelHeight << "\" fill=\"none\" stroke=\"#444\"/>\n";
     for (int i = 0; i <= 4; ++i) {
       const double v = top * i / 4;
       const double y = y_of(v, top);
-      out << "<line x1=\"" << kLeft[p] << "\" y1=\"" << y << "\" x2=\"" << kLeft[p] + kPanelWidth << "\" y2=\"" << y
-          << "\" stroke=\"#ddd\"/>\n";
-      out << "<text x=\"" << kLeft[p] - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
+      out << "<line x1=\"" << kSvgLeft[p] << "\" y1=\"" << y << "\" x2=\"" << kSvgLeft[p] + kPanelWidth << "\" y2=\""
+          << y << "\" stroke=\"#ddd\"/>\n";
+      out << "<text x=\"" << kSvgLeft[p] - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
           << (p == 0 ? Significant4(v) : Significant4(std::round(v))) << "</text>\n";
     }
     for (double load : ticks) {
-      out << "<text x=\"" << x_of(p, load) << "\" y=\"" << kTop + kPanelHeight + 16 << "\" text-anchor=\"middle\">"
+      out << "<text x=\"" << x_of(p, load) << "\" y=\"" << kSvgTop + kPanelHeight + 16 << "\" text-anchor=\"middle\">"
           << Significant4(load) << "</text>\n";
     }
-    out << "<text x=\"" << kLeft[p] + kPanelWidth / 2 << "\" y=\"" << kTop + kPanelHeight + 34
+    out << "<text x=\"" << kSvgLeft[p] + kPanelWidth / 2 << "\" y=\"" << kSvgTop + kPanelHeight + 34
         << "\" text-anchor=\"middle\">load factor (arrival rate x)</text>\n";
     if (p == 0) {
       const double y = y_of(r.settings.sla_target, 1.0);
-      out << "<line x1=\"" << kLeft[0] << "\" y1=\"" << y << "\" x2=\"" << kLeft[0] + kPanelWidth << "\" y2=\"" << y
-          << "\" stroke=\"#000\" stroke-dasharray=\"6 4\"/>\n";
-      out << "<text x=\"" << kLeft[0] + kPanelWidth - 4 << "\" y=\"" << y - 4 << "\" text-anchor=\"end\">target "
+      out << "<line x1=\"" << kSvgLeft[0] << "\" y1=\"" << y << "\" x2=\"" << kSvgLeft[0] + kPanelWidth << "\" y2=\""
+          << y << "\" stroke=\"#000\" stroke-dasharray=\"6 4\"/>\n";
+      out << "<text x=\"" << kSvgLeft[0] + kPanelWidth - 4 << "\" y=\"" << y - 4 << "\" text-anchor=\"end\">target "
           << Significant4(r.settings.sla_target) << "</text>\n";
     }
   }
   // One polyline per combination and panel, in load order.
   std::size_t color = 0;
-  double legend_y = kTop + kPanelHeight + 60;
-  double legend_x = kLeft[0];
+  double legend_y = kSvgTop + kPanelHeight + 60;
+  double legend_x = kSvgLeft[0];
   for (const SimulateCombination& c : r.combinations) {
     std::vector<const SimulateRun*> runs;
     for (const SimulateRun& run : r.runs) {
@@ -121,8 +124,8 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
     out << "<text x=\"" << legend_x + 26 << "\" y=\"" << legend_y << "\">"
         << EscapeMarkup(c.admission + " / " + c.policy) << "</text>\n";
     legend_x += 220;
-    if (legend_x > kWidth - 200) {
-      legend_x = kLeft[0];
+    if (legend_x > kSvgWidth - 200) {
+      legend_x = kSvgLeft[0];
       legend_y += 18;
     }
   }
@@ -133,7 +136,7 @@ std::string RenderSimulateSvg(const SimulateResult& r) {
 namespace {
 
 // The timeline's layout: rows of three strips sharing the time axis.
-constexpr double kTimelineWidth = 1000, kPlotLeft = 90, kPlotWidth = 800;
+constexpr double kTimelineWidth = 1000, kPlotLeft = 90, kSvgPlotWidth = 800;
 constexpr double kTitleHeight = 22, kKvHeight = 90, kRateHeight = 55, kPreemptHeight = 40, kStripGap = 8;
 constexpr double kRowHeight = kTitleHeight + kKvHeight + kRateHeight + kPreemptHeight + 2 * kStripGap + 30;
 
@@ -168,7 +171,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
   // Time ticks: a 1-2-5 step giving at most 8 of them.
   double tick_s = 1e-3;
   for (int k = 0; tick_s * 8 < bins * bin_s; ++k) tick_s *= (k % 3 == 1) ? 2.5 : 2;
-  auto x_of = [&](double t) { return kPlotLeft + std::clamp(t / (bins * bin_s), 0.0, 1.0) * kPlotWidth; };
+  auto x_of = [&](double t) { return kPlotLeft + std::clamp(t / (bins * bin_s), 0.0, 1.0) * kSvgPlotWidth; };
 
   // Per run: its bins; and the shared tops of the rate and preemption strips.
   std::vector<std::vector<Bin>> binned(r.timelines.size(), std::vector<Bin>(bins));
@@ -239,7 +242,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     const std::string strip_label[3] = {"blocks", "finished/s", "preempted"};
     const double strip_max[3] = {pool, max_rate, max_preempted};
     for (int k = 0; k < 3; ++k) {
-      out << "<rect x=\"" << kPlotLeft << "\" y=\"" << strip_top[k] << "\" width=\"" << kPlotWidth << "\" height=\""
+      out << "<rect x=\"" << kPlotLeft << "\" y=\"" << strip_top[k] << "\" width=\"" << kSvgPlotWidth << "\" height=\""
           << strip_height[k] << "\" fill=\"none\" stroke=\"#444\"/>\n";
       out << "<text x=\"" << kPlotLeft - 6 << "\" y=\"" << strip_top[k] + 10 << "\" text-anchor=\"end\">"
           << (k == 1 ? Significant4(strip_max[k]) : Grouped(strip_max[k])) << "</text>\n";
@@ -272,7 +275,7 @@ std::string RenderTimelineSvg(const SimulateResult& r) {
     }
     out << "\"/>\n";
     // Preemptions: one bar per bin that has any.
-    const double bar = std::max(1.0, kPlotWidth / static_cast<double>(bins) - 0.5);
+    const double bar = std::max(1.0, kSvgPlotWidth / static_cast<double>(bins) - 0.5);
     for (std::size_t b = 0; b < bins; ++b) {
       const std::uint64_t n = binned[i][b].preempted;
       if (n == 0) continue;

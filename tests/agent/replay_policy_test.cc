@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <list>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -111,6 +114,79 @@ TEST_F(ReplayPolicyTest, SvgHasALinePerPolicy) {
   EXPECT_NE(r.out.find("best online policy per capacity"), std::string::npos) << r.out;
 }
 
+// The oracleGeneral dump (agent/cli/reference_dump.h) is the sequence the policies
+// simulate: an LRU and a FIFO written here from the dump alone, under the prefix
+// rule (a request's records read backwards are its pages), find replay's hits.
+TEST_F(ReplayPolicyTest, DumpReferencesIsTheSequenceThePoliciesSimulate) {
+  const std::string dump = dir_.Sub("refs.oracleGeneral");
+  CommandResult r =
+      Replay({"--format", "json", "--capacities", "50", "--policy", "lru,fifo", "--dump-references", dump});
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(r.out).get(doc), simdjson::SUCCESS);
+  std::map<std::string, std::uint64_t> hits;
+  std::uint64_t refs = 0, requests = 0;
+  for (simdjson::dom::element x : doc["policies"]["results"].get_array().value()) {
+    hits[std::string(x["policy"].get_string().value())] = x["page_hits"].get_uint64().value();
+    refs = x["page_refs"].get_uint64().value();
+    requests = x["requests"].get_uint64().value();
+  }
+  const std::string bytes = ReadFile(dump);
+  ASSERT_EQ(bytes.size(), refs * 24);
+  struct Record {
+    std::uint32_t time;
+    std::uint64_t id;
+    std::uint32_t size;
+    std::int64_t next;
+  };
+  std::vector<Record> rec(refs);
+  for (std::size_t k = 0; k < refs; ++k) {
+    const char* at = bytes.data() + 24 * k;
+    std::memcpy(&rec[k].time, at, 4);
+    std::memcpy(&rec[k].id, at + 4, 8);
+    std::memcpy(&rec[k].size, at + 12, 4);
+    std::memcpy(&rec[k].next, at + 16, 8);
+  }
+  // Sizes 1, request numbers from 1 rising, next uses pointing at the next record of the id.
+  std::map<std::uint64_t, std::int64_t> later;
+  for (std::size_t k = refs; k-- > 0;) {
+    EXPECT_EQ(rec[k].size, 1u);
+    if (k > 0) EXPECT_LE(rec[k - 1].time, rec[k].time);
+    auto it = later.find(rec[k].id);
+    EXPECT_EQ(rec[k].next, it == later.end() ? -1 : it->second) << k;
+    later[rec[k].id] = static_cast<std::int64_t>(k);
+  }
+  ASSERT_GT(refs, 0u);
+  EXPECT_EQ(rec.front().time, 1u);
+  for (bool lru : {true, false}) {
+    std::list<std::uint64_t> order;  // front: the next victim
+    std::map<std::uint64_t, std::list<std::uint64_t>::iterator> where;
+    std::uint64_t found = 0, groups = 0;
+    for (std::size_t begin = 0; begin < refs;) {
+      std::size_t end = begin + 1;
+      while (end < refs && rec[end].time == rec[begin].time) ++end;
+      ++groups;
+      for (std::size_t k = end; k-- > begin && where.contains(rec[k].id);) ++found;
+      for (std::size_t k = begin; k < end; ++k) {
+        auto it = where.find(rec[k].id);
+        if (it != where.end()) {
+          if (lru) order.splice(order.end(), order, it->second);
+          continue;
+        }
+        if (order.size() == 50) {
+          where.erase(order.front());
+          order.pop_front();
+        }
+        where[rec[k].id] = order.insert(order.end(), rec[k].id);
+      }
+      begin = end;
+    }
+    EXPECT_EQ(found, hits[lru ? "lru" : "fifo"]) << (lru ? "lru" : "fifo");
+    EXPECT_EQ(groups, requests);  // every synthetic request has pages
+  }
+}
+
 TEST_F(ReplayPolicyTest, BadOptionsNameTheOption) {
   struct Case {
     std::vector<std::string> args;
@@ -124,11 +200,19 @@ TEST_F(ReplayPolicyTest, BadOptionsNameTheOption) {
            {{"--policy", "lru", "--decode-tokens-per-second", "0"}, "--decode-tokens-per-second"},
            {{"--policy", "lru", "--sample-rate", "0.1"}, "--policy"},
            {{"--priority", "a=1"}, "--priority: applies to --policy priority"},
+           {{"--dump-references", dir_.Sub("refs")}, "--dump-references: writes the references --policy simulates"},
        }) {
     CommandResult r = Replay(c.args);
     EXPECT_TRUE(r.Exited(2)) << c.message << ": " << r.Describe();
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
   }
+}
+
+TEST_F(ReplayPolicyTest, DumpReferencesToAnUnwritablePathNamesIt) {
+  const std::string path = dir_.Sub("no-such-folder/refs");
+  CommandResult r = Replay({"--policy", "lru", "--capacities", "50", "--dump-references", path});
+  EXPECT_TRUE(r.Exited(1)) << r.Describe();
+  EXPECT_NE(r.err.find("--dump-references: cannot create '" + path + "'"), std::string::npos) << r.err;
 }
 
 }  // namespace
