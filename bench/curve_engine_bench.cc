@@ -1,7 +1,10 @@
 // Throughput and memory of the curve engine against the baselines users have today,
 // each measured in the same run:
 //   - Exact:        the stack-distance engine + the exact curve accumulator (what
-//                   `kvwatch replay` runs per request);
+//                   `kvwatch replay` runs per request), with the page map's
+//                   mixed layout (layout 0, the agent's) or its runs layout
+//                   (layout 1, replay's; curve/page_map.h) on every workload,
+//                   numbered ids and hashed: the layout choice's measure;
 //   - Sampled:      the same at spatial sampling rate R, with its curve's largest
 //                   absolute error against the exact one over every capacity;
 //   - Lru10:        a straightforward per-capacity LRU simulation (std::list +
@@ -210,9 +213,12 @@ bool Skip(benchmark::State& state, const Workload& w) {
 void Exact(benchmark::State& state) {
   const Workload& w = Get(static_cast<int>(state.range(0)));
   if (Skip(state, w)) return;
+  kvwatch::curve::EngineOptions options;
+  options.page_layout =
+      state.range(1) == 0 ? kvwatch::curve::PageMapLayout::kMixed : kvwatch::curve::PageMapLayout::kRuns;
   std::size_t bytes = 0, tracked = 0;
   for (auto _ : state) {
-    kvwatch::curve::StackDistanceEngine engine;
+    kvwatch::curve::StackDistanceEngine engine(options);
     kvwatch::curve::CurveAccumulator acc;
     kvwatch::curve::RequestOutcome out;
     for (const auto& r : w.requests) {
@@ -407,8 +413,14 @@ void BareHashMap(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(w.refs * state.iterations()));
 }
 
-// range(0): the workload (see Get).
-BENCHMARK(Exact)->ArgNames({"workload"})->Arg(0)->Arg(5)->Arg(1)->Arg(6)->Unit(benchmark::kMillisecond)->Iterations(3);
+// range(0): the workload (see Get); Exact's range(1): the page map's layout
+// (0 mixed, 1 runs). Alternate the layouts under load with
+// --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true.
+BENCHMARK(Exact)
+    ->ArgNames({"workload", "layout"})
+    ->ArgsProduct({{0, 5, 1, 6, 2, 4}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK(ExactGroups)
     ->ArgNames({"workload", "isolated"})
     ->Args({0, 0})

@@ -10,6 +10,15 @@
 // The value kEmpty (0xFFFFFFFF) is reserved to mark free entries; any page id,
 // including 0 and ~0, is a valid key.
 //
+// Layout (where a key's probe starts): kMixed mixes every bit of the key, so
+// any ids spread evenly. kRuns mixes all but the low kRunBits bits and keeps
+// those, so 2^kRunBits consecutive ids (a run: k, k+1, ... sharing the high
+// bits) get consecutive homes, a few entries of one or two cache lines. Trace
+// formats that number a request's pages consecutively (the weka and Mooncake
+// traces) then cost about one cache miss per run instead of one per page; on
+// hashed ids (vLLM, SGLang) the low bits are as random as the rest and the two
+// layouts probe alike (docs/performance.md, "The page map's layout").
+//
 // Thread safety: none; callers serialize.
 #ifndef KVWATCH_CURVE_PAGE_MAP_H_
 #define KVWATCH_CURVE_PAGE_MAP_H_
@@ -23,11 +32,21 @@
 
 namespace kvwatch::curve {
 
+enum class PageMapLayout : std::uint8_t { kMixed, kRuns };
+
 class PageMap {
  public:
   static constexpr std::uint32_t kEmpty = std::numeric_limits<std::uint32_t>::max();
+  // kRuns: ids that differ only in their low kRunBits bits get neighbouring
+  // homes, unless the constructor is given another number.
+  static constexpr int kRunBits = 3;
 
-  PageMap() { Reset(kMinCapacity); }
+  // run_bits (1..16): kRuns's run length, 2^run_bits ids.
+  explicit PageMap(PageMapLayout layout = PageMapLayout::kMixed, int run_bits = kRunBits)
+      : run_bits_(layout == PageMapLayout::kRuns ? run_bits : 0) {
+    Reset(kMinCapacity);
+  }
+  PageMapLayout layout() const { return run_bits_ == 0 ? PageMapLayout::kMixed : PageMapLayout::kRuns; }
 
   std::size_t size() const { return size_; }
   // Changes whenever entries may have moved.
@@ -46,6 +65,23 @@ class PageMap {
     }
   }
   const std::uint32_t* Find(std::uint64_t key) const { return const_cast<PageMap*>(this)->Find(key); }
+
+  // Find, trying first the entries either side of `near` (a value pointer Find
+  // returned in this generation, for example the previous page's; nullptr: none).
+  // In the runs layout a run's consecutive ids sit in neighbouring entries, but
+  // when runs collide their entries lie several probes past their homes (about
+  // twelve on average on the weka trace): the neighbour test skips that walk.
+  std::uint32_t* FindNear(std::uint64_t key, std::uint32_t* near) {
+    if (near != nullptr) {
+      Entry* e = reinterpret_cast<Entry*>(reinterpret_cast<char*>(near) - offsetof(Entry, value));
+      const std::size_t i = static_cast<std::size_t>(e - entries_.data());
+      Entry& next = entries_[(i + 1) & mask_];
+      if (next.key == key && next.value != kEmpty) return &next.value;
+      Entry& prev = entries_[(i - 1) & mask_];
+      if (prev.key == key && prev.value != kEmpty) return &prev.value;
+    }
+    return Find(key);
+  }
 
   // Hints the CPU to fetch the entry key would start probing at.
   void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Home(key)]); }
@@ -102,6 +138,7 @@ class PageMap {
     }
   }
 
+  // Empties the map (the layout stays).
   void Clear() { Reset(kMinCapacity); }
 
   // Sizes the table for n entries at once (no-op when it is already large enough).
@@ -123,8 +160,11 @@ class PageMap {
   static_assert(sizeof(Entry) == 12);
 
   // Page ids are often small sequential integers (Mooncake), which a plain
-  // modulo would cluster: mix them first.
-  std::size_t Home(std::uint64_t key) const { return base::Mix64(key) & mask_; }
+  // modulo would cluster: mix them first (all the bits, or all but the run's).
+  std::size_t Home(std::uint64_t key) const {
+    const std::uint64_t low = (std::uint64_t{1} << run_bits_) - 1;
+    return ((base::Mix64(key >> run_bits_) << run_bits_) | (key & low)) & mask_;
+  }
 
   void Reset(std::size_t capacity) {
     ++generation_;
@@ -148,6 +188,7 @@ class PageMap {
   }
 
   std::vector<Entry> entries_;
+  int run_bits_ = 0;  // 0 (kMixed) or the run's bits (kRuns)
   std::size_t mask_ = 0;
   std::size_t size_ = 0;
   std::uint64_t generation_ = 0;

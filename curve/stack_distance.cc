@@ -30,7 +30,12 @@ std::uint32_t RequestOutcome::Requirement(double share) const {
   return m >= kBeyondTracked ? kBeyondTracked : m + 1;
 }
 
-StackDistanceEngine::StackDistanceEngine(const EngineOptions& options) : options_(options) {
+StackDistanceEngine::StackDistanceEngine(const EngineOptions& options)
+    : options_(options),
+      near_(options.page_layout == PageMapLayout::kRuns),
+      map_(options.page_layout),
+      evicted_young_(options.page_layout),
+      evicted_old_(options.page_layout) {
   ConfigureGroups();
   Resize(kMinSlots);
 }
@@ -516,7 +521,10 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) map_.Prefetch(pages[i + kPrefetchAhead]);
     std::uint32_t d;
-    std::uint32_t* slot = map_.Find(pages[i]);
+    // A request's pages often come in runs of consecutive ids: with the runs
+    // layout the previous page's entry is usually next to this one's (on the
+    // weka trace, about 5 lookups in 6 end there).
+    std::uint32_t* slot = i == 0 || !near_ ? map_.Find(pages[i]) : map_.FindNear(pages[i], entries_[i - 1]);
     entries_[i] = slot;
     if (slot != nullptr) {
       d = Distance(*slot);
@@ -668,6 +676,7 @@ bool StackDistanceEngine::Deserialize(std::span<const std::uint8_t> bytes) {
     }
     if (!base::ReadPod(&in, &opts.decompose_from)) return false;
   }
+  opts.page_layout = options_.page_layout;  // a property of this process, not of the state
   options_ = opts;
   ConfigureGroups();
   Resize(kMinSlots);

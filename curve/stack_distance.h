@@ -83,6 +83,11 @@ struct EngineOptions {
   // With groups: RequestOutcome::decomposed lists the pages whose finite
   // distance sets a new prefix maximum >= decompose_from, with their d_g.
   std::uint32_t decompose_from = 1;
+  // The page map's layout (curve/page_map.h): kRuns when a request's page ids
+  // come in runs of consecutive integers (trace formats that number pages, as
+  // replay reads), kMixed for hashed ids (the agent's KV events). Results never
+  // depend on it; only speed does. Not part of a checkpoint.
+  PageMapLayout page_layout = PageMapLayout::kMixed;
 };
 
 // k = ceil(share * unlimited_hits), capped at unlimited_hits: the prefix hits a
@@ -218,6 +223,9 @@ class StackDistanceEngine {
   std::vector<std::uint8_t> no_groups_;           // all zero: for Process without groups
 
   EngineOptions options_;
+  // The arrival pass tries the previous page's neighbours first (FindNear):
+  // with the runs layout only, where consecutive ids sit side by side.
+  bool near_ = false;
   PageMap map_;  // page -> slot of its latest reference
   // slot -> page (valid where live), kept only from the first eviction from
   // tracking on (slot_pages_), the one use that needs it: an offline replay and

@@ -275,6 +275,9 @@ struct OracleCase {
   std::uint32_t max_pages;  // M
   double share;
   int max_len;
+  // The traces number pages consecutively (runs of ids, as the weka trace):
+  // the case kRuns lays out neighbours together (replay's layout).
+  PageMapLayout layout = PageMapLayout::kMixed;
 };
 
 class OracleTest : public ::testing::TestWithParam<OracleCase> {};
@@ -286,6 +289,7 @@ TEST_P(OracleTest, EngineEqualsExplicitLruAtEveryCapacity) {
     EngineOptions options;
     options.touch_order = p.order;
     options.max_pages = p.max_pages;
+    options.page_layout = p.layout;
     const CurveAccumulator acc = Replay(trace, options, p.share);
     const std::size_t max_c = std::min<std::size_t>(p.max_pages, 140);
     const OracleResult oracle = RunOracle(trace, p.order, max_c, p.share);
@@ -308,12 +312,17 @@ INSTANTIATE_TEST_SUITE_P(Cases, OracleTest,
                                            // M smaller than the distinct pages: exact for C <= M.
                                            OracleCase{TouchOrder::kTailFirst, 60, 1.0, 30},
                                            OracleCase{TouchOrder::kHeadFirst, 60, 0.9, 30},
-                                           OracleCase{TouchOrder::kTailFirst, 7, 1.0, 12}),
+                                           OracleCase{TouchOrder::kTailFirst, 7, 1.0, 12},
+                                           // Replay's map layout, with evictions from tracking (erasure).
+                                           OracleCase{TouchOrder::kTailFirst, 1u << 20, 0.8, 120, PageMapLayout::kRuns},
+                                           OracleCase{TouchOrder::kHeadFirst, 60, 1.0, 30, PageMapLayout::kRuns},
+                                           OracleCase{TouchOrder::kTailFirst, 7, 0.9, 12, PageMapLayout::kRuns}),
                          [](const ::testing::TestParamInfo<OracleCase>& info) {
                            const OracleCase& c = info.param;
                            return std::string(c.order == TouchOrder::kTailFirst ? "TailFirst" : "HeadFirst") + "_M" +
                                   std::to_string(c.max_pages) + "_Share" +
-                                  std::to_string(static_cast<int>(c.share * 100)) + "_Len" + std::to_string(c.max_len);
+                                  std::to_string(static_cast<int>(c.share * 100)) + "_Len" + std::to_string(c.max_len) +
+                                  (c.layout == PageMapLayout::kRuns ? "_Runs" : "");
                          });
 
 // --- Long streams: compaction, memory, checkpoints ------------------------------------
@@ -358,6 +367,34 @@ TEST(StackDistanceTest, CheckpointRoundTripContinuesIdentically) {
 // a checkpoint taken before it (pages put in recency order from the map) restores
 // the same state, and both engines then start evicting at the same point, the
 // least recently used pages first.
+// The map layout is the process's choice, not part of the state: a checkpoint
+// written by an engine of one layout continues identically in the other, which
+// keeps its own.
+TEST(StackDistanceTest, CheckpointCrossesMapLayouts) {
+  const Trace trace = RandomTrace(17, 2000, 40);
+  for (const PageMapLayout from : {PageMapLayout::kMixed, PageMapLayout::kRuns}) {
+    const PageMapLayout to = from == PageMapLayout::kMixed ? PageMapLayout::kRuns : PageMapLayout::kMixed;
+    EngineOptions options;
+    options.max_pages = 300;
+    options.remembered_evictions = 500;
+    options.page_layout = from;
+    StackDistanceEngine a(options);
+    RequestOutcome out_a, out_b;
+    for (std::size_t i = 0; i < 1000; ++i) a.Process(trace[i], &out_a);
+    EngineOptions other;
+    other.page_layout = to;
+    StackDistanceEngine b(other);
+    ASSERT_TRUE(b.Deserialize(a.Serialize()));
+    EXPECT_EQ(b.options().page_layout, to);
+    EXPECT_EQ(b.evicted_pages(), a.evicted_pages());
+    for (std::size_t i = 1000; i < trace.size(); ++i) {
+      a.Process(trace[i], &out_a);
+      b.Process(trace[i], &out_b);
+      ASSERT_EQ(out_a.distance, out_b.distance) << "request " << i;
+    }
+  }
+}
+
 TEST(StackDistanceTest, CheckpointBeforeTheFirstEvictionAndEvictionsAfterIt) {
   const Trace trace = RandomTrace(5, 1500, 40);
   EngineOptions options;
