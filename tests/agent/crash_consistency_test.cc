@@ -214,7 +214,7 @@ class CrashConsistencyTest : public ::testing::Test {
     std::string error;
     auto agent = AgentProcess::Start(dir_.path(), "final", ReadFile(config_path), &error);
     ASSERT_NE(agent, nullptr) << error;
-    const auto written = static_cast<double>(writer.written());
+    auto written = static_cast<double>(writer.written());
     Counts c;
     auto read = [&] {
       auto e = agent->Metrics();
@@ -230,9 +230,17 @@ class CrashConsistencyTest : public ::testing::Test {
       return c.cold + c.unread >= written;
     };
     const bool caught_up = PollUntil(read, Millis(60000), Millis(200));
-    // Settle: nothing more arrives after the catch-up (a doubled tail would).
-    std::this_thread::sleep_for(Millis(500));
-    read();
+    // Settle: nothing more arrives after the catch-up (a doubled tail would). Two
+    // more records, each appended once the one before it is counted: a pass of the
+    // tailer reads every open file to its end, and the second record can only be
+    // read by a later pass than the first, so by then every file has been read to
+    // its end after the catch-up and a doubled tail is in the counts.
+    bool settled = caught_up;
+    for (int i = 0; i < 2 && settled; ++i) {
+      settled = AppendFile(writer.path(), "{\"hash_ids\": [" + std::to_string(writer.written() + i + 1) + "]}\n");
+      written += 1;
+      settled = settled && PollUntil(read, Millis(30000), Millis(50));
+    }
     const std::string log = agent->Stderr();
     EXPECT_EQ(DescribeWaitStatus(agent->Stop()), "exit 0");
     SCOPED_TRACE("written " + std::to_string(writer.written()) + " in " + std::to_string(writer.rotations()) +
@@ -241,6 +249,7 @@ class CrashConsistencyTest : public ::testing::Test {
                  std::to_string(c.lost_bytes) + "; " + std::to_string(fault_kills) + " fault-point kills\n" +
                  Tail(log));
     EXPECT_TRUE(caught_up);
+    EXPECT_TRUE(settled) << "the two records appended after the catch-up were not counted";
     EXPECT_EQ(c.references, c.cold) << "records counted twice: " << c.references - c.cold;
     EXPECT_EQ(c.requests, c.references);
     EXPECT_EQ(c.lost_bytes, 0);
@@ -401,8 +410,16 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
         return false;
       },
       Millis(60000), Millis(200));
+  // Settle: nothing more arrives after the catch-up (a doubled tail would). Two
+  // more batches, each published once the one before it is counted: the second
+  // is taken by a later poll of the collector than the first.
+  bool settled = caught_up;
+  for (int i = 0; i < 2 && settled; ++i) {
+    publish_next();
+    const auto target = static_cast<double>(published.load());
+    settled = PollUntil([&] { return agent->Value("kvwatch_page_cold_misses_total") >= target; }, Millis(30000));
+  }
   const auto total = static_cast<double>(published.load());
-  std::this_thread::sleep_for(Millis(500));
   const double cold = agent->Value("kvwatch_page_cold_misses_total");
   const double refs = agent->Value("kvwatch_page_references_total");
   const double lost = agent->Value("kvwatch_kv_events_lost_total", {{"collector", "kv"}});
@@ -421,6 +438,7 @@ TEST_F(CrashConsistencyTest, KvEventsFromAPublisherWithAReplayBufferAreExactlyOn
   SCOPED_TRACE("published " + std::to_string(published.load()) + "; counted " + std::to_string(cold) + " distinct, " +
                std::to_string(refs) + " references; lost " + std::to_string(lost) + "\n" + kv_lines + Tail(log));
   EXPECT_TRUE(caught_up);
+  EXPECT_TRUE(settled) << "the two batches published after the catch-up were not counted";
   EXPECT_EQ(cold, total) << "batches not counted: " << total - cold;
   EXPECT_EQ(refs, cold) << "batches counted twice: " << refs - cold;
   EXPECT_EQ(lost, 0);
