@@ -575,7 +575,7 @@ ReplayResult Replayer::Result() const {
 namespace {
 
 // Prints "kvwatch replay: message" and gives back the exit status.
-int Fail(int status, const std::string& message) {
+int FailReplay(int status, const std::string& message) {
   std::fprintf(stderr, "kvwatch replay: %s\n", message.c_str());
   return status;
 }
@@ -740,7 +740,7 @@ int WriteReplayOutputs(const ReplayOptions& options, const ReplayResult& result)
   if (!options.svg.empty()) {
     std::ofstream svg(options.svg, std::ios::binary | std::ios::trunc);
     svg << RenderSvg(result, {0.9, 0.95, 0.99});
-    if (!svg.good()) return Fail(1, "--svg: cannot write '" + options.svg + "'");
+    if (!svg.good()) return FailReplay(1, "--svg: cannot write '" + options.svg + "'");
   }
   return 0;
 }
@@ -749,9 +749,9 @@ int WriteReplayOutputs(const ReplayOptions& options, const ReplayResult& result)
 
 int RunReplay(const ReplayOptions& options) {
   auto resolved = ResolveReplayOptions(options);
-  if (!resolved.ok()) return Fail(2, resolved.error());
+  if (!resolved.ok()) return FailReplay(2, resolved.error());
   auto unit = CheckRunOptions(options);
-  if (!unit.ok()) return Fail(2, unit.error());
+  if (!unit.ok()) return FailReplay(2, unit.error());
   TuneHeap();
   const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
   ProgressBar bar(stderr, progress_on);
@@ -765,11 +765,11 @@ int RunReplay(const ReplayOptions& options) {
       if (Status s = WriteOracleGeneral(*replayer->stored_trace(), resolved.value().policies->touch_order,
                                         options.dump_references);
           !s.ok()) {
-        return Fail(1, s.error());
+        return FailReplay(1, s.error());
       }
     }
     auto policies = ReplayPolicies(*replayer, resolved.value(), result, bar);
-    if (!policies.ok()) return Fail(2, policies.error());
+    if (!policies.ok()) return FailReplay(2, policies.error());
     result.policies = std::move(policies.value());
   }
   return WriteReplayOutputs(options, result);

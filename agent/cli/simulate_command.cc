@@ -336,7 +336,7 @@ base::Result<std::vector<sim::ReplicaRequest>> BuildReplicaRequests(const std::v
 namespace {
 
 // Prints "kvwatch simulate: message" and gives back the exit status.
-int Fail(int status, const std::string& message) {
+int FailSimulate(int status, const std::string& message) {
   std::fprintf(stderr, "kvwatch simulate: %s\n", message.c_str());
   return status;
 }
@@ -539,10 +539,10 @@ int WriteSimulateOutputs(const SimulateOptions& options, const SimulateResult& r
     std::fprintf(stderr, "kvwatch simulate: skipped %llu bad lines\n", static_cast<unsigned long long>(bad_lines));
   }
   if (!options.svg.empty() && !WritePlot(options.svg, RenderSimulateSvg(result))) {
-    return Fail(1, "--svg: cannot write '" + options.svg + "'");
+    return FailSimulate(1, "--svg: cannot write '" + options.svg + "'");
   }
   if (!options.timeline.empty() && !WritePlot(options.timeline, RenderTimelineSvg(result))) {
-    return Fail(1, "--timeline: cannot write '" + options.timeline + "'");
+    return FailSimulate(1, "--timeline: cannot write '" + options.timeline + "'");
   }
   return 0;
 }
@@ -551,25 +551,25 @@ int WriteSimulateOutputs(const SimulateOptions& options, const SimulateResult& r
 
 int RunSimulate(const SimulateOptions& options) {
   auto setup = ResolveSimulateOptions(options);
-  if (!setup.ok()) return Fail(2, setup.error());
+  if (!setup.ok()) return FailSimulate(2, setup.error());
   SimulateSetup& s = setup.value();
   auto unit = CheckRunOptions(options, s);
-  if (!unit.ok()) return Fail(2, unit.error());
+  if (!unit.ok()) return FailSimulate(2, unit.error());
   const bool progress_on = options.progress == "always" || (options.progress == "auto" && isatty(STDERR_FILENO));
   ProgressBar bar(stderr, progress_on);
   auto trace = ReadSimulateTrace(options, unit.value(), bar);
-  if (!trace.ok()) return Fail(1, trace.error());
+  if (!trace.ok()) return FailSimulate(1, trace.error());
   const auto guess = InferPageTokens(trace.value().evidence);
   auto settled = SettleSimulatePool(&s, guess ? std::optional(guess->page_tokens) : std::nullopt);
-  if (!settled.ok()) return Fail(2, settled.error());
+  if (!settled.ok()) return FailSimulate(2, settled.error());
   auto built = BuildReplicaRequests(trace.value().requests, &s);
-  if (!built.ok()) return Fail(1, built.error());
+  if (!built.ok()) return FailSimulate(1, built.error());
   const std::uint64_t bad_lines = trace.value().bad_lines;
   trace.value() = LoadedTrace();  // the replica has its own requests now
   SimulateResult result = PlanRuns(s, !options.timeline.empty());
   if (base::Status run = RunSweep(s, built.value(), options.threads, !options.timeline.empty(), bar, &result);
       !run.ok()) {
-    return Fail(2, run.error());
+    return FailSimulate(2, run.error());
   }
   ScoreSla(&result);
   return WriteSimulateOutputs(options, result, bad_lines);
