@@ -13,6 +13,13 @@ constexpr std::uint32_t kMinSlots = 1024;
 
 std::uint64_t CeilDiv(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
 
+// ceil(a * num / den), saturated at limit.
+std::uint64_t ScaledUp(std::uint64_t a, std::uint64_t num, std::uint64_t den, std::uint64_t limit) {
+  const unsigned __int128 x = static_cast<unsigned __int128>(a) * num;
+  const unsigned __int128 q = x / den + (x % den != 0);
+  return q > limit ? limit : static_cast<std::uint64_t>(q);
+}
+
 // Builds a 1-based Fenwick tree over values in O(n).
 void BuildTree(const std::vector<std::uint64_t>& values, std::vector<std::uint64_t>* tree) {
   const std::size_t n = values.size();
@@ -47,6 +54,19 @@ base::Status ValidateHybridOptions(const HybridEngineOptions& o) {
       return base::Status::Error("KV cache group " + std::to_string(g) + " (" + KvGroupKindName(group.kind) +
                                  "): the window must be positive");
     }
+  }
+  if (!o.pool_shares.empty()) {
+    if (o.pool_shares.size() != o.groups.size()) {
+      return base::Status::Error("pool shares: one per KV cache group, " + std::to_string(o.groups.size()) +
+                                 " groups but " + std::to_string(o.pool_shares.size()) + " shares");
+    }
+    for (std::uint64_t w : o.pool_shares) {
+      if (w == 0 || w > kMaxPoolShare) {
+        return base::Status::Error("pool shares must be 1 to " + std::to_string(kMaxPoolShare) + ", got " +
+                                   std::to_string(w));
+      }
+    }
+    if (o.max_bytes != 0) return base::Status::Error("split pools need an unbounded engine (max_bytes 0)");
   }
   if (o.max_bytes != 0) {
     std::uint64_t largest = 0, unit = o.unit_bytes;
@@ -124,6 +144,7 @@ HybridEngine::HybridEngine(const HybridEngineOptions& options) : options_(option
   group_total_.assign(options_.groups.size(), 0);
   evicted_young_.resize(options_.groups.size());
   evicted_old_.resize(options_.groups.size());
+  for (std::uint64_t w : options_.pool_shares) share_sum_ += w;
   Rebuild(kMinSlots);
 }
 
@@ -262,12 +283,15 @@ void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tok
   // D(x) of every item in the arrival state: the bytes of the live slots from
   // its own on.
   item_.assign(groups * n, kColdBytes);
+  const bool split = share_sum_ != 0;  // with split pools: ceil(D_g * W / w_g)
   const bool remembers = evicted_items_ != 0;
   for (std::size_t g = 0; g < groups; ++g) {
     for (std::size_t i = 0; i < n; ++i) {
       auto it = slot_of_[g].find(pages[i]);
       if (it != slot_of_[g].end()) {
-        item_[g * n + i] = total_ - PrefixBytes(it->second);
+        item_[g * n + i] = split ? ScaledUp(group_total_[g] - TreePrefix(group_tree_[g], it->second), share_sum_,
+                                            options_.pool_shares[g], kBeyondBytes - 1)
+                                 : total_ - PrefixBytes(it->second);
       } else if (remembers && WasEvicted(static_cast<std::uint32_t>(g), pages[i])) {
         item_[g * n + i] = kBeyondBytes;
       }
@@ -336,7 +360,28 @@ void HybridEngine::Process(std::span<const PageId> pages, std::int64_t input_tok
   }
 }
 
+std::uint64_t HybridEngine::BytesToHoldAll() const {
+  if (share_sum_ == 0) return total_;
+  std::uint64_t c = 0;
+  for (std::size_t g = 0; g < group_total_.size(); ++g) {
+    c = std::max(c, ScaledUp(group_total_[g], share_sum_, options_.pool_shares[g], ~std::uint64_t{0}));
+  }
+  return c;
+}
+
 std::vector<std::uint64_t> HybridEngine::GroupBytesAt(std::uint64_t capacity_bytes) const {
+  if (share_sum_ != 0) {
+    // Group g's pool holds its most recent items that fit its share, all of one size.
+    std::vector<std::uint64_t> out(options_.groups.size(), 0);
+    for (std::size_t g = 0; g < out.size(); ++g) {
+      const unsigned __int128 pool =
+          static_cast<unsigned __int128>(capacity_bytes) * options_.pool_shares[g] / share_sum_;
+      const std::uint64_t page = options_.groups[g].page_bytes;
+      const unsigned __int128 fits = pool / page * page;
+      out[g] = fits >= group_total_[g] ? group_total_[g] : static_cast<std::uint64_t>(fits);
+    }
+    return out;
+  }
   if (capacity_bytes >= total_) return group_total_;
   // The pool holds the slots s with PrefixBytes(s) >= total - capacity: find the
   // last slot below that (Fenwick descent), everything after it is held.

@@ -48,6 +48,16 @@
 // the groups' own (vLLM pads every group to one block size); capacity is
 // measured in bytes. curve/hybrid_sim.h simulates the first two per capacity.
 //
+// Split pools. SGLang (SWARadixCache) and TensorRT-LLM (one pool per window
+// size) give each kind of layer a pool of its own, sized at start-up. With
+// pool_shares, group g's items are an LRU pool of P_g = floor(C * w_g / W) bytes
+// (W the sum of the weights) that no other group's items touch. An item of g is
+// then held exactly when D_g(x) <= P_g, with D_g the bytes of g's own distinct
+// items since x, plus x: a stack distance within g's stream, which does not
+// depend on C either. Since g's items all weigh page_bytes(g), D_g is a multiple
+// of it and D_g <= floor(C w_g / W) exactly when C >= ceil(D_g W / w_g): that
+// value takes D(x)'s place above, and the curve is again exact in one pass.
+//
 // Capacities are reported in units of unit_bytes (default: the smallest group
 // page), so the CurveAccumulator's integer axis serves: RequestOutcome.prefix_max
 // [i] = ceil(S(i + 1) / unit) - 1, and page i hits at C units (C * unit bytes)
@@ -104,15 +114,24 @@ struct HybridEngineOptions {
   // The most bytes of items tracked (see "Bounded tracking"); 0: every item.
   // When set, at least the largest page_bytes, and below kBeyondTracked units.
   std::uint64_t max_bytes = 0;
+  // A pool of its own per group, as SGLang and TensorRT-LLM keep (see "Split
+  // pools" above): one positive weight per group, in group order; group g's pool
+  // is floor(C * pool_shares[g] / sum) bytes of a capacity of C. Empty: one pool
+  // for every group (vLLM). Unbounded engines only (max_bytes 0).
+  std::vector<std::uint64_t> pool_shares;
   // Evicted items remembered as "beyond tracked"; 0: all. Between this number
   // and twice it are remembered (two generations, as the dense engine keeps).
   std::uint64_t remembered_evictions = 0;
 };
 
 // Ok when there is at least one group (at most 255), page_tokens > 0, every
-// page_bytes > 0, every sliding or chunked group has a window, and max_bytes is
-// 0 or holds the largest page and stays below kBeyondTracked units.
+// page_bytes > 0, every sliding or chunked group has a window, max_bytes is 0
+// or holds the largest page and stays below kBeyondTracked units, and
+// pool_shares is empty or one weight in [1, kMaxPoolShare] per group, with
+// max_bytes 0.
 base::Status ValidateHybridOptions(const HybridEngineOptions& options);
+// The largest pool share accepted (so that D * W stays far inside 128 bits).
+inline constexpr std::uint64_t kMaxPoolShare = 1'000'000;
 
 // The hybrid options of a model spec with groups, sized per rank.
 base::Result<HybridEngineOptions> HybridOptionsFor(const ModelSpec& spec, int tensor_parallel,
@@ -141,9 +160,12 @@ class HybridEngine {
 
   const HybridEngineOptions& options() const { return options_; }
   std::uint64_t unit_bytes() const { return unit_; }
-  // Bytes of every item referenced so far (the pool that holds everything).
+  // Bytes of every item referenced so far.
   std::uint64_t total_bytes() const { return total_; }
-  // Bytes each group holds in an LRU pool of capacity_bytes, in the current state
+  // The smallest capacity that holds every item: total_bytes(), or with split
+  // pools the capacity whose every share holds its group.
+  std::uint64_t BytesToHoldAll() const;
+  // Bytes each group holds at capacity_bytes (in its share, with split pools), in the current state
   // (exact for capacity_bytes <= max_bytes when bounded).
   std::vector<std::uint64_t> GroupBytesAt(std::uint64_t capacity_bytes) const;
   std::size_t MemoryBytes() const;
@@ -190,6 +212,7 @@ class HybridEngine {
   std::uint64_t live_ = 0;
   std::uint64_t total_ = 0;
   std::uint64_t evicted_items_ = 0;
+  std::uint64_t share_sum_ = 0;  // W, the sum of pool_shares; 0: one pool
   // Per group: items evicted from tracking, in two generations when
   // remembered_evictions bounds them (young_count_ items in the young one).
   std::vector<std::unordered_set<PageId>> evicted_young_, evicted_old_;

@@ -109,6 +109,10 @@ void AddReplay(CLI::App& app, kvwatch::agent::ReplayOptions& o) {
   AddComputeFlags(*cmd, o.model);
   cmd->add_flag("--hybrid-check", o.hybrid_check,
                 "With a hybrid model: simulate vLLM's step behaviours at the hybrid working sets beside the curve");
+  cmd->add_option("--hybrid-pool-shares", o.hybrid_pool_shares,
+                  "With a hybrid model: a pool of its own per KV cache group, each this share of the capacity, "
+                  "comma-separated in the model's group order (SGLang, TensorRT-LLM); default one pool (vLLM)")
+      ->delimiter(',');
   cmd->add_option("--metadata-bytes-per-page", o.metadata_bytes_per_page,
                   "Metadata per page (block tables, buffers) in the capacity plan")
       ->capture_default_str();

@@ -108,6 +108,22 @@ Status ResolveModelSizing(const ReplayOptions& o, std::uint64_t page_tokens, Res
     return OptionError("--hybrid-check", "needs a hybrid model (--model or --model-config with KV cache groups)");
   }
   r->hybrid_check = o.hybrid_check;
+  if (!o.hybrid_pool_shares.empty()) {
+    if (!r->hybrid_model) {
+      return OptionError("--hybrid-pool-shares",
+                         "needs a hybrid model (--model or --model-config with KV cache groups)");
+    }
+    if (o.hybrid_check) {
+      return OptionError("--hybrid-pool-shares", "cannot go with --hybrid-check, which simulates vLLM's one pool");
+    }
+    curve::HybridEngineOptions check;
+    check.groups.resize(r->hybrid_model->groups.size(), curve::HybridGroup{.page_bytes = 1});
+    check.pool_shares = o.hybrid_pool_shares;
+    if (base::Status s = curve::ValidateHybridOptions(check); !s.ok()) {
+      return OptionError("--hybrid-pool-shares", s.error());
+    }
+    r->hybrid_pool_shares = o.hybrid_pool_shares;
+  }
   if (o.prefill_flops_per_s && !r->report.prefill_cost) {
     return OptionError("--prefill-flops-per-second",
                        "needs a model with a parameter count (--model, or --model-config with --parameters)");
@@ -341,6 +357,7 @@ Replayer::Replayer(const ResolvedReplay& resolved)
     auto groups = curve::SizeKvGroups(*resolved_.hybrid_model, static_cast<int>(resolved_.settings.tensor_parallel), p);
     // Both were checked by ResolveReplayOptions; only the page bytes changed.
     if (options.ok() && groups.ok()) {
+      options.value().pool_shares = resolved_.hybrid_pool_shares;
       hybrid_ = std::make_unique<HybridReplay>(options.value(), groups.value(), resolved_.settings.coverage_share,
                                                resolved_.hybrid_check);
     }

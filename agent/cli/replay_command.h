@@ -84,6 +84,9 @@ struct ReplayOptions {
   // --hybrid-check: with a hybrid model, simulate vLLM's step behaviours at the
   // hybrid working sets beside the one-pass curve (agent/cli/replay_hybrid.h).
   bool hybrid_check = false;
+  // --hybrid-pool-shares: with a hybrid model, one pool per KV cache group, each
+  // this share of the capacity (SGLang, TensorRT-LLM); empty: one pool (vLLM).
+  std::vector<std::uint64_t> hybrid_pool_shares;
 };
 
 // Checks the options and resolves the model; the error names the option.
@@ -108,6 +111,7 @@ struct ResolvedReplay {
   // layers): the hybrid curve runs beside the main one (agent/cli/replay_hybrid.h).
   std::optional<curve::ModelSpec> hybrid_model;
   bool hybrid_check = false;
+  std::vector<std::uint64_t> hybrid_pool_shares;  // checked against the model's groups
 };
 base::Result<ResolvedReplay> ResolveReplayOptions(const ReplayOptions& options);
 

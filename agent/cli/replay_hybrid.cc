@@ -33,7 +33,7 @@ void HybridReplay::Sample(Occupancy* o) const {
   const std::vector<std::uint64_t> all = engine_.GroupBytesAt(std::numeric_limits<std::uint64_t>::max());
   if (o->all.empty()) o->all.assign(all.size(), 0);
   const std::uint64_t unit = engine_.unit_bytes();
-  const std::uint64_t everything_from = (engine_.total_bytes() + unit - 1) / unit;
+  const std::uint64_t everything_from = (engine_.BytesToHoldAll() + unit - 1) / unit;
   for (std::size_t k = 0; k < 64; ++k) {
     const std::uint64_t units = std::uint64_t{1} << k;
     if (k == o->rows.size()) o->rows.push_back(o->all);
@@ -57,6 +57,7 @@ ReplayHybrid HybridReplay::Result(const curve::ReportOptions& main, double full_
   if (requests_ % kSampleEvery != 0) Sample(&occupancy);
   ReplayHybrid h;
   h.groups = groups_;
+  h.pool_shares = engine_.options().pool_shares;
   h.unit_bytes = static_cast<double>(engine_.unit_bytes());
   curve::ReportOptions options = main;
   options.capacities.clear();  // the main capacities are pages of the full-attention count

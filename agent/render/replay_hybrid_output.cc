@@ -13,6 +13,12 @@ namespace kvwatch::agent {
 void WriteHybridJson(base::JsonWriter& w, const ReplayHybrid& h) {
   w.BeginObject();
   WriteHybridCurveFields(w, h.unit_bytes, h.full_count_bytes_per_token, h.groups, h.report);
+  if (!h.pool_shares.empty()) {
+    w.Key("pool_shares");
+    w.BeginArray();
+    for (std::uint64_t s : h.pool_shares) w.Uint(s);
+    w.EndArray();
+  }
   w.Key("group_bytes");
   w.BeginObject();
   w.Key("samples");
@@ -64,8 +70,14 @@ void WriteHybridJson(base::JsonWriter& w, const ReplayHybrid& h) {
 
 void FormatHybridTable(std::ostringstream& out, const ReplayHybrid& h, const curve::CurveReport& main_report) {
   const curve::CurveReport& t = h.report;
-  out << "\nhybrid KV cache groups (one pool of " << HumanBytes(h.unit_bytes)
-      << " units; every capacity per GPU rank)\n";
+  if (h.pool_shares.empty()) {
+    out << "\nhybrid KV cache groups (one pool of " << HumanBytes(h.unit_bytes)
+        << " units; every capacity per GPU rank)\n";
+  } else {
+    out << "\nhybrid KV cache groups (a pool per group, shares";
+    for (std::size_t g = 0; g < h.pool_shares.size(); ++g) out << (g == 0 ? " " : ":") << h.pool_shares[g];
+    out << " of the capacity, in units of " << HumanBytes(h.unit_bytes) << "; every capacity per GPU rank)\n";
+  }
   out << Pad("group", 16, true) << Pad("layers", 8) << Pad("window", 14) << Pad("per token", 12) << Pad("per page", 12)
       << "\n";
   for (const curve::KvGroupSizing& g : h.groups) {

@@ -54,6 +54,9 @@ struct ReplayHybrid {
   std::uint64_t samples = 0;               // states the occupancy is averaged over
   std::uint64_t engine_bytes = 0;
   std::vector<HybridCheckRow> check;  // --hybrid-check only
+  // --hybrid-pool-shares: a pool per group, each this share of the capacity;
+  // empty: one pool for every group.
+  std::vector<std::uint64_t> pool_shares;
 };
 
 // The "hybrid" object of the JSON output (docs/replay.md).

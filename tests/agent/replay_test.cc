@@ -348,6 +348,35 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
   EXPECT_EQ(no_groups.exit_code, 2);
   EXPECT_NE(no_groups.err.find("--hybrid-check: needs a hybrid model"), std::string::npos) << no_groups.err;
 
+  // --hybrid-pool-shares: a pool per group (SGLang, TensorRT-LLM). Each group then
+  // has its share only, so a working set needs at least the one pool's bytes.
+  CommandResult split =
+      RunKvwatch("replay --format json --page-tokens 16 --model gpt-oss-20b --hybrid-pool-shares 8,10 " + trace);
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  simdjson::dom::parser split_parser;  // doc and h stay the first parser's
+  simdjson::dom::element sdoc;
+  ASSERT_EQ(split_parser.parse(split.out).get(sdoc), simdjson::SUCCESS) << split.out;
+  simdjson::dom::array shares = sdoc["hybrid"]["pool_shares"];
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(std::uint64_t(shares.at(0)), 8u);
+  EXPECT_TRUE(h["pool_shares"].error() == simdjson::NO_SUCH_FIELD);  // one pool: no field
+  double one_pool = 0, split_pools = 0;
+  for (simdjson::dom::element e : simdjson::dom::array(doc["hybrid"]["working_set"])) {
+    if (std::string_view(e["target"]) == "page_hit" && double(e["fraction"]) == 0.9) one_pool = double(e["bytes"]);
+  }
+  for (simdjson::dom::element e : simdjson::dom::array(sdoc["hybrid"]["working_set"])) {
+    if (std::string_view(e["target"]) == "page_hit" && double(e["fraction"]) == 0.9) split_pools = double(e["bytes"]);
+  }
+  EXPECT_GT(one_pool, 0.0);
+  EXPECT_GE(split_pools, one_pool);
+  for (const char* bad : {"--hybrid-pool-shares 8 --model gpt-oss-20b", "--hybrid-pool-shares 0,1 --model gpt-oss-20b",
+                          "--hybrid-pool-shares 8,10 --model llama-3-8b",
+                          "--hybrid-pool-shares 8,10 --hybrid-check --model gpt-oss-20b"}) {
+    CommandResult r = RunKvwatch(std::string("replay ") + bad + " " + trace);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--hybrid-pool-shares: "), std::string::npos) << bad << ": " << r.err;
+  }
+
   // The same model from its config.json gives the same hybrid curve.
   std::string types;
   for (int i = 0; i < 24; ++i)

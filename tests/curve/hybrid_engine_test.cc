@@ -187,10 +187,17 @@ TEST(HybridExampleTest, EarlyFreesAgeTheOutOfWindowPagesFirst) {
 
 // An LRU pool of explicit items (group, page) of the groups' sizes, capacity in
 // bytes, the hit rule tested page by page against its contents. Written from the
-// rule's statement, not from the engine: no stack distances.
+// rule's statement, not from the engine: no stack distances. With pool_shares,
+// each group has a pool of its own of floor(capacity * w_g / W) bytes.
 class OraclePool {
  public:
-  OraclePool(const HybridEngineOptions& o, std::uint64_t capacity) : o_(o), capacity_(capacity) {}
+  OraclePool(const HybridEngineOptions& o, std::uint64_t capacity) : o_(o), capacity_(o.groups.size(), capacity) {
+    if (!o.pool_shares.empty()) {
+      std::uint64_t sum = 0;
+      for (std::uint64_t w : o.pool_shares) sum += w;
+      for (std::size_t g = 0; g < o.groups.size(); ++g) capacity_[g] = capacity * o.pool_shares[g] / sum;
+    }
+  }
 
   bool Holds(std::size_t g, PageId p) const { return where_.count({g, p}) > 0; }
 
@@ -257,33 +264,37 @@ class OraclePool {
 
   std::vector<std::uint64_t> GroupBytes() const {
     std::vector<std::uint64_t> out(o_.groups.size(), 0);
-    for (const auto& [g, p] : lru_) out[g] += o_.groups[g].page_bytes;
+    for (const auto& pool : lru_) {
+      for (const auto& [g, p] : pool) out[g] += o_.groups[g].page_bytes;
+    }
     return out;
   }
 
  private:
   void Use(std::size_t g, PageId p) {
+    const std::size_t k = o_.pool_shares.empty() ? 0 : g;  // the pool g's items live in
     auto it = where_.find({g, p});
     if (it != where_.end()) {
-      used_ -= o_.groups[g].page_bytes;
-      lru_.erase(it->second);
+      used_[k] -= o_.groups[g].page_bytes;
+      lru_[k].erase(it->second);
       where_.erase(it);
     }
-    lru_.push_front({g, p});
-    where_[{g, p}] = lru_.begin();
-    used_ += o_.groups[g].page_bytes;
-    while (used_ > capacity_) {
-      const auto [eg, ep] = lru_.back();
-      used_ -= o_.groups[eg].page_bytes;
+    lru_[k].push_front({g, p});
+    where_[{g, p}] = lru_[k].begin();
+    used_[k] += o_.groups[g].page_bytes;
+    while (used_[k] > capacity_[k]) {
+      const auto [eg, ep] = lru_[k].back();
+      used_[k] -= o_.groups[eg].page_bytes;
       where_.erase({eg, ep});
-      lru_.pop_back();
+      lru_[k].pop_back();
     }
   }
 
   HybridEngineOptions o_;
-  std::uint64_t capacity_;
-  std::uint64_t used_ = 0;
-  std::list<std::pair<std::size_t, PageId>> lru_;
+  std::vector<std::uint64_t> capacity_;  // per pool: one, or one per group
+  std::vector<std::uint64_t> used_ = std::vector<std::uint64_t>(o_.groups.size(), 0);
+  std::vector<std::list<std::pair<std::size_t, PageId>>> lru_ =
+      std::vector<std::list<std::pair<std::size_t, PageId>>>(o_.groups.size());
   std::map<std::pair<std::size_t, PageId>, std::list<std::pair<std::size_t, PageId>>::iterator> where_;
 };
 
@@ -373,6 +384,52 @@ TEST(HybridOracleTest, FourGroupsAtEveryCapacity) {
 }
 
 // --- One full group is today's curve ------------------------------------------
+
+// SGLang's and TensorRT-LLM's pools: each group in a share of the capacity of
+// its own. Shares that do not divide the capacities evenly, and unequal sizes.
+TEST(HybridOracleTest, SplitPoolsAtEveryCapacity) {
+  for (TouchOrder order : {TouchOrder::kTailFirst, TouchOrder::kHeadFirst}) {
+    HybridEngineOptions o = Options({Sliding(20), Full()}, order);
+    o.pool_shares = {4, 5};  // SGLang's default: the window pool 0.8 of the full pool's tokens
+    CheckAgainstOracle(o, 31);
+    o = Options({Linear(250), Full(100)}, order);
+    o.pool_shares = {3, 7};
+    CheckAgainstOracle(o, 32);
+    o = Options({Sliding(48, 200), Full(100), Chunked(64, 150), Linear(120)}, order);
+    o.pool_shares = {2, 5, 1, 3};
+    CheckAgainstOracle(o, 33);
+  }
+}
+
+TEST(HybridOracleTest, OneGroupInAPoolOfItsOwnIsTheSharedPool) {
+  // One group in a pool of its own (any share) is the shared pool: the same curve.
+  HybridEngineOptions shared = Options({Full()}, TouchOrder::kTailFirst);
+  HybridEngineOptions split = shared;
+  split.pool_shares = {3};
+  HybridEngine a(shared), b(split);
+  std::mt19937_64 rng(5);
+  RequestOutcome ra, rb;
+  for (const auto& pages : SharedPrefixTrace(&rng, 200)) {
+    a.Process(pages, &ra);
+    b.Process(pages, &rb);
+    ASSERT_EQ(ra.prefix_max, rb.prefix_max);
+  }
+  EXPECT_EQ(a.BytesToHoldAll(), b.BytesToHoldAll());
+}
+
+TEST(HybridOracleTest, SplitPoolOptionsAreChecked) {
+  HybridEngineOptions o = Options({Sliding(20), Full()}, TouchOrder::kTailFirst);
+  o.pool_shares = {1};
+  EXPECT_FALSE(ValidateHybridOptions(o).ok());  // one per group
+  o.pool_shares = {1, 0};
+  EXPECT_FALSE(ValidateHybridOptions(o).ok());
+  o.pool_shares = {1, kMaxPoolShare + 1};
+  EXPECT_FALSE(ValidateHybridOptions(o).ok());
+  o.pool_shares = {4, 5};
+  EXPECT_TRUE(ValidateHybridOptions(o).ok());
+  o.max_bytes = 1'000'000;
+  EXPECT_FALSE(ValidateHybridOptions(o).ok());  // replay's exact engine only
+}
 
 TEST(HybridOracleTest, OneFullGroupIsExactlyTodaysEngine) {
   for (TouchOrder order : {TouchOrder::kTailFirst, TouchOrder::kHeadFirst}) {
