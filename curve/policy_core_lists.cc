@@ -6,10 +6,13 @@
 #include <cmath>
 #include <deque>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "base/byte_io.h"
 #include "curve/index_list.h"
 #include "curve/policy_core.h"
+#include "curve/policy_core_cache.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve::policy_internal {
@@ -24,7 +27,8 @@ namespace {
 // block at the head.
 class ListOrder final : public EvictionOrder {
  public:
-  ListOrder(std::vector<CoreSlot>* blocks, bool takes_empty) : blocks_(*blocks), takes_empty_(takes_empty) {}
+  ListOrder(const CoreOptions& options, std::vector<CoreSlot>* blocks)
+      : blocks_(*blocks), takes_empty_(options.kind == PolicyKind::kVllm) {}
 
   void Add(std::uint32_t b) override {
     list_.PushBack(blocks_, b);
@@ -42,6 +46,27 @@ class ListOrder final : public EvictionOrder {
   std::uint64_t size() const override { return list_.size(); }
   bool TakesEmpty() const override { return takes_empty_; }
 
+  // The queue, front (the next victim) first.
+  void SerializeOrder(std::vector<std::uint8_t>* out) const override {
+    base::AppendPod<std::uint64_t>(out, list_.size());
+    for (std::uint32_t b = list_.front(); b != kIndexNil; b = blocks_[b].next) base::AppendPod(out, b);
+  }
+  bool DeserializeOrder(std::span<const std::uint8_t>* in) override {
+    std::uint64_t n = 0;
+    if (!list_.empty() || !base::ReadCount(in, &n, sizeof(std::uint32_t))) return false;
+    for (std::uint64_t k = 0; k < n; ++k) {
+      std::uint32_t b = 0;
+      // A slot once, free, and with a page unless the queue takes empty ones (the
+      // core checks after that every candidate is listed).
+      if (!base::ReadPod(in, &b) || b >= blocks_.size() || blocks_[b].in_order || blocks_[b].holds != 0 ||
+          (!blocks_[b].has_page && !takes_empty_)) {
+        return false;
+      }
+      Add(b);
+    }
+    return true;
+  }
+
  private:
   std::vector<CoreSlot>& blocks_;
   bool takes_empty_;
@@ -56,7 +81,7 @@ class ListOrder final : public EvictionOrder {
 // when the request touches it, after the request's other pages).
 class FifoOrder final : public EvictionOrder {
  public:
-  explicit FifoOrder(std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
+  FifoOrder(const CoreOptions&, std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
   void Filled(std::uint32_t b) override {
     CoreSlot& x = blocks_[b];
     ++x.version;
@@ -88,6 +113,18 @@ class FifoOrder final : public EvictionOrder {
     }
   }
   std::uint64_t size() const override { return size_; }
+
+  // Nothing of its own: the order is the slots' keys (unique: an epoch and a page
+  // index), which the core writes; the heap is rebuilt from them.
+  bool DeserializeOrder(std::span<const std::uint8_t>*) override {
+    if (listed_ != 0) return false;
+    for (std::uint32_t b = 0; b < blocks_.size(); ++b) {
+      if (!blocks_[b].has_page) continue;
+      Filled(b);
+      if (blocks_[b].holds == 0) Add(b);
+    }
+    return true;
+  }
 
  private:
   bool Listed(const LazyHeap::Entry& e) const {
@@ -271,11 +308,10 @@ class S3FifoOrder final : public EvictionOrder {
 std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
   switch (options.kind) {
     case PolicyKind::kLru:
-      return std::make_unique<ListOrder>(slots, false);
     case PolicyKind::kVllm:
-      return std::make_unique<ListOrder>(slots, true);
+      return NewOrder<ListOrder>(options, slots);
     case PolicyKind::kFifo:
-      return std::make_unique<FifoOrder>(slots);
+      return NewOrder<FifoOrder>(options, slots);
     case PolicyKind::kSglang:
       return std::make_unique<SglangOrder>(slots);
     case PolicyKind::kS3Fifo:
@@ -283,6 +319,12 @@ std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::ve
     default:
       return nullptr;
   }
+}
+
+// lru and fifo in replay and the canaries (sglang, vllm: curve/policy_lifetime.cc;
+// s3fifo: curve/policy_s3fifo.cc).
+std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options) {
+  return options.kind == PolicyKind::kFifo ? NewCoreCache<FifoOrder>(options) : NewCoreCache<ListOrder>(options);
 }
 
 }  // namespace kvwatch::curve::policy_internal

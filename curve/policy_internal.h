@@ -55,15 +55,19 @@ void PrefetchHead(const Map& map, std::span<const PageId> pages) {
   for (std::size_t i = 0; i < std::min(pages.size(), kPrefetchAhead); ++i) map.Prefetch(pages[i]);
 }
 
-// LeadingResident over a map with Find and Prefetch (PageMap), the lookups
-// prefetched ahead so that their cache misses overlap.
+// Whether a Find answered: PageMap's pointer, or the core's slot.
+inline bool Found(const std::uint32_t* value) { return value != nullptr; }
+inline bool Found(Slot slot) { return slot != kNoSlot; }
+
+// LeadingResident over a map with Find and Prefetch (PageMap, a PolicyCore), the
+// lookups prefetched ahead so that their cache misses overlap.
 template <typename Map>
 std::uint32_t LeadingResidentIn(const Map& map, std::span<const PageId> pages) {
   PrefetchHead(map, pages);
   std::uint32_t hits = 0;
   for (std::size_t i = 0; i < pages.size(); ++i) {
     PrefetchAhead(map, pages, i, TouchOrder::kHeadFirst);
-    if (map.Find(pages[i]) == nullptr) break;
+    if (!Found(map.Find(pages[i]))) break;
     ++hits;
   }
   return hits;
@@ -95,7 +99,12 @@ class SlotPool {
 };
 
 // The factories MakePolicyCache dispatches to, one per file (options checked).
-std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);  // lru, fifo, lfu, priority, belady
+// The policies whose replay cache drives the core (curve/policy_core_cache.h)
+// make it in their order's file: MakeListCache (lru, fifo), MakeKeyedCache (lfu,
+// priority, belady), MakeArcCache, MakeSieveCache.
+std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeWorkloadAwareCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeS3FifoCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeArcCache(const PolicyOptions& options);
@@ -114,8 +123,9 @@ std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options
 std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 
 // The registry (curve/policy.cc, kPolicyTable): one row per policy. `cache` makes
-// its replay/canary simulation; null: MakePolicyCacheOverCore, the core driven by
-// the prefix rule. `order` makes its eviction order in the core (the replica's).
+// its replay/canary simulation (for a policy that lives in the core alone:
+// NewCoreCache<its order>, curve/policy_core_cache.h); `order` makes its eviction
+// order for the replica's core (NewOrder<its order>).
 using CacheFactory = std::unique_ptr<PolicyCache> (*)(const PolicyOptions& options);
 struct PolicyEntry {
   PolicyKind kind;
@@ -124,8 +134,6 @@ struct PolicyEntry {
   OrderFactory order;
 };
 const PolicyEntry& Registered(PolicyKind kind);
-// The order of options.kind over `slots`. REQUIRES: Registered(kind).order.
-std::unique_ptr<EvictionOrder> MakeEvictionOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 
 // A min-heap of (key, tie, slot, version) entries with lazy deletion: the caller's
 // valid(entry) says whether an entry is live (typically: its slot is in the order
@@ -155,6 +163,11 @@ class LazyHeap {
       }
     }
     return kNoSlot;
+  }
+  // Calls fn(entry) for every entry, stale or not, in no particular order.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const Entry& e : heap_) fn(e);
   }
   // Drops stale entries when they outnumber live ones.
   template <typename Valid>
