@@ -2,7 +2,7 @@
 // its pages are held. The one eviction order of kvwatch's simulations: the
 // simulated replica's KV pool (sim/replica.cc) is a PolicyCore, and the policies
 // whose replay cache drives the core (CoreCache, curve/policy_core_cache.h: lru,
-// fifo, sieve) run in `kvwatch replay --policy`, the live canaries and `kvwatch
+// fifo, lfu, priority, belady, workload-aware, sieve) run in `kvwatch replay --policy`, the live canaries and `kvwatch
 // simulate` from this one implementation.
 //
 // A slot is a KV block (the replica) or a page (replay). It is
@@ -148,6 +148,8 @@ class EvictionOrder {
   // order replay and the canaries drive (CoreCache, curve/policy_core_cache.h); the
   // replica never checkpoints. Deserialize returns false on malformed bytes.
   virtual void SerializeOrder(std::vector<std::uint8_t>* out) const {}
+  // Bytes of the order's own structures (heaps, queues, ghosts; not the slots).
+  virtual std::size_t MemoryBytes() const { return 0; }
   virtual bool DeserializeOrder(std::span<const std::uint8_t>* in) { return true; }
 
   void SetReferrer(const Referrer& referrer) { referrer_ = referrer; }
@@ -317,7 +319,8 @@ class BasicPolicyCore {
   }
 
   std::size_t MemoryBytes() const {
-    return table_.capacity() * sizeof(CoreSlot) + empty_.capacity() * sizeof(Slot) + map_.MemoryBytes();
+    return table_.capacity() * sizeof(CoreSlot) + empty_.capacity() * sizeof(Slot) + map_.MemoryBytes() +
+           order_->MemoryBytes();
   }
   // The slots (pages, holds, tree), then the order's state.
   void Serialize(std::vector<std::uint8_t>* out) const;

@@ -1,32 +1,9 @@
-// arc (curve/policy.h), the one implementation of ARC in kvwatch: Megiddo and Modha, "ARC: A Self-Tuning, Low Overhead
-// Replacement Cache", FAST 2003 (Figure 4, the algorithm ARC(c)).
-//
-// Four LRU lists over page ids: T1 (resident, referenced once since they entered
-// the directory), T2 (resident, referenced at least twice), and the ghosts B1 and
-// B2 (ids recently evicted from T1 and T2, no data). p, 0 <= p <= c, is the target
-// size of T1. On the reference of page x, with c the capacity:
-//   I    x in T1 or T2 (a hit): x moves to T2's MRU end.
-//   II   x in B1: p = min(c, p + d1), d1 = 1 if |B1| >= |B2| else |B2| / |B1|;
-//        REPLACE(x); x moves from B1 to T2's MRU end.
-//   III  x in B2: p = max(0, p - d2), d2 = 1 if |B2| >= |B1| else |B1| / |B2|;
-//        REPLACE(x); x moves from B2 to T2's MRU end.
-//   IV   x in none: (A) when |T1| + |B1| = c: if |T1| < c, B1's LRU id is dropped
-//        and REPLACE(x); else T1's LRU page is evicted (no ghost). (B) when
-//        |T1| + |B1| < c and |T1| + |T2| + |B1| + |B2| >= c: if that total is 2c,
-//        B2's LRU id is dropped; REPLACE(x). Then x enters at T1's MRU end.
-//   REPLACE(x): if |T1| >= 1 and (|T1| > p or (x in B2 and |T1| = p)), T1's LRU
-//        page moves to B1's MRU end; else T2's LRU page moves to B2's MRU end.
-// p is a real number, as in the paper (d1 and d2 are ratios). Every REPLACE
-// happens with the cache full (pages leave only through REPLACE and case IV(A)),
-// so at most c pages are resident and the directory holds at most 2c ids.
-//
-// Under the curve's prefix rule (curve/policy.h) a request's hits are its leading
-// resident pages at arrival; then each of its pages, in touch order, is one ARC
-// reference as above.
-//
-// As an eviction order of the core (curve/policy_core.h), which replay and the
-// canaries drive one page at a time (CoreCache, nothing held: the above exactly)
-// and the simulator's replica with running requests holding blocks:
+// The core's arc order (curve/policy_core.h): ARC (Megiddo and Modha, FAST 2003)
+// as curve/policy_arc.cc defines it, mirrored over the pool. Replay and the
+// canaries keep their own ArcCache (curve/policy_arc.cc): driven through the core,
+// every eviction and every ghost hit moves an id between two hash maps (the core's
+// pages, this order's ghosts) where ArcCache's one directory map only relinks it,
+// which made replay's arc 0.5x as fast (bench/policy_bench, VsLibCacheSim).
 //
 // The pool's cached blocks, held or free, are ARC's resident pages, each in T1
 // (referenced once since it entered the directory) or T2 (at least twice); the
@@ -55,10 +32,8 @@
 //
 // Block fields used: prev/next (the free lists), in_main (T2, else T1), in_order.
 #include <cstdint>
-#include <span>
 #include <vector>
 
-#include "base/byte_io.h"
 #include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/policy_core.h"
@@ -152,51 +127,8 @@ class ArcOrder final : public EvictionOrder {
   }
 
   std::uint64_t size() const override { return free_[kT1].size() + free_[kT2].size(); }
-
-  // p, the free blocks of T1 and T2 and the ghosts of B1 and B2 (page ids), each
-  // list from its LRU end. |T1| and |T2| are counted from the slots (in_main).
-  void SerializeOrder(std::vector<std::uint8_t>* out) const override {
-    base::AppendPod(out, p_);
-    for (const IndexList& list : free_) {
-      base::AppendPod<std::uint64_t>(out, list.size());
-      for (std::uint32_t b = list.front(); b != kNoSlot; b = blocks_[b].next) base::AppendPod(out, b);
-    }
-    for (const IndexList& list : ghost_lists_) {
-      base::AppendPod<std::uint64_t>(out, list.size());
-      for (std::uint32_t g = list.front(); g != kNoSlot; g = ghosts_[g].next) base::AppendPod(out, ghosts_[g].page);
-    }
-  }
-  bool DeserializeOrder(std::span<const std::uint8_t>* in) override {
-    if (t_[kT1] + t_[kT2] != 0 || !base::ReadPod(in, &p_) || !(p_ >= 0 && p_ <= static_cast<double>(c_))) {
-      return false;
-    }
-    for (const CoreSlot& x : blocks_) {
-      if (x.has_page) ++t_[x.in_main ? kT2 : kT1];
-    }
-    for (std::uint32_t l : {kT1, kT2}) {
-      std::uint64_t n = 0;
-      if (!base::ReadCount(in, &n, sizeof(std::uint32_t))) return false;
-      for (std::uint64_t k = 0; k < n; ++k) {
-        std::uint32_t b = 0;
-        if (!base::ReadPod(in, &b) || b >= blocks_.size() || blocks_[b].in_order || blocks_[b].holds != 0 ||
-            !blocks_[b].has_page || blocks_[b].in_main != (l == kT2)) {
-          return false;
-        }
-        Add(b);
-      }
-    }
-    for (std::uint32_t l : {kB1, kB2}) {
-      std::uint64_t n = 0;
-      if (!base::ReadCount(in, &n, sizeof(PageId)) || n > 2 * c_) return false;
-      for (std::uint64_t k = 0; k < n; ++k) {
-        PageId page = 0;
-        if (!base::ReadPod(in, &page) || ghost_map_.Find(page) != nullptr) return false;
-        AddGhost(page, l);
-      }
-    }
-    // The paper's invariants: |T1| + |B1| <= c and at most 2c ids in the directory.
-    const std::uint64_t directory = t_[kT1] + t_[kT2] + ghost_lists_[kB1].size() + ghost_lists_[kB2].size();
-    return t_[kT1] + ghost_lists_[kB1].size() <= c_ && directory <= 2 * c_;
+  std::size_t MemoryBytes() const override {
+    return ghosts_.capacity() * sizeof(Ghost) + spare_.capacity() * sizeof(std::uint32_t) + ghost_map_.MemoryBytes();
   }
 
  private:
@@ -249,6 +181,5 @@ class ArcOrder final : public EvictionOrder {
 std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
   return NewOrder<ArcOrder>(options, slots);
 }
-std::unique_ptr<PolicyCache> MakeArcCache(const PolicyOptions& options) { return NewCoreCache<ArcOrder>(options); }
 
 }  // namespace kvwatch::curve::policy_internal

@@ -112,6 +112,7 @@ class KeyedOrder final : public EvictionOrder {
     return b;
   }
   std::uint64_t size() const override { return size_; }
+  std::size_t MemoryBytes() const override { return heap_.MemoryBytes(); }
 
   // lfu's age and the release sequence, then the candidates in eviction order,
   // each with its heap key and tie (the slots' own keys are the core's).
@@ -253,6 +254,7 @@ class WorkloadAwareOrder final : public EvictionOrder {
   }
 
   std::uint64_t size() const override { return size_; }
+  std::size_t MemoryBytes() const override { return ghosts_.MemoryBytes(); }
 
   // The clock, every category's statistics, each category's list from its front,
   // and the live ghosts oldest first (the slots' clocks and categories are the

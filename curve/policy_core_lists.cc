@@ -85,9 +85,10 @@ class FifoOrder final : public EvictionOrder {
   void Filled(std::uint32_t b) override {
     CoreSlot& x = blocks_[b];
     ++x.version;
-    heap_.Push({x.key, 0, b, x.version});
+    Push({x.key, 0, b, x.version});
     ++listed_;
     heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
+    if (run_.size() > 2 * listed_ + 1024) std::erase_if(run_, [&](const LazyHeap::Entry& e) { return !Listed(e); });
   }
   void Add(std::uint32_t b) override {
     blocks_[b].in_order = true;
@@ -99,7 +100,7 @@ class FifoOrder final : public EvictionOrder {
   }
   std::uint32_t Pop() override {
     for (;;) {
-      const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Listed(e); });
+      const std::uint32_t b = PopMin();
       CoreSlot& x = blocks_[b];
       if (x.in_order) {
         Remove(b);
@@ -109,10 +110,11 @@ class FifoOrder final : public EvictionOrder {
       }
       x.key = PolicyCore::OrderKey(NewEpoch(), 0);
       ++x.version;
-      heap_.Push({x.key, 0, b, x.version});
+      Push({x.key, 0, b, x.version});
     }
   }
   std::uint64_t size() const override { return size_; }
+  std::size_t MemoryBytes() const override { return heap_.MemoryBytes() + run_.size() * sizeof(LazyHeap::Entry); }
 
   // Nothing of its own: the order is the slots' keys (unique: an epoch and a page
   // index), which the core writes; the heap is rebuilt from them.
@@ -131,8 +133,30 @@ class FifoOrder final : public EvictionOrder {
     const CoreSlot& x = blocks_[e.block];
     return x.has_page && x.version == e.version;
   }
+  // Keys that arrive in increasing order (replay's admissions, each request's
+  // pages ranked in touch order) append to run_, a sorted queue: O(1) where the
+  // heap's pop is O(log n) cache misses (fifo was half as fast through the heap
+  // alone); the others (the replica admits a request's pages head first, keyed
+  // tail first; requeues) go to the heap. The smaller of the two fronts is next.
+  void Push(const LazyHeap::Entry& e) {
+    if (run_.empty() || e.key > run_.back().key) {
+      run_.push_back(e);
+    } else {
+      heap_.Push(e);
+    }
+  }
+  std::uint32_t PopMin() {
+    const auto listed = [&](const LazyHeap::Entry& e) { return Listed(e); };
+    while (!run_.empty() && !Listed(run_.front())) run_.pop_front();
+    const LazyHeap::Entry* top = heap_.TopValid(listed);
+    if (top != nullptr && (run_.empty() || top->key < run_.front().key)) return heap_.PopValid(listed);
+    const std::uint32_t b = run_.front().block;
+    run_.pop_front();
+    return b;
+  }
   std::vector<CoreSlot>& blocks_;
   LazyHeap heap_;
+  std::deque<LazyHeap::Entry> run_;  // increasing keys, front first
   std::uint64_t size_ = 0, listed_ = 0;
 };
 
@@ -167,6 +191,7 @@ class SglangOrder final : public EvictionOrder {
     return b;
   }
   std::uint64_t size() const override { return size_; }
+  std::size_t MemoryBytes() const override { return heap_.MemoryBytes(); }
 
  private:
   bool Valid(const LazyHeap::Entry& e) const {
@@ -251,6 +276,9 @@ class S3FifoOrder final : public EvictionOrder {
     }
   }
   std::uint64_t size() const override { return small_size_ + main_size_; }
+  std::size_t MemoryBytes() const override {
+    return (small_.size() + main_.size()) * sizeof(Entry) + ghost_.size() * sizeof(PageId) + ghost_map_.MemoryBytes();
+  }
 
  private:
   struct Entry {

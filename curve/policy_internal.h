@@ -101,7 +101,8 @@ class SlotPool {
 // The factories MakePolicyCache dispatches to, one per file (options checked).
 // The policies whose replay cache drives the core (curve/policy_core_cache.h)
 // make it in their order's file: MakeListCache (lru, fifo), MakeKeyedCache (lfu,
-// priority, belady), MakeArcCache, MakeSieveCache.
+// priority, belady), MakeWorkloadAwareCache, MakeSieveCache. The others have a
+// replay simulation of their own (curve/policy.cc says why).
 std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);
@@ -163,6 +164,16 @@ class LazyHeap {
       }
     }
     return kNoSlot;
+  }
+  std::size_t MemoryBytes() const { return heap_.capacity() * sizeof(Entry); }
+  // The top entry once invalid ones are popped off; null when none is valid.
+  template <typename Valid>
+  const Entry* TopValid(Valid&& valid) {
+    while (!heap_.empty() && !valid(heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      heap_.pop_back();
+    }
+    return heap_.empty() ? nullptr : &heap_.front();
   }
   // Calls fn(entry) for every entry, stale or not, in no particular order.
   template <typename Fn>
