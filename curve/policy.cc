@@ -33,7 +33,7 @@ constexpr PolicyEntry kPolicyTable[] = {
     {PolicyKind::kS3Fifo, "s3fifo", MakeS3FifoCache, MakeListOrder},
     {PolicyKind::kSglang, "sglang", MakeSglangCache, MakeListOrder},
     {PolicyKind::kVllm, "vllm", MakeVllmCache, MakeListOrder},
-    {PolicyKind::kPriority, "priority", MakeKeyedCache, MakeKeyedOrder},
+    {PolicyKind::kPriority, "priority", MakePriorityCache, MakePriorityOrder},
     {PolicyKind::kWorkloadAware, "workload-aware", MakeWorkloadAwareCache, MakeWorkloadAwareOrder},
     {PolicyKind::kBelady, "belady", MakeKeyedCache, MakeKeyedOrder},
     {PolicyKind::kArc, "arc", MakeArcCache, MakeArcOrder},

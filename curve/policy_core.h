@@ -48,8 +48,9 @@
 //
 // Complexity: Find, Hold, Release, Admit O(1) expected; a victim O(1) amortized for
 // lru, vllm, fifo, s3fifo, arc, sieve (sieve's hand may pass held slots), O(log n)
-// for the heaps (sglang, lfu, priority, belady), O(categories) for
-// workload-aware. Memory: about 48 bytes a slot plus the page map and ghosts.
+// for the heaps (sglang, lfu, belady), O(categories) for workload-aware, O(1)
+// amortized for priority (a list per level; levels are few). Memory: about 48
+// bytes a slot plus the page map and ghosts.
 //
 // Thread safety: none; one PolicyCore per simulation (per thread).
 #ifndef KVWATCH_CURVE_POLICY_CORE_H_

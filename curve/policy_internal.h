@@ -101,11 +101,12 @@ class SlotPool {
 // The factories MakePolicyCache dispatches to, one per file (options checked).
 // The policies whose replay cache drives the core (curve/policy_core_cache.h)
 // make it in their order's file: MakeListCache (lru, fifo), MakeKeyedCache (lfu,
-// priority, belady), MakeWorkloadAwareCache, MakeSieveCache. The others have a
+// belady), MakePriorityCache, MakeWorkloadAwareCache, MakeSieveCache. The others have a
 // replay simulation of their own (curve/policy.cc says why).
 std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakePriorityCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeWorkloadAwareCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeS3FifoCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeArcCache(const PolicyOptions& options);
@@ -120,6 +121,7 @@ using OrderFactory = std::unique_ptr<EvictionOrder> (*)(const CoreOptions& optio
 std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeKeyedOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakePriorityOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 
