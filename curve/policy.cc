@@ -1,10 +1,15 @@
 // Policy names, parsing, the registry and the factory (curve/policy.h). Each
-// policy lives in its own file: its replay simulation in curve/policy_keyed.cc
-// (lru, fifo, lfu, priority, belady), policy_workload_aware.cc, policy_s3fifo.cc,
-// policy_arc.cc, and policy_lifetime.cc (sglang and vllm, which model running
-// requests); its eviction order in the core (curve/policy_core.h) in
-// curve/policy_core_*.cc. A policy with an order only runs in replay through the
-// core (MakePolicyCacheOverCore).
+// policy's eviction order lives in the core (curve/policy_core.h), one file per
+// family: curve/policy_core_lists.cc (lru, vllm, fifo, sglang, s3fifo),
+// policy_core_keyed.cc (lfu, priority, belady, workload-aware),
+// policy_core_arc.cc, policy_core_sieve.cc. Replay and the canaries drive that
+// same order (CoreCache, curve/policy_core_cache.h, made in the order's file) for
+// every policy but four whose replay simulation is still its own:
+// curve/policy_s3fifo.cc (S3-FIFO over all resident pages at a fixed capacity,
+// which the core's order over free blocks does not reproduce),
+// curve/policy_lifetime.cc (sglang and vllm, which model running requests) and
+// curve/policy_arc.cc (the core's arc gives the same hits but moves every evicted
+// id between two hash maps, half as fast: curve/policy_core_arc.cc).
 #include "curve/policy.h"
 
 #include <algorithm>
@@ -22,17 +27,17 @@ namespace {
 // The registry: adding a policy is its file and one row here (and its value in
 // PolicyKind and kAllPolicies, curve/policy.h). Indexed by PolicyKind's value.
 constexpr PolicyEntry kPolicyTable[] = {
-    {PolicyKind::kLru, "lru", MakeKeyedCache, MakeListOrder},
-    {PolicyKind::kFifo, "fifo", MakeKeyedCache, MakeListOrder},
+    {PolicyKind::kLru, "lru", MakeListCache, MakeListOrder},
+    {PolicyKind::kFifo, "fifo", MakeListCache, MakeListOrder},
     {PolicyKind::kLfu, "lfu", MakeKeyedCache, MakeKeyedOrder},
     {PolicyKind::kS3Fifo, "s3fifo", MakeS3FifoCache, MakeListOrder},
     {PolicyKind::kSglang, "sglang", MakeSglangCache, MakeListOrder},
     {PolicyKind::kVllm, "vllm", MakeVllmCache, MakeListOrder},
-    {PolicyKind::kPriority, "priority", MakeKeyedCache, MakeKeyedOrder},
+    {PolicyKind::kPriority, "priority", MakePriorityCache, MakePriorityOrder},
     {PolicyKind::kWorkloadAware, "workload-aware", MakeWorkloadAwareCache, MakeWorkloadAwareOrder},
     {PolicyKind::kBelady, "belady", MakeKeyedCache, MakeKeyedOrder},
     {PolicyKind::kArc, "arc", MakeArcCache, MakeArcOrder},
-    {PolicyKind::kSieve, "sieve", nullptr, MakeSieveOrder},
+    {PolicyKind::kSieve, "sieve", MakeSieveCache, MakeSieveOrder},
 };
 static_assert(std::size(kPolicyTable) == std::size(kAllPolicies), "every policy has one row");
 
@@ -99,8 +104,7 @@ base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& 
     return R::Error("s3fifo promotion hits: must be in 1.." + std::to_string(kMaxS3FifoPromotionHits) + ", got " +
                     std::to_string(options.s3fifo_promotion_hits));
   }
-  const policy_internal::CacheFactory make = policy_internal::Registered(options.kind).cache;
-  return make != nullptr ? make(options) : MakePolicyCacheOverCore(options);
+  return policy_internal::Registered(options.kind).cache(options);
 }
 
 }  // namespace kvwatch::curve

@@ -9,7 +9,8 @@
 // paging). `lru` under these rules holds exactly the pages whose stack distance is
 // below C, so its hits equal the stack-distance curve at every capacity (a test).
 //
-// The policies, each documented where it is implemented (curve/policy_*.cc):
+// The policies, each documented where it is implemented (its eviction order in
+// curve/policy_core_*.cc, the registry in curve/policy.cc says which files):
 //   lru             least recently used page first.
 //   fifo            first admitted first; hits do not reorder.
 //   lfu             LFU with dynamic aging (LFU-DA).
@@ -24,7 +25,7 @@
 //   workload-aware  lowest estimated reuse probability first (Wang et al., 2025).
 //   belady          the page whose next use is farthest first (needs the future).
 //   sieve           SIEVE (Zhang et al., NSDI 2024): a FIFO queue with visited bits
-//                   and a hand; run through the policy core (curve/policy_core.h).
+//                   and a hand.
 //
 // Request lifetimes (sglang, vllm): a request runs from its arrival until end_s and
 // holds output_pages extra pages (its generated tokens) while it runs. The caller

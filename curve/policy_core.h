@@ -1,9 +1,9 @@
 // PolicyCore: one cache of N slots under an eviction policy, which knows which of
 // its pages are held. The one eviction order of kvwatch's simulations: the
 // simulated replica's KV pool (sim/replica.cc) is a PolicyCore, and the policies
-// that exist only here (PolicyCacheOverCore, curve/policy_core_cache.cc: sieve)
-// run in `kvwatch replay --policy`, the live canaries and `kvwatch simulate` from
-// this one implementation.
+// whose replay cache drives the core (CoreCache, curve/policy_core_cache.h: lru,
+// fifo, lfu, priority, belady, workload-aware, sieve) run in `kvwatch replay --policy`, the live canaries and `kvwatch
+// simulate` from this one implementation.
 //
 // A slot is a KV block (the replica) or a page (replay). It is
 //   held       its hold count is nonzero (running requests use it): NEVER a victim;
@@ -34,8 +34,10 @@
 // twice needs two releases.
 //
 // Adding a policy (docs/architecture.md, "Adding things"): one file
-// curve/policy_core_<name>.cc with an EvictionOrder and its factory, and one row
-// in the registry (kPolicyTable, curve/policy.cc; the enum value in curve/policy.h).
+// curve/policy_core_<name>.cc with a final EvictionOrder (constructed from
+// CoreOptions and the slot table) and its two one-line factories, NewOrder<it>
+// (the simulator) and NewCoreCache<it> (replay and the canaries), and one row in
+// the registry (kPolicyTable, curve/policy.cc; the enum value in curve/policy.h).
 //
 // A per-group hybrid simulation (curve/hybrid_sim.h, today its own LRU free queue)
 // would drive one PolicyCore per KV-cache group, slots = that group's blocks:
@@ -46,8 +48,9 @@
 //
 // Complexity: Find, Hold, Release, Admit O(1) expected; a victim O(1) amortized for
 // lru, vllm, fifo, s3fifo, arc, sieve (sieve's hand may pass held slots), O(log n)
-// for the heaps (sglang, lfu, priority, belady), O(categories) for
-// workload-aware. Memory: about 48 bytes a slot plus the page map and ghosts.
+// for the heaps (sglang, lfu, belady), O(categories) for workload-aware, O(1)
+// amortized for priority (a list per level; levels are few). Memory: about 48
+// bytes a slot plus the page map and ghosts.
 //
 // Thread safety: none; one PolicyCore per simulation (per thread).
 #ifndef KVWATCH_CURVE_POLICY_CORE_H_
@@ -57,6 +60,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "base/status.h"
@@ -94,6 +98,9 @@ struct Referrer {
   std::uint32_t request = 0;   // its index in arrival order
   std::int32_t priority = 0;   // retention priority (priority)
   std::uint32_t category = 0;  // category (workload-aware), < kMaxCategories
+  // belady without a NextUseOracle (replay): the next use of the page the next
+  // reference or admission is for (SetNextUse), kNeverUsed for none.
+  std::uint64_t next_use = kNeverUsed;
 };
 
 // Each page's references over a whole input known in advance, for belady: the
@@ -138,13 +145,16 @@ class EvictionOrder {
   virtual void MaybeLeaf(Slot s) {}
   // Whether the core keeps parents and children (sglang).
   virtual bool KeepsTree() const { return false; }
-  // Checkpoint of the order's own state (the core writes the slots): needed by the
-  // policies replay and the canaries run through the core (PolicyCacheOverCore);
-  // the replica never checkpoints. Deserialize returns false on malformed bytes.
+  // Checkpoint of the order's own state (the core writes the slots): needed by every
+  // order replay and the canaries drive (CoreCache, curve/policy_core_cache.h); the
+  // replica never checkpoints. Deserialize returns false on malformed bytes.
   virtual void SerializeOrder(std::vector<std::uint8_t>* out) const {}
+  // Bytes of the order's own structures (heaps, queues, ghosts; not the slots).
+  virtual std::size_t MemoryBytes() const { return 0; }
   virtual bool DeserializeOrder(std::span<const std::uint8_t>* in) { return true; }
 
   void SetReferrer(const Referrer& referrer) { referrer_ = referrer; }
+  void SetNextUse(std::uint64_t next_use) { referrer_.next_use = next_use; }
   // fifo's clock: it moves at each admission (PolicyCore::NewEpoch) and each
   // requeue of a held slot (one clock for both, so that the order is total).
   std::uint64_t NewEpoch() { return ++epoch_; }
@@ -162,17 +172,40 @@ class EvictionOrder {
 struct CoreOptions {
   PolicyKind kind = PolicyKind::kLru;
   std::uint64_t slots = 0;  // >= 1
-  // belady only: the whole input's future (must outlive the core).
+  // belady only: the whole input's future (must outlive the core); without one
+  // (replay), each reference's next use comes from SetNextUse.
   const NextUseOracle* future = nullptr;
 };
 
-class PolicyCore {
+namespace policy_internal {
+// The order of options.kind from the registry (curve/policy.cc).
+std::unique_ptr<EvictionOrder> MakeEvictionOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+}  // namespace policy_internal
+
+// The core over an eviction order of type Order. PolicyCore (Order = EvictionOrder,
+// the order chosen at run time from the registry) is what the simulator's replica
+// drives; replay's and the canaries' caches (curve/policy_core_cache.h) drive a
+// core over the order's own final class, so that the hooks are direct calls the
+// compiler inlines, not a virtual call per reference. Same code, same semantics.
+// A concrete Order is constructed as Order(const CoreOptions&, std::vector<CoreSlot>*).
+template <class Order>
+class BasicPolicyCore {
  public:
   // REQUIRES: HasCore(options.kind), slots >= 1, and belady's future (MakePolicyCore
   // checks).
-  explicit PolicyCore(const CoreOptions& options);
-  PolicyCore(const PolicyCore&) = delete;
-  PolicyCore& operator=(const PolicyCore&) = delete;
+  explicit BasicPolicyCore(const CoreOptions& options)
+      : slots_(options.slots), order_(MakeOrder(options, &table_)), tree_(order_->KeepsTree()) {
+    // Slots are materialized as they are first used; reserve what a small core needs.
+    const std::uint64_t expected = std::min<std::uint64_t>(slots_, 1u << 19);
+    table_.reserve(static_cast<std::size_t>(expected));
+    // Twice the pages a full core holds: the linear-probing map then stays at most
+    // 3/8 full, so that dropping a page (every eviction) scans short clusters.
+    // (Sized for the pages alone, replay's lru took 1.4-1.8x the CPU time,
+    // bench/policy_bench Policy/policy:0, and the canaries did not gain.)
+    map_.Reserve(static_cast<std::size_t>(2 * expected));
+  }
+  BasicPolicyCore(const BasicPolicyCore&) = delete;
+  BasicPolicyCore& operator=(const BasicPolicyCore&) = delete;
 
   std::uint64_t slots() const { return slots_; }
   // Slots Acquire can give now: never used, free empty, and candidates.
@@ -187,31 +220,82 @@ class PolicyCore {
     const std::uint32_t* s = map_.Find(page);
     return s == nullptr ? kNoSlot : *s;
   }
+  // Hints the CPU to fetch what Find(page) reads.
+  void Prefetch(PageId page) const { map_.Prefetch(page); }
   bool IsFree(Slot s) const { return table_[s].holds == 0; }
   std::uint32_t holds(Slot s) const { return s < table_.size() ? table_[s].holds : 0; }
   const CoreSlot& slot(Slot s) const { return table_[s]; }
 
   // The request the next Hold, Acquire and Admit calls serve.
   void SetReferrer(const Referrer& referrer) { order_->SetReferrer(referrer); }
+  // belady without an oracle: the next use of the page the next Hold or Admit is for.
+  void SetNextUse(std::uint64_t next_use) { order_->SetNextUse(next_use); }
   // A reference that holds: a hit. REQUIRES: s came from Find or Acquire.
-  void Hold(Slot s);
+  void Hold(Slot s) {
+    CoreSlot& x = table_[s];
+    if (x.holds == 0) {
+      if (x.in_order) order_->Remove(s);
+      if (x.has_page) --free_with_page_;
+      ++held_;
+    }
+    ++x.holds;
+    order_->Hit(s);
+  }
   // A hit that does not keep the page: Hold then Release.
   void Reference(Slot s) {
     Hold(s);
     Release(s);
   }
   // Drops one hold; false (nothing changes) when s is not a held slot.
-  bool Release(Slot s);
+  bool Release(Slot s) {
+    if (s >= table_.size() || table_[s].holds == 0) return false;
+    CoreSlot& x = table_[s];
+    if (--x.holds != 0) return true;
+    --held_;
+    if (x.has_page) {
+      ++free_with_page_;
+      order_->Add(s);
+    } else if (order_->TakesEmpty()) {
+      order_->Add(s);
+    } else {
+      empty_.push_back(s);
+    }
+    return true;
+  }
   // Releases each slot, last first (a request releases its tail first).
   void ReleaseAll(std::span<const Slot> slots) {
     for (std::size_t i = slots.size(); i-- > 0;) Release(slots[i]);
   }
   // A slot held once and carrying no page id: a free empty one, else a never-used
   // one, else the victim (its page dropped); kNoSlot when every slot is held.
-  Slot Acquire();
+  Slot Acquire() {
+    Slot s;
+    if (!empty_.empty()) {
+      s = empty_.back();
+      empty_.pop_back();
+    } else if (table_.size() < slots_) {
+      s = static_cast<Slot>(table_.size());
+      table_.emplace_back();
+    } else if (order_->size() > 0) {
+      s = order_->Pop();
+      if (table_[s].has_page) {
+        --free_with_page_;
+        DropPage(s);
+      }
+    } else {
+      return kNoSlot;  // every slot is held
+    }
+    table_[s].holds = 1;
+    ++held_;
+    return s;
+  }
   // Acquire for a slot that will carry `page` (Admit next): the order sees the page
   // first. REQUIRES: Find(page) == kNoSlot.
-  Slot AcquireFor(PageId page);
+  Slot AcquireFor(PageId page) {
+    if (Obtainable() == 0) return kNoSlot;
+    order_->Incoming(page);
+    return Acquire();
+  }
   // A new admission's epoch (fifo's order, OrderKey).
   std::uint64_t NewEpoch() { return order_->NewEpoch(); }
   // fifo's order: the key of page k of a request admitted at `epoch` (tail first).
@@ -222,37 +306,71 @@ class PolicyCore {
   // Gives held slot s (from AcquireFor(page)) its page id; parent: the slot of the
   // previous prompt page (kNoSlot for the first); the page is page `index` of a
   // request admitted at `epoch`. REQUIRES: Find(page) == kNoSlot.
-  void Admit(Slot s, PageId page, Slot parent, std::uint64_t epoch, std::uint64_t index);
+  void Admit(Slot s, PageId page, Slot parent, std::uint64_t epoch, std::uint64_t index) {
+    CoreSlot& x = table_[s];
+    x.key = OrderKey(epoch, index);
+    x.page = page;
+    x.has_page = true;
+    map_.Insert(page, s);
+    ++resident_;
+    ++page_version_;
+    if (tree_ && parent != kNoSlot) {
+      x.parent = parent;
+      ++table_[parent].children;
+    }
+    order_->Filled(s);
+  }
 
-  std::size_t MemoryBytes() const;
+  std::size_t MemoryBytes() const {
+    return table_.capacity() * sizeof(CoreSlot) + empty_.capacity() * sizeof(Slot) + map_.MemoryBytes() +
+           order_->MemoryBytes();
+  }
   // The slots (pages, holds, tree), then the order's state.
   void Serialize(std::vector<std::uint8_t>* out) const;
   // REQUIRES: fresh. False on malformed bytes (then discard the core).
   bool Deserialize(std::span<const std::uint8_t>* in);
 
  private:
-  void DropPage(Slot s);
+  static std::unique_ptr<Order> MakeOrder(const CoreOptions& options, std::vector<CoreSlot>* table) {
+    if constexpr (std::is_same_v<Order, EvictionOrder>) {
+      return policy_internal::MakeEvictionOrder(options, table);
+    } else {
+      return std::make_unique<Order>(options, table);
+    }
+  }
+  void DropPage(Slot s) {
+    CoreSlot& x = table_[s];
+    map_.Erase(x.page);
+    x.has_page = false;
+    --resident_;
+    ++page_version_;
+    if (tree_ && x.parent != kNoSlot) {
+      const Slot parent = x.parent;
+      --table_[parent].children;
+      x.parent = kNoSlot;
+      order_->MaybeLeaf(parent);
+    }
+  }
 
   std::uint64_t slots_;
-  std::vector<CoreSlot> table_;           // grows up to slots_ (never-used slots are not materialized)
-  std::unique_ptr<EvictionOrder> order_;  // over table_
+  std::vector<CoreSlot> table_;   // grows up to slots_ (never-used slots are not materialized)
+  std::unique_ptr<Order> order_;  // over table_
   bool tree_;
   std::vector<Slot> empty_;  // free slots with no page id (not under vllm)
   PageMap map_;
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
 };
 
+// Serialize and Deserialize are in curve/policy_core_serialize.h, instantiated
+// for EvictionOrder in curve/policy_core.cc and for a concrete order in its file.
+extern template class BasicPolicyCore<EvictionOrder>;
+using PolicyCore = BasicPolicyCore<EvictionOrder>;
+
 // Whether `kind` has an eviction order in the core (every policy does; the
-// simulator and PolicyCacheOverCore refuse one that does not).
+// simulator refuses one that does not).
 bool HasCore(PolicyKind kind);
 // A core for `options`; an error naming the option when it is invalid.
 base::Result<std::unique_ptr<PolicyCore>> MakePolicyCore(const CoreOptions& options);
-
-// A PolicyCache (curve/policy.h) that drives a PolicyCore: the prefix rule, then
-// each page in touch order referenced (a hit) or admitted (a miss), nothing held
-// across requests. What replay and the canaries run for a policy registered without
-// a PolicyCache of its own.
-std::unique_ptr<PolicyCache> MakePolicyCacheOverCore(const PolicyOptions& options);
 
 }  // namespace kvwatch::curve
 

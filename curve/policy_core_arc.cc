@@ -1,5 +1,9 @@
 // The core's arc order (curve/policy_core.h): ARC (Megiddo and Modha, FAST 2003)
-// as curve/policy_arc.cc defines it, mirrored over the pool.
+// as curve/policy_arc.cc defines it, mirrored over the pool. Replay and the
+// canaries keep their own ArcCache (curve/policy_arc.cc): driven through the core,
+// every eviction and every ghost hit moves an id between two hash maps (the core's
+// pages, this order's ghosts) where ArcCache's one directory map only relinks it,
+// which made replay's arc 0.5x as fast (bench/policy_bench, VsLibCacheSim).
 //
 // The pool's cached blocks, held or free, are ARC's resident pages, each in T1
 // (referenced once since it entered the directory) or T2 (at least twice); the
@@ -33,6 +37,7 @@
 #include "curve/index_list.h"
 #include "curve/page_map.h"
 #include "curve/policy_core.h"
+#include "curve/policy_core_cache.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve::policy_internal {
@@ -41,8 +46,8 @@ namespace {
 
 class ArcOrder final : public EvictionOrder {
  public:
-  ArcOrder(std::vector<CoreSlot>* blocks, std::uint64_t pool_blocks)
-      : blocks_(*blocks), c_(std::max<std::uint64_t>(1, pool_blocks)) {}
+  ArcOrder(const CoreOptions& options, std::vector<CoreSlot>* blocks)
+      : blocks_(*blocks), c_(std::max<std::uint64_t>(1, options.slots)) {}
 
   void Incoming(PageId page) override {
     const double c = static_cast<double>(c_);
@@ -122,6 +127,9 @@ class ArcOrder final : public EvictionOrder {
   }
 
   std::uint64_t size() const override { return free_[kT1].size() + free_[kT2].size(); }
+  std::size_t MemoryBytes() const override {
+    return ghosts_.capacity() * sizeof(Ghost) + spare_.capacity() * sizeof(std::uint32_t) + ghost_map_.MemoryBytes();
+  }
 
  private:
   enum : std::uint32_t { kT1 = 0, kT2 = 1, kB1 = 0, kB2 = 1 };
@@ -171,7 +179,7 @@ class ArcOrder final : public EvictionOrder {
 }  // namespace
 
 std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
-  return std::make_unique<ArcOrder>(slots, options.slots);
+  return NewOrder<ArcOrder>(options, slots);
 }
 
 }  // namespace kvwatch::curve::policy_internal

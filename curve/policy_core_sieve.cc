@@ -1,8 +1,9 @@
 // sieve: SIEVE (Zhang, Yang, Yue, Vigfusson and Rashmi, "SIEVE is Simpler than
 // LRU: an Efficient Turn-Key Eviction Algorithm for Web Caches", NSDI 2024,
 // Algorithm 1), as an eviction order of the core (curve/policy_core.h). The
-// first policy added by the recipe of docs/architecture.md: this file and one row
-// in kPolicyTable; replay, the canaries and the simulator run it through the core.
+// first policy added by the recipe of docs/architecture.md: this file (the order
+// and its two one-line factories) and one row in kPolicyTable; replay, the
+// canaries and the simulator run it through the core.
 //
 // The paper: one FIFO queue of the cached objects, each with a visited bit, and a
 // hand. A hit sets the bit and moves nothing. A miss inserts the object at the head
@@ -27,6 +28,7 @@
 #include "base/byte_io.h"
 #include "curve/index_list.h"
 #include "curve/policy_core.h"
+#include "curve/policy_core_cache.h"
 #include "curve/policy_internal.h"
 
 namespace kvwatch::curve::policy_internal {
@@ -35,7 +37,7 @@ namespace {
 
 class SieveOrder final : public EvictionOrder {
  public:
-  explicit SieveOrder(std::vector<CoreSlot>* slots) : slots_(*slots) {}
+  SieveOrder(const CoreOptions&, std::vector<CoreSlot>* slots) : slots_(*slots) {}
 
   void Filled(Slot s) override {
     slots_[s].freq = 0;
@@ -101,8 +103,9 @@ class SieveOrder final : public EvictionOrder {
 
 }  // namespace
 
-std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions&, std::vector<CoreSlot>* slots) {
-  return std::make_unique<SieveOrder>(slots);
+std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
+  return NewOrder<SieveOrder>(options, slots);
 }
+std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options) { return NewCoreCache<SieveOrder>(options); }
 
 }  // namespace kvwatch::curve::policy_internal

@@ -55,15 +55,19 @@ void PrefetchHead(const Map& map, std::span<const PageId> pages) {
   for (std::size_t i = 0; i < std::min(pages.size(), kPrefetchAhead); ++i) map.Prefetch(pages[i]);
 }
 
-// LeadingResident over a map with Find and Prefetch (PageMap), the lookups
-// prefetched ahead so that their cache misses overlap.
+// Whether a Find answered: PageMap's pointer, or the core's slot.
+inline bool Found(const std::uint32_t* value) { return value != nullptr; }
+inline bool Found(Slot slot) { return slot != kNoSlot; }
+
+// LeadingResident over a map with Find and Prefetch (PageMap, a PolicyCore), the
+// lookups prefetched ahead so that their cache misses overlap.
 template <typename Map>
 std::uint32_t LeadingResidentIn(const Map& map, std::span<const PageId> pages) {
   PrefetchHead(map, pages);
   std::uint32_t hits = 0;
   for (std::size_t i = 0; i < pages.size(); ++i) {
     PrefetchAhead(map, pages, i, TouchOrder::kHeadFirst);
-    if (map.Find(pages[i]) == nullptr) break;
+    if (!Found(map.Find(pages[i]))) break;
     ++hits;
   }
   return hits;
@@ -95,7 +99,14 @@ class SlotPool {
 };
 
 // The factories MakePolicyCache dispatches to, one per file (options checked).
-std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);  // lru, fifo, lfu, priority, belady
+// The policies whose replay cache drives the core (curve/policy_core_cache.h)
+// make it in their order's file: MakeListCache (lru, fifo), MakeKeyedCache (lfu,
+// belady), MakePriorityCache, MakeWorkloadAwareCache, MakeSieveCache. The others have a
+// replay simulation of their own (curve/policy.cc says why).
+std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);
+std::unique_ptr<PolicyCache> MakePriorityCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeWorkloadAwareCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeS3FifoCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeArcCache(const PolicyOptions& options);
@@ -110,12 +121,14 @@ using OrderFactory = std::unique_ptr<EvictionOrder> (*)(const CoreOptions& optio
 std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeKeyedOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakePriorityOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeSieveOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 
 // The registry (curve/policy.cc, kPolicyTable): one row per policy. `cache` makes
-// its replay/canary simulation; null: MakePolicyCacheOverCore, the core driven by
-// the prefix rule. `order` makes its eviction order in the core (the replica's).
+// its replay/canary simulation (for a policy that lives in the core alone:
+// NewCoreCache<its order>, curve/policy_core_cache.h); `order` makes its eviction
+// order for the replica's core (NewOrder<its order>).
 using CacheFactory = std::unique_ptr<PolicyCache> (*)(const PolicyOptions& options);
 struct PolicyEntry {
   PolicyKind kind;
@@ -124,8 +137,6 @@ struct PolicyEntry {
   OrderFactory order;
 };
 const PolicyEntry& Registered(PolicyKind kind);
-// The order of options.kind over `slots`. REQUIRES: Registered(kind).order.
-std::unique_ptr<EvictionOrder> MakeEvictionOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 
 // A min-heap of (key, tie, slot, version) entries with lazy deletion: the caller's
 // valid(entry) says whether an entry is live (typically: its slot is in the order
@@ -155,6 +166,21 @@ class LazyHeap {
       }
     }
     return kNoSlot;
+  }
+  std::size_t MemoryBytes() const { return heap_.capacity() * sizeof(Entry); }
+  // The top entry once invalid ones are popped off; null when none is valid.
+  template <typename Valid>
+  const Entry* TopValid(Valid&& valid) {
+    while (!heap_.empty() && !valid(heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      heap_.pop_back();
+    }
+    return heap_.empty() ? nullptr : &heap_.front();
+  }
+  // Calls fn(entry) for every entry, stale or not, in no particular order.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const Entry& e : heap_) fn(e);
   }
   // Drops stale entries when they outnumber live ones.
   template <typename Valid>

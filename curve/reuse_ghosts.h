@@ -1,5 +1,5 @@
-// Workload-aware eviction's bookkeeping, shared by the prefix-cache policy
-// (curve/policy_workload_aware.cc) and the core's order (curve/policy_core_keyed.cc):
+// Workload-aware eviction's bookkeeping, used by its order in the policy core
+// (curve/policy_core_keyed.cc):
 //   ReuseStats  per category, the references, the reuses and the sum of their
 //               intervals, and the score that ranks a category's oldest block;
 //   GhostList   the last `limit` blocks evicted with the reference time and

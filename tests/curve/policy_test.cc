@@ -126,8 +126,21 @@ struct SimpleResult {
   std::vector<std::uint32_t> preemptions;
 };
 
+// A trace whose requests' priorities are replaced (size and At as StoredTrace's).
+struct WithPriorities {
+  const StoredTrace& trace;
+  std::vector<std::int32_t> priority;
+  std::size_t size() const { return trace.size(); }
+  SimRequest At(std::size_t i) const {
+    SimRequest r = trace.At(i);
+    r.priority = priority[i];
+    return r;
+  }
+};
+
 // One list of entries; the victim is the entry with the smallest (hi, lo).
-SimpleResult SimpleKeyed(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap, TouchOrder order) {
+template <typename Trace>
+SimpleResult SimpleKeyed(const Trace& trace, PolicyKind kind, std::uint64_t cap, TouchOrder order) {
   struct E {
     PageId page;
     std::uint64_t hi, lo, freq;
@@ -619,7 +632,8 @@ SimpleResult Simple(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap
   }
 }
 
-SimpleResult Fast(const StoredTrace& trace, PolicyKind kind, std::uint64_t cap, TouchOrder order,
+template <typename Trace>
+SimpleResult Fast(const Trace& trace, PolicyKind kind, std::uint64_t cap, TouchOrder order,
                   std::uint32_t s3fifo_promotion_hits = 1) {
   PolicyOptions o;
   o.kind = kind;
@@ -671,6 +685,32 @@ TEST(PolicyTest, EveryPolicyEqualsItsSimpleImplementation) {
         // The traces tell the policies apart, and vllm preempts at small sizes.
         EXPECT_GE(totals[20].size(), 4u);
         EXPECT_GT(preemptions[3], 0u);
+      }
+    }
+  }
+}
+
+// priority keeps one list per level and prunes its empty levels when it has 64
+// (curve/policy_core_keyed.cc): with 150 levels, negative ones among them, which
+// empty and come back, it still equals the simple implementation.
+TEST(PolicyTest, PriorityWithManyLevelsEqualsItsSimpleImplementation) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const auto requests = RandomTrace({seed, 400, false, false});
+    for (TouchOrder order : {TouchOrder::kTailFirst, TouchOrder::kHeadFirst}) {
+      const Prepared p = Prepare(requests, order, LifetimeOptions{});
+      WithPriorities trace{p.trace, {}};
+      std::mt19937_64 rng(seed);
+      for (std::size_t i = 0; i < p.trace.size(); ++i)
+        trace.priority.push_back(static_cast<std::int32_t>(rng() % 150) - 75);
+      for (std::uint64_t cap : {1u, 3u, 8u, 20u, 60u, 400u}) {
+        SCOPED_TRACE("cap " + std::to_string(cap) + " seed " + std::to_string(seed) +
+                     (order == TouchOrder::kTailFirst ? " tail-first" : " head-first"));
+        const SimpleResult fast = Fast(trace, PolicyKind::kPriority, cap, order);
+        ASSERT_EQ(fast.hits, SimpleKeyed(trace, PolicyKind::kPriority, cap, order).hits);
+        // Against lru: the priorities decide.
+        if (cap == 20) {
+          EXPECT_NE(fast.hits, Fast(p.trace, PolicyKind::kLru, cap, order).hits);
+        }
       }
     }
   }
