@@ -20,7 +20,7 @@ set(KVWATCH_TEST_UNITY_GROUPS
   "collectors/engine_log_collector_test.cc collectors/engine_log_parser_test.cc collectors/file_tailer_test.cc collectors/file_tailer_torture_test.cc collectors/kv_event_tracker_test.cc collectors/kv_events_fleet_test.cc collectors/trace_reader_test.cc"
   "curve/hybrid_engine_test.cc curve/kv_load_test.cc curve/policy_core_test.cc curve/policy_test.cc curve/sampled_engine_test.cc curve/sliding_windows_test.cc curve/tiers_test.cc"
   "curve/bucketed_curve_test.cc curve/knee_test.cc curve/policy_checkpoint_test.cc curve/request_classes_test.cc curve/sizing_test.cc curve/tenants_test.cc"
-  "sim/admission_test.cc sim/latency_samples_test.cc sim/replica_curve_test.cc sim/replica_policy_test.cc sim/replica_test.cc sim/time_model_test.cc"
+  "sim/admission_test.cc sim/latency_samples_test.cc sim/replica_order_test.cc sim/replica_policy_test.cc sim/replica_test.cc sim/time_model_test.cc"
   "alerts/alerts_capacity_miss_share_test.cc alerts/alerts_format_test.cc"
   "alerts/alerts_alerter_test.cc alerts/alerts_checkpoint_test.cc"
   "config/agent_config_test.cc config/model_choice_test.cc"
