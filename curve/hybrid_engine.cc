@@ -39,6 +39,20 @@ std::uint64_t TreePrefix(const std::vector<std::uint64_t>& tree, std::uint32_t e
 
 }  // namespace
 
+base::Status ValidatePoolShares(const std::vector<std::uint64_t>& shares, std::size_t groups) {
+  if (shares.size() != groups) {
+    return base::Status::Error("pool shares: one per KV cache group, " + std::to_string(groups) + " groups but " +
+                               std::to_string(shares.size()) + " shares");
+  }
+  for (std::uint64_t w : shares) {
+    if (w == 0 || w > kMaxPoolShare) {
+      return base::Status::Error("pool shares must be 1 to " + std::to_string(kMaxPoolShare) + ", got " +
+                                 std::to_string(w));
+    }
+  }
+  return base::Status::Ok();
+}
+
 base::Status ValidateHybridOptions(const HybridEngineOptions& o) {
   if (o.groups.empty() || o.groups.size() > 255) {
     return base::Status::Error("a hybrid model needs 1 to 255 KV cache groups, got " + std::to_string(o.groups.size()));
@@ -56,16 +70,7 @@ base::Status ValidateHybridOptions(const HybridEngineOptions& o) {
     }
   }
   if (!o.pool_shares.empty()) {
-    if (o.pool_shares.size() != o.groups.size()) {
-      return base::Status::Error("pool shares: one per KV cache group, " + std::to_string(o.groups.size()) +
-                                 " groups but " + std::to_string(o.pool_shares.size()) + " shares");
-    }
-    for (std::uint64_t w : o.pool_shares) {
-      if (w == 0 || w > kMaxPoolShare) {
-        return base::Status::Error("pool shares must be 1 to " + std::to_string(kMaxPoolShare) + ", got " +
-                                   std::to_string(w));
-      }
-    }
+    if (base::Status s = ValidatePoolShares(o.pool_shares, o.groups.size()); !s.ok()) return s;
     if (o.max_bytes != 0) return base::Status::Error("split pools need an unbounded engine (max_bytes 0)");
   }
   if (o.max_bytes != 0) {

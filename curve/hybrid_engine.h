@@ -132,6 +132,8 @@ struct HybridEngineOptions {
 base::Status ValidateHybridOptions(const HybridEngineOptions& options);
 // The largest pool share accepted (so that D * W stays far inside 128 bits).
 inline constexpr std::uint64_t kMaxPoolShare = 1'000'000;
+// Ok when there is one share per group, each in [1, kMaxPoolShare].
+base::Status ValidatePoolShares(const std::vector<std::uint64_t>& shares, std::size_t groups);
 
 // The hybrid options of a model spec with groups, sized per rank.
 base::Result<HybridEngineOptions> HybridOptionsFor(const ModelSpec& spec, int tensor_parallel,

@@ -116,10 +116,7 @@ Status ResolveModelSizing(const ReplayOptions& o, std::uint64_t page_tokens, Res
     if (o.hybrid_check) {
       return OptionError("--hybrid-pool-shares", "cannot go with --hybrid-check, which simulates vLLM's one pool");
     }
-    curve::HybridEngineOptions check;
-    check.groups.resize(r->hybrid_model->groups.size(), curve::HybridGroup{.page_bytes = 1});
-    check.pool_shares = o.hybrid_pool_shares;
-    if (base::Status s = curve::ValidateHybridOptions(check); !s.ok()) {
+    if (base::Status s = curve::ValidatePoolShares(o.hybrid_pool_shares, r->hybrid_model->groups.size()); !s.ok()) {
       return OptionError("--hybrid-pool-shares", s.error());
     }
     r->hybrid_pool_shares = o.hybrid_pool_shares;
