@@ -16,19 +16,23 @@
 // timestamps) first finishes every running request.
 //
 // sglang follows SGLang's RadixCache (sgl-project/sglang
-// python/sglang/srt/mem_cache/radix_cache.py, v0.4): one node per page, a page's
+// python/sglang/srt/mem_cache/radix_cache.py): one node per page, a page's
 // parent the page before it in the request that admitted it (the core's tree);
 // only leaves nobody holds are evicted, the least recently released first. A
 // request holds its resident pages on arrival (inc_lock_ref), and before it
-// allocates, the pages it lacks and its generated pages are evicted for up front
-// (the scheduler's evict(num_tokens) before alloc). Its generated pages are cached
+// allocates, what the free slots lack for the pages it lacks and its generated
+// pages is evicted up front (ScheduleBatch, python/sglang/srt/managers/
+// schedule_batch.py, evicts from the tree before it allocates; its
+// _evict_tree_cache_if_needed asks evict(num_tokens) for the whole need when the
+// free slots fall short, which can evict a few leaves more than this model's
+// shortfall). Its generated pages are cached
 // with its path when it finishes (cache_finished_req), as pages no request can
 // find (PolicyCore::AdmitUnnamed), and its slots are released in the touch order.
 // When every other page is held, the pages that do not fit are not admitted and
 // the request counts as preempted (SGLang would hold it back in the queue).
 //
 // vllm follows vLLM V1's block pool (vllm-project/vllm vllm/v1/core/block_pool.py
-// and kv_cache_manager.py, v0.8): a request's cached pages are referenced on
+// and kv_cache_manager.py): a request's cached pages are referenced on
 // arrival (touch: ref_cnt + 1, out of the free queue); each page it lacks and each
 // generated page takes a block from the free queue's head (never-used blocks
 // first), evicting the cached page that block held. A request that finishes
