@@ -3,13 +3,14 @@
 // family: curve/policy_core_lists.cc (lru, vllm, fifo, sglang, s3fifo),
 // policy_core_keyed.cc (lfu, priority, belady, workload-aware),
 // policy_core_arc.cc, policy_core_sieve.cc. Replay and the canaries drive that
-// same order (CoreCache, curve/policy_core_cache.h, made in the order's file) for
-// every policy but four whose replay simulation is still its own:
-// curve/policy_s3fifo.cc (S3-FIFO over all resident pages at a fixed capacity,
-// which the core's order over free blocks does not reproduce),
-// curve/policy_lifetime.cc (sglang and vllm, which model running requests) and
-// curve/policy_arc.cc (the core's arc gives the same hits but moves every evicted
-// id between two hash maps, half as fast: curve/policy_core_arc.cc).
+// same order, made in the order's file: CoreCache (curve/policy_core_cache.h) for
+// most, and for sglang and vllm their lifetime model (curve/policy_lifetime.h),
+// whose running requests hold their slots in the core. Two policies still have a
+// replay simulation of their own: curve/policy_s3fifo.cc (S3-FIFO over all
+// resident pages at a fixed capacity, which the core's order over free blocks does
+// not reproduce) and curve/policy_arc.cc (the core's arc gives the same hits but
+// moves every evicted id between two hash maps, half as fast:
+// curve/policy_core_arc.cc).
 #include "curve/policy.h"
 
 #include <algorithm>

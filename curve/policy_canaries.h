@@ -69,13 +69,12 @@ class PolicyCanaries {
   // options), the request classifier, then per canary its lifetime totals and its
   // cache (PolicyCache::Serialize: the logical content, rebuilt on restore), and
   // the windows' slices and clock. Per resident page: 32 bytes (lfu, priority),
-  // 28 (workload-aware, plus 20 a ghost), 21 (sglang), 9 (s3fifo, plus 8 a ghost;
-  // vllm, per block), 8 (arc, and 8 a ghost); per slot of its core: 35 (lru,
-  // sieve), 31 (fifo);
-  // 4 bytes per page a running request holds;
+  // 28 (workload-aware, plus 20 a ghost), 9 (s3fifo, plus 8 a ghost), 8 (arc, and
+  // 8 a ghost); per slot of its core: 35 (lru, sieve, vllm), 31 (fifo, sglang);
+  // 4 bytes per page a running request holds (sglang, vllm);
   // 40 per (window slice, canary); 12 per chain the classifier remembers (none
   // unless uses_class(); chains in a checkpoint are then dropped on restore). E.g.
-  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 1.5 MB.
+  // lru and vllm at 10,000 and 20,000 pages, full, two windows: 2.1 MB.
   void Serialize(std::vector<std::uint8_t>* out) const;
   // Consumes what Serialize wrote. True: this object now behaves exactly as the
   // one that wrote it did at that moment (same totals, windows and future hits).

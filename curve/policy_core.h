@@ -1,9 +1,12 @@
 // PolicyCore: one cache of N slots under an eviction policy, which knows which of
 // its pages are held. The one eviction order of kvwatch's simulations: the
-// simulated replica's KV pool (sim/replica.cc) is a PolicyCore, and the policies
-// whose replay cache drives the core (CoreCache, curve/policy_core_cache.h: lru,
-// fifo, lfu, priority, belady, workload-aware, sieve) run in `kvwatch replay --policy`, the live canaries and `kvwatch
-// simulate` from this one implementation.
+// simulated replica's KV pool (sim/replica.cc) is a PolicyCore; replay's and the
+// canaries' caches drive a core too: CoreCache (curve/policy_core_cache.h: lru,
+// fifo, lfu, priority, belady, workload-aware, sieve) one page at a time, and the
+// lifetime model of sglang and vllm (curve/policy_lifetime.h) with its running
+// requests holding their slots until they finish. So `kvwatch replay --policy`, the
+// live canaries and `kvwatch simulate` run each of those orders from this one
+// implementation.
 //
 // A slot is a KV block (the replica) or a page (replay). It is
 //   held       its hold count is nonzero (running requests use it): NEVER a victim;
@@ -24,11 +27,16 @@
 //   release    Release(s): one hold dropped; at zero s becomes a candidate (or an
 //              empty free slot).
 //   victim     chosen inside Acquire/AcquireFor when no empty slot is left, among
-//              the free slots with a page only; its page id is dropped (Find no
-//              longer answers it).
+//              the free slots with a page only (sglang: the free leaves);
+//              its page id is dropped (Find no longer answers it). EvictOne() drops
+//              a victim's page ahead of the admissions that need its slot (sglang's
+//              lifetime model: SGLang evicts before it allocates).
+//   unnamed    Acquire() then AdmitUnnamed(s, parent): a page the input cannot
+//              name (sglang's generated pages) takes the slot like a page, is
+//              evicted like one, and is never found.
 // When every slot is held, Acquire/AcquireFor return kNoSlot and change nothing:
 // the caller learns it and decides (the replica checks Obtainable() first and
-// preempts a running request; a lifetime model would count a preemption).
+// preempts a running request; the lifetime model counts a preemption).
 // Release of a slot that is not held, or not a slot, returns false and changes
 // nothing (a caller's bug made visible, never a negative count). Holding a slot
 // twice needs two releases.
@@ -89,7 +97,8 @@ struct CoreSlot {
   std::uint8_t freq = 0;      // s3fifo: hits, at most 3; sieve: the visited bit
   bool in_main = false;       // s3fifo: in the main queue; arc: in T2
   std::uint8_t category = 0;  // workload-aware: the category of the last referrer (< 64)
-  bool has_page = false;      // carries a page id (in the page map)
+  bool has_page = false;      // carries a page (in the page map, unless unnamed)
+  bool unnamed = false;       // its page has no id (AdmitUnnamed): never in the page map
   bool in_order = false;      // a candidate in the EvictionOrder
 };
 
@@ -128,7 +137,9 @@ class EvictionOrder {
   virtual void Add(Slot s) = 0;
   // Slot s, free and in the order, is held again.
   virtual void Remove(Slot s) = 0;
-  // The victim, taken out of the order. REQUIRES: size() > 0.
+  // The victim, taken out of the order. REQUIRES: size() > 0. kNoSlot (nothing
+  // changes) only when no candidate can be taken now: sglang's, when every free
+  // node has a held descendant.
   virtual Slot Pop() = 0;
   // Candidates in the order.
   virtual std::uint64_t size() const = 0;
@@ -209,6 +220,8 @@ class BasicPolicyCore {
 
   std::uint64_t slots() const { return slots_; }
   // Slots Acquire can give now: never used, free empty, and candidates.
+  // (sglang: at most; a free node with a held descendant counts but cannot be taken
+  // yet, and Acquire then returns kNoSlot.)
   std::uint64_t Obtainable() const { return (slots_ - table_.size()) + empty_.size() + order_->size(); }
   std::uint64_t held() const { return held_; }
   std::uint64_t free_with_page() const { return free_with_page_; }
@@ -276,14 +289,13 @@ class BasicPolicyCore {
     } else if (table_.size() < slots_) {
       s = static_cast<Slot>(table_.size());
       table_.emplace_back();
-    } else if (order_->size() > 0) {
-      s = order_->Pop();
+    } else {
+      s = order_->size() > 0 ? order_->Pop() : kNoSlot;
+      if (s == kNoSlot) return kNoSlot;  // every slot is held (or, sglang, no free leaf)
       if (table_[s].has_page) {
         --free_with_page_;
         DropPage(s);
       }
-    } else {
-      return kNoSlot;  // every slot is held
     }
     table_[s].holds = 1;
     ++held_;
@@ -295,6 +307,18 @@ class BasicPolicyCore {
     if (Obtainable() == 0) return kNoSlot;
     order_->Incoming(page);
     return Acquire();
+  }
+  // Evicts the next victim ahead of the admissions that will need its slot (SGLang
+  // evicts what a request needs before allocating it): its page is dropped and the
+  // slot becomes free and empty. False when there is no victim. REQUIRES: the
+  // order does not take empty slots (not vllm).
+  bool EvictOne() {
+    const Slot s = order_->size() > 0 ? order_->Pop() : kNoSlot;
+    if (s == kNoSlot) return false;
+    --free_with_page_;
+    DropPage(s);
+    empty_.push_back(s);
+    return true;
   }
   // A new admission's epoch (fifo's order, OrderKey).
   std::uint64_t NewEpoch() { return order_->NewEpoch(); }
@@ -321,6 +345,24 @@ class BasicPolicyCore {
     order_->Filled(s);
   }
 
+  // Gives held slot s (from Acquire) a page no request can find: a page the input
+  // cannot name that still takes its slot (sglang: a generated page, which SGLang
+  // caches with the request's path). Resident, and a candidate like any page once
+  // free; Find never answers it. parent: as for Admit. REQUIRES: the order reads
+  // no page ids (sglang, lru, vllm).
+  void AdmitUnnamed(Slot s, Slot parent) {
+    CoreSlot& x = table_[s];
+    x.page = 0;
+    x.has_page = true;
+    x.unnamed = true;
+    ++resident_;
+    if (tree_ && parent != kNoSlot) {
+      x.parent = parent;
+      ++table_[parent].children;
+    }
+    order_->Filled(s);
+  }
+
   std::size_t MemoryBytes() const {
     return table_.capacity() * sizeof(CoreSlot) + empty_.capacity() * sizeof(Slot) + map_.MemoryBytes() +
            order_->MemoryBytes();
@@ -340,10 +382,14 @@ class BasicPolicyCore {
   }
   void DropPage(Slot s) {
     CoreSlot& x = table_[s];
-    map_.Erase(x.page);
+    if (x.unnamed) {
+      x.unnamed = false;
+    } else {
+      map_.Erase(x.page);
+      ++page_version_;
+    }
     x.has_page = false;
     --resident_;
-    ++page_version_;
     if (tree_ && x.parent != kNoSlot) {
       const Slot parent = x.parent;
       --table_[parent].children;

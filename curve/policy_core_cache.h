@@ -5,8 +5,8 @@
 // pages at arrival are the hits), then each page in the touch order referenced
 // (resident: a hit for the order) or admitted (a slot acquired, the victim chosen
 // by the order), and released at once: in replay no request runs, so nothing
-// stays held. (sglang and vllm, which model running requests, drive the core in
-// curve/policy_lifetime.cc.)
+// stays held. (sglang and vllm, which model running requests, drive the core from
+// their lifetime model, LifetimeCache in curve/policy_lifetime.h.)
 //
 // The core is over the order's own final class, so the hooks are direct, inlined
 // calls: no virtual call per reference. An order's file instantiates it in its

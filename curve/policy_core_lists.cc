@@ -14,6 +14,7 @@
 #include "curve/policy_core.h"
 #include "curve/policy_core_cache.h"
 #include "curve/policy_internal.h"
+#include "curve/policy_lifetime.h"
 
 namespace kvwatch::curve::policy_internal {
 
@@ -161,45 +162,92 @@ class FifoOrder final : public EvictionOrder {
 };
 
 // sglang: the least recently released free leaf first (SGLang's radix cache evicts
-// the least recently used leaf; a node is a leaf when no cached block has it as
-// parent). Evicting a leaf may make its parent a leaf.
+// the least recently used leaf; a node is a leaf when no slot with a page has it as
+// parent). Evicting a leaf may make its parent a leaf. A free node with a held
+// descendant is a candidate that cannot be evicted yet: with no free leaf, Pop
+// has no victim.
 class SglangOrder final : public EvictionOrder {
  public:
-  explicit SglangOrder(std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
+  SglangOrder(const CoreOptions&, std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
   bool KeepsTree() const override { return true; }
   void Add(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    x.in_order = true;
-    x.key = ++seq_;
-    ++size_;
-    if (x.children == 0) heap_.Push({x.key, 0, b, x.version});
-    heap_.MaybeCompact(size_, [&](const LazyHeap::Entry& e) { return Valid(e); });
+    blocks_[b].key = ++seq_;
+    Enlist(b);
   }
   void Remove(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    x.in_order = false;
-    ++x.version;
+    blocks_[b].in_order = false;
     --size_;
   }
   void MaybeLeaf(std::uint32_t b) override {
     const CoreSlot& x = blocks_[b];
-    if (x.in_order && x.children == 0) heap_.Push({x.key, 0, b, x.version});
+    if (x.in_order && x.children == 0) Push({x.key, b});
   }
   std::uint32_t Pop() override {
-    const std::uint32_t b = heap_.PopValid([&](const LazyHeap::Entry& e) { return Valid(e); });
-    Remove(b);
-    return b;
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later);
+      const Leaf e = heap_.back();
+      heap_.pop_back();
+      if (Valid(e)) {
+        Remove(e.block);
+        return e.block;
+      }
+    }
+    return kNoSlot;
   }
   std::uint64_t size() const override { return size_; }
-  std::size_t MemoryBytes() const override { return heap_.MemoryBytes(); }
+  std::size_t MemoryBytes() const override { return heap_.capacity() * sizeof(Leaf); }
+
+  // The release clock; the keys are the slots' (the core writes them), and the
+  // candidates and the heap are rebuilt from the slots.
+  void SerializeOrder(std::vector<std::uint8_t>* out) const override { base::AppendPod(out, seq_); }
+  bool DeserializeOrder(std::span<const std::uint8_t>* in) override {
+    if (size_ != 0 || !base::ReadPod(in, &seq_)) return false;
+    std::vector<std::uint32_t> children(blocks_.size(), 0);
+    for (const CoreSlot& x : blocks_) {
+      if (x.parent == kNoSlot) continue;
+      if (!x.has_page || !blocks_[x.parent].has_page) return false;  // a page outlives its children
+      ++children[x.parent];
+    }
+    for (std::uint32_t b = 0; b < blocks_.size(); ++b) {
+      const CoreSlot& x = blocks_[b];
+      if (x.children != children[b] || (x.holds == 0 && x.has_page && x.key > seq_)) return false;
+      if (x.holds == 0 && x.has_page) Enlist(b);
+    }
+    return true;
+  }
 
  private:
-  bool Valid(const LazyHeap::Entry& e) const {
+  // A heap entry: a leaf's release key when pushed. Keys are unique (the release
+  // clock), so an entry is current while its slot is a free leaf with that key (a
+  // lazy heap with 16-byte entries compared by key alone: sglang's replay spent a
+  // quarter more time with LazyHeap's 24-byte entries).
+  struct Leaf {
+    std::uint64_t key;
+    std::uint32_t block;
+  };
+  static bool Later(const Leaf& a, const Leaf& b) { return a.key > b.key; }
+  bool Valid(const Leaf& e) const {
     const CoreSlot& x = blocks_[e.block];
-    return x.in_order && x.version == e.version && x.children == 0;
+    return x.in_order && x.key == e.key && x.children == 0;
+  }
+  void Push(const Leaf& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), Later);
+  }
+  // Slot b, with its key, becomes a candidate (in the heap if a leaf); stale
+  // entries are dropped when they outnumber the candidates.
+  void Enlist(std::uint32_t b) {
+    CoreSlot& x = blocks_[b];
+    x.in_order = true;
+    ++size_;
+    if (x.children == 0) Push({x.key, b});
+    if (heap_.size() > 2 * size_ + 1024) {
+      std::erase_if(heap_, [&](const Leaf& e) { return !Valid(e); });
+      std::make_heap(heap_.begin(), heap_.end(), Later);
+    }
   }
   std::vector<CoreSlot>& blocks_;
-  LazyHeap heap_;
+  std::vector<Leaf> heap_;  // candidate leaves, lazily validated
   std::uint64_t size_ = 0, seq_ = 0;
 };
 
@@ -341,7 +389,7 @@ std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::ve
     case PolicyKind::kFifo:
       return NewOrder<FifoOrder>(options, slots);
     case PolicyKind::kSglang:
-      return std::make_unique<SglangOrder>(slots);
+      return NewOrder<SglangOrder>(options, slots);
     case PolicyKind::kS3Fifo:
       return std::make_unique<S3FifoOrder>(slots, options.slots);
     default:
@@ -349,10 +397,18 @@ std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::ve
   }
 }
 
-// lru and fifo in replay and the canaries (sglang, vllm: curve/policy_lifetime.cc;
-// s3fifo: curve/policy_s3fifo.cc).
+// lru and fifo in replay and the canaries (s3fifo: curve/policy_s3fifo.cc).
 std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options) {
   return options.kind == PolicyKind::kFifo ? NewCoreCache<FifoOrder>(options) : NewCoreCache<ListOrder>(options);
+}
+
+// sglang and vllm in replay and the canaries: the lifetime model driving a core over
+// their order (curve/policy_lifetime.h).
+std::unique_ptr<PolicyCache> MakeSglangCache(const PolicyOptions& options) {
+  return NewLifetimeCache<SglangOrder>(options);
+}
+std::unique_ptr<PolicyCache> MakeVllmCache(const PolicyOptions& options) {
+  return NewLifetimeCache<ListOrder>(options);
 }
 
 }  // namespace kvwatch::curve::policy_internal

@@ -24,7 +24,7 @@ void BasicPolicyCore<Order>::Serialize(std::vector<std::uint8_t>* out) const {
     base::AppendPod(out, x.key);
     base::AppendPod(out, x.freq);
     base::AppendPod(out, x.category);
-    base::AppendPod<std::uint8_t>(out, (x.has_page ? 1 : 0) | (x.in_main ? 2 : 0));
+    base::AppendPod<std::uint8_t>(out, (x.has_page ? 1 : 0) | (x.in_main ? 2 : 0) | (x.unnamed ? 4 : 0));
   }
   base::AppendPod<std::uint64_t>(out, empty_.size());
   for (Slot s : empty_) base::AppendPod(out, s);
@@ -43,21 +43,22 @@ bool BasicPolicyCore<Order>::Deserialize(std::span<const std::uint8_t>* in) {
     std::uint8_t flags = 0;
     if (!base::ReadPod(in, &x.page) || !base::ReadPod(in, &x.holds) || !base::ReadPod(in, &x.parent) ||
         !base::ReadPod(in, &x.children) || !base::ReadPod(in, &x.key) || !base::ReadPod(in, &x.freq) ||
-        !base::ReadPod(in, &x.category) || !base::ReadPod(in, &flags) || flags > 3 ||
+        !base::ReadPod(in, &x.category) || !base::ReadPod(in, &flags) || flags > 7 || (flags & 5) == 4 ||
         (x.parent != kNoSlot && (!tree_ || x.parent >= n)) || (!tree_ && x.children != 0)) {
       return false;
     }
     x.has_page = (flags & 1) != 0;
     x.in_main = (flags & 2) != 0;
+    x.unnamed = (flags & 4) != 0;  // with a page (unnamed without a page is refused)
   }
   std::uint64_t free_empty = 0;
   for (Slot s = 0; s < n; ++s) {
     const CoreSlot& x = table_[s];
-    if (x.has_page) {
+    if (x.has_page && !x.unnamed) {
       if (map_.Find(x.page) != nullptr) return false;  // a page twice
       map_.Insert(x.page, s);
-      ++resident_;
     }
+    if (x.has_page) ++resident_;
     if (x.holds != 0) {
       ++held_;
     } else if (x.has_page) {

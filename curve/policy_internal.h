@@ -99,10 +99,12 @@ class SlotPool {
 };
 
 // The factories MakePolicyCache dispatches to, one per file (options checked).
-// The policies whose replay cache drives the core (curve/policy_core_cache.h)
-// make it in their order's file: MakeListCache (lru, fifo), MakeKeyedCache (lfu,
-// belady), MakePriorityCache, MakeWorkloadAwareCache, MakeSieveCache. The others have a
-// replay simulation of their own (curve/policy.cc says why).
+// The policies whose replay cache drives the core make it in their order's file:
+// CoreCache (curve/policy_core_cache.h) in MakeListCache (lru, fifo),
+// MakeKeyedCache (lfu, belady), MakePriorityCache, MakeWorkloadAwareCache,
+// MakeSieveCache; the lifetime model (curve/policy_lifetime.h) in MakeSglangCache
+// and MakeVllmCache (curve/policy_core_lists.cc). s3fifo and arc have a replay
+// simulation of their own (curve/policy.cc says why).
 std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);

@@ -245,6 +245,40 @@ TEST(PolicyCheckpointTest, EachPolicyCacheRestoresExactly) {
   }
 }
 
+// sglang and vllm: the running requests' holdings are written beside the core's
+// hold counts and must agree. The checkpoint ends with the newest request's last
+// held slot; naming another slot there leaves one slot held once too often and one
+// once too few, which a restore refuses (the untouched bytes restore).
+TEST(PolicyCheckpointTest, LifetimeHoldingsThatDisagreeWithTheCoreAreRefused) {
+  const std::vector<Request> stream = Stream(8, 400);
+  LifetimeOptions lifetime;
+  lifetime.decode_tokens_per_s = 20;
+  for (PolicyKind kind : {PolicyKind::kSglang, PolicyKind::kVllm}) {
+    PolicyOptions po;
+    po.kind = kind;
+    po.capacity = 64;
+    auto a = MakePolicyCache(po).value();
+    for (const Request& r : stream) {
+      SimRequest sim;
+      ApplyLifetime(r, r.timestamp_s, lifetime, &sim);
+      sim.pages = r.pages;
+      a->Process(sim);
+    }
+    ASSERT_FALSE(stream.back().pages.empty());
+    std::vector<std::uint8_t> bytes;
+    a->Serialize(&bytes);
+    std::span<const std::uint8_t> in(bytes);
+    EXPECT_TRUE(MakePolicyCache(po).value()->Deserialize(&in)) << PolicyName(kind);
+    std::uint32_t last = 0;
+    std::memcpy(&last, bytes.data() + bytes.size() - sizeof(last), sizeof(last));
+    ASSERT_LT(last, po.capacity) << PolicyName(kind);
+    const std::uint32_t other = last == 0 ? 1 : last - 1;
+    std::memcpy(bytes.data() + bytes.size() - sizeof(other), &other, sizeof(other));
+    in = std::span<const std::uint8_t>(bytes);
+    EXPECT_FALSE(MakePolicyCache(po).value()->Deserialize(&in)) << PolicyName(kind);
+  }
+}
+
 TEST(PolicyCheckpointTest, RefusesTruncatedBytesAndStaysUnchanged) {
   const std::vector<Request> stream = Stream(6, 300);
   Driver d(Options());
@@ -351,8 +385,8 @@ TEST(PolicyCheckpointTest, CorruptCacheBytesAreRefusedOrHarmless) {
   }
 }
 
-// The size the header documents: at most 32 bytes a resident page (lru; vllm: 9 a
-// block plus its running holdings), 40 per (window slice, canary), 12 per
+// The size the header documents: at most 35 bytes a resident page (lru and vllm, a
+// slot of their core; vllm plus 4 a running holding), 40 per (window slice, canary), 12 per
 // remembered chain. Two policies at capacities of 10,000 and 20,000 pages, full.
 // Canaries that never read the derived class (no workload-aware, no priority with
 // class rules) skip the classifier: the same totals as beside one that reads it,

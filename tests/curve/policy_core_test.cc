@@ -134,6 +134,68 @@ TEST(PolicyCoreTest, SglangEvictsALeafBeforeItsParent) {
   }
 }
 
+// sglang: a free node whose only child is held cannot be evicted before the child:
+// it is a candidate (Obtainable counts it) but no victim, so with every other slot
+// held the core gives none (kNoSlot, nothing changes) instead of taking it. Once
+// the child is released, the child goes first (a leaf), then the parent.
+TEST(PolicyCoreTest, SglangHasNoVictimWhileAFreeNodesChildIsHeld) {
+  auto core = Core(PolicyKind::kSglang, 2);
+  const Slot s1 = AdmitHeld(*core, 1);
+  const Slot s2 = core->AcquireFor(2);
+  core->Admit(s2, 2, s1, core->NewEpoch(), 1);
+  EXPECT_TRUE(core->Release(s1));  // free, but its child 2 is held
+  EXPECT_EQ(core->free_with_page(), 1u);
+  EXPECT_EQ(core->Obtainable(), 1u);
+  EXPECT_EQ(core->AcquireFor(3), kNoSlot);
+  EXPECT_EQ(core->Acquire(), kNoSlot);
+  EXPECT_FALSE(core->EvictOne());
+  EXPECT_EQ(core->Find(1), s1);
+  EXPECT_EQ(core->free_with_page(), 1u);
+  EXPECT_EQ(core->held(), 1u);
+  EXPECT_TRUE(core->Release(s2));
+  EXPECT_EQ(core->Obtainable(), 2u);
+  EXPECT_TRUE(core->EvictOne());  // 2, the leaf; 1 only after it
+  EXPECT_EQ(core->Find(2), kNoSlot);
+  EXPECT_NE(core->Find(1), kNoSlot);
+  EXPECT_EQ(core->Obtainable(), 2u);  // the emptied slot and 1
+  EXPECT_TRUE(core->EvictOne());
+  EXPECT_EQ(core->Find(1), kNoSlot);
+  EXPECT_EQ(core->resident(), 0u);
+  EXPECT_EQ(core->Obtainable(), 2u);
+  EXPECT_FALSE(core->EvictOne());
+}
+
+// An unnamed page (sglang's generated page, AdmitUnnamed) takes its slot and keeps
+// its parent from being a leaf like any page, is never found, and is evicted as a
+// leaf in release order; a checkpoint keeps it unnamed.
+TEST(PolicyCoreTest, AnUnnamedPageTakesASlotButIsNeverFound) {
+  auto core = Core(PolicyKind::kSglang, 3);
+  const Slot s1 = AdmitHeld(*core, 1);
+  const Slot g = core->Acquire();
+  core->AdmitUnnamed(g, s1);
+  EXPECT_EQ(core->resident(), 2u);
+  EXPECT_EQ(core->Find(0), kNoSlot);
+  EXPECT_TRUE(core->Release(g));
+  EXPECT_TRUE(core->Release(s1));
+  std::vector<std::uint8_t> bytes;
+  core->Serialize(&bytes);
+  auto restored = Core(PolicyKind::kSglang, 3);
+  std::span<const std::uint8_t> in(bytes);
+  ASSERT_TRUE(restored->Deserialize(&in));
+  EXPECT_TRUE(in.empty());
+  for (PolicyCore* c : {core.get(), restored.get()}) {
+    EXPECT_EQ(c->resident(), 2u);
+    EXPECT_EQ(c->Find(0), kNoSlot);
+    EXPECT_TRUE(c->Release(AdmitHeld(*c, 2)));  // the never-used slot
+    EXPECT_TRUE(c->EvictOne());                 // the unnamed leaf, released first
+    EXPECT_EQ(c->resident(), 2u);
+    EXPECT_NE(c->Find(1), kNoSlot);
+    EXPECT_TRUE(c->EvictOne());  // 1, a leaf now and released before 2
+    EXPECT_EQ(c->Find(1), kNoSlot);
+    EXPECT_NE(c->Find(2), kNoSlot);
+  }
+}
+
 TEST(PolicyCoreTest, BadOptionsNameTheOption) {
   EXPECT_NE(MakePolicyCore({PolicyKind::kLru, 0}).error().find("slots"), std::string::npos);
   EXPECT_NE(MakePolicyCore({PolicyKind::kBelady, 4}).error().find("future"), std::string::npos);

@@ -10,10 +10,12 @@
 //     it is processing to admit the next one, which a replica holding the request's
 //     KV cannot; how far that moves each policy is stated per policy below;
 //   - unlimited memory: nothing is evicted, so every policy's hit ratio is replay's.
-// s3fifo, sglang and vllm have a replay simulation of their own (curve/policy.cc
-// says why); for them only the unlimited-memory property is stated. arc's replay is
-// its own ArcCache too (for speed), the paper's algorithm that the core's order
-// mirrors: the properties hold for it as for the core-driven ones.
+// sglang and vllm drive the core from their lifetime model (curve/policy_lifetime.h):
+// replay's requests (no timestamps here) finish before the next arrives, so one at a
+// time the properties hold for them too. s3fifo has a replay simulation of its own
+// (curve/policy.cc says why); for it only the unlimited-memory property is stated.
+// arc's replay is its own ArcCache too (for speed), the paper's algorithm that the
+// core's order mirrors: the properties hold for it as for the core-driven ones.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -152,11 +154,12 @@ std::string Name(const ::testing::TestParamInfo<curve::PolicyKind>& info) {
   return name;
 }
 
-// The policies whose replay is their core order driven one page at a time (and arc).
+// The policies whose replay drives their core order (and arc).
 constexpr curve::PolicyKind kOneOrder[] = {curve::PolicyKind::kLru,      curve::PolicyKind::kFifo,
                                            curve::PolicyKind::kLfu,      curve::PolicyKind::kArc,
                                            curve::PolicyKind::kPriority, curve::PolicyKind::kWorkloadAware,
-                                           curve::PolicyKind::kBelady,   curve::PolicyKind::kSieve};
+                                           curve::PolicyKind::kBelady,   curve::PolicyKind::kSieve,
+                                           curve::PolicyKind::kSglang, curve::PolicyKind::kVllm};
 
 class ReplicaOrderTest : public ::testing::TestWithParam<curve::PolicyKind> {};
 
@@ -170,8 +173,10 @@ TEST_P(ReplicaOrderTest, OnePagePromptsOneAtATimeGiveReplaysHits) {
     EXPECT_GT(a.replay, 500u) << "capacity " << capacity;  // the trace does reuse
   }
   // The policy's own order decides here: lru's hits are not its (a key that is not
-  // read, or an order not driven, would pass the above as lru).
-  if (kind != curve::PolicyKind::kLru) {
+  // read, or an order not driven, would pass the above as lru). Not for sglang and
+  // vllm: with one-page prompts and no lifetimes they are lru (every page a leaf,
+  // the free queue lru's); PolicyTest tells them apart with overlapping lifetimes.
+  if (kind != curve::PolicyKind::kLru && kind != curve::PolicyKind::kSglang && kind != curve::PolicyKind::kVllm) {
     const auto reqs = KeyedTreeTrace(4000, 1, 40, 9);
     EXPECT_NE(ReplayHits(kind, 4, reqs), ReplayHits(curve::PolicyKind::kLru, 4, reqs));
   }
@@ -179,7 +184,9 @@ TEST_P(ReplicaOrderTest, OnePagePromptsOneAtATimeGiveReplaysHits) {
 
 // Longer prompts (up to 8 pages) one at a time. lru: the replica releases a request's
 // blocks tail first, so its prefix outlives its tail, as replay's tail-first touch
-// order does: equal at every capacity. priority with one level is lru. fifo, arc,
+// order does: equal at every capacity. priority with one level is lru. sglang and
+// vllm: replay's lifetime model holds the whole request while it runs and releases it
+// tail first, as the replica does: equal at every capacity too. fifo, arc,
 // lfu, workload-aware, belady, sieve: where a request is small against the pool (64
 // blocks) replay's evicting the request's own pages rarely matters: fewer than 5% of
 // the requests differ, the hits within 1% (fifo: 3% and 1% at 8, 20 and 64 blocks). (With 8 or 20 blocks they part:
@@ -191,7 +198,8 @@ TEST_P(ReplicaOrderTest, OnePagePromptsOneAtATimeGiveReplaysHits) {
 // (bounds 20% and 2%).
 TEST_P(ReplicaOrderTest, LongerPromptsOneAtATime) {
   const curve::PolicyKind kind = GetParam();
-  if (kind == curve::PolicyKind::kLru || kind == curve::PolicyKind::kPriority) {
+  if (kind == curve::PolicyKind::kLru || kind == curve::PolicyKind::kPriority || kind == curve::PolicyKind::kSglang ||
+      kind == curve::PolicyKind::kVllm) {
     for (std::uint64_t capacity : {8, 20, 64}) {
       auto reqs = KeyedTreeTrace(4000, 8, 4, 11 + capacity);
       for (ReplicaRequest& r : reqs) r.priority = 3;  // priority: one level

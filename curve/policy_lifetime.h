@@ -1,0 +1,263 @@
+// The lifetime model of the policies that model running requests, sglang and
+// vllm: which requests run, when each ends, and which of the core's slots each
+// holds. Their eviction orders are the core's (curve/policy_core.h; SglangOrder
+// and ListOrder in curve/policy_core_lists.cc, which instantiates LifetimeCache
+// over them): a running request holds its slots in the core, finishing or being
+// preempted releases them, and the victim is the order's, among unheld slots. Not
+// a public API.
+//
+// Lifetimes, common to both: a request runs from its arrival until its end
+// (SimRequest::end_s; an unknown end means it finishes before the next request
+// arrives), and while it runs it holds its prompt pages and output_pages more for
+// its generated tokens. Before each arrival at time t, every running request with
+// an end at or before t finishes, in order of end (then arrival). The trace cannot
+// say which later request would reuse generated tokens, so generated pages take
+// capacity but are never hit. A request with no arrival time (a trace without
+// timestamps) first finishes every running request.
+//
+// sglang follows SGLang's RadixCache (sgl-project/sglang
+// python/sglang/srt/mem_cache/radix_cache.py): one node per page, a page's
+// parent the page before it in the request that admitted it (the core's tree);
+// only leaves nobody holds are evicted, the least recently released first. A
+// request holds its resident pages on arrival (inc_lock_ref), and before it
+// allocates, what the free slots lack for the pages it lacks and its generated
+// pages is evicted up front (ScheduleBatch, python/sglang/srt/managers/
+// schedule_batch.py, evicts from the tree before it allocates; its
+// _evict_tree_cache_if_needed asks evict(num_tokens) for the whole need when the
+// free slots fall short, which can evict a few leaves more than this model's
+// shortfall). Its generated pages are cached
+// with its path when it finishes (cache_finished_req), as pages no request can
+// find (PolicyCore::AdmitUnnamed), and its slots are released in the touch order.
+// When every other page is held, the pages that do not fit are not admitted and
+// the request counts as preempted (SGLang would hold it back in the queue).
+//
+// vllm follows vLLM V1's block pool (vllm-project/vllm vllm/v1/core/block_pool.py
+// and kv_cache_manager.py): a request's cached pages are referenced on
+// arrival (touch: ref_cnt + 1, out of the free queue); each page it lacks and each
+// generated page takes a block from the free queue's head (never-used blocks
+// first), evicting the cached page that block held. A request that finishes
+// releases its blocks deepest (generated) first; when the free blocks do not cover
+// what an arriving request needs, running requests are preempted newest first (V1's
+// scheduler pops its running list), their blocks released the same way, each
+// counted; if the request still does not fit, it takes what is free and counts as
+// preempted itself. A preempted request is not run again. The touch order does not
+// apply: release order is vLLM's.
+//
+// Thread safety: none; one cache per thread.
+#ifndef KVWATCH_CURVE_POLICY_LIFETIME_H_
+#define KVWATCH_CURVE_POLICY_LIFETIME_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <queue>
+#include <span>
+#include <vector>
+
+#include "base/byte_io.h"
+#include "curve/policy.h"
+#include "curve/policy_core.h"
+#include "curve/policy_core_serialize.h"
+#include "curve/policy_internal.h"
+
+namespace kvwatch::curve::policy_internal {
+
+// Running requests: what each holds (core slots), by arrival order, and when each
+// ends.
+class RunningSet {
+ public:
+  struct Running {
+    double end = 0;
+    std::vector<Slot> slots;  // held slots, generated pages last
+  };
+
+  // Adds a request that arrived now; returns its record.
+  Running& Start(double end);
+  // Takes out the running request that ends first if it ends at or before t (any
+  // when t is NaN; ties to the earlier arrival) into *out; false when none does.
+  bool TakeFinished(double t, Running* out);
+  // Takes out the most recently started request into *out; false when none runs.
+  bool TakeNewest(Running* out);
+  std::size_t size() const { return running_.size(); }
+
+  // Checkpoint: the next order, then every running request (order, end, its held
+  // slots). The end heap is not written: it is rebuilt from the running requests.
+  void Serialize(std::vector<std::uint8_t>* out) const;
+  // Consumes what Serialize wrote; every slot must be below `slots`, and
+  // (*holdings)[slot] counts each holding. REQUIRES: nothing runs.
+  bool Deserialize(std::span<const std::uint8_t>* in, std::uint64_t slots, std::vector<std::uint32_t>* holdings);
+  std::size_t MemoryBytes() const;
+
+ private:
+  struct End {
+    double end;
+    std::uint64_t order;
+    bool operator>(const End& o) const { return end != o.end ? end > o.end : order > o.order; }
+  };
+  std::map<std::uint64_t, Running> running_;
+  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
+  std::uint64_t next_order_ = 0;
+};
+
+// When a request ends for its lifetime: an unknown end finishes before the next
+// arrival (-inf is at or before any time).
+double EndOf(const SimRequest& r);
+
+// sglang's (Order = SglangOrder) or vllm's (Order = ListOrder) replay and canary
+// cache: the lifetime model above driving a core over Order.
+template <class Order>
+class LifetimeCache final : public PolicyCache {
+ public:
+  explicit LifetimeCache(const PolicyOptions& options)
+      : options_(options),
+        sglang_(options.kind == PolicyKind::kSglang),
+        core_(CoreOptions{options.kind, options.capacity, nullptr}) {}
+
+  SimOutcome Process(const SimRequest& request) override {
+    while (running_.TakeFinished(request.arrival_s, &done_)) Release(done_);
+    // One lookup per page: the hits are the leading pages found, and every page
+    // found is held at once, so that nothing evicted below can be one of them.
+    const std::span<const PageId> pages = request.pages;
+    SimOutcome out;
+    found_.assign(pages.size(), kNoSlot);
+    out.hits = static_cast<std::uint32_t>(pages.size());
+    std::uint64_t missing = 0;
+    PrefetchHead(core_, pages);
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      PrefetchAhead(core_, pages, i, TouchOrder::kHeadFirst);
+      const Slot s = core_.Find(pages[i]);
+      if (s != kNoSlot) {
+        found_[i] = s;
+        core_.Hold(s);
+      } else {
+        if (missing == 0) out.hits = static_cast<std::uint32_t>(i);
+        ++missing;
+      }
+    }
+    // Duplicated missing pages take one slot; counting them twice only evicts or
+    // preempts a little early, in a case real engines do not produce.
+    const std::uint64_t need = missing + request.output_pages;
+    if (sglang_) {
+      while (core_.slots() - core_.resident() < need && core_.EvictOne()) {
+      }
+      out.preempted = AdmitSglang(request, running_.Start(EndOf(request)));
+    } else {
+      while (core_.Obtainable() < need && running_.TakeNewest(&done_)) {
+        Release(done_);
+        ++out.preempted_running;
+      }
+      out.preempted = core_.Obtainable() < need;
+      AdmitVllm(request, running_.Start(EndOf(request)));
+    }
+    return out;
+  }
+
+  std::uint64_t resident() const override { return core_.resident(); }
+  std::size_t MemoryBytes() const override {
+    return core_.MemoryBytes() + running_.MemoryBytes() + found_.capacity() * sizeof(Slot);
+  }
+
+  // The core (its slots, holds and tree, then the order), then the running
+  // requests, whose holdings must be exactly the core's hold counts.
+  void Serialize(std::vector<std::uint8_t>* out) const override {
+    core_.Serialize(out);
+    running_.Serialize(out);
+  }
+  bool Deserialize(std::span<const std::uint8_t>* in) override {
+    std::vector<std::uint32_t> holdings;
+    if (!core_.Deserialize(in) || !running_.Deserialize(in, core_.slots(), &holdings)) return false;
+    std::uint64_t held = 0;
+    for (Slot s = 0; s < holdings.size(); ++s) {
+      if (holdings[s] != core_.holds(s)) return false;
+      held += holdings[s] != 0 ? 1 : 0;
+    }
+    return held == core_.held();
+  }
+
+ private:
+  // The pages found were held on arrival; the pages missing each take a slot (the
+  // victims were evicted up front), under the previous page as parent, then the
+  // generated pages as unnamed pages. True when a page did not fit.
+  bool AdmitSglang(const SimRequest& request, RunningSet::Running& run) {
+    for (std::size_t i = 0; i < found_.size(); ++i) {
+      if (found_[i] != kNoSlot) run.slots.push_back(found_[i]);
+    }
+    Slot parent = kNoSlot;
+    for (std::size_t i = 0; i < request.pages.size(); ++i) {
+      const PageId p = request.pages[i];
+      if (found_[i] != kNoSlot) {
+        parent = found_[i];
+        continue;
+      }
+      const Slot again = core_.Find(p);
+      if (again != kNoSlot) {  // a page repeated in this request: held once
+        parent = again;
+        continue;
+      }
+      const Slot s = core_.AcquireFor(p);
+      if (s == kNoSlot) return true;
+      core_.Admit(s, p, parent, 0, 0);
+      run.slots.push_back(s);
+      parent = s;
+    }
+    for (std::uint32_t k = 0; k < request.output_pages; ++k) {
+      const Slot s = core_.Acquire();
+      if (s == kNoSlot) return true;
+      core_.AdmitUnnamed(s, parent);
+      run.slots.push_back(s);
+      parent = s;
+    }
+    return false;
+  }
+
+  // In prefix order: the pages found (held on arrival), the pages missing each in
+  // a block while any is free, then the generated pages in blocks with no page id.
+  void AdmitVllm(const SimRequest& request, RunningSet::Running& run) {
+    for (std::size_t i = 0; i < request.pages.size(); ++i) {
+      if (found_[i] != kNoSlot) {
+        run.slots.push_back(found_[i]);
+        continue;
+      }
+      const PageId p = request.pages[i];
+      const Slot again = core_.Find(p);
+      if (again != kNoSlot) {  // a page repeated in this request: held again
+        core_.Hold(again);
+        run.slots.push_back(again);
+        continue;
+      }
+      const Slot s = core_.AcquireFor(p);
+      if (s == kNoSlot) continue;
+      core_.Admit(s, p, kNoSlot, 0, 0);
+      run.slots.push_back(s);
+    }
+    for (std::uint32_t k = 0; k < request.output_pages; ++k) {
+      const Slot s = core_.Acquire();
+      if (s == kNoSlot) break;
+      run.slots.push_back(s);
+    }
+  }
+
+  // A finished or preempted request's slots released: sglang's in the touch order
+  // (the order SGLang's cache_finished_req marks them used), vllm's deepest first.
+  void Release(const RunningSet::Running& r) {
+    const std::span<const Slot> slots = r.slots;
+    ForEachInTouchOrder(slots.size(), sglang_ ? options_.touch_order : TouchOrder::kTailFirst,
+                        [&](std::size_t i) { core_.Release(slots[i]); });
+  }
+
+  PolicyOptions options_;
+  bool sglang_;
+  BasicPolicyCore<Order> core_;
+  RunningSet running_;
+  RunningSet::Running done_;  // the request being released (its buffer reused)
+  std::vector<Slot> found_;   // per page position of the request: its slot when resident, or kNoSlot
+};
+
+template <class Order>
+std::unique_ptr<PolicyCache> NewLifetimeCache(const PolicyOptions& options) {
+  return std::make_unique<LifetimeCache<Order>>(options);
+}
+
+}  // namespace kvwatch::curve::policy_internal
+
+#endif  // KVWATCH_CURVE_POLICY_LIFETIME_H_
