@@ -9,11 +9,11 @@ namespace kvwatch::curve {
 
 namespace {
 
-// Marks the start of a canaries checkpoint ("KVPC"), and its layout version (2:
-// lru and fifo write their core, curve/policy_core_cache.h; a version-1
-// checkpoint is refused and the canaries start fresh).
+// Marks the start of a canaries checkpoint ("KVPC"), and its layout version (3:
+// arc and s3fifo write their core too, curve/policy_core_cache.h; 2: lru and
+// fifo; a checkpoint of an older version is refused and the canaries start fresh).
 constexpr std::uint32_t kCheckpointTag = 0x4350564b;
-constexpr std::uint32_t kCheckpointVersion = 2;
+constexpr std::uint32_t kCheckpointVersion = 3;
 
 // Every option that shapes the canaries' state or its future, in a fixed order:
 // a checkpoint restores only into canaries whose encoding is byte-identical.

@@ -35,7 +35,8 @@ class CoreCache final : public PolicyCache {
   explicit CoreCache(const PolicyOptions& options)
       : options_(options),
         belady_(options.kind == PolicyKind::kBelady),
-        core_(CoreOptions{options.kind, options.capacity, nullptr}) {}
+        core_(CoreOptions{options.kind, options.capacity, nullptr, options.s3fifo_small_fraction,
+                          options.s3fifo_promotion_hits}) {}
 
   SimOutcome Process(const SimRequest& request) override {
     const std::span<const PageId> pages = request.pages;

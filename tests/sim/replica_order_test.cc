@@ -10,10 +10,8 @@
 //     it is processing to admit the next one, which a replica holding the request's
 //     KV cannot; how far that moves each policy is stated per policy below;
 //   - unlimited memory: nothing is evicted, so every policy's hit ratio is replay's.
-// s3fifo, sglang and vllm have a replay simulation of their own (curve/policy.cc
-// says why); for them only the unlimited-memory property is stated. arc's replay is
-// its own ArcCache too (for speed), the paper's algorithm that the core's order
-// mirrors: the properties hold for it as for the core-driven ones.
+// sglang and vllm have a replay driver of their own (curve/policy_lifetime.cc, which
+// models running requests); for them only the unlimited-memory property is stated.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -152,11 +150,11 @@ std::string Name(const ::testing::TestParamInfo<curve::PolicyKind>& info) {
   return name;
 }
 
-// The policies whose replay is their core order driven one page at a time (and arc).
-constexpr curve::PolicyKind kOneOrder[] = {curve::PolicyKind::kLru,      curve::PolicyKind::kFifo,
-                                           curve::PolicyKind::kLfu,      curve::PolicyKind::kArc,
-                                           curve::PolicyKind::kPriority, curve::PolicyKind::kWorkloadAware,
-                                           curve::PolicyKind::kBelady,   curve::PolicyKind::kSieve};
+// The policies whose replay is their core order driven one page at a time.
+constexpr curve::PolicyKind kOneOrder[] = {
+    curve::PolicyKind::kLru,           curve::PolicyKind::kFifo,   curve::PolicyKind::kLfu,
+    curve::PolicyKind::kArc,           curve::PolicyKind::kS3Fifo, curve::PolicyKind::kPriority,
+    curve::PolicyKind::kWorkloadAware, curve::PolicyKind::kBelady, curve::PolicyKind::kSieve};
 
 class ReplicaOrderTest : public ::testing::TestWithParam<curve::PolicyKind> {};
 
