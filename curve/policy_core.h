@@ -170,6 +170,10 @@ class EvictionOrder {
   // order replay and the canaries drive (CoreCache, curve/policy_core_cache.h); the
   // replica never checkpoints. Deserialize returns false on malformed bytes.
   virtual void SerializeOrder(std::vector<std::uint8_t>* out) const {}
+  // The slot the next Pop would most likely return, or kNoSlot: the core reads
+  // its page and prefetches its map entry while the current eviction runs (a hint
+  // only; an order whose victim is not at hand answers kNoSlot).
+  virtual Slot PeekVictim() const { return kNoSlot; }
   // Bytes of the order's own structures (heaps, queues, ghosts; not the slots).
   virtual std::size_t MemoryBytes() const { return 0; }
   virtual bool DeserializeOrder(std::span<const std::uint8_t>* in) { return true; }
@@ -259,10 +263,19 @@ class BasicPolicyCore {
 
   Slot Find(PageId page) const {
     const std::uint32_t* s = map_.Find(page);
+    if (ghosts_) {  // remembered for AcquireFor(page), which then needs no probe of its own
+      looked_up_ = page;
+      looked_up_value_ = s == nullptr ? kNoGhost : *s;
+      looked_up_generation_ = map_.generation();
+    }
     return s == nullptr || (*s & kGhostBit) != 0 ? kNoSlot : *s;
   }
   // Hints the CPU to fetch what Find(page) reads.
   void Prefetch(PageId page) const { map_.Prefetch(page); }
+  // Hints the CPU to fetch slot s (from Find).
+  void PrefetchSlot(Slot s) const { __builtin_prefetch(&table_[s]); }
+  // Whether slot s (any earlier answer of Find) still carries `page`.
+  bool Carries(Slot s, PageId page) const { return table_[s].has_page && table_[s].page == page; }
   bool IsFree(Slot s) const { return table_[s].holds == 0; }
   std::uint32_t holds(Slot s) const { return s < table_.size() ? table_[s].holds : 0; }
   const CoreSlot& slot(Slot s) const { return table_[s]; }
@@ -319,6 +332,8 @@ class BasicPolicyCore {
       table_.emplace_back();
     } else if (order_->size() > 0) {
       s = order_->Pop();
+      // The next victim's page and map entry, fetched while this one is dropped.
+      if (const Slot next = order_->PeekVictim(); next != kNoSlot) map_.Prefetch(table_[next].page);
       if (table_[s].has_page) {
         --free_with_page_;
         DropPage(s);
@@ -336,8 +351,14 @@ class BasicPolicyCore {
     if (Obtainable() == 0) return kNoSlot;
     std::uint32_t ghost = kNoGhost;
     if (ghosts_) {
-      const std::uint32_t* v = map_.Find(page);  // not resident: a ghost when found
-      if (v != nullptr) ghost = *v & ~kGhostBit;
+      // Not resident: a ghost when found. The last Find's answer when it was for this
+      // page and no entry has moved since (a ghost's entry changes only by erasure).
+      std::uint32_t v = looked_up_value_;
+      if (looked_up_ != page || looked_up_generation_ != map_.generation()) {
+        const std::uint32_t* found = map_.Find(page);
+        v = found == nullptr ? kNoGhost : *found;
+      }
+      if (v != kNoGhost) ghost = v & ~kGhostBit;
     }
     order_->Incoming(page, ghost);
     return Acquire();
@@ -415,6 +436,10 @@ class BasicPolicyCore {
   std::vector<Slot> empty_;  // free slots with no page id (not under vllm)
   PageMap map_;  // page -> its slot, or kGhostBit | the order's ghost number
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
+  // The last Find, for AcquireFor (ghost orders only).
+  mutable PageId looked_up_ = 0;
+  mutable std::uint32_t looked_up_value_ = kNoGhost;
+  mutable std::uint64_t looked_up_generation_ = ~std::uint64_t{0};
 };
 
 // Serialize and Deserialize are in curve/policy_core_serialize.h, instantiated

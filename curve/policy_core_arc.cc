@@ -159,6 +159,13 @@ class ArcOrder final : public EvictionOrder {
   }
 
   std::uint64_t size() const override { return free_[kT1].size() + free_[kT2].size(); }
+  // REPLACE's choice as it stands (a ghost hit may change it).
+  Slot PeekVictim() const override {
+    const double t1 = static_cast<double>(t_[kT1]);
+    std::uint32_t from = t_[kT1] >= 1 && t1 > p_ ? kT1 : kT2;
+    if (free_[from].empty()) from = 1 - from;
+    return free_[from].front();
+  }
   std::size_t MemoryBytes() const override { return ghosts_.MemoryBytes(); }
 
   // p, the free slots of T1 and of T2 (least recently released first), then the

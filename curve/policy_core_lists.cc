@@ -43,6 +43,7 @@ class ListOrder final : public EvictionOrder {
     return b;
   }
   std::uint64_t size() const override { return list_.size(); }
+  Slot PeekVictim() const override { return list_.front(); }
   bool TakesEmpty() const override { return takes_empty_; }
 
   // The queue, front (the next victim) first.
@@ -113,6 +114,7 @@ class FifoOrder final : public EvictionOrder {
     }
   }
   std::uint64_t size() const override { return size_; }
+  Slot PeekVictim() const override { return run_.empty() ? kNoSlot : run_.front().block; }
   std::size_t MemoryBytes() const override { return heap_.MemoryBytes() + run_.size() * sizeof(LazyHeap::Entry); }
 
   // Nothing of its own: the order is the slots' keys (unique: an epoch and a page

@@ -153,6 +153,10 @@ class S3FifoOrder final : public EvictionOrder {
   }
 
   std::uint64_t size() const override { return free_[0] + free_[1]; }
+  Slot PeekVictim() const override {
+    const std::deque<std::uint32_t>& q = small_.size() >= small_target_ || main_.empty() ? small_ : main_;
+    return q.empty() ? kNoSlot : q.front();
+  }
   std::size_t MemoryBytes() const override {
     return (small_.size() + main_.size()) * sizeof(std::uint32_t) + ghosts_.MemoryBytes();
   }
