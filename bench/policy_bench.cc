@@ -327,7 +327,7 @@ class Lru {
 
 // ARC.c: T1, T2 and the ghosts B1, B2 as four queues of objects in one table
 // (ghosts flagged), the algorithm of Megiddo and Modha's Figure 4 (the same cases
-// as curve/policy_arc.cc).
+// as curve/policy_core_arc.cc).
 class Arc {
  public:
   explicit Arc(std::uint64_t capacity) : c_(capacity) {}

@@ -95,6 +95,20 @@ class PageMap {
     ++size_;
   }
 
+  // Sets key's value, inserting key when it is not present. REQUIRES: value != kEmpty.
+  void InsertOrAssign(std::uint64_t key, std::uint32_t value) {
+    if ((size_ + 1) * 4 > entries_.size() * 3) Rehash(entries_.size() * 2);
+    std::size_t i = Home(key);
+    for (; entries_[i].value != kEmpty; i = (i + 1) & mask_) {
+      if (entries_[i].key == key) {
+        entries_[i].value = value;
+        return;
+      }
+    }
+    entries_[i] = Entry{key, value};
+    ++size_;
+  }
+
   // Removes key if present; returns whether it was.
   bool Erase(std::uint64_t key) {
     std::size_t i = Home(key);

@@ -1,16 +1,12 @@
 // Policy names, parsing, the registry and the factory (curve/policy.h). Each
 // policy's eviction order lives in the core (curve/policy_core.h), one file per
-// family: curve/policy_core_lists.cc (lru, vllm, fifo, sglang, s3fifo),
+// family: curve/policy_core_lists.cc (lru, vllm, fifo, sglang),
 // policy_core_keyed.cc (lfu, priority, belady, workload-aware),
-// policy_core_arc.cc, policy_core_sieve.cc. Replay and the canaries drive that
-// same order, made in the order's file: CoreCache (curve/policy_core_cache.h) for
-// most, and for sglang and vllm their lifetime model (curve/policy_lifetime.h),
-// whose running requests hold their slots in the core. Two policies still have a
-// replay simulation of their own: curve/policy_s3fifo.cc (S3-FIFO over all
-// resident pages at a fixed capacity, which the core's order over free blocks does
-// not reproduce) and curve/policy_arc.cc (the core's arc gives the same hits but
-// moves every evicted id between two hash maps, half as fast:
-// curve/policy_core_arc.cc).
+// policy_core_arc.cc, policy_core_s3fifo.cc, policy_core_sieve.cc. Replay and the
+// canaries drive that same order, made in the order's file: CoreCache
+// (curve/policy_core_cache.h) for every policy but sglang and vllm, and for those
+// two their lifetime model (curve/policy_lifetime.h), whose running requests hold
+// their slots in the core. No policy has a replay simulation of its own.
 #include "curve/policy.h"
 
 #include <algorithm>
@@ -31,7 +27,7 @@ constexpr PolicyEntry kPolicyTable[] = {
     {PolicyKind::kLru, "lru", MakeListCache, MakeListOrder},
     {PolicyKind::kFifo, "fifo", MakeListCache, MakeListOrder},
     {PolicyKind::kLfu, "lfu", MakeKeyedCache, MakeKeyedOrder},
-    {PolicyKind::kS3Fifo, "s3fifo", MakeS3FifoCache, MakeListOrder},
+    {PolicyKind::kS3Fifo, "s3fifo", MakeS3FifoCache, MakeS3FifoOrder},
     {PolicyKind::kSglang, "sglang", MakeSglangCache, MakeListOrder},
     {PolicyKind::kVllm, "vllm", MakeVllmCache, MakeListOrder},
     {PolicyKind::kPriority, "priority", MakePriorityCache, MakePriorityOrder},
@@ -98,6 +94,9 @@ base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& 
   using R = base::Result<std::unique_ptr<PolicyCache>>;
   if (options.capacity < 1) return R::Error("capacity: must be at least 1 page, got 0");
   if (options.capacity >= kBeyondTracked) return R::Error("capacity: too large");
+  if (options.capacity > kGhostBit && OrderKeepsGhosts(options.kind)) {
+    return R::Error("capacity: at most 2^31 pages for " + std::string(PolicyName(options.kind)));
+  }
   if (!(options.s3fifo_small_fraction > 0 && options.s3fifo_small_fraction < 1)) {
     return R::Error("s3fifo small fraction: must be in (0, 1)");
   }

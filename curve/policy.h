@@ -111,7 +111,7 @@ struct PolicyOptions {
   // when it reaches the small FIFO's end (else it leaves, to the ghost FIFO);
   // 1..kMaxS3FifoPromotionHits (the frequency is a 2-bit counter). 1 here (the
   // paper: a page re-accessed while in the small FIFO); libCacheSim's S3FIFO.c
-  // defaults to 2 (curve/policy_s3fifo.cc has the sources).
+  // defaults to 2 (curve/policy_core_s3fifo.cc has the sources).
   std::uint32_t s3fifo_promotion_hits = 1;
 };
 inline constexpr std::uint32_t kMaxS3FifoPromotionHits = 3;

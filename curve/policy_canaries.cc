@@ -10,7 +10,8 @@ namespace kvwatch::curve {
 namespace {
 
 // Marks the start of a canaries checkpoint ("KVPC"), and its layout version (3:
-// sglang and vllm write their core and running requests, curve/policy_lifetime.h;
+// every policy writes its core: sglang and vllm with their running requests,
+// curve/policy_lifetime.h, arc and s3fifo their core too, curve/policy_core_cache.h;
 // 2: lru and fifo wrote their core; a checkpoint of an older version is refused
 // and the canaries start fresh).
 constexpr std::uint32_t kCheckpointTag = 0x4350564b;

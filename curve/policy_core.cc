@@ -4,6 +4,8 @@
 #include "curve/policy_core.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "base/byte_io.h"
 #include "curve/policy_core_serialize.h"
@@ -57,10 +59,19 @@ template class BasicPolicyCore<EvictionOrder>;
 
 bool HasCore(PolicyKind kind) { return policy_internal::Registered(kind).order != nullptr; }
 
+bool OrderKeepsGhosts(PolicyKind kind) {
+  std::vector<CoreSlot> slots;
+  const auto order = policy_internal::MakeEvictionOrder(CoreOptions{kind, 1, nullptr}, &slots);
+  return order != nullptr && order->KeepsGhosts();
+}
+
 base::Result<std::unique_ptr<PolicyCore>> MakePolicyCore(const CoreOptions& options) {
   using R = base::Result<std::unique_ptr<PolicyCore>>;
   if (options.slots < 1) return R::Error("slots: must be at least 1, got 0");
   if (options.slots >= kNoSlot) return R::Error("slots: must be below 2^32 - 1");
+  if (options.slots > kGhostBit && OrderKeepsGhosts(options.kind)) {
+    return R::Error("slots: at most 2^31 for " + std::string(PolicyName(options.kind)));
+  }
   if (options.kind == PolicyKind::kBelady && options.future == nullptr) {
     return R::Error("belady: needs the input's future (CoreOptions::future)");
   }

@@ -1,8 +1,8 @@
 // PolicyCore: one cache of N slots under an eviction policy, which knows which of
 // its pages are held. The one eviction order of kvwatch's simulations: the
 // simulated replica's KV pool (sim/replica.cc) is a PolicyCore; replay's and the
-// canaries' caches drive a core too: CoreCache (curve/policy_core_cache.h: lru,
-// fifo, lfu, priority, belady, workload-aware, sieve) one page at a time, and the
+// canaries' caches drive a core too: CoreCache (curve/policy_core_cache.h: every
+// policy but sglang and vllm) one page at a time, and the
 // lifetime model of sglang and vllm (curve/policy_lifetime.h) with its running
 // requests holding their slots until they finish. So `kvwatch replay --policy`, the
 // live canaries and `kvwatch simulate` run each of those orders from this one
@@ -15,6 +15,15 @@
 //   free, empty         hold count 0, no page id: given out before any victim
 //              (vllm queues these with the candidates, as vLLM's free queue does).
 // A page id is in at most one slot (Find).
+//
+// Ghosts (arc's B1 and B2, s3fifo's ghost FIFO): page ids an order remembers after
+// their slot was reused. They live in the core's page map beside the resident
+// pages, as the order's ghost number tagged with kGhostBit, so that a page that
+// becomes a ghost, or comes back, rewrites its one entry instead of moving between
+// two maps (with a map of its own, replay's arc ran at half the speed). Find never
+// answers a ghost; AcquireFor hands the order the ghost number (Incoming), Admit
+// overwrites the entry with the slot, and the victim's page becomes a ghost when
+// the order says so (Evicted).
 //
 // The operations, what a caller does:
 //   reference  Hold(s): a request uses slot s (a prefix hit, or a page it shares
@@ -80,6 +89,9 @@ namespace kvwatch::curve {
 
 using Slot = std::uint32_t;
 inline constexpr Slot kNoSlot = 0xffffffffu;
+// In the core's page map, the bit that marks a ghost's number (slots are below it).
+inline constexpr std::uint32_t kGhostBit = 0x80000000u;
+inline constexpr std::uint32_t kNoGhost = kNoSlot;
 
 // One slot. The policy fields are used by whichever EvictionOrder the core has.
 struct CoreSlot {
@@ -147,7 +159,15 @@ class EvictionOrder {
   virtual bool TakesEmpty() const { return false; }
   // A slot is about to be acquired for `page` (not resident), before any Pop for
   // it; Filled for that slot follows (arc's ghost check, workload-aware's counts).
-  virtual void Incoming(PageId page) {}
+  // ghost: the page's ghost number when it is one of this order's ghosts, else
+  // kNoGhost (always, unless KeepsGhosts).
+  virtual void Incoming(PageId page, std::uint32_t ghost) {}
+  // Whether the order keeps ghosts in the core's page map (arc, s3fifo).
+  virtual bool KeepsGhosts() const { return false; }
+  // The victim s, just popped, still carries its page id: the ghost number
+  // (< kGhostBit) the page keeps in the map, or kNoGhost to forget the page.
+  // Called only when KeepsGhosts.
+  virtual std::uint32_t Evicted(Slot s) { return kNoGhost; }
   // Slot s just got its page id.
   virtual void Filled(Slot s) {}
   // A request referenced slot s (held or free).
@@ -160,9 +180,16 @@ class EvictionOrder {
   // order replay and the canaries drive (CoreCache, curve/policy_core_cache.h); the
   // replica never checkpoints. Deserialize returns false on malformed bytes.
   virtual void SerializeOrder(std::vector<std::uint8_t>* out) const {}
+  // The slot the next Pop would most likely return, or kNoSlot: the core reads
+  // its page and prefetches its map entry while the current eviction runs (a hint
+  // only; an order whose victim is not at hand answers kNoSlot).
+  virtual Slot PeekVictim() const { return kNoSlot; }
   // Bytes of the order's own structures (heaps, queues, ghosts; not the slots).
   virtual std::size_t MemoryBytes() const { return 0; }
   virtual bool DeserializeOrder(std::span<const std::uint8_t>* in) { return true; }
+
+  // The core's page map, where ghosts are kept (the core sets it at construction).
+  void AttachPages(PageMap* pages) { pages_ = pages; }
 
   void SetReferrer(const Referrer& referrer) { referrer_ = referrer; }
   void SetNextUse(std::uint64_t next_use) { referrer_.next_use = next_use; }
@@ -174,8 +201,17 @@ class EvictionOrder {
 
  protected:
   const Referrer& referrer() const { return referrer_; }
+  // A ghost forgotten: its page leaves the core's page map.
+  void ForgetGhostPage(PageId page) { pages_->Erase(page); }
+  // A restored ghost's page (DeserializeOrder); false when the map has the page.
+  bool RestoreGhostPage(PageId page, std::uint32_t ghost) {
+    if (pages_->Find(page) != nullptr || ghost >= kGhostBit) return false;
+    pages_->Insert(page, kGhostBit | ghost);
+    return true;
+  }
 
  private:
+  PageMap* pages_ = nullptr;
   Referrer referrer_;
   std::uint64_t epoch_ = 0;
 };
@@ -186,6 +222,10 @@ struct CoreOptions {
   // belady only: the whole input's future (must outlive the core); without one
   // (replay), each reference's next use comes from SetNextUse.
   const NextUseOracle* future = nullptr;
+  // s3fifo: the small FIFO's share of the slots and the hits that promote a page
+  // out of it (PolicyOptions's fields of the same names).
+  double s3fifo_small_fraction = 0.1;
+  std::uint32_t s3fifo_promotion_hits = 1;
 };
 
 namespace policy_internal {
@@ -202,10 +242,14 @@ std::unique_ptr<EvictionOrder> MakeEvictionOrder(const CoreOptions& options, std
 template <class Order>
 class BasicPolicyCore {
  public:
-  // REQUIRES: HasCore(options.kind), slots >= 1, and belady's future (MakePolicyCore
-  // checks).
+  // REQUIRES: HasCore(options.kind), 1 <= slots < kNoSlot (<= kGhostBit when the
+  // order keeps ghosts), and belady's future (MakePolicyCore checks).
   explicit BasicPolicyCore(const CoreOptions& options)
-      : slots_(options.slots), order_(MakeOrder(options, &table_)), tree_(order_->KeepsTree()) {
+      : slots_(options.slots),
+        order_(MakeOrder(options, &table_)),
+        tree_(order_->KeepsTree()),
+        ghosts_(order_->KeepsGhosts()) {
+    order_->AttachPages(&map_);
     // Slots are materialized as they are first used; reserve what a small core needs.
     const std::uint64_t expected = std::min<std::uint64_t>(slots_, 1u << 19);
     table_.reserve(static_cast<std::size_t>(expected));
@@ -231,10 +275,19 @@ class BasicPolicyCore {
 
   Slot Find(PageId page) const {
     const std::uint32_t* s = map_.Find(page);
-    return s == nullptr ? kNoSlot : *s;
+    if (ghosts_) {  // remembered for AcquireFor(page), which then needs no probe of its own
+      looked_up_ = page;
+      looked_up_value_ = s == nullptr ? kNoGhost : *s;
+      looked_up_generation_ = map_.generation();
+    }
+    return s == nullptr || (*s & kGhostBit) != 0 ? kNoSlot : *s;
   }
   // Hints the CPU to fetch what Find(page) reads.
   void Prefetch(PageId page) const { map_.Prefetch(page); }
+  // Hints the CPU to fetch slot s (from Find).
+  void PrefetchSlot(Slot s) const { __builtin_prefetch(&table_[s]); }
+  // Whether slot s (any earlier answer of Find) still carries `page`.
+  bool Carries(Slot s, PageId page) const { return table_[s].has_page && table_[s].page == page; }
   bool IsFree(Slot s) const { return table_[s].holds == 0; }
   std::uint32_t holds(Slot s) const { return s < table_.size() ? table_[s].holds : 0; }
   const CoreSlot& slot(Slot s) const { return table_[s]; }
@@ -289,13 +342,17 @@ class BasicPolicyCore {
     } else if (table_.size() < slots_) {
       s = static_cast<Slot>(table_.size());
       table_.emplace_back();
-    } else {
-      s = order_->size() > 0 ? order_->Pop() : kNoSlot;
-      if (s == kNoSlot) return kNoSlot;  // every slot is held (or, sglang, no free leaf)
+    } else if (order_->size() > 0) {
+      s = order_->Pop();
+      if (s == kNoSlot) return kNoSlot;  // sglang: every free node has a held descendant
+      // The next victim's page and map entry, fetched while this one is dropped.
+      if (const Slot next = order_->PeekVictim(); next != kNoSlot) map_.Prefetch(table_[next].page);
       if (table_[s].has_page) {
         --free_with_page_;
         DropPage(s);
       }
+    } else {
+      return kNoSlot;  // every slot is held
     }
     table_[s].holds = 1;
     ++held_;
@@ -305,7 +362,18 @@ class BasicPolicyCore {
   // first. REQUIRES: Find(page) == kNoSlot.
   Slot AcquireFor(PageId page) {
     if (Obtainable() == 0) return kNoSlot;
-    order_->Incoming(page);
+    std::uint32_t ghost = kNoGhost;
+    if (ghosts_) {
+      // Not resident: a ghost when found. The last Find's answer when it was for this
+      // page and no entry has moved since (a ghost's entry changes only by erasure).
+      std::uint32_t v = looked_up_value_;
+      if (looked_up_ != page || looked_up_generation_ != map_.generation()) {
+        const std::uint32_t* found = map_.Find(page);
+        v = found == nullptr ? kNoGhost : *found;
+      }
+      if (v != kNoGhost) ghost = v & ~kGhostBit;
+    }
+    order_->Incoming(page, ghost);
     return Acquire();
   }
   // Evicts the next victim ahead of the admissions that will need its slot (SGLang
@@ -335,7 +403,11 @@ class BasicPolicyCore {
     x.key = OrderKey(epoch, index);
     x.page = page;
     x.has_page = true;
-    map_.Insert(page, s);
+    if (ghosts_) {
+      map_.InsertOrAssign(page, s);  // a ghost's entry becomes the slot's
+    } else {
+      map_.Insert(page, s);
+    }
     ++resident_;
     ++page_version_;
     if (tree_ && parent != kNoSlot) {
@@ -385,7 +457,12 @@ class BasicPolicyCore {
     if (x.unnamed) {
       x.unnamed = false;
     } else {
-      map_.Erase(x.page);
+      const std::uint32_t ghost = ghosts_ ? order_->Evicted(s) : kNoGhost;
+      if (ghost != kNoGhost) {
+        *map_.Find(x.page) = kGhostBit | ghost;
+      } else {
+        map_.Erase(x.page);
+      }
       ++page_version_;
     }
     x.has_page = false;
@@ -402,9 +479,14 @@ class BasicPolicyCore {
   std::vector<CoreSlot> table_;   // grows up to slots_ (never-used slots are not materialized)
   std::unique_ptr<Order> order_;  // over table_
   bool tree_;
+  bool ghosts_;  // the order keeps ghosts in map_
   std::vector<Slot> empty_;  // free slots with no page id (not under vllm)
-  PageMap map_;
+  PageMap map_;  // page -> its slot, or kGhostBit | the order's ghost number
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
+  // The last Find, for AcquireFor (ghost orders only).
+  mutable PageId looked_up_ = 0;
+  mutable std::uint32_t looked_up_value_ = kNoGhost;
+  mutable std::uint64_t looked_up_generation_ = ~std::uint64_t{0};
 };
 
 // Serialize and Deserialize are in curve/policy_core_serialize.h, instantiated
@@ -415,6 +497,9 @@ using PolicyCore = BasicPolicyCore<EvictionOrder>;
 // Whether `kind` has an eviction order in the core (every policy does; the
 // simulator refuses one that does not).
 bool HasCore(PolicyKind kind);
+// Whether `kind`'s order keeps ghosts in the page map: its core then has at most
+// kGhostBit slots (MakePolicyCore and MakePolicyCache check).
+bool OrderKeepsGhosts(PolicyKind kind);
 // A core for `options`; an error naming the option when it is invalid.
 base::Result<std::unique_ptr<PolicyCore>> MakePolicyCore(const CoreOptions& options);
 

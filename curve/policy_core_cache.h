@@ -35,12 +35,13 @@ class CoreCache final : public PolicyCache {
   explicit CoreCache(const PolicyOptions& options)
       : options_(options),
         belady_(options.kind == PolicyKind::kBelady),
-        core_(CoreOptions{options.kind, options.capacity, nullptr}) {}
+        core_(CoreOptions{options.kind, options.capacity, nullptr, options.s3fifo_small_fraction,
+                          options.s3fifo_promotion_hits}) {}
 
   SimOutcome Process(const SimRequest& request) override {
     const std::span<const PageId> pages = request.pages;
     SimOutcome out;
-    out.hits = LeadingResidentIn(core_, pages);
+    out.hits = LeadingSlots(pages);
     core_.SetReferrer({requests_, request.priority, request.category});
     const std::uint64_t epoch = core_.NewEpoch();
     const std::size_t n = pages.size();
@@ -49,7 +50,9 @@ class CoreCache final : public PolicyCache {
       PrefetchAhead(core_, pages, i, options_.touch_order);
       const PageId page = pages[i];
       if (belady_) core_.SetNextUse(request.next_use.empty() ? kNeverUsed : request.next_use[i]);
-      Slot s = core_.Find(page);
+      // A leading page's slot from the prefix pass, unless the request's own
+      // admissions since then reused it.
+      Slot s = i < out.hits && core_.Carries(lead_[i], page) ? lead_[i] : core_.Find(page);
       if (s != kNoSlot) {
         core_.Reference(s);
         return;
@@ -77,10 +80,28 @@ class CoreCache final : public PolicyCache {
   }
 
  private:
+  // The prefix rule (LeadingResidentIn) keeping each leading page's slot in lead_,
+  // its line prefetched for the touch pass.
+  std::uint32_t LeadingSlots(std::span<const PageId> pages) {
+    PrefetchHead(core_, pages);
+    if (lead_.size() < pages.size()) lead_.resize(pages.size());
+    std::uint32_t hits = 0;
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      PrefetchAhead(core_, pages, i, TouchOrder::kHeadFirst);
+      const Slot s = core_.Find(pages[i]);
+      if (s == kNoSlot) break;
+      core_.PrefetchSlot(s);
+      lead_[i] = s;
+      ++hits;
+    }
+    return hits;
+  }
+
   PolicyOptions options_;
   bool belady_;  // each reference's next use read from the request
   BasicPolicyCore<Order> core_;
   std::uint32_t requests_ = 0;  // the request clock (Referrer::request)
+  std::vector<Slot> lead_;      // the leading resident pages' slots (LeadingSlots)
 };
 
 // A policy's replay/canary cache, for its registry row (options checked).

@@ -297,7 +297,7 @@ class WorkloadAwareOrder final : public EvictionOrder {
 
   // A page computed: the reference is counted, and a ghost's reuse observed,
   // before the block for it is chosen (as curve counts before it evicts).
-  void Incoming(PageId page) override {
+  void Incoming(PageId page, std::uint32_t /*ghost*/) override {
     ++stats_[Tick()].references;
     if (const auto ghost = ghosts_.Take(page)) Observe(ghost->category, ghost->last);
   }

@@ -1,9 +1,8 @@
 // The core's list and queue eviction orders (curve/policy_core.h): lru, vllm,
-// fifo, sglang, s3fifo (arc: policy_core_arc.cc; lfu, priority, belady,
-// workload-aware: policy_core_keyed.cc). "Block" below is a slot of the core; a
+// fifo, sglang (arc: policy_core_arc.cc; s3fifo: policy_core_s3fifo.cc; lfu,
+// priority, belady, workload-aware: policy_core_keyed.cc). "Block" below is a slot of the core; a
 // block is "released" when its hold count drops to zero.
 #include <algorithm>
-#include <cmath>
 #include <deque>
 #include <memory>
 #include <span>
@@ -45,6 +44,7 @@ class ListOrder final : public EvictionOrder {
     return b;
   }
   std::uint64_t size() const override { return list_.size(); }
+  Slot PeekVictim() const override { return list_.front(); }
   bool TakesEmpty() const override { return takes_empty_; }
 
   // The queue, front (the next victim) first.
@@ -115,6 +115,7 @@ class FifoOrder final : public EvictionOrder {
     }
   }
   std::uint64_t size() const override { return size_; }
+  Slot PeekVictim() const override { return run_.empty() ? kNoSlot : run_.front().block; }
   std::size_t MemoryBytes() const override { return heap_.MemoryBytes() + run_.size() * sizeof(LazyHeap::Entry); }
 
   // Nothing of its own: the order is the slots' keys (unique: an epoch and a page
@@ -251,134 +252,6 @@ class SglangOrder final : public EvictionOrder {
   std::uint64_t size_ = 0, seq_ = 0;
 };
 
-// s3fifo: S3-FIFO (Yang et al., SOSP 2023) over the free cached blocks. A block
-// whose page is computed enters the small queue S when released, or the main
-// queue M when its page id is in the ghost queue (evicted from S recently). Hits
-// count up to 3. A held block leaves its queue and returns to the tail of the same
-// queue when released. Eviction: while S holds at least 10% of the free cached
-// blocks (or M is empty), S's head leaves to the ghost queue if never hit, or moves
-// to M with its count reset if hit; otherwise M's head is evicted if its count is
-// 0, else reinserted at M's tail with its count decremented. The ghost queue
-// remembers as many page ids as the pool has blocks.
-class S3FifoOrder final : public EvictionOrder {
- public:
-  S3FifoOrder(std::vector<CoreSlot>* blocks, std::uint64_t pool_blocks)
-      : blocks_(*blocks), ghost_limit_(std::max<std::uint64_t>(1, pool_blocks)) {}
-
-  void Filled(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    x.freq = 0;
-    x.in_main = false;
-    if (ghost_map_.Find(x.page) != nullptr) {
-      ghost_map_.Erase(x.page);
-      x.in_main = true;
-    }
-  }
-  void Hit(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    if (x.freq < 3) ++x.freq;
-  }
-  void Add(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    x.in_order = true;
-    (x.in_main ? main_ : small_).push_back({b, x.version});
-    ++(x.in_main ? main_size_ : small_size_);
-    Compact();
-  }
-  void Remove(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    x.in_order = false;
-    ++x.version;
-    --(x.in_main ? main_size_ : small_size_);
-  }
-  std::uint32_t Pop() override {
-    for (;;) {
-      const std::uint64_t total = small_size_ + main_size_;
-      const std::uint64_t small_target = std::max<std::uint64_t>(1, (total + 9) / 10);
-      if (small_size_ >= small_target || main_size_ == 0) {
-        const std::uint32_t b = PopLive(&small_);
-        CoreSlot& x = blocks_[b];
-        if (x.freq >= 1) {  // hit while in S: to M
-          --small_size_;
-          x.freq = 0;
-          x.in_main = true;
-          ++x.version;
-          main_.push_back({b, x.version});
-          ++main_size_;
-          continue;
-        }
-        Remove(b);
-        AddGhost(x.page);
-        return b;
-      }
-      const std::uint32_t b = PopLive(&main_);
-      CoreSlot& x = blocks_[b];
-      if (x.freq > 0) {
-        --x.freq;
-        ++x.version;
-        main_.push_back({b, x.version});
-        continue;
-      }
-      Remove(b);
-      return b;
-    }
-  }
-  std::uint64_t size() const override { return small_size_ + main_size_; }
-  std::size_t MemoryBytes() const override {
-    return (small_.size() + main_.size()) * sizeof(Entry) + ghost_.size() * sizeof(PageId) + ghost_map_.MemoryBytes();
-  }
-
- private:
-  struct Entry {
-    std::uint32_t block;
-    std::uint32_t version;
-  };
-  bool Live(const Entry& e) const {
-    const CoreSlot& x = blocks_[e.block];
-    return x.in_order && x.version == e.version;
-  }
-  // The queue's first live entry, popped. REQUIRES: the queue has one.
-  std::uint32_t PopLive(std::deque<Entry>* q) {
-    for (;;) {
-      const Entry e = q->front();
-      q->pop_front();
-      if (Live(e)) return e.block;
-    }
-  }
-  void Compact() {
-    for (auto [q, n] : {std::pair{&small_, small_size_}, std::pair{&main_, main_size_}}) {
-      if (q->size() <= 2 * n + 1024) continue;
-      std::deque<Entry> kept;
-      for (const Entry& e : *q) {
-        if (Live(e)) kept.push_back(e);
-      }
-      *q = std::move(kept);
-    }
-  }
-  void AddGhost(PageId page) {
-    if (ghost_map_.Find(page) == nullptr) {
-      ghost_map_.Insert(page, 0);
-      ghost_.push_back(page);
-    }
-    while (ghost_.size() > ghost_limit_) {
-      ghost_map_.Erase(ghost_.front());
-      ghost_.pop_front();
-    }
-  }
-
-  std::vector<CoreSlot>& blocks_;
-  std::uint64_t ghost_limit_;
-  std::deque<Entry> small_, main_;
-  std::uint64_t small_size_ = 0, main_size_ = 0;
-  // Ghost page ids, oldest first. An id that comes back is erased from the map
-  // only; its deque entry then erases nothing it should not: the map is checked
-  // before inserting, and an id re-added after coming back is a new entry whose
-  // older twin, when it reaches the front, erases it early (a shorter memory for
-  // that page, never a wrong admission).
-  std::deque<PageId> ghost_;
-  PageMap ghost_map_;
-};
-
 }  // namespace
 
 std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots) {
@@ -390,14 +263,13 @@ std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::ve
       return NewOrder<FifoOrder>(options, slots);
     case PolicyKind::kSglang:
       return NewOrder<SglangOrder>(options, slots);
-    case PolicyKind::kS3Fifo:
-      return std::make_unique<S3FifoOrder>(slots, options.slots);
     default:
       return nullptr;
   }
 }
 
-// lru and fifo in replay and the canaries (s3fifo: curve/policy_s3fifo.cc).
+// lru and fifo in replay and the canaries (sglang and vllm: their lifetime caches,
+// curve/policy_lifetime.h, made below).
 std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options) {
   return options.kind == PolicyKind::kFifo ? NewCoreCache<FifoOrder>(options) : NewCoreCache<ListOrder>(options);
 }

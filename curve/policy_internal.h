@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "curve/index_list.h"
 #include "curve/policy.h"
 #include "curve/policy_core.h"
 
@@ -102,9 +103,9 @@ class SlotPool {
 // The policies whose replay cache drives the core make it in their order's file:
 // CoreCache (curve/policy_core_cache.h) in MakeListCache (lru, fifo),
 // MakeKeyedCache (lfu, belady), MakePriorityCache, MakeWorkloadAwareCache,
-// MakeSieveCache; the lifetime model (curve/policy_lifetime.h) in MakeSglangCache
-// and MakeVllmCache (curve/policy_core_lists.cc). s3fifo and arc have a replay
-// simulation of their own (curve/policy.cc says why).
+// MakeSieveCache, MakeArcCache, MakeS3FifoCache; the lifetime model
+// (curve/policy_lifetime.h) in MakeSglangCache and MakeVllmCache
+// (curve/policy_core_lists.cc).
 std::unique_ptr<PolicyCache> MakeListCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeSieveCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeKeyedCache(const PolicyOptions& options);
@@ -116,12 +117,13 @@ std::unique_ptr<PolicyCache> MakeSglangCache(const PolicyOptions& options);
 std::unique_ptr<PolicyCache> MakeVllmCache(const PolicyOptions& options);
 
 // The eviction orders of the core (curve/policy_core.h), one factory per file,
-// over the core's slot table. curve/policy_core_lists.cc: lru, vllm, fifo, sglang,
-// s3fifo; policy_core_arc.cc; policy_core_keyed.cc: lfu, priority, belady and
-// workload-aware; policy_core_sieve.cc.
+// over the core's slot table. curve/policy_core_lists.cc: lru, vllm, fifo, sglang;
+// policy_core_arc.cc; policy_core_s3fifo.cc; policy_core_keyed.cc: lfu, priority,
+// belady and workload-aware; policy_core_sieve.cc.
 using OrderFactory = std::unique_ptr<EvictionOrder> (*)(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeListOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeArcOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
+std::unique_ptr<EvictionOrder> MakeS3FifoOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeKeyedOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakePriorityOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
 std::unique_ptr<EvictionOrder> MakeWorkloadAwareOrder(const CoreOptions& options, std::vector<CoreSlot>* slots);
@@ -139,6 +141,63 @@ struct PolicyEntry {
   OrderFactory order;
 };
 const PolicyEntry& Registered(PolicyKind kind);
+
+// An order's ghosts (arc's B1 and B2, s3fifo's ghost FIFO), each in one of
+// `lists` lists, oldest first; a ghost's number (its index here) is what the core's
+// page map keeps for its page (EvictionOrder::Evicted). A number taken out of its
+// list (Unlink) stays taken until Free, so that it is not given to another page
+// while the map may still name it.
+template <std::uint32_t kLists>
+class GhostTable {
+ public:
+  static constexpr std::uint32_t kNone = kLists;  // the list of an unlinked ghost
+  struct Ghost {
+    PageId page = 0;
+    std::uint32_t prev = kIndexNil;  // towards the oldest
+    std::uint32_t next = kIndexNil;
+    std::uint32_t list = kNone;
+  };
+  // A ghost for `page` at the back of `list`; its number.
+  std::uint32_t Add(PageId page, std::uint32_t list) {
+    std::uint32_t g;
+    if (spare_.empty()) {
+      g = static_cast<std::uint32_t>(ghosts_.size());
+      ghosts_.emplace_back();
+    } else {
+      g = spare_.back();
+      spare_.pop_back();
+    }
+    ghosts_[g] = Ghost{page, kIndexNil, kIndexNil, list};
+    lists_[list].PushBack(ghosts_, g);
+    return g;
+  }
+  void Unlink(std::uint32_t g) {
+    lists_[ghosts_[g].list].Erase(ghosts_, g);
+    ghosts_[g].list = kNone;
+  }
+  void Free(std::uint32_t g) { spare_.push_back(g); }
+  // Whether g is in a list and names `page`.
+  bool Holds(std::uint32_t g, PageId page) const {
+    return g < ghosts_.size() && ghosts_[g].list != kNone && ghosts_[g].page == page;
+  }
+  std::uint32_t list(std::uint32_t g) const { return ghosts_[g].list; }
+  PageId page(std::uint32_t g) const { return ghosts_[g].page; }
+  std::uint32_t front(std::uint32_t list) const { return lists_[list].front(); }
+  std::uint64_t size(std::uint32_t list) const { return lists_[list].size(); }
+  // Calls fn(page) for each ghost of `list`, oldest first.
+  template <typename Fn>
+  void ForEach(std::uint32_t list, Fn&& fn) const {
+    for (std::uint32_t g = lists_[list].front(); g != kIndexNil; g = ghosts_[g].next) fn(ghosts_[g].page);
+  }
+  std::size_t MemoryBytes() const {
+    return ghosts_.capacity() * sizeof(Ghost) + spare_.capacity() * sizeof(std::uint32_t);
+  }
+
+ private:
+  std::vector<Ghost> ghosts_;
+  std::vector<std::uint32_t> spare_;  // numbers free for reuse
+  IndexList lists_[kLists];
+};
 
 // A min-heap of (key, tie, slot, version) entries with lazy deletion: the caller's
 // valid(entry) says whether an entry is live (typically: its slot is in the order

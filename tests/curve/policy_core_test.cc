@@ -221,6 +221,10 @@ class PoolScript {
     core_->SetReferrer(r);
     core_->Reference(s);
   }
+  bool InMain(PageId page) const {
+    const Slot s = core_->Find(page);
+    return s != kNoSlot && core_->slot(s).in_main;
+  }
   std::set<PageId> Cached(std::initializer_list<PageId> among) const {
     std::set<PageId> out;
     for (PageId p : among) {
@@ -253,6 +257,53 @@ TEST(PolicyCoreTest, ArcChoosesByTheAdaptiveTarget) {
   }
   EXPECT_EQ(arc.Cached({1, 2, 3, 4}), (Pages{3, 4}));
   EXPECT_EQ(lru.Cached({1, 2, 3, 4}), (Pages{2, 4}));
+}
+
+// S3-FIFO, 10 slots: the small queue's share is 1 slot, the ghost queue's 9 ids.
+// 1..10 enter the small queue; 1 is hit. 11: the small queue's head, 1, was hit, so
+// it moves to the main queue; the next, 2, was not: evicted, its id a ghost (not
+// found). 2 again: 3 is evicted and 2, a ghost, enters the main queue. A hit moves
+// nothing: 4 and 10 are hit, 4 is still the small queue's head when 12 comes,
+// promoted, and 5 behind it is evicted (10, hit later, stays in its place). 5
+// again is a ghost: it enters the main queue, and 6 makes room.
+TEST(PolicyCoreTest, S3FifoPromotesFromTheSmallQueueAndRemembersGhosts) {
+  PoolScript s(10, PolicyKind::kS3Fifo);
+  for (PageId p = 1; p <= 10; ++p) s.Compute({static_cast<std::uint32_t>(p)}, p);
+  s.Hit({11}, 1);
+  s.Compute({12}, 11);
+  EXPECT_EQ(s.Cached({1, 2, 3}), (Pages{1, 3}));
+  EXPECT_TRUE(s.InMain(1));
+  s.Compute({13}, 2);
+  EXPECT_EQ(s.Cached({2, 3, 4}), (Pages{2, 4}));
+  EXPECT_TRUE(s.InMain(2));
+  EXPECT_FALSE(s.InMain(4));
+  s.Hit({14}, 4);
+  s.Hit({15}, 10);
+  s.Compute({16}, 12);
+  EXPECT_EQ(s.Cached({4, 5, 6, 10}), (Pages{4, 6, 10}));
+  EXPECT_TRUE(s.InMain(4));
+  s.Compute({17}, 5);
+  EXPECT_TRUE(s.InMain(5));
+  EXPECT_EQ(s.Cached({6, 7}), (Pages{7}));  // 6, the small queue's head, made room
+}
+
+// S3-FIFO with running requests: a held page met at the small queue's head is not
+// evicted but moves to the main queue (in use: re-accessed); the free one behind
+// it is evicted. Released, it stays in the main queue: the next victim is the
+// small queue's page.
+TEST(PolicyCoreTest, S3FifoPromotesAHeldPage) {
+  auto core = Core(PolicyKind::kS3Fifo, 2);
+  const Slot a = AdmitHeld(*core, 1, 0);
+  EXPECT_TRUE(core->Release(AdmitHeld(*core, 2, 1)));
+  EXPECT_NE(AdmitHeld(*core, 3, 2), kNoSlot);
+  EXPECT_EQ(core->Find(1), a);
+  EXPECT_TRUE(core->slot(a).in_main);
+  EXPECT_EQ(core->Find(2), kNoSlot);
+  EXPECT_TRUE(core->Release(a));
+  EXPECT_TRUE(core->Release(core->Find(3)));
+  EXPECT_NE(AdmitHeld(*core, 4, 3), kNoSlot);
+  EXPECT_EQ(core->Find(1), a);
+  EXPECT_EQ(core->Find(3), kNoSlot);
 }
 
 // LFU-DA, 3 blocks. 1 is referenced 3 times, 2 twice, 3 once: 4 evicts 3 (key 1),

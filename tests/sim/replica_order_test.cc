@@ -12,10 +12,8 @@
 //   - unlimited memory: nothing is evicted, so every policy's hit ratio is replay's.
 // sglang and vllm drive the core from their lifetime model (curve/policy_lifetime.h):
 // replay's requests (no timestamps here) finish before the next arrives, so one at a
-// time the properties hold for them too. s3fifo has a replay simulation of its own
-// (curve/policy.cc says why); for it only the unlimited-memory property is stated.
-// arc's replay is its own ArcCache too (for speed), the paper's algorithm that the
-// core's order mirrors: the properties hold for it as for the core-driven ones.
+// time the properties hold for them too. Every other policy's replay is its core
+// order driven one page at a time.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -154,12 +152,12 @@ std::string Name(const ::testing::TestParamInfo<curve::PolicyKind>& info) {
   return name;
 }
 
-// The policies whose replay drives their core order (and arc).
-constexpr curve::PolicyKind kOneOrder[] = {curve::PolicyKind::kLru,      curve::PolicyKind::kFifo,
-                                           curve::PolicyKind::kLfu,      curve::PolicyKind::kArc,
-                                           curve::PolicyKind::kPriority, curve::PolicyKind::kWorkloadAware,
-                                           curve::PolicyKind::kBelady,   curve::PolicyKind::kSieve,
-                                           curve::PolicyKind::kSglang, curve::PolicyKind::kVllm};
+// Every policy: its replay drives its core order.
+constexpr curve::PolicyKind kOneOrder[] = {
+    curve::PolicyKind::kLru,           curve::PolicyKind::kFifo,   curve::PolicyKind::kLfu,
+    curve::PolicyKind::kArc,           curve::PolicyKind::kS3Fifo, curve::PolicyKind::kPriority,
+    curve::PolicyKind::kWorkloadAware, curve::PolicyKind::kBelady, curve::PolicyKind::kSieve,
+    curve::PolicyKind::kSglang,        curve::PolicyKind::kVllm};
 
 class ReplicaOrderTest : public ::testing::TestWithParam<curve::PolicyKind> {};
 
