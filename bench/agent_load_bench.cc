@@ -32,7 +32,9 @@
 // With --hybrid-compare MODEL, the same pairs compare the agent without a model
 // (the dense curve only) and with `model: MODEL` (a hybrid preset: the hybrid
 // curve runs beside the dense one, agent/runtime/hybrid_analysis.h). --model
-// MODEL sets the model of a single run.
+// MODEL sets the model of a single run. --state-interval SECONDS keeps the
+// agent's state (state.path in the run's folder) and saves it that often under
+// the load; the run then prints the saves and the last one's duration.
 #include <httplib.h>
 #include <sys/resource.h>
 #include <unistd.h>
