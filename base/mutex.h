@@ -1,6 +1,7 @@
 // Mutex and MutexLock: std::mutex and std::lock_guard with the capability
 // annotations clang's thread-safety analysis needs (libstdc++'s own have none),
-// the pattern of abseil's Mutex. CondVar waits on a held Mutex.
+// the pattern of abseil's Mutex. CondVar waits on a held Mutex. SharedMutex:
+// std::shared_mutex likewise, held exclusively (WriterLock) or shared (ReaderLock).
 //
 // Thread safety: a Mutex is the synchronization; MutexLock belongs to one scope.
 #ifndef KVWATCH_BASE_MUTEX_H_
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #include "base/thread_annotations.h"
 
@@ -38,6 +40,45 @@ class SCOPED_CAPABILITY MutexLock {
 
  private:
   Mutex& mu_;
+};
+
+class CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void Lock() ACQUIRE() { mu_.lock(); }
+  void Unlock() RELEASE() { mu_.unlock(); }
+  void ReaderLock() ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void ReaderUnlock() RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+// Holds a SharedMutex exclusively for one scope.
+class SCOPED_CAPABILITY WriterLock {
+ public:
+  explicit WriterLock(SharedMutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.Lock(); }
+  ~WriterLock() RELEASE() { mu_.Unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
+};
+
+// Holds a SharedMutex shared for one scope: other readers may hold it too.
+class SCOPED_CAPABILITY ReaderLock {
+ public:
+  explicit ReaderLock(SharedMutex& mu) ACQUIRE_SHARED(mu) : mu_(mu) { mu_.ReaderLock(); }
+  ~ReaderLock() RELEASE() { mu_.ReaderUnlock(); }
+  ReaderLock(const ReaderLock&) = delete;
+  ReaderLock& operator=(const ReaderLock&) = delete;
+
+ private:
+  SharedMutex& mu_;
 };
 
 // CondVar: a std::condition_variable waited on with a held Mutex (abseil's

@@ -19,6 +19,8 @@
 #define EXCLUDES(...) KVWATCH_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define ACQUIRE(...) KVWATCH_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) KVWATCH_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define ACQUIRE_SHARED(...) KVWATCH_THREAD_ANNOTATION(acquire_shared_capability(__VA_ARGS__))
+#define RELEASE_SHARED(...) KVWATCH_THREAD_ANNOTATION(release_shared_capability(__VA_ARGS__))
 #define NO_THREAD_SAFETY_ANALYSIS KVWATCH_THREAD_ANNOTATION(no_thread_safety_analysis)
 
 #endif  // KVWATCH_BASE_THREAD_ANNOTATIONS_H_

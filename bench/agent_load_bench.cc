@@ -32,7 +32,9 @@
 // With --hybrid-compare MODEL, the same pairs compare the agent without a model
 // (the dense curve only) and with `model: MODEL` (a hybrid preset: the hybrid
 // curve runs beside the dense one, agent/runtime/hybrid_analysis.h). --model
-// MODEL sets the model of a single run.
+// MODEL sets the model of a single run. --state-interval SECONDS keeps the
+// agent's state (state.path in the run's folder) and saves it that often under
+// the load; the run then prints the saves and the last one's duration.
 #include <httplib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -89,6 +91,9 @@ struct Options {
   std::string model;
   // A model to run in pairs against no model (see the file comment); empty: none.
   std::string hybrid_compare;
+  // state.interval in seconds (state.path in the run's folder): the agent saves
+  // its state while under load; 0: no state kept.
+  double state_interval_s = 0;
 };
 
 void Usage(const char* argv0) {
@@ -96,6 +101,7 @@ void Usage(const char* argv0) {
                "usage: %s [--duration SECONDS] [--refs-per-second N] [--max-pages N] [--kvwatch PATH]\n"
                "          [--policies LIST] [--capacities LIST] [--tenants off|on|isolated|compare]\n"
                "          [--baseline-kvwatch PATH [--runs N]] [--model NAME] [--hybrid-compare NAME [--runs N]]\n"
+               "          [--state-interval SECONDS]\n"
                "  defaults: 30 s, 100000 page references per second, 1048576 tracked pages,\n"
                "  kvwatch from ../agent/kvwatch beside this program, no policy canaries\n"
                "  (--policies sglang,vllm,s3fifo runs them at --capacities, default 20000,100000;\n"
@@ -103,7 +109,8 @@ void Usage(const char* argv0) {
                "  compare runs off, on and isolated in turn and prints the CPU ratios against off;\n"
                "  --baseline-kvwatch runs that binary and --kvwatch alternately, N times each (default 3),\n"
                "  and prints each pair's ratios; --hybrid-compare runs without a model and with that model\n"
-               "  alternately, N times each, and prints the same ratios)\n",
+               "  alternately, N times each, and prints the same ratios; --state-interval keeps the agent's\n"
+               "  state in the run's folder and saves it that often, under the load)\n",
                argv0);
 }
 
@@ -132,6 +139,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->model = v;
     } else if (a == "--hybrid-compare") {
       o->hybrid_compare = v;
+    } else if (a == "--state-interval") {
+      o->state_interval_s = std::atof(v);
     } else if (a == "--tenants") {
       o->tenants = v;
       if (o->tenants != "off" && o->tenants != "on" && o->tenants != "isolated" && o->tenants != "compare") {
@@ -146,7 +155,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                      .lexically_normal()
                      .string();
   }
-  return o->duration_s > 0 && o->refs_per_s > 0 && o->max_pages > 0 && o->runs > 0;
+  return o->duration_s > 0 && o->refs_per_s > 0 && o->max_pages > 0 && o->runs > 0 && o->state_interval_s >= 0;
 }
 
 double TimedMetricsGet(int port, double* ms, std::string* body) {
@@ -215,6 +224,10 @@ RunResult Run(const Options& o) {
   if (o.tenants == "isolated") curve += "tenants: {isolated: true}\n";
   if (!o.model.empty()) curve += "model: " + o.model + "\n";
   if (!o.model.empty() || !o.hybrid_compare.empty()) curve += "page_tokens: 16\n";  // the same in both runs of a pair
+  if (o.state_interval_s > 0) {
+    std::filesystem::create_directories(dir.Sub("state"));
+    curve += "state: {path: \"" + dir.Sub("state") + "\", interval: " + std::to_string(o.state_interval_s) + "s}\n";
+  }
   ts::WriteFile(config, "web: {port: 0}\nengine: {max_pages: " + std::to_string(o.max_pages) + "}\n" + curve +
                             "collectors:\n  trace_files:\n    - name: load\n      paths: [\"" + trace +
                             "\"]\n      start_at: beginning\n      timestamp_unit: ms\n");
@@ -334,6 +347,8 @@ RunResult Run(const Options& o) {
   const double hybrid_bytes = Metric(body, "kvwatch_hybrid_engine_memory_bytes");  // NaN without a hybrid model
   const double hybrid_tracked = Metric(body, "kvwatch_hybrid_tracked_bytes");
   const double agent_refs = Metric(body, "kvwatch_page_references_total");
+  const double saves = Metric(body, "kvwatch_state_saves_total");
+  const double last_save_s = Metric(body, "kvwatch_state_last_save_duration_seconds");
   const double peak_rss = StatusBytes(pid, "VmHWM");
   const std::size_t metrics_bytes = body.size();
   const std::vector<double> keepalive_ms = KeepAliveGets(port, 200);
@@ -389,6 +404,9 @@ RunResult Run(const Options& o) {
   std::printf("%-34s %.2f s CPU (%.2f s wall) for %" PRIu64 " references: %.1f%% of one core at %.0f refs/s\n",
               "kvwatch replay, same file", replay_cpu, replay_wall, refs,
               100.0 * replay_cpu / (static_cast<double>(refs) / o.refs_per_s), o.refs_per_s);
+  if (o.state_interval_s > 0) {
+    std::printf("%-34s %.0f, the last one %.1f ms\n", "state saves", saves, 1e3 * last_save_s);
+  }
   std::printf("%-34s %s\n", "agent exit on SIGTERM", ts::DescribeWaitStatus(agent_exit).c_str());
   const bool ok =
       drained && agent_exit && WIFEXITED(*agent_exit) && WEXITSTATUS(*agent_exit) == 0 && !std::isnan(replay_cpu);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/byte_io.h"
+#include "curve/stack_distance.h"
 
 namespace kvwatch::curve {
 
@@ -90,13 +91,14 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
       po.s3fifo_promotion_hits = options.s3fifo_promotion_hits;
       auto cache = MakePolicyCache(po);
       if (!cache.ok()) return R::Error(cache.error());
+      if (c->FromEngine(kind)) cache.value().reset();
       c->canaries_.push_back(Canary{kind, capacity, std::move(cache.value()), {}});
     }
   }
   return c;
 }
 
-void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, double t) {
+void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, double t, const RequestOutcome* exact) {
   SimRequest sim;
   sim.pages = request.pages;  // a span: no copy
   ApplyLifetime(request, request.has_timestamp() ? request.timestamp_s : t, options_.lifetime, &sim);
@@ -115,7 +117,17 @@ void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, d
   if (!options_.priorities.empty()) sim.priority = options_.priorities.For(request.tenant, cls);
   for (std::size_t i = 0; i < canaries_.size(); ++i) {
     Canary& c = canaries_[i];
-    outcomes_[i] = c.cache->Process(sim);
+    if (c.cache) {
+      outcomes_[i] = c.cache->Process(sim);
+    } else {
+      // Page i hits at capacity C iff its prefix maximum is below C; the prefix
+      // maxima ascend, and kCold / kBeyondTracked are above every capacity.
+      const auto& m = exact->prefix_max;
+      outcomes_[i] = SimOutcome{};
+      outcomes_[i].hits = static_cast<std::uint32_t>(
+          std::lower_bound(m.begin(), m.end(), c.capacity, [](std::uint64_t d, std::uint64_t cap) { return d < cap; }) -
+          m.begin());
+    }
     c.lifetime.Add(request.pages.size(), outcomes_[i], unlimited_hits, options_.coverage_share);
   }
   windows_.Add(t, [&](Slice& slice) {
@@ -133,7 +145,7 @@ PolicyTotals PolicyCanaries::Window(std::size_t canary, std::size_t w) const {
 
 std::size_t PolicyCanaries::MemoryBytes() const {
   std::size_t bytes = classifier_.MemoryBytes();
-  for (const Canary& c : canaries_) bytes += c.cache->MemoryBytes();
+  for (const Canary& c : canaries_) bytes += c.cache ? c.cache->MemoryBytes() : 0;
   return bytes + windows_.size() * SlidingWindows<Slice>::kSlicesPerWindow * canaries_.size() * sizeof(PolicyTotals);
 }
 
@@ -149,7 +161,7 @@ void PolicyCanaries::Serialize(std::vector<std::uint8_t>* out) const {
     AppendTotals(out, c.lifetime);
     // Length-prefixed, so that a cache must consume exactly its own bytes.
     cache.clear();
-    c.cache->Serialize(&cache);
+    if (c.cache) c.cache->Serialize(&cache);
     base::AppendPod<std::uint64_t>(out, cache.size());
     out->insert(out->end(), cache.begin(), cache.end());
   }
@@ -183,6 +195,13 @@ bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
   for (std::size_t i = 0; i < canaries_.size(); ++i) {
     std::uint64_t size = 0;
     if (!ReadTotals(&at, &lifetimes[i]) || !base::ReadCount(&at, &size, 1)) return false;
+    if (FromEngine(canaries_[i].kind)) {
+      // Nothing to rebuild: the restored engine carries this canary's state (a
+      // checkpoint of a simulated lru cache, from before lru_from_engine, is skipped).
+      at = at.subspan(static_cast<std::size_t>(size));
+      caches.emplace_back();
+      continue;
+    }
     PolicyOptions po;
     po.kind = canaries_[i].kind;
     po.capacity = canaries_[i].capacity;

@@ -29,6 +29,8 @@
 
 namespace kvwatch::curve {
 
+struct RequestOutcome;  // curve/stack_distance.h
+
 struct CanaryOptions {
   std::vector<PolicyKind> policies;
   std::vector<std::uint64_t> capacities;  // each >= 1
@@ -39,6 +41,16 @@ struct CanaryOptions {
   std::vector<double> windows_s;
   // s3fifo canaries: PolicyOptions::s3fifo_promotion_hits.
   std::uint32_t s3fifo_promotion_hits = 1;
+  // lru canaries read their hits from the exact stack-distance engine's outcome
+  // (Add's `exact`) instead of simulating a cache: under the prefix rule, LRU at
+  // capacity C hits exactly the leading pages whose prefix-maximum distance is
+  // below C (tests/curve/policy_test.cc, LruEqualsTheStackCurveAtEveryCapacity),
+  // so such a canary holds no cache and costs one binary search per request.
+  // Only for an exact engine with this touch order whose engine.max_pages is at
+  // least every capacity (beyond it the engine forgets pages an LRU cache keeps).
+  // Not part of the checkpoint's options: the canaries' bytes are the same but
+  // for the lru caches, which are written empty and skipped on restore.
+  bool lru_from_engine = false;
 };
 
 class PolicyCanaries {
@@ -49,7 +61,9 @@ class PolicyCanaries {
   static base::Result<std::unique_ptr<PolicyCanaries>> Create(const CanaryOptions& options);
 
   // One request, with its unlimited hits from the agent's engine, at window time t.
-  void Add(const Request& request, std::uint32_t unlimited_hits, double t);
+  // `exact`: the exact engine's outcome for the request; REQUIRES non-null when
+  // options().lru_from_engine and some canary is lru.
+  void Add(const Request& request, std::uint32_t unlimited_hits, double t, const RequestOutcome* exact = nullptr);
   // Moves the windows' clock.
   void Advance(double t) { windows_.Advance(t); }
 
@@ -69,9 +83,11 @@ class PolicyCanaries {
   // options), the request classifier, then per canary its lifetime totals and its
   // cache (PolicyCache::Serialize: the logical content, rebuilt on restore), and
   // the windows' slices and clock. Per resident page: 32 bytes (lfu, priority),
-  // 28 (workload-aware, plus 20 a ghost), 9 (s3fifo, plus 8 a ghost), 8 (arc, and
-  // 8 a ghost); per slot of its core: 35 (lru, sieve, vllm), 31 (fifo, sglang);
-  // 4 bytes per page a running request holds (sglang, vllm);
+  // 28 (workload-aware, plus 20 a ghost); per slot of its core: 35 (lru, sieve,
+  // vllm, arc, s3fifo), 31 (fifo, sglang), and 8 a ghost (arc, s3fifo); none for an
+  // lru canary read from the engine (its cache part is empty, and whatever a
+  // checkpoint holds there is skipped on restore: the restored engine carries its
+  // state); 4 bytes per page a running request holds (sglang, vllm);
   // 40 per (window slice, canary); 12 per chain the classifier remembers (none
   // unless uses_class(); chains in a checkpoint are then dropped on restore). E.g.
   // lru and vllm at 10,000 and 20,000 pages, full, two windows: 2.1 MB.
@@ -94,11 +110,13 @@ class PolicyCanaries {
   struct Canary {
     PolicyKind kind;
     std::uint64_t capacity;
-    std::unique_ptr<PolicyCache> cache;
+    std::unique_ptr<PolicyCache> cache;  // null for an lru canary read from the engine (lru_from_engine)
     PolicyTotals lifetime;
   };
 
   PolicyCanaries(const CanaryOptions& options, std::size_t canaries);
+  // Whether a canary of this policy reads the engine's outcome (lru_from_engine).
+  bool FromEngine(PolicyKind kind) const { return options_.lru_from_engine && kind == PolicyKind::kLru; }
 
   CanaryOptions options_;
   bool uses_class_ = false;

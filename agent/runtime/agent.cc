@@ -43,7 +43,7 @@ base::Status Agent::Init() {
   auto analysis = Analysis::Create(options_);
   if (!analysis.ok()) return base::Status::Error(analysis.error());
   // No other thread runs yet; the lock keeps the analysis honest.
-  base::MutexLock lock(mu_);
+  base::WriterLock lock(mu_);
   analysis_ = std::move(analysis).value();
   LoadState();
   for (const auto& c : options_.collectors) published_.push_back(CollectorCopy::Of(*c));
@@ -71,7 +71,7 @@ base::Status Agent::Init() {
 // --- Ingestion ------------------------------------------------------------------------
 
 void Agent::OnRequest(const curve::Request& request) {
-  base::MutexLock lock(mu_);
+  base::WriterLock lock(mu_);
   analysis_->Ingest(request, WallNow());
 }
 
@@ -80,7 +80,7 @@ void Agent::Ingest(std::span<const curve::Request> requests) {
   while (i < requests.size()) {
     {
       // At least one request per turn, so a stream of readers cannot stall ingestion.
-      base::MutexLock lock(mu_);
+      base::WriterLock lock(mu_);
       do {
         analysis_->Ingest(requests[i++], WallNow());
       } while (i < requests.size() && readers_waiting_.load(std::memory_order_relaxed) == 0);
@@ -129,7 +129,7 @@ void Agent::PublishCollector(std::size_t i) {
       group_mismatch_logged_[i] = why;
     }
   }
-  base::MutexLock lock(mu_);
+  base::WriterLock lock(mu_);
   published_[i] = std::move(copy);
 }
 
@@ -187,7 +187,7 @@ int Agent::Run() {
       next_poll[i] = now + options_.collectors[i]->poll_interval();
     }
     {
-      base::MutexLock lock(mu_);
+      base::WriterLock lock(mu_);
       // The window clock starts with the first record: records may carry their
       // own time base (Mooncake's milliseconds since the trace began), which the
       // wall clock must not overtake before any arrives.
@@ -242,7 +242,7 @@ void Agent::ReloadWebConfig() {
   auto web = config::ReadWebConfigFile(options_.web_config_file);
   base::Status applied = web.ok() ? http_->ReloadWebConfig(web.value()) : base::Status::Error(web.error());
   {
-    base::MutexLock lock(mu_);
+    base::WriterLock lock(mu_);
     state_.web_reload_ok = applied.ok();
   }
   if (applied.ok()) {
@@ -260,13 +260,15 @@ int Agent::port() const { return http_ ? http_->port() : 0; }
 base::Status Agent::SaveState() {
   if (options_.state_path.empty()) return base::Status::Ok();
   {
-    base::MutexLock lock(mu_);
+    base::WriterLock lock(mu_);
     if (!state_.saving) return base::Status::Ok();  // said once, at start-up (LoadState)
   }
   const auto started = std::chrono::steady_clock::now();
   StateParts parts;
   {
-    base::MutexLock lock(mu_);
+    // Shared: the scrapes take their snapshots while the analysis is written out
+    // (both only read it; ingestion, which changes it, waits).
+    base::ReaderLock lock(mu_);
     analysis_->Serialize(&parts);
   }
   if (alert_runner_) alert_runner_->AppendState(&parts.alerts);  // under the runner's own lock
@@ -280,7 +282,7 @@ base::Status Agent::SaveState() {
   base::Status s = WriteStateFile(options_.state_path, parts);  // I/O outside the lock
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   {
-    base::MutexLock lock(mu_);
+    base::WriterLock lock(mu_);
     ++(s.ok() ? state_.saves : state_.errors);
     state_.last_save_seconds = seconds;
   }
@@ -369,8 +371,11 @@ void Agent::LoadState() {
 
 AgentSnapshot Agent::TakeSnapshot(bool windows, bool canaries) const {
   AgentSnapshot s;
+  // One reader at a time: a snapshot refreshes the curves' cached window merges
+  // (SlidingWindows), which SaveState's serialization never reads.
+  base::MutexLock one_reader(readers_mu_);
   readers_waiting_.fetch_add(1);  // Ingest hands mu_ over between two requests
-  base::MutexLock lock(mu_);
+  base::ReaderLock lock(mu_);
   readers_waiting_.fetch_sub(1);
   readers_waiting_.notify_all();
   s.analysis = analysis_->TakeSnapshot(windows, canaries);

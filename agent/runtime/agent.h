@@ -51,7 +51,9 @@
 // The HTTP server answers on its own threads: /metrics, /api/v1/curve and the
 // alert evaluation copy a snapshot under mu_ (the lifetime and window curves, the
 // canaries' totals, the published collector copies, counters) and build the
-// reports, knees and text outside it. mu_ guards everything both touch.
+// reports, knees and text outside it. mu_ guards everything both touch; readers
+// hold it shared, so a state save, which serializes the analysis under a shared
+// hold too, does not hold them up.
 //
 // Files: this class (agent.cc) is the wiring: start-up, the event loop, the
 // collectors' hand-over, and when and how the state file is saved and loaded. The
@@ -188,7 +190,7 @@ class Agent : public collectors::RequestSink {
   base::Status Init();
   // What every reader reads, copied under mu_: the window curves when `windows`,
   // the canaries' totals when `canaries`.
-  AgentSnapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_);
+  AgentSnapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_, readers_mu_);
   // Runs requests through the analysis, yielding mu_ to waiting readers between
   // two requests.
   void Ingest(std::span<const curve::Request> requests) EXCLUDES(mu_);
@@ -206,7 +208,15 @@ class Agent : public collectors::RequestSink {
   // checks it between two requests and hands mu_ over, so a scrape waits for one
   // request, not for a whole batch (256 requests: 10 ms and more with canaries).
   mutable std::atomic<int> readers_waiting_{0};
-  mutable base::Mutex mu_;  // guards the state below (not the collectors: the loop owns them)
+  // Guards the state below (not the collectors: the loop owns them). Held
+  // exclusively to change it (the loop's ingestion and clock, a publication);
+  // shared to read it: by TakeSnapshot, and by SaveState while it serializes the
+  // analysis, so a save (tens of ms with a full engine) never holds up a scrape.
+  mutable base::SharedMutex mu_;
+  // Serializes the readers among themselves (taken before mu_): reading a window
+  // refreshes its cached merge (curve/sliding_windows.h), and the first snapshot
+  // before the loop's first Advance counts the canaries' memory.
+  mutable base::Mutex readers_mu_;
   // Engines, curves, windows, groups, canaries (analysis.h). The pointer is set
   // once by Init; what it points to is read and written under mu_ only.
   std::unique_ptr<Analysis> analysis_ PT_GUARDED_BY(mu_);

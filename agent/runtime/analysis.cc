@@ -89,6 +89,12 @@ base::Status Analysis::Init() {
     co.capacities = options_.curve.capacities;
     co.touch_order = options_.engine.touch_order;
     co.coverage_share = options_.coverage_share;
+    // The lru canaries read the exact engine's outcome (same requests, same touch
+    // order) instead of simulating LRU a second time; config/ keeps every
+    // capacity within engine.max_pages, checked again here for options built in code.
+    co.lru_from_engine = !sampled_ && std::all_of(co.capacities.begin(), co.capacities.end(), [&](std::uint64_t c) {
+      return c <= options_.engine.max_pages;
+    });
     auto canaries = curve::PolicyCanaries::Create(co);
     if (!canaries.ok()) return base::Status::Error("curve.policies: " + canaries.error());
     canaries_ = std::move(canaries).value();
@@ -155,7 +161,7 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
   if (groups_) groups_->Add(request, tags, outcome_, t);
   // A sampled engine does not know the request's unlimited hits: the canaries'
   // coverage is then not exported (their page hits are exact either way).
-  if (canaries_) canaries_->Add(request, sampled_ ? 0 : outcome_.unlimited_hits, t);
+  if (canaries_) canaries_->Add(request, sampled_ ? 0 : outcome_.unlimited_hits, t, sampled_ ? nullptr : &outcome_);
   last_record_time_ = windows_->now();
   last_record_wall_ = wall;
 }

@@ -90,15 +90,20 @@ CanaryOptions Options() {
 // the request's time (the previous one's when it has none).
 class Driver {
  public:
-  explicit Driver(const CanaryOptions& options) : canaries_(PolicyCanaries::Create(options).value()) {
-    EngineOptions eo;
-    eo.remembered_evictions = 0;
+  explicit Driver(const CanaryOptions& options, EngineOptions eo = Unbounded())
+      : canaries_(PolicyCanaries::Create(options).value()) {
+    eo.touch_order = options.touch_order;
     engine_ = std::make_unique<StackDistanceEngine>(eo);
   }
   void Feed(const Request& r) {
     engine_->Process(r.pages, &outcome_);
     if (r.has_timestamp()) t_ = r.timestamp_s;
-    canaries_->Add(r, outcome_.unlimited_hits, t_);
+    canaries_->Add(r, outcome_.unlimited_hits, t_, &outcome_);
+  }
+  static EngineOptions Unbounded() {
+    EngineOptions eo;
+    eo.remembered_evictions = 0;
+    return eo;
   }
   PolicyCanaries& canaries() { return *canaries_; }
   std::unique_ptr<PolicyCanaries>& owned() { return canaries_; }
@@ -168,6 +173,70 @@ TEST(PolicyCheckpointTest, RestoredCanariesBehaveExactlyAsTheOriginal) {
       ExpectSame(original.canaries(), twin.canaries(), when + " at the end");
       if (::testing::Test::HasFailure()) return;
     }
+  }
+}
+
+// lru canaries read from the engine (CanaryOptions::lru_from_engine) against the
+// simulated lru caches: the same totals in every window, request after request,
+// in both touch orders, with an engine that forgets pages (max_pages at the
+// largest capacity, remembered evictions on) and one that does not.
+TEST(PolicyCheckpointTest, LruCanariesReadFromTheEngineEqualTheSimulatedOnes) {
+  for (TouchOrder order : {TouchOrder::kTailFirst, TouchOrder::kHeadFirst}) {
+    for (bool bounded : {false, true}) {
+      CanaryOptions simulated = Options();
+      simulated.touch_order = order;
+      CanaryOptions derived = simulated;
+      derived.lru_from_engine = true;
+      EngineOptions eo = Driver::Unbounded();
+      if (bounded) {
+        eo.max_pages = 120;
+        eo.remembered_evictions = 64;
+      }
+      Driver a(simulated, eo), b(derived, eo);
+      const std::vector<Request> stream = Stream(order == TouchOrder::kTailFirst ? 11 : 12, 2500);
+      const std::string what = std::string(order == TouchOrder::kTailFirst ? "tail" : "head") + "-first, " +
+                               (bounded ? "bounded" : "unbounded") + " engine";
+      for (std::size_t i = 0; i < stream.size(); ++i) {
+        a.Feed(stream[i]);
+        b.Feed(stream[i]);
+        if (i % 250 == 0) ExpectSame(a.canaries(), b.canaries(), what + ", request " + std::to_string(i));
+      }
+      ExpectSame(a.canaries(), b.canaries(), what + ", at the end");
+      // lru canaries (the first policy) that hit: the comparison has teeth.
+      EXPECT_GT(b.canaries().Lifetime(1).page_hits, 0u) << what;
+      // They hold no cache.
+      EXPECT_LT(b.canaries().MemoryBytes(), a.canaries().MemoryBytes()) << what;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// A checkpoint of simulated lru canaries restores into canaries that read the
+// engine (an upgrade), and one of those into their like; both then go on as the
+// untouched simulated twin.
+TEST(PolicyCheckpointTest, LruCanariesReadFromTheEngineRestoreFromEitherCheckpoint) {
+  const std::vector<Request> stream = Stream(13, 1600);
+  CanaryOptions derived = Options();
+  derived.lru_from_engine = true;
+  for (bool from_derived : {false, true}) {
+    const std::string when = from_derived ? "from lru_from_engine" : "from simulated lru";
+    Driver original(from_derived ? derived : Options());
+    Driver twin(Options());
+    for (std::size_t i = 0; i < 700; ++i) {
+      original.Feed(stream[i]);
+      twin.Feed(stream[i]);
+    }
+    const std::vector<std::uint8_t> bytes = Bytes(original.canaries());
+    auto restored = PolicyCanaries::Create(derived).value();
+    std::span<const std::uint8_t> in(bytes);
+    ASSERT_TRUE(restored->Deserialize(&in)) << when;
+    EXPECT_TRUE(in.empty()) << when;
+    original.owned() = std::move(restored);
+    for (std::size_t i = 700; i < stream.size(); ++i) {
+      original.Feed(stream[i]);
+      twin.Feed(stream[i]);
+    }
+    ExpectSame(original.canaries(), twin.canaries(), when);
   }
 }
 
