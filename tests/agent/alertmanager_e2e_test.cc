@@ -30,10 +30,10 @@
 // further behind the writer than agent A (less than half the hanging timeout) and
 // its slowest /metrics is within 2 s of A's. A, doing the same work on the same
 // machine, is the yardstick, so a loaded machine slows both and fails neither,
-// while a loop or handler held by the hanging POST (5 s) still fails. Then
-// Alertmanager starts on that port and
-// the alert, raised during the outage, must arrive (a retry with backoff; the
-// resend interval is far longer).
+// while a loop or handler held by the hanging POST (5 s) still fails (an agent b
+// stopped with SIGSTOP for 5 s during the outage fails both). Then Alertmanager
+// starts on that port and the alert, raised during the outage, must arrive (a
+// retry with backoff; the resend interval is far longer).
 //
 // Skips when prometheus-alertmanager is not installed. Deadlines only bound a
 // broken build.
