@@ -33,9 +33,9 @@ TEST(PrometheusRulesTest, PromtoolChecksAndUnitTestsPass) {
   EXPECT_TRUE(check.Exited(0)) << "promtool check rules:\n" << check.Describe();
   EXPECT_NE(check.out.find("SUCCESS"), std::string::npos) << check.Describe();
   // promtool evaluates every rule over hours of simulated series: 11 s of CPU,
-  // 30-100 s of wall time on a loaded 2-core machine (98.6 s measured beside
-  // stress-ng --cpu 2 and two other test streams, where 120 s was the limit).
-  // The limit bounds a hung promtool only, well inside the test's CTest TIMEOUT.
+  // and on a loaded 2-core machine (stress-ng --cpu 2, other builds and tests,
+  // load average 20-24) this test took 98-137 s, where 120 s was the limit. The
+  // limit bounds a hung promtool only, well inside the test's CTest TIMEOUT.
   const CommandResult test = RunCommand({promtool, "test", "rules", kRulesTest}, Millis(600000));
   EXPECT_TRUE(test.Exited(0)) << "promtool test rules:\n" << test.Describe();
   EXPECT_NE(test.out.find("SUCCESS"), std::string::npos) << test.Describe();
