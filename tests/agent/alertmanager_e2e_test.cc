@@ -26,10 +26,14 @@
 // along. Agent B's Alertmanager port is first a black hole (a socket that listens
 // but never accepts: each POST hangs until alerts.timeout, 5s) until B has raised
 // the over-capacity alert and failed to deliver it; meanwhile B must keep
-// ingesting (it never falls 2 s behind the writer, less than half the hanging
-// timeout) and answer /metrics promptly. Then Alertmanager starts on that port and
-// the alert, raised during the outage, must arrive (a retry with backoff; the
-// resend interval is far longer).
+// ingesting and answer /metrics: at every look during the outage, B is never 2 s
+// further behind the writer than agent A (less than half the hanging timeout) and
+// its slowest /metrics is within 2 s of A's. A, doing the same work on the same
+// machine, is the yardstick, so a loaded machine slows both and fails neither,
+// while a loop or handler held by the hanging POST (5 s) still fails (an agent b
+// stopped with SIGSTOP for 5 s during the outage fails both). Then Alertmanager
+// starts on that port and the alert, raised during the outage, must arrive (a
+// retry with backoff; the resend interval is far longer).
 //
 // Skips when prometheus-alertmanager is not installed. Deadlines only bound a
 // broken build.
@@ -248,14 +252,15 @@ class Feeder {
   std::int64_t start_ms() const { return start_ms_; }
   std::size_t written() const { return written_.load(); }
   bool done() const { return written_.load() == workload_.lines.size(); }
-  // How many records had been written by wall time `ms`.
-  std::size_t WrittenBy(std::int64_t ms) const {
+  // How far behind the writer a reader that has counted `counted` records is at
+  // wall time `now_ms`: the age of the oldest record it has not counted (0 when
+  // it has counted every record written).
+  std::int64_t LagMs(double counted, std::int64_t now_ms) const {
     std::lock_guard<std::mutex> lock(mu_);
-    std::size_t n = 0;
     for (const auto& [at, count] : history_) {
-      if (at <= ms) n = count;
+      if (static_cast<double>(count) > counted) return std::max<std::int64_t>(0, now_ms - at);
     }
-    return n;
+    return 0;
   }
 
  private:
@@ -422,22 +427,34 @@ TEST(AlertmanagerEndToEndTest, ShiftFiresAndResolvesInAlertmanagerAlsoAfterAnOut
   Feeder feeder(workload.value(), {trace_a, trace_b});
   const std::int64_t shift_start_ms = feeder.start_ms() + static_cast<std::int64_t>(kShiftStartSeconds * 1000);
   const auto deadline = SteadyClock::now() + kTestDeadline;
-  double max_scrape_s = 0;
+  double max_scrape_s = 0, max_scrape_a_s = 0;
+  std::int64_t max_lag_ms = 0, max_lag_a_ms = 0;
   int outage_samples = 0, behind_samples = 0;
+  // One /metrics of an agent, with the seconds it took and how far behind the
+  // writer the agent is.
+  auto look = [&](const AgentProcess& agent, double* scrape_s, std::int64_t* lag_ms) {
+    const auto before = SteadyClock::now();
+    auto metrics = agent.Metrics(&error);
+    *scrape_s = std::chrono::duration<double>(SteadyClock::now() - before).count();
+    if (metrics) *lag_ms = feeder.LagMs(SampleValue(*metrics, "kvwatch_requests_total").value_or(0), WallNowMs());
+    return metrics;
+  };
   while (SteadyClock::now() < deadline && !(a.Done() && b.Done())) {
     a.Observe();
     b.Observe();
     if (hole) {
-      // B's Alertmanager is a black hole: B must keep ingesting and answering.
-      const auto before = SteadyClock::now();
-      auto metrics = b.agent->Metrics(&error);
-      const double scrape_s = std::chrono::duration<double>(SteadyClock::now() - before).count();
+      // B's Alertmanager is a black hole: B must keep ingesting and answering,
+      // as A does meanwhile.
+      double scrape_s = 0, scrape_a_s = 0;
+      std::int64_t lag_ms = 0, lag_a_ms = 0;
+      const auto metrics = look(*b.agent, &scrape_s, &lag_ms);
       ASSERT_TRUE(metrics.has_value()) << error;
+      ASSERT_TRUE(look(*a.agent, &scrape_a_s, &lag_a_ms).has_value()) << error;
       max_scrape_s = std::max(max_scrape_s, scrape_s);
-      const double counted = SampleValue(*metrics, "kvwatch_requests_total").value_or(0);
-      // Every record written 2 s ago must be counted by now.
-      const std::size_t due = feeder.WrittenBy(WallNowMs() - 2000);
-      behind_samples += counted < static_cast<double>(due) ? 1 : 0;
+      max_scrape_a_s = std::max(max_scrape_a_s, scrape_a_s);
+      max_lag_ms = std::max(max_lag_ms, lag_ms);
+      max_lag_a_ms = std::max(max_lag_a_ms, lag_a_ms);
+      behind_samples += lag_ms - lag_a_ms >= 2000 ? 1 : 0;
       ++outage_samples;
       const double failures = SampleValue(*metrics, "kvwatch_alert_notifications_total",
                                           {{"notifier", "alertmanager"}, {"result", "failure"}})
@@ -452,8 +469,11 @@ TEST(AlertmanagerEndToEndTest, ShiftFiresAndResolvesInAlertmanagerAlsoAfterAnOut
     }
     std::this_thread::sleep_for(Millis(250));
   }
-  std::printf("records written %zu of %zu; outage samples %d, slowest /metrics %.3fs\n", feeder.written(),
-              workload.value().lines.size(), outage_samples, max_scrape_s);
+  std::printf(
+      "records written %zu of %zu; outage samples %d; slowest /metrics b %.3fs, a %.3fs; most behind the writer b "
+      "%.1fs, a %.1fs\n",
+      feeder.written(), workload.value().lines.size(), outage_samples, max_scrape_s, max_scrape_a_s,
+      max_lag_ms / 1000.0, max_lag_a_ms / 1000.0);
   auto at = [&](std::int64_t ms) { return ms ? (ms - feeder.start_ms()) / 1000.0 : -1.0; };
   std::printf("b's Alertmanager up at %.1fs\n", at(b.alertmanager_started_ms));
   for (Scenario* s : {&a, &b}) {
@@ -464,13 +484,14 @@ TEST(AlertmanagerEndToEndTest, ShiftFiresAndResolvesInAlertmanagerAlsoAfterAnOut
     }
   }
 
-  // The outage: B kept up with the writer and answered /metrics quickly, while
+  // The outage: B kept up with the writer and answered /metrics as A did, while
   // each POST to the black hole hung for 5 s.
   ASSERT_EQ(hole, nullptr) << "agent b never raised " << kOverCapacity << " while its Alertmanager was down:\n"
                            << Tail(b.agent->Stderr());
   EXPECT_GT(outage_samples, 4);
-  EXPECT_EQ(behind_samples, 0) << "agent b fell more than 2 s behind the writer while its Alertmanager hung";
-  EXPECT_LT(max_scrape_s, 2.0) << "agent b answered /metrics slowly while its Alertmanager hung";
+  EXPECT_EQ(behind_samples, 0) << "agent b fell 2 s or more further behind the writer than agent a while its "
+                                  "Alertmanager hung";
+  EXPECT_LT(max_scrape_s, max_scrape_a_s + 2.0) << "agent b answered /metrics slowly while its Alertmanager hung";
 
   for (const Scenario* s : {&a, &b}) {
     ExpectDelivered(*s, kOverCapacity, shift_start_ms,
