@@ -26,10 +26,13 @@ void CurveAccumulator::Add(const RequestOutcome& outcome) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t c = outcome.hit_capacity(i);
     if (c == 0) break;
-    if (c >= hits_.size()) hits_.resize(std::max<std::size_t>(c + 1, hits_.size() * 3 / 2));
-    HitCell& cell = hits_[c];
-    ++cell.hits;
-    cell.depth += i;
+    if (c >= hits_.size()) {
+      const std::size_t size = std::max<std::size_t>(c + 1, hits_.size() * 3 / 2);
+      hits_.resize(size);
+      depth_.resize(size);
+    }
+    ++hits_[c];
+    depth_[c] += i;
   }
   const std::uint32_t r = outcome.Requirement(coverage_share_);
   if (r == kBeyondTracked) {
@@ -46,11 +49,8 @@ void CurveAccumulator::Merge(const CurveAccumulator& other) {
     if (from.size() > into->size()) into->resize(from.size());
     for (std::size_t i = 0; i < from.size(); ++i) (*into)[i] += from[i];
   };
-  if (other.hits_.size() > hits_.size()) hits_.resize(other.hits_.size());
-  for (std::size_t i = 0; i < other.hits_.size(); ++i) {
-    hits_[i].hits += other.hits_[i].hits;
-    hits_[i].depth += other.hits_[i].depth;
-  }
+  merge(&hits_, other.hits_);
+  merge(&depth_, other.depth_);
   merge(&required_, other.required_);
 }
 
@@ -59,20 +59,19 @@ void CurveAccumulator::AdjustReferences(std::uint64_t page_refs) {
   if (page_refs >= totals_.page_refs) {
     const std::uint64_t extra = page_refs - totals_.page_refs;
     if (extra > 0) {
-      if (hits_.size() < 2) hits_.resize(2);
-      hits_[1].hits += extra;
+      AddAt(&hits_, 1, extra);
+      if (depth_.size() < hits_.size()) depth_.resize(hits_.size());
       totals_.unlimited_page_hits += extra;
     }
   } else {
     std::uint64_t excess = totals_.page_refs - page_refs;
     for (std::size_t c = 1; c < hits_.size() && excess > 0; ++c) {
-      HitCell& cell = hits_[c];
-      const std::uint64_t take = std::min(excess, cell.hits);
+      const std::uint64_t take = std::min(excess, hits_[c]);
       if (take == 0) continue;
       // Keep the mean depth of what stays.
-      cell.depth = static_cast<std::uint64_t>(static_cast<double>(cell.depth) * static_cast<double>(cell.hits - take) /
-                                              static_cast<double>(cell.hits));
-      cell.hits -= take;
+      depth_[c] = static_cast<std::uint64_t>(static_cast<double>(depth_[c]) * static_cast<double>(hits_[c] - take) /
+                                             static_cast<double>(hits_[c]));
+      hits_[c] -= take;
       totals_.unlimited_page_hits -= take;
       excess -= take;
     }
@@ -86,21 +85,19 @@ double CurveAccumulator::UnlimitedPageHitRatio() const { return totals_.Unlimite
 
 void CurveAccumulator::BuildPrefixSums() const {
   if (prefix_valid_) return;
-  // Trailing zeros are trimmed so MaxCapacity() is the last capacity that changes anything.
-  std::size_t n = hits_.size();
-  while (n > 0 && hits_[n - 1].hits == 0) --n;
-  hits_prefix_.resize(n);
-  depth_prefix_.resize(n);
-  std::uint64_t hits = 0, depth = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    hits_prefix_[i] = hits += hits_[i].hits;
-    depth_prefix_[i] = depth += hits_[i].depth;
-  }
-  n = required_.size();
-  while (n > 0 && required_[n - 1] == 0) --n;
-  required_prefix_.resize(n);
-  std::uint64_t required = 0;
-  for (std::size_t i = 0; i < n; ++i) required_prefix_[i] = required += required_[i];
+  auto prefix = [](const std::vector<std::uint64_t>& hist, std::vector<std::uint64_t>* out) {
+    // Trim trailing zeros so MaxCapacity() is the last capacity that changes anything.
+    std::size_t n = hist.size();
+    while (n > 0 && hist[n - 1] == 0) --n;
+    out->resize(n);
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < n; ++i) (*out)[i] = sum += hist[i];
+  };
+  prefix(hits_, &hits_prefix_);
+  prefix(required_, &required_prefix_);
+  depth_prefix_.resize(hits_prefix_.size());
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < depth_prefix_.size(); ++i) depth_prefix_[i] = sum += depth_[i];
   prefix_valid_ = true;
 }
 
@@ -239,10 +236,11 @@ CurveAccumulator CompactCurveAccumulator::Dense() const {
     return n;
   };
   acc.hits_.resize(size(hits_));
+  acc.depth_.resize(acc.hits_.size());
   acc.required_.resize(size(required_));
   for (const Entry& e : hits_) {
-    acc.hits_[e.capacity].hits += e.count;
-    acc.hits_[e.capacity].depth += e.depth;
+    acc.hits_[e.capacity] += e.count;
+    acc.depth_[e.capacity] += e.depth;
   }
   for (const Entry& e : required_) acc.required_[e.capacity] += e.count;
   return acc;
@@ -253,7 +251,7 @@ std::size_t CompactCurveAccumulator::MemoryBytes() const {
   if (dense_) {
     bytes +=
         sizeof(CurveAccumulator) +
-        dense_->hits_.capacity() * sizeof(CurveAccumulator::HitCell) + dense_->required_.capacity() * sizeof(std::uint64_t);
+        (dense_->hits_.capacity() + dense_->depth_.capacity() + dense_->required_.capacity()) * sizeof(std::uint64_t);
   }
   return bytes;
 }

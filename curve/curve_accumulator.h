@@ -8,9 +8,7 @@
 //               depth-weighted prefill cost, which is linear in i);
 //   required[c] requests whose requirement R at the coverage share is c;
 // so page_hits(C) and request_coverage(C) are prefix sums. The histograms grow to
-// the largest capacity seen, not to the tracked range. hits and depth are
-// written together for every page that hits, so they are one array of pairs
-// (one cache line per page instead of two).
+// the largest capacity seen, not to the tracked range.
 //
 // Thread safety: none; const methods may be called concurrently only while no
 // non-const method runs (they fill a lazily built cache).
@@ -85,11 +83,8 @@ class CurveAccumulator {
 
   double coverage_share_;
   CurveTotals totals_;
-  struct HitCell {
-    std::uint64_t hits = 0;
-    std::uint64_t depth = 0;
-  };
-  std::vector<HitCell> hits_;  // [c]: hits[c] and depth[c]
+  std::vector<std::uint64_t> hits_;
+  std::vector<std::uint64_t> depth_;
   std::vector<std::uint64_t> required_;
 
   // Prefix sums, rebuilt on the first query after a change.
