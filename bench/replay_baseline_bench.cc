@@ -284,6 +284,18 @@ Timing TimeProcess(const std::vector<std::string>& argv, const std::string& out_
   return t;
 }
 
+// The 1-minute load average (the machine's other work decides whether replay's
+// reader thread gets a core of its own; see docs/performance.md).
+std::string LoadAverage() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  char text[64] = "unknown";
+  if (f != nullptr) {
+    if (std::fscanf(f, "%63s", text) != 1) std::snprintf(text, sizeof(text), "unknown");
+    std::fclose(f);
+  }
+  return text;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -338,8 +350,9 @@ int RunComparison(int argc, char** argv) {
       break;
     }
     std::printf(
-        "run %d: baseline %.3f s (cpu %.3f s), replay %.3f s (cpu %.3f s), baseline-neighbours %.3f s (cpu %.3f s)\n",
-        r + 1, b.wall_s, b.cpu_s, k.wall_s, k.cpu_s, nb.wall_s, nb.cpu_s);
+        "run %d: baseline %.3f s (cpu %.3f s), replay %.3f s (cpu %.3f s), baseline-neighbours %.3f s (cpu %.3f s), "
+        "load %s\n",
+        r + 1, b.wall_s, b.cpu_s, k.wall_s, k.cpu_s, nb.wall_s, nb.cpu_s, LoadAverage().c_str());
     base.push_back(b.wall_s);
     replay.push_back(k.wall_s);
     near.push_back(nb.wall_s);

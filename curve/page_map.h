@@ -83,8 +83,14 @@ class PageMap {
     return Find(key);
   }
 
-  // Hints the CPU to fetch the entry key would start probing at.
-  void Prefetch(std::uint64_t key) const { __builtin_prefetch(&entries_[Home(key)]); }
+  // Hints the CPU to fetch the entry key would start probing at, and the
+  // `lines` - 1 cache lines after it (in the runs layout a run whose home was
+  // taken lies several entries past it).
+  void Prefetch(std::uint64_t key, int lines = 1) const {
+    const std::size_t home = Home(key);
+    __builtin_prefetch(&entries_[home]);
+    for (int k = 1; k < lines; ++k) __builtin_prefetch(&entries_[(home + k * (64 / sizeof(Entry))) & mask_]);
+  }
 
   // REQUIRES: key is not present; value != kEmpty.
   void Insert(std::uint64_t key, std::uint32_t value) {

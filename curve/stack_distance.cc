@@ -99,7 +99,7 @@ void StackDistanceEngine::ClearLive(std::uint32_t slot) {
   for (std::size_t i = slot / kBlockBits + 1; i < n; i += i & (~i + 1)) --fenwick_[i];
 }
 
-// ClearLive(from) then SetLive(to), REQUIRES from < to. The two update paths of
+// ClearLive(from) then SetLive(to). The two update paths of
 // the Fenwick tree meet at a common ancestor, above which -1 and +1 cancel; that
 // ancestor is computed first, so each path is a plain loop of its own (no
 // data-dependent branch between them: walking them in step mispredicted). A page
@@ -113,6 +113,11 @@ inline void StackDistanceEngine::MoveLive(std::uint32_t from, std::uint32_t to) 
   const std::uint32_t bf = from / kBlockBits, bt = to / kBlockBits;
   live_bits_[bf] &= ~(1ULL << (from % kBlockBits));
   live_bits_[bt] |= 1ULL << (to % kBlockBits);
+  MoveCounts(bf, bt, 1);
+}
+
+// The tree's part of moving `count` live slots from block bf to block bt.
+inline void StackDistanceEngine::MoveCounts(std::uint32_t bf, std::uint32_t bt, std::int32_t count) {
   if (bf == bt) return;
   const std::uint64_t a = bf;
   int t = std::bit_width(a ^ bt);
@@ -120,8 +125,19 @@ inline void StackDistanceEngine::MoveLive(std::uint32_t from, std::uint32_t to) 
   const std::size_t meet = static_cast<std::size_t>((a >> t) + 1) << t;
   const std::size_t end = std::min(meet, fenwick_.size());
   std::int32_t* const tree = fenwick_.data();
-  for (std::size_t i = std::size_t{bf} + 1; i < end; i += i & (~i + 1)) --tree[i];
-  for (std::size_t j = std::size_t{bt} + 1; j < end; j += j & (~j + 1)) ++tree[j];
+  for (std::size_t i = std::size_t{bf} + 1; i < end; i += i & (~i + 1)) tree[i] -= count;
+  for (std::size_t j = std::size_t{bt} + 1; j < end; j += j & (~j + 1)) tree[j] += count;
+}
+
+inline std::uint32_t StackDistanceEngine::LiveBetween(std::uint32_t lo, std::uint32_t hi) const {
+  const std::uint32_t first = lo + 1;
+  const std::uint32_t wa = first / kBlockBits, wb = hi / kBlockBits;
+  const std::uint64_t from_first = ~0ULL << (first % kBlockBits);
+  const std::uint64_t to_hi = hi % kBlockBits == 63 ? ~0ULL : (2ULL << (hi % kBlockBits)) - 1;
+  if (wa == wb) return static_cast<std::uint32_t>(std::popcount(live_bits_[wa] & from_first & to_hi));
+  std::uint32_t n = static_cast<std::uint32_t>(std::popcount(live_bits_[wa] & from_first));
+  for (std::uint32_t w = wa + 1; w < wb; ++w) n += static_cast<std::uint32_t>(std::popcount(live_bits_[w]));
+  return n + static_cast<std::uint32_t>(std::popcount(live_bits_[wb] & to_hi));
 }
 
 // Number of live slots newer than slot (slot itself is live).
@@ -518,8 +534,23 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   const bool remembers = evicted_young_.size() != 0 || evicted_old_.size() != 0;
   std::uint32_t running_max = 0;
   std::uint32_t last_decomposed = kNoSlot;  // slot of the previous setter decomposed
+  // The last tracked page's slot and distance: nothing moves during this pass, so
+  // a page whose slot is close to it is at that distance plus or minus the live
+  // slots between them (the pages of an earlier request sit in neighbouring
+  // slots), a few bitmap words instead of a walk down the tree.
+  std::uint32_t near_slot = kNoSlot, near_distance = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchAhead < n) map_.Prefetch(pages[i + kPrefetchAhead]);
+    if (i + kPrefetchAhead < n) {
+      // With the runs layout a page in the same run as the one before it is found
+      // beside it (FindNear); a run's first page is found near its home or a few
+      // probes past it (when another run took the home).
+      const std::size_t j = i + kPrefetchAhead;
+      if (!near_) {
+        map_.Prefetch(pages[j]);
+      } else if (pages[j] >> PageMap::kRunBits != pages[j - 1] >> PageMap::kRunBits) {
+        map_.Prefetch(pages[j], kRunPrefetchLines);
+      }
+    }
     std::uint32_t d;
     // A request's pages often come in runs of consecutive ids: with the runs
     // layout the previous page's entry is usually next to this one's (on the
@@ -527,7 +558,18 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
     std::uint32_t* slot = i == 0 || !near_ ? map_.Find(pages[i]) : map_.FindNear(pages[i], entries_[i - 1]);
     entries_[i] = slot;
     if (slot != nullptr) {
-      d = Distance(*slot);
+      const std::uint32_t s = *slot;
+      if (near_slot == kNoSlot) {
+        d = Distance(s);
+      } else if (s < near_slot) {
+        d = near_slot - s <= kNearDistanceSlots ? near_distance + LiveBetween(s, near_slot) : Distance(s);
+      } else if (s > near_slot) {
+        d = s - near_slot <= kNearDistanceSlots ? near_distance - LiveBetween(near_slot, s) : Distance(s);
+      } else {
+        d = near_distance;  // the same page again
+      }
+      near_slot = s;
+      near_distance = d;
       // A far page's owners and group tree nodes are cold, and read soon (by the
       // decomposition of a setter, and when the page moves): fetch them together.
       if (total_groups_ != 0 && d >= options_.decompose_from) PrefetchGroups(*slot);
@@ -562,16 +604,38 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   // The entries found above stay valid until the map moves entries (growth or
   // eviction); a page not found above may have been inserted by a duplicate.
   const std::uint64_t generation = map_.generation();
+  // The common case's tree updates are gathered per pair of blocks: a request's
+  // pages leave a few blocks and fill a few consecutive ones, so the tree is
+  // walked a few times per request instead of once or twice per page. The bitmap
+  // is updated at once; the tree is brought up to date before anything else
+  // reads or rebuilds it.
+  std::uint32_t moved_from = 0, moved_to = 0;
+  std::int32_t moved = 0;  // pages moved from block moved_from to block moved_to, not yet in the tree
+  auto flush = [&] {
+    MoveCounts(moved_from, moved_to, moved);
+    moved = 0;
+  };
   auto touch = [&](std::size_t i) {
     std::uint32_t* current = map_.generation() == generation ? entries_[i] : nullptr;
     // The common case inline: a tracked page, no groups, a free slot.
     if (current != nullptr && total_groups_ == 0 && next_slot_ != slots_) {
       const std::uint32_t slot = next_slot_++;
       if (slot_pages_) slot_page_[slot] = pages[i];
-      MoveLive(*current, slot);
+      const std::uint32_t from = *current;
+      const std::uint32_t bf = from / kBlockBits, bt = slot / kBlockBits;
+      live_bits_[bf] &= ~(1ULL << (from % kBlockBits));
+      live_bits_[bt] |= 1ULL << (slot % kBlockBits);
       *current = slot;
+      if (bf == bt) return;  // the block's count is unchanged
+      if (bf != moved_from || bt != moved_to) {
+        if (moved != 0) flush();
+        moved_from = bf;
+        moved_to = bt;
+      }
+      ++moved;
       return;
     }
+    if (moved != 0) flush();
     Touch(pages[i], current);
   };
   if (options_.touch_order == TouchOrder::kTailFirst) {
@@ -579,6 +643,7 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   } else {
     for (std::size_t i = 0; i < n; ++i) touch(i);
   }
+  if (moved != 0) flush();
 }
 
 // --- Checkpoints ----------------------------------------------------------------------

@@ -155,7 +155,13 @@ class StackDistanceEngine {
   // Process will be given soon (no effect on any result).
   void Prefetch(std::span<const PageId> pages) const {
     const std::size_t n = std::min<std::size_t>(pages.size(), kPrefetchAhead);
-    for (std::size_t i = 0; i < n; ++i) map_.Prefetch(pages[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!near_) {
+        map_.Prefetch(pages[i]);
+      } else if (i == 0 || pages[i] >> PageMap::kRunBits != pages[i - 1] >> PageMap::kRunBits) {
+        map_.Prefetch(pages[i], kRunPrefetchLines);  // see ProcessImpl
+      }
+    }
   }
 
   // Forgets every page (for example when an engine clears its cache).
@@ -181,9 +187,15 @@ class StackDistanceEngine {
  private:
   // How many pages ahead of its lookups Process prefetches map entries.
   static constexpr std::size_t kPrefetchAhead = 16;
+  // Cache lines of the map prefetched for a run's first page (runs layout).
+  static constexpr int kRunPrefetchLines = 3;
   static constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 
   std::uint32_t Distance(std::uint32_t slot) const;
+  // Live slots in (lo, hi], REQUIRES lo < hi: the arrival pass derives a page's
+  // distance from the previous page's when their slots are this close.
+  std::uint32_t LiveBetween(std::uint32_t lo, std::uint32_t hi) const;
+  static constexpr std::uint32_t kNearDistanceSlots = 256;
   void ProcessImpl(std::span<const PageId> pages, RequestOutcome* out);
   void ConfigureGroups();
   bool WasEvicted(PageId page) const;
@@ -195,6 +207,7 @@ class StackDistanceEngine {
   void SetLive(std::uint32_t slot);
   void ClearLive(std::uint32_t slot);
   void MoveLive(std::uint32_t from, std::uint32_t to);
+  void MoveCounts(std::uint32_t from_block, std::uint32_t to_block, std::int32_t count);
   void EvictOldest();
   void KeepSlotPages();
   // The slots to size for `pages` live pages (at compaction, and Reserve).

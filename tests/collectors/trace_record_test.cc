@@ -260,6 +260,32 @@ TEST_F(TraceRecordTest, NonIntegerIdsAreReported) {
   EXPECT_THAT(ErrorOf(R"({"hash_ids": [18446744073709551616]})"), HasSubstr("hash_ids[0] is larger than 2^64-1"));
 }
 
+// hash_ids in the common shape are read straight from the text (ReadIdList);
+// every other spelling goes through simdjson. Both must give the same ids, and
+// the fields after the array must still be read.
+TEST_F(TraceRecordTest, IdListsInEveryJsonSpellingOfIntegers) {
+  EXPECT_THAT(MustParse(R"({"hash_ids": []})").pages, IsEmpty());
+  EXPECT_THAT(MustParse("{\"hash_ids\": [ \t\r ]}").pages, IsEmpty());
+  EXPECT_THAT(MustParse(R"({"hash_ids":[0,1,2]})").pages, ElementsAre(0u, 1u, 2u));
+  EXPECT_THAT(MustParse("{\"hash_ids\": [\t7 ,\r8\t, 9 ] }").pages, ElementsAre(7u, 8u, 9u));
+  EXPECT_THAT(MustParse(R"({"hash_ids": [18446744073709551615, 10]})").pages,
+              ElementsAre(18446744073709551615u, 10u));
+  curve::Request r = MustParse(R"({"hash_ids": [5, 6], "input_length": 40, "tenant": "a", "timestamp": 2.5})");
+  EXPECT_THAT(r.pages, ElementsAre(5u, 6u));
+  EXPECT_EQ(r.input_tokens, 40);
+  EXPECT_EQ(r.tenant, "a");
+  EXPECT_DOUBLE_EQ(r.timestamp_s, 2.5);
+  // A second hash_ids replaces the first, whichever way each is read.
+  EXPECT_THAT(MustParse(R"({"hash_ids": [1, 2], "hash_ids": [3]})").pages, ElementsAre(3u));
+  EXPECT_THAT(MustParse(R"({"hash_ids": [1, 2], "hash_ids": [ 3 , 4 ]})").pages, ElementsAre(3u, 4u));
+  // Errors after a list read from the text are found as before.
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [1, 2], "timestamp": "x"})"), HasSubstr("\"timestamp\" is a string"));
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [1, 2]]})"), HasSubstr("not valid JSON"));
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [1, 2,]})"), HasSubstr("hash_ids[2]"));
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [1, 00]})"), HasSubstr("hash_ids[1] is not a valid number (00)"));
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [99999999999999999999]})"), HasSubstr("hash_ids[0] is larger than 2^64-1"));
+}
+
 TEST_F(TraceRecordTest, BadOptionalFieldsAreReported) {
   EXPECT_THAT(ErrorOf(R"({"timestamp": "noon", "hash_ids": []})"),
               HasSubstr("\"timestamp\" is a string (\"noon\"); expected a number"));
