@@ -23,7 +23,7 @@
 // Fault points (crash tests only): SetFaultHook installs a function called at
 // each step with the step's name — "created", "written", "synced", "renamed"
 // (before the directory's fsync), "done". A test process kills itself there
-// (tests/agent/crash_child.cc) to prove that a kill between any two steps
+// (tests/agent/runtime/crash_agent.cc) to prove that a kill between any two steps
 // loses nothing. No hook is installed outside tests; the check is one load of a
 // pointer per step.
 //

@@ -241,4 +241,12 @@ bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
   return true;
 }
 
+std::optional<std::uint32_t> PolicyCanaries::CheckpointVersion(std::span<const std::uint8_t> in) {
+  std::uint32_t tag = 0, version = 0;
+  if (!base::ReadPod(&in, &tag) || tag != kCheckpointTag || !base::ReadPod(&in, &version)) return std::nullopt;
+  return version;
+}
+
+std::uint32_t PolicyCanaries::CheckpointVersionWritten() { return kCheckpointVersion; }
+
 }  // namespace kvwatch::curve

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -98,6 +99,12 @@ class PolicyCanaries {
   // by canaries with other options (policies, capacities, touch order, coverage
   // share, lifetimes, priorities or windows).
   bool Deserialize(std::span<const std::uint8_t>* in);
+  // The layout version a checkpoint's bytes declare (Serialize writes
+  // CheckpointVersionWritten()), nullopt when they do not start as a canaries
+  // checkpoint: a restorer tells an older layout, which Deserialize refuses
+  // whatever the options, from a checkpoint of other options.
+  static std::optional<std::uint32_t> CheckpointVersion(std::span<const std::uint8_t> in);
+  static std::uint32_t CheckpointVersionWritten();
 
  private:
   struct Slice {

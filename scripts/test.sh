@@ -102,7 +102,7 @@ if ((full)); then
   # the suites the file defines, read from its TEST lines).
   # http_abuse_test: its TLS load tests skip themselves under TSan (handshakes slow
   # past their bounds); the plain ones and the keep-alive run.
-  tsan_files=(agent/http_server_test.cc agent/http_abuse_test.cc agent/alert_runner_test.cc
+  tsan_files=(agent/web/http_server_test.cc agent/web/http_abuse_test.cc agent/runtime/alert_runner_test.cc
     collectors/engine_metrics_collector_test.cc
     collectors/kv_events_collector_test.cc:KvEventsGapTest,KvEventsRestartTest,KvEventsMalformedTest,KvEventsTransportTest,KvEventsRestoreTest,KvEventsTimestampTest)
   tsan_paths=()

@@ -11,11 +11,11 @@
 # folder whose files define none of its file-local names (or rename the helper, or
 # give a shared helper one home in the folder's testing header).
 set(KVWATCH_TEST_UNITY_GROUPS
-  "agent/agent_clock_test.cc agent/alertmanager_e2e_test.cc agent/curve_history_test.cc agent/dashboard_test.cc agent/http_server_test.cc agent/replay_svg_test.cc agent/state_file_test.cc"
-  "agent/agent_restart_test.cc agent/agent_tenants_test.cc agent/calibrate_test.cc agent/collector_registry_test.cc agent/packaging_test.cc agent/prometheus_rules_test.cc agent/simulate_output_test.cc agent/synth_command_test.cc"
-  "agent/builtin_config_test.cc agent/crash_consistency_test.cc agent/metrics_golden_test.cc agent/metrics_reference_test.cc agent/replay_golden_test.cc agent/replay_page_tokens_test.cc agent/sampled_agent_test.cc agent/web_page_test.cc"
-  "agent/agent_bad_input_test.cc agent/agent_scrape_test.cc agent/alert_runner_test.cc agent/canary_roles_test.cc agent/http_abuse_test.cc agent/kv_load_agent_test.cc agent/policy_canary_test.cc agent/tenants_e2e_test.cc"
-  "agent/agent_e2e_test.cc agent/check_config_test.cc agent/engine_histograms_agent_test.cc agent/knee_shift_stationary_test.cc agent/quickstart_test.cc agent/replay_policy_test.cc agent/replay_test.cc agent/simulate_command_test.cc"
+  "agent/runtime/agent_clock_test.cc agent/runtime/alertmanager_e2e_test.cc agent/runtime/curve_history_test.cc agent/dashboard_test.cc agent/web/http_server_test.cc agent/render/replay_svg_test.cc agent/runtime/state_file_test.cc"
+  "agent/runtime/agent_restart_test.cc agent/runtime/agent_tenants_test.cc agent/cli/calibrate_test.cc agent/runtime/collector_registry_test.cc agent/packaging_test.cc agent/prometheus_rules_test.cc agent/render/simulate_output_test.cc agent/cli/synth_command_test.cc"
+  "agent/runtime/builtin_config_test.cc agent/runtime/crash_consistency_test.cc agent/runtime/metrics_golden_test.cc agent/runtime/metrics_reference_test.cc agent/cli/replay_golden_test.cc agent/cli/replay_page_tokens_test.cc agent/runtime/sampled_agent_test.cc agent/web/web_page_test.cc"
+  "agent/runtime/agent_bad_input_test.cc agent/runtime/agent_scrape_test.cc agent/runtime/alert_runner_test.cc agent/runtime/canary_restore_test.cc agent/runtime/canary_roles_test.cc agent/web/http_abuse_test.cc agent/runtime/kv_load_agent_test.cc agent/runtime/policy_canary_test.cc agent/runtime/tenants_e2e_test.cc"
+  "agent/runtime/agent_e2e_test.cc agent/runtime/check_config_test.cc agent/runtime/engine_histograms_agent_test.cc agent/runtime/knee_shift_stationary_test.cc agent/quickstart_test.cc agent/cli/replay_policy_test.cc agent/cli/replay_test.cc agent/cli/simulate_command_test.cc"
   "collectors/engine_metrics_collector_test.cc collectors/exposition_parser_test.cc collectors/kv_events_collector_test.cc collectors/synth_test.cc collectors/tail_checkpoint_test.cc collectors/trace_record_test.cc"
   "collectors/engine_log_collector_test.cc collectors/engine_log_parser_test.cc collectors/file_tailer_test.cc collectors/file_tailer_torture_test.cc collectors/kv_event_tracker_test.cc collectors/kv_events_fleet_test.cc collectors/trace_reader_test.cc"
   "curve/hybrid_engine_test.cc curve/kv_load_test.cc curve/policy_core_test.cc curve/policy_test.cc curve/sampled_engine_test.cc curve/sliding_windows_test.cc curve/tiers_test.cc"

@@ -514,6 +514,59 @@ curve::CurveReport Replayer::GroupReport(const curve::CompactCurveAccumulator& a
   return Report(acc.Dense(), page_refs, options);
 }
 
+namespace {
+
+// A class's projected peak KV per request: nearest-rank quantiles of `values`.
+FootprintRow Footprint(const std::string& cls, std::vector<double> values) {
+  FootprintRow row;
+  row.cls = cls;
+  row.requests = values.size();
+  row.p50 = curve::NearestRankQuantile(&values, 0.5);
+  row.p90 = curve::NearestRankQuantile(&values, 0.9);
+  row.p99 = curve::NearestRankQuantile(&values, 0.99);
+  row.max = curve::NearestRankQuantile(&values, 1.0);
+  return row;
+}
+
+// The capacity plan at the plan fraction's page-hit working set, when bytes are
+// known and it converged.
+std::vector<PlanRow> PlanRows(const ReplayResult& r, const ResolvedReplay& resolved) {
+  std::vector<PlanRow> rows;
+  if (!resolved.report.bytes_per_token) return rows;
+  for (const auto& e : r.total.working_set) {
+    if (e.target != "page_hit" || std::fabs(e.fraction - r.plan_fraction) > 1e-12 || !e.capacity_pages) continue;
+    auto plan = curve::PlanCapacity(*e.capacity_pages, resolved.report.page_tokens,
+                                    static_cast<std::uint64_t>(*resolved.report.bytes_per_token), resolved.plan);
+    if (!plan.ok()) break;
+    for (const auto& row : plan.value().rows) rows.push_back(PlanRow{row.name, static_cast<double>(row.bytes)});
+  }
+  return rows;
+}
+
+}  // namespace
+
+ReplayGroups Replayer::GroupsResult() const {
+  const Groups& g = *groups_;
+  ReplayGroups out;
+  out.capacities = g.layout.capacities;
+  out.top_tenants = resolved_.top_tenants;
+  out.isolated = resolved_.isolated;
+  curve::LabelledTotals by_tenant = g.by_tenant, by_class = g.by_class;
+  g.Flush(&by_tenant, &by_class);
+  for (const auto& [name, totals] : by_tenant.rows()) out.tenants.push_back({name, totals});
+  for (const auto& [name, totals] : by_class.rows()) out.classes.push_back({name, totals});
+  for (const auto& [name, cls] : g.class_acc) out.class_reports.emplace_back(name, GroupReport(cls.acc, cls.page_refs));
+  for (const auto& [name, values] : g.footprints) out.footprint.push_back(Footprint(name, values));
+  if (g.running_known) {
+    curve::RunningKv running = g.running;
+    running.Finish();
+    out.running_kv_known = true;
+    out.running_kv_mean_bytes = running.mean_bytes();
+    out.running_kv_peak_bytes = running.peak_bytes();
+  }
+  return out;
+}
+
 ReplayResult Replayer::Result() const {
   ReplayResult r;
   r.settings = resolved_.settings;
@@ -534,38 +587,7 @@ ReplayResult Replayer::Result() const {
   if (any_tenant_) {
     for (const auto& [name, tenant] : tenants_) r.tenants.emplace_back(name, GroupReport(tenant.acc, tenant.page_refs));
   }
-  if (groups_) {
-    const Groups& g = *groups_;
-    ReplayGroups out;
-    out.capacities = g.layout.capacities;
-    out.top_tenants = resolved_.top_tenants;
-    out.isolated = resolved_.isolated;
-    curve::LabelledTotals by_tenant = g.by_tenant, by_class = g.by_class;
-    g.Flush(&by_tenant, &by_class);
-    for (const auto& [name, totals] : by_tenant.rows()) out.tenants.push_back({name, totals});
-    for (const auto& [name, totals] : by_class.rows()) out.classes.push_back({name, totals});
-    for (const auto& [name, cls] : g.class_acc)
-      out.class_reports.emplace_back(name, GroupReport(cls.acc, cls.page_refs));
-    for (const auto& [name, values] : g.footprints) {
-      std::vector<double> v = values;
-      FootprintRow row;
-      row.cls = name;
-      row.requests = v.size();
-      row.p50 = curve::NearestRankQuantile(&v, 0.5);
-      row.p90 = curve::NearestRankQuantile(&v, 0.9);
-      row.p99 = curve::NearestRankQuantile(&v, 0.99);
-      row.max = curve::NearestRankQuantile(&v, 1.0);
-      out.footprint.push_back(row);
-    }
-    if (g.running_known) {
-      curve::RunningKv running = g.running;
-      running.Finish();
-      out.running_kv_known = true;
-      out.running_kv_mean_bytes = running.mean_bytes();
-      out.running_kv_peak_bytes = running.peak_bytes();
-    }
-    r.groups = std::move(out);
-  }
+  if (groups_) r.groups = GroupsResult();
   if (hybrid_) r.hybrid = hybrid_->Result(resolved_.report, resolved_.report.bytes_per_token.value_or(0));
   if (tiers_) {
     r.tiers = tiers_->totals();
@@ -574,15 +596,7 @@ ReplayResult Replayer::Result() const {
     r.tier_in_time_known = tiers_->in_time_known();
     r.tier_hits_in_time = tiers_->hits_in_time();
   }
-  if (resolved_.report.bytes_per_token) {
-    for (const auto& e : r.total.working_set) {
-      if (e.target != "page_hit" || std::fabs(e.fraction - r.plan_fraction) > 1e-12 || !e.capacity_pages) continue;
-      auto plan = curve::PlanCapacity(*e.capacity_pages, resolved_.report.page_tokens,
-                                      static_cast<std::uint64_t>(*resolved_.report.bytes_per_token), resolved_.plan);
-      if (!plan.ok()) break;
-      for (const auto& row : plan.value().rows) r.plan.push_back(PlanRow{row.name, static_cast<double>(row.bytes)});
-    }
-  }
+  r.plan = PlanRows(r, resolved_);
   return r;
 }
 
@@ -615,72 +629,124 @@ void TuneHeap() {
   mallopt(M_TOP_PAD, 16 << 20);
 }
 
+// What the reader thread shares with the replaying one: the batches, and
+// standard error (the progress bar and the bad-line reports). Only the reader
+// writes to stderr until it is joined (the mutex keeps it so should that change).
+struct TraceReading {
+  explicit TraceReading(ProgressBar& progress) : bar(progress) {}
+  BatchQueue queue;
+  std::mutex output_mu;
+  ProgressBar& bar;
+};
+
+// Reports a bad line on standard error: a trace's first 20, then once that only
+// the count is kept.
+void ReportBadLine(std::uint64_t& reported, std::string_view source, std::uint64_t line, std::string_view message) {
+  if (reported++ < 20) {
+    std::fprintf(stderr, "kvwatch replay: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
+                 static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
+  } else if (reported == 21) {
+    std::fprintf(stderr, "kvwatch replay: %.*s: more bad lines; only the count is kept\n",
+                 static_cast<int>(source.size()), source.data());
+  }
+}
+
+// Reads one trace into batches, handing each full one over; input counts what
+// was read. False when the trace could not be read (said on standard error).
+bool ReadOneTrace(const std::string& path, const collectors::TraceReaderOptions& ro, TraceReading& reading,
+                  std::unique_ptr<RequestBatch>& batch, ReplayInput& input) {
+  std::uint64_t reported = 0;
+  collectors::TraceCallbacks callbacks;
+  callbacks.on_request = [&](curve::Request& request) {
+    batch->Push(request);
+    if (batch->Full()) {
+      reading.queue.PushFull(std::move(batch));
+      batch = reading.queue.TakeFree();
+    }
+  };
+  callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
+    std::lock_guard lock(reading.output_mu);
+    reading.bar.Clear();
+    ReportBadLine(reported, source, line, message);
+  };
+  callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) {
+    std::lock_guard lock(reading.output_mu);
+    reading.bar.Update(path, done, total);
+  };
+  auto summary = collectors::ReadTrace(path, ro, callbacks);
+  std::lock_guard lock(reading.output_mu);
+  reading.bar.Clear();
+  if (!summary.ok()) {
+    std::fprintf(stderr, "kvwatch replay: %s\n", summary.error().c_str());
+    return false;
+  }
+  input.sources.push_back(path);
+  input.lines += summary.value().lines;
+  input.bad_lines += summary.value().bad_lines;
+  input.blank_lines += summary.value().blank_lines;
+  input.bytes += summary.value().bytes;
+  return true;
+}
+
+// The reader thread's work: every trace in order into batches, up to the first
+// that cannot be read, then the queue closed. False after such a trace.
+bool ReadTraces(const ReplayOptions& options, collectors::TimestampUnit unit, TraceReading& reading,
+                ReplayInput& input) {
+  collectors::TraceReaderOptions ro;
+  ro.strict = options.strict;
+  ro.record.timestamp_unit = unit;
+  if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
+  if (!options.tenants) ro.record.tenant_fields.clear();
+  std::unique_ptr<RequestBatch> batch = reading.queue.TakeFree();
+  bool ok = true;
+  for (const std::string& path : options.traces) {
+    ok = ReadOneTrace(path, ro, reading, batch, input);
+    if (!ok) break;
+  }
+  // Requests delivered before a failure are processed, as before; the result is
+  // then dropped.
+  if (batch->size > 0) {
+    reading.queue.PushFull(std::move(batch));
+  } else {
+    reading.queue.Recycle(std::move(batch));
+  }
+  reading.queue.Close();
+  return ok;
+}
+
+// A batch's input tokens and pages per request, to settle the page size.
+std::vector<TokenPages> PageTokensSample(const RequestBatch& batch) {
+  std::vector<TokenPages> sample;
+  for (std::size_t i = 0, begin = 0; i < batch.size; begin = batch.ends[i++]) {
+    const std::int64_t tokens = batch.meta[i].input_tokens;
+    sample.push_back({tokens > 0 ? static_cast<std::uint64_t>(tokens) : 0, batch.ends[i] - begin});
+  }
+  return sample;
+}
+
+void ReplayBatch(Replayer& replayer, const RequestBatch& batch) {
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < batch.size; ++i) {
+    const std::size_t end = batch.ends[i];
+    // The next request's first map entries load while this one is replayed.
+    if (i + 1 < batch.size) {
+      replayer.Prefetch(std::span<const curve::PageId>(batch.pages.data() + end, batch.ends[i + 1] - end));
+    }
+    replayer.Add(batch.meta[i], std::span<const curve::PageId>(batch.pages.data() + begin, end - begin));
+    begin = end;
+  }
+}
+
 // Reads every trace on a reader thread and replays its requests on this one into
 // replayer (built on the first batch); input counts what was read. False when
 // a trace could not be read (said on standard error).
 bool ReadAndReplay(const ReplayOptions& options, collectors::TimestampUnit unit, ResolvedReplay* resolved,
                    ProgressBar& bar, std::unique_ptr<Replayer>& replayer, ReplayInput& input) {
-  // The reader thread parses every trace in order into batches; this thread runs
-  // the engine on them. Only the reader writes to stderr until it is joined (the
-  // mutex keeps it so should that change).
-  std::mutex output_mu;
-  BatchQueue queue;
+  TraceReading reading(bar);
   bool read_failed = false;
   std::thread reader([&] {
     pthread_setname_np(pthread_self(), "kvwatch-reader");
-    std::unique_ptr<RequestBatch> batch = queue.TakeFree();
-    for (const std::string& path : options.traces) {
-      collectors::TraceReaderOptions ro;
-      ro.strict = options.strict;
-      ro.record.timestamp_unit = unit;
-      if (!options.tenant_fields.empty()) ro.record.tenant_fields = options.tenant_fields;
-      if (!options.tenants) ro.record.tenant_fields.clear();
-      std::uint64_t reported = 0;
-      collectors::TraceCallbacks callbacks;
-      callbacks.on_request = [&](curve::Request& request) {
-        batch->Push(request);
-        if (batch->Full()) {
-          queue.PushFull(std::move(batch));
-          batch = queue.TakeFree();
-        }
-      };
-      callbacks.on_bad_line = [&](std::string_view source, std::uint64_t line, std::string_view message) {
-        std::lock_guard lock(output_mu);
-        bar.Clear();
-        if (reported++ < 20) {
-          std::fprintf(stderr, "kvwatch replay: %.*s:%llu: %.*s\n", static_cast<int>(source.size()), source.data(),
-                       static_cast<unsigned long long>(line), static_cast<int>(message.size()), message.data());
-        } else if (reported == 21) {
-          std::fprintf(stderr, "kvwatch replay: %.*s: more bad lines; only the count is kept\n",
-                       static_cast<int>(source.size()), source.data());
-        }
-      };
-      callbacks.on_progress = [&](std::uint64_t done, std::uint64_t total) {
-        std::lock_guard lock(output_mu);
-        bar.Update(path, done, total);
-      };
-      auto summary = collectors::ReadTrace(path, ro, callbacks);
-      std::lock_guard lock(output_mu);
-      bar.Clear();
-      if (!summary.ok()) {
-        std::fprintf(stderr, "kvwatch replay: %s\n", summary.error().c_str());
-        read_failed = true;
-        break;
-      }
-      input.sources.push_back(path);
-      input.lines += summary.value().lines;
-      input.bad_lines += summary.value().bad_lines;
-      input.blank_lines += summary.value().blank_lines;
-      input.bytes += summary.value().bytes;
-    }
-    // Requests delivered before a failure are processed, as before; the result is
-    // then dropped.
-    if (batch->size > 0) {
-      queue.PushFull(std::move(batch));
-    } else {
-      queue.Recycle(std::move(batch));
-    }
-    queue.Close();
+    read_failed = !ReadTraces(options, unit, reading, input);
   });
   // The page size counts in every token and byte figure, the tiers' and the
   // policies' too, so it is settled before the first request is replayed: from the
@@ -690,26 +756,10 @@ bool ReadAndReplay(const ReplayOptions& options, collectors::TimestampUnit unit,
     SettlePageTokens(resolved, sample);
     replayer = std::make_unique<Replayer>(*resolved);
   };
-  std::vector<TokenPages> sample;
-  while (auto batch = queue.PopFull()) {
-    if (!replayer) {
-      for (std::size_t i = 0, begin = 0; i < batch->size; begin = batch->ends[i++]) {
-        const std::int64_t tokens = batch->meta[i].input_tokens;
-        sample.push_back({tokens > 0 ? static_cast<std::uint64_t>(tokens) : 0, batch->ends[i] - begin});
-      }
-      start(sample);
-    }
-    std::size_t begin = 0;
-    for (std::size_t i = 0; i < batch->size; ++i) {
-      const std::size_t end = batch->ends[i];
-      // The next request's first map entries load while this one is replayed.
-      if (i + 1 < batch->size) {
-        replayer->Prefetch(std::span<const curve::PageId>(batch->pages.data() + end, batch->ends[i + 1] - end));
-      }
-      replayer->Add(batch->meta[i], std::span<const curve::PageId>(batch->pages.data() + begin, end - begin));
-      begin = end;
-    }
-    queue.Recycle(std::move(batch));
+  while (auto batch = reading.queue.PopFull()) {
+    if (!replayer) start(PageTokensSample(*batch));
+    ReplayBatch(*replayer, *batch);
+    reading.queue.Recycle(std::move(batch));
   }
   reader.join();
   if (read_failed) return false;

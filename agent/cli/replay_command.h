@@ -154,6 +154,8 @@ class Replayer {
                             const curve::ReportOptions& options) const;
   // A tenant's or a class's report: Report of its curve, without the plot samples.
   curve::CurveReport GroupReport(const curve::CompactCurveAccumulator& acc, std::uint64_t page_refs) const;
+  // The tenant and class sections of Result (groups_ set).
+  ReplayGroups GroupsResult() const;
 
   ResolvedReplay resolved_;
   std::unique_ptr<curve::StackDistanceEngine> exact_;

@@ -385,7 +385,11 @@ Result<SimulateSetup> ResolveSimulateOptions(const SimulateOptions& o) {
   return s;
 }
 
-base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> inferred_page_tokens) {
+namespace {
+
+// The trace's tokens per page (--page-tokens, else inferred, else 16) and the
+// KV block's (--block-tokens, else the page's), which must divide it.
+base::Status SettleBlockTokens(SimulateSetup* s, std::optional<std::uint64_t> inferred_page_tokens) {
   SimulateSettings& st = s->settings;
   if (s->page_tokens) {
     st.page_tokens = *s->page_tokens;
@@ -404,6 +408,44 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
   }
   st.block_tokens = static_cast<std::uint32_t>(block);
   s->replica.block_tokens = st.block_tokens;
+  return base::Status::Ok();
+}
+
+// The pool's bytes per rank without --pool-blocks: --kv-bytes, else as vLLM
+// sizes its pool, the GPU's memory x utilization minus what the weights take on
+// one rank (activations, CUDA graphs and the allocator's slack are not
+// subtracted). *flag names the option an error blames.
+base::Result<double> PoolBytes(SimulateSetup* s, const std::string& per_block, std::string* flag) {
+  SimulateSettings& st = s->settings;
+  *flag = "--kv-bytes";
+  if (s->kv_bytes) {
+    st.pool_source = "kv-bytes";
+    st.pool_detail = "--kv-bytes " + HumanBytes(*s->kv_bytes) + " / " + per_block;
+    return *s->kv_bytes;
+  }
+  *flag = s->gpu_memory_utilization_given ? "--gpu-memory-utilization" : "--gpu";
+  const double weights = sim::TotalParameters(*s->model) * 2 / s->tensor_parallel;
+  const double bytes = s->gpu->memory_bytes * s->gpu_memory_utilization - weights;
+  st.pool_source = "gpu-memory";
+  st.pool_detail = s->gpu->name + " " + HumanBytes(s->gpu->memory_bytes) + " x " +
+                   Significant4(s->gpu_memory_utilization) + " utilization - " + HumanBytes(weights) +
+                   " of weights per rank (" + Significant4(sim::TotalParameters(*s->model) / 1e9) +
+                   "B parameters x 2 bytes / " + std::to_string(s->tensor_parallel) +
+                   ") = " + HumanBytes(std::max(0.0, bytes)) + " / " + per_block;
+  if (!(bytes > 0)) {
+    return base::Result<double>::Error(*flag + ": the weights (" + HumanBytes(weights) + " per rank) do not fit in " +
+                                       HumanBytes(s->gpu->memory_bytes * s->gpu_memory_utilization) +
+                                       ": raise --tensor-parallel or --gpu-memory-utilization");
+  }
+  return bytes;
+}
+
+}  // namespace
+
+base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> inferred_page_tokens) {
+  if (base::Status settled = SettleBlockTokens(s, inferred_page_tokens); !settled.ok()) return settled;
+  SimulateSettings& st = s->settings;
+  const std::uint64_t block = st.block_tokens;
   const std::string per_block =
       st.kv_bytes_per_token ? HumanBytes(*st.kv_bytes_per_token * static_cast<double>(block)) + " per block" : "";
   if (s->pool_blocks) {
@@ -411,32 +453,10 @@ base::Status SettleSimulatePool(SimulateSetup* s, std::optional<std::uint64_t> i
     st.pool_source = "option";
     st.pool_detail = "given with --pool-blocks" + (per_block.empty() ? "" : "; " + per_block);
   } else {
-    double bytes = 0;
-    std::string flag = "--kv-bytes";
-    if (s->kv_bytes) {
-      bytes = *s->kv_bytes;
-      st.pool_source = "kv-bytes";
-      st.pool_detail = "--kv-bytes " + HumanBytes(bytes) + " / " + per_block;
-    } else {
-      // As vLLM sizes its pool: the GPU's memory x utilization minus what the
-      // weights take on one rank (activations, CUDA graphs and the allocator's
-      // slack are not subtracted).
-      flag = s->gpu_memory_utilization_given ? "--gpu-memory-utilization" : "--gpu";
-      const double weights = sim::TotalParameters(*s->model) * 2 / s->tensor_parallel;
-      bytes = s->gpu->memory_bytes * s->gpu_memory_utilization - weights;
-      st.pool_source = "gpu-memory";
-      st.pool_detail = s->gpu->name + " " + HumanBytes(s->gpu->memory_bytes) + " x " +
-                       Significant4(s->gpu_memory_utilization) + " utilization - " + HumanBytes(weights) +
-                       " of weights per rank (" + Significant4(sim::TotalParameters(*s->model) / 1e9) +
-                       "B parameters x 2 bytes / " + std::to_string(s->tensor_parallel) +
-                       ") = " + HumanBytes(std::max(0.0, bytes)) + " / " + per_block;
-      if (!(bytes > 0)) {
-        return base::Status::Error(flag + ": the weights (" + HumanBytes(weights) + " per rank) do not fit in " +
-                                   HumanBytes(s->gpu->memory_bytes * s->gpu_memory_utilization) +
-                                   ": raise --tensor-parallel or --gpu-memory-utilization");
-      }
-    }
-    const double blocks = std::floor(bytes / (*st.kv_bytes_per_token * static_cast<double>(block)));
+    std::string flag;
+    const base::Result<double> bytes = PoolBytes(s, per_block, &flag);
+    if (!bytes.ok()) return base::Status::Error(bytes.error());
+    const double blocks = std::floor(bytes.value() / (*st.kv_bytes_per_token * static_cast<double>(block)));
     if (!(blocks >= 1)) return base::Status::Error(flag + ": room for less than one KV block");
     if (!(blocks <= static_cast<double>(kMaxPoolBlocks))) {
       return base::Status::Error(flag + ": room for " + Significant4(blocks) + " KV blocks, more than the " +

@@ -129,57 +129,32 @@ void WriteHybridApi(base::JsonWriter& w, const CurveApiContext::Hybrid& h) {
   w.EndObject();
 }
 
-// The fields every per-window answer starts with.
-void WriteWindowHeader(base::JsonWriter& w, const std::string& window, double seconds, const std::string& replica) {
-  w.Key("window");
-  w.String(window);
-  w.Key("window_seconds");
-  w.Number(seconds);
-  w.Key("replica");
-  w.String(replica);
+// "policies": each canary's hit ratio, coverage and gain over the engine
+// policy's canary at its capacity.
+void WriteCanariesApi(base::JsonWriter& w, const std::vector<CurveApiContext::Canary>& policies) {
+  w.Key("policies");
+  w.BeginArray();
+  for (const CurveApiContext::Canary& k : policies) {
+    w.BeginObject();
+    w.Key("policy");
+    w.String(k.policy);
+    w.Key("capacity_pages");
+    w.Uint(k.capacity_pages);
+    w.Key("page_hit_ratio");
+    w.Number(k.page_hit_ratio);
+    w.Key("request_coverage");
+    w.Optional(k.request_coverage);
+    w.Key("gain");
+    w.Number(k.gain);
+    w.Key("engine_policy");
+    w.Bool(k.engine);
+    w.EndObject();
+  }
+  w.EndArray();
 }
 
-}  // namespace
-
-std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& c) {
-  base::JsonWriter w;
-  w.BeginObject();
-  WriteWindowHeader(w, c.window, c.window_seconds, c.replica);
-  WriteCurveReportFields(w, r);
-  w.Key("plot");
-  w.BeginArray();
-  for (const auto& p : r.plot) WriteCurvePoint(w, p);
-  w.EndArray();
-  w.Key("capacity_pages_configured");
-  w.BeginArray();
-  for (std::uint64_t cap : c.capacities) w.Uint(cap);
-  w.EndArray();
-  w.Key("tracked_pages");
-  w.Uint(c.tracked_pages);
-  w.Key("bucket_relative_error");
-  w.Number(c.bucket_relative_error);
-  if (!c.policies.empty()) {
-    w.Key("policies");
-    w.BeginArray();
-    for (const CurveApiContext::Canary& k : c.policies) {
-      w.BeginObject();
-      w.Key("policy");
-      w.String(k.policy);
-      w.Key("capacity_pages");
-      w.Uint(k.capacity_pages);
-      w.Key("page_hit_ratio");
-      w.Number(k.page_hit_ratio);
-      w.Key("request_coverage");
-      w.Optional(k.request_coverage);
-      w.Key("gain");
-      w.Number(k.gain);
-      w.Key("engine_policy");
-      w.Bool(k.engine);
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  const CurveApiContext::KvLoad& k = c.kv_load;
+// "kv_load": the KV load factor and what it was computed from.
+void WriteKvLoadApi(base::JsonWriter& w, const CurveApiContext::KvLoad& k) {
   w.Key("kv_load");
   w.BeginObject();
   w.Key("load_factor");
@@ -221,6 +196,39 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
   }
   w.EndObject();
   w.EndObject();
+}
+
+// The fields every per-window answer starts with.
+void WriteWindowHeader(base::JsonWriter& w, const std::string& window, double seconds, const std::string& replica) {
+  w.Key("window");
+  w.String(window);
+  w.Key("window_seconds");
+  w.Number(seconds);
+  w.Key("replica");
+  w.String(replica);
+}
+
+}  // namespace
+
+std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContext& c) {
+  base::JsonWriter w;
+  w.BeginObject();
+  WriteWindowHeader(w, c.window, c.window_seconds, c.replica);
+  WriteCurveReportFields(w, r);
+  w.Key("plot");
+  w.BeginArray();
+  for (const auto& p : r.plot) WriteCurvePoint(w, p);
+  w.EndArray();
+  w.Key("capacity_pages_configured");
+  w.BeginArray();
+  for (std::uint64_t cap : c.capacities) w.Uint(cap);
+  w.EndArray();
+  w.Key("tracked_pages");
+  w.Uint(c.tracked_pages);
+  w.Key("bucket_relative_error");
+  w.Number(c.bucket_relative_error);
+  if (!c.policies.empty()) WriteCanariesApi(w, c.policies);
+  WriteKvLoadApi(w, c.kv_load);
   if (c.hybrid) {
     w.Key("hybrid");
     WriteHybridApi(w, *c.hybrid);
@@ -232,6 +240,89 @@ std::string RenderCurveApiJson(const curve::CurveReport& r, const CurveApiContex
 }  // namespace kvwatch::agent
 
 namespace kvwatch::agent {
+
+namespace {
+
+// "points": the group's shared curve (and its isolated one) at every bound.
+void WriteGroupPointsApi(base::JsonWriter& w, const curve::GroupCurves& window, const curve::BucketedCurve& shared,
+                         std::uint32_t g, bool isolated) {
+  w.Key("points");
+  w.BeginArray();
+  for (std::uint64_t bound : shared.bounds()) {
+    w.BeginObject();
+    w.Key("capacity_pages");
+    w.Uint(bound);
+    w.Key("page_hit_ratio");
+    w.Number(shared.PageHitRatio(bound));
+    w.Key("request_coverage");
+    w.Number(shared.RequestCoverage(bound));
+    if (isolated) {
+      w.Key("isolated_page_hit_ratio");
+      w.Number(window.isolated(g).PageHitRatio(bound));
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// "at_capacities": hits, capacity misses and evictors at each interference capacity.
+void WriteGroupCapacitiesApi(base::JsonWriter& w, const curve::GroupCurves& window,
+                             const std::vector<std::string>& labels, std::uint32_t d, std::uint32_t g, bool isolated) {
+  const curve::GroupLayout& layout = window.layout();
+  w.Key("at_capacities");
+  w.BeginArray();
+  for (std::size_t c = 0; c < layout.capacities.size(); ++c) {
+    w.BeginObject();
+    w.Key("capacity_pages");
+    w.Uint(layout.capacities[c]);
+    w.Key("page_hits");
+    w.Uint(window.shared_hits(d, g, c));
+    w.Key("capacity_misses");
+    w.Uint(window.capacity_misses(d, g, c));
+    w.Key("unattributed_misses");
+    w.Uint(window.unattributed(d, g, c));
+    if (isolated) {
+      w.Key("isolated_page_hits");
+      w.Uint(window.isolated_hits(g, c));
+    }
+    w.Key("evicted_by");
+    w.BeginObject();
+    for (std::uint32_t e = 0; e < labels.size(); ++e) {
+      const double pages = window.evicted_by(d, c, g, e);
+      if (!(pages > 0) || labels[e].empty()) continue;
+      w.Key(labels[e]);
+      w.Number(pages);
+    }
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// One group's object of a dimension (d 0: tenant, 1: class) of /api/v1/groups:
+// its curve at every bound and its numbers at each interference capacity.
+void WriteGroupApi(base::JsonWriter& w, const curve::GroupCurves& window, const GroupsApiContext& context,
+                   std::uint32_t d, std::uint32_t g) {
+  const std::vector<std::string>& labels = d == 0 ? context.tenant_labels : context.class_labels;
+  const curve::GroupLayout& layout = window.layout();
+  const std::string& label = labels[g];
+  const curve::BucketedCurve& shared = window.shared(d, g);
+  const bool isolated = d == 0 && layout.isolated;
+  w.BeginObject();
+  w.Key("group");
+  w.String(label);
+  w.Key("requests");
+  w.Uint(window.requests(d, g));
+  w.Key("page_refs");
+  w.Uint(window.page_refs(d, g));
+  w.Key("unlimited_page_hit_ratio");
+  w.Number(shared.totals().UnlimitedPageHitRatio());
+  WriteGroupPointsApi(w, window, shared, g, isolated);
+  WriteGroupCapacitiesApi(w, window, labels, d, g, isolated);
+  w.EndObject();
+}
+
+}  // namespace
 
 std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsApiContext& context) {
   const curve::GroupLayout& layout = window.layout();
@@ -254,63 +345,7 @@ std::string RenderGroupsApiJson(const curve::GroupCurves& window, const GroupsAp
     for (std::uint32_t g = 0; g < labels[d]->size(); ++g) {
       const std::string& label = (*labels[d])[g];
       if (label.empty() || window.requests(d, g) == 0) continue;
-      const curve::BucketedCurve& shared = window.shared(d, g);
-      const bool isolated = d == 0 && layout.isolated;
-      w.BeginObject();
-      w.Key("group");
-      w.String(label);
-      w.Key("requests");
-      w.Uint(window.requests(d, g));
-      w.Key("page_refs");
-      w.Uint(window.page_refs(d, g));
-      w.Key("unlimited_page_hit_ratio");
-      w.Number(shared.totals().UnlimitedPageHitRatio());
-      w.Key("points");
-      w.BeginArray();
-      for (std::uint64_t bound : shared.bounds()) {
-        w.BeginObject();
-        w.Key("capacity_pages");
-        w.Uint(bound);
-        w.Key("page_hit_ratio");
-        w.Number(shared.PageHitRatio(bound));
-        w.Key("request_coverage");
-        w.Number(shared.RequestCoverage(bound));
-        if (isolated) {
-          w.Key("isolated_page_hit_ratio");
-          w.Number(window.isolated(g).PageHitRatio(bound));
-        }
-        w.EndObject();
-      }
-      w.EndArray();
-      w.Key("at_capacities");
-      w.BeginArray();
-      for (std::size_t c = 0; c < layout.capacities.size(); ++c) {
-        w.BeginObject();
-        w.Key("capacity_pages");
-        w.Uint(layout.capacities[c]);
-        w.Key("page_hits");
-        w.Uint(window.shared_hits(d, g, c));
-        w.Key("capacity_misses");
-        w.Uint(window.capacity_misses(d, g, c));
-        w.Key("unattributed_misses");
-        w.Uint(window.unattributed(d, g, c));
-        if (isolated) {
-          w.Key("isolated_page_hits");
-          w.Uint(window.isolated_hits(g, c));
-        }
-        w.Key("evicted_by");
-        w.BeginObject();
-        for (std::uint32_t e = 0; e < labels[d]->size(); ++e) {
-          const double pages = window.evicted_by(d, c, g, e);
-          if (!(pages > 0) || (*labels[d])[e].empty()) continue;
-          w.Key((*labels[d])[e]);
-          w.Number(pages);
-        }
-        w.EndObject();
-        w.EndObject();
-      }
-      w.EndArray();
-      w.EndObject();
+      WriteGroupApi(w, window, context, d, g);
     }
     w.EndArray();
   }

@@ -68,7 +68,10 @@ void WriteHybridJson(base::JsonWriter& w, const ReplayHybrid& h) {
   w.EndObject();
 }
 
-void FormatHybridTable(std::ostringstream& out, const ReplayHybrid& h, const curve::CurveReport& main_report) {
+namespace {
+
+// The pool or pools, each group's sizes, the full-attention count and the knee.
+void WriteHybridGroups(std::ostringstream& out, const ReplayHybrid& h) {
   const curve::CurveReport& t = h.report;
   if (h.pool_shares.empty()) {
     out << "\nhybrid KV cache groups (one pool of " << HumanBytes(h.unit_bytes)
@@ -91,15 +94,22 @@ void FormatHybridTable(std::ostringstream& out, const ReplayHybrid& h, const cur
     out << "hybrid knee: " << HumanBytes(*t.knee_bytes) << ", page hit ratio " << Fixed(t.knee->page_hit_ratio, 4)
         << "\n";
   }
+}
+
+// The bytes of report r's working set for target at fraction f, if converged.
+std::optional<double> WorkingSetBytes(const curve::CurveReport& r, const std::string& target, double f) {
+  for (const auto& e : r.working_set) {
+    if (e.target == target && std::fabs(e.fraction - f) < 1e-12) return e.bytes;
+  }
+  return std::nullopt;
+}
+
+// Per target fraction: the hybrid working set beside the full-attention count's.
+void WriteHybridWorkingSets(std::ostringstream& out, const ReplayHybrid& h, const curve::CurveReport& main_report) {
+  const curve::CurveReport& t = h.report;
   out << "\nworking set in bytes: hybrid rule beside the full-attention count\n";
   out << Pad("target", 8) << Pad("page hits: hybrid", 19) << Pad("full count", 12) << Pad("ratio", 8)
       << Pad("coverage: hybrid", 18) << Pad("full count", 12) << "\n";
-  auto bytes_of = [](const curve::CurveReport& r, const std::string& target, double f) -> std::optional<double> {
-    for (const auto& e : r.working_set) {
-      if (e.target == target && std::fabs(e.fraction - f) < 1e-12) return e.bytes;
-    }
-    return std::nullopt;
-  };
   auto cell = [](std::optional<double> b, std::size_t width) {
     return Pad(b ? HumanBytes(*b) : "not converged", width);
   };
@@ -108,34 +118,46 @@ void FormatHybridTable(std::ostringstream& out, const ReplayHybrid& h, const cur
     if (std::find(fractions.begin(), fractions.end(), e.fraction) == fractions.end()) fractions.push_back(e.fraction);
   }
   for (double f : fractions) {
-    const std::optional<double> hybrid = bytes_of(t, "page_hit", f);
-    const std::optional<double> full = bytes_of(main_report, "page_hit", f);
+    const std::optional<double> hybrid = WorkingSetBytes(t, "page_hit", f);
+    const std::optional<double> full = WorkingSetBytes(main_report, "page_hit", f);
     out << Pad(FractionLabel(f), 8) << cell(hybrid, 19) << cell(full, 12)
         << Pad(hybrid && full && *full > 0 ? Fixed(*hybrid / *full, 3) : "-", 8)
-        << cell(bytes_of(t, "request_coverage", f), 18) << cell(bytes_of(main_report, "request_coverage", f), 12)
-        << "\n";
+        << cell(WorkingSetBytes(t, "request_coverage", f), 18)
+        << cell(WorkingSetBytes(main_report, "request_coverage", f), 12) << "\n";
   }
+}
+
+// With --hybrid-check: the page hit ratio of each simulated variant at the
+// working sets.
+void WriteHybridCheck(std::ostringstream& out, const ReplayHybrid& h) {
+  if (h.check.empty()) return;
+  out << "\n--hybrid-check: page hit ratio at the hybrid working sets, one-pass model against vLLM's step "
+         "behaviours simulated\n";
+  auto width = [](const char* v) { return std::max<std::size_t>(std::string(v).size(), 6) + 2; };
+  out << Pad("target", 8) << Pad("pool", 12);
+  for (const char* v : kHybridCheckVariants) out << Pad(v, width(v));
+  out << Pad("overflows", 11) << "\n";
+  for (const HybridCheckRow& row : h.check) {
+    out << Pad(FractionLabel(row.fraction), 8) << Pad(HumanBytes(row.capacity_bytes), 12);
+    for (std::size_t i = 0; i < row.page_hit_ratio.size(); ++i) {
+      out << Pad(Fixed(row.page_hit_ratio[i], 4), width(kHybridCheckVariants[i]));
+    }
+    out << Pad(Grouped(static_cast<double>(row.vllm_overflows)), 11) << "\n";
+  }
+}
+
+}  // namespace
+
+void FormatHybridTable(std::ostringstream& out, const ReplayHybrid& h, const curve::CurveReport& main_report) {
+  WriteHybridGroups(out, h);
+  WriteHybridWorkingSets(out, h, main_report);
   out << "\nhybrid capacity curve\n";
   out << Pad("bytes", 12) << Pad("page hit", 10) << Pad("coverage", 10) << "\n";
-  for (const auto& p : t.points) {
+  for (const auto& p : h.report.points) {
     out << Pad(HumanBytes(p.capacity_bytes.value_or(0)), 12) << Pad(Fixed(p.page_hit_ratio, 4), 10)
         << Pad(Fixed(p.request_coverage, 4), 10) << "\n";
   }
-  if (!h.check.empty()) {
-    out << "\n--hybrid-check: page hit ratio at the hybrid working sets, one-pass model against vLLM's step "
-           "behaviours simulated\n";
-    auto width = [](const char* v) { return std::max<std::size_t>(std::string(v).size(), 6) + 2; };
-    out << Pad("target", 8) << Pad("pool", 12);
-    for (const char* v : kHybridCheckVariants) out << Pad(v, width(v));
-    out << Pad("overflows", 11) << "\n";
-    for (const HybridCheckRow& row : h.check) {
-      out << Pad(FractionLabel(row.fraction), 8) << Pad(HumanBytes(row.capacity_bytes), 12);
-      for (std::size_t i = 0; i < row.page_hit_ratio.size(); ++i) {
-        out << Pad(Fixed(row.page_hit_ratio[i], 4), width(kHybridCheckVariants[i]));
-      }
-      out << Pad(Grouped(static_cast<double>(row.vllm_overflows)), 11) << "\n";
-    }
-  }
+  WriteHybridCheck(out, h);
   out << "\nbytes held per group in a pool of each size (mean over " << Grouped(static_cast<double>(h.samples))
       << " states of the run)\n";
   out << Pad("pool", 12);

@@ -97,6 +97,57 @@ void WritePoliciesJson(base::JsonWriter& w, const PolicyReplayResult& r) {
   w.EndObject();
 }
 
+namespace {
+
+// The best online policy per capacity against the LRU curve.
+void WriteBestPolicies(std::ostringstream& out, const PolicyReplayResult& r) {
+  out << "\nbest online policy per capacity (belady is the offline reference), against the LRU curve:\n";
+  out << Pad("pages", 12) << "  " << Pad("best", 15, true) << Pad("page hit", 10) << Pad("lru", 10)
+      << Pad("lru pages for same hits", 25) << Pad("pages saved", 13) << "\n";
+  for (const BestPolicy& b : r.best) {
+    out << Pad(Grouped(static_cast<double>(b.capacity_pages)), 12) << "  " << Pad(b.policy, 15, true)
+        << Pad(Fixed(b.page_hit_ratio, 4), 10) << Pad(Fixed(b.lru_page_hit_ratio, 4), 10)
+        << Pad(b.lru_capacity_for_same_hits ? Grouped(static_cast<double>(*b.lru_capacity_for_same_hits))
+                                            : "beyond tracked",
+               25)
+        << Pad(b.capacity_saved_pages ? Grouped(static_cast<double>(*b.capacity_saved_pages)) : "-", 13) << "\n";
+  }
+}
+
+// Each policy's page hit ratio per class or tenant (by_tenant when `tenants`)
+// at every capacity: the ten with the most page references, those with requests.
+void WritePolicyGroupHitRatios(std::ostringstream& out, const PolicyReplayResult& r, const char* title,
+                               const std::vector<std::string>& names, bool tenants) {
+  const std::size_t nc = r.capacities.size();
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (r.runs.empty() || (tenants ? r.runs[0].by_tenant : r.runs[0].by_class)[i].requests == 0) continue;
+    order.push_back(i);
+  }
+  if (order.empty()) return;
+  auto refs = [&](std::size_t i) { return (tenants ? r.runs[0].by_tenant : r.runs[0].by_class)[i].page_refs; };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return refs(a) > refs(b); });
+  const std::size_t shown = std::min<std::size_t>(order.size(), 10);
+  out << "\npage hit ratio per " << title;
+  if (shown < order.size()) out << " (the " << shown << " largest of " << order.size() << "; all in JSON and CSV)";
+  out << ":\n" << Pad(title, 16, true) << Pad("pages", 12);
+  for (const auto& p : r.policies) out << Pad(p.substr(0, 9), 10);
+  out << "\n";
+  for (std::size_t k = 0; k < shown; ++k) {
+    const std::size_t i = order[k];
+    for (std::size_t c = 0; c < nc; ++c) {
+      out << Pad(names[i].substr(0, 15), 16, true) << Pad(Grouped(static_cast<double>(r.capacities[c])), 12);
+      for (std::size_t p = 0; p < r.policies.size(); ++p) {
+        const curve::PolicyRunResult& run = r.runs[p * nc + c];
+        out << Pad(Fixed((tenants ? run.by_tenant : run.by_class)[i].PageHitRatio(), 4), 10);
+      }
+      out << "\n";
+    }
+  }
+}
+
+}  // namespace
+
 std::string FormatPoliciesTable(const PolicyReplayResult& r) {
   std::ostringstream out;
   const std::size_t nc = r.capacities.size();
@@ -117,47 +168,10 @@ std::string FormatPoliciesTable(const PolicyReplayResult& r) {
           << "\n";
     }
   }
-  out << "\nbest online policy per capacity (belady is the offline reference), against the LRU curve:\n";
-  out << Pad("pages", 12) << "  " << Pad("best", 15, true) << Pad("page hit", 10) << Pad("lru", 10)
-      << Pad("lru pages for same hits", 25) << Pad("pages saved", 13) << "\n";
-  for (const BestPolicy& b : r.best) {
-    out << Pad(Grouped(static_cast<double>(b.capacity_pages)), 12) << "  " << Pad(b.policy, 15, true)
-        << Pad(Fixed(b.page_hit_ratio, 4), 10) << Pad(Fixed(b.lru_page_hit_ratio, 4), 10)
-        << Pad(b.lru_capacity_for_same_hits ? Grouped(static_cast<double>(*b.lru_capacity_for_same_hits))
-                                            : "beyond tracked",
-               25)
-        << Pad(b.capacity_saved_pages ? Grouped(static_cast<double>(*b.capacity_saved_pages)) : "-", 13) << "\n";
-  }
+  WriteBestPolicies(out, r);
   // Per class (few), and per tenant for the largest ten tenants.
-  auto groups = [&](const char* title, const std::vector<std::string>& names, bool tenants) {
-    std::vector<std::size_t> order;
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      if (r.runs.empty() || (tenants ? r.runs[0].by_tenant : r.runs[0].by_class)[i].requests == 0) continue;
-      order.push_back(i);
-    }
-    if (order.empty()) return;
-    auto refs = [&](std::size_t i) { return (tenants ? r.runs[0].by_tenant : r.runs[0].by_class)[i].page_refs; };
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return refs(a) > refs(b); });
-    const std::size_t shown = std::min<std::size_t>(order.size(), 10);
-    out << "\npage hit ratio per " << title;
-    if (shown < order.size()) out << " (the " << shown << " largest of " << order.size() << "; all in JSON and CSV)";
-    out << ":\n" << Pad(title, 16, true) << Pad("pages", 12);
-    for (const auto& p : r.policies) out << Pad(p.substr(0, 9), 10);
-    out << "\n";
-    for (std::size_t k = 0; k < shown; ++k) {
-      const std::size_t i = order[k];
-      for (std::size_t c = 0; c < nc; ++c) {
-        out << Pad(names[i].substr(0, 15), 16, true) << Pad(Grouped(static_cast<double>(r.capacities[c])), 12);
-        for (std::size_t p = 0; p < r.policies.size(); ++p) {
-          const curve::PolicyRunResult& run = r.runs[p * nc + c];
-          out << Pad(Fixed((tenants ? run.by_tenant : run.by_class)[i].PageHitRatio(), 4), 10);
-        }
-        out << "\n";
-      }
-    }
-  };
-  groups("class", r.class_names, false);
-  groups("tenant", r.tenant_names, true);
+  WritePolicyGroupHitRatios(out, r, "class", r.class_names, false);
+  WritePolicyGroupHitRatios(out, r, "tenant", r.tenant_names, true);
   return out.str();
 }
 

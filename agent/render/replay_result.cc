@@ -332,6 +332,63 @@ std::string FormatJson(const ReplayResult& r) {
   return out;
 }
 
+namespace {
+
+// One row per (group, capacity) of dimension `dim` with the evictor empty, then
+// one per evictor.
+void WriteGroupCsvRows(std::ostringstream& out, const char* dim, const std::vector<GroupRow>& rows,
+                       const ReplayGroups& g, bool isolated) {
+  for (const GroupRow& row : rows) {
+    const curve::LabelTotals& t = row.totals;
+    for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+      std::ostringstream line;
+      line.precision(17);
+      line << dim << ',' << CsvQuote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
+           << ',' << t.capacity_misses(c) << ',' << Share(t.capacity_misses(c), t.page_refs) << ',';
+      if (isolated) {
+        line << t.isolated_hits[c] << ','
+             << static_cast<std::int64_t>(t.isolated_hits[c]) - static_cast<std::int64_t>(t.hits[c]);
+      } else {
+        line << ',';
+      }
+      line << ",\n";
+      for (const auto& [evictor, pages] : t.evicted_by) {
+        line << dim << ',' << CsvQuote(row.name) << ',' << CsvQuote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
+             << pages[c] << '\n';
+      }
+      out << line.str();
+    }
+  }
+}
+
+// The sections after the curve's rows, each after a blank line: the interference
+// numbers, the footprint per class and the running requests' KV.
+void WriteGroupsCsv(std::ostringstream& out, const ReplayGroups& g) {
+  out << "\ndimension,group,evictor,capacity_pages,page_refs,page_hits,capacity_misses,capacity_miss_share,"
+         "isolated_page_hits,lost_hits,evicted_pages\n";
+  WriteGroupCsvRows(out, "tenant", g.tenants, g, g.isolated);
+  WriteGroupCsvRows(out, "class", g.classes, g, false);
+  if (!g.footprint.empty()) {
+    out << "\nclass,requests,footprint_p50_bytes,footprint_p90_bytes,footprint_p99_bytes,footprint_max_bytes\n";
+    for (const FootprintRow& f : g.footprint) {
+      std::ostringstream line;
+      line.precision(17);
+      line << CsvQuote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
+           << '\n';
+      out << line.str();
+    }
+  }
+  if (g.running_kv_known) {
+    std::ostringstream line;
+    line.precision(17);
+    line << "\nrunning_kv_mean_bytes,running_kv_peak_bytes\n"
+         << g.running_kv_mean_bytes << ',' << g.running_kv_peak_bytes << '\n';
+    out << line.str();
+  }
+}
+
+}  // namespace
+
 std::string FormatCsv(const ReplayResult& r) {
   // One row per (tenant, capacity); tenant "" is the whole trace.
   std::ostringstream out;
@@ -350,59 +407,58 @@ std::string FormatCsv(const ReplayResult& r) {
   rows("", r.total);
   for (const auto& [name, rep] : r.tenants) rows(name, rep);
   if (r.policies) out << FormatPoliciesCsvRows(*r.policies);
-  if (r.groups) {
-    // A second section after a blank line: the interference numbers, one row per
-    // (dimension, group, capacity) with evictor empty, then one per evictor.
-    const ReplayGroups& g = *r.groups;
-    out << "\ndimension,group,evictor,capacity_pages,page_refs,page_hits,capacity_misses,capacity_miss_share,"
-           "isolated_page_hits,lost_hits,evicted_pages\n";
-    auto section = [&](const char* dim, const std::vector<GroupRow>& rows, bool isolated) {
-      for (const GroupRow& row : rows) {
-        const curve::LabelTotals& t = row.totals;
-        for (std::size_t c = 0; c < g.capacities.size(); ++c) {
-          std::ostringstream line;
-          line.precision(17);
-          line << dim << ',' << CsvQuote(row.name) << ",," << g.capacities[c] << ',' << t.page_refs << ',' << t.hits[c]
-               << ',' << t.capacity_misses(c) << ',' << Share(t.capacity_misses(c), t.page_refs) << ',';
-          if (isolated) {
-            line << t.isolated_hits[c] << ','
-                 << static_cast<std::int64_t>(t.isolated_hits[c]) - static_cast<std::int64_t>(t.hits[c]);
-          } else {
-            line << ',';
-          }
-          line << ",\n";
-          for (const auto& [evictor, pages] : t.evicted_by) {
-            line << dim << ',' << CsvQuote(row.name) << ',' << CsvQuote(evictor) << ',' << g.capacities[c] << ",,,,,,,"
-                 << pages[c] << '\n';
-          }
-          out << line.str();
-        }
-      }
-    };
-    section("tenant", g.tenants, g.isolated);
-    section("class", g.classes, false);
-    if (!g.footprint.empty()) {
-      out << "\nclass,requests,footprint_p50_bytes,footprint_p90_bytes,footprint_p99_bytes,footprint_max_bytes\n";
-      for (const FootprintRow& f : g.footprint) {
-        std::ostringstream line;
-        line.precision(17);
-        line << CsvQuote(f.cls) << ',' << f.requests << ',' << f.p50 << ',' << f.p90 << ',' << f.p99 << ',' << f.max
-             << '\n';
-        out << line.str();
-      }
-    }
-    if (g.running_kv_known) {
-      std::ostringstream line;
-      line.precision(17);
-      line << "\nrunning_kv_mean_bytes,running_kv_peak_bytes\n"
-           << g.running_kv_mean_bytes << ',' << g.running_kv_peak_bytes << '\n';
-      out << line.str();
-    }
-  }
+  if (r.groups) WriteGroupsCsv(out, *r.groups);
   return out.str();
 }
 
 namespace {
+
+// A header row: the group columns, then one per interference capacity.
+void WriteCapacityHeader(std::ostringstream& out, const ReplayGroups& g, const char* first, const char* second) {
+  out << Pad(first, 16, true) << (second ? Pad(second, 16, true) : "");
+  for (std::uint64_t c : g.capacities)
+    out << Pad('@' + Grouped(static_cast<double>(c)),
+               12);  // a char: g++ 12 warns (-Wrestrict, a false positive) on "@" + string
+  out << "\n";
+}
+
+// One dimension's (tenant's or class's) tables: capacity-miss share, lost hits
+// with --isolated, and the evictor matrix.
+void WriteInterferenceTables(std::ostringstream& out, const ReplayGroups& g, const char* what,
+                             const std::vector<GroupRow>& rows, bool isolated) {
+  out << "\ncapacity misses by " << what
+      << " (share of its page references that hit in an unlimited cache but miss at C)\n";
+  WriteCapacityHeader(out, g, what, nullptr);
+  for (const GroupRow& row : rows) {
+    out << Pad(row.name, 16, true);
+    for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+      out << Pad(Fixed(Share(row.totals.capacity_misses(c), row.totals.page_refs), 4), 12);
+    }
+    out << "\n";
+  }
+  if (isolated) {
+    out << "\nlost hits by " << what << " (alone in a cache of C minus in the shared cache)\n";
+    WriteCapacityHeader(out, g, what, nullptr);
+    for (const GroupRow& row : rows) {
+      out << Pad(row.name, 16, true);
+      for (std::size_t c = 0; c < g.capacities.size(); ++c) {
+        out << Pad(Grouped(static_cast<double>(row.totals.isolated_hits[c]) - static_cast<double>(row.totals.hits[c])),
+                   12);
+      }
+      out << "\n";
+    }
+  }
+  out << "\ninterference by " << what
+      << " (the victim's capacity misses at C attributed to the evictor's references)\n";
+  WriteCapacityHeader(out, g, "victim", "evictor");
+  for (const GroupRow& row : rows) {
+    for (const auto& [evictor, pages] : row.totals.evicted_by) {
+      out << Pad(row.name, 16, true) << Pad(evictor, 16, true);
+      for (double v : pages) out << Pad(Grouped(std::round(v)), 12);
+      out << "\n";
+    }
+  }
+}
 
 // The tenant and class sections of the table: per-class rows, capacity-miss
 // share (and lost hits with --isolated) at each interference capacity, the
@@ -410,49 +466,8 @@ namespace {
 template <typename PerGroup>
 void FormatGroupsTable(std::ostringstream& out, const ReplayGroups& g, PerGroup&& per_group) {
   per_group("class", g.class_reports);
-  auto header = [&](const char* first, const char* second) {
-    out << Pad(first, 16, true) << (second ? Pad(second, 16, true) : "");
-    for (std::uint64_t c : g.capacities)
-      out << Pad('@' + Grouped(static_cast<double>(c)),
-                 12);  // a char: g++ 12 warns (-Wrestrict, a false positive) on "@" + string
-    out << "\n";
-  };
-  auto dimension = [&](const char* what, const std::vector<GroupRow>& rows, bool isolated) {
-    out << "\ncapacity misses by " << what
-        << " (share of its page references that hit in an unlimited cache but miss at C)\n";
-    header(what, nullptr);
-    for (const GroupRow& row : rows) {
-      out << Pad(row.name, 16, true);
-      for (std::size_t c = 0; c < g.capacities.size(); ++c) {
-        out << Pad(Fixed(Share(row.totals.capacity_misses(c), row.totals.page_refs), 4), 12);
-      }
-      out << "\n";
-    }
-    if (isolated) {
-      out << "\nlost hits by " << what << " (alone in a cache of C minus in the shared cache)\n";
-      header(what, nullptr);
-      for (const GroupRow& row : rows) {
-        out << Pad(row.name, 16, true);
-        for (std::size_t c = 0; c < g.capacities.size(); ++c) {
-          out << Pad(
-              Grouped(static_cast<double>(row.totals.isolated_hits[c]) - static_cast<double>(row.totals.hits[c])), 12);
-        }
-        out << "\n";
-      }
-    }
-    out << "\ninterference by " << what
-        << " (the victim's capacity misses at C attributed to the evictor's references)\n";
-    header("victim", "evictor");
-    for (const GroupRow& row : rows) {
-      for (const auto& [evictor, pages] : row.totals.evicted_by) {
-        out << Pad(row.name, 16, true) << Pad(evictor, 16, true);
-        for (double v : pages) out << Pad(Grouped(std::round(v)), 12);
-        out << "\n";
-      }
-    }
-  };
-  dimension("tenant", g.tenants, g.isolated);
-  dimension("class", g.classes, false);
+  WriteInterferenceTables(out, g, "tenant", g.tenants, g.isolated);
+  WriteInterferenceTables(out, g, "class", g.classes, false);
   if (!g.footprint.empty()) {
     out << "\nprojected peak KV per request ((input + output tokens) x bytes per token)\n";
     out << Pad("class", 16, true) << Pad("requests", 10) << Pad("p50", 12) << Pad("p90", 12) << Pad("p99", 12)
@@ -468,12 +483,10 @@ void FormatGroupsTable(std::ostringstream& out, const ReplayGroups& g, PerGroup&
   }
 }
 
-}  // namespace
-
-std::string FormatTable(const ReplayResult& r) {
-  std::ostringstream out;
+// The summary above the tables: counts, settings, bad input, the unlimited hit
+// ratio and the knee.
+void WriteSummaryLines(std::ostringstream& out, const ReplayResult& r) {
   const curve::CurveReport& t = r.total;
-  const bool bytes = r.settings.bytes_per_token.has_value();
   const bool sampled = r.settings.sample_rate.has_value();
   out << "kvwatch replay: " << Grouped(static_cast<double>(t.requests)) << " requests, " << Grouped(t.page_refs)
       << " page references, " << Grouped(static_cast<double>(r.distinct_pages)) << " distinct pages"
@@ -481,7 +494,7 @@ std::string FormatTable(const ReplayResult& r) {
   out << "settings: " << r.settings.touch_order << ", coverage share " << FractionLabel(r.settings.coverage_share)
       << ", " << PageTokensSetting(r.settings) << ", tracking up to "
       << Grouped(static_cast<double>(r.settings.max_pages)) << " pages";
-  if (bytes) {
+  if (r.settings.bytes_per_token) {
     out << ", " << HumanBytes(*r.settings.bytes_per_token) << " per token per rank";
     if (r.settings.model) out << " (" << *r.settings.model << ", TP " << r.settings.tensor_parallel << ")";
   }
@@ -495,13 +508,18 @@ std::string FormatTable(const ReplayResult& r) {
       << "\n";
   if (t.knee) {
     out << "knee: " << Grouped(static_cast<double>(t.knee->capacity_pages)) << " pages";
-    if (r.total.knee_bytes) out << " (" << HumanBytes(*r.total.knee_bytes) << ")";
+    if (t.knee_bytes) out << " (" << HumanBytes(*t.knee_bytes) << ")";
     out << ", page hit ratio " << Fixed(t.knee->page_hit_ratio, 4)
         << (t.knee->at_saturation ? " (no interior knee: where the curve saturates)" : "") << "\n";
   } else {
     out << "knee: none (no reuse, or a curve without a knee within the tracked range)\n";
   }
+}
 
+// One row per reported capacity; bytes, avoided prefill FLOPs and seconds when known.
+void WriteCurveRows(std::ostringstream& out, const ReplayResult& r) {
+  const curve::CurveReport& t = r.total;
+  const bool bytes = r.settings.bytes_per_token.has_value();
   out << "\ncapacity curve\n";
   out << Pad("pages", 14) << (bytes ? Pad("bytes", 12) : "") << Pad("page hit", 10) << Pad("coverage", 10)
       << Pad("reused tokens", 16);
@@ -518,7 +536,23 @@ std::string FormatTable(const ReplayResult& r) {
     if (seconds) out << Pad(Fixed(p.avoided_prefill_seconds.value_or(0), 1), 12);
     out << "\n";
   }
+}
 
+// A working-set cell: the pages (and bytes) reaching target at fraction f.
+std::string WorkingSetCell(const curve::CurveReport& t, const std::string& target, double f, bool with_bytes) {
+  for (const auto& e : t.working_set) {
+    if (e.target != target || e.fraction != f) continue;
+    std::string s = Pad(e.capacity_pages ? Grouped(static_cast<double>(*e.capacity_pages)) : "not converged", 18);
+    if (with_bytes) s += Pad(e.bytes ? HumanBytes(*e.bytes) : "-", 12);
+    return s;
+  }
+  return Pad("-", 18) + (with_bytes ? Pad("-", 12) : "");
+}
+
+// One row per target fraction, in the report's order: page hits and coverage.
+void WriteWorkingSetRows(std::ostringstream& out, const ReplayResult& r) {
+  const curve::CurveReport& t = r.total;
+  const bool bytes = r.settings.bytes_per_token.has_value();
   out << "\nworking set (smallest capacity reaching the target)\n";
   out << Pad("target", 8) << Pad("page hits: pages", 18) << (bytes ? Pad("bytes", 12) : "")
       << Pad("coverage: pages", 18) << (bytes ? Pad("bytes", 12) : "") << "\n";
@@ -526,80 +560,89 @@ std::string FormatTable(const ReplayResult& r) {
   for (const auto& e : t.working_set) {
     if (std::find(fractions.begin(), fractions.end(), e.fraction) == fractions.end()) fractions.push_back(e.fraction);
   }
-  auto cell = [&](const std::string& target, double f, bool with_bytes) {
-    for (const auto& e : t.working_set) {
-      if (e.target != target || e.fraction != f) continue;
-      std::string s = Pad(e.capacity_pages ? Grouped(static_cast<double>(*e.capacity_pages)) : "not converged", 18);
-      if (with_bytes) s += Pad(e.bytes ? HumanBytes(*e.bytes) : "-", 12);
-      return s;
-    }
-    return Pad("-", 18) + (with_bytes ? Pad("-", 12) : "");
-  };
   for (double f : fractions) {
-    out << Pad(FractionLabel(f), 8) << cell("page_hit", f, bytes) << cell("request_coverage", f, bytes) << "\n";
+    out << Pad(FractionLabel(f), 8) << WorkingSetCell(t, "page_hit", f, bytes)
+        << WorkingSetCell(t, "request_coverage", f, bytes) << "\n";
   }
+}
 
-  if (!r.plan.empty()) {
-    out << "\ncapacity plan for the " << FractionLabel(r.plan_fraction) << " page-hit working set (per GPU rank)\n";
-    for (const auto& row : r.plan) out << Pad(row.name, 12, true) << Pad(HumanBytes(row.bytes), 14) << "\n";
+void WritePlanRows(std::ostringstream& out, const ReplayResult& r) {
+  if (r.plan.empty()) return;
+  out << "\ncapacity plan for the " << FractionLabel(r.plan_fraction) << " page-hit working set (per GPU rank)\n";
+  for (const auto& row : r.plan) out << Pad(row.name, 12, true) << Pad(HumanBytes(row.bytes), 14) << "\n";
+}
+
+void WriteTierRows(std::ostringstream& out, const ReplayResult& r) {
+  if (r.tiers.empty()) return;
+  out << "\ntiers (one exclusive LRU hierarchy of " << Grouped(static_cast<double>(r.tier_total_capacity)) << " pages; "
+      << Grouped(static_cast<double>(r.tier_prefix_hits)) << " prefix hits)\n";
+  out << Pad("tier", 10, true) << Pad("pages served", 16) << Pad("bytes moved", 14) << Pad("hits in time", 16) << "\n";
+  for (const auto& tier : r.tiers) {
+    out << Pad(tier.name, 10, true) << Pad(Grouped(static_cast<double>(tier.pages_served)), 16)
+        << Pad(HumanBytes(tier.bytes_moved), 14)
+        << Pad(r.tier_in_time_known ? Grouped(static_cast<double>(tier.hits_in_time)) : "unknown", 16) << "\n";
   }
+  if (!r.tier_in_time_known) {
+    out << "(hits in time need --model or --bytes-per-token, --prefill-flops-per-second and each slower tier's "
+           "bandwidth)\n";
+  }
+}
 
+// A group's 0.95 working set for target: pages, "n/c" (not converged) or "-".
+std::string GroupWorkingSet95(const curve::CurveReport& rep, const char* target) {
+  for (const auto& e : rep.working_set) {
+    if (e.target == target && std::fabs(e.fraction - 0.95) < 1e-12) {
+      return e.capacity_pages ? Grouped(static_cast<double>(*e.capacity_pages)) : std::string("n/c");
+    }
+  }
+  return std::string("-");
+}
+
+// One row per tenant or class: every group when they fit on a screen, in name
+// order; else the ones with the most page references (a trace may have a tenant
+// per user) and a line for the rest, which JSON and CSV list.
+void WriteGroupReportRows(std::ostringstream& out, const char* what,
+                          const std::vector<std::pair<std::string, curve::CurveReport>>& groups) {
+  out << "\nper " << what << "\n";
+  out << Pad(what, 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
+      << Pad("ws 0.95 hits", 14) << Pad("ws 0.95 cov", 13) << Pad("knee", 10) << "\n";
+  constexpr std::size_t kTableRows = 20;
+  std::vector<const std::pair<std::string, curve::CurveReport>*> shown;
+  for (const auto& g : groups) shown.push_back(&g);
+  if (shown.size() > kTableRows) {
+    std::stable_sort(shown.begin(), shown.end(),
+                     [](const auto* a, const auto* b) { return a->second.page_refs > b->second.page_refs; });
+    shown.resize(kTableRows);
+  }
+  for (const auto* shown_group : shown) {
+    const std::string& name = shown_group->first;
+    const curve::CurveReport& rep = shown_group->second;
+    out << Pad(name.empty() ? "(none)" : name, 16, true) << Pad(Grouped(static_cast<double>(rep.requests)), 10)
+        << Pad(Grouped(rep.page_refs), 12) << Pad(Fixed(rep.unlimited_page_hit_ratio, 4), 10)
+        << Pad(GroupWorkingSet95(rep, "page_hit"), 14) << Pad(GroupWorkingSet95(rep, "request_coverage"), 13)
+        << Pad(rep.knee ? Grouped(static_cast<double>(rep.knee->capacity_pages)) : "-", 10) << "\n";
+  }
+  if (shown.size() < groups.size()) {
+    double rest = 0;
+    for (const auto& g : groups) rest += g.second.page_refs;
+    for (const auto* g : shown) rest -= g->second.page_refs;
+    out << "(" << Grouped(static_cast<double>(groups.size() - shown.size())) << " more " << what << "s with "
+        << Grouped(rest) << " page references; --format json or csv lists every one)\n";
+  }
+}
+
+}  // namespace
+
+std::string FormatTable(const ReplayResult& r) {
+  std::ostringstream out;
+  WriteSummaryLines(out, r);
+  WriteCurveRows(out, r);
+  WriteWorkingSetRows(out, r);
+  WritePlanRows(out, r);
   if (r.hybrid) FormatHybridTable(out, *r.hybrid, r.total);
-
-  if (!r.tiers.empty()) {
-    out << "\ntiers (one exclusive LRU hierarchy of " << Grouped(static_cast<double>(r.tier_total_capacity))
-        << " pages; " << Grouped(static_cast<double>(r.tier_prefix_hits)) << " prefix hits)\n";
-    out << Pad("tier", 10, true) << Pad("pages served", 16) << Pad("bytes moved", 14) << Pad("hits in time", 16)
-        << "\n";
-    for (const auto& tier : r.tiers) {
-      out << Pad(tier.name, 10, true) << Pad(Grouped(static_cast<double>(tier.pages_served)), 16)
-          << Pad(HumanBytes(tier.bytes_moved), 14)
-          << Pad(r.tier_in_time_known ? Grouped(static_cast<double>(tier.hits_in_time)) : "unknown", 16) << "\n";
-    }
-    if (!r.tier_in_time_known) {
-      out << "(hits in time need --model or --bytes-per-token, --prefill-flops-per-second and each slower tier's "
-             "bandwidth)\n";
-    }
-  }
-
+  WriteTierRows(out, r);
   auto per_group = [&](const char* what, const std::vector<std::pair<std::string, curve::CurveReport>>& groups) {
-    out << "\nper " << what << "\n";
-    out << Pad(what, 16, true) << Pad("requests", 10) << Pad("page refs", 12) << Pad("unlimited", 10)
-        << Pad("ws 0.95 hits", 14) << Pad("ws 0.95 cov", 13) << Pad("knee", 10) << "\n";
-    // Every group when they fit on a screen, in name order; else the ones with the
-    // most page references (a trace may have a tenant per user) and a line for
-    // the rest, which JSON and CSV list.
-    constexpr std::size_t kTableRows = 20;
-    std::vector<const std::pair<std::string, curve::CurveReport>*> shown;
-    for (const auto& g : groups) shown.push_back(&g);
-    if (shown.size() > kTableRows) {
-      std::stable_sort(shown.begin(), shown.end(),
-                       [](const auto* a, const auto* b) { return a->second.page_refs > b->second.page_refs; });
-      shown.resize(kTableRows);
-    }
-    for (const auto* shown_group : shown) {
-      const std::string& name = shown_group->first;
-      const curve::CurveReport& rep = shown_group->second;
-      auto ws = [&](const char* target) {
-        for (const auto& e : rep.working_set) {
-          if (e.target == target && std::fabs(e.fraction - 0.95) < 1e-12) {
-            return e.capacity_pages ? Grouped(static_cast<double>(*e.capacity_pages)) : std::string("n/c");
-          }
-        }
-        return std::string("-");
-      };
-      out << Pad(name.empty() ? "(none)" : name, 16, true) << Pad(Grouped(static_cast<double>(rep.requests)), 10)
-          << Pad(Grouped(rep.page_refs), 12) << Pad(Fixed(rep.unlimited_page_hit_ratio, 4), 10)
-          << Pad(ws("page_hit"), 14) << Pad(ws("request_coverage"), 13)
-          << Pad(rep.knee ? Grouped(static_cast<double>(rep.knee->capacity_pages)) : "-", 10) << "\n";
-    }
-    if (shown.size() < groups.size()) {
-      double rest = 0;
-      for (const auto& g : groups) rest += g.second.page_refs;
-      for (const auto* g : shown) rest -= g->second.page_refs;
-      out << "(" << Grouped(static_cast<double>(groups.size() - shown.size())) << " more " << what << "s with "
-          << Grouped(rest) << " page references; --format json or csv lists every one)\n";
-    }
+    WriteGroupReportRows(out, what, groups);
   };
   if (!r.tenants.empty()) per_group("tenant", r.tenants);
   if (r.groups) FormatGroupsTable(out, *r.groups, per_group);

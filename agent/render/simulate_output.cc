@@ -112,9 +112,11 @@ void ScoreSla(SimulateResult* result) {
   }
 }
 
-std::string FormatSimulateTable(const SimulateResult& r) {
-  const SimulateSettings& s = r.settings;
-  std::ostringstream out;
+namespace {
+
+// The settings above the table: the trace, the time model, the pool, the
+// scheduler, the SLA and the assumptions.
+void WriteSimulateSettingsLines(std::ostringstream& out, const SimulateSettings& s) {
   std::string sources;
   for (const std::string& src : s.sources) sources += (sources.empty() ? "" : ", ") + src;
   out << "kvwatch simulate: " << Grouped(static_cast<double>(s.requests)) << " requests from " << sources << " over "
@@ -136,36 +138,46 @@ std::string FormatSimulateTable(const SimulateResult& r) {
   out << "\n";
   for (const std::string& a : s.assumptions) out << "assumed: " << a << "\n";
   out << "\n";
+}
 
+std::vector<std::string> RunTableHead(const SimulateSettings& s) {
   std::vector<std::string> head = {"admission", "policy", "load",    "req/s", "out tok/s", "TTFT p50",
                                    "p90",       "p99",    "ITL p50", "p90",   "p99"};
   for (const sim::TierTarget& t : s.tiers) head.push_back("SLA " + t.name);
   for (const char* h : {"preempt", "recomputed", "rejected", "KV running", "KV cache", "hit ratio"}) head.push_back(h);
-  std::vector<std::vector<std::string>> rows;
-  for (const SimulateRun& run : r.runs) {
-    const sim::SimSummary& m = run.summary;
-    std::vector<std::string> row = {run.admission,
-                                    run.policy,
-                                    Load(run.load),
-                                    Fixed(m.requests_per_s, 2),
-                                    Grouped(m.output_tokens_per_s),
-                                    Seconds(m.ttft.p50),
-                                    Seconds(m.ttft.p90),
-                                    Seconds(m.ttft.p99),
-                                    Seconds(m.itl.p50),
-                                    Seconds(m.itl.p90),
-                                    Seconds(m.itl.p99)};
-    for (std::size_t i = 0; i < s.tiers.size(); ++i) {
-      row.push_back(i < m.tiers.size() ? Fixed(m.tiers[i].attainment, 3) : "-");
-    }
-    row.push_back(Grouped(static_cast<double>(m.preemptions)));
-    row.push_back(Grouped(static_cast<double>(m.recomputed_tokens)));
-    row.push_back(Grouped(static_cast<double>(m.rejected)));
-    row.push_back(Fixed(100 * Share(m.mean_running_blocks, static_cast<double>(m.pool_blocks)), 1) + "%");
-    row.push_back(Fixed(100 * Share(m.mean_cached_blocks, static_cast<double>(m.pool_blocks)), 1) + "%");
-    row.push_back(Fixed(m.prefix_hit_ratio, 4));
-    rows.push_back(std::move(row));
+  return head;
+}
+
+std::vector<std::string> RunTableRow(const SimulateRun& run, const SimulateSettings& s) {
+  const sim::SimSummary& m = run.summary;
+  std::vector<std::string> row = {run.admission,
+                                  run.policy,
+                                  Load(run.load),
+                                  Fixed(m.requests_per_s, 2),
+                                  Grouped(m.output_tokens_per_s),
+                                  Seconds(m.ttft.p50),
+                                  Seconds(m.ttft.p90),
+                                  Seconds(m.ttft.p99),
+                                  Seconds(m.itl.p50),
+                                  Seconds(m.itl.p90),
+                                  Seconds(m.itl.p99)};
+  for (std::size_t i = 0; i < s.tiers.size(); ++i) {
+    row.push_back(i < m.tiers.size() ? Fixed(m.tiers[i].attainment, 3) : "-");
   }
+  row.push_back(Grouped(static_cast<double>(m.preemptions)));
+  row.push_back(Grouped(static_cast<double>(m.recomputed_tokens)));
+  row.push_back(Grouped(static_cast<double>(m.rejected)));
+  row.push_back(Fixed(100 * Share(m.mean_running_blocks, static_cast<double>(m.pool_blocks)), 1) + "%");
+  row.push_back(Fixed(100 * Share(m.mean_cached_blocks, static_cast<double>(m.pool_blocks)), 1) + "%");
+  row.push_back(Fixed(m.prefix_hit_ratio, 4));
+  return row;
+}
+
+// One row per run, each column as wide as its widest cell.
+void WriteRunTable(std::ostringstream& out, const SimulateResult& r) {
+  const std::vector<std::string> head = RunTableHead(r.settings);
+  std::vector<std::vector<std::string>> rows;
+  for (const SimulateRun& run : r.runs) rows.push_back(RunTableRow(run, r.settings));
   std::vector<std::size_t> width(head.size());
   for (std::size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
   for (const auto& row : rows) {
@@ -181,8 +193,11 @@ std::string FormatSimulateTable(const SimulateResult& r) {
   for (const auto& row : rows) line(row);
   out << "(KV running and KV cache: time-averaged shares of the pool held by running requests and by cached free "
          "blocks)\n\n";
+}
 
-  out << "highest load meeting the SLA (every tier >= " << Fixed(s.sla_target, 2) << "):\n";
+// Per admission x policy: the highest load of the sweep meeting the SLA.
+void WriteSlaVerdicts(std::ostringstream& out, const SimulateResult& r) {
+  out << "highest load meeting the SLA (every tier >= " << Fixed(r.settings.sla_target, 2) << "):\n";
   std::size_t policy_width = 8;  // "workload-aware" is wider
   for (const SimulateCombination& c : r.combinations) policy_width = std::max(policy_width, c.policy.size());
   for (const SimulateCombination& c : r.combinations) {
@@ -196,23 +211,22 @@ std::string FormatSimulateTable(const SimulateResult& r) {
     }
     out << "\n";
   }
+}
+
+}  // namespace
+
+std::string FormatSimulateTable(const SimulateResult& r) {
+  std::ostringstream out;
+  WriteSimulateSettingsLines(out, r.settings);
+  WriteRunTable(out, r);
+  WriteSlaVerdicts(out, r);
   return out.str();
 }
 
 namespace {
 
-// "settings": the time model, the pool, the scheduler, the SLA tiers and the assumptions.
-void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
-  w.Key("settings");
-  w.BeginObject();
-  w.Key("sources");
-  w.BeginArray();
-  for (const std::string& src : s.sources) w.String(src);
-  w.EndArray();
-  w.Key("requests");
-  w.Uint(s.requests);
-  w.Key("trace_span_s");
-  w.Number(s.trace_span_s);
+// "time_model" and "pool" of "settings".
+void WriteTimeModelAndPoolJson(base::JsonWriter& w, const SimulateSettings& s) {
   w.Key("time_model");
   w.BeginObject();
   w.Key("kind");
@@ -235,20 +249,10 @@ void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
   w.Key("kv_bytes_per_token");
   w.Optional(s.kv_bytes_per_token);
   w.EndObject();
-  w.Key("page_tokens");
-  w.Uint(s.page_tokens);
-  w.Key("page_tokens_source");
-  w.String(s.page_tokens_source);
-  w.Key("max_batched_tokens");
-  w.Uint(s.max_batched_tokens);
-  w.Key("max_running");
-  w.Uint(s.max_running);
-  w.Key("queue_timeout_s");
-  w.Number(s.queue_timeout_s);  // null: none
-  w.Key("queue_order");
-  w.String(s.queue_order);
-  w.Key("sla_target");
-  w.Number(s.sla_target);
+}
+
+// "tiers" of "settings": each SLA tier's targets and members.
+void WriteTierTargetsJson(base::JsonWriter& w, const SimulateSettings& s) {
   w.Key("tiers");
   w.BeginArray();
   for (std::size_t i = 0; i < s.tiers.size(); ++i) {
@@ -264,6 +268,36 @@ void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+// "settings": the time model, the pool, the scheduler, the SLA tiers and the assumptions.
+void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
+  w.Key("settings");
+  w.BeginObject();
+  w.Key("sources");
+  w.BeginArray();
+  for (const std::string& src : s.sources) w.String(src);
+  w.EndArray();
+  w.Key("requests");
+  w.Uint(s.requests);
+  w.Key("trace_span_s");
+  w.Number(s.trace_span_s);
+  WriteTimeModelAndPoolJson(w, s);
+  w.Key("page_tokens");
+  w.Uint(s.page_tokens);
+  w.Key("page_tokens_source");
+  w.String(s.page_tokens_source);
+  w.Key("max_batched_tokens");
+  w.Uint(s.max_batched_tokens);
+  w.Key("max_running");
+  w.Uint(s.max_running);
+  w.Key("queue_timeout_s");
+  w.Number(s.queue_timeout_s);  // null: none
+  w.Key("queue_order");
+  w.String(s.queue_order);
+  w.Key("sla_target");
+  w.Number(s.sla_target);
+  WriteTierTargetsJson(w, s);
   w.Key("assumptions");
   w.BeginArray();
   for (const std::string& a : s.assumptions) w.String(a);
@@ -271,30 +305,9 @@ void WriteSimulateSettingsJson(base::JsonWriter& w, const SimulateSettings& s) {
   w.EndObject();
 }
 
-// One run's object of "runs": its figures, per tier, the KV pool's and the SLA verdict.
-void WriteRunJson(base::JsonWriter& w, const SimulateRun& run) {
-  const sim::SimSummary& m = run.summary;
-  w.BeginObject();
-  w.Key("admission");
-  w.String(run.admission);
-  w.Key("policy");
-  w.String(run.policy);
-  w.Key("load");
-  w.Number(run.load);
-  w.Key("requests");
-  w.Uint(m.requests);
-  w.Key("finished");
-  w.Uint(m.finished);
-  w.Key("rejected");
-  w.Uint(m.rejected);
-  w.Key("simulated_s");
-  w.Number(m.simulated_s);
-  w.Key("requests_per_s");
-  w.Number(m.requests_per_s);
-  w.Key("output_tokens_per_s");
-  w.Number(m.output_tokens_per_s);
-  Quantiles(w, "ttft_s", m.ttft);
-  Quantiles(w, "itl_s", m.itl);
+// "mean_latency_s" and "tiers" of a run: its mean latency's parts, and per SLA
+// tier its counts, attainment and latency quantiles.
+void WriteLatencyJson(base::JsonWriter& w, const sim::SimSummary& m) {
   w.Key("mean_latency_s");
   w.BeginObject();
   for (const auto& [key, value] : MeanLatencyFields(m.mean_latency)) {
@@ -321,6 +334,33 @@ void WriteRunJson(base::JsonWriter& w, const SimulateRun& run) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+// One run's object of "runs": its figures, per tier, the KV pool's and the SLA verdict.
+void WriteRunJson(base::JsonWriter& w, const SimulateRun& run) {
+  const sim::SimSummary& m = run.summary;
+  w.BeginObject();
+  w.Key("admission");
+  w.String(run.admission);
+  w.Key("policy");
+  w.String(run.policy);
+  w.Key("load");
+  w.Number(run.load);
+  w.Key("requests");
+  w.Uint(m.requests);
+  w.Key("finished");
+  w.Uint(m.finished);
+  w.Key("rejected");
+  w.Uint(m.rejected);
+  w.Key("simulated_s");
+  w.Number(m.simulated_s);
+  w.Key("requests_per_s");
+  w.Number(m.requests_per_s);
+  w.Key("output_tokens_per_s");
+  w.Number(m.output_tokens_per_s);
+  Quantiles(w, "ttft_s", m.ttft);
+  Quantiles(w, "itl_s", m.itl);
+  WriteLatencyJson(w, m);
   w.Key("meets_sla");
   w.Bool(run.meets_sla);
   w.Key("preemptions");

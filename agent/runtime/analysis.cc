@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <optional>
 #include <span>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include "agent/runtime/agent.h"
@@ -46,6 +48,20 @@ std::vector<std::uint64_t> CurveBounds(const AgentOptions& o) {
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   return bounds;
+}
+
+// Why a saved canaries checkpoint was refused: written in another layout
+// version (an older build's; this one reads only its own), else by canaries of
+// other options than curve.policies as configured now (or damaged).
+std::string CanariesNotRestored(std::span<const std::uint8_t> saved) {
+  const std::optional<std::uint32_t> version = curve::PolicyCanaries::CheckpointVersion(saved);
+  const std::uint32_t written = curve::PolicyCanaries::CheckpointVersionWritten();
+  if (version && *version != written) {
+    return "the saved policy canaries are in checkpoint format " + std::to_string(*version) + ", " +
+           (*version < written ? "older than" : "other than") + " the format " + std::to_string(written) +
+           " this build reads";
+  }
+  return "the saved policy canaries do not fit curve.policies as configured now";
 }
 
 }  // namespace
@@ -316,7 +332,7 @@ std::string Analysis::Restore(const StateParts& parts) {
   if (canaries_ && !parts.canaries.empty()) {
     std::span<const std::uint8_t> c(parts.canaries);
     if (!canaries_->Deserialize(&c) || !c.empty()) {
-      AgentLog("state: the saved policy canaries do not fit curve.policies as configured now; the canaries start cold");
+      AgentLog("state: " + CanariesNotRestored(parts.canaries) + "; the canaries start cold");
       ResetCanaries();
     }
   }

@@ -2,7 +2,7 @@
 // the components' own tables (base::MetricDef), and the metrics reference
 // rendered from them. docs/metrics.md holds MetricsReferenceMarkdown() between
 // its marker lines; `kvwatch metrics-reference` prints it, and
-// tests/agent/metrics_reference_test.cc keeps the copy equal to it and checks
+// tests/agent/runtime/metrics_reference_test.cc keeps the copy equal to it and checks
 // that a real agent exports no family the catalog lacks.
 //
 // The catalog reads the tables; it declares nothing. A new family goes in its
