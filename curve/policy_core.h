@@ -479,9 +479,9 @@ class BasicPolicyCore {
   std::vector<CoreSlot> table_;   // grows up to slots_ (never-used slots are not materialized)
   std::unique_ptr<Order> order_;  // over table_
   bool tree_;
-  bool ghosts_;  // the order keeps ghosts in map_
+  bool ghosts_;              // the order keeps ghosts in map_
   std::vector<Slot> empty_;  // free slots with no page id (not under vllm)
-  PageMap map_;  // page -> its slot, or kGhostBit | the order's ghost number
+  PageMap map_;              // page -> its slot, or kGhostBit | the order's ghost number
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
   // The last Find, for AcquireFor (ghost orders only).
   mutable PageId looked_up_ = 0;

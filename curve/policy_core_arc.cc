@@ -234,9 +234,9 @@ class ArcOrder final : public EvictionOrder {
   IndexList free_[2];            // the free slots of T1 and T2, LRU (released first) at the front
   GhostTable<2> ghosts_;         // B1, B2, LRU at the front
   // Set by Incoming for the page being acquired, cleared when it is filled.
-  bool to_t2_ = false;                // it was a ghost: it enters T2
-  bool from_b2_ = false;              // it was in B2 (REPLACE's tie rule)
-  bool no_ghost_ = false;             // case IV(A) with T1 filling the core
+  bool to_t2_ = false;                  // it was a ghost: it enters T2
+  bool from_b2_ = false;                // it was in B2 (REPLACE's tie rule)
+  bool no_ghost_ = false;               // case IV(A) with T1 filling the core
   std::uint32_t returning_ = kNoGhost;  // its ghost number, freed at Filled
   std::uint32_t evicted_to_ = kNoList;  // set by Pop: the ghost list of the victim's page
 };

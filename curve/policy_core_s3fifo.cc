@@ -211,9 +211,9 @@ class S3FifoOrder final : public EvictionOrder {
   std::uint32_t promotion_hits_;
   std::uint64_t small_target_ = 1;
   std::uint64_t ghost_limit_ = 1;
-  std::deque<std::uint32_t> small_, main_;  // S and M, oldest at the front: every cached slot, held or free
-  std::uint64_t free_[2] = {0, 0};          // free slots in S, in M
-  GhostTable<1> ghosts_;                    // G, oldest at the front
+  std::deque<std::uint32_t> small_, main_;   // S and M, oldest at the front: every cached slot, held or free
+  std::uint64_t free_[2] = {0, 0};           // free slots in S, in M
+  GhostTable<1> ghosts_;                     // G, oldest at the front
   std::uint32_t incoming_ghost_ = kNoGhost;  // Incoming's ghost number, tested at Filled
   bool to_ghost_ = false;                    // set by Pop: the victim came from S
 };

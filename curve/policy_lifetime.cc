@@ -63,8 +63,7 @@ bool RunningSet::Deserialize(std::span<const std::uint8_t>* in, std::uint64_t sl
     std::uint64_t order = 0, held = 0;
     double end = 0;
     if (!base::ReadPod(in, &order) || !base::ReadPod(in, &end) || std::isnan(end) || order >= next_order_ ||
-        (!running_.empty() && order <= std::prev(running_.end())->first) ||
-        !base::ReadCount(in, &held, sizeof(Slot))) {
+        (!running_.empty() && order <= std::prev(running_.end())->first) || !base::ReadCount(in, &held, sizeof(Slot))) {
       return false;
     }
     Running& r = running_[order];

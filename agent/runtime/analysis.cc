@@ -108,9 +108,8 @@ base::Status Analysis::Init() {
     // The lru canaries read the exact engine's outcome (same requests, same touch
     // order) instead of simulating LRU a second time; config/ keeps every
     // capacity within engine.max_pages, checked again here for options built in code.
-    co.lru_from_engine = !sampled_ && std::all_of(co.capacities.begin(), co.capacities.end(), [&](std::uint64_t c) {
-      return c <= options_.engine.max_pages;
-    });
+    co.lru_from_engine = !sampled_ && std::all_of(co.capacities.begin(), co.capacities.end(),
+                                                  [&](std::uint64_t c) { return c <= options_.engine.max_pages; });
     auto canaries = curve::PolicyCanaries::Create(co);
     if (!canaries.ok()) return base::Status::Error("curve.policies: " + canaries.error());
     canaries_ = std::move(canaries).value();

@@ -268,8 +268,7 @@ TEST_F(TraceRecordTest, IdListsInEveryJsonSpellingOfIntegers) {
   EXPECT_THAT(MustParse("{\"hash_ids\": [ \t\r ]}").pages, IsEmpty());
   EXPECT_THAT(MustParse(R"({"hash_ids":[0,1,2]})").pages, ElementsAre(0u, 1u, 2u));
   EXPECT_THAT(MustParse("{\"hash_ids\": [\t7 ,\r8\t, 9 ] }").pages, ElementsAre(7u, 8u, 9u));
-  EXPECT_THAT(MustParse(R"({"hash_ids": [18446744073709551615, 10]})").pages,
-              ElementsAre(18446744073709551615u, 10u));
+  EXPECT_THAT(MustParse(R"({"hash_ids": [18446744073709551615, 10]})").pages, ElementsAre(18446744073709551615u, 10u));
   curve::Request r = MustParse(R"({"hash_ids": [5, 6], "input_length": 40, "tenant": "a", "timestamp": 2.5})");
   EXPECT_THAT(r.pages, ElementsAre(5u, 6u));
   EXPECT_EQ(r.input_tokens, 40);

@@ -612,7 +612,9 @@ TEST(HybridBoundTest, SerializedStateGoesOnExactly) {
     EXPECT_EQ(second.tracked_items(), first.tracked_items());
     EXPECT_EQ(second.evicted_items(), first.evicted_items());
     EXPECT_EQ(second.total_bytes(), first.total_bytes());
-    if (max_bytes != 0) EXPECT_GT(second.evicted_items(), 0u);
+    if (max_bytes != 0) {
+      EXPECT_GT(second.evicted_items(), 0u);
+    }
     for (std::size_t r = half; r < t.pages.size(); ++r) {
       through.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &a);
       second.Process(t.pages[r], t.tokens[r].first, t.tokens[r].second, &b);

@@ -152,7 +152,9 @@ TEST_F(ReplayPolicyTest, DumpReferencesIsTheSequenceThePoliciesSimulate) {
   std::map<std::uint64_t, std::int64_t> later;
   for (std::size_t k = refs; k-- > 0;) {
     EXPECT_EQ(rec[k].size, 1u);
-    if (k > 0) EXPECT_LE(rec[k - 1].time, rec[k].time);
+    if (k > 0) {
+      EXPECT_LE(rec[k - 1].time, rec[k].time);
+    }
     auto it = later.find(rec[k].id);
     EXPECT_EQ(rec[k].next, it == later.end() ? -1 : it->second) << k;
     later[rec[k].id] = static_cast<std::int64_t>(k);

@@ -27,21 +27,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
+struct ShellResult {
   int exit_code = -1;
   std::string out;
   std::string err;
 };
 
 // Runs the real binary with a shell command line (arguments are test-controlled).
-CommandResult RunKvwatch(const std::string& args, const std::string& stdin_file = "") {
+ShellResult RunKvwatch(const std::string& args, const std::string& stdin_file = "") {
   const fs::path dir = fs::temp_directory_path() / ("kvwatch_replay_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string out = (dir / "out").string(), err = (dir / "err").string();
   std::string cmd = std::string(KVWATCH_BINARY) + " " + args + " >" + out + " 2>" + err;
   if (!stdin_file.empty()) cmd += " <" + stdin_file;
   const int status = std::system(cmd.c_str());
-  CommandResult r;
+  ShellResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::ifstream o(out), e(err);
   std::stringstream so, se;
@@ -80,7 +80,7 @@ const char* kWorkedExample =
 
 TEST_F(ReplayTest, JsonFollowsTheContract) {
   const std::string trace = Write("t.jsonl", kWorkedExample);
-  CommandResult r = RunKvwatch("replay --format json --capacities 3,4 --model llama-2-7b " + trace);
+  ShellResult r = RunKvwatch("replay --format json --capacities 3,4 --model llama-2-7b " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -120,7 +120,7 @@ TEST_F(ReplayTest, NotConvergedIsNullInJson) {
   const std::string trace = Write("t.jsonl",
                                   "{\"hash_ids\":[1]}\n{\"hash_ids\":[2]}\n{\"hash_ids\":[3]}\n"
                                   "{\"hash_ids\":[1]}\n{\"hash_ids\":[2]}\n{\"hash_ids\":[3]}\n");
-  CommandResult r = RunKvwatch("replay --format json --max-pages 2 " + trace);
+  ShellResult r = RunKvwatch("replay --format json --max-pages 2 " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
@@ -131,7 +131,7 @@ TEST_F(ReplayTest, NotConvergedIsNullInJson) {
       EXPECT_TRUE(e["capacity_pages"].is_null());
     }
   }
-  CommandResult table = RunKvwatch("replay --max-pages 2 " + trace);
+  ShellResult table = RunKvwatch("replay --max-pages 2 " + trace);
   EXPECT_NE(table.out.find("not converged"), std::string::npos) << table.out;
 }
 
@@ -141,9 +141,9 @@ TEST_F(ReplayTest, ReadsGzipAndStdinAlike) {
   gzFile f = gzopen(gz.c_str(), "wb");
   gzputs(f, kWorkedExample);
   gzclose(f);
-  CommandResult a = RunKvwatch("replay --format csv " + plain);
-  CommandResult b = RunKvwatch("replay --format csv " + gz);
-  CommandResult c = RunKvwatch("replay --format csv -", plain);
+  ShellResult a = RunKvwatch("replay --format csv " + plain);
+  ShellResult b = RunKvwatch("replay --format csv " + gz);
+  ShellResult c = RunKvwatch("replay --format csv -", plain);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(a.out, c.out);
@@ -160,7 +160,7 @@ TEST_F(ReplayTest, BadLinesAreReportedWithFileAndLineAndSkipped) {
                                   "{\"hash_ids\": [1, -2]}\n"
                                   "{\"hash_ids\": [1, 2.5]}\n"
                                   "{\"hash_ids\": [1, 2]}\n");
-  CommandResult r = RunKvwatch("replay --format json " + trace);
+  ShellResult r = RunKvwatch("replay --format json " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int line : {2, 3, 4, 5}) {
     EXPECT_NE(r.err.find("bad.jsonl:" + std::to_string(line) + ":"), std::string::npos) << r.err;
@@ -171,7 +171,7 @@ TEST_F(ReplayTest, BadLinesAreReportedWithFileAndLineAndSkipped) {
   EXPECT_EQ(uint64_t(doc["requests"]), 2u);
   EXPECT_EQ(uint64_t(doc["input"]["bad_lines"]), 4u);
 
-  CommandResult strict = RunKvwatch("replay --strict " + trace);
+  ShellResult strict = RunKvwatch("replay --strict " + trace);
   EXPECT_EQ(strict.exit_code, 1);
   EXPECT_NE(strict.err.find("bad.jsonl:2"), std::string::npos) << strict.err;
 }
@@ -195,7 +195,7 @@ TEST_F(ReplayTest, ImpossibleSettingsNameTheOption) {
            {"--page-hit-targets 0.5,1.2", "--page-hit-targets"},
            {"--no-such-option", "--no-such-option"},
        }) {
-    CommandResult r = RunKvwatch("replay " + c.args + " " + trace);
+    ShellResult r = RunKvwatch("replay " + c.args + " " + trace);
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_NE(r.err.find(c.option), std::string::npos) << c.args << ": " << r.err;
   }
@@ -212,19 +212,19 @@ TEST_F(ReplayTest, ImpossibleSettingsNameTheOption) {
            {"--capacities 10,4294967295 --policy lru",
             "--capacities: entry 2 is 4294967295: each capacity must be from 1 to 4294967293 pages with --policy"},
        }) {
-    CommandResult r = RunKvwatch("replay " + c.args + " " + trace);
+    ShellResult r = RunKvwatch("replay " + c.args + " " + trace);
     EXPECT_EQ(r.exit_code, 2) << c.args;
     EXPECT_NE(r.err.find("kvwatch replay: " + c.option), std::string::npos) << c.args << ": " << r.err;
   }
-  CommandResult huge_tier = RunKvwatch("replay --tier hbm:9007199254740992 " + trace);
+  ShellResult huge_tier = RunKvwatch("replay --tier hbm:9007199254740992 " + trace);
   EXPECT_EQ(huge_tier.exit_code, 0) << huge_tier.err;
-  CommandResult missing = RunKvwatch("replay " + (dir_ / "absent.jsonl").string());
+  ShellResult missing = RunKvwatch("replay " + (dir_ / "absent.jsonl").string());
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("absent.jsonl"), std::string::npos) << missing.err;
 }
 
 TEST_F(ReplayTest, HelpDocumentsEveryOption) {
-  CommandResult r = RunKvwatch("replay --help");
+  ShellResult r = RunKvwatch("replay --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* option : {"--format",
                              "--capacities",
@@ -262,7 +262,7 @@ TEST_F(ReplayTest, HelpDocumentsEveryOption) {
 // --tp, simulate's old spelling, is listed only as deprecated.
 TEST_F(ReplayTest, EveryCommandTakesTheSameModelFlags) {
   for (const char* command : {"replay", "simulate", "agent", "check-config"}) {
-    CommandResult r = RunKvwatch(std::string(command) + " --help");
+    ShellResult r = RunKvwatch(std::string(command) + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     for (const char* option :
          {"--model ", "--model-config ", "--bytes-per-token ", "--kv-dtype ", "--tensor-parallel "}) {
@@ -273,8 +273,8 @@ TEST_F(ReplayTest, EveryCommandTakesTheSameModelFlags) {
     EXPECT_LT(r.out.find("Deprecated spellings"), tp) << command;
   }
   const std::string trace = Write("t.jsonl", kWorkedExample);
-  CommandResult with_tp = RunKvwatch("replay --format json --model llama-3-70b --tp 4 " + trace);
-  CommandResult with_tensor_parallel =
+  ShellResult with_tp = RunKvwatch("replay --format json --model llama-3-70b --tp 4 " + trace);
+  ShellResult with_tensor_parallel =
       RunKvwatch("replay --format json --model llama-3-70b --tensor-parallel 4 " + trace);
   EXPECT_EQ(with_tp.exit_code, 0) << with_tp.err;
   EXPECT_NE(with_tp.err.find("kvwatch replay: --tp is deprecated; use --tensor-parallel"), std::string::npos)
@@ -296,7 +296,7 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
     text += std::to_string(100000 + 2 * r) + ", " + std::to_string(100001 + 2 * r) + "]}\n";
   }
   const std::string trace = Write("t.jsonl", text);
-  CommandResult r = RunKvwatch("replay --format json --page-tokens 16 --model gpt-oss-20b --hybrid-check " + trace);
+  ShellResult r = RunKvwatch("replay --format json --page-tokens 16 --model gpt-oss-20b --hybrid-check " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -337,20 +337,20 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
   }
 
   // The table has the section; a dense model has neither it nor the JSON object.
-  CommandResult table = RunKvwatch("replay --page-tokens 16 --model gpt-oss-20b " + trace);
+  ShellResult table = RunKvwatch("replay --page-tokens 16 --model gpt-oss-20b " + trace);
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("hybrid KV cache groups"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("sliding_window"), std::string::npos);
-  CommandResult dense = RunKvwatch("replay --format json --page-tokens 16 --model llama-3-8b " + trace);
+  ShellResult dense = RunKvwatch("replay --format json --page-tokens 16 --model llama-3-8b " + trace);
   ASSERT_EQ(dense.exit_code, 0) << dense.err;
   EXPECT_EQ(dense.out.find("\"hybrid\""), std::string::npos);
-  CommandResult no_groups = RunKvwatch("replay --hybrid-check --model llama-3-8b " + trace);
+  ShellResult no_groups = RunKvwatch("replay --hybrid-check --model llama-3-8b " + trace);
   EXPECT_EQ(no_groups.exit_code, 2);
   EXPECT_NE(no_groups.err.find("--hybrid-check: needs a hybrid model"), std::string::npos) << no_groups.err;
 
   // --hybrid-pool-shares: a pool per group (SGLang, TensorRT-LLM). Each group then
   // has its share only, so a working set needs at least the one pool's bytes.
-  CommandResult split =
+  ShellResult split =
       RunKvwatch("replay --format json --page-tokens 16 --model gpt-oss-20b --hybrid-pool-shares 8,10 " + trace);
   ASSERT_EQ(split.exit_code, 0) << split.err;
   simdjson::dom::parser split_parser;  // doc and h stay the first parser's
@@ -372,7 +372,7 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
   for (const char* bad : {"--hybrid-pool-shares 8 --model gpt-oss-20b", "--hybrid-pool-shares 0,1 --model gpt-oss-20b",
                           "--hybrid-pool-shares 8,10 --model llama-3-8b",
                           "--hybrid-pool-shares 8,10 --hybrid-check --model gpt-oss-20b"}) {
-    CommandResult r = RunKvwatch(std::string("replay ") + bad + " " + trace);
+    ShellResult r = RunKvwatch(std::string("replay ") + bad + " " + trace);
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_NE(r.err.find("--hybrid-pool-shares: "), std::string::npos) << bad << ": " << r.err;
   }
@@ -385,8 +385,7 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128,
     "torch_dtype": "bfloat16", "layer_types": [)" + types +
                                                       "]}");
-  CommandResult from_config =
-      RunKvwatch("replay --format json --page-tokens 16 --model-config " + config + " " + trace);
+  ShellResult from_config = RunKvwatch("replay --format json --page-tokens 16 --model-config " + config + " " + trace);
   ASSERT_EQ(from_config.exit_code, 0) << from_config.err;
   simdjson::dom::parser parser2;
   simdjson::dom::element doc2;
@@ -395,7 +394,7 @@ TEST_F(ReplayTest, HybridModelAddsItsCurveBesideTheFullCount) {
   EXPECT_EQ(simdjson::to_string(doc2["hybrid"]["working_set"]), simdjson::to_string(h["working_set"]));
   EXPECT_EQ(double(doc2["hybrid"]["unlimited_page_hits"]), double(h["unlimited_page_hits"]));
   // A tensor-parallel size that does not split the KV heads is refused, naming the option.
-  CommandResult bad_tp = RunKvwatch("replay --model qwen3-next-80b-a3b --tensor-parallel 32 " + trace);
+  ShellResult bad_tp = RunKvwatch("replay --model qwen3-next-80b-a3b --tensor-parallel 32 " + trace);
   EXPECT_EQ(bad_tp.exit_code, 2);
 }
 
@@ -404,7 +403,7 @@ TEST_F(ReplayTest, SvgPlotIsWritten) {
   for (int i = 0; i < 300; ++i) text += "{\"hash_ids\": [" + std::to_string(i % 37) + "]}\n";
   const std::string trace = Write("t.jsonl", text);
   const std::string svg = (dir_ / "plot.svg").string();
-  CommandResult r = RunKvwatch("replay --bytes-per-token 131072 --svg " + svg + " " + trace);
+  ShellResult r = RunKvwatch("replay --bytes-per-token 131072 --svg " + svg + " " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream f(svg);
   std::stringstream s;
@@ -422,7 +421,7 @@ TEST_F(ReplayTest, TenantsAreBrokenDown) {
                                   "{\"hash_ids\": [1, 2], \"tenant\": \"a\"}\n"
                                   "{\"hash_ids\": [1, 3], \"tenant\": \"b\"}\n"
                                   "{\"hash_ids\": [1, 2], \"tenant\": \"a\"}\n");
-  CommandResult r = RunKvwatch("replay --format json " + trace);
+  ShellResult r = RunKvwatch("replay --format json " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
@@ -444,7 +443,7 @@ TEST_F(ReplayTest, ManyTenantsFitTheTableAndJsonListsEveryOne) {
     }
   }
   const std::string trace = Write("t.jsonl", text);
-  CommandResult table = RunKvwatch("replay " + trace);
+  ShellResult table = RunKvwatch("replay " + trace);
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("\nuser29 "), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("\nuser10 "), std::string::npos) << table.out;
@@ -455,7 +454,7 @@ TEST_F(ReplayTest, ManyTenantsFitTheTableAndJsonListsEveryOne) {
             std::string::npos)
       << table.out;
 
-  CommandResult json = RunKvwatch("replay --format json " + trace);
+  ShellResult json = RunKvwatch("replay --format json " + trace);
   ASSERT_EQ(json.exit_code, 0) << json.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(json.out);
@@ -485,7 +484,7 @@ TEST_F(ReplayTest, TenantLabelsAreTheAgentsAndEveryRequestCounts) {
     }
   }
   const std::string trace = Write("t.jsonl", text);
-  CommandResult r = RunKvwatch("replay --format json --capacities 2,4,8 --policy lru,arc " + trace);
+  ShellResult r = RunKvwatch("replay --format json --capacities 2,4,8 --policy lru,arc " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
@@ -556,7 +555,7 @@ TEST_F(ReplayTest, RequestsBeforeTheFirstTenantCountUnderNone) {
     }
   }
   const std::string trace = Write("late.jsonl", text);
-  CommandResult r = RunKvwatch("replay --format json --capacities 3,10,40 " + trace);
+  ShellResult r = RunKvwatch("replay --format json --capacities 3,10,40 " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
@@ -581,7 +580,7 @@ TEST_F(ReplayTest, RequestsBeforeTheFirstTenantCountUnderNone) {
 // A trace without tenants has no tenants map and no per-tenant policy rows.
 TEST_F(ReplayTest, NoTenantsMapWithoutTenants) {
   const std::string trace = Write("t.jsonl", kWorkedExample);
-  CommandResult r = RunKvwatch("replay --format json --capacities 2 --policy lru " + trace);
+  ShellResult r = RunKvwatch("replay --format json --capacities 2 --policy lru " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
@@ -602,7 +601,7 @@ TEST_F(ReplayTest, InterferenceFootprintAndRunningKv) {
       "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 0, \"hash_ids\": [12], \"tenant\": \"api\"}\n"
       "{\"timestamp\": 4000, \"input_length\": 64, \"output_length\": 16, \"hash_ids\": [1, 2, 3, 4], \"tenant\": "
       "\"chat\"}\n");
-  CommandResult r = RunKvwatch(
+  ShellResult r = RunKvwatch(
       "replay --format json --capacities 3,4 --isolated --bytes-per-token 100 "
       "--decode-tokens-per-second 8 " +
       trace);
@@ -644,11 +643,11 @@ TEST_F(ReplayTest, InterferenceFootprintAndRunningKv) {
   EXPECT_EQ(double(doc["running_kv"]["peak_bytes"]), 8000.0);
   EXPECT_NEAR(double(doc["running_kv"]["mean_bytes"]), 28800.0 / 6, 1e-6);
   // The table and the CSV carry the same sections.
-  CommandResult table = RunKvwatch("replay --capacities 3,4 --isolated --bytes-per-token 100 " + trace);
+  ShellResult table = RunKvwatch("replay --capacities 3,4 --isolated --bytes-per-token 100 " + trace);
   EXPECT_NE(table.out.find("interference by tenant"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("per class"), std::string::npos);
   EXPECT_NE(table.out.find("running requests' KV"), std::string::npos);
-  CommandResult csv = RunKvwatch("replay --format csv --capacities 3,4 --isolated " + trace);
+  ShellResult csv = RunKvwatch("replay --format csv --capacities 3,4 --isolated " + trace);
   EXPECT_NE(csv.out.find("\ndimension,group,evictor,capacity_pages"), std::string::npos) << csv.out;
   EXPECT_NE(csv.out.find("tenant,chat,api,3,,,,,,,2.35"), std::string::npos) << csv.out;
 }
