@@ -15,7 +15,7 @@
 // capacity but are never hit. A request with no arrival time (a trace without
 // timestamps) first finishes every running request.
 //
-// sglang follows SGLang's RadixCache (sgl-project/sglang
+// sglang follows SGLang's RadixCache (sgl-project/sglang at 95769b2,
 // python/sglang/srt/mem_cache/radix_cache.py): one node per page, a page's
 // parent the page before it in the request that admitted it (the core's tree);
 // only leaves nobody holds are evicted, the least recently released first. A
@@ -31,7 +31,7 @@
 // When every other page is held, the pages that do not fit are not admitted and
 // the request counts as preempted (SGLang would hold it back in the queue).
 //
-// vllm follows vLLM V1's block pool (vllm-project/vllm vllm/v1/core/block_pool.py
+// vllm follows vLLM V1's block pool (vllm-project/vllm at c59cb79: vllm/v1/core/block_pool.py
 // and kv_cache_manager.py): a request's cached pages are referenced on
 // arrival (touch: ref_cnt + 1, out of the free queue); each page it lacks and each
 // generated page takes a block from the free queue's head (never-used blocks
