@@ -90,20 +90,26 @@ base::Result<std::vector<PolicyKind>> ParsePolicyList(std::string_view list) {
   return out;
 }
 
-base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options) {
-  using R = base::Result<std::unique_ptr<PolicyCache>>;
-  if (options.capacity < 1) return R::Error("capacity: must be at least 1 page, got 0");
-  if (options.capacity >= kBeyondTracked) return R::Error("capacity: too large");
+base::Status CheckPolicyOptions(const PolicyOptions& options) {
+  using S = base::Status;
+  if (options.capacity < 1) return S::Error("capacity: must be at least 1 page, got 0");
+  if (options.capacity >= kBeyondTracked) return S::Error("capacity: too large");
   if (options.capacity > kGhostBit && OrderKeepsGhosts(options.kind)) {
-    return R::Error("capacity: at most 2^31 pages for " + std::string(PolicyName(options.kind)));
+    return S::Error("capacity: at most 2^31 pages for " + std::string(PolicyName(options.kind)));
   }
   if (!(options.s3fifo_small_fraction > 0 && options.s3fifo_small_fraction < 1)) {
-    return R::Error("s3fifo small fraction: must be in (0, 1)");
+    return S::Error("s3fifo small fraction: must be in (0, 1)");
   }
   if (options.s3fifo_promotion_hits < 1 || options.s3fifo_promotion_hits > kMaxS3FifoPromotionHits) {
-    return R::Error("s3fifo promotion hits: must be in 1.." + std::to_string(kMaxS3FifoPromotionHits) + ", got " +
+    return S::Error("s3fifo promotion hits: must be in 1.." + std::to_string(kMaxS3FifoPromotionHits) + ", got " +
                     std::to_string(options.s3fifo_promotion_hits));
   }
+  return S::Ok();
+}
+
+base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options) {
+  using R = base::Result<std::unique_ptr<PolicyCache>>;
+  if (base::Status s = CheckPolicyOptions(options); !s.ok()) return R::Error(s.error());
   return policy_internal::Registered(options.kind).cache(options);
 }
 

@@ -142,6 +142,9 @@ class PolicyCache {
   virtual bool Deserialize(std::span<const std::uint8_t>* in) = 0;
 };
 
+// Whether MakePolicyCache would accept `options`: an error naming the option
+// when one is invalid.
+base::Status CheckPolicyOptions(const PolicyOptions& options);
 // A cache for `options`; an error naming the option when it is invalid.
 base::Result<std::unique_ptr<PolicyCache>> MakePolicyCache(const PolicyOptions& options);
 

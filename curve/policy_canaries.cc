@@ -89,9 +89,13 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
       po.capacity = capacity;
       po.touch_order = options.touch_order;
       po.s3fifo_promotion_hits = options.s3fifo_promotion_hits;
+      if (c->FromEngine(kind)) {  // read from the engine's outcome: no cache of its own
+        if (base::Status s = CheckPolicyOptions(po); !s.ok()) return R::Error(s.error());
+        c->canaries_.push_back(Canary{kind, capacity, nullptr, {}});
+        continue;
+      }
       auto cache = MakePolicyCache(po);
       if (!cache.ok()) return R::Error(cache.error());
-      if (c->FromEngine(kind)) cache.value().reset();
       c->canaries_.push_back(Canary{kind, capacity, std::move(cache.value()), {}});
     }
   }
@@ -196,8 +200,8 @@ bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
     std::uint64_t size = 0;
     if (!ReadTotals(&at, &lifetimes[i]) || !base::ReadCount(&at, &size, 1)) return false;
     if (FromEngine(canaries_[i].kind)) {
-      // Nothing to rebuild: the restored engine carries this canary's state (a
-      // checkpoint of a simulated lru cache, from before lru_from_engine, is skipped).
+      // Nothing to rebuild: the restored engine carries this canary's state (any
+      // bytes the checkpoint holds for it are skipped).
       at = at.subspan(static_cast<std::size_t>(size));
       caches.emplace_back();
       continue;

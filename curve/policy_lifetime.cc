@@ -13,6 +13,7 @@ RunningSet::Running& RunningSet::Start(double end) {
   const std::uint64_t order = next_order_++;
   Running& r = running_[order];
   r.end = end;
+  r.slots = std::move(spare_);  // the buffer of the last request taken out
   r.slots.clear();
   ends_.push(End{end, order});
   return r;
@@ -26,6 +27,7 @@ bool RunningSet::TakeFinished(double t, Running* out) {
     auto it = running_.find(e.order);
     if (it == running_.end()) continue;  // preempted earlier
     std::swap(*out, it->second);
+    spare_ = std::move(it->second.slots);
     running_.erase(it);
     return true;
   }
@@ -36,6 +38,7 @@ bool RunningSet::TakeNewest(Running* out) {
   if (running_.empty()) return false;
   auto it = std::prev(running_.end());
   std::swap(*out, it->second);
+  spare_ = std::move(it->second.slots);
   running_.erase(it);
   return true;
 }
@@ -80,7 +83,7 @@ bool RunningSet::Deserialize(std::span<const std::uint8_t>* in, std::uint64_t sl
 }
 
 std::size_t RunningSet::MemoryBytes() const {
-  std::size_t bytes = ends_.size() * sizeof(End);
+  std::size_t bytes = ends_.size() * sizeof(End) + spare_.capacity() * sizeof(Slot);
   for (const auto& [order, r] : running_) bytes += sizeof(r) + r.slots.capacity() * sizeof(Slot) + 48;
   return bytes;
 }

@@ -71,7 +71,7 @@ class RunningSet {
     std::vector<Slot> slots;  // held slots, generated pages last
   };
 
-  // Adds a request that arrived now; returns its record.
+  // Adds a request that arrived now; returns its record (its slots empty).
   Running& Start(double end);
   // Takes out the running request that ends first if it ends at or before t (any
   // when t is NaN; ties to the earlier arrival) into *out; false when none does.
@@ -97,6 +97,9 @@ class RunningSet {
   std::map<std::uint64_t, Running> running_;
   std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
   std::uint64_t next_order_ = 0;
+  // The slots buffer *out gave back at the last Take (its capacity kept): the
+  // next Start reuses it, so a request's start allocates nothing in steady state.
+  std::vector<Slot> spare_;
 };
 
 // When a request ends for its lifetime: an unknown end finishes before the next

@@ -260,7 +260,7 @@ int Agent::port() const { return http_ ? http_->port() : 0; }
 base::Status Agent::SaveState() {
   if (options_.state_path.empty()) return base::Status::Ok();
   {
-    base::WriterLock lock(mu_);
+    base::ReaderLock lock(mu_);
     if (!state_.saving) return base::Status::Ok();  // said once, at start-up (LoadState)
   }
   const auto started = std::chrono::steady_clock::now();
