@@ -226,6 +226,9 @@ struct CoreOptions {
   // out of it (PolicyOptions's fields of the same names).
   double s3fifo_small_fraction = 0.1;
   std::uint32_t s3fifo_promotion_hits = 1;
+  // The page map's layout (curve/page_map.h): kRuns where page ids come in runs of
+  // consecutive numbers (replay's trace formats), so a request's pages share lines.
+  PageMapLayout page_layout = PageMapLayout::kMixed;
 };
 
 namespace policy_internal {
@@ -248,7 +251,8 @@ class BasicPolicyCore {
       : slots_(options.slots),
         order_(MakeOrder(options, &table_)),
         tree_(order_->KeepsTree()),
-        ghosts_(order_->KeepsGhosts()) {
+        ghosts_(order_->KeepsGhosts()),
+        map_(options.page_layout) {
     order_->AttachPages(&map_);
     // Slots are materialized as they are first used; reserve what a small core needs.
     const std::uint64_t expected = std::min<std::uint64_t>(slots_, 1u << 19);

@@ -36,7 +36,7 @@ class CoreCache final : public PolicyCache {
       : options_(options),
         belady_(options.kind == PolicyKind::kBelady),
         core_(CoreOptions{options.kind, options.capacity, nullptr, options.s3fifo_small_fraction,
-                          options.s3fifo_promotion_hits}) {}
+                          options.s3fifo_promotion_hits, PageMapLayout::kRuns}) {}
 
   SimOutcome Process(const SimRequest& request) override {
     const std::span<const PageId> pages = request.pages;
