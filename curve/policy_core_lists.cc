@@ -3,7 +3,6 @@
 // priority, belady, workload-aware: policy_core_keyed.cc). "Block" below is a slot of the core; a
 // block is "released" when its hold count drops to zero.
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -84,12 +83,8 @@ class FifoOrder final : public EvictionOrder {
  public:
   FifoOrder(const CoreOptions&, std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
   void Filled(std::uint32_t b) override {
-    CoreSlot& x = blocks_[b];
-    ++x.version;
-    Push({x.key, 0, b, x.version});
     ++listed_;
-    heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
-    if (run_.size() > 2 * listed_ + 1024) std::erase_if(run_, [&](const LazyHeap::Entry& e) { return !Listed(e); });
+    Push(b);
   }
   void Add(std::uint32_t b) override {
     blocks_[b].in_order = true;
@@ -110,16 +105,15 @@ class FifoOrder final : public EvictionOrder {
         return b;
       }
       x.key = PolicyCore::OrderKey(NewEpoch(), 0);
-      ++x.version;
-      Push({x.key, 0, b, x.version});
+      Push(b);
     }
   }
   std::uint64_t size() const override { return size_; }
-  Slot PeekVictim() const override { return run_.empty() ? kNoSlot : run_.front().block; }
-  std::size_t MemoryBytes() const override { return heap_.MemoryBytes() + run_.size() * sizeof(LazyHeap::Entry); }
+  Slot PeekVictim() const override { return run_.front(); }
+  std::size_t MemoryBytes() const override { return heap_.MemoryBytes(); }
 
   // Nothing of its own: the order is the slots' keys (unique: an epoch and a page
-  // index), which the core writes; the heap is rebuilt from them.
+  // index), which the core writes; the run and the heap are rebuilt from them.
   bool DeserializeOrder(std::span<const std::uint8_t>*) override {
     if (listed_ != 0) return false;
     for (std::uint32_t b = 0; b < blocks_.size(); ++b) {
@@ -135,30 +129,34 @@ class FifoOrder final : public EvictionOrder {
     const CoreSlot& x = blocks_[e.block];
     return x.has_page && x.version == e.version;
   }
-  // Keys that arrive in increasing order (replay's admissions, each request's
-  // pages ranked in touch order) append to run_, a sorted queue: O(1) where the
-  // heap's pop is O(log n) cache misses (fifo was half as fast through the heap
-  // alone); the others (the replica admits a request's pages head first, keyed
-  // tail first; requeues) go to the heap. The smaller of the two fronts is next.
-  void Push(const LazyHeap::Entry& e) {
-    if (run_.empty() || e.key > run_.back().key) {
-      run_.push_back(e);
-    } else {
-      heap_.Push(e);
+  // Slot b, with its key, joins the order. Keys that arrive in increasing order
+  // (replay's admissions, each request's pages ranked in touch order, and every
+  // requeue, keyed by a new epoch) append to run_, a list through the slots: O(1)
+  // where the heap's pop is O(log n) cache misses, and with no entry to validate,
+  // since a slot leaves the order only by Pop (a queue of heap entries with their
+  // versions cost replay's fifo about a fifth of its time). The others (the replica
+  // admits a request's pages head first, keyed tail first) go to the heap. The
+  // smaller of the two fronts is next.
+  void Push(std::uint32_t b) {
+    CoreSlot& x = blocks_[b];
+    if (run_.empty() || x.key > blocks_[run_.back()].key) {
+      run_.PushBack(blocks_, b);
+      return;
     }
+    ++x.version;
+    heap_.Push({x.key, 0, b, x.version});
+    heap_.MaybeCompact(listed_, [&](const LazyHeap::Entry& e) { return Listed(e); });
   }
   std::uint32_t PopMin() {
-    const auto listed = [&](const LazyHeap::Entry& e) { return Listed(e); };
-    while (!run_.empty() && !Listed(run_.front())) run_.pop_front();
-    const LazyHeap::Entry* top = heap_.TopValid(listed);
-    if (top != nullptr && (run_.empty() || top->key < run_.front().key)) return heap_.PopValid(listed);
-    const std::uint32_t b = run_.front().block;
-    run_.pop_front();
-    return b;
+    const LazyHeap::Entry* top = heap_.TopValid([&](const LazyHeap::Entry& e) { return Listed(e); });
+    if (top != nullptr && (run_.empty() || top->key < blocks_[run_.front()].key)) {
+      return heap_.PopValid([&](const LazyHeap::Entry& e) { return Listed(e); });
+    }
+    return run_.PopFront(blocks_);
   }
   std::vector<CoreSlot>& blocks_;
   LazyHeap heap_;
-  std::deque<LazyHeap::Entry> run_;  // increasing keys, front first
+  IndexList run_;  // increasing keys, front first
   std::uint64_t size_ = 0, listed_ = 0;
 };
 
