@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <span>
 #include <vector>
@@ -64,6 +65,86 @@ TEST(PolicyCoreTest, AllHeldGivesNoVictimAndChangesNothing) {
     EXPECT_EQ(core->Find(2), kNoSlot);
     EXPECT_EQ(core->Find(1), a);
   }
+}
+
+// Every policy: the page map's layout (runs, as replay's caches use) changes no
+// answer. Requests of consecutive ids, some repeating earlier ones, through a core
+// in each layout: the same slots, the same hits, the same pages resident.
+TEST(PolicyCoreTest, TheRunsLayoutEvictsAsTheMixedOne) {
+  std::vector<PageId> pages;
+  for (std::uint64_t r = 0; r < 300; ++r) {
+    const PageId first = (r % 7 == 3 ? r / 2 : r) * 100;  // every seventh repeats an earlier request
+    for (PageId p = first; p < first + 1 + r % 11; ++p) pages.push_back(p);
+  }
+  std::vector<std::span<const PageId>> spans;
+  for (const PageId& p : pages) spans.emplace_back(&p, 1);
+  const NextUseOracle future(spans);
+  for (PolicyKind kind : kAllPolicies) {
+    if (!HasCore(kind)) continue;
+    SCOPED_TRACE(PolicyName(kind));
+    auto mixed = MakePolicyCore({kind, 24, &future});
+    auto runs = MakePolicyCore({kind, 24, &future, 0.1, 1, PageMapLayout::kRuns});
+    ASSERT_TRUE(mixed.ok() && runs.ok());
+    for (std::uint32_t r = 0; r < pages.size(); ++r) {
+      SCOPED_TRACE(r);
+      std::vector<Slot> got;
+      for (PolicyCore* core : {mixed.value().get(), runs.value().get()}) {
+        core->SetReferrer({r, 0, 0});
+        Slot s = core->Find(pages[r]);
+        if (s == kNoSlot) {
+          s = core->AcquireFor(pages[r]);
+          ASSERT_NE(s, kNoSlot);
+          core->Admit(s, pages[r], kNoSlot, core->NewEpoch(), 0);
+          ASSERT_TRUE(core->Release(s));
+        } else {
+          core->Reference(s);
+        }
+        got.push_back(s);
+      }
+      ASSERT_EQ(got[0], got[1]);
+      ASSERT_EQ(mixed.value()->resident(), runs.value()->resident());
+    }
+    for (PageId p : pages) EXPECT_EQ(mixed.value()->Find(p), runs.value()->Find(p)) << p;
+  }
+}
+
+// fifo: pages admitted in key order (replay) and against it (the replica admits a
+// request's pages head first, each ranked tail first) leave by key, the oldest
+// first, whichever queue holds them; a held page met first is requeued as admitted
+// now, after every other.
+TEST(PolicyCoreTest, FifoEvictsByKeyWhateverTheAdmissionOrder) {
+  auto core = Core(PolicyKind::kFifo, 6);
+  // Request 1: pages 10..13 admitted head first, page 10 ranked last (the
+  // smallest key is page 13's); request 2: pages 20, 21 ranked in admission order.
+  std::uint64_t epoch = core->NewEpoch();
+  for (PageId p = 10; p < 14; ++p) {
+    const Slot s = core->AcquireFor(p);
+    ASSERT_NE(s, kNoSlot);
+    core->Admit(s, p, kNoSlot, epoch, p - 10);
+    if (p != 12) ASSERT_TRUE(core->Release(s));  // 12 stays held
+  }
+  epoch = core->NewEpoch();
+  for (PageId p = 20; p < 22; ++p) {
+    const Slot s = core->AcquireFor(p);
+    core->Admit(s, p, kNoSlot, epoch, 21 - p);
+    ASSERT_TRUE(core->Release(s));
+  }
+  // Victims, oldest key first: 13, (12 held: requeued), 11, 10, 20, 21, then 12.
+  std::vector<PageId> victims;
+  const std::vector<PageId> all = {10, 11, 12, 13, 20, 21};
+  for (PageId p = 30; p < 35; ++p) {
+    const Slot s = AdmitHeld(*core, p);
+    ASSERT_NE(s, kNoSlot);
+    for (PageId q : all) {
+      if (core->Find(q) == kNoSlot && std::find(victims.begin(), victims.end(), q) == victims.end()) {
+        victims.push_back(q);
+      }
+    }
+  }
+  EXPECT_EQ(victims, (std::vector<PageId>{13, 11, 10, 20, 21}));
+  ASSERT_TRUE(core->Release(core->Find(12)));
+  EXPECT_NE(AdmitHeld(*core, 40), kNoSlot);
+  EXPECT_EQ(core->Find(12), kNoSlot);
 }
 
 // A page held twice stays held after one release; the second makes it a victim.
