@@ -133,8 +133,8 @@ class FifoOrder final : public EvictionOrder {
   // (replay's admissions, each request's pages ranked in touch order, and every
   // requeue, keyed by a new epoch) append to run_, a list through the slots: O(1)
   // where the heap's pop is O(log n) cache misses, and with no entry to validate,
-  // since a slot leaves the order only by Pop (a queue of heap entries with their
-  // versions cost replay's fifo about a fifth of its time). The others (the replica
+  // since a slot leaves the order only by Pop (before, a deque of 24-byte heap
+  // entries, each validated against its slot's version). The others (the replica
   // admits a request's pages head first, keyed tail first) go to the heap. The
   // smaller of the two fronts is next.
   void Push(std::uint32_t b) {
