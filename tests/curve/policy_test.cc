@@ -866,6 +866,22 @@ TEST(PolicyTest, VllmRequestLargerThanTheCacheIsPreempted) {
   EXPECT_EQ(vllm->resident(), 2u);
 }
 
+// A page missing on arrival that the request names again takes one slot: the
+// lifetime caches look each missing page up again as they admit it (no other test
+// fails when that second lookup is left out).
+TEST(PolicyTest, SglangAndVllmAdmitAPageRepeatedInARequestOnce) {
+  for (PolicyKind kind : {PolicyKind::kSglang, PolicyKind::kVllm}) {
+    auto cache = Make(kind, 100);
+    std::vector<PageId> pages;
+    for (PageId p = 1; p <= 40; ++p) pages.push_back(p);
+    pages.insert(pages.end(), {7, 1, 40, 7});
+    EXPECT_EQ(cache->Process(Req(pages, 0, 0)).hits, 0u) << PolicyName(kind);
+    EXPECT_EQ(cache->resident(), 40u) << PolicyName(kind);
+    EXPECT_EQ(cache->Process(Req(pages, 1, 1)).hits, pages.size()) << PolicyName(kind);
+    EXPECT_EQ(cache->resident(), 40u) << PolicyName(kind);
+  }
+}
+
 TEST(PolicyTest, SglangEvictsALeafBeforeItsParent) {
   // Head-first touch order leaves the chain's head (the parent) older than its
   // leaf: lru evicts the parent, sglang only ever evicts a leaf.
