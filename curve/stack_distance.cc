@@ -223,9 +223,12 @@ void StackDistanceEngine::GroupMove(std::uint32_t from, std::uint32_t to, const 
     }
     return;
   }
+  // Plain loops over the owners (std::copy_n of a few bytes is a call to memmove).
   std::uint8_t old_owner[kMaxFastDims];
-  std::copy_n(&owner_[static_cast<std::size_t>(from) * dims], dims, old_owner);
-  std::copy_n(new_owner, dims, &owner_[static_cast<std::size_t>(to) * dims]);
+  for (std::size_t d = 0; d < dims; ++d) {
+    old_owner[d] = owner_[static_cast<std::size_t>(from) * dims + d];
+    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+  }
   GroupMoveCounts(from / kBlockBits, to / kBlockBits, old_owner, new_owner, 1);
 }
 
@@ -390,7 +393,7 @@ void StackDistanceEngine::Compact() {
       const std::uint32_t from = w * kBlockBits + std::countr_zero(bits);
       if (total_groups_ != 0) {
         const std::size_t dims = options_.group_dimensions.size();
-        std::copy_n(&owner_[from * dims], dims, &owner_[next * dims]);  // next <= from
+        for (std::size_t d = 0; d < dims; ++d) owner_[next * dims + d] = owner_[from * dims + d];  // next <= from
       }
       if (slot_pages_) slot_page_[next] = slot_page_[from];
       ++next;
@@ -656,14 +659,19 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
         ++moved;
         return;
       }
+      // Plain loops over the owners: std::equal and std::copy_n of a few bytes
+      // are calls to memcmp and memmove.
       const std::uint8_t* old_owner = &owner_[static_cast<std::size_t>(from) * dims];
-      if (bf != moved_from || bt != moved_to || !std::equal(old_owner, old_owner + dims, moved_owner)) {
+      bool same = bf == moved_from && bt == moved_to;
+      for (std::size_t d = 0; same && d < dims; ++d) same = old_owner[d] == moved_owner[d];
+      if (!same) {
         if (moved != 0) flush();
         moved_from = bf;
         moved_to = bt;
-        std::copy_n(old_owner, dims, moved_owner);
+        for (std::size_t d = 0; d < dims; ++d) moved_owner[d] = old_owner[d];
       }
-      std::copy_n(current_groups_, dims, &owner_[static_cast<std::size_t>(slot) * dims]);
+      std::uint8_t* new_owner = &owner_[static_cast<std::size_t>(slot) * dims];
+      for (std::size_t d = 0; d < dims; ++d) new_owner[d] = current_groups_[d];
       ++moved;
       return;
     }
