@@ -113,7 +113,9 @@ const char* ReadIdList(const char* p, const char* end, std::vector<curve::PageId
     std::uint64_t id = 0;
     while (p != end && *p >= '0' && *p <= '9') {
       const auto digit = static_cast<std::uint64_t>(*p - '0');
-      if (id > (UINT64_MAX - digit) / 10) return nullptr;  // 2^64 or more
+      // 19 digits never reach 2^64 (10^19 - 1 < 2^64): only from the 20th on can
+      // an id overflow, so the common id pays no division.
+      if (p - first >= 19 && id > (UINT64_MAX - digit) / 10) return nullptr;  // 2^64 or more
       id = id * 10 + digit;
       ++p;
     }

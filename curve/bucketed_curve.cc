@@ -10,6 +10,9 @@
 namespace kvwatch::curve {
 namespace {
 
+// AddToEach looks this many bounds past a run's bucket before a binary search.
+constexpr std::size_t kNearBounds = 4;
+
 void PutVector(std::vector<std::uint8_t>* out, const std::vector<std::uint64_t>& v) {
   base::AppendPod<std::uint64_t>(out, v.size());
   for (std::uint64_t x : v) base::AppendPod(out, x);
@@ -71,9 +74,11 @@ void BucketedCurve::AddToEach(std::span<BucketedCurve* const> curves, const Requ
   const std::vector<std::uint64_t>& bounds = *first.bounds_;
   for (BucketedCurve* c : curves) c->totals_.Add(outcome, weight);
   // m is non-decreasing: the hits are a prefix, and their buckets non-decreasing,
-  // so the bucket search resumes from the previous one (a binary search when the
-  // next bound is short). Pages of one bucket are counted as a run: its hits and
-  // the sum of its page indices.
+  // so the bucket search resumes from the previous one: the next few bounds
+  // first (a prefix maximum mostly grows by a page or a few, and the bounds are
+  // log-spaced: the next bucket is usually one of them), then a binary search.
+  // Pages of one bucket are counted as a run: its hits and the sum of its page
+  // indices.
   std::size_t j = 0;
   std::size_t run_start = 0;  // first page of the current bucket's run
   auto flush = [&](std::size_t end) {
@@ -93,8 +98,13 @@ void BucketedCurve::AddToEach(std::span<BucketedCurve* const> curves, const Requ
     if (j < bounds.size() && bounds[j] < c) {
       flush(i);
       run_start = i;
-      j = static_cast<std::size_t>(std::lower_bound(bounds.begin() + static_cast<std::ptrdiff_t>(j), bounds.end(), c) -
-                                   bounds.begin());
+      const std::size_t near_end = std::min(bounds.size(), j + kNearBounds);
+      while (++j < near_end && bounds[j] < c) {
+      }
+      if (j == near_end && j < bounds.size()) {
+        j = static_cast<std::size_t>(
+            std::lower_bound(bounds.begin() + static_cast<std::ptrdiff_t>(j), bounds.end(), c) - bounds.begin());
+      }
     }
     if (j == bounds.size()) break;  // beyond the last bound: not a tracked hit
   }

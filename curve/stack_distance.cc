@@ -206,9 +206,7 @@ void StackDistanceEngine::GroupRebuild() {
 }
 
 // The slot `from` (kNoSlot: none) stops being live and `to` becomes live, owned
-// by new_owner. As in MoveLive, the two update paths are walked together until
-// they meet; from their common ancestor up only the dimensions whose owner
-// changed move a count (none when the page's groups are unchanged).
+// by new_owner.
 void StackDistanceEngine::GroupMove(std::uint32_t from, std::uint32_t to, const std::uint8_t* new_owner) {
   const std::size_t dims = options_.group_dimensions.size();
   const std::size_t t = total_groups_;
@@ -225,36 +223,55 @@ void StackDistanceEngine::GroupMove(std::uint32_t from, std::uint32_t to, const 
     }
     return;
   }
+  // Plain loops over the owners (std::copy_n of a few bytes is a call to memmove).
+  std::uint8_t old_owner[kMaxFastDims];
+  for (std::size_t d = 0; d < dims; ++d) {
+    old_owner[d] = owner_[static_cast<std::size_t>(from) * dims + d];
+    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
+  }
+  GroupMoveCounts(from / kBlockBits, to / kBlockBits, old_owner, new_owner, 1);
+}
+
+// The group counters' part of moving `count` live slots owned by old_owner from
+// block bf to block bt, where new_owner owns them (at most kMaxFastDims
+// dimensions; the owners themselves are the caller's). As in MoveLive, the two
+// update paths are walked together until they meet; from their common ancestor
+// up only the dimensions whose owner changed move a count (none when the pages'
+// groups are unchanged).
+void StackDistanceEngine::GroupMoveCounts(std::uint32_t bf, std::uint32_t bt, const std::uint8_t* old_owner,
+                                          const std::uint8_t* new_owner, std::int32_t count) {
+  const std::size_t dims = options_.group_dimensions.size();
+  const std::size_t t = total_groups_;
+  const std::size_t n = fenwick_.size();
   // Counter indices of the old and new owners, and the dimensions that changed.
   std::size_t old_k[kMaxFastDims], new_k[kMaxFastDims], changed[kMaxFastDims];
   std::size_t changes = 0;
   for (std::size_t d = 0; d < dims; ++d) {
-    old_k[d] = group_offset_[d] + owner_[static_cast<std::size_t>(from) * dims + d];
+    old_k[d] = group_offset_[d] + old_owner[d];
     new_k[d] = group_offset_[d] + new_owner[d];
-    owner_[static_cast<std::size_t>(to) * dims + d] = new_owner[d];
     if (old_k[d] != new_k[d]) {
-      --group_live_[old_k[d]];
-      ++group_live_[new_k[d]];
+      group_live_[old_k[d]] -= count;
+      group_live_[new_k[d]] += count;
       changed[changes++] = d;
     }
   }
-  std::size_t i = from / kBlockBits + 1, j = to / kBlockBits + 1;
+  std::size_t i = std::size_t{bf} + 1, j = std::size_t{bt} + 1;
   while (i != j) {
     if (i < j) {
       if (i >= n) return;
-      for (std::size_t d = 0; d < dims; ++d) --group_fenwick_[i * t + old_k[d]];
+      for (std::size_t d = 0; d < dims; ++d) group_fenwick_[i * t + old_k[d]] -= count;
       i += i & (~i + 1);
     } else {
       if (j >= n) return;
-      for (std::size_t d = 0; d < dims; ++d) ++group_fenwick_[j * t + new_k[d]];
+      for (std::size_t d = 0; d < dims; ++d) group_fenwick_[j * t + new_k[d]] += count;
       j += j & (~j + 1);
     }
   }
   if (changes == 0) return;
   for (; i < n; i += i & (~i + 1)) {
     for (std::size_t c = 0; c < changes; ++c) {
-      --group_fenwick_[i * t + old_k[changed[c]]];
-      ++group_fenwick_[i * t + new_k[changed[c]]];
+      group_fenwick_[i * t + old_k[changed[c]]] -= count;
+      group_fenwick_[i * t + new_k[changed[c]]] += count;
     }
   }
 }
@@ -376,7 +393,7 @@ void StackDistanceEngine::Compact() {
       const std::uint32_t from = w * kBlockBits + std::countr_zero(bits);
       if (total_groups_ != 0) {
         const std::size_t dims = options_.group_dimensions.size();
-        std::copy_n(&owner_[from * dims], dims, &owner_[next * dims]);  // next <= from
+        for (std::size_t d = 0; d < dims; ++d) owner_[next * dims + d] = owner_[from * dims + d];  // next <= from
       }
       if (slot_pages_) slot_page_[next] = slot_page_[from];
       ++next;
@@ -609,16 +626,22 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
   // walked a few times per request instead of once or twice per page. The bitmap
   // is updated at once; the tree is brought up to date before anything else
   // reads or rebuilds it.
+  // With groups the same holds for the group tree, gathered per pair of blocks
+  // and the pages' previous owners (the request's own groups are the new ones).
   std::uint32_t moved_from = 0, moved_to = 0;
   std::int32_t moved = 0;  // pages moved from block moved_from to block moved_to, not yet in the tree
+  const std::size_t dims = options_.group_dimensions.size();
+  const bool group_batches = total_groups_ != 0 && dims <= kMaxFastDims;
+  std::uint8_t moved_owner[kMaxFastDims] = {};  // with groups: the moved pages' previous owners
   auto flush = [&] {
     MoveCounts(moved_from, moved_to, moved);
+    if (group_batches) GroupMoveCounts(moved_from, moved_to, moved_owner, current_groups_, moved);
     moved = 0;
   };
   auto touch = [&](std::size_t i) {
     std::uint32_t* current = map_.generation() == generation ? entries_[i] : nullptr;
-    // The common case inline: a tracked page, no groups, a free slot.
-    if (current != nullptr && total_groups_ == 0 && next_slot_ != slots_) {
+    // The common case inline: a tracked page, a free slot, and no groups or few dimensions.
+    if (current != nullptr && next_slot_ != slots_ && (total_groups_ == 0 || group_batches)) {
       const std::uint32_t slot = next_slot_++;
       if (slot_pages_) slot_page_[slot] = pages[i];
       const std::uint32_t from = *current;
@@ -626,12 +649,29 @@ void StackDistanceEngine::ProcessImpl(std::span<const PageId> pages, RequestOutc
       live_bits_[bf] &= ~(1ULL << (from % kBlockBits));
       live_bits_[bt] |= 1ULL << (slot % kBlockBits);
       *current = slot;
-      if (bf == bt) return;  // the block's count is unchanged
-      if (bf != moved_from || bt != moved_to) {
+      if (total_groups_ == 0) {
+        if (bf == bt) return;  // the block's count is unchanged
+        if (bf != moved_from || bt != moved_to) {
+          if (moved != 0) flush();
+          moved_from = bf;
+          moved_to = bt;
+        }
+        ++moved;
+        return;
+      }
+      // Plain loops over the owners: std::equal and std::copy_n of a few bytes
+      // are calls to memcmp and memmove.
+      const std::uint8_t* old_owner = &owner_[static_cast<std::size_t>(from) * dims];
+      bool same = bf == moved_from && bt == moved_to;
+      for (std::size_t d = 0; same && d < dims; ++d) same = old_owner[d] == moved_owner[d];
+      if (!same) {
         if (moved != 0) flush();
         moved_from = bf;
         moved_to = bt;
+        for (std::size_t d = 0; d < dims; ++d) moved_owner[d] = old_owner[d];
       }
+      std::uint8_t* new_owner = &owner_[static_cast<std::size_t>(slot) * dims];
+      for (std::size_t d = 0; d < dims; ++d) new_owner[d] = current_groups_[d];
       ++moved;
       return;
     }

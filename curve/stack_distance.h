@@ -217,6 +217,8 @@ class StackDistanceEngine {
 
   // Group decomposition (empty vectors when off).
   void GroupMove(std::uint32_t from, std::uint32_t to, const std::uint8_t* new_owner);
+  void GroupMoveCounts(std::uint32_t bf, std::uint32_t bt, const std::uint8_t* old_owner, const std::uint8_t* new_owner,
+                       std::int32_t count);
   void GroupClear(std::uint32_t slot);
   void GroupRebuild();
   void GroupDistance(std::uint32_t slot, std::uint32_t* out) const;
@@ -225,7 +227,8 @@ class StackDistanceEngine {
   void GroupShift(std::uint32_t from, std::uint32_t to, std::uint32_t* out) const;
   // Setters this close below the previous one are decomposed by GroupShift.
   static constexpr std::uint32_t kNearSlots = 96;
-  // GroupMove walks the two update paths together up to this many dimensions.
+  // GroupMoveCounts walks the two update paths together up to this many
+  // dimensions; Process gathers the group tree's updates up to as many.
   static constexpr std::size_t kMaxFastDims = 8;
   std::uint32_t total_groups_ = 0;
   std::vector<std::uint32_t> group_offset_;       // dimension -> first counter index

@@ -35,9 +35,17 @@ curve::GroupAccountingOptions GroupOptions(const AgentOptions& o, const std::vec
   return go;
 }
 
-// The exact engine's options: with tenants, the group decomposition.
+// The exact engine's options: with tenants, the group decomposition. The runs
+// layout of the page map: trace files number a request's pages consecutively
+// (weka, Mooncake, `kvwatch synth`), which it finds one cache miss per run
+// instead of one per page, and on hashed ids (KV events) it probes as the mixed
+// layout does (docs/performance.md, "The page map's layout"). No number depends
+// on it.
 curve::EngineOptions ExactEngineOptions(const AgentOptions& o) {
-  return TenantsOn(o) ? curve::GroupAccounting::SharedEngineOptions(GroupOptions(o, nullptr)) : o.engine;
+  curve::EngineOptions e =
+      TenantsOn(o) ? curve::GroupAccounting::SharedEngineOptions(GroupOptions(o, nullptr)) : o.engine;
+  e.page_layout = curve::PageMapLayout::kRuns;
+  return e;
 }
 
 // Bucket bounds: log-spaced to the tracked range, plus the replica's real cache

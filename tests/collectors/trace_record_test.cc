@@ -269,6 +269,11 @@ TEST_F(TraceRecordTest, IdListsInEveryJsonSpellingOfIntegers) {
   EXPECT_THAT(MustParse(R"({"hash_ids":[0,1,2]})").pages, ElementsAre(0u, 1u, 2u));
   EXPECT_THAT(MustParse("{\"hash_ids\": [\t7 ,\r8\t, 9 ] }").pages, ElementsAre(7u, 8u, 9u));
   EXPECT_THAT(MustParse(R"({"hash_ids": [18446744073709551615, 10]})").pages, ElementsAre(18446744073709551615u, 10u));
+  // Only ids of 20 digits and more are checked for overflow: the longest that
+  // cannot overflow, the shortest that can, and one that must.
+  EXPECT_THAT(MustParse(R"({"hash_ids": [9999999999999999999, 10000000000000000000]})").pages,
+              ElementsAre(9999999999999999999u, 10000000000000000000u));
+  EXPECT_THAT(ErrorOf(R"({"hash_ids": [100000000000000000000]})"), HasSubstr("hash_ids[0] is larger than 2^64-1"));
   curve::Request r = MustParse(R"({"hash_ids": [5, 6], "input_length": 40, "tenant": "a", "timestamp": 2.5})");
   EXPECT_THAT(r.pages, ElementsAre(5u, 6u));
   EXPECT_EQ(r.input_tokens, 40);

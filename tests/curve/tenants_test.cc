@@ -428,8 +428,12 @@ TEST(GroupDecompositionTest, MatchesBruteForce) {
     for (int r = 0; r < 6000; ++r) {
       std::vector<PageId> pages;
       const PageId base = rng() % 500;
-      const int n = 1 + static_cast<int>(rng() % 6);
+      const int n = 1 + static_cast<int>(rng() % 12);
       for (int i = 0; i < n; ++i) pages.push_back(base * 8 + static_cast<PageId>(i));
+      // A page twice in one request: the engine gathers a request's moves of the
+      // group tree per pair of blocks and previous owners, and the repeat's
+      // previous owner is the request itself.
+      if (rng() % 4 == 0) pages.push_back(pages[rng() % pages.size()]);
       std::vector<std::vector<std::uint32_t>> want_parts;  // per page: both dimensions
       for (PageId p : pages) {
         std::uint32_t d = 0;
