@@ -85,8 +85,9 @@ struct EngineOptions {
   std::uint32_t decompose_from = 1;
   // The page map's layout (curve/page_map.h): kRuns when a request's page ids
   // come in runs of consecutive integers (trace formats that number pages, as
-  // replay reads), kMixed for hashed ids (the agent's KV events). Results never
-  // depend on it; only speed does. Not part of a checkpoint.
+  // replay and the agent's trace collectors read); on hashed ids (KV events) it
+  // probes as kMixed does. Results never depend on it; only speed does. Not part
+  // of a checkpoint.
   PageMapLayout page_layout = PageMapLayout::kMixed;
 };
 
