@@ -123,7 +123,7 @@ class PageMap {
     // Home and Mix64 had more samples than Erase itself).
     const std::uint64_t low = (std::uint64_t{1} << run_bits_) - 1;
     std::uint64_t run = key >> run_bits_;
-    std::uint64_t run_home = base::Mix64(run) << run_bits_;
+    std::uint64_t run_home = RunHome(run);
     std::size_t i = (run_home | (key & low)) & mask_;
     for (;; i = (i + 1) & mask_) {
       if (entries_[i].value == kEmpty) return false;
@@ -137,7 +137,7 @@ class PageMap {
       const std::uint64_t k = entries_[j].key;
       if ((k >> run_bits_) != run) {
         run = k >> run_bits_;
-        run_home = base::Mix64(run) << run_bits_;
+        run_home = RunHome(run);
       }
       const std::size_t home = (run_home | (k & low)) & mask_;
       // Entry j may move to hole if hole lies cyclically in [home, j).
@@ -195,8 +195,11 @@ class PageMap {
   // modulo would cluster: mix them first (all the bits, or all but the run's).
   std::size_t Home(std::uint64_t key) const {
     const std::uint64_t low = (std::uint64_t{1} << run_bits_) - 1;
-    return ((base::Mix64(key >> run_bits_) << run_bits_) | (key & low)) & mask_;
+    return (RunHome(key >> run_bits_) | (key & low)) & mask_;
   }
+  // The high bits of the home of the run `run` (a key >> run_bits_), before the
+  // mask: every key of the run shares them (Erase mixes once per run).
+  std::uint64_t RunHome(std::uint64_t run) const { return base::Mix64(run) << run_bits_; }
 
   void Reset(std::size_t capacity) {
     ++generation_;
