@@ -114,7 +114,11 @@ class LifetimeCache final : public PolicyCache {
   explicit LifetimeCache(const PolicyOptions& options)
       : options_(options),
         sglang_(options.kind == PolicyKind::kSglang),
-        core_(CoreOptions{options.kind, options.capacity, nullptr}) {}
+        // The runs layout, as CoreCache's for the orders without ghosts: trace formats
+        // number a request's pages consecutively, so its lookups and its evicted
+        // pages' erasures share map lines (hashed ids probe as in the mixed layout).
+        core_(CoreOptions{options.kind, options.capacity, nullptr, options.s3fifo_small_fraction,
+                          options.s3fifo_promotion_hits, PageMapLayout::kRuns}) {}
 
   SimOutcome Process(const SimRequest& request) override {
     while (running_.TakeFinished(request.arrival_s, &done_)) Release(done_);
