@@ -47,6 +47,7 @@
 #ifndef KVWATCH_CURVE_POLICY_LIFETIME_H_
 #define KVWATCH_CURVE_POLICY_LIFETIME_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -123,23 +124,14 @@ class LifetimeCache final : public PolicyCache {
   SimOutcome Process(const SimRequest& request) override {
     while (running_.TakeFinished(request.arrival_s, &done_)) Release(done_);
     // One lookup per page: the hits are the leading pages found, and every page
-    // found is held at once, so that nothing evicted below can be one of them.
+    // found is held before anything is evicted, so that no victim can be one of
+    // them. Held after all the lookups, whose prefetches have brought the slots in
+    // (holding each as it was found waited on its slot's cache miss).
     const std::span<const PageId> pages = request.pages;
     SimOutcome out;
-    found_.assign(pages.size(), kNoSlot);
-    out.hits = static_cast<std::uint32_t>(pages.size());
-    std::uint64_t missing = 0;
-    PrefetchHead(core_, pages);
-    for (std::size_t i = 0; i < pages.size(); ++i) {
-      PrefetchAhead(core_, pages, i, TouchOrder::kHeadFirst);
-      const Slot s = core_.Find(pages[i]);
-      if (s != kNoSlot) {
-        found_[i] = s;
-        core_.Hold(s);
-      } else {
-        if (missing == 0) out.hits = static_cast<std::uint32_t>(i);
-        ++missing;
-      }
+    const std::uint64_t missing = FindPages(pages, &out.hits);
+    for (const Slot s : found_) {
+      if (s != kNoSlot) core_.Hold(s);
     }
     // Duplicated missing pages take one slot; counting them twice only evicts or
     // preempts a little early, in a case real engines do not produce.
@@ -161,7 +153,8 @@ class LifetimeCache final : public PolicyCache {
 
   std::uint64_t resident() const override { return core_.resident(); }
   std::size_t MemoryBytes() const override {
-    return core_.MemoryBytes() + running_.MemoryBytes() + found_.capacity() * sizeof(Slot);
+    return core_.MemoryBytes() + running_.MemoryBytes() + found_.capacity() * sizeof(Slot) +
+           repeats_.capacity() * sizeof(std::size_t) + sizeof(missing_seen_);
   }
 
   // The core (its slots, holds and tree, then the order), then the running
@@ -182,6 +175,48 @@ class LifetimeCache final : public PolicyCache {
   }
 
  private:
+  // Looks every page up into found_ (its slot, prefetched for the Hold that
+  // follows, or kNoSlot), sets *hits to the leading pages found, and returns the
+  // pages missing. A page missing twice in the request is admitted at its first
+  // position and found at the next, which the admission learns by a second
+  // lookup; that lookup is only needed where a missing page may repeat an earlier
+  // missing one (a page found is found at every position): repeats_ lists those
+  // positions, from a filter of the missing pages' bits, exact up to collisions.
+  std::uint64_t FindPages(std::span<const PageId> pages, std::uint32_t* hits) {
+    found_.resize(pages.size());
+    repeats_.clear();
+    missing_seen_.fill(0);
+    *hits = static_cast<std::uint32_t>(pages.size());
+    std::uint64_t missing = 0;
+    PrefetchHead(core_, pages);
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      PrefetchAhead(core_, pages, i, TouchOrder::kHeadFirst);
+      const Slot s = core_.Find(pages[i]);
+      found_[i] = s;
+      if (s != kNoSlot) {
+        core_.PrefetchSlot(s);
+        continue;
+      }
+      if (missing == 0) *hits = static_cast<std::uint32_t>(i);
+      ++missing;
+      // Fibonacci hashing: consecutive ids (a run) and hashed ids both spread.
+      const std::uint64_t bit = (pages[i] * 0x9e3779b97f4a7c15u) >> (64 - kMissingSeenLog2);
+      std::uint64_t& word = missing_seen_[bit / 64];
+      const std::uint64_t mask = std::uint64_t{1} << (bit % 64);
+      if ((word & mask) != 0) repeats_.push_back(i);
+      word |= mask;
+    }
+    return missing;
+  }
+
+  // Whether missing page i may repeat an earlier missing page (FindPages); *next
+  // walks repeats_ as the admission walks the pages.
+  bool MayRepeat(std::size_t i, std::size_t* next) const {
+    if (*next == repeats_.size() || repeats_[*next] != i) return false;
+    ++*next;
+    return true;
+  }
+
   // The pages found were held on arrival; the pages missing each take a slot (the
   // victims were evicted up front), under the previous page as parent, then the
   // generated pages as unnamed pages. True when a page did not fit.
@@ -190,13 +225,14 @@ class LifetimeCache final : public PolicyCache {
       if (found_[i] != kNoSlot) run.slots.push_back(found_[i]);
     }
     Slot parent = kNoSlot;
+    std::size_t next_repeat = 0;
     for (std::size_t i = 0; i < request.pages.size(); ++i) {
       const PageId p = request.pages[i];
       if (found_[i] != kNoSlot) {
         parent = found_[i];
         continue;
       }
-      const Slot again = core_.Find(p);
+      const Slot again = MayRepeat(i, &next_repeat) ? core_.Find(p) : kNoSlot;
       if (again != kNoSlot) {  // a page repeated in this request: held once
         parent = again;
         continue;
@@ -220,13 +256,14 @@ class LifetimeCache final : public PolicyCache {
   // In prefix order: the pages found (held on arrival), the pages missing each in
   // a block while any is free, then the generated pages in blocks with no page id.
   void AdmitVllm(const SimRequest& request, RunningSet::Running& run) {
+    std::size_t next_repeat = 0;
     for (std::size_t i = 0; i < request.pages.size(); ++i) {
       if (found_[i] != kNoSlot) {
         run.slots.push_back(found_[i]);
         continue;
       }
       const PageId p = request.pages[i];
-      const Slot again = core_.Find(p);
+      const Slot again = MayRepeat(i, &next_repeat) ? core_.Find(p) : kNoSlot;
       if (again != kNoSlot) {  // a page repeated in this request: held again
         core_.Hold(again);
         run.slots.push_back(again);
@@ -246,10 +283,19 @@ class LifetimeCache final : public PolicyCache {
 
   // A finished or preempted request's slots released: sglang's in the touch order
   // (the order SGLang's cache_finished_req marks them used), vllm's deepest first.
+  // Each release reads its slot, a cache miss: the slot kPrefetchAhead releases
+  // later is prefetched.
   void Release(const RunningSet::Running& r) {
     const std::span<const Slot> slots = r.slots;
-    ForEachInTouchOrder(slots.size(), sglang_ ? options_.touch_order : TouchOrder::kTailFirst,
-                        [&](std::size_t i) { core_.Release(slots[i]); });
+    const TouchOrder order = sglang_ ? options_.touch_order : TouchOrder::kTailFirst;
+    ForEachInTouchOrder(slots.size(), order, [&](std::size_t i) {
+      if (order == TouchOrder::kTailFirst) {
+        if (i >= kPrefetchAhead) core_.PrefetchSlot(slots[i - kPrefetchAhead]);
+      } else if (i + kPrefetchAhead < slots.size()) {
+        core_.PrefetchSlot(slots[i + kPrefetchAhead]);
+      }
+      core_.Release(slots[i]);
+    });
   }
 
   PolicyOptions options_;
@@ -258,6 +304,11 @@ class LifetimeCache final : public PolicyCache {
   RunningSet running_;
   RunningSet::Running done_;  // the request being released (its buffer reused)
   std::vector<Slot> found_;   // per page position of the request: its slot when resident, or kNoSlot
+  // FindPages's filter of the request's missing pages (2^kMissingSeenLog2 bits),
+  // and the positions of the missing pages whose bit was already set.
+  static constexpr int kMissingSeenLog2 = 12;
+  std::array<std::uint64_t, (std::size_t{1} << kMissingSeenLog2) / 64> missing_seen_{};
+  std::vector<std::size_t> repeats_;
 };
 
 template <class Order>

@@ -867,8 +867,8 @@ TEST(PolicyTest, VllmRequestLargerThanTheCacheIsPreempted) {
 }
 
 // A page missing on arrival that the request names again takes one slot: the
-// lifetime caches look each missing page up again as they admit it (no other test
-// fails when that second lookup is left out).
+// lifetime caches look a missing page up again as they admit it where it may
+// repeat an earlier one (no other test fails when that second lookup is left out).
 TEST(PolicyTest, SglangAndVllmAdmitAPageRepeatedInARequestOnce) {
   for (PolicyKind kind : {PolicyKind::kSglang, PolicyKind::kVllm}) {
     auto cache = Make(kind, 100);
@@ -879,6 +879,22 @@ TEST(PolicyTest, SglangAndVllmAdmitAPageRepeatedInARequestOnce) {
     EXPECT_EQ(cache->resident(), 40u) << PolicyName(kind);
     EXPECT_EQ(cache->Process(Req(pages, 1, 1)).hits, pages.size()) << PolicyName(kind);
     EXPECT_EQ(cache->resident(), 40u) << PolicyName(kind);
+  }
+}
+
+// More missing pages than the lifetime caches' filter of a request's missing pages
+// has bits (4,096): pages whose bit an other page set are looked up again, found
+// missing and admitted; the repeats among them are held once.
+TEST(PolicyTest, SglangAndVllmAdmitEveryPageOfARequestLargerThanTheirRepeatFilter) {
+  for (PolicyKind kind : {PolicyKind::kSglang, PolicyKind::kVllm}) {
+    auto cache = Make(kind, 20000);
+    std::vector<PageId> pages;
+    for (PageId p = 1; p <= 10000; ++p) pages.push_back(p * 7919);
+    pages.insert(pages.end(), {5 * 7919, 9999 * 7919, 5 * 7919});
+    EXPECT_EQ(cache->Process(Req(pages, 0, 0)).hits, 0u) << PolicyName(kind);
+    EXPECT_EQ(cache->resident(), 10000u) << PolicyName(kind);
+    EXPECT_EQ(cache->Process(Req(pages, 1, 1)).hits, pages.size()) << PolicyName(kind);
+    EXPECT_EQ(cache->resident(), 10000u) << PolicyName(kind);
   }
 }
 
