@@ -5,49 +5,56 @@
 
 #include <cmath>
 #include <limits>
-#include <utility>
 
 namespace kvwatch::curve::policy_internal {
 
-RunningSet::Running& RunningSet::Start(double end) {
-  const std::uint64_t order = next_order_++;
-  Running& r = running_[order];
-  r.end = end;
-  r.slots = std::move(spare_);  // the buffer of the last request taken out
-  r.slots.clear();
-  ends_.push(End{end, order});
-  return r;
+RunningSet::Running& RunningSet::Start(double end) { return Add(next_order_++, end); }
+
+RunningSet::Running& RunningSet::Add(std::uint64_t order, double end) {
+  const std::uint32_t record = records_.Allocate();
+  Record& r = records_[record];
+  r.order = order;
+  r.live = true;
+  r.run.end = end;
+  r.run.slots.clear();  // a taken request's buffer, its capacity kept
+  ends_.push(End{end, {order, record}});
+  started_.push_back({order, record});
+  ++size_;
+  return r.run;
 }
 
-bool RunningSet::TakeFinished(double t, Running* out) {
+const RunningSet::Running* RunningSet::Take(const Ref& ref) {
+  Record& r = records_[ref.record];
+  r.live = false;
+  records_.Release(ref.record);  // reused by a later Start, which clears it
+  --size_;
+  while (!started_.empty() && !Live(started_.back())) started_.pop_back();
+  if (started_.size() > 2 * size_ + 1024) std::erase_if(started_, [&](const Ref& s) { return !Live(s); });
+  return &r.run;
+}
+
+const RunningSet::Running* RunningSet::TakeFinished(double t) {
   while (!ends_.empty()) {
     const End e = ends_.top();
-    if (!std::isnan(t) && e.end > t) return false;
+    if (!std::isnan(t) && e.end > t) return nullptr;
     ends_.pop();
-    auto it = running_.find(e.order);
-    if (it == running_.end()) continue;  // preempted earlier
-    std::swap(*out, it->second);
-    spare_ = std::move(it->second.slots);
-    running_.erase(it);
-    return true;
+    if (Live(e.ref)) return Take(e.ref);  // else preempted earlier
   }
-  return false;
+  return nullptr;
 }
 
-bool RunningSet::TakeNewest(Running* out) {
-  if (running_.empty()) return false;
-  auto it = std::prev(running_.end());
-  std::swap(*out, it->second);
-  spare_ = std::move(it->second.slots);
-  running_.erase(it);
-  return true;
+const RunningSet::Running* RunningSet::TakeNewest() {
+  // Take keeps the back live.
+  return started_.empty() ? nullptr : Take(started_.back());
 }
 
 void RunningSet::Serialize(std::vector<std::uint8_t>* out) const {
   base::AppendPod(out, next_order_);
-  base::AppendPod<std::uint64_t>(out, running_.size());
-  for (const auto& [order, r] : running_) {
-    base::AppendPod(out, order);
+  base::AppendPod<std::uint64_t>(out, size_);
+  for (const Ref& ref : started_) {
+    if (!Live(ref)) continue;
+    const Running& r = records_[ref.record].run;
+    base::AppendPod(out, ref.order);
     base::AppendPod(out, r.end);
     base::AppendPod<std::uint64_t>(out, r.slots.size());
     for (Slot slot : r.slots) base::AppendPod(out, slot);
@@ -58,7 +65,7 @@ bool RunningSet::Deserialize(std::span<const std::uint8_t>* in, std::uint64_t sl
                              std::vector<std::uint32_t>* holdings) {
   std::uint64_t n = 0;
   // Orders are counted from 0 and never wrap in practice; a larger one is corrupt.
-  if (!running_.empty() || !base::ReadPod(in, &next_order_) || next_order_ > (std::uint64_t{1} << 62) ||
+  if (size_ != 0 || !base::ReadPod(in, &next_order_) || next_order_ > (std::uint64_t{1} << 62) ||
       !base::ReadCount(in, &n, 3 * sizeof(std::uint64_t))) {
     return false;
   }
@@ -66,25 +73,23 @@ bool RunningSet::Deserialize(std::span<const std::uint8_t>* in, std::uint64_t sl
     std::uint64_t order = 0, held = 0;
     double end = 0;
     if (!base::ReadPod(in, &order) || !base::ReadPod(in, &end) || std::isnan(end) || order >= next_order_ ||
-        (!running_.empty() && order <= std::prev(running_.end())->first) || !base::ReadCount(in, &held, sizeof(Slot))) {
+        (!started_.empty() && order <= started_.back().order) || !base::ReadCount(in, &held, sizeof(Slot))) {
       return false;
     }
-    Running& r = running_[order];
-    r.end = end;
+    Running& r = Add(order, end);
     r.slots.resize(static_cast<std::size_t>(held));
     for (Slot& slot : r.slots) {
       if (!base::ReadPod(in, &slot) || slot >= slots) return false;
       if (slot >= holdings->size()) holdings->resize(static_cast<std::size_t>(slot) + 1, 0);
       ++(*holdings)[slot];
     }
-    ends_.push(End{end, order});
   }
   return true;
 }
 
 std::size_t RunningSet::MemoryBytes() const {
-  std::size_t bytes = ends_.size() * sizeof(End) + spare_.capacity() * sizeof(Slot);
-  for (const auto& [order, r] : running_) bytes += sizeof(r) + r.slots.capacity() * sizeof(Slot) + 48;
+  std::size_t bytes = records_.MemoryBytes() + ends_.size() * sizeof(End) + started_.capacity() * sizeof(Ref);
+  for (std::uint32_t k = 0; k < records_.size(); ++k) bytes += records_[k].run.slots.capacity() * sizeof(Slot);
   return bytes;
 }
 

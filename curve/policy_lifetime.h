@@ -49,7 +49,6 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <queue>
 #include <span>
@@ -64,7 +63,8 @@
 namespace kvwatch::curve::policy_internal {
 
 // Running requests: what each holds (core slots), by arrival order, and when each
-// ends.
+// ends. Their records are pooled: a request's start allocates nothing in steady
+// state (no map node, and its slots buffer is a finished request's).
 class RunningSet {
  public:
   struct Running {
@@ -75,11 +75,13 @@ class RunningSet {
   // Adds a request that arrived now; returns its record (its slots empty).
   Running& Start(double end);
   // Takes out the running request that ends first if it ends at or before t (any
-  // when t is NaN; ties to the earlier arrival) into *out; false when none does.
-  bool TakeFinished(double t, Running* out);
-  // Takes out the most recently started request into *out; false when none runs.
-  bool TakeNewest(Running* out);
-  std::size_t size() const { return running_.size(); }
+  // when t is NaN; ties to the earlier arrival); nullptr when none does. The
+  // record taken stays readable until the next Start.
+  const Running* TakeFinished(double t);
+  // Takes out the most recently started request, as TakeFinished; nullptr when
+  // none runs.
+  const Running* TakeNewest();
+  std::size_t size() const { return size_; }
 
   // Checkpoint: the next order, then every running request (order, end, its held
   // slots). The end heap is not written: it is rebuilt from the running requests.
@@ -90,17 +92,33 @@ class RunningSet {
   std::size_t MemoryBytes() const;
 
  private:
+  // A pooled record: the request started `order`-th, while live.
+  struct Record {
+    std::uint64_t order = 0;
+    bool live = false;
+    Running run;
+  };
+  // A request, by its order and record (stale once the record is taken).
+  struct Ref {
+    std::uint64_t order;
+    std::uint32_t record;
+  };
   struct End {
     double end;
-    std::uint64_t order;
-    bool operator>(const End& o) const { return end != o.end ? end > o.end : order > o.order; }
+    Ref ref;
+    bool operator>(const End& o) const { return end != o.end ? end > o.end : ref.order > o.ref.order; }
   };
-  std::map<std::uint64_t, Running> running_;
-  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
+  bool Live(const Ref& r) const { return records_[r.record].live && records_[r.record].order == r.order; }
+  Running& Add(std::uint64_t order, double end);
+  const Running* Take(const Ref& r);
+
+  SlotPool<Record> records_;
+  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;  // stale entries skipped
+  // The requests in start order (increasing orders), taken ones dropped from the
+  // back as they surface and all at once when they outnumber the live ones.
+  std::vector<Ref> started_;
   std::uint64_t next_order_ = 0;
-  // The slots buffer *out gave back at the last Take (its capacity kept): the
-  // next Start reuses it, so a request's start allocates nothing in steady state.
-  std::vector<Slot> spare_;
+  std::size_t size_ = 0;  // live records
 };
 
 // When a request ends for its lifetime: an unknown end finishes before the next
@@ -122,7 +140,7 @@ class LifetimeCache final : public PolicyCache {
                           options.s3fifo_promotion_hits, PageMapLayout::kRuns}) {}
 
   SimOutcome Process(const SimRequest& request) override {
-    while (running_.TakeFinished(request.arrival_s, &done_)) Release(done_);
+    while (const RunningSet::Running* finished = running_.TakeFinished(request.arrival_s)) Release(*finished);
     // One lookup per page: the hits are the leading pages found, and every page
     // found is held before anything is evicted, so that no victim can be one of
     // them. Held after all the lookups, whose prefetches have brought the slots in
@@ -141,8 +159,10 @@ class LifetimeCache final : public PolicyCache {
       }
       out.preempted = AdmitSglang(request, running_.Start(EndOf(request)));
     } else {
-      while (core_.Obtainable() < need && running_.TakeNewest(&done_)) {
-        Release(done_);
+      while (core_.Obtainable() < need) {
+        const RunningSet::Running* newest = running_.TakeNewest();
+        if (newest == nullptr) break;
+        Release(*newest);
         ++out.preempted_running;
       }
       out.preempted = core_.Obtainable() < need;
@@ -302,8 +322,7 @@ class LifetimeCache final : public PolicyCache {
   bool sglang_;
   BasicPolicyCore<Order> core_;
   RunningSet running_;
-  RunningSet::Running done_;  // the request being released (its buffer reused)
-  std::vector<Slot> found_;   // per page position of the request: its slot when resident, or kNoSlot
+  std::vector<Slot> found_;  // per page position of the request: its slot when resident, or kNoSlot
   // FindPages's filter of the request's missing pages (2^kMissingSeenLog2 bits),
   // and the positions of the missing pages whose bit was already set.
   static constexpr int kMissingSeenLog2 = 12;

@@ -858,6 +858,27 @@ TEST(PolicyTest, VllmPinsRunningBlocksReleasesDeepestFirstAndPreempts) {
   EXPECT_EQ(vllm->Process(Req(two, 8, 8)).hits, 0u);
 }
 
+// Thousands of requests that each finish while a newer one runs, beside one that
+// runs throughout: the running set drops their records in bulk, and preemption
+// still takes the newest running request, then the oldest.
+TEST(PolicyTest, VllmPreemptsNewestFirstAfterManyOverlappingRequests) {
+  auto vllm = Make(PolicyKind::kVllm, 10);
+  const std::vector<PageId> a = {1, 2, 3};
+  vllm->Process(Req(a, 0, 1e9));  // runs throughout
+  std::vector<PageId> one(1);
+  for (int k = 1; k <= 3000; ++k) {
+    one[0] = 100 + static_cast<PageId>(k);
+    const SimOutcome out = vllm->Process(Req(one, k, k + 1.5));  // ends after the next arrives
+    ASSERT_EQ(out.preempted_running, 0u) << k;
+  }
+  // Running: a (3 blocks) and request 3000 (1 block); 10 new blocks need both.
+  std::vector<PageId> big;
+  for (PageId p = 5000; p < 5010; ++p) big.push_back(p);
+  const SimOutcome out = vllm->Process(Req(big, 3001.1, 3002));
+  EXPECT_EQ(out.preempted_running, 2u);
+  EXPECT_FALSE(out.preempted);
+}
+
 TEST(PolicyTest, VllmRequestLargerThanTheCacheIsPreempted) {
   auto vllm = Make(PolicyKind::kVllm, 2);
   const std::vector<PageId> big = {1, 2, 3};
