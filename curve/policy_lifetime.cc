@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace kvwatch::curve::policy_internal {
 
@@ -16,7 +17,8 @@ RunningSet::Running& RunningSet::Add(std::uint64_t order, double end) {
   r.order = order;
   r.live = true;
   r.run.end = end;
-  r.run.slots.clear();  // a taken request's buffer, its capacity kept
+  r.run.slots = std::move(spare_);  // the buffer of the request taken before last
+  r.run.slots.clear();
   ends_.push(End{end, {order, record}});
   started_.push_back({order, record});
   ++size_;
@@ -26,11 +28,16 @@ RunningSet::Running& RunningSet::Add(std::uint64_t order, double end) {
 const RunningSet::Running* RunningSet::Take(const Ref& ref) {
   Record& r = records_[ref.record];
   r.live = false;
-  records_.Release(ref.record);  // reused by a later Start, which clears it
+  // Its buffer is kept in taken_ until the next Take, then in spare_ until a Start,
+  // so that the buffers allocated are the running requests' and these two.
+  std::swap(taken_, r.run);
+  spare_ = std::move(r.run.slots);
+  r.run.slots = {};
+  records_.Release(ref.record);
   --size_;
   while (!started_.empty() && !Live(started_.back())) started_.pop_back();
   if (started_.size() > 2 * size_ + 1024) std::erase_if(started_, [&](const Ref& s) { return !Live(s); });
-  return &r.run;
+  return &taken_;
 }
 
 const RunningSet::Running* RunningSet::TakeFinished(double t) {
@@ -88,7 +95,8 @@ bool RunningSet::Deserialize(std::span<const std::uint8_t>* in, std::uint64_t sl
 }
 
 std::size_t RunningSet::MemoryBytes() const {
-  std::size_t bytes = records_.MemoryBytes() + ends_.size() * sizeof(End) + started_.capacity() * sizeof(Ref);
+  std::size_t bytes = records_.MemoryBytes() + ends_.size() * sizeof(End) + started_.capacity() * sizeof(Ref) +
+                      (taken_.slots.capacity() + spare_.capacity()) * sizeof(Slot);
   for (std::uint32_t k = 0; k < records_.size(); ++k) bytes += records_[k].run.slots.capacity() * sizeof(Slot);
   return bytes;
 }

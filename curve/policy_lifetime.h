@@ -64,7 +64,7 @@ namespace kvwatch::curve::policy_internal {
 
 // Running requests: what each holds (core slots), by arrival order, and when each
 // ends. Their records are pooled: a request's start allocates nothing in steady
-// state (no map node, and its slots buffer is a finished request's).
+// state (no map node, and its slots buffer is a taken request's).
 class RunningSet {
  public:
   struct Running {
@@ -76,7 +76,7 @@ class RunningSet {
   Running& Start(double end);
   // Takes out the running request that ends first if it ends at or before t (any
   // when t is NaN; ties to the earlier arrival); nullptr when none does. The
-  // record taken stays readable until the next Start.
+  // record taken stays readable until the next Take.
   const Running* TakeFinished(double t);
   // Takes out the most recently started request, as TakeFinished; nullptr when
   // none runs.
@@ -118,7 +118,9 @@ class RunningSet {
   // back as they surface and all at once when they outnumber the live ones.
   std::vector<Ref> started_;
   std::uint64_t next_order_ = 0;
-  std::size_t size_ = 0;  // live records
+  std::size_t size_ = 0;     // live records
+  Running taken_;            // the request taken last
+  std::vector<Slot> spare_;  // the buffer of the one taken before it, for the next Start
 };
 
 // When a request ends for its lifetime: an unknown end finishes before the next
