@@ -243,11 +243,14 @@ class LifetimeCache final : public PolicyCache {
   // victims were evicted up front), under the previous page as parent, then the
   // generated pages as unnamed pages. True when a page did not fit.
   bool AdmitSglang(const SimRequest& request, RunningSet::Running& run) {
+    Slot* const held = SizeHeld(request, run);
+    std::size_t n = 0;
     for (std::size_t i = 0; i < found_.size(); ++i) {
-      if (found_[i] != kNoSlot) run.slots.push_back(found_[i]);
+      if (found_[i] != kNoSlot) held[n++] = found_[i];
     }
     Slot parent = kNoSlot;
     std::size_t next_repeat = 0;
+    bool preempted = false;
     for (std::size_t i = 0; i < request.pages.size(); ++i) {
       const PageId p = request.pages[i];
       if (found_[i] != kNoSlot) {
@@ -260,47 +263,65 @@ class LifetimeCache final : public PolicyCache {
         continue;
       }
       const Slot s = core_.AcquireFor(p);
-      if (s == kNoSlot) return true;
+      if (s == kNoSlot) {
+        preempted = true;
+        break;
+      }
       core_.Admit(s, p, parent, 0, 0);
-      run.slots.push_back(s);
+      held[n++] = s;
       parent = s;
     }
-    for (std::uint32_t k = 0; k < request.output_pages; ++k) {
+    for (std::uint32_t k = 0; k < request.output_pages && !preempted; ++k) {
       const Slot s = core_.Acquire();
-      if (s == kNoSlot) return true;
+      if (s == kNoSlot) {
+        preempted = true;
+        break;
+      }
       core_.AdmitUnnamed(s, parent);
-      run.slots.push_back(s);
+      held[n++] = s;
       parent = s;
     }
-    return false;
+    run.slots.resize(n);
+    return preempted;
   }
 
   // In prefix order: the pages found (held on arrival), the pages missing each in
   // a block while any is free, then the generated pages in blocks with no page id.
   void AdmitVllm(const SimRequest& request, RunningSet::Running& run) {
+    Slot* const held = SizeHeld(request, run);
+    std::size_t n = 0;
     std::size_t next_repeat = 0;
     for (std::size_t i = 0; i < request.pages.size(); ++i) {
       if (found_[i] != kNoSlot) {
-        run.slots.push_back(found_[i]);
+        held[n++] = found_[i];
         continue;
       }
       const PageId p = request.pages[i];
       const Slot again = MayRepeat(i, &next_repeat) ? core_.Find(p) : kNoSlot;
       if (again != kNoSlot) {  // a page repeated in this request: held again
         core_.Hold(again);
-        run.slots.push_back(again);
+        held[n++] = again;
         continue;
       }
       const Slot s = core_.AcquireFor(p);
       if (s == kNoSlot) continue;
       core_.Admit(s, p, kNoSlot, 0, 0);
-      run.slots.push_back(s);
+      held[n++] = s;
     }
     for (std::uint32_t k = 0; k < request.output_pages; ++k) {
       const Slot s = core_.Acquire();
       if (s == kNoSlot) break;
-      run.slots.push_back(s);
+      held[n++] = s;
     }
+    run.slots.resize(n);
+  }
+
+  // The request's held slots, sized for at most one a page (its prompt's and
+  // generated ones) and cut to those held after the admission fills them:
+  // push_back stayed an out-of-line call per page.
+  static Slot* SizeHeld(const SimRequest& request, RunningSet::Running& run) {
+    run.slots.resize(request.pages.size() + request.output_pages);
+    return run.slots.data();
   }
 
   // A finished or preempted request's slots released: sglang's in the touch order
