@@ -150,15 +150,15 @@ TEST(CanaryStageTest, AReaderDoesNotWaitForTheCanariesSimulations) {
   std::future<std::string> read = std::async(std::launch::async, [&] { return agent.RenderMetrics(); });
   const bool answered = read.wait_for(std::chrono::minutes(2)) == std::future_status::ready;
   gate->Release();
-  ASSERT_TRUE(answered) << "a scrape waited for the canaries' simulations";
   const std::string during = read.get();
-  EXPECT_EQ(RequestsTotal(during), 512) << "the curves count the held batch";
-  EXPECT_EQ(CanaryCounters(during), first_batch) << "the canaries as of the last settled batch";
-
-  ASSERT_TRUE(PollUntil([&] { return RequestsTotal(agent.RenderMetrics()) == kRequests; }, kIngestTimeout,
-                        std::chrono::milliseconds(5)));
+  const bool all_in = PollUntil([&] { return RequestsTotal(agent.RenderMetrics()) == kRequests; }, kIngestTimeout,
+                                std::chrono::milliseconds(5));
   agent.Stop();
   loop.join();
+  ASSERT_TRUE(answered) << "a scrape waited for the canaries' simulations";
+  EXPECT_EQ(RequestsTotal(during), 512) << "the curves count the held batch";
+  EXPECT_EQ(CanaryCounters(during), first_batch) << "the canaries as of the last settled batch";
+  ASSERT_TRUE(all_in) << "the agent did not ingest every request";
   EXPECT_EQ(CanaryCounters(agent.RenderMetrics()), all) << "batched canaries count as request by request";
 }
 
