@@ -71,8 +71,10 @@ bool UsesClass(const CanaryOptions& o) {
 PolicyCanaries::PolicyCanaries(const CanaryOptions& options, std::size_t canaries)
     : options_(options),
       uses_class_(UsesClass(options)),
-      windows_(options.windows_s, Slice{std::vector<PolicyTotals>(canaries)}),
-      outcomes_(canaries) {}
+      windows_(options.windows_s, Slice{std::vector<PolicyTotals>(canaries)}) {
+  queued_.reserve(kSettleRequests);
+  outcomes_.reserve(kSettleRequests * canaries);
+}
 
 base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const CanaryOptions& options) {
   using R = base::Result<std::unique_ptr<PolicyCanaries>>;
@@ -103,8 +105,14 @@ base::Result<std::unique_ptr<PolicyCanaries>> PolicyCanaries::Create(const Canar
 }
 
 void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, double t, const RequestOutcome* exact) {
-  SimRequest sim;
-  sim.pages = request.pages;  // a span: no copy
+  if (Due()) Settle();
+  Queued& q = queued_.emplace_back();
+  q.first = queued_pages_.size();
+  q.pages = request.pages.size();
+  q.unlimited_hits = unlimited_hits;
+  q.t = t;
+  queued_pages_.insert(queued_pages_.end(), request.pages.begin(), request.pages.end());
+  SimRequest& sim = q.sim;
   ApplyLifetime(request, request.has_timestamp() ? request.timestamp_s : t, options_.lifetime, &sim);
   std::string_view cls;  // empty unless a canary reads it: then no class rule applies (UsesClass)
   if (uses_class_) {
@@ -119,41 +127,66 @@ void PolicyCanaries::Add(const Request& request, std::uint32_t unlimited_hits, d
                                               std::begin(kDerivedClasses));
   }
   if (!options_.priorities.empty()) sim.priority = options_.priorities.For(request.tenant, cls);
+  // The lru canaries read the engine's outcome now: it is the caller's, for this request only.
+  outcomes_.resize(outcomes_.size() + canaries_.size());
+  SimOutcome* outcomes = &outcomes_[outcomes_.size() - canaries_.size()];
   for (std::size_t i = 0; i < canaries_.size(); ++i) {
-    Canary& c = canaries_[i];
-    if (c.cache) {
-      outcomes_[i] = c.cache->Process(sim);
-    } else {
-      // Page i hits at capacity C iff its prefix maximum is below C; the prefix
-      // maxima ascend, and kCold / kBeyondTracked are above every capacity.
-      const auto& m = exact->prefix_max;
-      outcomes_[i] = SimOutcome{};
-      outcomes_[i].hits = static_cast<std::uint32_t>(
-          std::lower_bound(m.begin(), m.end(), c.capacity, [](std::uint64_t d, std::uint64_t cap) { return d < cap; }) -
-          m.begin());
-    }
-    c.lifetime.Add(request.pages.size(), outcomes_[i], unlimited_hits, options_.coverage_share);
+    if (canaries_[i].cache) continue;
+    // Page i hits at capacity C iff its prefix maximum is below C; the prefix
+    // maxima ascend, and kCold / kBeyondTracked are above every capacity.
+    const auto& m = exact->prefix_max;
+    outcomes[i].hits =
+        static_cast<std::uint32_t>(std::lower_bound(m.begin(), m.end(), canaries_[i].capacity,
+                                                    [](std::uint64_t d, std::uint64_t cap) { return d < cap; }) -
+                                   m.begin());
   }
-  windows_.Add(t, [&](Slice& slice) {
-    for (std::size_t i = 0; i < canaries_.size(); ++i) {
-      slice.totals[i].Add(request.pages.size(), outcomes_[i], unlimited_hits, options_.coverage_share);
+}
+
+void PolicyCanaries::Settle() const {
+  if (queued_.empty()) return;
+  const std::size_t n = canaries_.size();
+  for (Queued& q : queued_) {
+    q.sim.pages = std::span<const PageId>(queued_pages_).subspan(q.first, q.pages);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    PolicyCache* cache = canaries_[i].cache.get();
+    if (cache == nullptr) continue;
+    for (std::size_t r = 0; r < queued_.size(); ++r) outcomes_[r * n + i] = cache->Process(queued_[r].sim);
+  }
+  for (std::size_t r = 0; r < queued_.size(); ++r) {
+    const Queued& q = queued_[r];
+    const SimOutcome* outcomes = &outcomes_[r * n];
+    const std::size_t pages = q.pages;
+    for (std::size_t i = 0; i < n; ++i) {
+      canaries_[i].lifetime.Add(pages, outcomes[i], q.unlimited_hits, options_.coverage_share);
     }
-  });
+    windows_.Add(q.t, [&](Slice& slice) {
+      for (std::size_t i = 0; i < n; ++i) {
+        slice.totals[i].Add(pages, outcomes[i], q.unlimited_hits, options_.coverage_share);
+      }
+    });
+  }
+  queued_.clear();
+  queued_pages_.clear();
+  outcomes_.clear();
 }
 
 PolicyTotals PolicyCanaries::Window(std::size_t canary, std::size_t w) const {
+  Settle();
   PolicyTotals sum;
   for (const Slice& slice : windows_.rings()[w].ring) sum.Merge(slice.totals[canary]);
   return sum;
 }
 
 std::size_t PolicyCanaries::MemoryBytes() const {
+  Settle();
   std::size_t bytes = classifier_.MemoryBytes();
   for (const Canary& c : canaries_) bytes += c.cache ? c.cache->MemoryBytes() : 0;
   return bytes + windows_.size() * SlidingWindows<Slice>::kSlicesPerWindow * canaries_.size() * sizeof(PolicyTotals);
 }
 
 void PolicyCanaries::Serialize(std::vector<std::uint8_t>* out) const {
+  Settle();
   base::AppendPod(out, kCheckpointTag);
   base::AppendPod(out, kCheckpointVersion);
   const std::vector<std::uint8_t> options = EncodeOptions(options_);
@@ -180,7 +213,9 @@ void PolicyCanaries::Serialize(std::vector<std::uint8_t>* out) const {
 }
 
 bool PolicyCanaries::Deserialize(std::span<const std::uint8_t>* in) {
-  // Everything is read into new parts first; the object changes only on success.
+  // Everything is read into new parts first; the object changes only on success
+  // (the queue is settled either way: what was added stays added on failure).
+  Settle();
   std::span<const std::uint8_t> at = *in;
   std::uint32_t tag = 0, version = 0;
   std::uint64_t options_size = 0;

@@ -45,6 +45,7 @@ base::Status Agent::Init() {
   // No other thread runs yet; the lock keeps the analysis honest.
   base::WriterLock lock(mu_);
   analysis_ = std::move(analysis).value();
+  canaries_ = analysis_->canaries();
   LoadState();
   for (const auto& c : options_.collectors) published_.push_back(CollectorCopy::Of(*c));
 
@@ -71,20 +72,28 @@ base::Status Agent::Init() {
 // --- Ingestion ------------------------------------------------------------------------
 
 void Agent::OnRequest(const curve::Request& request) {
-  base::WriterLock lock(mu_);
-  analysis_->Ingest(request, WallNow());
+  {
+    base::WriterLock lock(mu_);
+    analysis_->Ingest(request, WallNow());
+  }
+  if (canaries_) canaries_->Settle();
 }
 
 void Agent::Ingest(std::span<const curve::Request> requests) {
   std::size_t i = 0;
   while (i < requests.size()) {
+    bool canaries_due = false;
     {
       // At least one request per turn, so a stream of readers cannot stall ingestion.
       base::WriterLock lock(mu_);
       do {
         analysis_->Ingest(requests[i++], WallNow());
-      } while (i < requests.size() && readers_waiting_.load(std::memory_order_relaxed) == 0);
+        canaries_due = canaries_ && canaries_->Due();
+      } while (i < requests.size() && !canaries_due && readers_waiting_.load(std::memory_order_relaxed) == 0);
     }
+    // The canaries take the queue without mu_ (the readers read what they last
+    // published), after the whole hand-over or when it is full.
+    if (canaries_ && (canaries_due || i == requests.size())) canaries_->Settle();
     if (i == requests.size()) break;
     // A reader waits for mu_: let it take its snapshot before going on (a mutex
     // is not fair: relocking at once could starve it for the whole batch).
@@ -178,6 +187,9 @@ int Agent::Run() {
     }
     const Clock::time_point now = Clock::now();
     const double wall = WallNow();
+    // Before the polls: from the first tick on the canaries' memory is counted here
+    // (without mu_), never by a reader.
+    if (canaries_) canaries_->RecountMemory(wall);
     // The collectors read their sources without mu_; the sink takes it per batch.
     for (std::size_t i = 0; i < options_.collectors.size(); ++i) {
       if (now < next_poll[i]) continue;

@@ -50,10 +50,15 @@
 // after each poll, a copy of the collector's stats, engine signals and samples.
 // The HTTP server answers on its own threads: /metrics, /api/v1/curve and the
 // alert evaluation copy a snapshot under mu_ (the lifetime and window curves, the
-// canaries' totals, the published collector copies, counters) and build the
-// reports, knees and text outside it. mu_ guards everything both touch; readers
+// canaries' published totals, the published collector copies, counters) and build
+// the reports, knees and text outside it. mu_ guards everything both touch; readers
 // hold it shared, so a state save, which serializes the analysis under a shared
-// hold too, does not hold them up.
+// hold too, does not hold them up. The policy canaries are simulated outside mu_:
+// under it a request is only queued for them, and once a batch is handed over (or
+// their queue is full) the loop releases mu_ and the canaries take the queue under
+// their own lock, then publish their totals (CanaryStage, analysis.h). Readers copy
+// what was published last: exact once Ingest (or OnRequest) has returned, and during
+// ingestion up to one batch behind the curves.
 //
 // Files: this class (agent.cc) is the wiring: start-up, the event loop, the
 // collectors' hand-over, and when and how the state file is saved and loaded. The
@@ -67,6 +72,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -125,6 +131,10 @@ struct AgentOptions {
   // Eviction-policy canaries (curve.policies, with curve.engine_policy first);
   // nullopt when none is configured. Windows and capacities are filled in by the agent.
   std::optional<curve::CanaryOptions> canaries;
+  // Tests only: runs whenever the canaries take a batch of queued requests, under
+  // their lock (CanaryStage; after a hand-over, without the agent's mutex), so that
+  // a test can hold a batch while it reads. Default: none.
+  std::function<void()> canaries_settling;
   // The detectors and notifiers; nullopt when alerts.enabled is false.
   std::optional<AlertRunnerOptions> alerts;
   // Per-tenant and per-class accounting (tenants.*); ignored when the engine samples.
@@ -192,7 +202,7 @@ class Agent : public collectors::RequestSink {
   // the canaries' totals when `canaries`.
   AgentSnapshot TakeSnapshot(bool windows, bool canaries) const EXCLUDES(mu_, readers_mu_);
   // Runs requests through the analysis, yielding mu_ to waiting readers between
-  // two requests.
+  // two requests, and the canaries through them without mu_.
   void Ingest(std::span<const curve::Request> requests) EXCLUDES(mu_);
   // Copies collector i's stats, signals and samples (loop thread, without mu_)
   // and publishes them for the scrapes (under mu_).
@@ -214,12 +224,14 @@ class Agent : public collectors::RequestSink {
   // analysis, so a save (tens of ms with a full engine) never holds up a scrape.
   mutable base::SharedMutex mu_;
   // Serializes the readers among themselves (taken before mu_): reading a window
-  // refreshes its cached merge (curve/sliding_windows.h), and the first snapshot
-  // before the loop's first Advance counts the canaries' memory.
+  // refreshes its cached merge (curve/sliding_windows.h).
   mutable base::Mutex readers_mu_;
   // Engines, curves, windows, groups, canaries (analysis.h). The pointer is set
   // once by Init; what it points to is read and written under mu_ only.
   std::unique_ptr<Analysis> analysis_ PT_GUARDED_BY(mu_);
+  // The analysis's canaries (null without curve.policies), set once by Init: they
+  // have their own locks, taken after mu_ when both are held.
+  CanaryStage* canaries_ = nullptr;
   std::vector<std::uint8_t> restored_alerts_ GUARDED_BY(mu_);  // saved alert state, until Init restores it
   // Per collector, its stats, signals and samples as of its last poll.
   std::vector<CollectorCopy> published_ GUARDED_BY(mu_);

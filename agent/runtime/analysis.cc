@@ -74,6 +74,123 @@ std::string CanariesNotRestored(std::span<const std::uint8_t> saved) {
 
 }  // namespace
 
+// --- Canaries -------------------------------------------------------------------------
+
+base::Result<std::unique_ptr<CanaryStage>> CanaryStage::Create(const curve::CanaryOptions& options,
+                                                               std::function<void()> settling) {
+  auto canaries = curve::PolicyCanaries::Create(options);
+  if (!canaries.ok()) return base::Result<std::unique_ptr<CanaryStage>>::Error(canaries.error());
+  return std::unique_ptr<CanaryStage>(new CanaryStage(options, std::move(settling), std::move(canaries).value()));
+}
+
+CanaryStage::CanaryStage(const curve::CanaryOptions& options, std::function<void()> settling,
+                         std::unique_ptr<curve::PolicyCanaries> canaries)
+    : options_(options), settling_(std::move(settling)) {
+  base::MutexLock lock(mu_);
+  canaries_ = std::move(canaries);
+  Publish();
+}
+
+void CanaryStage::Add(const curve::Request& request, std::uint32_t unlimited_hits, double t,
+                      const curve::RequestOutcome* exact) {
+  base::MutexLock lock(mu_);
+  // A full queue (the agent settles it before) would be settled by Add, unpublished:
+  // settled here, it is published too.
+  if (canaries_->Due()) SettleLocked();
+  canaries_->Add(request, unlimited_hits, t, exact);
+  ++queued_;
+}
+
+bool CanaryStage::Due() const {
+  base::MutexLock lock(mu_);
+  return canaries_->Due();
+}
+
+void CanaryStage::Settle() {
+  base::MutexLock lock(mu_);
+  SettleLocked();
+}
+
+void CanaryStage::SettleLocked() {
+  if (queued_ == 0) return;
+  if (settling_) settling_();
+  canaries_->Settle();
+  queued_ = 0;
+  Publish();
+}
+
+void CanaryStage::Advance(double t) {
+  base::MutexLock lock(mu_);
+  SettleLocked();
+  canaries_->Advance(t);
+  Publish();  // slices may have left the windows
+}
+
+void CanaryStage::RecountMemory(double wall_now_s) {
+  base::MutexLock lock(mu_);
+  if (wall_now_s - memory_wall_ < kMemoryEvery_s) return;
+  memory_bytes_ = canaries_->MemoryBytes();
+  memory_wall_ = wall_now_s;
+  Publish();
+}
+
+std::size_t CanaryStage::MemoryBytes() const {
+  base::MutexLock lock(mu_);
+  return canaries_->MemoryBytes();
+}
+
+std::shared_ptr<const CanaryStage::View> CanaryStage::view() const {
+  base::MutexLock lock(view_mu_);
+  return view_;
+}
+
+void CanaryStage::Serialize(std::vector<std::uint8_t>* out) {
+  base::MutexLock lock(mu_);
+  SettleLocked();  // published too: the readers' view does not lag what the checkpoint holds
+  canaries_->Serialize(out);
+}
+
+bool CanaryStage::Deserialize(std::span<const std::uint8_t>* in) {
+  base::MutexLock lock(mu_);
+  SettleLocked();
+  if (!canaries_->Deserialize(in)) return false;
+  memory_wall_ = -std::numeric_limits<double>::infinity();  // recounted at the loop's next tick
+  Publish();
+  return true;
+}
+
+void CanaryStage::Reset() {
+  auto fresh = curve::PolicyCanaries::Create(options_);  // the options created the canaries once already
+  base::MutexLock lock(mu_);
+  if (fresh.ok()) canaries_ = std::move(fresh).value();
+  queued_ = 0;
+  memory_wall_ = -std::numeric_limits<double>::infinity();
+  Publish();
+}
+
+void CanaryStage::Publish() {
+  const curve::PolicyCanaries& c = *canaries_;
+  auto view = std::make_shared<View>();
+  // The engine's policy is the canaries' first (CanaryRole, snapshot.h).
+  const curve::PolicyKind engine_policy = options_.policies.front();
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    AnalysisSnapshot::Canary canary{c.kind(k), c.capacity(k), CanaryRole::kAlternative, 0, c.Lifetime(k), {}};
+    if (canary.kind == engine_policy) canary.role = CanaryRole::kEnginePolicy;
+    for (std::size_t w = 0; w < options_.windows_s.size(); ++w) canary.windows.push_back(c.Window(k, w));
+    view->canaries.push_back(std::move(canary));
+  }
+  // Each canary's baseline: the engine policy's canary at its capacity.
+  for (AnalysisSnapshot::Canary& canary : view->canaries) {
+    const auto baseline = std::find_if(view->canaries.begin(), view->canaries.end(), [&](const auto& e) {
+      return e.role == CanaryRole::kEnginePolicy && e.capacity == canary.capacity;
+    });
+    canary.baseline = static_cast<std::size_t>(baseline - view->canaries.begin());
+  }
+  if (!std::isinf(memory_wall_)) view->memory_bytes = memory_bytes_;
+  base::MutexLock lock(view_mu_);
+  view_ = std::move(view);
+}
+
 // --- Creation -------------------------------------------------------------------------
 
 base::Result<std::unique_ptr<Analysis>> Analysis::Create(const AgentOptions& options) {
@@ -118,10 +235,9 @@ base::Status Analysis::Init() {
     // capacity within engine.max_pages, checked again here for options built in code.
     co.lru_from_engine = !sampled_ && std::all_of(co.capacities.begin(), co.capacities.end(),
                                                   [&](std::uint64_t c) { return c <= options_.engine.max_pages; });
-    auto canaries = curve::PolicyCanaries::Create(co);
+    auto canaries = CanaryStage::Create(co, options_.canaries_settling);
     if (!canaries.ok()) return base::Status::Error("curve.policies: " + canaries.error());
     canaries_ = std::move(canaries).value();
-    canary_options_ = co;
   }
   return base::Status::Ok();
 }
@@ -190,10 +306,6 @@ void Analysis::Ingest(const curve::Request& request, double wall) {
 }
 
 void Analysis::Advance(double wall_now_s) {
-  if (canaries_ && !(wall_now_s - canary_memory_wall_ < kCanaryMemoryEvery_s)) {
-    canary_memory_bytes_ = canaries_->MemoryBytes();
-    canary_memory_wall_ = wall_now_s;
-  }
   if (last_record_time_ < 0) return;
   windows_->Advance(ClockNow(wall_now_s));
   load_->Advance(ClockNow(wall_now_s));
@@ -235,27 +347,12 @@ AnalysisSnapshot Analysis::TakeSnapshot(bool windows, bool canaries) const {
     for (std::size_t i = 0; i < load_->size(); ++i) s.load.push_back({load_->Window(i), load_->Span(i)});
   }
   if (canaries && canaries_) {
-    const curve::PolicyCanaries& c = *canaries_;
+    // As the ingesting thread last published them (CanaryStage): never waits for
+    // their simulations.
+    const std::shared_ptr<const CanaryStage::View> view = canaries_->view();
     s.has_canaries = true;
-    // As of the last Advance (at most kCanaryMemoryEvery_s old); counted here only
-    // until the loop's first Advance has.
-    if (std::isinf(canary_memory_wall_)) canary_memory_bytes_ = c.MemoryBytes();
-    s.canary_memory_bytes = canary_memory_bytes_;
-    // The engine's policy is the canaries' first (CanaryRole, snapshot.h).
-    const curve::PolicyKind engine_policy = c.options().policies.front();
-    for (std::size_t k = 0; k < c.size(); ++k) {
-      AnalysisSnapshot::Canary canary{c.kind(k), c.capacity(k), CanaryRole::kAlternative, 0, c.Lifetime(k), {}};
-      if (canary.kind == engine_policy) canary.role = CanaryRole::kEnginePolicy;
-      for (std::size_t w = 0; w < options_.curve.windows.size(); ++w) canary.windows.push_back(c.Window(k, w));
-      s.canaries.push_back(std::move(canary));
-    }
-    // Each canary's baseline: the engine policy's canary at its capacity.
-    for (AnalysisSnapshot::Canary& canary : s.canaries) {
-      const auto baseline = std::find_if(s.canaries.begin(), s.canaries.end(), [&](const auto& e) {
-        return e.role == CanaryRole::kEnginePolicy && e.capacity == canary.capacity;
-      });
-      canary.baseline = static_cast<std::size_t>(baseline - s.canaries.begin());
-    }
+    s.canaries = view->canaries;
+    s.canary_memory_bytes = view->memory_bytes ? *view->memory_bytes : canaries_->MemoryBytes();
   }
   if (groups_) s.groups = groups_->Snapshot(windows);
   if (hybrid_) {
@@ -335,12 +432,11 @@ std::string Analysis::Restore(const StateParts& parts) {
   }
   // The canaries are restored when their settings are unchanged; otherwise they
   // alone start fresh (their numbers are not the curves').
-  canary_memory_wall_ = -std::numeric_limits<double>::infinity();  // recounted at the next Advance
   if (canaries_ && !parts.canaries.empty()) {
     std::span<const std::uint8_t> c(parts.canaries);
     if (!canaries_->Deserialize(&c) || !c.empty()) {
       AgentLog("state: " + CanariesNotRestored(parts.canaries) + "; the canaries start cold");
-      ResetCanaries();
+      canaries_->Reset();
     }
   }
   return {};
@@ -355,7 +451,7 @@ void Analysis::Reset() {
   hit_capacity_sum_ = required_capacity_sum_ = 0;
   if (groups_) groups_->Clear();
   if (hybrid_) hybrid_->Reset();
-  ResetCanaries();
+  if (canaries_) canaries_->Reset();
 }
 
 void Analysis::ResetWindows() {
@@ -378,15 +474,8 @@ void Analysis::RepairClock(double wall_now_s) {
   AgentLog("state: the windows' clock was " + std::to_string(now - wall_now_s) +
            " s ahead of the wall clock (more than curve.max_clock_skew); the windows restart, lifetime counters kept");
   ResetWindows();
-  ResetCanaries();
+  if (canaries_) canaries_->Reset();
   ++clock_repairs_;
-}
-
-void Analysis::ResetCanaries() {
-  if (!canary_options_) return;
-  auto fresh = curve::PolicyCanaries::Create(*canary_options_);
-  if (fresh.ok()) canaries_ = std::move(fresh).value();
-  canary_memory_wall_ = -std::numeric_limits<double>::infinity();  // recounted at the next Advance
 }
 
 }  // namespace kvwatch::agent

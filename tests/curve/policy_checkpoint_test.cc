@@ -7,6 +7,8 @@
 //     a fresh set, and from then on the restored set and the untouched twin agree
 //     on every canary's lifetime totals, window totals and hit ratios;
 //   - a cold set fed the same rest does not agree (the test has teeth);
+//   - canaries that take their queue in batches agree with canaries read (and so
+//     settled) after every request;
 //   - each cache on its own, restored mid-stream, gives the same hits and
 //     preemptions request by request;
 //   - truncated, garbage and mismatched-options bytes are refused and leave the
@@ -174,6 +176,29 @@ TEST(PolicyCheckpointTest, RestoredCanariesBehaveExactlyAsTheOriginal) {
       if (::testing::Test::HasFailure()) return;
     }
   }
+}
+
+// Add queues requests and the canaries take them in batches (kSettleRequests): a
+// set read after every request (each read takes the queue, so it runs request by
+// request) and a set read only now and then agree, and every read counts every
+// request added before it.
+TEST(PolicyCheckpointTest, BatchedCanariesEqualCanariesReadAfterEveryRequest) {
+  const std::vector<Request> stream = Stream(4, 3 * PolicyCanaries::kSettleRequests + 17);
+  Driver each(Options());
+  Driver batched(Options());
+  double last = 0;
+  for (std::size_t i = 0; i < stream.size(); ++i) {
+    if (stream[i].has_timestamp()) last = stream[i].timestamp_s;
+    each.Feed(stream[i]);
+    batched.Feed(stream[i]);
+    for (std::size_t k = 0; k < each.canaries().size(); ++k) {
+      ASSERT_EQ(each.canaries().Lifetime(k).requests, i + 1) << "canary " << k << " request " << i;
+    }
+    if (i % 300 == 299) ExpectSame(batched.canaries(), each.canaries(), "request " + std::to_string(i));
+  }
+  batched.canaries().Advance(last + 30);
+  each.canaries().Advance(last + 30);
+  ExpectSame(batched.canaries(), each.canaries(), "at the end");
 }
 
 // lru canaries read from the engine (CanaryOptions::lru_from_engine) against the
