@@ -94,25 +94,31 @@ inline constexpr std::uint32_t kGhostBit = 0x80000000u;
 inline constexpr std::uint32_t kNoGhost = kNoSlot;
 
 // One slot. The policy fields are used by whichever EvictionOrder the core has.
+// The fields the list orders touch at every reference and eviction (lru, vllm and
+// fifo: the page, the holds, the links, the flags) come first, in the first 24
+// bytes, so that a slot's hot part lies in one cache line for three slots in four;
+// 48 bytes in all (with the fields in declaration order it was 56, and the hot ones
+// spread over 50 of them).
 struct CoreSlot {
   PageId page = 0;
-  std::uint32_t holds = 0;         // running requests holding it
-  std::uint32_t parent = kNoSlot;  // sglang: the slot of the previous prompt page
-  std::uint32_t children = 0;      // sglang: slots with a page whose parent this is
-  std::uint32_t prev = kNoSlot;    // list orders
+  std::uint32_t holds = 0;       // running requests holding it
+  std::uint32_t prev = kNoSlot;  // list orders
   std::uint32_t next = kNoSlot;
+  bool has_page = false;      // carries a page (in the page map, unless unnamed)
+  bool unnamed = false;       // its page has no id (AdmitUnnamed): never in the page map
+  bool in_order = false;      // a candidate in the EvictionOrder
+  std::uint8_t freq = 0;      // s3fifo: hits, at most 3; sieve: the visited bit
+  bool in_main = false;       // s3fifo: in the main queue; arc: in T2
+  std::uint8_t category = 0;  // workload-aware: the category of the last referrer (< 64)
+  std::uint32_t version = 0;  // lazy heaps and queues: entries of an older version are stale
   // fifo: OrderKey; sglang: release order; lfu: references since admitted;
   // priority: the retention priority + 2^32; belady: the next use;
   // workload-aware: the request clock at the last reference.
   std::uint64_t key = 0;
-  std::uint32_t version = 0;  // lazy heaps and queues: entries of an older version are stale
-  std::uint8_t freq = 0;      // s3fifo: hits, at most 3; sieve: the visited bit
-  bool in_main = false;       // s3fifo: in the main queue; arc: in T2
-  std::uint8_t category = 0;  // workload-aware: the category of the last referrer (< 64)
-  bool has_page = false;      // carries a page (in the page map, unless unnamed)
-  bool unnamed = false;       // its page has no id (AdmitUnnamed): never in the page map
-  bool in_order = false;      // a candidate in the EvictionOrder
+  std::uint32_t parent = kNoSlot;  // sglang: the slot of the previous prompt page
+  std::uint32_t children = 0;      // sglang: slots with a page whose parent this is
 };
+static_assert(sizeof(CoreSlot) == 48);
 
 // The request the next reference or admission serves (SetReferrer).
 struct Referrer {
