@@ -491,7 +491,9 @@ class BasicPolicyCore {
   bool tree_;
   bool ghosts_;              // the order keeps ghosts in map_
   std::vector<Slot> empty_;  // free slots with no page id (not under vllm)
-  PageMap map_;              // page -> its slot, or kGhostBit | the order's ghost number
+  // page -> its slot, or kGhostBit | the order's ghost number. Mutable: a Find that
+  // misses leaves the map its probe's end, for the Admit of the page that follows.
+  mutable PageMap map_;
   std::uint64_t held_ = 0, free_with_page_ = 0, resident_ = 0, page_version_ = 0;
   // The last Find, for AcquireFor (ghost orders only).
   mutable PageId looked_up_ = 0;
