@@ -81,6 +81,7 @@ class ListOrder final : public EvictionOrder {
 // when the request touches it, after the request's other pages).
 class FifoOrder final : public EvictionOrder {
  public:
+  static constexpr bool kInertReferences = true;  // a hit does not change the order
   FifoOrder(const CoreOptions&, std::vector<CoreSlot>* blocks) : blocks_(*blocks) {}
   void Filled(std::uint32_t b) override {
     ++listed_;

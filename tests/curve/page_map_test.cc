@@ -87,6 +87,53 @@ TEST_P(PageMapTest, AgreesWithUnorderedMapThroughGrowthAndErasure) {
   EXPECT_EQ(map.Find(1), nullptr);
 }
 
+// A cache's miss path: Find misses, a victim (often on the same cluster) is
+// erased, then the missed key is inserted, by Insert or InsertOrAssign, where the
+// miss remembered its probe ended (or at the erasure's hole, when that lies on the
+// probe). Every key must stay findable from its home afterwards.
+TEST_P(PageMapTest, InsertAfterMissAndErasureStaysFindable) {
+  const MapCase& c = GetParam();
+  PageMap map(c.layout);
+  std::unordered_map<std::uint64_t, std::uint32_t> oracle;
+  std::vector<std::uint64_t> keys;  // in the map, oldest first (a fifo's victims)
+  std::mt19937_64 rng(c.hashed ? 23 : 29);
+  auto key_of = [&](std::uint64_t id) { return c.hashed ? base::Mix64(id) : id; };
+  // About 600 of 3,000 ids resident in a table of 1,024 entries: long clusters.
+  for (int step = 0; step < 200000; ++step) {
+    const std::uint64_t k = key_of(rng() % 3000);
+    if (map.Find(k) != nullptr) continue;
+    ASSERT_EQ(oracle.count(k), 0u);
+    if (keys.size() >= 600) {
+      // The victim: the oldest, or one at random (any cluster).
+      const std::size_t at = rng() % 2 == 0 ? 0 : rng() % keys.size();
+      ASSERT_TRUE(map.Erase(keys[at]));
+      oracle.erase(keys[at]);
+      keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    const auto v = static_cast<std::uint32_t>(step);
+    if (step % 3 == 0) {
+      map.InsertOrAssign(k, v);
+    } else {
+      map.Insert(k, v);
+    }
+    oracle.emplace(k, v);
+    keys.push_back(k);
+    if (step % 997 == 0) {
+      for (const auto& [key, value] : oracle) {
+        const std::uint32_t* found = map.Find(key);
+        ASSERT_NE(found, nullptr) << "key " << key << " at step " << step;
+        ASSERT_EQ(*found, value);
+      }
+    }
+  }
+  ASSERT_EQ(map.size(), oracle.size());
+  for (const auto& [key, value] : oracle) {
+    const std::uint32_t* found = map.Find(key);
+    ASSERT_NE(found, nullptr) << "key " << key;
+    EXPECT_EQ(*found, value);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, PageMapTest,
                          ::testing::Values(MapCase{PageMapLayout::kMixed, false}, MapCase{PageMapLayout::kMixed, true},
                                            MapCase{PageMapLayout::kRuns, false}, MapCase{PageMapLayout::kRuns, true}),
